@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every build, test and run dependency of the project from Debian's
+# packages. Idempotent: installs only what is missing. Run as root (or with
+# sudo available) on Debian 12.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config clang llvm
+  libevent-dev libwebsockets-dev libxml2-dev libhiredis-dev
+  libcurl4-openssl-dev libcmocka-dev libssl-dev libsqlite3-dev
+  libinih-dev libjansson-dev libzip-dev
+  redis-server curl
+  python3 python3-defusedxml python3-dateutil python3-requests
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+    || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

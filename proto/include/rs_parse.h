@@ -1,0 +1,91 @@
+/*
+ * rs_parse.h - streaming parser for ResourceSync documents (libxml2 SAX2 push
+ * parser underneath). Feed bytes in any chunking; the head is delivered once
+ * before the first entry, each entry is delivered as soon as it closes, and
+ * memory stays bounded whatever the document size. Validation (rs_check.h)
+ * runs as it goes, so the first problem is reported with its line.
+ *
+ * Safe by construction: no network, no DTD (any DOCTYPE is refused), no
+ * entity expansion, a byte limit checked before the bytes are parsed, a
+ * nesting limit, a per-text-node limit. A hostile document gets an error,
+ * never a crash or a hang.
+ */
+#ifndef RS_PARSE_H
+#define RS_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "rs_check.h"
+#include "rs_doc.h"
+
+#define RS_PARSE_MAX_DEPTH 64       /* element nesting */
+#define RS_PARSE_MAX_TEXT 65536     /* bytes of one text value (<loc> etc.) */
+#define RS_PARSE_MAX_LINKS 1024     /* rs:ln per entry or per root */
+
+typedef void (*rs_parse_warning_cb)(void *ud, unsigned line, const char *msg);
+
+struct rs_parse_opts {
+    bool strict;                 /* warnings become errors */
+    size_t max_bytes;            /* 0 = RS_MAX_DOC_BYTES */
+    size_t max_entries;          /* 0 = RS_MAX_ENTRIES */
+    rs_parse_warning_cb on_warning; /* may be NULL */
+    void *warning_ud;
+};
+
+/* The first error of a parse. */
+struct rs_diag {
+    int code;                    /* RS_EPARSE, RS_EINVALID, RS_ETOOBIG, ... */
+    unsigned line;               /* 1-based; 0 when not tied to a line */
+    char msg[256];
+};
+
+/*
+ * Callbacks. Pointers handed to them are valid only during the call. A
+ * callback returns 0 to go on; anything else stops the parse and
+ * rs_parser_feed/finish return that value if negative, else RS_ESTOPPED.
+ * on_head runs once, before the first on_entry (or at finish for a document
+ * with no entries). on_end runs once at a successful finish with the final
+ * head, which includes root <rs:ln> elements that appeared after entries
+ * (some Sources put rel="next" last).
+ */
+struct rs_parser_cbs {
+    int (*on_head)(void *ud, const struct rs_head *head);
+    int (*on_entry)(void *ud, const struct rs_entry *e);
+    int (*on_end)(void *ud, const struct rs_head *head);
+};
+
+struct rs_parser;
+
+/* opts and cbs are copied; either may be NULL. NULL on allocation failure. */
+struct rs_parser *rs_parser_new(const struct rs_parse_opts *opts,
+                                const struct rs_parser_cbs *cbs, void *ud);
+
+/* Parse the next len bytes. 0, or the error (then rs_parser_error() says
+ * why, and every later call returns the same error). */
+int rs_parser_feed(struct rs_parser *p, const char *buf, size_t len) RS_MUST_CHECK;
+
+/* End of input: checks the document is complete and valid. */
+int rs_parser_finish(struct rs_parser *p) RS_MUST_CHECK;
+
+/* The first error, or NULL if there was none. */
+const struct rs_diag *rs_parser_error(const struct rs_parser *p);
+
+/* Entries delivered so far, and bytes fed so far. */
+size_t rs_parser_entries(const struct rs_parser *p);
+size_t rs_parser_bytes(const struct rs_parser *p);
+
+void rs_parser_free(struct rs_parser *p);
+
+/*
+ * Parse a whole document held in memory into *out (caller frees with
+ * rs_doc_free). On error returns it, fills *diag when given, *out = NULL.
+ */
+int rs_doc_parse(const char *buf, size_t len, const struct rs_parse_opts *opts,
+                 struct rs_doc **out, struct rs_diag *diag) RS_MUST_CHECK;
+
+/* Same, reading from an open file descriptor until EOF (not closed). */
+int rs_doc_parse_fd(int fd, const struct rs_parse_opts *opts,
+                    struct rs_doc **out, struct rs_diag *diag) RS_MUST_CHECK;
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * rs_time.h - W3C Datetime (the profile of ISO 8601 that Sitemaps and
+ * ResourceSync use): parsing every granularity from YYYY to fractional
+ * seconds with Z or +hh:mm offsets, normalised to UTC microseconds, and
+ * formatting as YYYY-MM-DDThh:mm:ss[.s]Z.
+ */
+#ifndef RS_TIME_H
+#define RS_TIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rs_error.h"
+
+/* Microseconds since 1970-01-01T00:00:00Z. Years 0000..9999 fit. */
+typedef int64_t rs_time_t;
+
+#define RS_TIME_NONE INT64_MIN  /* "absent" in every model field */
+#define RS_TIME_BUFSZ 32        /* enough for any rs_time_format() output */
+
+/*
+ * Parse a W3C Datetime: YYYY, YYYY-MM, YYYY-MM-DD, YYYY-MM-DDThh:mmTZD,
+ * YYYY-MM-DDThh:mm:ssTZD, YYYY-MM-DDThh:mm:ss.sTZD (any number of fraction
+ * digits; digits beyond microseconds are truncated). TZD is Z or +hh:mm or
+ * -hh:mm and is mandatory when a time is present. Leading/trailing XML
+ * whitespace is allowed. Missing month/day default to 01; the result is the
+ * start of the period. Returns 0, or RS_EINVAL (out untouched) for anything
+ * else, including impossible dates (2013-02-30) and hours > 23 (except none:
+ * 24:00 is refused too).
+ */
+int rs_time_parse(const char *s, size_t len, rs_time_t *out) RS_MUST_CHECK;
+
+/*
+ * Format t as YYYY-MM-DDThh:mm:ssZ, or with a fraction of 1..6 digits
+ * (trailing zeros dropped) when t has sub-second microseconds. buf must hold
+ * RS_TIME_BUFSZ bytes. Returns the length written (excluding NUL), or 0 for
+ * RS_TIME_NONE or a time outside years 0000..9999 (buf is then "").
+ */
+size_t rs_time_format(rs_time_t t, char *buf);
+
+/* The current wall-clock time. */
+rs_time_t rs_time_now(void);
+
+#endif

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone on a fresh Debian machine:
+# installs what is missing, builds with ASan+UBSan and -Werror, runs the unit
+# and integration tests with ctest, then a short libFuzzer run of each fuzz
+# target (when clang is available).
+#   tests/run.sh            everything
+#   RS_FUZZ_SECONDS=600 tests/run.sh   a longer fuzz run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash deploy/install-deps.sh
+
+jobs=$(nproc 2>/dev/null || echo 2)
+build=${RS_TEST_BUILD_DIR:-$root/build-test}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DRS_SANITIZE=ON -DRS_WERROR=ON \
+      -DRS_TESTS=ON -DRS_BENCH=ON >/dev/null
+cmake --build "$build" -j "$jobs"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$build" -L 'unit|integration' --output-on-failure -j "$jobs"
+
+if command -v clang >/dev/null 2>&1; then
+  fbuild=${RS_FUZZ_BUILD_DIR:-$root/build-fuzz}
+  CC=clang cmake -S . -B "$fbuild" -DCMAKE_BUILD_TYPE=Debug -DRS_FUZZ=ON \
+        -DRS_TESTS=OFF -DRS_BENCH=OFF -DRS_WERROR=ON >/dev/null
+  cmake --build "$fbuild" -j "$jobs" --target fuzz_all
+  bash tests/fuzz/run.sh "$fbuild" "${RS_FUZZ_SECONDS:-20}"
+else
+  echo "fuzz: clang not found, fuzz targets skipped"
+fi

@@ -1,0 +1,119 @@
+/* testutil.c - shared unit test fixtures (testutil.h). */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rs_alloc.h"
+#include "testutil.h"
+
+char *
+tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf == NULL)
+        return NULL;
+    buf[n] = '\0';
+    if (len != NULL)
+        *len = n;
+    return buf;
+}
+
+const char *
+tu_data_path(const char *rel)
+{
+    static char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", RS_TEST_DATA, rel);
+    return path;
+}
+
+char *
+tu_read_data(const char *rel, size_t *len)
+{
+    char *buf = tu_read_file(tu_data_path(rel), len);
+    if (buf == NULL)
+        fail_msg("cannot read test data %s", tu_data_path(rel));
+    return buf;
+}
+
+char *
+tu_mkdtemp(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof(tmpl), "%s/rstest.XXXXXX", tmp ? tmp : "/tmp");
+    if (mkdtemp(tmpl) == NULL)
+        fail_msg("mkdtemp failed");
+    return strdup(tmpl);
+}
+
+static int
+rmtree_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void
+tu_rmtree(const char *path)
+{
+    nftw(path, rmtree_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* -------------------------------------------------------- failing allocator */
+
+static unsigned long alloc_fail_at, alloc_seen;
+
+static void *
+tu_malloc(size_t size)
+{
+    if (++alloc_seen == alloc_fail_at)
+        return NULL;
+    return malloc(size);
+}
+
+static void *
+tu_realloc(void *p, size_t size)
+{
+    if (++alloc_seen == alloc_fail_at)
+        return NULL;
+    return realloc(p, size);
+}
+
+void
+tu_alloc_fail_at(unsigned long n)
+{
+    static const struct rs_allocator failing = { tu_malloc, tu_realloc, free };
+    alloc_seen = 0;
+    alloc_fail_at = n;
+    rs_alloc_set(n ? &failing : NULL);
+}
+
+unsigned long
+tu_alloc_count(void)
+{
+    return alloc_seen;
+}

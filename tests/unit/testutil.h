@@ -1,0 +1,37 @@
+/*
+ * testutil.h - fixtures shared by the unit tests: reading test data files,
+ * temp directories, and an allocator that fails the Nth allocation.
+ */
+#ifndef RS_TESTUTIL_H
+#define RS_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* Read tests/data/<rel> into a new NUL-terminated buffer (free with free());
+ * fails the test when missing. */
+char *tu_read_data(const char *rel, size_t *len);
+
+/* Read any file; NULL if it cannot be read. */
+char *tu_read_file(const char *path, size_t *len);
+
+/* Absolute path of tests/data/<rel> in a static buffer. */
+const char *tu_data_path(const char *rel);
+
+/* Make a fresh temporary directory (mkdtemp); caller removes it with
+ * tu_rmtree. Returned string is malloc'ed. */
+char *tu_mkdtemp(void);
+void tu_rmtree(const char *path);
+
+/* Failing allocator: after tu_alloc_fail_at(n) the n-th rs_malloc/rs_realloc
+ * from now (1-based) returns NULL, and all before it succeed.
+ * tu_alloc_fail_at(0) restores normal allocation. tu_alloc_count() is the
+ * number of allocations seen since the last call to tu_alloc_fail_at();
+ * tu_alloc_fail_at(ULONG_MAX) counts without failing. */
+void tu_alloc_fail_at(unsigned long n);
+unsigned long tu_alloc_count(void);
+
+#endif
