@@ -45,8 +45,9 @@ struct rs_check {
 void rs_check_init(struct rs_check *c, bool strict, size_t max_entries,
                    rs_check_report_cb report, void *ud);
 
-/* Each returns 0, or RS_EINVALID after reporting the error (the first error
- * stops the check; warnings are reported and return 0 unless strict). */
+/* Each returns 0, or RS_EINVALID after reporting the error (RS_ETOOBIG for
+ * more than max_entries entries). The first error stops the check; warnings
+ * are reported and return 0 unless strict. */
 int rs_check_head(struct rs_check *c, const struct rs_head *h) RS_MUST_CHECK;
 int rs_check_entry(struct rs_check *c, const struct rs_entry *e) RS_MUST_CHECK;
 int rs_check_end(struct rs_check *c) RS_MUST_CHECK;

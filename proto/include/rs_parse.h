@@ -36,7 +36,13 @@ struct rs_parse_opts {
 /* The first error of a parse. */
 struct rs_diag {
     int code;                    /* RS_EPARSE, RS_EINVALID, RS_ETOOBIG, ... */
-    unsigned line;               /* 1-based; 0 when not tied to a line */
+    /* 1-based line of the element at fault: the element carrying a bad
+     * attribute (rs:md, rs:ln), the text element holding a bad value
+     * (<lastmod>), the entry's <url>/<sitemap> for rules about the entry as
+     * a whole (missing <loc> or change, order, limits), the root element
+     * for document-level rules; libxml2's line for XML errors; 0 when not
+     * tied to a line (e.g. the byte limit). */
+    unsigned line;
     char msg[256];
 };
 

@@ -1,0 +1,381 @@
+/*
+ * check.c - the ResourceSync document rules (rs_check.h), shared by the
+ * parser and the writer so that what we read leniently and what we write
+ * strictly are judged by the same code. Messages name the element or
+ * attribute at fault; the caller adds the file and line.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "rs_check.h"
+
+void
+rs_check_init(struct rs_check *c, bool strict, size_t max_entries,
+              rs_check_report_cb report, void *ud)
+{
+    memset(c, 0, sizeof(*c));
+    c->strict = strict;
+    c->max_entries = max_entries ? max_entries : RS_MAX_ENTRIES;
+    c->report = report;
+    c->ud = ud;
+    c->last_time = RS_TIME_NONE;
+}
+
+__attribute__((format(printf, 3, 4))) static int
+check_fail(struct rs_check *c, int rc, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (c->report != NULL)
+        c->report(c->ud, RS_SEV_ERROR, msg);
+    return rc;
+}
+
+/* A warning, or under strict an error: returns what the caller returns. */
+__attribute__((format(printf, 2, 3))) static int
+check_warn(struct rs_check *c, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (c->report != NULL)
+        c->report(c->ud, c->strict ? RS_SEV_ERROR : RS_SEV_WARNING, msg);
+    return c->strict ? RS_EINVALID : 0;
+}
+
+/* ------------------------------------------------------------------ URIs */
+
+static bool
+url_scheme_is(const char *s, const char *scheme, size_t n)
+{
+    return strncasecmp(s, scheme, n) == 0;
+}
+
+/* Absolute URI with one of the given schemes and a non-empty host, and no
+ * character a URI cannot hold unescaped (space, controls). Done by hand:
+ * it runs for every entry, and curl_url costs microseconds each. */
+static int
+check_uri(const char *s, bool allow_ws)
+{
+    size_t skip;
+    if (s == NULL)
+        return RS_EINVAL;
+    if (url_scheme_is(s, "http://", 7))
+        skip = 7;
+    else if (url_scheme_is(s, "https://", 8))
+        skip = 8;
+    else if (allow_ws && url_scheme_is(s, "ws://", 5))
+        skip = 5;
+    else if (allow_ws && url_scheme_is(s, "wss://", 6))
+        skip = 6;
+    else
+        return RS_EINVAL;
+    const char *host = s + skip;
+    size_t hostlen = strcspn(host, "/?#");
+    const char *at = memchr(host, '@', hostlen);
+    if (at != NULL) {
+        hostlen -= (size_t)(at + 1 - host);
+        host = at + 1;
+    }
+    if (hostlen == 0 || host[0] == ':')
+        return RS_EINVAL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p <= 0x20 || *p == 0x7f)
+            return RS_EINVAL;
+    return 0;
+}
+
+int
+rs_check_url(const char *s)
+{
+    return check_uri(s, false);
+}
+
+/* ----------------------------------------------------------------- links */
+
+static int
+check_links(struct rs_check *c, const struct rs_link *links, size_t n,
+            const char *where)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct rs_link *l = &links[i];
+        if (l->rel == NULL || l->rel[0] == '\0')
+            return check_fail(c, RS_EINVALID,
+                              "<rs:ln> in %s without rel attribute", where);
+        if (l->href == NULL || l->href[0] == '\0')
+            return check_fail(c, RS_EINVALID,
+                              "<rs:ln rel=\"%s\"> in %s without href attribute",
+                              l->rel, where);
+        if (l->pri > 999999)
+            return check_fail(c, RS_EINVALID,
+                              "<rs:ln rel=\"%s\"> pri %u is outside 1..999999",
+                              l->rel, l->pri);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ head */
+
+static bool
+cap_has_index(enum rs_capability cap)
+{
+    return cap == RS_CAP_RESOURCELIST || cap == RS_CAP_CHANGELIST ||
+           cap == RS_CAP_RESOURCEDUMP || cap == RS_CAP_CHANGEDUMP;
+}
+
+static bool
+cap_is_snapshot(enum rs_capability cap)
+{
+    return cap == RS_CAP_RESOURCELIST || cap == RS_CAP_RESOURCEDUMP ||
+           cap == RS_CAP_RESOURCEDUMP_MANIFEST;
+}
+
+static bool
+cap_is_change(enum rs_capability cap)
+{
+    return cap == RS_CAP_CHANGELIST || cap == RS_CAP_CHANGEDUMP ||
+           cap == RS_CAP_CHANGEDUMP_MANIFEST;
+}
+
+int
+rs_check_head(struct rs_check *c, const struct rs_head *h)
+{
+    const struct rs_md *md = &h->md;
+    const char *root = rs_root_name(h->root);
+    int rc;
+
+    c->head_done = true;
+    c->root = h->root;
+    c->cap = md->capability;
+    if (h->root == RS_ROOT_NONE)
+        return check_fail(c, RS_EINVALID,
+                          "root element must be <urlset> or <sitemapindex>");
+    if (!h->has_md)
+        return check_fail(c, RS_EINVALID,
+                          "<%s> has no <rs:md> element: not a ResourceSync "
+                          "document (a plain sitemap?)", root);
+    if (md->capability == RS_CAP_NONE)
+        return check_fail(c, RS_EINVALID,
+                          "root <rs:md> has no capability attribute");
+    if (md->capability == RS_CAP_OTHER)
+        return check_fail(c, RS_EINVALID,
+                          "unknown capability \"%s\" on the root <rs:md>",
+                          md->capability_other ? md->capability_other : "");
+    const char *cap = md->capability_alpha ? "change-notification"
+                                           : rs_capability_name(md->capability);
+    if (h->root == RS_ROOT_SITEMAPINDEX && !cap_has_index(md->capability))
+        return check_fail(c, RS_EINVALID,
+                          "capability \"%s\" cannot be a <sitemapindex> "
+                          "(only Resource Lists, Change Lists and dumps have "
+                          "indexes)", cap);
+
+    rc = check_links(c, h->links, h->nlinks, "the root");
+    if (rc != 0)
+        return rc;
+
+    /* Time attributes: which are mandatory, which do not belong. */
+    if (cap_is_snapshot(md->capability)) {
+        if (md->at == RS_TIME_NONE &&
+            (rc = check_warn(c, "%s: root <rs:md> has no \"at\" attribute",
+                             cap)) != 0)
+            return rc;
+        if (md->at != RS_TIME_NONE && md->completed != RS_TIME_NONE &&
+            md->completed < md->at)
+            return check_fail(c, RS_EINVALID,
+                              "root <rs:md> \"completed\" is before \"at\"");
+        if ((md->from != RS_TIME_NONE || md->until != RS_TIME_NONE) &&
+            (rc = check_warn(c, "%s: \"from\"/\"until\" belong to change "
+                             "documents, not snapshots", cap)) != 0)
+            return rc;
+    } else if (cap_is_change(md->capability)) {
+        if (md->from == RS_TIME_NONE &&
+            (rc = check_warn(c, "%s: root <rs:md> has no \"from\" attribute",
+                             cap)) != 0)
+            return rc;
+        if (md->from != RS_TIME_NONE && md->until != RS_TIME_NONE &&
+            md->until < md->from)
+            return check_fail(c, RS_EINVALID,
+                              "root <rs:md> \"until\" is before \"from\"");
+        if ((md->at != RS_TIME_NONE || md->completed != RS_TIME_NONE) &&
+            (rc = check_warn(c, "%s: \"at\"/\"completed\" belong to snapshot "
+                             "documents, not change documents", cap)) != 0)
+            return rc;
+    }
+
+    /* Every document but the Source Description links up to its parent;
+     * real Sources often leave it out, and the meaning stays clear. */
+    if (md->capability != RS_CAP_DESCRIPTION &&
+        rs_links_find(h->links, h->nlinks, "up") == NULL &&
+        (rc = check_warn(c, "%s: no <rs:ln rel=\"up\"> link to the %s", cap,
+                         md->capability == RS_CAP_CAPABILITYLIST
+                             ? "Source Description"
+                             : "Capability List")) != 0)
+        return rc;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- entries */
+
+/* Which changes a framework notification may announce for a capability
+ * document (notification spec; PROTOCOL.md 3). */
+static bool
+framework_change_ok(enum rs_capability cap, enum rs_change ch)
+{
+    switch (cap) {
+    case RS_CAP_RESOURCELIST:
+    case RS_CAP_RESOURCEDUMP:
+        return ch == RS_CHANGE_CREATED;
+    case RS_CAP_CHANGELIST:
+    case RS_CAP_CHANGEDUMP:
+        return ch == RS_CHANGE_CREATED || ch == RS_CHANGE_UPDATED;
+    case RS_CAP_CAPABILITYLIST:
+    case RS_CAP_DESCRIPTION:
+        return ch != RS_CHANGE_NONE;
+    default:
+        return false;
+    }
+}
+
+static int
+check_entry_capability(struct rs_check *c, const struct rs_entry *e)
+{
+    const struct rs_md *md = &e->md;
+    enum rs_capability ecap = e->has_md ? md->capability : RS_CAP_NONE;
+
+    if (c->cap == RS_CAP_DESCRIPTION) {
+        if (ecap == RS_CAP_NONE)
+            return check_warn(c, "Source Description entry %s has no "
+                              "capability=\"capabilitylist\"", e->loc);
+        if (ecap != RS_CAP_CAPABILITYLIST)
+            return check_fail(c, RS_EINVALID,
+                              "Source Description entry %s has capability "
+                              "\"%s\", expected \"capabilitylist\"", e->loc,
+                              ecap == RS_CAP_OTHER ? md->capability_other
+                                                   : rs_capability_name(ecap));
+        return 0;
+    }
+    /* c->cap == RS_CAP_CAPABILITYLIST */
+    switch (ecap) {
+    case RS_CAP_NONE:
+        return check_fail(c, RS_EINVALID,
+                          "Capability List entry %s has no capability "
+                          "attribute", e->loc);
+    case RS_CAP_RESOURCELIST:
+    case RS_CAP_RESOURCEDUMP:
+    case RS_CAP_CHANGELIST:
+    case RS_CAP_CHANGEDUMP:
+    case RS_CAP_CHANGELIST_NOTIFICATION:
+    case RS_CAP_FRAMEWORK_NOTIFICATION:
+        return 0;
+    case RS_CAP_OTHER:
+        return check_warn(c, "Capability List entry %s has unknown "
+                          "capability \"%s\"", e->loc, md->capability_other);
+    default:
+        return check_fail(c, RS_EINVALID,
+                          "Capability List entry %s has capability \"%s\", "
+                          "which a Capability List cannot list", e->loc,
+                          rs_capability_name(ecap));
+    }
+}
+
+int
+rs_check_entry(struct rs_check *c, const struct rs_entry *e)
+{
+    const struct rs_md *md = &e->md;
+    const char *elem = c->root == RS_ROOT_SITEMAPINDEX ? "<sitemap>" : "<url>";
+    bool is_index = c->root == RS_ROOT_SITEMAPINDEX;
+    int rc;
+
+    if (!c->head_done)
+        return check_fail(c, RS_EINVALID, "entry before the document head");
+    if (++c->nentries > c->max_entries)
+        return check_fail(c, RS_ETOOBIG,
+                          "more than %zu entries in one document (the "
+                          "ResourceSync limit; publish an index)",
+                          c->max_entries);
+    if (e->loc == NULL || e->loc[0] == '\0')
+        return check_fail(c, RS_EINVALID, "%s without <loc>", elem);
+
+    /* Notification channels in a Capability List are ws:// or wss://. */
+    bool allow_ws = c->cap == RS_CAP_CAPABILITYLIST && e->has_md &&
+                    rs_capability_is_notification(md->capability);
+    if (check_uri(e->loc, allow_ws) != 0)
+        return check_fail(c, RS_EINVALID,
+                          "<loc> \"%.160s\" is not an absolute %s URI", e->loc,
+                          allow_ws ? "http(s) or ws(s)" : "http(s)");
+
+    rc = check_links(c, e->links, e->nlinks, elem);
+    if (rc != 0)
+        return rc;
+
+    if (c->cap == RS_CAP_DESCRIPTION || c->cap == RS_CAP_CAPABILITYLIST)
+        return check_entry_capability(c, e);
+
+    if (c->cap == RS_CAP_FRAMEWORK_NOTIFICATION) {
+        if (!e->has_md || md->capability == RS_CAP_NONE)
+            return check_fail(c, RS_EINVALID,
+                              "framework notification entry %s has no "
+                              "capability attribute", e->loc);
+        if (md->change == RS_CHANGE_NONE)
+            return check_fail(c, RS_EINVALID,
+                              "framework notification entry %s has no change "
+                              "attribute", e->loc);
+        if (md->capability != RS_CAP_OTHER &&
+            !framework_change_ok(md->capability, md->change))
+            return check_fail(c, RS_EINVALID,
+                              "framework notification: change \"%s\" is not "
+                              "permitted for a %s", rs_change_name(md->change),
+                              rs_capability_name(md->capability));
+        return 0;
+    }
+
+    bool changes = !is_index && (c->cap == RS_CAP_CHANGELIST ||
+                                 c->cap == RS_CAP_CHANGEDUMP_MANIFEST ||
+                                 c->cap == RS_CAP_CHANGELIST_NOTIFICATION);
+    if (changes) {
+        if (!e->has_md || md->change == RS_CHANGE_NONE)
+            return check_fail(c, RS_EINVALID,
+                              "entry %s has no change attribute "
+                              "(created|updated|deleted)", e->loc);
+        /* 1.1 orders by datetime; 1.0 by the then-mandatory lastmod. */
+        rs_time_t t = md->datetime != RS_TIME_NONE ? md->datetime : e->lastmod;
+        if (t == RS_TIME_NONE) {
+            if (c->cap != RS_CAP_CHANGELIST_NOTIFICATION)
+                return check_fail(c, RS_EINVALID,
+                                  "entry %s has neither <lastmod> nor a "
+                                  "datetime attribute", e->loc);
+        } else {
+            if (c->last_time != RS_TIME_NONE && t < c->last_time) {
+                char a[RS_TIME_BUFSZ], b[RS_TIME_BUFSZ];
+                rs_time_format(t, a);
+                rs_time_format(c->last_time, b);
+                return check_fail(c, RS_EINVALID,
+                                  "entries are not in forward chronological "
+                                  "order: %s at %s comes after %s", e->loc,
+                                  a, b);
+            }
+            c->last_time = t;
+        }
+    }
+    if (!is_index && (c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
+                      c->cap == RS_CAP_CHANGEDUMP_MANIFEST) &&
+        (!e->has_md || md->path == NULL || md->path[0] == '\0'))
+        return check_fail(c, RS_EINVALID,
+                          "manifest entry %s has no path attribute", e->loc);
+    return 0;
+}
+
+int
+rs_check_end(struct rs_check *c)
+{
+    if (!c->head_done)
+        return check_fail(c, RS_EINVALID, "no ResourceSync root element");
+    return 0;
+}
