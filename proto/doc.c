@@ -46,6 +46,7 @@ rs_doc_free(struct rs_doc *doc)
     if (doc == NULL)
         return;
     rs_arena_free(doc->arena);
+    rs_free(doc->entries);
     rs_free(doc);
 }
 

@@ -129,7 +129,7 @@ struct rs_head {
 /* A whole parsed document; owns every string it points to. */
 struct rs_doc {
     struct rs_head head;
-    struct rs_entry *entries;
+    struct rs_entry *entries;     /* rs_malloc'ed array, freed by rs_doc_free */
     size_t nentries;
     struct rs_arena *arena;       /* private */
 };

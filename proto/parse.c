@@ -1,0 +1,1122 @@
+/*
+ * parse.c - streaming ResourceSync parser (rs_parse.h) on libxml2's SAX2 push
+ * parser. It maps SAX events onto the model, one entry at a time, running
+ * rs_check as it goes. Memory is bounded: the head lives in one arena, each
+ * entry in another that is reset after its callback. It owns no I/O except
+ * rs_doc_parse_fd's read loop.
+ */
+#include <errno.h>
+#include <libxml/parser.h>
+#include <libxml/parserInternals.h>
+#include <libxml/xmlerror.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "rs_alloc.h"
+#include "rs_parse.h"
+
+enum capture {
+    CAP_NONE = 0,
+    CAP_LOC,
+    CAP_LASTMOD,
+    CAP_CHANGEFREQ,
+};
+
+/* A growable array of links whose strings live in an arena. */
+struct link_vec {
+    struct rs_link *v;
+    size_t n, cap;
+};
+
+struct rs_parser {
+    struct rs_parse_opts opts;
+    struct rs_parser_cbs cbs;
+    void *ud;
+    xmlParserCtxtPtr ctx;          /* created on the first feed */
+
+    int err;                       /* first error, 0 while fine */
+    struct rs_diag diag;
+    bool finished;
+
+    size_t bytes;                  /* fed so far */
+    size_t nentries;               /* delivered so far */
+    unsigned depth;                /* current element depth; root = 1 */
+    unsigned skip_depth;           /* > 0: inside an ignored subtree */
+    bool seen_root, root_closed;
+    unsigned root_line, md_line;   /* where head problems are blamed */
+
+    struct rs_check check;
+    unsigned check_line;           /* line to blame for check messages */
+
+    /* head */
+    struct rs_arena *head_arena;
+    struct rs_head head;
+    struct link_vec head_links;
+    bool head_delivered;
+
+    /* entry being parsed */
+    struct rs_arena *entry_arena;
+    struct rs_entry entry;
+    struct link_vec entry_links;
+    bool in_entry;
+    bool entry_has_loc;
+
+    /* text capture for <loc>, <lastmod>, <changefreq> */
+    enum capture capture;
+    unsigned capture_line;
+    char *text;
+    size_t text_len, text_cap;
+};
+
+/* ------------------------------------------------------------------ errors */
+
+static void
+parser_stop(struct rs_parser *p)
+{
+    if (p->ctx != NULL)
+        xmlStopParser(p->ctx);
+}
+
+static unsigned
+parser_line(const struct rs_parser *p)
+{
+    if (p->ctx == NULL || p->ctx->input == NULL)
+        return 0;
+    return (unsigned)p->ctx->input->line;
+}
+
+/* Record the first error and stop libxml2; later errors are ignored. */
+__attribute__((format(printf, 4, 5))) static void
+parser_fail(struct rs_parser *p, int code, unsigned line, const char *fmt, ...)
+{
+    if (p->err != 0)
+        return;
+    p->err = code;
+    p->diag.code = code;
+    p->diag.line = line;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->diag.msg, sizeof(p->diag.msg), fmt, ap);
+    va_end(ap);
+    parser_stop(p);
+}
+
+static void
+parser_warn(struct rs_parser *p, unsigned line, const char *msg)
+{
+    if (p->opts.on_warning != NULL)
+        p->opts.on_warning(p->opts.warning_ud, line, msg);
+}
+
+static void
+on_check_report(void *ud, enum rs_severity sev, const char *msg)
+{
+    struct rs_parser *p = ud;
+    if (sev == RS_SEV_WARNING)
+        parser_warn(p, p->check_line, msg);
+    else
+        parser_fail(p, RS_EINVALID, p->check_line, "%s", msg);
+}
+
+/* The check reports errors through on_check_report; keep its code (it may
+ * be RS_ETOOBIG rather than RS_EINVALID). */
+static bool
+parser_checked(struct rs_parser *p, int rc)
+{
+    if (rc == 0)
+        return true;
+    if (p->err == RS_EINVALID || p->err == 0)
+        p->err = p->diag.code = rc;
+    parser_stop(p);
+    return false;
+}
+
+/* A callback asked to stop: its negative value, or RS_ESTOPPED. */
+static void
+parser_cb_stop(struct rs_parser *p, int rc)
+{
+    parser_fail(p, rc < 0 ? rc : RS_ESTOPPED, parser_line(p),
+                "stopped by callback (%s)", rs_strerror(rc < 0 ? rc : RS_ESTOPPED));
+}
+
+/* ------------------------------------------------------------------- links */
+
+static struct rs_link *
+link_vec_push(struct link_vec *lv)
+{
+    if (lv->n == lv->cap) {
+        size_t ncap = lv->cap ? lv->cap * 2 : 8;
+        struct rs_link *nv = rs_realloc(lv->v, ncap * sizeof(*nv));
+        if (nv == NULL)
+            return NULL;
+        lv->v = nv;
+        lv->cap = ncap;
+    }
+    struct rs_link *l = &lv->v[lv->n++];
+    rs_link_init(l);
+    return l;
+}
+
+/* --------------------------------------------------------------- attributes */
+
+/* SAX2 hands attributes as 5-tuples: localname, prefix, URI, value, end. */
+struct attr {
+    const char *name;
+    const char *uri;
+    const char *value;
+    size_t len;
+};
+
+static struct attr
+attr_at(const xmlChar **attrs, int i)
+{
+    struct attr a;
+    a.name = (const char *)attrs[i * 5];
+    a.uri = (const char *)attrs[i * 5 + 2];
+    a.value = (const char *)attrs[i * 5 + 3];
+    a.len = (size_t)(attrs[i * 5 + 4] - attrs[i * 5 + 3]);
+    return a;
+}
+
+static const char *
+attr_dup(struct rs_parser *p, struct rs_arena *ar, const struct attr *a)
+{
+    const char *s = rs_arena_strndup(ar, a->value, a->len);
+    if (s == NULL)
+        parser_fail(p, RS_ENOMEM, 0, "out of memory");
+    return s;
+}
+
+static bool
+attr_time(struct rs_parser *p, const char *elem, const struct attr *a,
+          rs_time_t *out)
+{
+    if (rs_time_parse(a->value, a->len, out) == 0)
+        return true;
+    parser_fail(p, RS_EINVALID, parser_line(p),
+                "<%s> %s=\"%.*s\" is not a W3C datetime", elem, a->name,
+                (int)(a->len > 64 ? 64 : a->len), a->value);
+    return false;
+}
+
+static bool
+attr_hash(struct rs_parser *p, const char *elem, const struct attr *a,
+          struct rs_hashes *out)
+{
+    if (rs_hashes_parse(a->value, a->len, out) == 0)
+        return true;
+    parser_fail(p, RS_EINVALID, parser_line(p),
+                "<%s> hash=\"%.*s\" is not a list of algorithm:hexdigest "
+                "with the algorithm's digest length", elem,
+                (int)(a->len > 80 ? 80 : a->len), a->value);
+    return false;
+}
+
+/* A decimal integer in [min, max], optional surrounding whitespace. */
+static bool
+attr_uint(const struct attr *a, int64_t min, int64_t max, int64_t *out)
+{
+    size_t i = 0, n = a->len;
+    while (i < n && (a->value[i] == ' ' || a->value[i] == '\t' ||
+                     a->value[i] == '\n' || a->value[i] == '\r'))
+        i++;
+    while (n > i && (a->value[n - 1] == ' ' || a->value[n - 1] == '\t' ||
+                     a->value[n - 1] == '\n' || a->value[n - 1] == '\r'))
+        n--;
+    if (i == n || n - i > 18)
+        return false;
+    int64_t v = 0;
+    for (; i < n; i++) {
+        if (a->value[i] < '0' || a->value[i] > '9')
+            return false;
+        v = v * 10 + (a->value[i] - '0');
+    }
+    if (v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool
+attr_length(struct rs_parser *p, const char *elem, const struct attr *a,
+            int64_t *out)
+{
+    if (attr_uint(a, 0, INT64_MAX, out))
+        return true;
+    parser_fail(p, RS_EINVALID, parser_line(p),
+                "<%s> length=\"%.*s\" is not a non-negative integer", elem,
+                (int)(a->len > 32 ? 32 : a->len), a->value);
+    return false;
+}
+
+/* Fill md from the attributes of an <rs:md>. Only un-namespaced attributes
+ * are ResourceSync's; others belong to communities and are ignored. */
+static bool
+parse_md(struct rs_parser *p, struct rs_arena *ar, struct rs_md *md,
+         int nattrs, const xmlChar **attrs)
+{
+    for (int i = 0; i < nattrs; i++) {
+        struct attr a = attr_at(attrs, i);
+        if (a.uri != NULL)
+            continue;
+        const char *n = a.name;
+        if (strcmp(n, "capability") == 0) {
+            const char *v = attr_dup(p, ar, &a);
+            if (v == NULL)
+                return false;
+            md->capability = rs_capability_from(v, &md->capability_alpha);
+            if (md->capability == RS_CAP_OTHER)
+                md->capability_other = v;
+        } else if (strcmp(n, "change") == 0) {
+            char v[16];
+            size_t len = a.len < sizeof(v) - 1 ? a.len : sizeof(v) - 1;
+            memcpy(v, a.value, len);
+            v[len] = '\0';
+            md->change = a.len < sizeof(v) ? rs_change_from(v) : RS_CHANGE_NONE;
+            if (md->change == RS_CHANGE_NONE) {
+                parser_fail(p, RS_EINVALID, parser_line(p),
+                            "<rs:md> change=\"%.*s\" is not created, updated "
+                            "or deleted", (int)(a.len > 32 ? 32 : a.len),
+                            a.value);
+                return false;
+            }
+        } else if (strcmp(n, "datetime") == 0) {
+            if (!attr_time(p, "rs:md", &a, &md->datetime))
+                return false;
+        } else if (strcmp(n, "at") == 0) {
+            if (!attr_time(p, "rs:md", &a, &md->at))
+                return false;
+        } else if (strcmp(n, "completed") == 0) {
+            if (!attr_time(p, "rs:md", &a, &md->completed))
+                return false;
+        } else if (strcmp(n, "from") == 0) {
+            if (!attr_time(p, "rs:md", &a, &md->from))
+                return false;
+        } else if (strcmp(n, "until") == 0) {
+            if (!attr_time(p, "rs:md", &a, &md->until))
+                return false;
+        } else if (strcmp(n, "hash") == 0) {
+            if (!attr_hash(p, "rs:md", &a, &md->hash))
+                return false;
+        } else if (strcmp(n, "length") == 0) {
+            if (!attr_length(p, "rs:md", &a, &md->length))
+                return false;
+        } else if (strcmp(n, "type") == 0) {
+            if ((md->type = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        } else if (strcmp(n, "encoding") == 0) {
+            if ((md->encoding = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        } else if (strcmp(n, "path") == 0) {
+            if ((md->path = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        }
+    }
+    return true;
+}
+
+static bool
+parse_ln(struct rs_parser *p, struct rs_arena *ar, struct link_vec *lv,
+         int nattrs, const xmlChar **attrs)
+{
+    if (lv->n >= RS_PARSE_MAX_LINKS) {
+        parser_fail(p, RS_ETOOBIG, parser_line(p),
+                    "more than %d <rs:ln> elements in one place",
+                    RS_PARSE_MAX_LINKS);
+        return false;
+    }
+    struct rs_link *l = link_vec_push(lv);
+    if (l == NULL) {
+        parser_fail(p, RS_ENOMEM, 0, "out of memory");
+        return false;
+    }
+    for (int i = 0; i < nattrs; i++) {
+        struct attr a = attr_at(attrs, i);
+        if (a.uri != NULL)
+            continue;
+        const char *n = a.name;
+        if (strcmp(n, "rel") == 0) {
+            if ((l->rel = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        } else if (strcmp(n, "href") == 0) {
+            if ((l->href = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        } else if (strcmp(n, "pri") == 0) {
+            int64_t v;
+            if (!attr_uint(&a, 1, 999999, &v)) {
+                parser_fail(p, RS_EINVALID, parser_line(p),
+                            "<rs:ln> pri=\"%.*s\" is not an integer in "
+                            "1..999999", (int)(a.len > 32 ? 32 : a.len),
+                            a.value);
+                return false;
+            }
+            l->pri = (uint32_t)v;
+        } else if (strcmp(n, "modified") == 0) {
+            if (!attr_time(p, "rs:ln", &a, &l->modified))
+                return false;
+        } else if (strcmp(n, "hash") == 0) {
+            if (!attr_hash(p, "rs:ln", &a, &l->hash))
+                return false;
+        } else if (strcmp(n, "length") == 0) {
+            if (!attr_length(p, "rs:ln", &a, &l->length))
+                return false;
+        } else if (strcmp(n, "type") == 0) {
+            if ((l->type = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        } else if (strcmp(n, "encoding") == 0) {
+            if ((l->encoding = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        } else if (strcmp(n, "path") == 0) {
+            if ((l->path = attr_dup(p, ar, &a)) == NULL)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ head & entry */
+
+static bool
+is_ns(const xmlChar *uri, const char *ns)
+{
+    return uri != NULL && strcmp((const char *)uri, ns) == 0;
+}
+
+/* Run the head rules and hand the head to the caller, once. */
+static bool
+head_deliver(struct rs_parser *p)
+{
+    if (p->head_delivered)
+        return true;
+    p->head_delivered = true;
+    p->check_line = p->md_line ? p->md_line : p->root_line;
+    p->head.links = p->head_links.v;
+    p->head.nlinks = p->head_links.n;
+    if (!parser_checked(p, rs_check_head(&p->check, &p->head)))
+        return false;
+    if (p->cbs.on_head != NULL) {
+        int rc = p->cbs.on_head(p->ud, &p->head);
+        if (rc != 0) {
+            parser_cb_stop(p, rc);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void
+entry_begin(struct rs_parser *p)
+{
+    rs_arena_reset(p->entry_arena);
+    rs_entry_init(&p->entry);
+    p->entry.line = parser_line(p);
+    p->entry_links.n = 0;
+    p->entry_has_loc = false;
+    p->in_entry = true;
+}
+
+static bool
+entry_end(struct rs_parser *p)
+{
+    p->in_entry = false;
+    p->entry.links = p->entry_links.v;
+    p->entry.nlinks = p->entry_links.n;
+    p->check_line = p->entry.line;
+    if (!parser_checked(p, rs_check_entry(&p->check, &p->entry)))
+        return false;
+    p->nentries++;
+    if (p->cbs.on_entry != NULL) {
+        int rc = p->cbs.on_entry(p->ud, &p->entry);
+        if (rc != 0) {
+            parser_cb_stop(p, rc);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+is_xml_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Finish a captured text element: <loc>, <lastmod> or <changefreq>. */
+static bool
+capture_end(struct rs_parser *p)
+{
+    const char *s = p->text;
+    size_t n = p->text_len;
+    while (n > 0 && is_xml_space(*s)) {
+        s++;
+        n--;
+    }
+    while (n > 0 && is_xml_space(s[n - 1]))
+        n--;
+
+    switch (p->capture) {
+    case CAP_LOC:
+        if (p->entry_has_loc) {
+            parser_fail(p, RS_EINVALID, p->capture_line,
+                        "more than one <loc> in an entry");
+            return false;
+        }
+        p->entry_has_loc = true;
+        if ((p->entry.loc = rs_arena_strndup(p->entry_arena, s, n)) == NULL) {
+            parser_fail(p, RS_ENOMEM, 0, "out of memory");
+            return false;
+        }
+        break;
+    case CAP_LASTMOD:
+        if (rs_time_parse(s, n, &p->entry.lastmod) != 0) {
+            parser_fail(p, RS_EINVALID, p->capture_line,
+                        "<lastmod>%.*s</lastmod> is not a W3C datetime",
+                        (int)(n > 64 ? 64 : n), s);
+            return false;
+        }
+        break;
+    case CAP_CHANGEFREQ: {
+        char v[16];
+        if (n < sizeof(v)) {
+            memcpy(v, s, n);
+            v[n] = '\0';
+            p->entry.changefreq = rs_changefreq_from(v);
+        }
+        if (p->entry.changefreq == RS_FREQ_NONE) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "<changefreq> \"%.*s\" is not a "
+                     "Sitemap change frequency; ignored",
+                     (int)(n > 32 ? 32 : n), s);
+            parser_warn(p, p->capture_line, msg);
+        }
+        break;
+    }
+    case CAP_NONE:
+        break;
+    }
+    p->capture = CAP_NONE;
+    return true;
+}
+
+/* ------------------------------------------------------------ SAX handlers */
+
+static void
+on_root_start(struct rs_parser *p, const char *name, const xmlChar *uri,
+              int nattrs, const xmlChar **attrs)
+{
+    bool urlset = strcmp(name, "urlset") == 0;
+    bool index = strcmp(name, "sitemapindex") == 0;
+    p->seen_root = true;
+    p->root_line = parser_line(p);
+    if (!urlset && !index) {
+        parser_fail(p, RS_EINVALID, parser_line(p),
+                    "root element <%s> is not <urlset> or <sitemapindex>",
+                    name);
+        return;
+    }
+    if (!is_ns(uri, RS_NS_SITEMAP)) {
+        parser_fail(p, RS_EINVALID, parser_line(p),
+                    "root <%s> is not in the Sitemap namespace %s (found %s)",
+                    name, RS_NS_SITEMAP, uri ? (const char *)uri : "none");
+        return;
+    }
+    p->head.root = urlset ? RS_ROOT_URLSET : RS_ROOT_SITEMAPINDEX;
+    for (int i = 0; i < nattrs; i++) {
+        struct attr a = attr_at(attrs, i);
+        if (!is_ns((const xmlChar *)a.uri, RS_NS_HUB))
+            continue;
+        const char **dst = strcmp(a.name, "id") == 0      ? &p->head.hub_id
+                           : strcmp(a.name, "topic") == 0 ? &p->head.hub_topic
+                                                          : NULL;
+        if (dst != NULL && (*dst = attr_dup(p, p->head_arena, &a)) == NULL)
+            return;
+    }
+}
+
+static void
+on_root_child(struct rs_parser *p, const char *name, const xmlChar *uri,
+              int nattrs, const xmlChar **attrs)
+{
+    if (is_ns(uri, RS_NS_RS)) {
+        if (strcmp(name, "md") == 0) {
+            if (p->head.has_md) {
+                parser_fail(p, RS_EINVALID, parser_line(p),
+                            "more than one root <rs:md>");
+                return;
+            }
+            if (p->head_delivered) {
+                parser_fail(p, RS_EINVALID, parser_line(p),
+                            "root <rs:md> must come before the entries");
+                return;
+            }
+            p->head.has_md = true;
+            p->md_line = parser_line(p);
+            parse_md(p, p->head_arena, &p->head.md, nattrs, attrs);
+        } else if (strcmp(name, "ln") == 0) {
+            /* Links after the entries (rel="next" at the end of a page)
+             * still belong to the head; on_end sees them. */
+            if (parse_ln(p, p->head_arena, &p->head_links, nattrs, attrs)) {
+                p->head.links = p->head_links.v;
+                p->head.nlinks = p->head_links.n;
+            }
+        } else {
+            p->skip_depth = p->depth;
+        }
+        return;
+    }
+    if (is_ns(uri, RS_NS_SITEMAP)) {
+        bool url = strcmp(name, "url") == 0;
+        bool sitemap = strcmp(name, "sitemap") == 0;
+        if (url || sitemap) {
+            if ((p->head.root == RS_ROOT_URLSET) != url) {
+                parser_fail(p, RS_EINVALID, parser_line(p),
+                            "<%s> inside <%s>; expected <%s>", name,
+                            rs_root_name(p->head.root), url ? "sitemap" : "url");
+                return;
+            }
+            if (!head_deliver(p))
+                return;
+            entry_begin(p);
+            return;
+        }
+    }
+    p->skip_depth = p->depth;   /* foreign or unknown: ignore the subtree */
+}
+
+static void
+on_entry_child(struct rs_parser *p, const char *name, const xmlChar *uri,
+               int nattrs, const xmlChar **attrs)
+{
+    if (is_ns(uri, RS_NS_SITEMAP)) {
+        enum capture c = strcmp(name, "loc") == 0          ? CAP_LOC
+                         : strcmp(name, "lastmod") == 0    ? CAP_LASTMOD
+                         : strcmp(name, "changefreq") == 0 ? CAP_CHANGEFREQ
+                                                           : CAP_NONE;
+        if (c != CAP_NONE) {
+            p->capture = c;
+            p->capture_line = parser_line(p);
+            p->text_len = 0;
+            return;
+        }
+    } else if (is_ns(uri, RS_NS_RS)) {
+        if (strcmp(name, "md") == 0) {
+            if (p->entry.has_md) {
+                parser_fail(p, RS_EINVALID, parser_line(p),
+                            "more than one <rs:md> in an entry");
+                return;
+            }
+            p->entry.has_md = true;
+            parse_md(p, p->entry_arena, &p->entry.md, nattrs, attrs);
+            return;
+        }
+        if (strcmp(name, "ln") == 0) {
+            parse_ln(p, p->entry_arena, &p->entry_links, nattrs, attrs);
+            return;
+        }
+    }
+    p->skip_depth = p->depth;
+}
+
+static void
+on_start_element(void *ctx, const xmlChar *localname, const xmlChar *prefix,
+                 const xmlChar *uri, int nb_namespaces,
+                 const xmlChar **namespaces, int nb_attributes,
+                 int nb_defaulted, const xmlChar **attrs)
+{
+    (void)prefix;
+    (void)nb_namespaces;
+    (void)namespaces;
+    (void)nb_defaulted;
+    struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
+    if (p->err != 0)
+        return;
+    p->depth++;
+    if (p->depth > RS_PARSE_MAX_DEPTH) {
+        parser_fail(p, RS_EINVALID, parser_line(p),
+                    "elements nested deeper than %d levels",
+                    RS_PARSE_MAX_DEPTH);
+        return;
+    }
+    if (p->skip_depth != 0)
+        return;
+    if (p->capture != CAP_NONE) {
+        /* markup inside <loc> and friends: not a plain value */
+        parser_fail(p, RS_EINVALID, parser_line(p),
+                    "element <%s> inside a text element", localname);
+        return;
+    }
+    const char *name = (const char *)localname;
+    switch (p->depth) {
+    case 1:
+        on_root_start(p, name, uri, nb_attributes, attrs);
+        break;
+    case 2:
+        on_root_child(p, name, uri, nb_attributes, attrs);
+        break;
+    case 3:
+        if (p->in_entry)
+            on_entry_child(p, name, uri, nb_attributes, attrs);
+        else
+            p->skip_depth = p->depth;
+        break;
+    default:
+        p->skip_depth = p->depth;
+        break;
+    }
+}
+
+static void
+on_end_element(void *ctx, const xmlChar *localname, const xmlChar *prefix,
+               const xmlChar *uri)
+{
+    (void)localname;
+    (void)prefix;
+    (void)uri;
+    struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
+    if (p->err != 0)
+        return;
+    unsigned depth = p->depth--;
+    if (p->skip_depth != 0) {
+        if (depth == p->skip_depth)
+            p->skip_depth = 0;
+        return;
+    }
+    if (depth == 3 && p->capture != CAP_NONE)
+        capture_end(p);
+    else if (depth == 2 && p->in_entry)
+        entry_end(p);
+    else if (depth == 1)
+        p->root_closed = true;
+}
+
+static void
+on_characters(void *ctx, const xmlChar *ch, int len)
+{
+    struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
+    if (p->capture == CAP_NONE || p->err != 0 || p->skip_depth != 0)
+        return;
+    size_t n = (size_t)len;
+    if (p->text_len + n > RS_PARSE_MAX_TEXT) {
+        parser_fail(p, RS_ETOOBIG, p->capture_line,
+                    "text value longer than %d bytes", RS_PARSE_MAX_TEXT);
+        return;
+    }
+    if (p->text_len + n > p->text_cap) {
+        size_t ncap = p->text_cap ? p->text_cap : 256;
+        while (ncap < p->text_len + n)
+            ncap *= 2;
+        char *nt = rs_realloc(p->text, ncap);
+        if (nt == NULL) {
+            parser_fail(p, RS_ENOMEM, 0, "out of memory");
+            return;
+        }
+        p->text = nt;
+        p->text_cap = ncap;
+    }
+    memcpy(p->text + p->text_len, ch, n);
+    p->text_len += n;
+}
+
+/* Any DOCTYPE is refused before its internal subset is read, so entity
+ * declarations (XXE, billion laughs) never reach the parser's tables. */
+static void
+on_internal_subset(void *ctx, const xmlChar *name, const xmlChar *eid,
+                   const xmlChar *sid)
+{
+    (void)name;
+    (void)eid;
+    (void)sid;
+    struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
+    parser_fail(p, RS_EINVALID, parser_line(p),
+                "DOCTYPE declarations are not allowed (no DTD, no entities)");
+}
+
+static xmlEntityPtr
+on_get_entity(void *ctx, const xmlChar *name)
+{
+    struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
+    parser_fail(p, RS_EINVALID, parser_line(p),
+                "entity reference &%s; is not allowed", name);
+    return NULL;
+}
+
+static void
+on_xml_error(void *ctx, xmlErrorPtr e)
+{
+    struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
+    if (e == NULL || e->level < XML_ERR_ERROR)
+        return;
+    char msg[200];
+    snprintf(msg, sizeof(msg), "%s", e->message ? e->message : "XML error");
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    parser_fail(p, RS_EPARSE, (unsigned)(e->line > 0 ? e->line : 0),
+                "not well-formed XML: %s", msg);
+}
+
+static xmlSAXHandler parser_sax;
+
+static void
+parser_sax_init(void)
+{
+    /* Written once per parser creation; identical values, so harmless if
+     * two threads race (no reader sees a half-initialised handler: each
+     * field is stored before xmlCreatePushParserCtxt copies it). */
+    memset(&parser_sax, 0, sizeof(parser_sax));
+    parser_sax.initialized = XML_SAX2_MAGIC;
+    parser_sax.startElementNs = on_start_element;
+    parser_sax.endElementNs = on_end_element;
+    parser_sax.characters = on_characters;
+    parser_sax.cdataBlock = on_characters;
+    parser_sax.internalSubset = on_internal_subset;
+    parser_sax.getEntity = on_get_entity;
+    parser_sax.serror = on_xml_error;
+}
+
+/* --------------------------------------------------------------- lifecycle */
+
+struct rs_parser *
+rs_parser_new(const struct rs_parse_opts *opts, const struct rs_parser_cbs *cbs,
+              void *ud)
+{
+    struct rs_parser *p = rs_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    if (opts != NULL)
+        p->opts = *opts;
+    if (p->opts.max_bytes == 0)
+        p->opts.max_bytes = RS_MAX_DOC_BYTES;
+    if (cbs != NULL)
+        p->cbs = *cbs;
+    p->ud = ud;
+    p->head_arena = rs_arena_new(4096);
+    p->entry_arena = rs_arena_new(4096);
+    if (p->head_arena == NULL || p->entry_arena == NULL) {
+        rs_parser_free(p);
+        return NULL;
+    }
+    rs_head_init(&p->head);
+    rs_check_init(&p->check, p->opts.strict, p->opts.max_entries,
+                  on_check_report, p);
+    return p;
+}
+
+void
+rs_parser_free(struct rs_parser *p)
+{
+    if (p == NULL)
+        return;
+    if (p->ctx != NULL)
+        xmlFreeParserCtxt(p->ctx);
+    rs_arena_free(p->head_arena);
+    rs_arena_free(p->entry_arena);
+    rs_free(p->head_links.v);
+    rs_free(p->entry_links.v);
+    rs_free(p->text);
+    rs_free(p);
+}
+
+static int
+parser_ctx_create(struct rs_parser *p)
+{
+    parser_sax_init();
+    p->ctx = xmlCreatePushParserCtxt(&parser_sax, NULL, NULL, 0, NULL);
+    if (p->ctx == NULL) {
+        parser_fail(p, RS_ENOMEM, 0, "out of memory");
+        return p->err;
+    }
+    p->ctx->_private = p;
+    /* No network, no entity substitution, no DTD loading: the defaults
+     * plus NONET. Every SAX callback gets the context (userData == ctx). */
+    xmlCtxtUseOptions(p->ctx, XML_PARSE_NONET);
+    return 0;
+}
+
+int
+rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
+{
+    if (p->err != 0)
+        return p->err;
+    if (p->finished)
+        return RS_ESTATE;
+    if (len > p->opts.max_bytes - p->bytes) {
+        parser_fail(p, RS_ETOOBIG, 0,
+                    "document larger than %zu bytes (the ResourceSync limit "
+                    "is 50 MB; publish an index)", p->opts.max_bytes);
+        return p->err;
+    }
+    p->bytes += len;
+    if (p->ctx == NULL && parser_ctx_create(p) != 0)
+        return p->err;
+    /* xmlParseChunk takes an int length. */
+    while (len > 0 && p->err == 0) {
+        int n = len > (1u << 30) ? (1 << 30) : (int)len;
+        int xrc = xmlParseChunk(p->ctx, buf, n, 0);
+        if (xrc != 0 && p->err == 0)
+            parser_fail(p, RS_EPARSE, parser_line(p),
+                        "not well-formed XML (libxml2 error %d)", xrc);
+        buf += n;
+        len -= (size_t)n;
+    }
+    return p->err;
+}
+
+int
+rs_parser_finish(struct rs_parser *p)
+{
+    if (p->err != 0)
+        return p->err;
+    if (p->finished)
+        return RS_ESTATE;
+    p->finished = true;
+    if (p->bytes == 0) {
+        parser_fail(p, RS_EPARSE, 0, "not well-formed XML: document is empty");
+        return p->err;
+    }
+    int xrc = xmlParseChunk(p->ctx, NULL, 0, 1);
+    if (p->err == RS_EPARSE && p->seen_root && !p->root_closed) {
+        /* libxml2 words a cut-off document in many ways ("Extra content",
+         * "Premature end"); say what happened. */
+        snprintf(p->diag.msg, sizeof(p->diag.msg),
+                 "not well-formed XML: document is truncated (the root "
+                 "element is never closed)");
+    }
+    if (p->err != 0)
+        return p->err;
+    if (xrc != 0 || !p->seen_root || !p->root_closed) {
+        parser_fail(p, RS_EPARSE, parser_line(p),
+                    p->seen_root ? "not well-formed XML: document is truncated"
+                                 : "not well-formed XML: document is empty");
+        return p->err;
+    }
+    if (!head_deliver(p))
+        return p->err;
+    p->check_line = 0;
+    if (!parser_checked(p, rs_check_end(&p->check)))
+        return p->err;
+    if (p->cbs.on_end != NULL) {
+        p->head.links = p->head_links.v;
+        p->head.nlinks = p->head_links.n;
+        int rc = p->cbs.on_end(p->ud, &p->head);
+        if (rc != 0) {
+            parser_cb_stop(p, rc);
+            return p->err;
+        }
+    }
+    return 0;
+}
+
+const struct rs_diag *
+rs_parser_error(const struct rs_parser *p)
+{
+    return p->err != 0 ? &p->diag : NULL;
+}
+
+size_t
+rs_parser_entries(const struct rs_parser *p)
+{
+    return p->nentries;
+}
+
+size_t
+rs_parser_bytes(const struct rs_parser *p)
+{
+    return p->bytes;
+}
+
+/* ------------------------------------------------------ whole-document API */
+
+/* Deep copies into the document's arena, so the parser's buffers can be
+ * reused for the next entry. */
+struct doc_build {
+    struct rs_doc *doc;
+    size_t cap;
+};
+
+static int
+copy_str(struct rs_arena *ar, const char **dst, const char *src)
+{
+    if (src == NULL)
+        return 0;
+    *dst = rs_arena_strndup(ar, src, strlen(src));
+    return *dst != NULL ? 0 : RS_ENOMEM;
+}
+
+static int
+copy_md(struct rs_arena *ar, struct rs_md *md)
+{
+    if (copy_str(ar, &md->capability_other, md->capability_other) != 0 ||
+        copy_str(ar, &md->type, md->type) != 0 ||
+        copy_str(ar, &md->encoding, md->encoding) != 0 ||
+        copy_str(ar, &md->path, md->path) != 0)
+        return RS_ENOMEM;
+    return 0;
+}
+
+static int
+copy_links(struct rs_arena *ar, const struct rs_link **links, size_t n)
+{
+    if (n == 0) {
+        *links = NULL;
+        return 0;
+    }
+    struct rs_link *v = rs_arena_alloc(ar, n * sizeof(*v));
+    if (v == NULL)
+        return RS_ENOMEM;
+    memcpy(v, *links, n * sizeof(*v));
+    for (size_t i = 0; i < n; i++) {
+        if (copy_str(ar, &v[i].rel, v[i].rel) != 0 ||
+            copy_str(ar, &v[i].href, v[i].href) != 0 ||
+            copy_str(ar, &v[i].type, v[i].type) != 0 ||
+            copy_str(ar, &v[i].encoding, v[i].encoding) != 0 ||
+            copy_str(ar, &v[i].path, v[i].path) != 0)
+            return RS_ENOMEM;
+    }
+    *links = v;
+    return 0;
+}
+
+static int
+on_doc_entry(void *ud, const struct rs_entry *e)
+{
+    struct doc_build *b = ud;
+    struct rs_doc *doc = b->doc;
+    if (doc->nentries == b->cap) {
+        size_t ncap = b->cap ? b->cap * 2 : 16;
+        struct rs_entry *nv = rs_realloc(doc->entries, ncap * sizeof(*nv));
+        if (nv == NULL)
+            return RS_ENOMEM;
+        doc->entries = nv;
+        b->cap = ncap;
+    }
+    struct rs_entry *d = &doc->entries[doc->nentries];
+    *d = *e;
+    if (copy_str(doc->arena, &d->loc, e->loc) != 0 ||
+        copy_md(doc->arena, &d->md) != 0 ||
+        copy_links(doc->arena, &d->links, d->nlinks) != 0)
+        return RS_ENOMEM;
+    doc->nentries++;
+    return 0;
+}
+
+static int
+on_doc_end(void *ud, const struct rs_head *h)
+{
+    struct doc_build *b = ud;
+    struct rs_doc *doc = b->doc;
+    struct rs_arena *ar = doc->arena;
+    doc->head = *h;
+    if (copy_md(ar, &doc->head.md) != 0 ||
+        copy_links(ar, &doc->head.links, doc->head.nlinks) != 0 ||
+        copy_str(ar, &doc->head.hub_id, h->hub_id) != 0 ||
+        copy_str(ar, &doc->head.hub_topic, h->hub_topic) != 0)
+        return RS_ENOMEM;
+    return 0;
+}
+
+static void
+doc_diag(struct rs_diag *diag, int rc, const struct rs_parser *p)
+{
+    if (diag == NULL)
+        return;
+    const struct rs_diag *d = p != NULL ? rs_parser_error(p) : NULL;
+    if (d != NULL) {
+        *diag = *d;
+        diag->code = rc;
+    } else {
+        diag->code = rc;
+        diag->line = 0;
+        snprintf(diag->msg, sizeof(diag->msg), "%s", rs_strerror(rc));
+    }
+}
+
+/* Shared by rs_doc_parse and rs_doc_parse_fd: feed() supplies the bytes. */
+static int
+doc_parse(int (*feed)(struct rs_parser *, void *), void *src,
+          const struct rs_parse_opts *opts, struct rs_doc **out,
+          struct rs_diag *diag)
+{
+    int rc;
+    struct doc_build b = { 0 };
+    struct rs_parser *p = NULL;
+    static const struct rs_parser_cbs cbs = {
+        .on_entry = on_doc_entry,
+        .on_end = on_doc_end,
+    };
+
+    *out = NULL;
+    b.doc = rs_calloc(1, sizeof(*b.doc));
+    if (b.doc == NULL || (b.doc->arena = rs_arena_new(16384)) == NULL) {
+        rc = RS_ENOMEM;
+        goto out;
+    }
+    p = rs_parser_new(opts, &cbs, &b);
+    if (p == NULL) {
+        rc = RS_ENOMEM;
+        goto out;
+    }
+    rc = feed(p, src);
+    if (rc == 0)
+        rc = rs_parser_finish(p);
+    /* An out-of-memory inside our own callbacks surfaces as that code. */
+out:
+    if (rc != 0) {
+        doc_diag(diag, rc, p);
+        rs_doc_free(b.doc);
+    } else {
+        *out = b.doc;
+    }
+    rs_parser_free(p);
+    return rc;
+}
+
+struct mem_src {
+    const char *buf;
+    size_t len;
+};
+
+static int
+feed_mem(struct rs_parser *p, void *src)
+{
+    struct mem_src *m = src;
+    return rs_parser_feed(p, m->buf, m->len);
+}
+
+int
+rs_doc_parse(const char *buf, size_t len, const struct rs_parse_opts *opts,
+             struct rs_doc **out, struct rs_diag *diag)
+{
+    struct mem_src m = { buf, len };
+    return doc_parse(feed_mem, &m, opts, out, diag);
+}
+
+static int
+feed_fd(struct rs_parser *p, void *src)
+{
+    int fd = *(int *)src;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n == 0)
+            return 0;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return RS_EIO;
+        }
+        int rc = rs_parser_feed(p, buf, (size_t)n);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+int
+rs_doc_parse_fd(int fd, const struct rs_parse_opts *opts, struct rs_doc **out,
+                struct rs_diag *diag)
+{
+    return doc_parse(feed_fd, &fd, opts, out, diag);
+}

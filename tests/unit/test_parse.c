@@ -1,0 +1,512 @@
+/*
+ * test_parse.c - the streaming parser's contracts: callback order, any
+ * chunking, limits checked before work, sticky errors, the callback stop
+ * rule, hostile XML, foreign namespaces, every model field, allocation
+ * failure. The spec-example corpus lives in test_corpus.c.
+ */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rs_alloc.h"
+#include "rs_parse.h"
+
+#define NS "xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" " \
+           "xmlns:rs=\"http://www.openarchives.org/rs/terms/\""
+
+static const char CHANGELIST[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<urlset " NS ">\n"
+    "  <rs:ln rel=\"up\" href=\"http://example.com/capabilitylist.xml\"/>\n"
+    "  <rs:md capability=\"changelist\" from=\"2013-01-02T00:00:00Z\"/>\n"
+    "  <url>\n"
+    "    <loc>http://example.com/res1</loc>\n"
+    "    <rs:md change=\"created\" datetime=\"2013-01-02T13:00:00Z\"/>\n"
+    "  </url>\n"
+    "  <url>\n"
+    "    <loc>http://example.com/res2</loc>\n"
+    "    <rs:md change=\"updated\" datetime=\"2013-01-02T14:00:00Z\"/>\n"
+    "  </url>\n"
+    "  <url>\n"
+    "    <loc>http://example.com/res3</loc>\n"
+    "    <rs:md change=\"deleted\" datetime=\"2013-01-02T15:00:00Z\"/>\n"
+    "  </url>\n"
+    "  <rs:ln rel=\"next\" href=\"http://example.com/changelist.xml?page=2\"/>\n"
+    "</urlset>\n";
+
+/* Records what the callbacks saw. */
+struct rec {
+    int heads, ends, entries;
+    char order[64];          /* 'h', 'e', 'E' in call order */
+    char locs[8][64];
+    size_t head_links, end_links;
+    int stop_at;             /* on_entry returns stop_rc at this entry */
+    int stop_rc;
+    int warnings;
+    unsigned warn_line;
+};
+
+static void
+rec_note(struct rec *r, char c)
+{
+    size_t n = strlen(r->order);
+    if (n + 1 < sizeof(r->order))
+        r->order[n] = c;
+}
+
+static int
+on_head(void *ud, const struct rs_head *h)
+{
+    struct rec *r = ud;
+    r->heads++;
+    r->head_links = h->nlinks;
+    rec_note(r, 'h');
+    return 0;
+}
+
+static int
+on_entry(void *ud, const struct rs_entry *e)
+{
+    struct rec *r = ud;
+    if (r->entries < 8)
+        snprintf(r->locs[r->entries], sizeof(r->locs[0]), "%s", e->loc);
+    r->entries++;
+    rec_note(r, 'e');
+    if (r->stop_at != 0 && r->entries == r->stop_at)
+        return r->stop_rc;
+    return 0;
+}
+
+static int
+on_end(void *ud, const struct rs_head *h)
+{
+    struct rec *r = ud;
+    r->ends++;
+    r->end_links = h->nlinks;
+    rec_note(r, 'E');
+    return 0;
+}
+
+static void
+on_warning(void *ud, unsigned line, const char *msg)
+{
+    (void)msg;
+    struct rec *r = ud;
+    r->warnings++;
+    r->warn_line = line;
+}
+
+static const struct rs_parser_cbs CBS = { on_head, on_entry, on_end };
+
+/* Feed doc in chunks of `chunk` bytes; returns the first error or 0. */
+static int
+feed_chunked(struct rs_parser *p, const char *doc, size_t len, size_t chunk)
+{
+    for (size_t off = 0; off < len; off += chunk) {
+        size_t n = len - off < chunk ? len - off : chunk;
+        int rc = rs_parser_feed(p, doc + off, n);
+        if (rc != 0)
+            return rc;
+    }
+    return rs_parser_finish(p);
+}
+
+static int
+parse_str(const char *doc, const struct rs_parse_opts *opts, struct rs_doc **d,
+          struct rs_diag *diag)
+{
+    return rs_doc_parse(doc, strlen(doc), opts, d, diag);
+}
+
+/* parse/callback_order: head once before the entries, entries in document
+ * order, end once with the rel="next" link that came after the entries. */
+static void
+test_callback_order(void **state)
+{
+    (void)state;
+    struct rec r = { 0 };
+    struct rs_parser *p = rs_parser_new(NULL, &CBS, &r);
+    assert_non_null(p);
+    assert_int_equal(feed_chunked(p, CHANGELIST, strlen(CHANGELIST), 4096), 0);
+    assert_string_equal(r.order, "heeeE");
+    assert_string_equal(r.locs[2], "http://example.com/res3");
+    assert_int_equal(r.head_links, 1);
+    assert_int_equal(r.end_links, 2);
+    assert_int_equal(rs_parser_entries(p), 3);
+    assert_int_equal(rs_parser_bytes(p), strlen(CHANGELIST));
+    assert_null(rs_parser_error(p));
+    rs_parser_free(p);
+}
+
+/* parse/any_chunking: every chunk size from 1 to 97 bytes gives the same
+ * callbacks and result as one big feed. */
+static void
+test_any_chunking(void **state)
+{
+    (void)state;
+    for (size_t chunk = 1; chunk < 98; chunk++) {
+        struct rec r = { 0 };
+        struct rs_parser *p = rs_parser_new(NULL, &CBS, &r);
+        assert_int_equal(feed_chunked(p, CHANGELIST, strlen(CHANGELIST), chunk), 0);
+        assert_string_equal(r.order, "heeeE");
+        assert_string_equal(r.locs[1], "http://example.com/res2");
+        rs_parser_free(p);
+    }
+}
+
+/* parse/byte_limit_first: a feed that would pass max_bytes fails with
+ * RS_ETOOBIG before any of it is parsed (no callback runs). */
+static void
+test_byte_limit_first(void **state)
+{
+    (void)state;
+    struct rec r = { 0 };
+    struct rs_parse_opts o = { .max_bytes = 100 };
+    struct rs_parser *p = rs_parser_new(&o, &CBS, &r);
+    assert_int_equal(rs_parser_feed(p, CHANGELIST, strlen(CHANGELIST)), RS_ETOOBIG);
+    assert_int_equal(r.heads + r.entries, 0);
+    assert_int_equal(rs_parser_error(p)->code, RS_ETOOBIG);
+    assert_non_null(strstr(rs_parser_error(p)->msg, "larger than"));
+    /* sticky */
+    assert_int_equal(rs_parser_feed(p, "x", 1), RS_ETOOBIG);
+    assert_int_equal(rs_parser_finish(p), RS_ETOOBIG);
+    rs_parser_free(p);
+}
+
+/* parse/entry_limit: one entry over max_entries is RS_ETOOBIG, blamed on
+ * that entry's line, and no callback sees it. */
+static void
+test_entry_limit(void **state)
+{
+    (void)state;
+    struct rec r = { 0 };
+    struct rs_parse_opts o = { .max_entries = 2 };
+    struct rs_parser *p = rs_parser_new(&o, &CBS, &r);
+    assert_int_equal(feed_chunked(p, CHANGELIST, strlen(CHANGELIST), 10), RS_ETOOBIG);
+    assert_int_equal(r.entries, 2);
+    assert_int_equal(rs_parser_error(p)->line, 13);
+    assert_non_null(strstr(rs_parser_error(p)->msg, "more than 2 entries"));
+    rs_parser_free(p);
+}
+
+/* parse/callback_stop: a callback returning non-zero stops the parse; a
+ * negative value is returned as is, a positive one as RS_ESTOPPED; no
+ * callback runs afterwards. */
+static void
+test_callback_stop(void **state)
+{
+    (void)state;
+    struct rec r = { .stop_at = 2, .stop_rc = 1 };
+    struct rs_parser *p = rs_parser_new(NULL, &CBS, &r);
+    assert_int_equal(feed_chunked(p, CHANGELIST, strlen(CHANGELIST), 7), RS_ESTOPPED);
+    assert_string_equal(r.order, "hee");
+    rs_parser_free(p);
+
+    struct rec r2 = { .stop_at = 1, .stop_rc = RS_ECANCELED };
+    p = rs_parser_new(NULL, &CBS, &r2);
+    assert_int_equal(feed_chunked(p, CHANGELIST, strlen(CHANGELIST), 4096), RS_ECANCELED);
+    assert_int_equal(r2.entries, 1);
+    assert_int_equal(r2.ends, 0);
+    rs_parser_free(p);
+}
+
+/* parse/finish_twice: finishing twice is a state error, not a re-parse. */
+static void
+test_finish_twice(void **state)
+{
+    (void)state;
+    struct rs_parser *p = rs_parser_new(NULL, NULL, NULL);
+    assert_int_equal(rs_parser_feed(p, CHANGELIST, strlen(CHANGELIST)), 0);
+    assert_int_equal(rs_parser_finish(p), 0);
+    assert_int_equal(rs_parser_finish(p), RS_ESTATE);
+    assert_int_equal(rs_parser_feed(p, "x", 1), RS_ESTATE);
+    rs_parser_free(p);
+    rs_parser_free(NULL);
+}
+
+/* parse/every_field: every rs:md and rs:ln attribute lands in the model,
+ * entities and CDATA are decoded, <loc> whitespace is trimmed. */
+static void
+test_every_field(void **state)
+{
+    (void)state;
+    static const char doc[] =
+        "<urlset " NS " xmlns:hub=\"urn:x-rshub:1\" hub:id=\"5-1\" hub:topic=\"http://t/\">"
+        "<rs:ln rel=\"up\" href=\"http://e.com/cl.xml\"/>"
+        "<rs:md capability=\"resourcelist\" at=\"2013-01-03T09:00:00.5+01:00\" "
+        "completed=\"2013-01-03T09:01Z\"/>"
+        "<url><loc>\n  http://e.com/a?x=1&amp;y=2  \n</loc>"
+        "<lastmod>2013</lastmod><changefreq>daily</changefreq>"
+        "<rs:md hash=\"md5:1584abdf8ebdc9802ac0c6a7402c03b6 "
+        "sha-256:854f61290e2e197a11bc91063afce22e43f8ccc655237050ace766adc68dc784\" "
+        "length=\"8876\" type=\"text/html\" encoding=\"gzip\" path=\"/r/a\"/>"
+        "<rs:ln rel=\"duplicate\" href=\"http://m.com/a\" pri=\"1\" "
+        "modified=\"2013-01-02T00:00:00Z\" length=\"12\" type=\"text/plain\" "
+        "hash=\"md5:1584abdf8ebdc9802ac0c6a7402c03b6\" encoding=\"br\" path=\"/p\"/>"
+        "</url>"
+        "<url><loc><![CDATA[http://e.com/b<c>]]></loc></url>"
+        "</urlset>";
+    struct rs_doc *d = NULL;
+    struct rs_diag diag;
+    assert_int_equal(parse_str(doc, NULL, &d, &diag), 0);
+    assert_string_equal(d->head.hub_id, "5-1");
+    assert_string_equal(d->head.hub_topic, "http://t/");
+    assert_int_equal(d->head.md.capability, RS_CAP_RESOURCELIST);
+    /* 09:00:00.5+01:00 == 08:00:00.5Z */
+    assert_true(d->head.md.at == (int64_t)1357200000 * 1000000 + 500000);
+    assert_true(d->head.md.completed == (int64_t)1357203660 * 1000000);
+    assert_int_equal(d->nentries, 2);
+    const struct rs_entry *e = &d->entries[0];
+    assert_string_equal(e->loc, "http://e.com/a?x=1&y=2");
+    assert_true(e->lastmod == (int64_t)1356998400 * 1000000);
+    assert_int_equal(e->changefreq, RS_FREQ_DAILY);
+    assert_int_equal(e->md.hash.n, 2);
+    assert_int_equal(e->md.hash.d[1].algo, RS_HASH_SHA256);
+    assert_int_equal(e->md.length, 8876);
+    assert_string_equal(e->md.type, "text/html");
+    assert_string_equal(e->md.encoding, "gzip");
+    assert_string_equal(e->md.path, "/r/a");
+    assert_int_equal(e->nlinks, 1);
+    assert_string_equal(e->links[0].rel, "duplicate");
+    assert_int_equal(e->links[0].pri, 1);
+    assert_int_equal(e->links[0].length, 12);
+    assert_true(e->links[0].modified == (int64_t)1357084800 * 1000000);
+    assert_int_equal(e->links[0].hash.n, 1);
+    assert_string_equal(e->links[0].encoding, "br");
+    assert_string_equal(e->links[0].path, "/p");
+    assert_string_equal(d->entries[1].loc, "http://e.com/b<c>");
+    rs_doc_free(d);
+}
+
+/* parse/foreign_ignored: attributes and elements of other namespaces (even
+ * ones named like ours) are ignored, not rejected; prefixed rs: attributes
+ * are not ResourceSync attributes. */
+static void
+test_foreign_ignored(void **state)
+{
+    (void)state;
+    static const char doc[] =
+        "<urlset " NS " xmlns:x=\"urn:x\" x:a=\"1\">"
+        "<x:meta><loc>http://evil/</loc><x:deep><x:deeper/></x:deep></x:meta>"
+        "<rs:md capability=\"resourcelist\" at=\"2013-01-01\" x:capability=\"changelist\"/>"
+        "<rs:ln rel=\"up\" href=\"http://e.com/cl\"/>"
+        "<url x:b=\"2\"><loc>http://e.com/a</loc><x:loc>http://evil/</x:loc>"
+        "<rs:md length=\"3\" x:length=\"zzz\" rs:length=\"also ignored\"/>"
+        "<priority>0.5</priority></url>"
+        "</urlset>";
+    struct rs_doc *d = NULL;
+    assert_int_equal(parse_str(doc, NULL, &d, NULL), 0);
+    assert_int_equal(d->head.md.capability, RS_CAP_RESOURCELIST);
+    assert_int_equal(d->nentries, 1);
+    assert_string_equal(d->entries[0].loc, "http://e.com/a");
+    assert_int_equal(d->entries[0].md.length, 3);
+    rs_doc_free(d);
+}
+
+/* parse/warnings_and_strict: a missing rel="up" is a warning with the rs:md
+ * line by default, and an RS_EINVALID error under strict. */
+static void
+test_warnings_and_strict(void **state)
+{
+    (void)state;
+    static const char doc[] =
+        "<urlset " NS ">\n"
+        "<rs:md capability=\"resourcelist\" at=\"2013-01-01\"/>\n"
+        "<url><loc>http://e.com/a</loc></url>\n"
+        "</urlset>";
+    struct rec r = { 0 };
+    struct rs_parse_opts o = { .on_warning = on_warning, .warning_ud = &r };
+    struct rs_doc *d = NULL;
+    struct rs_diag diag;
+    assert_int_equal(parse_str(doc, &o, &d, &diag), 0);
+    assert_int_equal(r.warnings, 1);
+    assert_int_equal(r.warn_line, 2);
+    rs_doc_free(d);
+
+    o.strict = true;
+    assert_int_equal(parse_str(doc, &o, &d, &diag), RS_EINVALID);
+    assert_null(d);
+    assert_int_equal(diag.line, 2);
+    assert_non_null(strstr(diag.msg, "rel=\"up\""));
+}
+
+/* parse/hostile_xml: DTDs (XXE, billion laughs), undefined entities, deep
+ * nesting, invalid UTF-8 and oversized text values are refused quickly. */
+static void
+test_hostile_xml(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *doc;
+        int rc;
+        const char *msg;
+    } cases[] = {
+        { "<!DOCTYPE u [<!ENTITY e SYSTEM \"file:///etc/passwd\">]>"
+          "<urlset " NS "><url><loc>&e;</loc></url></urlset>",
+          RS_EINVALID, "DOCTYPE" },
+        { "<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY a \"aaaaaaaaaa\">"
+          "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">"
+          "<!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\">]><urlset " NS
+          "><url><loc>&c;</loc></url></urlset>",
+          RS_EINVALID, "DOCTYPE" },
+        { "<urlset " NS "><rs:md capability=\"resourcelist\"/><url><loc>&x;</loc></url></urlset>",
+          RS_EINVALID, "entity" },
+        { "<urlset " NS "><rs:md capability=\"resourcelist\"/><url><loc>http://e.com/\xff\xfe</loc></url></urlset>",
+          RS_EPARSE, "well-formed" },
+        { "<urlset " NS "><url><loc>http://a/</loc></url>", RS_EINVALID, "rs:md" },
+        { "<urlset " NS "><rs:md capability=\"resourcelist\"/><url><loc>http://a/</loc></url>",
+          RS_EPARSE, "truncated" },
+        { "not xml at all", RS_EPARSE, "well-formed" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rs_doc *d = NULL;
+        struct rs_diag diag;
+        int rc = parse_str(cases[i].doc, NULL, &d, &diag);
+        if (rc != cases[i].rc || strstr(diag.msg, cases[i].msg) == NULL)
+            fail_msg("case %zu: rc %d (%s), want %d with '%s'", i, rc,
+                     diag.msg, cases[i].rc, cases[i].msg);
+        assert_null(d);
+    }
+
+    /* 1,000 levels of nesting inside an entry */
+    size_t n = 1000, cap = n * 8 + 512, len = 0;
+    char *deep = malloc(cap);
+    len += (size_t)snprintf(deep, cap, "<urlset %s><rs:md capability=\"resourcelist\"/><url>", NS);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(deep + len, cap - len, "<a>");
+    struct rs_doc *d = NULL;
+    struct rs_diag diag;
+    assert_int_equal(rs_doc_parse(deep, len, NULL, &d, &diag), RS_EINVALID);
+    assert_non_null(strstr(diag.msg, "nested deeper"));
+    free(deep);
+
+    /* a 70,000-byte <loc> */
+    size_t big = 70000;
+    char *doc = malloc(big + 512);
+    len = (size_t)snprintf(doc, 512, "<urlset %s><rs:md capability=\"resourcelist\"/><url><loc>http://e.com/", NS);
+    memset(doc + len, 'a', big);
+    len += big;
+    len += (size_t)snprintf(doc + len, 512, "</loc></url></urlset>");
+    assert_int_equal(rs_doc_parse(doc, len, NULL, &d, &diag), RS_ETOOBIG);
+    assert_non_null(strstr(diag.msg, "text value longer"));
+    free(doc);
+}
+
+/* parse/structure_errors: misplaced and repeated elements get RS_EINVALID
+ * with the line of the element at fault. */
+static void
+test_structure_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *doc;
+        unsigned line;
+        const char *msg;
+    } cases[] = {
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<sitemap><loc>http://a/</loc></sitemap></urlset>",
+          3, "<sitemap> inside <urlset>" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<rs:md capability=\"resourcelist\"/></urlset>",
+          3, "more than one root <rs:md>" },
+        { "<urlset " NS ">\n<url><loc>http://a/</loc></url>\n<rs:md capability=\"resourcelist\"/></urlset>",
+          1, "no <rs:md>" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc>\n<loc>http://b/</loc></url></urlset>",
+          4, "more than one <loc>" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc>\n<rs:md/><rs:md/></url></urlset>",
+          4, "more than one <rs:md>" },
+        { "<urlset " NS ">\n<rs:md capability=\"changelist\"/>\n<url><loc>http://a/</loc>\n<rs:md change=\"moved\"/></url></urlset>",
+          4, "change=\"moved\"" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc>\n<rs:md length=\"-1\"/></url></urlset>",
+          4, "length=\"-1\"" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc>\n<rs:ln rel=\"x\" href=\"http://b/\" pri=\"0\"/></url></urlset>",
+          4, "pri=\"0\"" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc>\n<lastmod>2013-02-30</lastmod></url></urlset>",
+          4, "<lastmod>2013-02-30</lastmod>" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/<b/></loc></url></urlset>",
+          3, "inside a text element" },
+        { "<urlset xmlns=\"urn:wrong\">\n</urlset>", 1, "Sitemap namespace" },
+        { "<feed xmlns=\"http://www.w3.org/2005/Atom\"/>", 1, "root element <feed>" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rs_doc *d = NULL;
+        struct rs_diag diag;
+        int rc = parse_str(cases[i].doc, NULL, &d, &diag);
+        if (rc != RS_EINVALID || diag.line != cases[i].line ||
+            strstr(diag.msg, cases[i].msg) == NULL)
+            fail_msg("case %zu: rc %d line %u '%s'; want line %u with '%s'",
+                     i, rc, diag.line, diag.msg, cases[i].line, cases[i].msg);
+    }
+}
+
+/* parse/from_fd: rs_doc_parse_fd reads a file to EOF and parses it. */
+static void
+test_from_fd(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/cl.xml", dir);
+    FILE *f = fopen(path, "w");
+    fputs(CHANGELIST, f);
+    fclose(f);
+    int fd = open(path, O_RDONLY);
+    struct rs_doc *d = NULL;
+    assert_int_equal(rs_doc_parse_fd(fd, NULL, &d, NULL), 0);
+    close(fd);
+    assert_int_equal(d->nentries, 3);
+    assert_int_equal(d->head.nlinks, 2);
+    assert_string_equal(rs_links_find(d->head.links, d->head.nlinks, "next")->href,
+                        "http://example.com/changelist.xml?page=2");
+    rs_doc_free(d);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* parse/alloc_failure: failing the Nth allocation, for every N, gives
+ * RS_ENOMEM (never a crash or a leak), and past the last one success. */
+static void
+test_alloc_failure(void **state)
+{
+    (void)state;
+    tu_alloc_fail_at(ULONG_MAX);
+    struct rs_doc *d = NULL;
+    assert_int_equal(parse_str(CHANGELIST, NULL, &d, NULL), 0);
+    unsigned long total = tu_alloc_count();
+    rs_doc_free(d);
+    assert_true(total > 3);
+    for (unsigned long n = 1; n <= total; n++) {
+        tu_alloc_fail_at(n);
+        struct rs_diag diag;
+        int rc = parse_str(CHANGELIST, NULL, &d, &diag);
+        tu_alloc_fail_at(0);
+        if (rc != RS_ENOMEM)
+            fail_msg("allocation %lu of %lu failed but rc = %d", n, total, rc);
+        assert_null(d);
+    }
+    tu_alloc_fail_at(0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_callback_order),
+        cmocka_unit_test(test_any_chunking),
+        cmocka_unit_test(test_byte_limit_first),
+        cmocka_unit_test(test_entry_limit),
+        cmocka_unit_test(test_callback_stop),
+        cmocka_unit_test(test_finish_twice),
+        cmocka_unit_test(test_every_field),
+        cmocka_unit_test(test_foreign_ignored),
+        cmocka_unit_test(test_warnings_and_strict),
+        cmocka_unit_test(test_hostile_xml),
+        cmocka_unit_test(test_structure_errors),
+        cmocka_unit_test(test_from_fd),
+        cmocka_unit_test(test_alloc_failure),
+    };
+    return cmocka_run_group_tests_name("parse", tests, NULL, NULL);
+}
