@@ -26,7 +26,8 @@ typedef int64_t rs_time_t;
  * whitespace is allowed. Missing month/day default to 01; the result is the
  * start of the period. Returns 0, or RS_EINVAL (out untouched) for anything
  * else, including impossible dates (2013-02-30) and hours > 23 (except none:
- * 24:00 is refused too).
+ * 24:00 is refused too), second 60, and a time whose offset moves it out of
+ * years 0000..9999 UTC (it could not be formatted back).
  */
 int rs_time_parse(const char *s, size_t len, rs_time_t *out) RS_MUST_CHECK;
 
