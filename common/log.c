@@ -232,15 +232,16 @@ line_utf8_len(const unsigned char *s, size_t n)
 
 /* Escaped text with the escapes JSON defines (also valid logfmt, whose
  * readers unquote Go-style): the result is always valid UTF-8, invalid
- * input bytes becoming U+FFFD. */
+ * input bytes becoming U+FFFD. Bare text (not in quotes) keeps its quotes
+ * and backslashes, which only matter inside a quoted string. */
 static void
-line_escaped(struct line *l, const char *s, size_t n)
+line_escaped(struct line *l, const char *s, size_t n, bool quoted)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n && !l->cut; i++) {
         unsigned char c = p[i];
         char esc[8];
-        if (c == '"' || c == '\\') {
+        if (quoted && (c == '"' || c == '\\')) {
             esc[0] = '\\';
             esc[1] = (char)c;
             line_put(l, esc, 2);
@@ -273,7 +274,7 @@ line_quoted(struct line *l, const char *s, size_t n)
     if (!line_put(l, "\"", 1))
         return;
     l->in_quote = true;
-    line_escaped(l, s, n);
+    line_escaped(l, s, n, true);
     if (line_put(l, "\"", 1))
         l->in_quote = false;
 }
@@ -403,7 +404,7 @@ line_begin(struct line *l, enum rs_log_format fmt, enum rs_log_level level,
             line_puts(l, module);
             line_puts(l, ": ");
         }
-        line_escaped(l, msg, strlen(msg));
+        line_escaped(l, msg, strlen(msg), false);
         break;
     }
 }
