@@ -45,6 +45,11 @@ struct rs_writer {
     size_t len;               /* bytes pending in buf */
     size_t cap;               /* size of buf */
     size_t flushed;           /* bytes already handed to cb */
+    /* The last datetime formatted: <lastmod> and datetime usually agree,
+     * and formatting is the costliest step of an entry. */
+    rs_time_t tcache;
+    size_t tcache_len;
+    char tcache_buf[RS_TIME_BUFSZ];
     struct rs_check check;
     bool check_msg_set;       /* check_msg holds this call's first problem */
     char check_msg[256];
@@ -335,6 +340,20 @@ wr_esc(struct rs_writer *w, const char *s, const unsigned char *cls,
 
 /* ---------------------------------------------------------- attributes */
 
+/* Format t (not RS_TIME_NONE) and write it; false if it has no W3C form. */
+static bool
+wr_time(struct rs_writer *w, rs_time_t t)
+{
+    if (t != w->tcache || w->tcache_len == 0) {
+        w->tcache_len = rs_time_format(t, w->tcache_buf);
+        w->tcache = t;
+        if (w->tcache_len == 0)
+            return false;
+    }
+    wr_put(w, w->tcache_buf, w->tcache_len);
+    return true;
+}
+
 /* name is the literal ` name="`, what the field for messages. */
 static void
 wr_attr_str(struct rs_writer *w, const char *name, size_t namelen,
@@ -353,14 +372,9 @@ wr_attr_time(struct rs_writer *w, const char *name, size_t namelen,
 {
     if (t == RS_TIME_NONE)
         return;
-    char buf[RS_TIME_BUFSZ];
-    size_t n = rs_time_format(t, buf);
-    if (n == 0) {
-        wr_fail(w, RS_EINVAL, "%s is outside years 0000..9999", what);
-        return;
-    }
     wr_put(w, name, namelen);
-    wr_put(w, buf, n);
+    if (!wr_time(w, t))
+        wr_fail(w, RS_EINVAL, "%s is outside years 0000..9999", what);
     wr_lit(w, "\"");
 }
 
@@ -600,13 +614,10 @@ rs_writer_entry(struct rs_writer *w, const struct rs_entry *e)
         wr_nl(w);
     }
     if (e->lastmod != RS_TIME_NONE) {
-        char buf[RS_TIME_BUFSZ];
-        size_t n = rs_time_format(e->lastmod, buf);
-        if (n == 0)
-            wr_fail(w, RS_EINVAL, "<lastmod> is outside years 0000..9999");
         wr_indent(w, 2);
         wr_lit(w, "<lastmod>");
-        wr_put(w, buf, n);
+        if (!wr_time(w, e->lastmod))
+            wr_fail(w, RS_EINVAL, "<lastmod> is outside years 0000..9999");
         wr_lit(w, "</lastmod>");
         wr_nl(w);
     }
