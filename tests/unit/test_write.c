@@ -1266,8 +1266,9 @@ test_refuse_invalid_docs(void **state)
     expect_refused(&d, RS_EINVALID, "entry 1: ", "not an absolute http(s)");
 }
 
-/* write/strict_and_lenient: a missing rel="up" (a warning when reading) is
- * refused by default and written with lenient set. */
+/* write/strict_and_lenient: what is only a warning when reading (a missing
+ * rel="up", an unknown entry capability) is refused by default and written
+ * with lenient set. */
 static void
 test_strict_and_lenient(void **state)
 {
@@ -1280,6 +1281,16 @@ test_strict_and_lenient(void **state)
     char *out = td_write(&d, &o, NULL);
     assert_non_null(strstr(out, "<rs:md capability=\"changelist\""));
     assert_null(strstr(out, "rel=\"up\""));
+    rs_free(out);
+
+    /* An unknown capability on a Capability List entry is written
+     * verbatim, but only when lenient. */
+    build_capability_list(&d);
+    d.e[0].md.capability = RS_CAP_OTHER;
+    d.e[0].md.capability_other = "archive&co";
+    expect_refused(&d, RS_EINVALID, "entry 1: ", "unknown capability");
+    out = td_write(&d, &o, NULL);
+    assert_non_null(strstr(out, "<rs:md capability=\"archive&amp;co\"/>"));
     rs_free(out);
 }
 
