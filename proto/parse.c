@@ -830,9 +830,12 @@ parser_ctx_create(struct rs_parser *p)
         return p->err;
     }
     p->ctx->_private = p;
-    /* No network, no entity substitution, no DTD loading: the defaults
-     * plus NONET. Every SAX callback gets the context (userData == ctx). */
-    xmlCtxtUseOptions(p->ctx, XML_PARSE_NONET);
+    /* NOENT makes libxml2 hand over attribute values with the predefined
+     * entities decoded (without it "&amp;" arrives as "&#38;"). It cannot
+     * expand anything else: any DOCTYPE is refused before an entity can be
+     * declared, and on_get_entity refuses every other name. NONET: no
+     * network, ever. Every SAX callback gets the context (userData). */
+    xmlCtxtUseOptions(p->ctx, XML_PARSE_NONET | XML_PARSE_NOENT);
     return 0;
 }
 

@@ -245,7 +245,7 @@ test_every_field(void **state)
         "<rs:md hash=\"md5:1584abdf8ebdc9802ac0c6a7402c03b6 "
         "sha-256:854f61290e2e197a11bc91063afce22e43f8ccc655237050ace766adc68dc784\" "
         "length=\"8876\" type=\"text/html\" encoding=\"gzip\" path=\"/r/a\"/>"
-        "<rs:ln rel=\"duplicate\" href=\"http://m.com/a\" pri=\"1\" "
+        "<rs:ln rel=\"duplicate\" href=\"http://m.com/a?b=1&amp;c=&lt;2&gt;&#x41;\" pri=\"1\" "
         "modified=\"2013-01-02T00:00:00Z\" length=\"12\" type=\"text/plain\" "
         "hash=\"md5:1584abdf8ebdc9802ac0c6a7402c03b6\" encoding=\"br\" path=\"/p\"/>"
         "</url>"
@@ -273,6 +273,8 @@ test_every_field(void **state)
     assert_string_equal(e->md.path, "/r/a");
     assert_int_equal(e->nlinks, 1);
     assert_string_equal(e->links[0].rel, "duplicate");
+    /* entities in attribute values arrive decoded, not as &#38; */
+    assert_string_equal(e->links[0].href, "http://m.com/a?b=1&c=<2>A");
     assert_int_equal(e->links[0].pri, 1);
     assert_int_equal(e->links[0].length, 12);
     assert_true(e->links[0].modified == (int64_t)1357084800 * 1000000);
