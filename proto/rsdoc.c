@@ -4,8 +4,6 @@
  * Parsing, the rules and discovery parsing are proto/'s, fetching is
  * common/fetch.c's; this file only decides what to read and what to print.
  */
-#define RS_LOG_MODULE "rsdoc"
-
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -449,11 +447,30 @@ show_text_end(void *ud, const struct rs_head *h)
 
 /* ---------------------------------------------------------------- JSON */
 
+/* A JSON string; jansson refuses invalid UTF-8 (a file name may hold
+ * any bytes), so such bytes are shown as '?'. */
+static json_t *
+jstr(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v == NULL) {
+        char *c = xstrdup(s);
+        for (char *p = c; *p != '\0'; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
+        v = json_string(c);
+        rs_free(c);
+    }
+    if (v == NULL)
+        die_oom();
+    return v;
+}
+
 static void
 json_set_str(json_t *o, const char *key, const char *val)
 {
     if (val != NULL)
-        json_object_set_new(o, key, json_string(val));
+        json_object_set_new(o, key, jstr(val));
 }
 
 static void
@@ -539,7 +556,7 @@ json_put(json_t *v, size_t flags)
 static int
 json_member(const char *key, json_t *v)
 {
-    int rc = json_put(json_string(key), 0);
+    int rc = json_put(jstr(key), 0);
     if (rc == 0) {
         putchar(':');
         rc = json_put(v, JSON_COMPACT);
@@ -562,23 +579,23 @@ show_json_head(void *ud, const struct rs_head *h)
     int rc = 0;
     s->head_done = true;
     putchar('{');
-    rc = json_member("document", json_string(s->name));
+    rc = json_member("document", jstr(s->name));
     putchar(',');
     if (rc == 0)
         rc = json_member("root", json_string(rs_root_name(h->root)));
     putchar(',');
     if (rc == 0)
-        rc = json_member("capability", json_string(cap_text(&h->md)));
+        rc = json_member("capability", jstr(cap_text(&h->md)));
     putchar(',');
     if (rc == 0)
         rc = json_member("md", json_md(&h->md));
     if (rc == 0 && h->hub_id != NULL) {
         putchar(',');
-        rc = json_member("hub_id", json_string(h->hub_id));
+        rc = json_member("hub_id", jstr(h->hub_id));
     }
     if (rc == 0 && h->hub_topic != NULL) {
         putchar(',');
-        rc = json_member("hub_topic", json_string(h->hub_topic));
+        rc = json_member("hub_topic", jstr(h->hub_topic));
     }
     fputs(",\"entries\":[", stdout);
     return rc;
@@ -633,7 +650,7 @@ show_json_error(struct show_run *s, const struct outcome *o)
         fprintf(stdout, "\"count\":%zu,", s->n);
     } else {
         putchar('{');
-        if (json_member("document", json_string(s->name)) != 0)
+        if (json_member("document", jstr(s->name)) != 0)
             die_oom();
         putchar(',');
     }
@@ -1252,7 +1269,7 @@ ex_discover(struct explorer *ex, const char *url)
             printf("discovery: %s links to %s (%s rel=\"resourcesync\")\n",
                    n->url, n->rslinks[i],
                    n->is_html ? "HTML <link>" : "Link header");
-            ex_walk(ex, n->rslinks[i], "capabilitylist", 0, "");
+            ex_walk(ex, n->rslinks[i], NULL, 0, "");
         }
         goto out;
     }
@@ -1297,7 +1314,7 @@ cmd_explore(const struct cli *cli, int argc, char **argv)
 /* ================================================================= main */
 
 static const char usage_text[] =
-"Usage: rsdoc COMMAND [OPTIONS] ARGS...\n"
+"Usage: rsdoc [OPTIONS] COMMAND [OPTIONS] ARGS...\n"
 "\n"
 "Validate, show and explore ResourceSync documents (Z39.99-2014 and the\n"
 "2017 revision, notifications included) from files, standard input (-) or\n"
@@ -1383,13 +1400,18 @@ usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* Parse options after the command word; *first is the first operand. */
+/*
+ * Options may stand anywhere: before the command, after it, between
+ * operands (getopt_long permutes, "--" ends them). The first operand is the
+ * command. Returns -1 to go on, else the exit status.
+ */
 static int
 parse_options(struct cli *cli, int argc, char **argv, struct rs_log_opts *lo,
               int *first)
 {
     size_t n;
     int c;
+    bool json = false, max_docs = false;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "hvV", long_opts, NULL)) != -1) {
@@ -1398,15 +1420,12 @@ parse_options(struct cli *cli, int argc, char **argv, struct rs_log_opts *lo,
             cli->strict = true;
             break;
         case OPT_JSON:
-            if (strcmp(cli->cmd, "show") != 0)
-                return usage_error("--json is an option of show");
-            cli->json = true;
+            json = cli->json = true;
             break;
         case OPT_MAX_DOCS:
-            if (strcmp(cli->cmd, "explore") != 0)
-                return usage_error("--max-docs is an option of explore");
             if (!parse_size(optarg, &cli->max_docs))
                 return usage_error("--max-docs needs a positive number");
+            max_docs = true;
             break;
         case OPT_MAX_BYTES:
             if (!parse_size(optarg, &cli->max_bytes))
@@ -1437,7 +1456,23 @@ parse_options(struct cli *cli, int argc, char **argv, struct rs_log_opts *lo,
                                argv[optind - 1]);
         }
     }
-    *first = optind;
+    if (optind >= argc) {
+        fputs(usage_text, stderr);
+        return EXIT_USAGE;
+    }
+    cli->cmd = argv[optind];
+    if (strcmp(cli->cmd, "help") == 0) {
+        fputs(usage_text, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(cli->cmd, "validate") != 0 && strcmp(cli->cmd, "show") != 0 &&
+        strcmp(cli->cmd, "explore") != 0)
+        return usage_error("unknown command '%s'", cli->cmd);
+    if (json && strcmp(cli->cmd, "show") != 0)
+        return usage_error("--json is an option of show");
+    if (max_docs && strcmp(cli->cmd, "explore") != 0)
+        return usage_error("--max-docs is an option of explore");
+    *first = optind + 1;
     return -1;
 }
 
@@ -1448,32 +1483,15 @@ main(int argc, char **argv)
     struct rs_log_opts lo = { .level = RS_LOG_WARN, .app = "rsdoc" };
     int first, rc;
 
-    if (argc < 2) {
-        fputs(usage_text, stderr);
-        return EXIT_USAGE;
-    }
-    cli.cmd = argv[1];
-    if (strcmp(cli.cmd, "-h") == 0 || strcmp(cli.cmd, "--help") == 0 ||
-        strcmp(cli.cmd, "help") == 0) {
-        fputs(usage_text, stdout);
-        return EXIT_OK;
-    }
-    if (strcmp(cli.cmd, "-V") == 0 || strcmp(cli.cmd, "--version") == 0) {
-        printf("rsdoc %s\n", RS_VERSION);
-        return EXIT_OK;
-    }
-    if (strcmp(cli.cmd, "validate") != 0 && strcmp(cli.cmd, "show") != 0 &&
-        strcmp(cli.cmd, "explore") != 0)
-        return usage_error("unknown command '%s'", cli.cmd);
-
-    /* Options may stand anywhere after the command (before "--"). */
-    rc = parse_options(&cli, argc - 1, argv + 1, &lo, &first);
+    rc = parse_options(&cli, argc, argv, &lo, &first);
     if (rc >= 0)
         return rc;
-    int nargs = argc - 1 - first;
-    char **args = argv + 1 + first;
+    int nargs = argc - first;
+    char **args = argv + first;
     if (nargs == 0)
-        return usage_error("%s needs at least one FILE, URL or -", cli.cmd);
+        return usage_error("%s needs %s", cli.cmd,
+                           strcmp(cli.cmd, "explore") == 0
+                               ? "a URL" : "a FILE, URL or -");
     if (rs_log_init(&lo) != 0)
         return usage_error("cannot set up logging");
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

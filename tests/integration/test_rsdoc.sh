@@ -297,6 +297,9 @@ check_rc "explore wants a URL" 2 "$rsdoc" explore /etc/hostname
 # ---------------------------------------------------------------- validate
 check_rc "validate URL" 0 "$rsdoc" validate "$base/resourcelist-1.xml"
 has "validate URL: OK line" "^$base/resourcelist-1.xml: OK resourcelist urlset 3 entries\$"
+check_rc "options before the command" 0 "$rsdoc" --max-bytes 100000 validate "$base/resourcelist-1.xml"
+out=$("$rsdoc" -v --log-format json validate "$base/resourcelist-1.xml" 2>&1 >/dev/null)
+has "verbose: each fetch logged as one JSON line on stderr" '^\{"ts":"[0-9T:.-]+Z","level":"debug","app":"rsdoc","msg":"fetched","url":"http://127\.0\.0\.1:[0-9]+/resourcelist-1\.xml","result":"ok"\}$'
 check_rc "validate index URL" 0 "$rsdoc" validate "$base/resourcelist-index.xml"
 has "validate index: OK line" "^$base/resourcelist-index.xml: OK resourcelist sitemapindex 2 entries\$"
 check_rc "validate invalid URL" 1 "$rsdoc" validate "$base/bad.xml"
