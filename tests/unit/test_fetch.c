@@ -167,6 +167,16 @@ peer_conns(struct peer *p)
     return n;
 }
 
+/* Does the last request hold s? */
+static bool
+peer_req_has(struct peer *p, const char *s)
+{
+    pthread_mutex_lock(&p->mu);
+    bool has = strstr(p->last_req, s) != NULL;
+    pthread_mutex_unlock(&p->mu);
+    return has;
+}
+
 static const char *
 peer_url(struct peer *p, const char *path)
 {
@@ -236,8 +246,8 @@ test_ok_body_and_headers(void **state)
     assert_memory_equal(s.buf, "<urlset/>\r\n", 11);
     assert_int_equal(s.status_seen, 200);
     assert_true(s.type_seen);
-    assert_non_null(strstr(p->last_req, "User-Agent: rsdoc-test/1\r\n"));
-    assert_non_null(strstr(p->last_req, "Accept: application/xml\r\n"));
+    assert_true(peer_req_has(p, "User-Agent: rsdoc-test/1\r\n"));
+    assert_true(peer_req_has(p, "Accept: application/xml\r\n"));
     rs_fetch_result_cleanup(&res);
     rs_fetch_result_cleanup(&res);
     rs_fetch_result_cleanup(NULL);
