@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# test_rsdoc_corpus.sh - the `rsdoc validate` command over every document of
+# tests/data/corpus.tsv, default and --strict: exit code, the one stdout line
+# per document (NAME: OK CAPABILITY ROOT N entries / NAME:LINE: error: MSG),
+# warnings on stderr; then whole-corpus runs (one line per document, in
+# order; exit 0 only when all are valid). Last line: "N passed, M failed".
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+data=${RS_TEST_DATA:-$here/../data}
+build=${RS_BUILD_DIR:-$here/../../build}
+rsdoc=$build/proto/rsdoc
+manifest=$data/corpus.tsv
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    printf 'FAIL %s\n' "$*"
+}
+
+if [ ! -x "$rsdoc" ]; then
+    bad "rsdoc not built: $rsdoc"
+    echo "$pass passed, $fail failed"
+    exit 1
+fi
+if [ ! -r "$manifest" ]; then
+    bad "no manifest: $manifest"
+    echo "$pass passed, $fail failed"
+    exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsdoc-corpus.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+# NAME in rsdoc's output is the path as given: run from the data directory
+cd "$data" || exit 1
+
+# contains HAYSTACK NEEDLE: case-insensitive substring test
+contains() {
+    local h=${1,,} n=${2,,}
+    [[ "$h" == *"$n"* ]]
+}
+
+# run_one PATH [--strict]: sets rc, out (stdout), err (stderr)
+run_one() {
+    local path=$1
+    shift
+    "$rsdoc" validate "$@" "$path" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    err=$(cat "$tmp/err")
+}
+
+# check_error PATH MODE LINE MSG: rsdoc rejected PATH with the manifest's
+# line and message, on exactly one stdout line.
+check_error() {
+    local path=$1 mode=$2 line=$3 msg=$4
+    local nlines
+    nlines=$(printf '%s\n' "$out" | grep -c '')
+    if [ "$rc" -eq 0 ]; then
+        bad "$path [$mode]: exit 0, want non-zero; stdout: $out"
+        return
+    fi
+    if [ "$nlines" -ne 1 ]; then
+        bad "$path [$mode]: $nlines stdout lines, want 1: $out"
+        return
+    fi
+    local want_prefix
+    if [ "$line" -ne 0 ]; then
+        want_prefix="$path:$line: error: "
+    else
+        want_prefix="$path"
+    fi
+    if [[ "$out" != "$want_prefix"* ]] || [[ "$out" != *": error: "* ]]; then
+        bad "$path [$mode]: want '$want_prefix...', got: $out"
+        return
+    fi
+    if [ "$msg" != "-" ] && ! contains "${out#*: error: }" "$msg"; then
+        bad "$path [$mode]: message lacks '$msg': $out"
+        return
+    fi
+    ok
+}
+
+# check_ok PATH MODE CAP ROOT N: rsdoc accepted PATH with exactly this line.
+check_ok() {
+    local path=$1 mode=$2 cap=$3 root=$4 n=$5
+    local want="$path: OK $cap $root $n entries"
+    if [ "$rc" -ne 0 ] || [ "$out" != "$want" ]; then
+        bad "$path [$mode]: exit $rc, want exit 0 and '$want', got: $out"
+        return
+    fi
+    ok
+}
+
+ndocs=0
+: >"$tmp/all-paths"
+: >"$tmp/ok-paths"
+while IFS=$'\t' read -r path expect line msg cap entries root; do
+    case $path in '' | '#'*) continue ;; esac
+    ndocs=$((ndocs + 1))
+    printf '%s\n' "$path" >>"$tmp/all-paths"
+    case $expect in
+    ok)
+        printf '%s\n' "$path" >>"$tmp/ok-paths"
+        for mode in default strict; do
+            if [ "$mode" = strict ]; then run_one "$path" --strict; else run_one "$path"; fi
+            check_ok "$path" "$mode" "$cap" "$root" "$entries"
+            if [ -n "$err" ]; then
+                bad "$path [$mode]: unexpected stderr: $err"
+            else
+                ok
+            fi
+        done
+        ;;
+    warn)
+        run_one "$path"
+        check_ok "$path" default "$cap" "$root" "$entries"
+        first=$(printf '%s\n' "$err" | grep -m1 ': warning: ')
+        if [ -z "$first" ]; then
+            bad "$path [default]: no warning on stderr"
+        elif [ "$line" -ne 0 ] && [[ "$first" != "$path:$line: warning: "* ]]; then
+            bad "$path [default]: want warning at line $line, got: $first"
+        elif ! contains "${first#*: warning: }" "$msg"; then
+            bad "$path [default]: warning lacks '$msg': $first"
+        else
+            ok
+        fi
+        run_one "$path" --strict
+        check_error "$path" strict "$line" "$msg"
+        ;;
+    error-*)
+        run_one "$path"
+        check_error "$path" default "$line" "$msg"
+        run_one "$path" --strict
+        check_error "$path" strict "$line" "$msg"
+        ;;
+    *)
+        bad "corpus.tsv: unknown expect '$expect' for $path"
+        ;;
+    esac
+done <"$manifest"
+
+if [ "$ndocs" -lt 50 ]; then
+    bad "corpus.tsv lists only $ndocs documents"
+fi
+
+# Every document in one run: one stdout line per document, in order, and a
+# non-zero exit because some are invalid.
+mapfile -t all <"$tmp/all-paths"
+"$rsdoc" validate "${all[@]}" >"$tmp/out" 2>/dev/null
+rc=$?
+if [ "$rc" -eq 0 ]; then
+    bad "whole corpus: exit 0 although invalid documents are in it"
+else
+    ok
+fi
+cut_names() { sed -E 's/^(.*): OK .*$/\1/; s/^(.*):[0-9]+: error: .*$/\1/; s/^(.*): error: .*$/\1/'; }
+if cut_names <"$tmp/out" | diff -q - "$tmp/all-paths" >/dev/null; then
+    ok
+else
+    bad "whole corpus: stdout is not one line per document in order:"
+    cut_names <"$tmp/out" | diff - "$tmp/all-paths" | head -20
+fi
+
+# The valid documents together: exit 0.
+mapfile -t oks <"$tmp/ok-paths"
+if "$rsdoc" validate --strict "${oks[@]}" >"$tmp/out" 2>&1; then
+    ok
+else
+    bad "all ok documents with --strict: exit non-zero:"
+    grep -v ': OK ' "$tmp/out" | head -20
+fi
+
+# Standard input is a document too.
+if "$rsdoc" validate - <valid/core-ex14-resourcelist.xml >"$tmp/out" 2>&1 &&
+   [ "$(cat "$tmp/out")" = "-: OK resourcelist urlset 2 entries" ]; then
+    ok
+else
+    bad "stdin: $(cat "$tmp/out")"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
