@@ -329,12 +329,10 @@ cmd_validate(const struct cli *cli, int argc, char **argv)
 /* ================================================================== show */
 
 struct show_run {
-    const struct cli *cli;
     const char *name;
     bool head_done;
     size_t nhead_links;     /* root links printed with the head */
     size_t n;               /* entries printed */
-    int err;                /* an output failure */
 };
 
 /* ---------------------------------------------------------------- text */
@@ -689,7 +687,7 @@ cmd_show(const struct cli *cli, int argc, char **argv)
               "(rsdoc --help)\n", stderr);
         return EXIT_USAGE;
     }
-    struct show_run s = { .cli = cli, .name = argv[0] };
+    struct show_run s = { .name = argv[0] };
     struct outcome o;
     parse_source(cli, argv[0], cli->json ? &json_cbs : &text_cbs, &s,
                  on_warning_stderr, argv[0], &o);
@@ -752,7 +750,6 @@ struct explorer {
 enum ex_mode { EX_UNKNOWN, EX_XML, EX_HTML, EX_TEXT };
 
 struct ex_load {
-    struct explorer *ex;
     struct ex_node *node;
     struct rs_parser *p;
     struct rs_fetch_result *res;
@@ -965,7 +962,7 @@ ex_load(struct explorer *ex, struct ex_node *n, bool as_text)
         .warning_ud = n,
     };
     struct ex_load ld = {
-        .ex = ex, .node = n, .res = &res,
+        .node = n, .res = &res,
         .mode = as_text ? EX_TEXT : EX_UNKNOWN,
         .max = as_text ? RSDOC_TEXT_MAX : RSDOC_HTML_MAX,
     };
