@@ -19,7 +19,7 @@ enum { TD_TARGET, TD_REL, TD_TYPE, TD_ANCHOR, TD_TITLE, TD_NFIELDS };
  * NULL fields stay NULL. */
 struct td_col {
     size_t n;
-    size_t stop_at;                 /* return non-zero on this call; 0 = never */
+    size_t stop_at;         /* return non-zero on this call; 0 = never */
     char *f[400][TD_NFIELDS];
 };
 
@@ -137,8 +137,8 @@ test_link_rfc8288(void **state)
     (void)state;
     struct td_col *c = td_new();
     assert_int_equal(td_header(c, "<http://example.com/TheBook/chapter2>; "
-                                  "rel=\"previous\"; title=\"previous chapter\""),
-                     0);
+                                  "rel=\"previous\"; "
+                                  "title=\"previous chapter\""), 0);
     assert_int_equal(c->n, 1);
     td_link(c, 0, "http://example.com/TheBook/chapter2", "previous", NULL,
             NULL, "previous chapter");
@@ -161,9 +161,8 @@ test_link_rfc8288(void **state)
     td_link(c, 1, "/TheBook/chapter4", "next", NULL, NULL,
             "n\xc3\xa4" "chstes Kapitel");
 
-    assert_int_equal(td_header(c, "<http://example.org/>; "
-                                  "rel=\"start http://example.net/relation/other\""),
-                     0);
+    assert_int_equal(td_header(c, "<http://example.org/>; rel=\"start "
+                                  "http://example.net/relation/other\""), 0);
     td_link(c, 0, "http://example.org/",
             "start http://example.net/relation/other", NULL, NULL, NULL);
     assert_true(rs_rel_has(c->f[0][TD_REL], "start"));
@@ -186,8 +185,9 @@ test_link_resourcesync(void **state)
 {
     (void)state;
     struct td_col *c = td_new();
-    assert_int_equal(td_header(c, "<http://example.com/dataset1/capabilitylist.xml>;"
-                                  " rel=\"resourcesync\""), 0);
+    assert_int_equal(td_header(c, "<http://example.com/dataset1/"
+                                  "capabilitylist.xml>; rel=\"resourcesync\""),
+                     0);
     td_link(c, 0, "http://example.com/dataset1/capabilitylist.xml",
             "resourcesync", NULL, NULL, NULL);
     assert_int_equal(td_header(c, "<http://src/topic/1>; rel=\"self\", "
@@ -206,13 +206,14 @@ test_link_quoted(void **state)
     (void)state;
     struct td_col *c = td_new();
     assert_int_equal(td_header(c, "<http://a/>; title=\"x, y; z\", "
-                                  "<http://b/>; rel=next; title=\"<c>; rel=d, e\""),
-                     0);
+                                  "<http://b/>; rel=next; "
+                                  "title=\"<c>; rel=d, e\""), 0);
     assert_int_equal(c->n, 2);
     td_link(c, 0, "http://a/", NULL, NULL, NULL, "x, y; z");
     td_link(c, 1, "http://b/", "next", NULL, NULL, "<c>; rel=d, e");
 
-    assert_int_equal(td_header(c, "<a>; title=\"say \\\"hi\\\" \\\\ \\ok\""), 0);
+    assert_int_equal(td_header(c, "<a>; title=\"say \\\"hi\\\" \\\\ \\ok\""),
+                     0);
     td_link(c, 0, "a", NULL, NULL, NULL, "say \"hi\" \\ ok");
     assert_int_equal(td_header(c, "<a>; title=\"\"; rel=\"\""), 0);
     td_link(c, 0, "a", "", NULL, NULL, "");
@@ -237,7 +238,8 @@ test_link_params(void **state)
     assert_int_equal(td_header(c, "<a>; REL=\"Next\"; Type=text/html; "
                                   "TITLE=x; Anchor=#frag"), 0);
     td_link(c, 0, "a", "Next", "text/html", "#frag", "x");
-    assert_int_equal(td_header(c, "<a>; rel=http://www.openarchives.org/rs/terms/x"),
+    assert_int_equal(td_header(c, "<a>; "
+                                  "rel=http://www.openarchives.org/rs/terms/x"),
                      0);
     td_link(c, 0, "a", "http://www.openarchives.org/rs/terms/x", NULL, NULL,
             NULL);
@@ -565,10 +567,13 @@ test_html_head_body(void **state)
     struct td_col *c = td_new();
     static const char page[] =
         "<!DOCTYPE html>\n<html><head><title>t</title>\n"
-        "<link rel=\"stylesheet\" href=\"/s.css\" type=\"text/css\" title=\"S\">\n"
-        "<link rel=\"resourcesync\" href=\"http://example.com/capabilitylist.xml\">\n"
+        "<link rel=\"stylesheet\" href=\"/s.css\" type=\"text/css\" "
+        "title=\"S\">\n"
+        "<link rel=\"resourcesync\" "
+        "href=\"http://example.com/capabilitylist.xml\">\n"
         "<link rel=\"icon\">\n"
-        "</head><body><p>text <a rel=\"resourcesync\" href=\"/not-a-link\">a</a>\n"
+        "</head><body><p>text "
+        "<a rel=\"resourcesync\" href=\"/not-a-link\">a</a>\n"
         "<link rel='resourcesync' href='/caplist2.xml' type=application/xml>\n"
         "</body></html>\n";
     assert_int_equal(td_html(c, page), 0);

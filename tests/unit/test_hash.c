@@ -238,7 +238,8 @@ test_format(void **state)
         memset(h.d[i].bytes, 0xff, RS_HASH_MAXLEN);
     }
     size_t n = rs_hashes_format(&h, buf);
-    assert_int_equal(n, RS_HASH_MAX * (RS_HASH_NAMELEN + 2 * RS_HASH_MAXLEN) + 3);
+    assert_int_equal(n, RS_HASH_MAX * (RS_HASH_NAMELEN + 2 * RS_HASH_MAXLEN)
+                            + 3);
     assert_true(n < RS_HASHES_BUFSZ);
     struct rs_hashes back;
     assert_int_equal(rs_hashes_parse(buf, n, &back), 0);

@@ -11,7 +11,8 @@
 #define SEC INT64_C(1000000)
 #define DAY (86400 * SEC)
 #define T_0000 INT64_C(-62167219200000000)      /* 0000-01-01T00:00:00Z */
-#define T_MAX INT64_C(253402300799999999)       /* 9999-12-31T23:59:59.999999Z */
+/* 9999-12-31T23:59:59.999999Z */
+#define T_MAX INT64_C(253402300799999999)
 #define T_2013 INT64_C(1356998400000000)        /* 2013-01-01T00:00:00Z */
 
 /* Parse a C string; fails the test unless it parses. */
