@@ -37,6 +37,11 @@ typedef int (*rs_sitemap_cb)(void *ud, const char *url);
  * title* (RFC 8187) values are decoded when UTF-8. Returns 0, or RS_EINVAL
  * at the first malformed link (links before it were delivered), or
  * RS_ETOOBIG past RS_DISCOVER_MAX_LINKS.
+ * Details: the first occurrence of a parameter counts; rel* and title* win
+ * over rel and title; one that is not UTF-8 or does not decode is ignored;
+ * a parameter without "=value" has the value ""; unquoted values are taken
+ * up to the next delimiter (servers send type=a/b unquoted). Also RS_ENOMEM
+ * and RS_ESTOPPED.
  */
 int rs_link_header_parse(const char *s, size_t len, rs_weblink_cb cb, void *ud) RS_MUST_CHECK;
 
@@ -45,11 +50,16 @@ int rs_link_header_parse(const char *s, size_t len, rs_weblink_cb cb, void *ud) 
 bool rs_rel_has(const char *rels, const char *rel);
 
 /* Every <link> element of an HTML (or XHTML) page with an href, in document
- * order, parsed leniently with libxml2's HTML parser (no network). */
+ * order, parsed leniently with libxml2's HTML parser (no network); anchor
+ * is always NULL. Returns 0 (also for a page too broken to hold any),
+ * RS_ETOOBIG past RS_DISCOVER_MAX_LINKS, RS_ESTOPPED or RS_ENOMEM. */
 int rs_html_links(const char *buf, size_t len, rs_weblink_cb cb, void *ud) RS_MUST_CHECK;
 
 /* Every `Sitemap: URL` line of a robots.txt (field name case-insensitive,
- * comments and blank lines skipped, CRLF or LF). */
+ * comments and blank lines skipped, CRLF or LF). A value that is not one
+ * token (spaces or control bytes inside) is skipped. Returns 0,
+ * RS_ETOOBIG past RS_DISCOVER_MAX_LINKS sitemaps (those were delivered),
+ * RS_ESTOPPED or RS_ENOMEM. */
 int rs_robots_sitemaps(const char *buf, size_t len, rs_sitemap_cb cb, void *ud) RS_MUST_CHECK;
 
 #endif

@@ -72,7 +72,9 @@ struct rs_hasher;
 struct rs_hasher *rs_hasher_new(unsigned algos);
 int rs_hasher_update(struct rs_hasher *h, const void *buf, size_t len) RS_MUST_CHECK;
 /* Finish into out (in ascending algo order); the hasher can then be reused
- * as if new. */
+ * as if new. Both return 0, RS_EINVAL for bad arguments, or RS_ENOMEM when
+ * OpenSSL fails; a failed update is reported again by every later update
+ * and by final, which then resets the hasher without touching out. */
 int rs_hasher_final(struct rs_hasher *h, struct rs_hashes *out) RS_MUST_CHECK;
 void rs_hasher_free(struct rs_hasher *h);
 
