@@ -10,7 +10,7 @@ PKGS=(
   libcurl4-openssl-dev libcmocka-dev libssl-dev libsqlite3-dev
   libinih-dev libjansson-dev libzip-dev
   redis-server curl
-  python3 python3-defusedxml python3-dateutil python3-requests
+  python3 python3-defusedxml python3-dateutil python3-requests python3-websockets
 )
 
 missing=()

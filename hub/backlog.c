@@ -1,0 +1,720 @@
+/*
+ * backlog.c - the hub's Redis layout and operations (backlog.h). Appends,
+ * age trims, replay pages and stream info are Lua scripts, loaded once per
+ * connection and called by SHA, so that the trim mark is exact and a page
+ * and its mark are read atomically (docs/protocol.md 7).
+ */
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RS_LOG_MODULE "backlog"
+#include "backlog.h"
+#include "rs_alloc.h"
+#include "rs_log.h"
+
+#define BACKLOG_SLACK "64"   /* trim in batches: entries over the bound */
+
+enum script {
+    SC_APPEND,
+    SC_PAGE,
+    SC_INFO,
+    SC_TRIM_AGE,
+    SC_COUNT,
+};
+
+/* KEYS[1] stream, KEYS[2] trim mark. */
+static const char *const script_src[SC_COUNT] = {
+    [SC_APPEND] =
+        "local id = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'c', ARGV[2])\n"
+        "local max = tonumber(ARGV[3])\n"
+        "if max > 0 then\n"
+        "  local len = redis.call('XLEN', KEYS[1])\n"
+        "  if len > max + tonumber(ARGV[4]) then\n"
+        "    local cut = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', len - max + 1)\n"
+        "    redis.call('XTRIM', KEYS[1], 'MINID', cut[#cut][1])\n"
+        "    redis.call('SET', KEYS[2], cut[#cut - 1][1])\n"
+        "  end\n"
+        "end\n"
+        "return id\n",
+    [SC_PAGE] =
+        "local r = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])\n"
+        "local t = redis.call('GET', KEYS[2]) or '0-0'\n"
+        "return {t, r}\n",
+    [SC_INFO] =
+        "local t = redis.call('GET', KEYS[2]) or '0-0'\n"
+        "local ok, info = pcall(redis.call, 'XINFO', 'STREAM', KEYS[1])\n"
+        "if not ok then return {0, '', '', '0-0', t} end\n"
+        "local len, first, last, gen = 0, '', '', '0-0'\n"
+        "for i = 1, #info, 2 do\n"
+        "  local k, v = info[i], info[i + 1]\n"
+        "  if k == 'length' then len = v\n"
+        "  elseif k == 'last-generated-id' then gen = v\n"
+        "  elseif k == 'first-entry' and v then first = v[1]\n"
+        "  elseif k == 'last-entry' and v then last = v[1] end\n"
+        "end\n"
+        "return {len, first, last, gen, t}\n",
+    [SC_TRIM_AGE] =
+        "local before = redis.call('XREVRANGE', KEYS[1], '(' .. ARGV[1], '-', 'COUNT', 1)\n"
+        "if #before > 0 then\n"
+        "  redis.call('XTRIM', KEYS[1], 'MINID', ARGV[1])\n"
+        "  redis.call('SET', KEYS[2], before[1][1])\n"
+        "end\n"
+        "return #before\n",
+};
+
+struct backlog {
+    struct backlog_opts o;
+    char *prefix;
+    struct rs_redis *cmd;
+    struct rs_redis *tail;
+    char sha[SC_COUNT][41];
+    long long tail_client_id;     /* for CLIENT UNBLOCK; 0 = unknown */
+    bool tail_blocked;
+};
+
+/* One call in flight: what to call back and what to keep until then. */
+struct req {
+    struct backlog *b;
+    void *cb;
+    void *ud;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static struct req *
+req_new(struct backlog *b, void *cb, void *ud)
+{
+    struct req *r = rs_malloc(sizeof(*r));
+    if (r != NULL) {
+        r->b = b;
+        r->cb = cb;
+        r->ud = ud;
+    }
+    return r;
+}
+
+bool
+backlog_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > BACKLOG_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* prefix + kind + name into buf (BACKLOG_NAME_MAX + prefix + 3). */
+static int
+backlog_key(const struct backlog *b, char kind, const char *name, char *buf,
+            size_t bufsz)
+{
+    int n = snprintf(buf, bufsz, "%s%c:%s", b->prefix, kind, name);
+    return (n > 0 && (size_t)n < bufsz) ? 0 : RS_EINVAL;
+}
+
+static bool
+reply_id(const redisReply *r, struct msg_id *out)
+{
+    if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS))
+        return false;
+    if (r->len == 0) {
+        out->ms = out->seq = 0;
+        return true;
+    }
+    return msg_id_parse(r->str, (size_t)r->len, out) == 0;
+}
+
+/* Parse one stream entry [id, [field, value, ...]]. */
+static bool
+reply_entry(const redisReply *r, struct backlog_entry *e)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        !reply_id(r->element[0], &e->id) ||
+        r->element[1]->type != REDIS_REPLY_ARRAY)
+        return false;
+    const redisReply *f = r->element[1];
+    e->body = NULL;
+    e->len = 0;
+    e->ctype = "";
+    e->ctype_len = 0;
+    for (size_t i = 0; i + 1 < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+            continue;
+        if (k->len == 1 && k->str[0] == 'b') {
+            e->body = v->str;
+            e->len = (size_t)v->len;
+        } else if (k->len == 1 && k->str[0] == 'c') {
+            e->ctype = v->str;
+            e->ctype_len = (size_t)v->len;
+        }
+    }
+    return e->body != NULL;
+}
+
+/* Parse an array of entries into a new array (caller frees). */
+static int
+reply_entries(const redisReply *r, struct backlog_entry **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return RS_EPROTO;
+    if (r->elements == 0)
+        return 0;
+    struct backlog_entry *v = rs_calloc(r->elements, sizeof(*v));
+    if (v == NULL)
+        return RS_ENOMEM;
+    for (size_t i = 0; i < r->elements; i++) {
+        if (!reply_entry(r->element[i], &v[i])) {
+            rs_free(v);
+            return RS_EPROTO;
+        }
+    }
+    *out = v;
+    *n = r->elements;
+    return 0;
+}
+
+static void
+reply_log_error(const char *what, const redisReply *r)
+{
+    if (r != NULL && r->type == REDIS_REPLY_ERROR)
+        rs_log(RS_LOG_ERROR, "%s: redis error: %.*s", what, (int)r->len, r->str);
+}
+
+/* ----------------------------------------------------------- script calls */
+
+static void
+on_script_loaded(void *ud, int rc, const redisReply *r)
+{
+    (void)ud;
+    if (rc == 0 && r->type == REDIS_REPLY_ERROR)
+        reply_log_error("SCRIPT LOAD", r);
+}
+
+/* On every (re)connection: load the scripts before anything else is sent,
+ * so EVALSHA never meets an empty script cache on this connection. */
+static void
+backlog_load_scripts(struct backlog *b)
+{
+    for (int i = 0; i < SC_COUNT; i++) {
+        const char *argv[3] = { "SCRIPT", "LOAD", script_src[i] };
+        if (rs_redis_cmd(b->cmd, 0, on_script_loaded, b, 3, argv, NULL) != 0)
+            rs_log(RS_LOG_WARN, "cannot queue SCRIPT LOAD");
+    }
+}
+
+static int
+backlog_eval(struct backlog *b, enum script sc, const char *k1, const char *k2,
+             int nargs, const char **args, const size_t *arglens,
+             rs_redis_reply_cb cb, void *ud)
+{
+    const char *argv[12];
+    size_t lens[12];
+    argv[0] = "EVALSHA";
+    argv[1] = b->sha[sc];
+    argv[2] = "2";
+    argv[3] = k1;
+    argv[4] = k2;
+    for (int i = 0; i < 5; i++)
+        lens[i] = strlen(argv[i]);
+    for (int i = 0; i < nargs; i++) {
+        argv[5 + i] = args[i];
+        lens[5 + i] = arglens != NULL ? arglens[i] : strlen(args[i]);
+    }
+    return rs_redis_cmd(b->cmd, 0, cb, ud, 5 + nargs, argv, lens);
+}
+
+/* -------------------------------------------------------------- lifecycle */
+
+static void
+on_cmd_state(void *ud, enum rs_redis_state st, const char *errstr)
+{
+    struct backlog *b = ud;
+    if (st == RS_REDIS_READY)
+        backlog_load_scripts(b);
+    if (b->o.on_state != NULL)
+        b->o.on_state(b->o.ud, "command", st, errstr);
+}
+
+static void
+on_tail_client_id(void *ud, int rc, const redisReply *r)
+{
+    struct backlog *b = ud;
+    if (rc == 0 && r->type == REDIS_REPLY_INTEGER)
+        b->tail_client_id = r->integer;
+}
+
+static void
+on_tail_state(void *ud, enum rs_redis_state st, const char *errstr)
+{
+    struct backlog *b = ud;
+    b->tail_blocked = false;
+    if (st == RS_REDIS_READY) {
+        b->tail_client_id = 0;
+        const char *argv[2] = { "CLIENT", "ID" };
+        if (rs_redis_cmd(b->tail, 0, on_tail_client_id, b, 2, argv, NULL) != 0)
+            rs_log(RS_LOG_WARN, "cannot queue CLIENT ID");
+    }
+    if (b->o.on_state != NULL)
+        b->o.on_state(b->o.ud, "tail", st, errstr);
+}
+
+struct backlog *
+backlog_new(struct event_base *base, const struct backlog_opts *o,
+            const char **err)
+{
+    struct backlog *b = rs_calloc(1, sizeof(*b));
+    *err = "out of memory";
+    if (b == NULL)
+        return NULL;
+    b->o = *o;
+    b->prefix = rs_strdup(o->prefix != NULL ? o->prefix : "rshub:");
+    if (b->prefix == NULL)
+        goto fail;
+    for (int i = 0; i < SC_COUNT; i++) {
+        unsigned char md[SHA_DIGEST_LENGTH];
+        SHA1((const unsigned char *)script_src[i], strlen(script_src[i]), md);
+        for (int j = 0; j < SHA_DIGEST_LENGTH; j++)
+            snprintf(&b->sha[i][j * 2], 3, "%02x", md[j]);
+    }
+    struct rs_redis_opts ro = {
+        .url = o->redis_url,
+        .client_name = "rshub",
+        .command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms : 2000,
+        .on_state = on_cmd_state,
+        .ud = b,
+    };
+    b->cmd = rs_redis_new(base, &ro, err);
+    if (b->cmd == NULL)
+        goto fail;
+    ro.client_name = "rshub-tail";
+    ro.on_state = on_tail_state;
+    b->tail = rs_redis_new(base, &ro, err);
+    if (b->tail == NULL)
+        goto fail;
+    *err = NULL;
+    return b;
+fail:
+    backlog_free(b);
+    return NULL;
+}
+
+void
+backlog_free(struct backlog *b)
+{
+    if (b == NULL)
+        return;
+    rs_redis_free(b->tail);
+    rs_redis_free(b->cmd);
+    rs_free(b->prefix);
+    rs_free(b);
+}
+
+bool
+backlog_ready(const struct backlog *b)
+{
+    return rs_redis_state(b->cmd) == RS_REDIS_READY;
+}
+
+bool
+backlog_tail_ready(const struct backlog *b)
+{
+    return rs_redis_state(b->tail) == RS_REDIS_READY;
+}
+
+void
+backlog_stats(const struct backlog *b, struct rs_redis_stats *out)
+{
+    rs_redis_stats(b->cmd, out);
+}
+
+/* ----------------------------------------------------------------- append */
+
+static void
+on_append(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_append_cb cb = (backlog_append_cb)q->cb;
+    struct msg_id id = { 0, 0 };
+    if (rc == 0 && !reply_id(r, &id)) {
+        reply_log_error("append", r);
+        rc = RS_EPROTO;
+    }
+    cb(q->ud, rc, id);
+    rs_free(q);
+}
+
+int
+backlog_append(struct backlog *b, const char *chan, const char *body, size_t len,
+               const char *ctype, uint64_t max_entries, backlog_append_cb cb,
+               void *ud)
+{
+    char ks[256], kt[256], max[24];
+    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
+        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+        return RS_EINVAL;
+    snprintf(max, sizeof(max), "%llu", (unsigned long long)max_entries);
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (q == NULL)
+        return RS_ENOMEM;
+    const char *args[4] = { body, ctype, max, BACKLOG_SLACK };
+    size_t lens[4] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK) };
+    int rc = backlog_eval(b, SC_APPEND, ks, kt, 4, args, lens, on_append, q);
+    if (rc != 0)
+        rs_free(q);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- page */
+
+static void
+on_page(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_page_cb cb = (backlog_page_cb)q->cb;
+    struct msg_id mark = { 0, 0 };
+    struct backlog_entry *e = NULL;
+    size_t n = 0;
+    if (rc == 0) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            !reply_id(r->element[0], &mark)) {
+            reply_log_error("page", r);
+            rc = RS_EPROTO;
+        } else {
+            rc = reply_entries(r->element[1], &e, &n);
+        }
+    }
+    cb(q->ud, rc, mark, e, n);
+    rs_free(e);
+    rs_free(q);
+}
+
+int
+backlog_page(struct backlog *b, const char *chan, struct msg_id after,
+             unsigned count, backlog_page_cb cb, void *ud)
+{
+    char ks[256], kt[256], start[MSG_ID_BUFSZ + 1], cnt[16];
+    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
+        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+        return RS_EINVAL;
+    if (msg_id_is_zero(after)) {
+        snprintf(start, sizeof(start), "-");
+    } else {
+        start[0] = '(';
+        msg_id_format(after, start + 1);
+    }
+    snprintf(cnt, sizeof(cnt), "%u", count);
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (q == NULL)
+        return RS_ENOMEM;
+    const char *args[2] = { start, cnt };
+    int rc = backlog_eval(b, SC_PAGE, ks, kt, 2, args, NULL, on_page, q);
+    if (rc != 0)
+        rs_free(q);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- info */
+
+static void
+on_info(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_info_cb cb = (backlog_info_cb)q->cb;
+    struct backlog_info info;
+    memset(&info, 0, sizeof(info));
+    if (rc == 0) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
+            r->element[0]->type != REDIS_REPLY_INTEGER ||
+            !reply_id(r->element[1], &info.first) ||
+            !reply_id(r->element[2], &info.last) ||
+            !reply_id(r->element[3], &info.last_generated) ||
+            !reply_id(r->element[4], &info.mark)) {
+            reply_log_error("info", r);
+            rc = RS_EPROTO;
+        } else {
+            info.length = (uint64_t)r->element[0]->integer;
+            info.exists = !msg_id_is_zero(info.last_generated);
+        }
+    }
+    cb(q->ud, rc, rc == 0 ? &info : NULL);
+    rs_free(q);
+}
+
+int
+backlog_info(struct backlog *b, const char *chan, backlog_info_cb cb, void *ud)
+{
+    char ks[256], kt[256];
+    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
+        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+        return RS_EINVAL;
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (q == NULL)
+        return RS_ENOMEM;
+    int rc = backlog_eval(b, SC_INFO, ks, kt, 0, NULL, NULL, on_info, q);
+    if (rc != 0)
+        rs_free(q);
+    return rc;
+}
+
+/* --------------------------------------------------------------- trimming */
+
+static void
+on_done(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_done_cb cb = (backlog_done_cb)q->cb;
+    if (rc == 0 && r->type == REDIS_REPLY_ERROR) {
+        reply_log_error("command", r);
+        rc = RS_EPROTO;
+    }
+    if (cb != NULL)
+        cb(q->ud, rc);
+    rs_free(q);
+}
+
+int
+backlog_trim_age(struct backlog *b, const char *chan, uint64_t min_ms,
+                 backlog_done_cb cb, void *ud)
+{
+    char ks[256], kt[256], minid[32];
+    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
+        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+        return RS_EINVAL;
+    snprintf(minid, sizeof(minid), "%llu-0", (unsigned long long)min_ms);
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (q == NULL)
+        return RS_ENOMEM;
+    const char *args[1] = { minid };
+    int rc = backlog_eval(b, SC_TRIM_AGE, ks, kt, 1, args, NULL, on_done, q);
+    if (rc != 0)
+        rs_free(q);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- tail */
+
+static void
+on_tail(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    struct backlog *b = q->b;
+    backlog_tail_cb cb = (backlog_tail_cb)q->cb;
+    size_t plen = strlen(b->prefix) + 2;   /* "rshub:" + "s:" */
+    b->tail_blocked = false;
+    if (rc == 0 && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements && rc == 0; i++) {
+            const redisReply *s = r->element[i];
+            if (s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
+                s->element[0]->type != REDIS_REPLY_STRING ||
+                (size_t)s->element[0]->len <= plen) {
+                rc = RS_EPROTO;
+                break;
+            }
+            struct backlog_entry *e = NULL;
+            size_t n = 0;
+            rc = reply_entries(s->element[1], &e, &n);
+            if (rc == 0)
+                cb(q->ud, 0, s->element[0]->str + plen, e, n);
+            rs_free(e);
+        }
+    } else if (rc == 0 && r->type != REDIS_REPLY_NIL) {
+        reply_log_error("XREAD", r);
+        /* "UNBLOCKED" from CLIENT UNBLOCK ... ERROR is not used; a plain
+         * error reply means a bad request. */
+        rc = RS_EPROTO;
+    }
+    cb(q->ud, rc, NULL, NULL, 0);
+    rs_free(q);
+}
+
+int
+backlog_tail_read(struct backlog *b, const char *const *chans,
+                  const struct msg_id *after, size_t n, unsigned block_ms,
+                  unsigned count, backlog_tail_cb cb, void *ud)
+{
+    int rc = RS_ENOMEM;
+    size_t argc = 6 + 2 * n;
+    const char **argv = rs_calloc(argc, sizeof(*argv));
+    char *keys = rs_malloc(n * 256 + 1);
+    char *ids = rs_malloc(n * MSG_ID_BUFSZ + 1);
+    char block[16], cnt[16];
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (argv == NULL || keys == NULL || ids == NULL || q == NULL)
+        goto out;
+    snprintf(block, sizeof(block), "%u", block_ms);
+    snprintf(cnt, sizeof(cnt), "%u", count);
+    argv[0] = "XREAD";
+    argv[1] = "BLOCK";
+    argv[2] = block;
+    argv[3] = "COUNT";
+    argv[4] = cnt;
+    argv[5] = "STREAMS";
+    for (size_t i = 0; i < n; i++) {
+        if (backlog_key(b, 's', chans[i], keys + i * 256, 256) != 0) {
+            rc = RS_EINVAL;
+            goto out;
+        }
+        msg_id_format(after[i], ids + i * MSG_ID_BUFSZ);
+        argv[6 + i] = keys + i * 256;
+        argv[6 + n + i] = ids + i * MSG_ID_BUFSZ;
+    }
+    rc = rs_redis_cmd(b->tail, RS_REDIS_NO_TIMEOUT, on_tail, q, (int)argc,
+                      argv, NULL);
+    if (rc == 0) {
+        b->tail_blocked = true;
+        q = NULL;
+    }
+out:
+    rs_free(q);
+    rs_free(argv);
+    rs_free(keys);
+    rs_free(ids);
+    return rc;
+}
+
+static void
+on_unblock(void *ud, int rc, const redisReply *r)
+{
+    (void)ud;
+    (void)rc;
+    (void)r;
+}
+
+void
+backlog_tail_interrupt(struct backlog *b)
+{
+    if (!b->tail_blocked || b->tail_client_id == 0)
+        return;
+    char id[32];
+    snprintf(id, sizeof(id), "%lld", b->tail_client_id);
+    const char *argv[3] = { "CLIENT", "UNBLOCK", id };
+    if (rs_redis_cmd(b->cmd, 0, on_unblock, NULL, 3, argv, NULL) != 0)
+        rs_log(RS_LOG_DEBUG, "cannot send CLIENT UNBLOCK");
+}
+
+static void
+on_marks(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_marks_cb cb = (backlog_marks_cb)q->cb;
+    struct msg_id *marks = NULL;
+    size_t n = 0;
+    if (rc == 0) {
+        if (r->type != REDIS_REPLY_ARRAY) {
+            rc = RS_EPROTO;
+        } else if (r->elements > 0) {
+            marks = rs_calloc(r->elements, sizeof(*marks));
+            if (marks == NULL)
+                rc = RS_ENOMEM;
+            for (size_t i = 0; marks != NULL && i < r->elements; i++) {
+                const redisReply *e = r->element[i];
+                if (e->type == REDIS_REPLY_STRING &&
+                    msg_id_parse(e->str, (size_t)e->len, &marks[i]) != 0)
+                    rc = RS_EPROTO;
+            }
+            n = r->elements;
+        }
+    }
+    cb(q->ud, rc, marks, rc == 0 ? n : 0);
+    rs_free(marks);
+    rs_free(q);
+}
+
+int
+backlog_marks(struct backlog *b, const char *const *chans, size_t n,
+              backlog_marks_cb cb, void *ud)
+{
+    int rc = RS_ENOMEM;
+    const char **argv = rs_calloc(n + 1, sizeof(*argv));
+    char *keys = rs_malloc(n * 256 + 1);
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (argv == NULL || keys == NULL || q == NULL)
+        goto out;
+    argv[0] = "MGET";
+    for (size_t i = 0; i < n; i++) {
+        if (backlog_key(b, 't', chans[i], keys + i * 256, 256) != 0) {
+            rc = RS_EINVAL;
+            goto out;
+        }
+        argv[1 + i] = keys + i * 256;
+    }
+    rc = rs_redis_cmd(b->tail, 0, on_marks, q, (int)(n + 1), argv, NULL);
+    if (rc == 0)
+        q = NULL;
+out:
+    rs_free(q);
+    rs_free(argv);
+    rs_free(keys);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- topics */
+
+int
+backlog_topic_put(struct backlog *b, const char *name, const char *value,
+                  backlog_done_cb cb, void *ud)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%stopics", b->prefix);
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (q == NULL)
+        return RS_ENOMEM;
+    const char *argv[4] = { "HSETNX", key, name, value };
+    int rc = rs_redis_cmd(b->cmd, 0, on_done, q, 4, argv, NULL);
+    if (rc != 0)
+        rs_free(q);
+    return rc;
+}
+
+static void
+on_topics(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_topics_cb cb = (backlog_topics_cb)q->cb;
+    const char **names = NULL, **values = NULL;
+    size_t n = 0;
+    if (rc == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0))
+        rc = RS_EPROTO;
+    if (rc == 0 && r->elements > 0) {
+        n = r->elements / 2;
+        names = rs_calloc(n, sizeof(*names));
+        values = rs_calloc(n, sizeof(*values));
+        if (names == NULL || values == NULL) {
+            rc = RS_ENOMEM;
+            n = 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+            names[i] = r->element[2 * i]->str;
+            values[i] = r->element[2 * i + 1]->str;
+        }
+    }
+    cb(q->ud, rc, names, values, n);
+    rs_free(names);
+    rs_free(values);
+    rs_free(q);
+}
+
+int
+backlog_topics(struct backlog *b, backlog_topics_cb cb, void *ud)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%stopics", b->prefix);
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (q == NULL)
+        return RS_ENOMEM;
+    const char *argv[2] = { "HGETALL", key };
+    int rc = rs_redis_cmd(b->cmd, 0, on_topics, q, 2, argv, NULL);
+    if (rc != 0)
+        rs_free(q);
+    return rc;
+}

@@ -1,0 +1,118 @@
+/*
+ * backlog.h - the hub's Redis layout (docs/protocol.md 7) and the typed
+ * operations on it: append a notification (exactly bounded, with the trim
+ * mark), read a page of replay with the trim mark atomically, stream info,
+ * the blocking tail read (XREAD) that drives live fan-out on every node,
+ * the topic registry. Two Redis links: one for commands, one for the
+ * blocking tail. It knows nothing of WebSockets or HTTP.
+ */
+#ifndef HUB_BACKLOG_H
+#define HUB_BACKLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msg.h"
+#include "rs_redis.h"
+
+struct event_base;
+struct backlog;
+
+#define BACKLOG_NAME_MAX 100   /* channel names: [A-Za-z0-9._-], 1..100 */
+
+struct backlog_opts {
+    const char *redis_url;
+    const char *prefix;              /* key prefix; NULL = "rshub:" */
+    unsigned command_timeout_ms;     /* 0 = 2000 */
+    /* link state changes, for readiness and logs; which = "command"/"tail" */
+    void (*on_state)(void *ud, const char *which, enum rs_redis_state st,
+                     const char *errstr);
+    void *ud;
+};
+
+struct backlog_entry {
+    struct msg_id id;
+    const char *body;                /* valid during the callback only */
+    size_t len;
+    const char *ctype;
+    size_t ctype_len;
+};
+
+struct backlog_info {
+    bool exists;
+    uint64_t length;
+    struct msg_id first, last;       /* zero when empty */
+    struct msg_id last_generated;    /* the stream's last id ever (0-0 if none) */
+    struct msg_id mark;              /* newest id ever trimmed (0-0 if none) */
+};
+
+/* Callbacks follow rs_redis's contract: exactly once per accepted call,
+ * never when the call returned an error. rc: 0, RS_EIO / RS_ETIMEDOUT /
+ * RS_ECANCELED from the link, RS_EPROTO for an unexpected reply. */
+typedef void (*backlog_append_cb)(void *ud, int rc, struct msg_id id);
+typedef void (*backlog_page_cb)(void *ud, int rc, struct msg_id mark,
+                                const struct backlog_entry *e, size_t n);
+typedef void (*backlog_info_cb)(void *ud, int rc, const struct backlog_info *info);
+/* One call per stream in the XREAD reply (chan is the channel name), then
+ * one final call with chan == NULL (rc says how the read ended; a timeout
+ * of the BLOCK or an interrupt is rc == 0 with nothing before it). */
+typedef void (*backlog_tail_cb)(void *ud, int rc, const char *chan,
+                                const struct backlog_entry *e, size_t n);
+typedef void (*backlog_marks_cb)(void *ud, int rc, const struct msg_id *marks,
+                                 size_t n);
+typedef void (*backlog_topics_cb)(void *ud, int rc, const char *const *names,
+                                  const char *const *values, size_t n);
+typedef void (*backlog_done_cb)(void *ud, int rc);
+
+struct backlog *backlog_new(struct event_base *base,
+                            const struct backlog_opts *o, const char **err);
+void backlog_free(struct backlog *b);    /* pending callbacks: RS_ECANCELED */
+
+bool backlog_ready(const struct backlog *b);      /* command link READY */
+bool backlog_tail_ready(const struct backlog *b); /* tail link READY */
+void backlog_stats(const struct backlog *b, struct rs_redis_stats *out);
+
+/* Is name a valid channel name? */
+bool backlog_name_ok(const char *name);
+
+/* Append body to channel's stream; keep at most max_entries (0 =
+ * unbounded). The callback's id is the stream id Redis assigned: the
+ * notification is then stored. */
+int backlog_append(struct backlog *b, const char *chan, const char *body,
+                   size_t len, const char *ctype, uint64_t max_entries,
+                   backlog_append_cb cb, void *ud) RS_MUST_CHECK;
+
+/* Up to count entries with id > after ("since=0" reads from the oldest),
+ * with the trim mark read atomically with them. */
+int backlog_page(struct backlog *b, const char *chan, struct msg_id after,
+                 unsigned count, backlog_page_cb cb, void *ud) RS_MUST_CHECK;
+
+int backlog_info(struct backlog *b, const char *chan, backlog_info_cb cb,
+                 void *ud) RS_MUST_CHECK;
+
+/* Trim entries older than min_ms (milliseconds since the epoch). */
+int backlog_trim_age(struct backlog *b, const char *chan, uint64_t min_ms,
+                     backlog_done_cb cb, void *ud) RS_MUST_CHECK;
+
+/* XREAD BLOCK block_ms COUNT count on the tail link, for n channels after
+ * their cursors. */
+int backlog_tail_read(struct backlog *b, const char *const *chans,
+                      const struct msg_id *after, size_t n, unsigned block_ms,
+                      unsigned count, backlog_tail_cb cb, void *ud) RS_MUST_CHECK;
+
+/* Wake a blocked tail read now (CLIENT UNBLOCK on the command link); the
+ * read then ends with rc 0 and no entries. A no-op when none is blocked. */
+void backlog_tail_interrupt(struct backlog *b);
+
+/* The trim marks of n channels, on the tail link (so that it runs after the
+ * XREAD it checks). */
+int backlog_marks(struct backlog *b, const char *const *chans, size_t n,
+                  backlog_marks_cb cb, void *ud) RS_MUST_CHECK;
+
+/* Topic registry: HSETNX name value; HGETALL. */
+int backlog_topic_put(struct backlog *b, const char *name, const char *value,
+                      backlog_done_cb cb, void *ud) RS_MUST_CHECK;
+int backlog_topics(struct backlog *b, backlog_topics_cb cb, void *ud) RS_MUST_CHECK;
+
+#endif

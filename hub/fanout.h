@@ -1,0 +1,59 @@
+/*
+ * fanout.h - the main-loop side of WebSocket channels: one entry per
+ * channel with its live cursor (the last stream id dispatched), per-thread
+ * subscriber counts, the tail loop that reads new entries from Redis
+ * (whichever node accepted them) and hands them to the service threads,
+ * and the replay of backlogs to clients that resume with since=ID. It owns
+ * the main end of the seam; sockets are wsserver.c's.
+ */
+#ifndef HUB_FANOUT_H
+#define HUB_FANOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backlog.h"
+#include "seam.h"
+#include "topic.h"
+#include "wsserver.h"
+
+struct event_base;
+struct fanout;
+
+struct fanout_opts {
+    struct event_base *base;
+    struct backlog *backlog;
+    struct topics *topics;
+    unsigned page_size;          /* replay page; 0 = 256 */
+    unsigned tail_count;         /* entries per XREAD; 0 = 1000 */
+    unsigned idle_secs;          /* drop a channel from the tail set after
+                                    this long without subscribers; 0 = 60 */
+};
+
+struct fanout_stats {
+    uint64_t dispatched;         /* notifications handed to service threads */
+    uint64_t replayed;           /* notifications sent from the backlog */
+    uint64_t gaps;               /* clients or channels closed with 4001 */
+    uint64_t bad_entries;        /* stream entries that could not be framed */
+    uint64_t tail_reads;
+    size_t channels_active;
+};
+
+/* The seam queue wsserver posts to must be fanout_inbox(); so create the
+ * fanout first, then the server, then fanout_attach(). */
+struct fanout *fanout_new(const struct fanout_opts *o, const char **err);
+struct seam_queue *fanout_inbox(struct fanout *f);
+void fanout_attach(struct fanout *f, struct ws_server *ws);
+
+/* Re-read the tail when the set of active channels changed or Redis came
+ * back (called by the owner on link state changes). */
+void fanout_kick(struct fanout *f);
+
+/* Live subscribers of a channel on this node. */
+size_t fanout_subscribers(const struct fanout *f, const char *name);
+void fanout_stats(const struct fanout *f, struct fanout_stats *out);
+
+/* Stop the tail loop and forget everything; call after ws_server_free. */
+void fanout_free(struct fanout *f);
+
+#endif

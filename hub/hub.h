@@ -1,0 +1,108 @@
+/*
+ * hub.h - the rshub process: its configuration and the objects the main
+ * loop owns (HTTP server, backlog, topics, fan-out, WebSocket server), and
+ * the counters the HTTP handlers keep. Each handler module (ingest.c,
+ * status.c) works on this struct; rshub.c builds and tears it down.
+ */
+#ifndef HUB_HUB_H
+#define HUB_HUB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backlog.h"
+#include "fanout.h"
+#include "rs_config.h"
+#include "rs_metrics.h"
+#include "topic.h"
+#include "wsserver.h"
+
+struct event_base;
+struct evhttp;
+struct evhttp_request;
+
+struct hub_conf {
+    struct rs_config_hostport listen;
+    struct rs_config_hostport ws_listen;
+    char *redis;
+    char *prefix;
+    char *public_url;         /* base of advertised http URIs */
+    char *ws_public_url;      /* base of advertised ws URIs */
+    bool open;
+    uint64_t max_body;
+    int64_t backlog_max;
+    int64_t backlog_max_age_ms;
+    int64_t ws_threads;
+    uint64_t ws_soft_limit;
+    int64_t ws_soft_ms;
+    uint64_t ws_hard_limit;
+    int64_t ws_ping_ms;
+    int64_t redis_timeout_ms;
+    int64_t drain_ms;
+    char *log_level;
+    char *log_format;
+    char *log_file;
+    char *ready_file;
+};
+
+/* Publish outcomes, for /metrics. */
+enum hub_reject {
+    REJ_BAD_XML = 0,
+    REJ_NOT_NOTIFICATION,
+    REJ_NO_TOPIC_LINK,
+    REJ_UNKNOWN_TOPIC,
+    REJ_WRONG_KIND,
+    REJ_NO_TOKEN,
+    REJ_BAD_TOKEN,
+    REJ_TOO_BIG,
+    REJ_MEDIA_TYPE,
+    REJ_UNAVAILABLE,
+    REJ_METHOD,
+    REJ_COUNT,
+};
+
+struct hub {
+    struct hub_conf *conf;
+    struct event_base *base;
+    struct evhttp *http;
+    struct backlog *backlog;
+    struct topics *topics;
+    struct fanout *fanout;
+    struct ws_server *ws;
+    int http_port;
+    int ws_port;
+    char *hub_url;            /* public_url + "/hub" */
+    bool draining;
+    unsigned inflight;        /* publishes waiting for Redis */
+    uint64_t accepted;
+    uint64_t rejected[REJ_COUNT];
+    uint64_t lost_clients;    /* persisted, but the publisher had gone */
+    uint64_t bytes_in;
+    struct rs_metrics *metrics;
+    struct rs_metrics_histogram *publish_seconds;  /* request -> persisted */
+    struct hub_metrics *hm;   /* status.c's synced counters */
+};
+
+const char *hub_reject_name(enum hub_reject r);
+
+/* Reply with status and a one-line text body ("error: ..." for errors). */
+void hub_reply_text(struct evhttp_request *req, int status, const char *reason,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* The advertised URIs of a topic's WebSocket channel. */
+int hub_channel_uri(const struct hub *h, const struct topic *t, char *buf,
+                    size_t len) RS_MUST_CHECK;
+
+/* POST /hub */
+void ingest_handle(struct hub *h, struct evhttp_request *req);
+
+/* GET /healthz, /readyz, /metrics, /topics, /topics/NAME/... ; returns
+ * false when the path is not a status path. */
+bool status_handle(struct hub *h, struct evhttp_request *req, const char *path);
+
+/* Register the hub's metrics in h->metrics (at start-up); free them. */
+int status_metrics_init(struct hub *h) RS_MUST_CHECK;
+void status_metrics_free(struct hub *h);
+
+#endif

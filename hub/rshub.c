@@ -1,0 +1,612 @@
+/*
+ * rshub.c - the hub daemon: configuration, start-up, the HTTP router, the
+ * janitor that applies backlog age bounds, signals and graceful drain.
+ * Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration or
+ * command line.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RS_LOG_MODULE "rshub"
+#include "hub.h"
+#include "rs_alloc.h"
+#include "rs_log.h"
+
+static struct hub_conf conf;
+
+static const struct rs_config_opt options[] = {
+    RS_CONFIG_HOSTPORT("listen", 'l', &conf.listen, "127.0.0.1:8080",
+                       "HTTP address (publish, WebSub, status)"),
+    RS_CONFIG_HOSTPORT("ws-listen", 'w', &conf.ws_listen, NULL,
+                       "WebSocket address (default: listen host, port + 1; "
+                       "port 0 if listen port is 0)"),
+    RS_CONFIG_STRING("redis", 'r', &conf.redis, "URL", "redis://127.0.0.1:6379",
+                     "Redis: redis://[:PASSWORD@]HOST:PORT[/DB] or unix:///PATH"),
+    RS_CONFIG_STRING("redis-prefix", 0, &conf.prefix, "PREFIX", "rshub:",
+                     "prefix of every Redis key"),
+    RS_CONFIG_DURATION("redis-timeout", 0, &conf.redis_timeout_ms, "2s", 10,
+                       600000, "Redis command timeout"),
+    RS_CONFIG_STRING("public-url", 0, &conf.public_url, "URL", NULL,
+                     "base of advertised http URIs (default http://LISTEN)"),
+    RS_CONFIG_STRING("ws-public-url", 0, &conf.ws_public_url, "URL", NULL,
+                     "base of advertised WebSocket URIs (default ws://WS-LISTEN)"),
+    RS_CONFIG_BOOL("open", 0, &conf.open, "false",
+                   "accept any topic without a token (development)"),
+    RS_CONFIG_SIZE("max-body", 0, &conf.max_body, "10M", 1024, 52428800,
+                   "largest notification accepted"),
+    RS_CONFIG_INT("backlog-max", 0, &conf.backlog_max, "100000", 0,
+                  1000000000, "default bound of each backlog, entries (0: none)"),
+    RS_CONFIG_DURATION("backlog-max-age", 0, &conf.backlog_max_age_ms, "7d", 0,
+                       0, "default age bound of each backlog (0: none)"),
+    RS_CONFIG_INT("ws-threads", 0, &conf.ws_threads, "0", 0, 64,
+                  "WebSocket service threads (0: one per CPU)"),
+    RS_CONFIG_SIZE("ws-soft-limit", 0, &conf.ws_soft_limit, "1M", 4096, INT64_MAX,
+                   "queued bytes per client that start the slow-consumer timer"),
+    RS_CONFIG_DURATION("ws-soft-time", 0, &conf.ws_soft_ms, "10s", 1000, 86400000,
+                       "time over the soft limit before a client is cut"),
+    RS_CONFIG_SIZE("ws-hard-limit", 0, &conf.ws_hard_limit, "16M", 4096, INT64_MAX,
+                   "queued bytes per client that cut it at once"),
+    RS_CONFIG_DURATION("ws-ping", 0, &conf.ws_ping_ms, "30s", 1000, 3600000,
+                       "WebSocket keepalive ping interval"),
+    RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
+                       "on SIGTERM, how long to wait for in-flight work"),
+    RS_CONFIG_STRING("log-level", 0, &conf.log_level, "LEVEL", "info",
+                     "debug, info, warn or error"),
+    RS_CONFIG_STRING("log-format", 0, &conf.log_format, "FORMAT", "auto",
+                     "auto, text, logfmt or json"),
+    RS_CONFIG_STRING("log-file", 0, &conf.log_file, "PATH", NULL,
+                     "append logs to PATH (default stderr; SIGHUP reopens)"),
+    RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
+                     "write {\"http\":PORT,\"ws\":PORT} here once listening"),
+    RS_CONFIG_END,
+};
+
+/* ---------------------------------------------------------- [topic NAME] */
+
+struct topic_conf {
+    char name[BACKLOG_NAME_MAX + 1];
+    char *uri;
+    enum topic_kind kind;
+    char **tokens;
+    size_t ntokens;
+    int64_t max_entries;       /* -1 = default */
+    int64_t max_age_ms;        /* -1 = default */
+    struct topic_conf *next;
+};
+
+static struct topic_conf *topic_confs;
+
+static struct topic_conf *
+topic_conf_get(const char *name)
+{
+    for (struct topic_conf *t = topic_confs; t != NULL; t = t->next)
+        if (strcmp(t->name, name) == 0)
+            return t;
+    struct topic_conf *t = rs_calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->kind = TOPIC_CHANGE;
+    t->max_entries = -1;
+    t->max_age_ms = -1;
+    t->next = topic_confs;
+    topic_confs = t;
+    return t;
+}
+
+static bool
+parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Durations in topic sections: NUMBER with ms, s, m, h or d. */
+static bool
+parse_duration(const char *s, int64_t *ms)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || v < 0)
+        return false;
+    int64_t mult = strcmp(end, "ms") == 0 ? 1
+                 : strcmp(end, "s") == 0  ? 1000
+                 : strcmp(end, "m") == 0  ? 60000
+                 : strcmp(end, "h") == 0  ? 3600000
+                 : strcmp(end, "d") == 0  ? 86400000
+                 : (v == 0 && *end == '\0') ? 1 : 0;
+    if (mult == 0)
+        return false;
+    *ms = (int64_t)v * mult;
+    return true;
+}
+
+static const char *
+on_section(void *ud, const char *type, const char *name, const char *key,
+           const char *value, int line)
+{
+    (void)ud;
+    (void)line;
+    if (strcmp(type, "topic") != 0)
+        return "unknown section (expected [topic NAME])";
+    if (!backlog_name_ok(name))
+        return "topic name must be 1-100 characters of [A-Za-z0-9._-]";
+    struct topic_conf *t = topic_conf_get(name);
+    if (t == NULL)
+        return "out of memory";
+    if (strcmp(key, "uri") == 0) {
+        rs_free(t->uri);
+        t->uri = rs_strdup(value);
+    } else if (strcmp(key, "kind") == 0) {
+        if (topic_kind_from(value, &t->kind) != 0)
+            return "expected change or framework";
+    } else if (strcmp(key, "token") == 0) {
+        char **nt = rs_realloc(t->tokens, (t->ntokens + 2) * sizeof(*nt));
+        if (nt == NULL)
+            return "out of memory";
+        t->tokens = nt;
+        t->tokens[t->ntokens++] = rs_strdup(value);
+        t->tokens[t->ntokens] = NULL;
+    } else if (strcmp(key, "backlog-max") == 0) {
+        if (!parse_i64(value, &t->max_entries))
+            return "expected a non-negative integer";
+    } else if (strcmp(key, "backlog-max-age") == 0) {
+        if (!parse_duration(value, &t->max_age_ms))
+            return "expected a duration such as 7d, 12h, 30m";
+    } else {
+        return "unknown key (uri, kind, token, backlog-max, backlog-max-age)";
+    }
+    return NULL;
+}
+
+static void
+topic_confs_free(void)
+{
+    while (topic_confs != NULL) {
+        struct topic_conf *next = topic_confs->next;
+        for (size_t i = 0; i < topic_confs->ntokens; i++)
+            rs_free(topic_confs->tokens[i]);
+        rs_free(topic_confs->tokens);
+        rs_free(topic_confs->uri);
+        rs_free(topic_confs);
+        topic_confs = next;
+    }
+}
+
+/* --------------------------------------------------------------- router */
+
+static void
+on_http(struct evhttp_request *req, void *arg)
+{
+    struct hub *h = arg;
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+    const char *path = u != NULL ? evhttp_uri_get_path(u) : NULL;
+    if (path == NULL || path[0] == '\0')
+        path = "/";
+    if (strcmp(path, "/hub") == 0) {
+        ingest_handle(h, req);
+        return;
+    }
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+        hub_reply_text(req, 405, "Method Not Allowed", "error: method not allowed");
+        return;
+    }
+    if (!status_handle(h, req, path))
+        hub_reply_text(req, 404, "Not Found", "error: no such resource");
+}
+
+/* ---------------------------------------------------------------- janitor */
+
+static void
+on_trimmed(void *ud, int rc)
+{
+    (void)ud;
+    if (rc != 0 && rc != RS_ECANCELED)
+        rs_log(RS_LOG_WARN, "age trim failed: %s", rs_strerror(rc));
+}
+
+static void
+on_janitor(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct hub *h = arg;
+    if (!backlog_ready(h->backlog))
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    for (size_t i = 0; i < topics_count(h->topics); i++) {
+        const struct topic *t = topics_at(h->topics, i);
+        if (t->max_age_ms == 0 || t->max_age_ms >= now_ms)
+            continue;
+        if (backlog_trim_age(h->backlog, t->name, now_ms - t->max_age_ms,
+                             on_trimmed, NULL) != 0)
+            break;
+    }
+}
+
+/* Topics other nodes created in open mode (and our own after a restart). */
+static void
+on_topics_loaded(void *ud, int rc, const char *const *names,
+                 const char *const *values, size_t n)
+{
+    struct hub *h = ud;
+    if (rc != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        /* values are {"topic":"URI","kind":"K"} as ingest.c writes them */
+        const char *u = strstr(values[i], "\"topic\":\"");
+        const char *k = strstr(values[i], "\"kind\":\"");
+        if (u == NULL || k == NULL)
+            continue;
+        u += 9;
+        const char *ue = strchr(u, '"');
+        if (ue == NULL || strchr(u, '\\') != NULL)
+            continue;
+        char uri[2048], kind[16];
+        snprintf(uri, sizeof(uri), "%.*s", (int)(ue - u), u);
+        snprintf(kind, sizeof(kind), "%.*s", (int)strcspn(k + 8, "\""), k + 8);
+        enum topic_kind tk;
+        if (topic_kind_from(kind, &tk) == 0 &&
+            topics_by_name(h->topics, names[i]) == NULL &&
+            topics_remember(h->topics, names[i], uri, tk) != 0)
+            rs_log(RS_LOG_WARN, "ignoring registered topic %s", names[i]);
+    }
+}
+
+static void
+on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
+                 const char *errstr)
+{
+    struct hub *h = ud;
+    if (st == RS_REDIS_READY) {
+        rs_log_kv(RS_LOG_INFO, "redis link ready", "link", which, NULL);
+        if (h->fanout != NULL)
+            fanout_kick(h->fanout);
+        if (strcmp(which, "command") == 0 && topics_open(h->topics) &&
+            backlog_topics(h->backlog, on_topics_loaded, h) != 0)
+            rs_log(RS_LOG_WARN, "cannot load the topic registry");
+    } else if (st == RS_REDIS_DOWN) {
+        rs_log_kv(RS_LOG_WARN, "redis link down", "link", which, "error",
+                  errstr != NULL ? errstr : "", NULL);
+    }
+}
+
+/* ---------------------------------------------------------------- signals */
+
+static struct event *ev_drain_timer;
+
+static void
+on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct hub *h = arg;
+    static unsigned waited;
+    waited += 50;
+    if (h->inflight == 0 || waited >= (unsigned)conf.drain_ms)
+        event_base_loopexit(h->base, NULL);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct hub *h = arg;
+    if (sig == SIGHUP) {
+        if (rs_log_reopen() != 0)
+            rs_log(RS_LOG_WARN, "cannot reopen the log file");
+        return;
+    }
+    if (h->draining) {
+        event_base_loopexit(h->base, NULL);   /* second signal: now */
+        return;
+    }
+    rs_log(RS_LOG_INFO, "draining: waiting for %u publishes in flight",
+           h->inflight);
+    h->draining = true;
+    struct timeval tick = { 0, 50000 };
+    ev_drain_timer = event_new(h->base, -1, EV_PERSIST, on_drain_tick, h);
+    if (ev_drain_timer == NULL || event_add(ev_drain_timer, &tick) != 0)
+        event_base_loopexit(h->base, NULL);
+}
+
+/* ------------------------------------------------------------------- main */
+
+static int
+bound_port(struct evhttp_bound_socket *bs)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd = evhttp_bound_socket_get_fd(bs);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
+}
+
+static int
+write_ready_file(const char *path, int http, int ws)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return RS_EIO;
+    fprintf(f, "{\"http\":%d,\"ws\":%d}\n", http, ws);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return RS_EIO;
+    return 0;
+}
+
+static int
+setup_log(void)
+{
+    struct rs_log_opts lo = { .app = "rshub", .path = conf.log_file };
+    if (rs_log_level_from(conf.log_level, &lo.level) != 0) {
+        fprintf(stderr, "rshub: --log-level: expected debug, info, warn or error\n");
+        return 2;
+    }
+    if (rs_log_format_from(conf.log_format, &lo.format) != 0) {
+        fprintf(stderr, "rshub: --log-format: expected auto, text, logfmt or json\n");
+        return 2;
+    }
+    if (rs_log_init(&lo) != 0) {
+        fprintf(stderr, "rshub: cannot open log file %s\n", conf.log_file);
+        return 2;
+    }
+    return 0;
+}
+
+static int
+setup_topics(struct hub *h)
+{
+    h->topics = topics_new(conf.open, (uint64_t)conf.backlog_max,
+                           (uint64_t)conf.backlog_max_age_ms);
+    if (h->topics == NULL)
+        return RS_ENOMEM;
+    for (struct topic_conf *t = topic_confs; t != NULL; t = t->next) {
+        const char *why;
+        if (t->uri == NULL) {
+            rs_log(RS_LOG_ERROR, "[topic %s]: no uri", t->name);
+            return RS_EINVAL;
+        }
+        uint64_t me = t->max_entries >= 0 ? (uint64_t)t->max_entries
+                                          : (uint64_t)conf.backlog_max;
+        uint64_t ma = t->max_age_ms >= 0 ? (uint64_t)t->max_age_ms
+                                         : (uint64_t)conf.backlog_max_age_ms;
+        if (topics_add(h->topics, t->name, t->uri, t->kind,
+                       (const char *const *)t->tokens, me, ma, &why) != 0) {
+            rs_log(RS_LOG_ERROR, "[topic %s]: %s", t->name, why);
+            return RS_EINVAL;
+        }
+    }
+    if (topics_count(h->topics) == 0 && !conf.open)
+        rs_log(RS_LOG_WARN, "no topics configured and not --open: every publish "
+                            "will be refused");
+    return 0;
+}
+
+static char *
+default_url(const char *scheme, const struct rs_config_hostport *hp, int port)
+{
+    char buf[600];
+    const char *host = hp->host[0] != '\0' ? hp->host : "127.0.0.1";
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(buf, sizeof(buf), "%s://%s%s%s:%d", scheme, v6 ? "[" : "", host,
+             v6 ? "]" : "", port);
+    return rs_strdup(buf);
+}
+
+static void
+strip_slash(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == '/')
+        s[--n] = '\0';
+}
+
+int
+main(int argc, char **argv)
+{
+    int exit_code = 1;
+    struct hub h;
+    struct event *ev_sig[3] = { NULL, NULL, NULL }, *ev_janitor = NULL;
+    memset(&h, 0, sizeof(h));
+    h.conf = &conf;
+
+    struct rs_config_info info = {
+        .program = "rshub",
+        .usage = "Usage: rshub [OPTION]...\n"
+                 "The ResourceSync notification hub: Sources POST notifications to\n"
+                 "/hub; they are stored in Redis, then sent to WebSocket channels.\n"
+                 "Topics come from [topic NAME] sections of the config file (uri,\n"
+                 "kind, token, backlog-max, backlog-max-age), or from --open.\n"
+                 "Exit status: 0 clean shutdown, 1 runtime failure, 2 usage.",
+        .opts = options,
+        .on_section = on_section,
+    };
+    struct rs_config *cfg = rs_config_new(&info);
+    if (cfg == NULL)
+        return 1;
+    int rc = rs_config_parse(cfg, argc, argv, NULL);
+    if (rc == RS_CONFIG_WANT_HELP || rc == RS_CONFIG_WANT_VERSION) {
+        rc = rc == RS_CONFIG_WANT_HELP ? rs_config_help(cfg, stdout)
+                                       : rs_config_version(cfg, stdout);
+        rs_config_free(cfg);
+        topic_confs_free();
+        return rc == 0 ? 0 : 1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "rshub: %s\nTry 'rshub --help'.\n", rs_config_errstr(cfg));
+        rs_config_free(cfg);
+        topic_confs_free();
+        return 2;
+    }
+    if (setup_log() != 0) {
+        exit_code = 2;
+        goto out;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (setup_topics(&h) != 0) {
+        exit_code = 2;
+        goto out;
+    }
+
+    h.base = event_base_new();
+    h.metrics = rs_metrics_new();
+    if (h.base == NULL || h.metrics == NULL)
+        goto out;
+
+    const char *err = NULL;
+    struct backlog_opts bo = {
+        .redis_url = conf.redis,
+        .prefix = conf.prefix,
+        .command_timeout_ms = (unsigned)conf.redis_timeout_ms,
+        .on_state = on_backlog_state,
+        .ud = &h,
+    };
+    h.backlog = backlog_new(h.base, &bo, &err);
+    if (h.backlog == NULL) {
+        rs_log(RS_LOG_ERROR, "redis %s: %s", conf.redis, err);
+        exit_code = 2;
+        goto out;
+    }
+    struct fanout_opts fo = { .base = h.base, .backlog = h.backlog, .topics = h.topics };
+    h.fanout = fanout_new(&fo, &err);
+    if (h.fanout == NULL) {
+        rs_log(RS_LOG_ERROR, "fan-out: %s", err);
+        goto out;
+    }
+
+    /* HTTP first: the WebSocket default port follows it. */
+    h.http = evhttp_new(h.base);
+    if (h.http == NULL)
+        goto out;
+    evhttp_set_max_body_size(h.http, (ev_ssize_t)conf.max_body);
+    evhttp_set_max_headers_size(h.http, 64 * 1024);
+    evhttp_set_timeout(h.http, 30);
+    evhttp_set_allowed_methods(h.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+                                       EVHTTP_REQ_HEAD);
+    evhttp_set_gencb(h.http, on_http, &h);
+    const char *lhost = conf.listen.host[0] != '\0' ? conf.listen.host : "0.0.0.0";
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(h.http, lhost, conf.listen.port);
+    if (bs == NULL || (h.http_port = bound_port(bs)) < 0) {
+        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", lhost,
+               conf.listen.port, strerror(errno));
+        goto out;
+    }
+
+    struct rs_config_hostport wl = conf.ws_listen;
+    if (!rs_config_is_set(cfg, "ws-listen")) {
+        wl = conf.listen;
+        wl.port = conf.listen.port == 0 ? 0 : (uint16_t)(conf.listen.port + 1);
+    }
+    struct ws_server_opts wo = {
+        .base = h.base,
+        .host = wl.host[0] != '\0' ? wl.host : NULL,
+        .port = wl.port,
+        .threads = (unsigned)conf.ws_threads,
+        .soft_limit = conf.ws_soft_limit,
+        .soft_secs = (unsigned)((conf.ws_soft_ms + 999) / 1000),
+        .hard_limit = conf.ws_hard_limit,
+        .ping_secs = (unsigned)((conf.ws_ping_ms + 999) / 1000),
+        .to_main = fanout_inbox(h.fanout),
+    };
+    h.ws = ws_server_new(&wo, &err);
+    if (h.ws == NULL) {
+        rs_log(RS_LOG_ERROR, "WebSocket listener %s:%u: %s",
+               wo.host ? wo.host : "*", wl.port, err);
+        goto out;
+    }
+    h.ws_port = ws_server_port(h.ws);
+    fanout_attach(h.fanout, h.ws);
+
+    if (conf.public_url == NULL)
+        conf.public_url = default_url("http", &conf.listen, h.http_port);
+    if (conf.ws_public_url == NULL)
+        conf.ws_public_url = default_url("ws", &wl, h.ws_port);
+    if (conf.public_url == NULL || conf.ws_public_url == NULL)
+        goto out;
+    strip_slash(conf.public_url);
+    strip_slash(conf.ws_public_url);
+    size_t hl = strlen(conf.public_url) + 8;
+    h.hub_url = rs_malloc(hl);
+    if (h.hub_url == NULL)
+        goto out;
+    snprintf(h.hub_url, hl, "%s/hub", conf.public_url);
+    if (status_metrics_init(&h) != 0)
+        goto out;
+
+    int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+    for (int i = 0; i < 3; i++) {
+        ev_sig[i] = evsignal_new(h.base, sigs[i], on_signal, &h);
+        if (ev_sig[i] == NULL || event_add(ev_sig[i], NULL) != 0)
+            goto out;
+    }
+    struct timeval ten = { 10, 0 };
+    ev_janitor = event_new(h.base, -1, EV_PERSIST, on_janitor, &h);
+    if (ev_janitor == NULL || event_add(ev_janitor, &ten) != 0)
+        goto out;
+
+    char hp[32], wp[32];
+    snprintf(hp, sizeof(hp), "%d", h.http_port);
+    snprintf(wp, sizeof(wp), "%d", h.ws_port);
+    rs_log_kv(RS_LOG_INFO, "listening", "http_port", hp, "ws_port", wp,
+              "hub", h.hub_url, "ws", conf.ws_public_url, "redis", conf.redis,
+              "mode", conf.open ? "open" : "closed", NULL);
+    if (conf.ready_file != NULL &&
+        write_ready_file(conf.ready_file, h.http_port, h.ws_port) != 0)
+        rs_log(RS_LOG_WARN, "cannot write %s", conf.ready_file);
+
+    event_base_dispatch(h.base);
+    rs_log(RS_LOG_INFO, "shutting down");
+    exit_code = 0;
+out:
+    /* Order matters: threads stop first, then Redis (its cancelled
+     * callbacks still reach the fan-out), then the fan-out. */
+    ws_server_free(h.ws, 2000);
+    if (h.http != NULL)
+        evhttp_free(h.http);
+    backlog_free(h.backlog);
+    fanout_free(h.fanout);
+    topics_free(h.topics);
+    for (int i = 0; i < 3; i++)
+        if (ev_sig[i] != NULL)
+            event_free(ev_sig[i]);
+    if (ev_janitor != NULL)
+        event_free(ev_janitor);
+    if (ev_drain_timer != NULL)
+        event_free(ev_drain_timer);
+    status_metrics_free(&h);
+    rs_metrics_free(h.metrics);
+    rs_free(h.hub_url);
+    if (h.base != NULL)
+        event_base_free(h.base);
+    rs_config_free(cfg);
+    topic_confs_free();
+    rs_log_shutdown();
+    return exit_code;
+}

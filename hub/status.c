@@ -1,0 +1,492 @@
+/*
+ * status.c - the hub's read-only HTTP endpoints (docs/protocol.md 6):
+ * liveness, readiness, Prometheus metrics, the topic list with backlog and
+ * subscriber figures, and the Capability List entries a Source pastes.
+ * Counters live where they are counted (plain fields on the main loop,
+ * atomics on the service threads) and are synced into the registry by
+ * delta at scrape time, so no hot path touches the registry.
+ */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define RS_LOG_MODULE "status"
+#include "hub.h"
+#include "rs_alloc.h"
+#include "rs_log.h"
+
+/* A registry counter fed from a cumulative value kept elsewhere. */
+struct synced {
+    struct rs_metrics_counter *c;
+    uint64_t last;
+};
+
+struct hub_metrics {
+    struct synced accepted, lost, bytes_in;
+    struct synced rejected[REJ_COUNT];
+    struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
+    struct synced dispatched, replayed, gaps, bad_entries;
+    struct synced redis_cmds, redis_fail, redis_reconnects;
+    char *buf;
+    size_t cap;
+};
+
+static const char *const reject_names[REJ_COUNT] = {
+    [REJ_BAD_XML] = "bad_document",
+    [REJ_NOT_NOTIFICATION] = "not_a_notification",
+    [REJ_NO_TOPIC_LINK] = "no_topic_link",
+    [REJ_UNKNOWN_TOPIC] = "unknown_topic",
+    [REJ_WRONG_KIND] = "wrong_kind",
+    [REJ_NO_TOKEN] = "no_token",
+    [REJ_BAD_TOKEN] = "bad_token",
+    [REJ_TOO_BIG] = "too_big",
+    [REJ_MEDIA_TYPE] = "media_type",
+    [REJ_UNAVAILABLE] = "unavailable",
+    [REJ_METHOD] = "method",
+};
+
+const char *
+hub_reject_name(enum hub_reject r)
+{
+    return r < REJ_COUNT ? reject_names[r] : "unknown";
+}
+
+static void
+synced_set(struct synced *s, uint64_t now)
+{
+    if (now > s->last)
+        rs_metrics_counter_add(s->c, now - s->last);
+    s->last = now;
+}
+
+/* ------------------------------------------------------------- replies */
+
+void
+hub_reply_text(struct evhttp_request *req, int status, const char *reason,
+               const char *fmt, ...)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (b != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        evbuffer_add_vprintf(b, fmt, ap);
+        va_end(ap);
+        evbuffer_add(b, "\n", 1);
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; charset=utf-8");
+    evhttp_send_reply(req, status, reason, b);
+    if (b != NULL)
+        evbuffer_free(b);
+}
+
+static void
+reply_buf(struct evhttp_request *req, const char *ctype, const char *data,
+          size_t len)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add(b, data, len);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+int
+hub_channel_uri(const struct hub *h, const struct topic *t, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/channel/%s", h->conf->ws_public_url, t->name);
+    return (n > 0 && (size_t)n < len) ? 0 : RS_ETOOBIG;
+}
+
+/* ------------------------------------------------------------- metrics */
+
+static double
+gauge_inflight(void *ud)
+{
+    return ((struct hub *)ud)->inflight;
+}
+
+static double
+gauge_redis_up(void *ud)
+{
+    struct hub *h = ud;
+    return backlog_ready(h->backlog) && backlog_tail_ready(h->backlog) ? 1 : 0;
+}
+
+static double
+gauge_ws_open(void *ud)
+{
+    struct ws_stats st;
+    ws_server_stats(((struct hub *)ud)->ws, &st);
+    return (double)st.open;
+}
+
+static double
+gauge_channels(void *ud)
+{
+    struct fanout_stats st;
+    fanout_stats(((struct hub *)ud)->fanout, &st);
+    return (double)st.channels_active;
+}
+
+static double
+gauge_redis_rtt(void *ud)
+{
+    struct rs_redis_stats st;
+    backlog_stats(((struct hub *)ud)->backlog, &st);
+    return st.replies ? (double)st.rtt_us_sum / (double)st.replies / 1e6 : 0;
+}
+
+static double
+gauge_redis_rtt_max(void *ud)
+{
+    struct rs_redis_stats st;
+    backlog_stats(((struct hub *)ud)->backlog, &st);
+    return (double)st.rtt_us_max / 1e6;
+}
+
+#define COUNTER(field, name, help) \
+    rs_metrics_register_counter(h->metrics, &hm->field.c, name, help, NULL)
+
+int
+status_metrics_init(struct hub *h)
+{
+    static const double lat[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1 };
+    struct hub_metrics *hm = rs_calloc(1, sizeof(*hm));
+    if (hm == NULL)
+        return RS_ENOMEM;
+    h->hm = hm;
+    int rc = COUNTER(accepted, "rshub_publish_accepted_total",
+                     "Notifications persisted and acknowledged.");
+    for (int r = 0; rc == 0 && r < REJ_COUNT; r++)
+        rc = rs_metrics_register_counter(h->metrics, &hm->rejected[r].c,
+                                         "rshub_publish_rejected_total",
+                                         "Publications refused, by reason.",
+                                         "reason", reject_names[r], NULL);
+    if (rc == 0)
+        rc = COUNTER(lost, "rshub_publish_client_gone_total",
+                     "Notifications persisted after the publisher disconnected.");
+    if (rc == 0)
+        rc = COUNTER(bytes_in, "rshub_publish_bytes_total",
+                     "Bytes of notification bodies received.");
+    if (rc == 0)
+        rc = rs_metrics_register_histogram(h->metrics, &h->publish_seconds,
+                                           "rshub_publish_seconds",
+                                           "From request to persisted in Redis.",
+                                           lat, sizeof(lat) / sizeof(lat[0]), NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_publish_inflight",
+                                          "Publications waiting for Redis.",
+                                          gauge_inflight, h, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_ws_connections",
+                                          "Open WebSocket connections.",
+                                          gauge_ws_open, h, NULL);
+    if (rc == 0)
+        rc = COUNTER(ws_accepted, "rshub_ws_connections_total",
+                     "WebSocket connections established.");
+    if (rc == 0)
+        rc = COUNTER(ws_frames, "rshub_ws_deliveries_total",
+                     "Notifications written to WebSocket clients.");
+    if (rc == 0)
+        rc = COUNTER(ws_writes, "rshub_ws_writes_total",
+                     "Socket writes (deliveries per write shows batching).");
+    if (rc == 0)
+        rc = COUNTER(ws_bytes, "rshub_ws_bytes_total",
+                     "Bytes written to WebSocket clients.");
+    if (rc == 0)
+        rc = COUNTER(ws_slow, "rshub_ws_slow_consumer_drops_total",
+                     "Clients cut (close 4002) for falling too far behind.");
+    if (rc == 0)
+        rc = COUNTER(ws_gap, "rshub_ws_gap_closes_total",
+                     "Clients closed with 4001 (gap: resume by pulling).");
+    if (rc == 0)
+        rc = COUNTER(dispatched, "rshub_fanout_dispatched_total",
+                     "Notifications read from Redis and handed to the threads.");
+    if (rc == 0)
+        rc = COUNTER(replayed, "rshub_fanout_replayed_total",
+                     "Notifications sent from the backlog to resuming clients.");
+    if (rc == 0)
+        rc = COUNTER(bad_entries, "rshub_fanout_bad_entries_total",
+                     "Backlog entries that could not be framed.");
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_channels_active",
+                                          "Channels in this node's tail read.",
+                                          gauge_channels, h, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_redis_up",
+                                          "1 when both Redis links are ready.",
+                                          gauge_redis_up, h, NULL);
+    if (rc == 0)
+        rc = COUNTER(redis_cmds, "rshub_redis_commands_total",
+                     "Commands sent on the Redis command link.");
+    if (rc == 0)
+        rc = COUNTER(redis_fail, "rshub_redis_failures_total",
+                     "Redis commands that failed (link lost, timeout).");
+    if (rc == 0)
+        rc = COUNTER(redis_reconnects, "rshub_redis_reconnects_total",
+                     "Times the Redis command link came back.");
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_redis_rtt_seconds_avg",
+                                          "Mean Redis round trip.",
+                                          gauge_redis_rtt, h, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_redis_rtt_seconds_max",
+                                          "Longest Redis round trip.",
+                                          gauge_redis_rtt_max, h, NULL);
+    return rc;
+}
+
+void
+status_metrics_free(struct hub *h)
+{
+    if (h->hm != NULL)
+        rs_free(h->hm->buf);
+    rs_free(h->hm);
+    h->hm = NULL;
+}
+
+static void
+metrics_sync(struct hub *h)
+{
+    struct hub_metrics *hm = h->hm;
+    struct ws_stats ws;
+    struct fanout_stats fo;
+    struct rs_redis_stats rd;
+    ws_server_stats(h->ws, &ws);
+    fanout_stats(h->fanout, &fo);
+    backlog_stats(h->backlog, &rd);
+    synced_set(&hm->accepted, h->accepted);
+    synced_set(&hm->lost, h->lost_clients);
+    synced_set(&hm->bytes_in, h->bytes_in);
+    for (int r = 0; r < REJ_COUNT; r++)
+        synced_set(&hm->rejected[r], h->rejected[r]);
+    synced_set(&hm->ws_accepted, ws.accepted);
+    synced_set(&hm->ws_frames, ws.frames);
+    synced_set(&hm->ws_writes, ws.writes);
+    synced_set(&hm->ws_bytes, ws.bytes);
+    synced_set(&hm->ws_slow, ws.slow_drops);
+    synced_set(&hm->ws_gap, ws.closed_gap);
+    synced_set(&hm->dispatched, fo.dispatched);
+    synced_set(&hm->replayed, fo.replayed);
+    synced_set(&hm->gaps, fo.gaps);
+    synced_set(&hm->bad_entries, fo.bad_entries);
+    synced_set(&hm->redis_cmds, rd.commands);
+    synced_set(&hm->redis_fail, rd.failures);
+    synced_set(&hm->redis_reconnects, rd.reconnects);
+}
+
+static void
+serve_metrics(struct hub *h, struct evhttp_request *req)
+{
+    size_t len = 0;
+    metrics_sync(h);
+    if (rs_metrics_render(h->metrics, &h->hm->buf, &h->hm->cap, &len) != 0) {
+        hub_reply_text(req, 500, "Internal Server Error", "error: out of memory");
+        return;
+    }
+    reply_buf(req, RS_METRICS_CONTENT_TYPE, h->hm->buf, len);
+}
+
+/* --------------------------------------------------------------- topics */
+
+/* GET /topics: one backlog_info per topic, answered when all are back. */
+struct topics_req {
+    struct hub *h;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    bool gone;
+    size_t pending;
+    json_t *arr;
+};
+
+struct topic_slot {
+    struct topics_req *tr;
+    json_t *obj;
+};
+
+static void
+topics_req_finish(struct topics_req *tr)
+{
+    if (!tr->gone) {
+        evhttp_connection_set_closecb(tr->evcon, NULL, NULL);
+        char *s = json_dumps(tr->arr, JSON_INDENT(2));
+        if (s == NULL) {
+            hub_reply_text(tr->req, 500, "Internal Server Error", "error: out of memory");
+        } else {
+            reply_buf(tr->req, "application/json", s, strlen(s));
+            free(s);
+        }
+    }
+    json_decref(tr->arr);
+    rs_free(tr);
+}
+
+static void
+on_topics_gone(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    ((struct topics_req *)arg)->gone = true;
+}
+
+static void
+on_topic_info(void *ud, int rc, const struct backlog_info *info)
+{
+    struct topic_slot *slot = ud;
+    struct topics_req *tr = slot->tr;
+    json_t *bl = json_object();
+    if (rc == 0 && bl != NULL) {
+        char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ];
+        msg_id_format(info->first, a);
+        msg_id_format(info->last, b);
+        json_object_set_new(bl, "length", json_integer((json_int_t)info->length));
+        json_object_set_new(bl, "first_id", info->length ? json_string(a) : json_null());
+        json_object_set_new(bl, "last_id", info->length ? json_string(b) : json_null());
+        msg_id_format(info->mark, a);
+        json_object_set_new(bl, "trimmed_through",
+                            msg_id_is_zero(info->mark) ? json_null() : json_string(a));
+    }
+    json_object_set_new(slot->obj, "backlog", rc == 0 && bl ? bl : json_null());
+    if (rc != 0)
+        json_decref(bl);
+    rs_free(slot);
+    if (--tr->pending == 0)
+        topics_req_finish(tr);
+}
+
+static void
+serve_topics(struct hub *h, struct evhttp_request *req)
+{
+    struct topics_req *tr = rs_calloc(1, sizeof(*tr));
+    if (tr == NULL || (tr->arr = json_array()) == NULL) {
+        rs_free(tr);
+        hub_reply_text(req, 500, "Internal Server Error", "error: out of memory");
+        return;
+    }
+    tr->h = h;
+    tr->req = req;
+    tr->evcon = evhttp_request_get_connection(req);
+    tr->pending = 1;   /* held until the loop below is done */
+    char uri[512];
+    for (size_t i = 0; i < topics_count(h->topics); i++) {
+        const struct topic *t = topics_at(h->topics, i);
+        json_t *o = json_object();
+        if (o == NULL)
+            continue;
+        json_object_set_new(o, "name", json_string(t->name));
+        json_object_set_new(o, "topic", json_string(t->uri));
+        json_object_set_new(o, "kind", json_string(topic_kind_name(t->kind)));
+        if (hub_channel_uri(h, t, uri, sizeof(uri)) == 0)
+            json_object_set_new(o, "websocket", json_string(uri));
+        json_object_set_new(o, "hub", json_string(h->hub_url));
+        json_object_set_new(o, "configured", json_boolean(t->configured));
+        json_object_set_new(o, "subscribers",
+                            json_integer((json_int_t)fanout_subscribers(h->fanout, t->name)));
+        json_object_set_new(o, "backlog", json_null());
+        json_array_append_new(tr->arr, o);
+        struct topic_slot *slot = rs_malloc(sizeof(*slot));
+        if (slot == NULL)
+            continue;
+        slot->tr = tr;
+        slot->obj = o;
+        tr->pending++;
+        if (backlog_info(h->backlog, t->name, on_topic_info, slot) != 0) {
+            tr->pending--;
+            rs_free(slot);
+        }
+    }
+    evhttp_connection_set_closecb(tr->evcon, on_topics_gone, tr);
+    if (--tr->pending == 0)
+        topics_req_finish(tr);
+}
+
+/* XML text escaping for the entries snippet. */
+static void
+add_escaped(struct evbuffer *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': evbuffer_add(b, "&amp;", 5); break;
+        case '<': evbuffer_add(b, "&lt;", 4); break;
+        case '>': evbuffer_add(b, "&gt;", 4); break;
+        case '"': evbuffer_add(b, "&quot;", 6); break;
+        default: evbuffer_add(b, s, 1); break;
+        }
+    }
+}
+
+static void
+serve_caplist_entries(struct hub *h, struct evhttp_request *req,
+                      const char *name)
+{
+    const struct topic *t = topics_by_name(h->topics, name);
+    char uri[512];
+    if (t == NULL || hub_channel_uri(h, t, uri, sizeof(uri)) != 0) {
+        hub_reply_text(req, 404, "Not Found", "error: unknown topic");
+        return;
+    }
+    bool framework = t->kind == TOPIC_FRAMEWORK;
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        hub_reply_text(req, 500, "Internal Server Error", "error: out of memory");
+        return;
+    }
+    evbuffer_add_printf(b, "<url>\n  <loc>");
+    add_escaped(b, uri);
+    evbuffer_add_printf(b, "</loc>\n  <rs:md capability=\"%s\"/>\n</url>\n",
+                        framework ? "framework-notification" : "change-notification");
+    evbuffer_add_printf(b, "<url>\n  <loc>");
+    add_escaped(b, t->uri);
+    evbuffer_add_printf(b, "</loc>\n  <rs:md capability=\"%s\"/>\n"
+                        "  <rs:ln rel=\"hub\" href=\"",
+                        framework ? "framework-notification" : "changelist-notification");
+    add_escaped(b, h->hub_url);
+    evbuffer_add_printf(b, "\"/>\n</url>\n");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/xml; charset=utf-8");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+bool
+status_handle(struct hub *h, struct evhttp_request *req, const char *path)
+{
+    static const char tp[] = "/topics/";
+    static const char suffix[] = "/capabilitylist-entries";
+    if (strcmp(path, "/healthz") == 0) {
+        hub_reply_text(req, 200, "OK", "ok");
+    } else if (strcmp(path, "/readyz") == 0) {
+        if (backlog_ready(h->backlog) && !h->draining)
+            hub_reply_text(req, 200, "OK", "ready");
+        else
+            hub_reply_text(req, 503, "Service Unavailable",
+                           h->draining ? "draining" : "redis unavailable");
+    } else if (strcmp(path, "/metrics") == 0) {
+        serve_metrics(h, req);
+    } else if (strcmp(path, "/topics") == 0) {
+        serve_topics(h, req);
+    } else if (strncmp(path, tp, sizeof(tp) - 1) == 0) {
+        const char *name = path + sizeof(tp) - 1;
+        const char *end = strstr(name, suffix);
+        char buf[BACKLOG_NAME_MAX + 1];
+        size_t n = end != NULL ? (size_t)(end - name) : 0;
+        if (end == NULL || end[sizeof(suffix) - 1] != '\0' || n == 0 || n >= sizeof(buf)) {
+            hub_reply_text(req, 404, "Not Found", "error: no such resource");
+            return true;
+        }
+        memcpy(buf, name, n);
+        buf[n] = '\0';
+        serve_caplist_entries(h, req, buf);
+    } else {
+        return false;
+    }
+    return true;
+}

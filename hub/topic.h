@@ -1,0 +1,81 @@
+/*
+ * topic.h - the hub's topics: configured ones (name, topic URI, kind,
+ * publish tokens, backlog bounds) and, in open mode, ones created by
+ * publishing, with a readable name derived from the topic URI. Lookup by
+ * name and by URI. No I/O: registering open-mode topics in Redis is the
+ * caller's job.
+ */
+#ifndef HUB_TOPIC_H
+#define HUB_TOPIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rs_doc.h"
+#include "rs_error.h"
+
+enum topic_kind {
+    TOPIC_ANY = 0,       /* open mode, before the first publish fixes it */
+    TOPIC_CHANGE,
+    TOPIC_FRAMEWORK,
+};
+
+struct topic {
+    char *name;
+    char *uri;
+    enum topic_kind kind;
+    char **tokens;              /* NULL-terminated; NULL or empty = no auth */
+    size_t ntokens;
+    uint64_t max_entries;       /* 0 = unbounded */
+    uint64_t max_age_ms;        /* 0 = unbounded */
+    bool configured;
+};
+
+struct topics;
+
+/* Defaults applied to topics created in open mode. */
+struct topics *topics_new(bool open, uint64_t default_max_entries,
+                          uint64_t default_max_age_ms);
+void topics_free(struct topics *ts);
+
+bool topics_open(const struct topics *ts);
+
+/* Add a configured topic (strings copied). RS_EINVAL with *why on a bad or
+ * duplicate name or URI. */
+int topics_add(struct topics *ts, const char *name, const char *uri,
+               enum topic_kind kind, const char *const *tokens,
+               uint64_t max_entries, uint64_t max_age_ms,
+               const char **why) RS_MUST_CHECK;
+
+struct topic *topics_by_name(const struct topics *ts, const char *name);
+struct topic *topics_by_uri(const struct topics *ts, const char *uri);
+size_t topics_count(const struct topics *ts);
+struct topic *topics_at(const struct topics *ts, size_t i);
+
+/*
+ * Open mode: the topic for uri, created if new (name derived from the URI:
+ * host and path folded to [a-z0-9._-], cut to 80 bytes, plus "-" and 8 hex
+ * digits of its SHA-256 so that different URIs never share a name).
+ * *created tells whether it is new. NULL on ENOMEM or when not open.
+ */
+struct topic *topics_learn(struct topics *ts, const char *uri, bool *created);
+
+/* Record a topic known from Redis (another node's open-mode topic). */
+int topics_remember(struct topics *ts, const char *name, const char *uri,
+                    enum topic_kind kind) RS_MUST_CHECK;
+
+/* The kind a notification capability belongs to (TOPIC_ANY if neither). */
+enum topic_kind topic_kind_of(enum rs_capability cap);
+const char *topic_kind_name(enum topic_kind k);   /* "change", "framework", "any" */
+int topic_kind_from(const char *s, enum topic_kind *out) RS_MUST_CHECK;
+
+/* Constant-time check of a bearer token against the topic's tokens:
+ * 1 ok, 0 wrong; topics without tokens accept anything. */
+int topic_token_ok(const struct topic *t, const char *token);
+bool topic_needs_token(const struct topic *t);
+
+/* Derive the open-mode name of uri into buf (at least 100 bytes). */
+int topics_derive_name(const char *uri, char *buf, size_t bufsz) RS_MUST_CHECK;
+
+#endif
