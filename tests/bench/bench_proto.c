@@ -532,14 +532,23 @@ out:
     return c->status;
 }
 
-/* Collect the child's "tag sec entries bytes" lines for one tag. */
 static void
-bench_collect(const struct bench_child *c, const char *tag,
-              struct bench_series *s)
+bench_series_init(struct bench_series *s)
 {
-    size_t tlen = strlen(tag);
     memset(s, 0, sizeof(*s));
-    s->maxrss_kb = c->ru.ru_maxrss;
+    s->ok = true;
+}
+
+/* Add the child's "tag sec entries bytes" lines for one tag to s; its peak
+ * RSS counts towards s's. A failed child, or one that printed no line for
+ * the tag, marks s failed. */
+static void
+bench_append(const struct bench_child *c, const char *tag,
+             struct bench_series *s)
+{
+    size_t tlen = strlen(tag), before = s->n;
+    if (c->ru.ru_maxrss > s->maxrss_kb)
+        s->maxrss_kb = c->ru.ru_maxrss;
     for (const char *l = c->out; *l != '\0';) {
         const char *nl = strchr(l, '\n');
         double sec;
@@ -553,7 +562,8 @@ bench_collect(const struct bench_child *c, const char *tag,
         }
         l = nl ? nl + 1 : l + strlen(l);
     }
-    s->ok = c->status == 0 && s->n > 0;
+    if (c->status != 0 || s->n == before)
+        s->ok = false;
 }
 
 /* The value of "key VALUE" in the child's output, or "" */
@@ -792,11 +802,32 @@ bench_parse_opts(int argc, char **argv, struct bench_opts *o)
 /* A resync run's row in the peer table. */
 struct bench_peer {
     const char *name;
-    const char *mode;
+    const char *mode;       /* resync_parse.py --mode */
     const char *file;
-    const char *reps;
+    size_t reps;
     struct bench_series s;
 };
+
+/* One repetition of the peer, added to its series. */
+static void
+bench_peer_run(const struct bench_opts *o, struct bench_peer *p,
+               const char *map, struct bench_child *c)
+{
+    bool is_floor = strcmp(p->mode, "none") == 0;
+    const char *py[] = {o->python, o->driver, "--resync", o->resync,
+                        "--mode", p->mode, "--file", p->file,
+                        "--map", map, "--reps", "1", NULL};
+    bench_run(py, c);
+    if (is_floor) {
+        p->s.maxrss_kb = c->ru.ru_maxrss;
+        p->s.ok = c->status == 0;
+    } else {
+        bench_append(c, "parse", &p->s);
+    }
+    if (c->status != 0)
+        fprintf(stderr, "bench_proto: resync (%s) exited with %d\n", p->mode,
+                c->status);
+}
 
 static const char *
 bench_verdict(bool met)
@@ -858,7 +889,8 @@ bench_driver(int argc, char **argv)
     const char *gen[] = {self, "gen", dir, nentries, nparts, nseed, NULL};
     bench_run(gen, &c);
     struct bench_series gs;
-    bench_collect(&c, "gen", &gs);
+    bench_series_init(&gs);
+    bench_append(&c, "gen", &gs);
     if (!gs.ok) {
         fprintf(stderr, "bench_proto: generating the documents failed\n");
         goto out;
@@ -880,17 +912,64 @@ bench_driver(int argc, char **argv)
     printf("MB = 10^6 bytes; peak RSS = ru_maxrss of the exec'd child that "
            "ran the measurement\n\n");
 
-    /* Ours: parse. */
+    /*
+     * Parse: ours and the peer's, interleaved round by round, so that a
+     * slow spell of this shared machine hits both sides rather than one.
+     * Each round is a fresh child doing one repetition.
+     */
+    char map[PATH_MAX + 128];
+    snprintf(map, sizeof(map), "%s=%s", BENCH_GEN_BASE, dir);
     struct bench_series floor_s, plist, ptree, wsl, wfl, wst, wft;
+    struct bench_peer peers[] = {
+        {"floor: import resync only", "none", list, 1, {0}},
+        {"Resource List", "list", list, o.peer_reps, {0}},
+        {"Index tree, read()", "tree-read", index, o.peer_tree_reps, {0}},
+        {"Index tree, part by part", "tree-parts", index, o.peer_tree_reps, {0}},
+    };
+    size_t npeers = sizeof(peers) / sizeof(peers[0]);
+    bool peer = o.resync != NULL;
+    char version[128] = "";
+    for (size_t i = 0; i < npeers; i++)
+        bench_series_init(&peers[i].s);
+    bench_series_init(&floor_s);
+    bench_series_init(&plist);
+    bench_series_init(&ptree);
+
     const char *noop[] = {self, "noop", NULL};
     bench_run(noop, &c);
-    bench_collect(&c, "noop", &floor_s);
-    const char *pl[] = {self, "parse-list", list, nreps, nchunk, NULL};
-    bench_run(pl, &c);
-    bench_collect(&c, "parse", &plist);
-    const char *pt[] = {self, "parse-tree", index, dir, nreps, nchunk, NULL};
-    bench_run(pt, &c);
-    bench_collect(&c, "parse", &ptree);
+    bench_append(&c, "noop", &floor_s);
+    if (peer) {
+        bench_peer_run(&o, &peers[0], map, &c);
+        bench_info(&c, "version", version, sizeof(version));
+    }
+    size_t rounds = o.reps;
+    if (peer && o.peer_reps > rounds)
+        rounds = o.peer_reps;
+    if (peer && o.peer_tree_reps > rounds)
+        rounds = o.peer_tree_reps;
+    const char *pl[] = {self, "parse-list", list, "1", nchunk, NULL};
+    const char *pt[] = {self, "parse-tree", index, dir, "1", nchunk, NULL};
+    for (size_t r = 0; r < rounds; r++) {
+        fprintf(stderr, "bench_proto: parse round %zu/%zu\n", r + 1, rounds);
+        if (r < o.reps) {
+            bench_run(pl, &c);
+            bench_append(&c, "parse", &plist);
+        }
+        for (size_t i = 1; peer && i < npeers; i++) {
+            if (r >= peers[i].reps)
+                continue;
+            if (i == 2 && r < o.reps) {  /* our tree next to theirs */
+                bench_run(pt, &c);
+                bench_append(&c, "parse", &ptree);
+            }
+            bench_peer_run(&o, &peers[i], map, &c);
+        }
+        if (r < o.reps && (!peer || r >= o.peer_tree_reps)) {
+            bench_run(pt, &c);
+            bench_append(&c, "parse", &ptree);
+        }
+    }
+
     printf("Parse, streaming (rs_parser_feed, %zu-byte reads from the file), "
            "%zu repetitions:\n", o.chunk, o.reps);
     printf("  %-28s %10s %8s %12s %12s %8s %8s %9s\n", "document", "entries",
@@ -903,10 +982,14 @@ bench_driver(int argc, char **argv)
     /* Ours: write. */
     const char *wr[] = {self, "write", dir, nentries, nparts, nreps, nseed, NULL};
     bench_run(wr, &c);
-    bench_collect(&c, "sink-list", &wsl);
-    bench_collect(&c, "file-list", &wfl);
-    bench_collect(&c, "sink-tree", &wst);
-    bench_collect(&c, "file-tree", &wft);
+    bench_series_init(&wsl);
+    bench_series_init(&wfl);
+    bench_series_init(&wst);
+    bench_series_init(&wft);
+    bench_append(&c, "sink-list", &wsl);
+    bench_append(&c, "file-list", &wfl);
+    bench_append(&c, "sink-tree", &wst);
+    bench_append(&c, "file-tree", &wft);
     printf("Serialize (rs_writer_*, pretty, strict checks), %zu repetitions:\n",
            o.reps);
     printf("  %-28s %10s %8s %12s %12s %8s %8s\n", "document -> target",
@@ -925,7 +1008,7 @@ bench_driver(int argc, char **argv)
         RSS_MB(plist.maxrss_kb) * 1e6 < GOAL_RSS_BYTES &&
         RSS_MB(ptree.maxrss_kb) * 1e6 < GOAL_RSS_BYTES;
 
-    if (o.resync == NULL) {
+    if (!peer) {
         printf("Peer: not run (give --resync PATH, a checkout of "
                "resync/resync, to compare)\n\n");
         printf("Goals:\n");
@@ -938,38 +1021,10 @@ bench_driver(int argc, char **argv)
         goto out;
     }
 
-    /* The peer, on the same files. */
-    char map[PATH_MAX + 128];
-    snprintf(map, sizeof(map), "%s=%s", BENCH_GEN_BASE, dir);
-    char npreps[32], nptreps[32];
-    snprintf(npreps, sizeof(npreps), "%zu", o.peer_reps);
-    snprintf(nptreps, sizeof(nptreps), "%zu", o.peer_tree_reps);
-    struct bench_peer peers[] = {
-        {"floor: import resync only", "none", list, "1", {0}},
-        {"Resource List", "list", list, npreps, {0}},
-        {"Index tree, read()", "tree-read", index, nptreps, {0}},
-        {"Index tree, part by part", "tree-parts", index, nptreps, {0}},
-    };
-    size_t npeers = sizeof(peers) / sizeof(peers[0]);
-    char version[128] = "";
-    for (size_t i = 0; i < npeers; i++) {
-        const char *py[] = {o.python, o.driver, "--resync", o.resync,
-                            "--mode", peers[i].mode, "--file", peers[i].file,
-                            "--map", map, "--reps", peers[i].reps, NULL};
-        bench_run(py, &c);
-        bench_collect(&c, "parse", &peers[i].s);
-        if (i == 0) {
-            peers[i].s.ok = c.status == 0;
-            bench_info(&c, "version", version, sizeof(version));
-        }
-        if (c.status != 0)
-            fprintf(stderr, "bench_proto: resync (%s) exited with %d\n",
-                    peers[i].mode, c.status);
-    }
     printf("Peer: %s, %s, resync checkout %s\n", version[0] ? version : "resync",
            o.python, o.resync);
-    printf("  list: %zu repetitions; tree: %zu\n", o.peer_reps,
-           o.peer_tree_reps);
+    printf("  list: %zu repetitions; tree: %zu; interleaved with ours\n",
+           o.peer_reps, o.peer_tree_reps);
     printf("  %-28s %10s %8s %12s %12s %8s %8s %9s\n", "document", "entries",
            "MB", "entries/s", "(median)", "MB/s", "(median)", "peak RSS");
     for (size_t i = 1; i < npeers; i++)
