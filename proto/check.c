@@ -123,11 +123,14 @@ check_links(struct rs_check *c, const struct rs_link *links, size_t n,
 
 /* ------------------------------------------------------------------ head */
 
+/* Indexes exist for lists and dumps, and for Source Descriptions (core
+ * section 8: several Source Descriptions "must" be grouped in an index). */
 static bool
 cap_has_index(enum rs_capability cap)
 {
     return cap == RS_CAP_RESOURCELIST || cap == RS_CAP_CHANGELIST ||
-           cap == RS_CAP_RESOURCEDUMP || cap == RS_CAP_CHANGEDUMP;
+           cap == RS_CAP_RESOURCEDUMP || cap == RS_CAP_CHANGEDUMP ||
+           cap == RS_CAP_DESCRIPTION;
 }
 
 static bool
@@ -154,6 +157,8 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
     c->head_done = true;
     c->root = h->root;
     c->cap = md->capability;
+    c->cap_alpha = md->capability_alpha;
+    c->has_up = rs_links_find(h->links, h->nlinks, "up") != NULL;
     if (h->root == RS_ROOT_NONE)
         return check_fail(c, RS_EINVALID,
                           "root element must be <urlset> or <sitemapindex>");
@@ -170,11 +175,19 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
                           md->capability_other ? md->capability_other : "");
     const char *cap = md->capability_alpha ? "change-notification"
                                            : rs_capability_name(md->capability);
-    if (h->root == RS_ROOT_SITEMAPINDEX && !cap_has_index(md->capability))
+    /* Core section 9: Sources "should not" publish Capability List
+     * Indexes; a should, so read it with a warning. */
+    if (h->root == RS_ROOT_SITEMAPINDEX &&
+        md->capability == RS_CAP_CAPABILITYLIST &&
+        (rc = check_warn(c, "a Capability List should not be a "
+                         "<sitemapindex> (core section 9)")) != 0)
+        return rc;
+    if (h->root == RS_ROOT_SITEMAPINDEX && !cap_has_index(md->capability) &&
+        md->capability != RS_CAP_CAPABILITYLIST)
         return check_fail(c, RS_EINVALID,
                           "capability \"%s\" cannot be a <sitemapindex> "
-                          "(only Resource Lists, Change Lists and dumps have "
-                          "indexes)", cap);
+                          "(only Source Descriptions, Resource Lists, Change "
+                          "Lists and dumps have indexes)", cap);
 
     rc = check_links(c, h->links, h->nlinks, "the root");
     if (rc != 0)
@@ -209,15 +222,6 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
             return rc;
     }
 
-    /* Every document but the Source Description links up to its parent;
-     * real Sources often leave it out, and the meaning stays clear. */
-    if (md->capability != RS_CAP_DESCRIPTION &&
-        rs_links_find(h->links, h->nlinks, "up") == NULL &&
-        (rc = check_warn(c, "%s: no <rs:ln rel=\"up\"> link to the %s", cap,
-                         md->capability == RS_CAP_CAPABILITYLIST
-                             ? "Source Description"
-                             : "Capability List")) != 0)
-        return rc;
     return 0;
 }
 
@@ -275,8 +279,8 @@ check_entry_capability(struct rs_check *c, const struct rs_entry *e)
     case RS_CAP_FRAMEWORK_NOTIFICATION:
         return 0;
     case RS_CAP_OTHER:
-        return check_warn(c, "Capability List entry %s has unknown "
-                          "capability \"%s\"", e->loc, md->capability_other);
+        /* extensions (e.g. the archives' resourcelist-archive): fine */
+        return 0;
     default:
         return check_fail(c, RS_EINVALID,
                           "Capability List entry %s has capability \"%s\", "
@@ -315,6 +319,9 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
     if (rc != 0)
         return rc;
 
+    /* In an index, entries are the parts: no per-entry capability rules. */
+    if (is_index)
+        return 0;
     if (c->cap == RS_CAP_DESCRIPTION || c->cap == RS_CAP_CAPABILITYLIST)
         return check_entry_capability(c, e);
 
@@ -364,8 +371,10 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
             c->last_time = t;
         }
     }
+    /* A deleted resource has no bitstream in a Change Dump, so no path. */
     if (!is_index && (c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
-                      c->cap == RS_CAP_CHANGEDUMP_MANIFEST) &&
+                      (c->cap == RS_CAP_CHANGEDUMP_MANIFEST &&
+                       md->change != RS_CHANGE_DELETED)) &&
         (!e->has_md || md->path == NULL || md->path[0] == '\0'))
         return check_fail(c, RS_EINVALID,
                           "manifest entry %s has no path attribute", e->loc);
@@ -373,9 +382,20 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
 }
 
 int
-rs_check_end(struct rs_check *c)
+rs_check_end(struct rs_check *c, const struct rs_link *links, size_t nlinks)
 {
     if (!c->head_done)
         return check_fail(c, RS_EINVALID, "no ResourceSync root element");
+    if (rs_links_find(links, nlinks, "up") != NULL)
+        c->has_up = true;
+    /* Every document but a Source Description links up to its parent.
+     * Checked at the end because some Sources put their links after the
+     * entries. Real Sources often leave it out; the meaning stays clear. */
+    if (c->cap != RS_CAP_DESCRIPTION && !c->has_up)
+        return check_warn(c, "%s: no <rs:ln rel=\"up\"> link to the %s",
+                          c->cap_alpha ? "change-notification"
+                                       : rs_capability_name(c->cap),
+                          c->cap == RS_CAP_CAPABILITYLIST ? "Source Description"
+                                                          : "Capability List");
     return 0;
 }

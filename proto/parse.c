@@ -47,6 +47,7 @@ struct rs_parser {
     unsigned skip_depth;           /* > 0: inside an ignored subtree */
     bool seen_root, root_closed;
     unsigned root_line, md_line;   /* where head problems are blamed */
+    int xml_code;                  /* libxml2's code of the first XML error */
 
     struct rs_check check;
     unsigned check_line;           /* line to blame for check messages */
@@ -734,12 +735,15 @@ on_internal_subset(void *ctx, const xmlChar *name, const xmlChar *eid,
                 "DOCTYPE declarations are not allowed (no DTD, no entities)");
 }
 
+/* Without a DTD only the five predefined entities exist: any other
+ * reference makes the document not well-formed (XML 1.0, WFC: Entity
+ * Declared). */
 static xmlEntityPtr
 on_get_entity(void *ctx, const xmlChar *name)
 {
     struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
-    parser_fail(p, RS_EINVALID, parser_line(p),
-                "entity reference &%s; is not allowed", name);
+    parser_fail(p, RS_EPARSE, parser_line(p),
+                "not well-formed XML: undefined entity &%s;", name);
     return NULL;
 }
 
@@ -751,9 +755,16 @@ on_xml_error(void *ctx, xmlErrorPtr e)
         return;
     char msg[200];
     snprintf(msg, sizeof(msg), "%s", e->message ? e->message : "XML error");
+    /* libxml2 messages may span lines ("...encoding !\nBytes: 0xE9"): a
+     * diagnostic is one line. */
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20)
+            *c = ' ';
     size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+    while (n > 0 && msg[n - 1] == ' ')
         msg[--n] = '\0';
+    if (p->err == 0)
+        p->xml_code = e->code;
     parser_fail(p, RS_EPARSE, (unsigned)(e->line > 0 ? e->line : 0),
                 "not well-formed XML: %s", msg);
 }
@@ -881,7 +892,10 @@ rs_parser_finish(struct rs_parser *p)
         return p->err;
     }
     int xrc = xmlParseChunk(p->ctx, NULL, 0, 1);
-    if (p->err == RS_EPARSE && p->seen_root && !p->root_closed) {
+    if (p->err == RS_EPARSE && p->seen_root && !p->root_closed &&
+        (p->xml_code == XML_ERR_TAG_NOT_FINISHED ||
+         p->xml_code == XML_ERR_DOCUMENT_END ||
+         p->xml_code == XML_ERR_LTSLASH_REQUIRED)) {
         /* libxml2 words a cut-off document in many ways ("Extra content",
          * "Premature end"); say what happened. */
         snprintf(p->diag.msg, sizeof(p->diag.msg),
@@ -898,12 +912,12 @@ rs_parser_finish(struct rs_parser *p)
     }
     if (!head_deliver(p))
         return p->err;
-    p->check_line = 0;
-    if (!parser_checked(p, rs_check_end(&p->check)))
+    p->check_line = p->md_line ? p->md_line : p->root_line;
+    p->head.links = p->head_links.v;
+    p->head.nlinks = p->head_links.n;
+    if (!parser_checked(p, rs_check_end(&p->check, p->head_links.v, p->head_links.n)))
         return p->err;
     if (p->cbs.on_end != NULL) {
-        p->head.links = p->head_links.v;
-        p->head.nlinks = p->head_links.n;
         int rc = p->cbs.on_end(p->ud, &p->head);
         if (rc != 0) {
             parser_cb_stop(p, rc);

@@ -659,7 +659,7 @@ rs_writer_end(struct rs_writer *w)
         return w->err;
     }
     w->check_msg_set = false;
-    int rc = rs_check_end(&w->check);
+    int rc = rs_check_end(&w->check, NULL, 0);
     if (rc != 0) {
         wr_check_failed(w, rc);
         return w->err;

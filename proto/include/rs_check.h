@@ -40,6 +40,8 @@ struct rs_check {
     size_t nentries;
     rs_time_t last_time;          /* of the previous change entry */
     bool head_done;
+    bool has_up;                  /* a root rel="up" link was seen */
+    bool cap_alpha;
 };
 
 void rs_check_init(struct rs_check *c, bool strict, size_t max_entries,
@@ -50,7 +52,10 @@ void rs_check_init(struct rs_check *c, bool strict, size_t max_entries,
  * are reported and return 0 unless strict. */
 int rs_check_head(struct rs_check *c, const struct rs_head *h) RS_MUST_CHECK;
 int rs_check_entry(struct rs_check *c, const struct rs_entry *e) RS_MUST_CHECK;
-int rs_check_end(struct rs_check *c) RS_MUST_CHECK;
+/* links: root links that came after the entries (some Sources put rel="up"
+ * or rel="next" last); passing all root links again is fine; may be NULL. */
+int rs_check_end(struct rs_check *c, const struct rs_link *links,
+                 size_t nlinks) RS_MUST_CHECK;
 
 /* 0 if s is an absolute http or https URI with a host (RS_EINVAL otherwise). */
 int rs_check_url(const char *s) RS_MUST_CHECK;

@@ -357,7 +357,7 @@ test_hostile_xml(void **state)
           "><url><loc>&c;</loc></url></urlset>",
           RS_EINVALID, "DOCTYPE" },
         { "<urlset " NS "><rs:md capability=\"resourcelist\"/><url><loc>&x;</loc></url></urlset>",
-          RS_EINVALID, "entity" },
+          RS_EPARSE, "undefined entity &x;" },
         { "<urlset " NS "><rs:md capability=\"resourcelist\"/><url><loc>http://e.com/\xff\xfe</loc></url></urlset>",
           RS_EPARSE, "well-formed" },
         { "<urlset " NS "><url><loc>http://a/</loc></url>", RS_EINVALID, "rs:md" },
