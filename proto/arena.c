@@ -116,7 +116,8 @@ rs_arena_strndup(struct rs_arena *a, const char *s, size_t n)
     char *p = rs_arena_alloc(a, n + 1);
     if (p == NULL)
         return NULL;
-    memcpy(p, s, n);
+    if (n > 0)   /* s may be NULL for an empty value; memcpy must not see it */
+        memcpy(p, s, n);
     p[n] = '\0';
     return p;
 }

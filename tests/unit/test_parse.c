@@ -399,8 +399,9 @@ test_hostile_xml(void **state)
     free(doc);
 }
 
-/* parse/structure_errors: misplaced and repeated elements get RS_EINVALID
- * with the line of the element at fault. */
+/* parse/structure_errors: misplaced, repeated and empty elements get
+ * RS_EINVALID with the line of the element at fault (an empty <loc> once
+ * reached memcpy with a NULL source: found by fuzzing). */
 static void
 test_structure_errors(void **state)
 {
@@ -430,6 +431,10 @@ test_structure_errors(void **state)
           4, "<lastmod>2013-02-30</lastmod>" },
         { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/<b/></loc></url></urlset>",
           3, "inside a text element" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc></loc></url></urlset>",
+          3, "<url> without <loc>" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc><lastmod/></url></urlset>",
+          3, "<lastmod></lastmod> is not" },
         { "<urlset xmlns=\"urn:wrong\">\n</urlset>", 1, "Sitemap namespace" },
         { "<feed xmlns=\"http://www.w3.org/2005/Atom\"/>", 1, "root element <feed>" },
     };
