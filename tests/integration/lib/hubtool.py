@@ -1,0 +1,834 @@
+#!/usr/bin/python3
+"""hubtool.py - the Python side of the rshub integration tests.
+
+Small, single-purpose subcommands that the test_hub_*.sh scripts drive:
+HTTP requests and publish floods (http.client, keep-alive), WebSocket
+subscribers (asyncio + websockets 10.4, Debian's python3-websockets) that
+log what they see as JSON lines, a raw never-reading WebSocket client for
+the slow-consumer test, and the checks that compare what was acknowledged
+with what was delivered. Every wait has a timeout; loopback only.
+
+Run with Debian's /usr/bin/python3 (the one python3-websockets is for).
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+HUB_NS = "urn:x-rshub:1"
+SM_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+RS_NS = "http://www.openarchives.org/rs/terms/"
+ANN_RE = re.compile(r' xmlns:hub="urn:x-rshub:1" hub:id="([0-9]+-[0-9]+)"')
+
+
+def annotation(hid):
+    """The exact bytes docs/protocol.md section 2 says the hub inserts."""
+    return ' xmlns:hub="%s" hub:id="%s"' % (HUB_NS, hid)
+
+
+def id_key(hid):
+    ms, _, seq = hid.partition("-")
+    return (int(ms), int(seq or 0))
+
+
+def die(msg, rc=1):
+    print("hubtool: " + msg, file=sys.stderr)
+    sys.exit(rc)
+
+
+def write_atomic(path, text):
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
+
+
+# ------------------------------------------------------------- documents
+
+def gen_doc(kind, n, pad=0):
+    """A valid notification of kind change/framework/resourcelist; n makes
+    it unique; pad grows it (more entries) to at least pad bytes."""
+    head = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<urlset xmlns="%s"\n        xmlns:rs="%s">\n'
+            '  <rs:ln rel="up" href="http://example.com/dataset1/capabilitylist.xml"/>\n'
+            % (SM_NS, RS_NS))
+    if kind == "change":
+        head += '  <rs:md capability="changelist-notification"/>\n'
+    elif kind == "framework":
+        head += '  <rs:md capability="framework-notification"/>\n'
+    elif kind == "resourcelist":
+        head += '  <rs:md capability="resourcelist" at="2024-01-01T00:00:00Z"/>\n'
+    else:
+        die("unknown kind " + kind, 2)
+    tail = "</urlset>\n"
+
+    def entry(i):
+        if kind == "change":
+            return ('  <url>\n    <loc>http://example.com/res/%d/%d</loc>\n'
+                    '    <lastmod>2024-01-02T03:04:05Z</lastmod>\n'
+                    '    <rs:md change="updated" datetime="2024-01-02T03:04:05Z"'
+                    ' length="%d" type="text/plain"/>\n  </url>\n' % (n, i, n))
+        if kind == "framework":
+            return ('  <url>\n    <loc>http://example.com/dataset1/changelist-%d-%d.xml</loc>\n'
+                    '    <rs:md capability="changelist" change="updated"'
+                    ' datetime="2024-01-02T03:04:05Z"/>\n  </url>\n' % (n, i))
+        return ('  <url>\n    <loc>http://example.com/res/%d/%d</loc>\n'
+                '    <lastmod>2024-01-02T03:04:05Z</lastmod>\n  </url>\n' % (n, i))
+
+    body = [head, entry(0)]
+    size = len(head) + len(body[1]) + len(tail)
+    i = 1
+    while size < pad:
+        e = entry(i)
+        body.append(e)
+        size += len(e)
+        i += 1
+    body.append(tail)
+    return "".join(body).encode()
+
+
+def cmd_gen(a):
+    sys.stdout.buffer.write(gen_doc(a.kind, a.n, a.pad))
+
+
+# ------------------------------------------------------------------ HTTP
+
+def http_request(port, method, path, body=None, headers=None, timeout=10.0):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        return r.status, r.getheaders(), data
+    finally:
+        c.close()
+
+
+def publish_headers(a):
+    h = {}
+    if a.ctype != "none":
+        h["Content-Type"] = a.ctype
+    if getattr(a, "no_link", False):
+        pass
+    elif a.link:
+        h["Link"] = a.link
+    elif a.topic:
+        h["Link"] = '<%s>; rel="self"' % a.topic
+    if getattr(a, "auth", None):
+        h["Authorization"] = a.auth
+    elif a.token:
+        h["Authorization"] = "Bearer " + a.token
+    return h
+
+
+def cmd_request(a):
+    """One request; prints STATUS, the headers, a blank line, the body."""
+    body = None
+    if a.file:
+        with open(a.file, "rb") as f:
+            body = f.read()
+    elif a.data is not None:
+        body = a.data.encode()
+    elif a.gen:
+        body = gen_doc(a.gen, a.n, a.pad)
+    headers = publish_headers(a)
+    if a.announce is not None:
+        # Announce a big body and send none: the hub must answer from the
+        # headers alone (docs/protocol.md 3: Content-Length checked first).
+        s = socket.create_connection(("127.0.0.1", a.http), timeout=a.timeout)
+        req = "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n" % (
+            a.method, a.path, a.announce)
+        for k, v in headers.items():
+            req += "%s: %s\r\n" % (k, v)
+        s.sendall((req + "\r\n").encode())
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except socket.timeout:
+            die("no answer within %.1fs to an announced %d-byte body"
+                % (a.timeout, a.announce))
+        s.close()
+        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        print(head[0].split(" ")[1] if head and " " in head[0] else "000")
+        for line in head[1:]:
+            print(line)
+        print()
+        return
+    try:
+        st, hdrs, data = http_request(a.http, a.method, a.path, body, headers,
+                                      a.timeout)
+    except (OSError, http.client.HTTPException) as e:
+        print("000")
+        print()
+        print("error: %s" % e)
+        return
+    print(st)
+    for k, v in hdrs:
+        print("%s: %s" % (k, v))
+    print()
+    sys.stdout.write(data.decode("utf-8", "replace"))
+
+
+class Flood:
+    """count publishes over conns keep-alive connections; records every
+    acknowledged id (X-Hub-Id) and every failure."""
+
+    def __init__(self, a):
+        self.a = a
+        self.next = 0
+        self.lock = threading.Lock()
+        self.acked = []
+        self.errors = []
+        self.status = {}
+
+    def take(self):
+        with self.lock:
+            if self.next >= self.a.count:
+                return None
+            self.next += 1
+            return self.a.start + self.next - 1
+
+    def worker(self):
+        a = self.a
+        conn = None
+        headers = publish_headers(a)
+        deadline = time.monotonic() + a.timeout
+        while time.monotonic() < deadline:
+            n = self.take()
+            if n is None:
+                break
+            body = gen_doc(a.kind, n, a.pad)
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", a.http,
+                                                      timeout=10)
+                conn.request("POST", "/hub", body=body, headers=headers)
+                r = conn.getresponse()
+                r.read()
+                hid = r.getheader("X-Hub-Id")
+                with self.lock:
+                    self.status[r.status] = self.status.get(r.status, 0) + 1
+                    if r.status == 202 and hid:
+                        self.acked.append(hid)
+                    else:
+                        self.errors.append("n=%d status %d" % (n, r.status))
+                if r.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, http.client.HTTPException) as e:
+                with self.lock:
+                    self.errors.append("n=%d %s: %s" % (n, type(e).__name__, e))
+                if conn is not None:
+                    conn.close()
+                conn = None
+                if a.stop_on_error:
+                    break
+                time.sleep(0.01)
+        if conn is not None:
+            conn.close()
+
+
+def cmd_flood(a):
+    fl = Flood(a)
+    threads = [threading.Thread(target=fl.worker) for _ in range(a.conns)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    dt = time.monotonic() - t0
+    acked = sorted(fl.acked, key=id_key)
+    with open(a.out, "w") as f:
+        for hid in acked:
+            f.write(hid + "\n")
+    print("flood: %d acked, %d failed, %.1fs, statuses %s"
+          % (len(acked), len(fl.errors), dt, json.dumps(fl.status)))
+    for e in fl.errors[:5]:
+        print("  " + e)
+    if len(set(acked)) != len(acked):
+        die("the hub acknowledged the same id twice")
+    if fl.errors and not a.allow_errors:
+        sys.exit(1)
+
+
+def cmd_publish_many(a):
+    """Publish each FILE once, in order, one connection; print 'ID FILE'."""
+    headers = publish_headers(a)
+    conn = http.client.HTTPConnection("127.0.0.1", a.http, timeout=a.timeout)
+    bad = 0
+    for path in a.files:
+        with open(path, "rb") as f:
+            body = f.read()
+        conn.request("POST", "/hub", body=body, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        if r.status != 202:
+            print("status %d for %s" % (r.status, path), file=sys.stderr)
+            bad += 1
+            continue
+        print("%s %s" % (r.getheader("X-Hub-Id"), path))
+    conn.close()
+    sys.exit(1 if bad else 0)
+
+
+def get_json(port, path, timeout=10.0):
+    st, _, data = http_request(port, "GET", path, timeout=timeout)
+    if st != 200:
+        raise RuntimeError("GET %s: %d" % (path, st))
+    return json.loads(data)
+
+
+def topic_entry(port, name):
+    for t in get_json(port, "/topics"):
+        if t.get("name") == name:
+            return t
+    return None
+
+
+def cmd_topic(a):
+    """Print a field of one topic from GET /topics (dotted path)."""
+    t = topic_entry(a.http, a.name)
+    if t is None:
+        die("no topic %s in GET /topics" % a.name)
+    v = t
+    for part in a.get.split("."):
+        v = v[part]
+    print(json.dumps(v) if isinstance(v, (dict, list)) or v is None else v)
+
+
+def cmd_wait_subs(a):
+    """Wait until GET /topics shows at least n subscribers on name (a
+    subscriber is counted once the hub attached it to the channel); with
+    --exact, exactly n."""
+    deadline = time.monotonic() + a.timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            t = topic_entry(a.http, a.name)
+            last = t
+            subs = t.get("subscribers", 0) if t is not None else -1
+            if (subs == a.n) if a.exact else (subs >= a.n):
+                return
+        except (OSError, RuntimeError, ValueError) as e:
+            last = str(e)
+        time.sleep(0.05)
+    die("timeout: %s has not %d subscribers (last: %s)" % (a.name, a.n, last))
+
+
+def cmd_topics_check(a):
+    """GET /topics is a JSON array of objects with the fields of
+    docs/protocol.md 6; the one named name has the given topic URI, kind,
+    WebSocket and hub URIs, and a backlog holding exactly the ids of the
+    PAIRS files (first/last), and optionally that many subscribers."""
+    arr = get_json(a.http, "/topics")
+    problems = []
+    if not isinstance(arr, list):
+        die("GET /topics is not a JSON array: %r" % (arr,))
+    want_keys = {"name": str, "topic": str, "kind": str, "websocket": str,
+                 "hub": str, "backlog": dict, "subscribers": int}
+    for t in arr:
+        for k, typ in want_keys.items():
+            if k not in t:
+                problems.append("%s: no field %s" % (t.get("name"), k))
+            elif not isinstance(t[k], typ) or isinstance(t[k], bool):
+                problems.append("%s: %s is %r" % (t.get("name"), k, t[k]))
+        bl = t.get("backlog") or {}
+        for k in ("length", "first_id", "last_id"):
+            if k not in bl:
+                problems.append("%s: no field backlog.%s" % (t.get("name"), k))
+        if t.get("kind") not in ("change", "framework"):
+            problems.append("%s: kind %r" % (t.get("name"), t.get("kind")))
+    t = [x for x in arr if x.get("name") == a.name]
+    if len(t) != 1:
+        die("%d topics named %s; %s" % (len(t), a.name, "; ".join(problems)))
+    t = t[0]
+    ids = []
+    for p in a.pairs:
+        ids.extend(read_ids(p))
+    ids.sort(key=id_key)
+
+    def want(field, got, exp):
+        if got != exp:
+            problems.append("%s: %s is %r, want %r" % (a.name, field, got, exp))
+    want("topic", t.get("topic"), a.uri)
+    want("kind", t.get("kind"), a.kind)
+    want("websocket", t.get("websocket"),
+         "ws://127.0.0.1:%d/channel/%s" % (a.ws, a.name))
+    want("hub", t.get("hub"), "http://127.0.0.1:%d/hub" % a.http)
+    bl = t.get("backlog") or {}
+    want("backlog.length", bl.get("length"), len(ids))
+    if ids:
+        want("backlog.first_id", bl.get("first_id"), ids[0])
+        want("backlog.last_id", bl.get("last_id"), ids[-1])
+    if a.subscribers is not None:
+        want("subscribers", t.get("subscribers"), a.subscribers)
+    if problems:
+        die("; ".join(problems))
+    print("ok: %s" % json.dumps(t))
+
+
+def cmd_wait_status(a):
+    """Wait until GET path answers status."""
+    deadline = time.monotonic() + a.timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            st, _, _ = http_request(a.http, "GET", a.path, timeout=2)
+            last = st
+            if st == a.status:
+                return
+        except (OSError, http.client.HTTPException) as e:
+            last = str(e)
+        time.sleep(0.1)
+    die("timeout: GET %s never answered %d (last: %s)" % (a.path, a.status, last))
+
+
+PROM_LINE = re.compile(
+    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)'
+    r'(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"'
+    r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*,?)?\})?'
+    r' ([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|NaN|\+Inf|-Inf))( -?[0-9]+)?$')
+
+
+def parse_metrics(text):
+    """Prometheus text format 0.0.4: every line a comment (# HELP/# TYPE),
+    blank, or `name{labels} value`. Returns {series: value}."""
+    out = {}
+    for i, line in enumerate(text.split("\n"), 1):
+        if line == "" or line.startswith("#"):
+            if line.startswith("# TYPE "):
+                parts = line.split(" ")
+                if len(parts) != 4 or parts[3] not in (
+                        "counter", "gauge", "histogram", "summary", "untyped"):
+                    raise ValueError("line %d: bad TYPE: %r" % (i, line))
+            continue
+        m = PROM_LINE.match(line)
+        if not m:
+            raise ValueError("line %d: not `name{labels} value`: %r" % (i, line))
+        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def cmd_metrics(a):
+    st, hdrs, data = http_request(a.http, "GET", "/metrics")
+    if st != 200:
+        die("GET /metrics: %d" % st)
+    try:
+        m = parse_metrics(data.decode())
+    except ValueError as e:
+        die("GET /metrics: %s" % e)
+    if a.get:
+        if a.get not in m:
+            die("no series %s in /metrics" % a.get)
+        v = m[a.get]
+        print(int(v) if v == int(v) else v)
+    else:
+        print("%d series" % len(m))
+
+
+def cmd_caplist(a):
+    """Wrap GET /topics/NAME/capabilitylist-entries in a <urlset> with the
+    namespaces, parse it and print one line per entry: LOC CAPABILITY HUB."""
+    st, hdrs, data = http_request(a.http, "GET",
+                                  "/topics/%s/capabilitylist-entries" % a.name)
+    if st != 200:
+        die("status %d" % st)
+    doc = ('<urlset xmlns="%s" xmlns:rs="%s">\n' % (SM_NS, RS_NS)).encode() \
+        + data + b"</urlset>\n"
+    root = ET.fromstring(doc)
+    for u in root.findall("{%s}url" % SM_NS):
+        loc = u.findtext("{%s}loc" % SM_NS)
+        md = u.find("{%s}md" % RS_NS)
+        hub = "-"
+        for ln in u.findall("{%s}ln" % RS_NS):
+            if ln.get("rel") == "hub":
+                hub = ln.get("href")
+        print("%s %s %s" % (loc, md.get("capability") if md is not None else "-",
+                            hub))
+
+
+# ------------------------------------------------------------- WebSocket
+
+async def subscribe(a, out):
+    import asyncio
+    import websockets
+    uri = "ws://127.0.0.1:%d/channel/%s" % (a.ws, a.chan)
+    if a.since is not None:
+        uri += "?since=" + a.since
+    got = 0
+    deadline = time.monotonic() + a.timeout
+
+    def log(obj):
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    try:
+        ws = await asyncio.wait_for(
+            websockets.connect(uri, max_size=None, ping_interval=None,
+                               close_timeout=2, max_queue=None),
+            timeout=10)
+    except Exception as e:  # handshake refused, timeout, ...
+        log({"ev": "end", "why": "connect-failed", "error": repr(e)})
+        return
+    log({"ev": "open"})
+    if a.ready:
+        write_atomic(a.ready, "open\n")
+    why = "timeout"
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            wait = min(left, a.idle) if a.idle else left
+            try:
+                msg = await asyncio.wait_for(ws.recv(), timeout=wait)
+            except asyncio.TimeoutError:
+                if a.idle and time.monotonic() < deadline:
+                    why = "idle"
+                break
+            if isinstance(msg, bytes):
+                log({"ev": "binary", "len": len(msg)})
+                continue
+            m = ANN_RE.search(msg)
+            rec = {"ev": "msg", "id": m.group(1) if m else None}
+            if a.save_data:
+                rec["data"] = msg
+            log(rec)
+            got += 1
+            if a.count and got >= a.count:
+                why = "count"
+                break
+            if a.until and rec["id"] and id_key(rec["id"]) >= id_key(a.until):
+                why = "until"
+                break
+    except websockets.exceptions.ConnectionClosed as e:
+        rcvd = getattr(e, "rcvd", None)
+        log({"ev": "close", "code": rcvd.code if rcvd else None,
+             "reason": rcvd.reason if rcvd else None})
+        why = "closed"
+    if why != "closed":
+        try:
+            await asyncio.wait_for(ws.close(), timeout=3)
+        except Exception:
+            pass
+    log({"ev": "end", "why": why, "got": got})
+
+
+def cmd_sub(a):
+    import asyncio
+    with open(a.out, "w") as out:
+        try:
+            asyncio.run(subscribe(a, out))
+        except Exception as e:
+            out.write(json.dumps({"ev": "end", "why": "error",
+                                  "error": repr(e)}) + "\n")
+
+
+def read_events(path):
+    ev = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                ev.append(json.loads(line))
+    return ev
+
+
+def cmd_closecode(a):
+    """Print the close code the subscriber saw ('none' if it saw none)."""
+    for e in read_events(a.sub):
+        if e["ev"] == "close":
+            print(e["code"])
+            return
+    print("none")
+
+
+def cmd_ids(a):
+    for e in read_events(a.sub):
+        if e["ev"] == "msg":
+            print(e["id"])
+
+
+def read_ids(path):
+    with open(path) as f:
+        return [l.split()[0] for l in f if l.strip()]
+
+
+def cmd_compare(a):
+    """The subscriber got exactly the ids of the WANT files (one id per
+    line, first word), each once, in strictly increasing order."""
+    got = [e["id"] for e in read_events(a.sub) if e["ev"] == "msg"]
+    want = []
+    for w in a.want:
+        want.extend(read_ids(w))
+    problems = []
+    if None in got:
+        problems.append("%d messages without a hub:id" % got.count(None))
+        got = [g for g in got if g is not None]
+    for i in range(1, len(got)):
+        if id_key(got[i]) <= id_key(got[i - 1]):
+            problems.append("not strictly increasing at #%d: %s after %s"
+                            % (i, got[i], got[i - 1]))
+            break
+    gs, ws = set(got), set(want)
+    if len(gs) != len(got):
+        problems.append("%d duplicates" % (len(got) - len(gs)))
+    missing = sorted(ws - gs, key=id_key)
+    extra = sorted(gs - ws, key=id_key)
+    if missing:
+        problems.append("%d missing (first %s)" % (len(missing), missing[:3]))
+    if extra and not a.allow_extra:
+        problems.append("%d unexpected (first %s)" % (len(extra), extra[:3]))
+    if problems:
+        tail = [e for e in read_events(a.sub) if e["ev"] != "msg"]
+        die("got %d, want %d: %s; events %s"
+            % (len(got), len(want), "; ".join(problems), tail))
+    print("ok: %d ids" % len(got))
+
+
+def cmd_verify(a):
+    """Each message of the subscriber whose id is in PAIRS (lines 'ID FILE')
+    is FILE's bytes with exactly the documented annotation inserted right
+    after the root element's name; every message parses as XML and its
+    hub:id attribute is its id."""
+    msgs = {}
+    for e in read_events(a.sub):
+        if e["ev"] == "msg":
+            msgs[e["id"]] = e["data"].encode("utf-8")
+    problems = []
+    n = 0
+    with open(a.pairs) as f:
+        pairs = [l.split(None, 1) for l in f if l.strip()]
+    for hid, path in pairs:
+        path = path.strip()
+        with open(path, "rb") as f:
+            orig = f.read()
+        m = msgs.get(hid)
+        if m is None:
+            problems.append("%s (%s): not received" % (hid, os.path.basename(path)))
+            continue
+        ann = annotation(hid).encode()
+        if m.count(ann) != 1:
+            problems.append("%s: annotation found %d times" % (hid, m.count(ann)))
+            continue
+        at = m.index(ann)
+        stripped = m[:at] + m[at + len(ann):]
+        if stripped != orig:
+            problems.append("%s (%s): differs from the published bytes"
+                            % (hid, os.path.basename(path)))
+            continue
+        # right after the root element's name: the bytes before it end in
+        # "<NAME" and are the document's prolog plus that
+        pm = re.search(rb"<([A-Za-z_][-A-Za-z0-9_.:]*)$", m[:at])
+        if pm is None or pm.group(1).split(b":")[-1] != b"urlset":
+            problems.append("%s: annotation not right after the root name" % hid)
+            continue
+        try:
+            root = ET.fromstring(m)
+        except ET.ParseError as e:
+            problems.append("%s: not well-formed XML: %s" % (hid, e))
+            continue
+        if root.tag != "{%s}urlset" % SM_NS:
+            problems.append("%s: root %s" % (hid, root.tag))
+        elif root.get("{%s}id" % HUB_NS) != hid:
+            problems.append("%s: hub:id attribute is %r"
+                            % (hid, root.get("{%s}id" % HUB_NS)))
+        n += 1
+    for hid, m in msgs.items():
+        try:
+            ET.fromstring(m)
+        except ET.ParseError as e:
+            problems.append("%s: not well-formed XML: %s" % (hid, e))
+    if problems:
+        die("; ".join(problems))
+    print("ok: %d documents byte-identical apart from the annotation" % n)
+
+
+def cmd_stuck(a):
+    """A WebSocket client that completes the handshake and never reads
+    again (small SO_RCVBUF), held until killed or hold seconds pass."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", a.ws))
+    key = "dGhlIHNhbXBsZSBub25jZQ=="
+    s.sendall(("GET /channel/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+               "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+               % (a.chan, a.ws, key)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1)   # byte by byte: read nothing past the response
+        if not chunk:
+            die("connection closed during the handshake")
+        head += chunk
+    if not head.startswith(b"HTTP/1.1 101"):
+        die("handshake refused: %r" % head[:80])
+    write_atomic(a.ready, "open\n")
+    time.sleep(a.hold)
+    s.close()
+
+
+def cmd_rss(a):
+    """VmRSS of pid in KiB."""
+    with open("/proc/%d/status" % a.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                print(line.split()[1])
+                return
+    die("no VmRSS for %d" % a.pid)
+
+
+# ------------------------------------------------------------------ main
+
+def main():
+    p = argparse.ArgumentParser(prog="hubtool")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def pub_args(q):
+        q.add_argument("--http", type=int, required=True)
+        q.add_argument("--topic")
+        q.add_argument("--link", help="raw Link header (instead of --topic)")
+        q.add_argument("--no-link", action="store_true")
+        q.add_argument("--auth", help="raw Authorization header")
+        q.add_argument("--token")
+        q.add_argument("--ctype", default="application/xml")
+        q.add_argument("--timeout", type=float, default=10)
+
+    q = sub.add_parser("gen")
+    q.add_argument("--kind", default="change")
+    q.add_argument("--n", type=int, default=0)
+    q.add_argument("--pad", type=int, default=0)
+    q.set_defaults(fn=cmd_gen)
+
+    q = sub.add_parser("request")
+    pub_args(q)
+    q.add_argument("--method", default="POST")
+    q.add_argument("--path", default="/hub")
+    q.add_argument("--file")
+    q.add_argument("--data")
+    q.add_argument("--gen")
+    q.add_argument("--n", type=int, default=0)
+    q.add_argument("--pad", type=int, default=0)
+    q.add_argument("--announce", type=int,
+                   help="send only headers announcing this Content-Length")
+    q.set_defaults(fn=cmd_request)
+
+    q = sub.add_parser("flood")
+    pub_args(q)
+    q.add_argument("--count", type=int, required=True)
+    q.add_argument("--conns", type=int, default=4)
+    q.add_argument("--kind", default="change")
+    q.add_argument("--pad", type=int, default=0)
+    q.add_argument("--start", type=int, default=0)
+    q.add_argument("--out", required=True)
+    q.add_argument("--allow-errors", action="store_true")
+    q.add_argument("--stop-on-error", action="store_true")
+    q.set_defaults(fn=cmd_flood, timeout=120)
+
+    q = sub.add_parser("publish-many")
+    pub_args(q)
+    q.add_argument("files", nargs="+")
+    q.set_defaults(fn=cmd_publish_many)
+
+    q = sub.add_parser("topic")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--name", required=True)
+    q.add_argument("--get", required=True)
+    q.set_defaults(fn=cmd_topic)
+
+    q = sub.add_parser("wait-subs")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--name", required=True)
+    q.add_argument("--n", type=int, default=1)
+    q.add_argument("--exact", action="store_true")
+    q.add_argument("--timeout", type=float, default=10)
+    q.set_defaults(fn=cmd_wait_subs)
+
+    q = sub.add_parser("topics-check")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--name", required=True)
+    q.add_argument("--uri", required=True)
+    q.add_argument("--kind", required=True)
+    q.add_argument("--pairs", action="append", default=[])
+    q.add_argument("--subscribers", type=int)
+    q.set_defaults(fn=cmd_topics_check)
+
+    q = sub.add_parser("wait-status")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--path", required=True)
+    q.add_argument("--status", type=int, required=True)
+    q.add_argument("--timeout", type=float, default=10)
+    q.set_defaults(fn=cmd_wait_status)
+
+    q = sub.add_parser("metrics")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--get")
+    q.set_defaults(fn=cmd_metrics)
+
+    q = sub.add_parser("caplist")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--name", required=True)
+    q.set_defaults(fn=cmd_caplist)
+
+    q = sub.add_parser("sub")
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--chan", required=True)
+    q.add_argument("--since")
+    q.add_argument("--count", type=int, default=0)
+    q.add_argument("--until", help="stop once an id >= this arrives")
+    q.add_argument("--idle", type=float, default=0,
+                   help="stop after this long without a message")
+    q.add_argument("--timeout", type=float, default=30)
+    q.add_argument("--out", required=True)
+    q.add_argument("--ready")
+    q.add_argument("--save-data", action="store_true")
+    q.set_defaults(fn=cmd_sub)
+
+    q = sub.add_parser("closecode")
+    q.add_argument("sub")
+    q.set_defaults(fn=cmd_closecode)
+
+    q = sub.add_parser("ids")
+    q.add_argument("sub")
+    q.set_defaults(fn=cmd_ids)
+
+    q = sub.add_parser("compare")
+    q.add_argument("--sub", required=True)
+    q.add_argument("--want", action="append", default=[])
+    q.add_argument("--allow-extra", action="store_true")
+    q.set_defaults(fn=cmd_compare)
+
+    q = sub.add_parser("verify")
+    q.add_argument("--sub", required=True)
+    q.add_argument("--pairs", required=True)
+    q.set_defaults(fn=cmd_verify)
+
+    q = sub.add_parser("stuck")
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--chan", required=True)
+    q.add_argument("--rcvbuf", type=int, default=4096)
+    q.add_argument("--hold", type=float, default=120)
+    q.add_argument("--ready", required=True)
+    q.set_defaults(fn=cmd_stuck)
+
+    q = sub.add_parser("rss")
+    q.add_argument("--pid", type=int, required=True)
+    q.set_defaults(fn=cmd_rss)
+
+    a = p.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# test_hub_publish.sh - rshub's publish contract (docs/protocol.md 2, 3, 6)
+# against a real redis-server on loopback: what a WebSocket client receives
+# is the published document byte for byte plus exactly the documented id
+# annotation; two topics stay on their own channels; each bad publish gets
+# its documented status and stores nothing; the status endpoints answer as
+# documented; SIGTERM exits 0 with a clean ASan log.
+# Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+. "$(dirname "$0")/lib/common.sh"
+
+NEWS_URI=http://example.com/dataset1/changes
+FW_URI=http://example.com/dataset1/framework
+TOKEN=s3cret
+DATA=${RS_TEST_DATA:-$RS_SOURCE_DIR/tests/data}
+
+cat >"$TMP/hub.conf" <<EOF
+[topic news]
+uri = $NEWS_URI
+kind = change
+token = $TOKEN
+token = second-token
+
+[topic fw]
+uri = $FW_URI
+kind = framework
+EOF
+
+# --------------------------------------------------------------- documents
+# Published as they are: the delivered message must be these bytes plus
+# the annotation. Prologs, CRLF, a BOM, a prefixed root, odd spacing after
+# the root name: the places where "inserted right after the root element's
+# name" can go wrong.
+D=$TMP/docs
+mkdir -p "$D"
+NS='xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+RSNS='xmlns:rs="http://www.openarchives.org/rs/terms/"'
+printf '<?xml version="1.0" encoding="UTF-8"?>\r\n<!-- caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac <urlset> in a comment -->\r\n<?rshub-test keep me?>\r\n<urlset\t%s %s>\r\n  <rs:md capability="changelist-notification"/>\r\n  <url><loc>http://example.com/r%%C3%%A9s</loc><lastmod>2024-01-02T03:04:05Z</lastmod><rs:md change="created" datetime="2024-01-02T03:04:05Z"/></url>\r\n</urlset>\r\n' \
+    "$NS" "$RSNS" >"$D/prolog-crlf.xml"
+printf '\xef\xbb\xbf<urlset %s %s><rs:md capability="changelist-notification"/><url><loc>http://example.com/bom</loc><rs:md change="deleted" datetime="2024-01-02T03:04:05Z"/></url></urlset>' \
+    "$NS" "$RSNS" >"$D/bom-oneline.xml"
+printf '<sm:urlset xmlns:sm="http://www.sitemaps.org/schemas/sitemap/0.9" %s>\n <rs:md capability="changelist-notification"/>\n <sm:url><sm:loc>http://example.com/p</sm:loc><rs:md change="updated" datetime="2024-01-02T03:04:05Z"/></sm:url>\n</sm:urlset>\n' \
+    "$RSNS" >"$D/prefixed-root.xml"
+printf "<urlset\n xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'\n xmlns:rs='http://www.openarchives.org/rs/terms/'><rs:md capability='changelist-notification'/><url><loc>http://example.com/q?a=1&amp;b=2</loc><rs:md change='updated' datetime='2024-01-02T03:04:05Z'/></url></urlset>" \
+    >"$D/newline-quotes.xml"
+NEWS_DOCS=("$DATA/valid/notif-2017-changelist-notification.xml"
+           "$DATA/valid/notif-2017-changelist-notification-burst.xml"
+           "$DATA/valid/notif-alpha-ex4.1-change-notification.xml"
+           "$D/prolog-crlf.xml" "$D/bom-oneline.xml" "$D/prefixed-root.xml"
+           "$D/newline-quotes.xml")
+FW_DOCS=("$DATA/valid/notif-2017-framework-notification-index.xml"
+         "$DATA/valid/notif-alpha-ex5.1-framework-notification.xml"
+         "$DATA/valid/notif-alpha-ex5.2-framework-notification-multi.xml")
+
+redis_start || { bad "redis-server starts"; finish; }
+hub_start A --config "$TMP/hub.conf" --max-body 2K ||
+    { bad "rshub starts"; finish; }
+HP=${HUB_HTTP[A]}
+WP=${HUB_WS[A]}
+
+# ------------------------------------------------------------ status first
+note "status endpoints"
+r=$(hub_req A --method GET --path /healthz)
+expect_eq "status/healthz: 200 ok" "$(status_of "$r") $(body_of "$r")" "200 ok"
+r=$(hub_req A --method GET --path /readyz)
+expect_eq "status/readyz: 200 ready" "$(status_of "$r") $(body_of "$r")" "200 ready"
+check "status/metrics: Prometheus text format" ht metrics --http "$HP"
+check "status/topics: configured topics with empty backlogs" \
+    ht topics-check --http "$HP" --ws "$WP" --name news --uri "$NEWS_URI" \
+    --kind change --subscribers 0
+
+# ------------------------------------------------- publish -> WebSocket
+note "publish -> WebSocket"
+bg subnews ht sub --ws "$WP" --chan news --idle 2 --timeout 30 --save-data \
+    --out "$TMP/news.sub" --ready "$TMP/news.ready"
+bg subfw ht sub --ws "$WP" --chan fw --idle 2 --timeout 30 --save-data \
+    --out "$TMP/fw.sub" --ready "$TMP/fw.ready"
+check "publish/subscribers attached to news and fw" \
+    bash -c "ht() { '$PY' '$HUBTOOL' \"\$@\"; }
+             ht wait-subs --http $HP --name news --n 1 &&
+             ht wait-subs --http $HP --name fw --n 1"
+
+r=$(hub_req A --topic "$NEWS_URI" --token "$TOKEN" --file "${NEWS_DOCS[0]}")
+id0=$(header_of "$r" X-Hub-Id)
+expect_eq "publish/202 with X-Hub-Id and 'accepted ID'" \
+    "$(status_of "$r") $(body_of "$r")" "202 accepted $id0"
+expect_eq "publish/X-Hub-Channel is the news WebSocket URI" \
+    "$(header_of "$r" X-Hub-Channel)" "ws://127.0.0.1:$WP/channel/news"
+echo "$id0 ${NEWS_DOCS[0]}" >"$TMP/news.pairs"
+check "publish/the other news documents accepted (second token too)" \
+    bash -c "'$PY' '$HUBTOOL' publish-many --http $HP --topic '$NEWS_URI' \
+             --token second-token ${NEWS_DOCS[*]:1} >>'$TMP/news.pairs'"
+check "publish/framework documents accepted on fw (no token needed)" \
+    bash -c "'$PY' '$HUBTOOL' publish-many --http $HP --topic '$FW_URI' \
+             ${FW_DOCS[*]} >'$TMP/fw.pairs'"
+bg_wait subnews 40
+bg_wait subfw 40
+check "publish/news: byte-identical apart from the annotation, parses, hub:id = X-Hub-Id" \
+    ht verify --sub "$TMP/news.sub" --pairs "$TMP/news.pairs"
+check "publish/fw: byte-identical apart from the annotation, parses, hub:id = X-Hub-Id" \
+    ht verify --sub "$TMP/fw.sub" --pairs "$TMP/fw.pairs"
+check "publish/news channel got exactly the news ids, in order" \
+    ht compare --sub "$TMP/news.sub" --want "$TMP/news.pairs"
+check "publish/fw channel got exactly the fw ids, in order" \
+    ht compare --sub "$TMP/fw.sub" --want "$TMP/fw.pairs"
+check "status/subscribers back to 0 after the clients left" \
+    ht wait-subs --http "$HP" --name news --n 0 --exact --timeout 5
+NACCEPTED=$(cat "$TMP/news.pairs" "$TMP/fw.pairs" | wc -l)
+
+# ---------------------------------------------------------- bad publishes
+note "bad publishes: status, and nothing stored"
+backlog_total() {
+    echo $(( $(ht topic --http "$HP" --name news --get backlog.length) +
+             $(ht topic --http "$HP" --name fw --get backlog.length) ))
+}
+BEFORE=$(backlog_total)
+# reject NAME STATUS [HEADER-NAME HEADER-PREFIX] -- REQUEST-ARGS...
+reject() {
+    local name=$1 want=$2 hname= hwant= r st after problems=
+    shift 2
+    if [ "$1" != -- ]; then hname=$1; hwant=$2; shift 2; fi
+    shift
+    r=$(hub_req A "$@")
+    st=$(status_of "$r")
+    [ "$st" = "$want" ] || problems+="status $st, want $want; "
+    if [ -n "$hname" ]; then
+        case "$(header_of "$r" "$hname")" in
+            "$hwant"*) ;;
+            *) problems+="$hname: '$(header_of "$r" "$hname")', want '$hwant...'; " ;;
+        esac
+    fi
+    if [ "$want" != 405 ] && [ "$want" != 501 ]; then
+        [ "$(body_of "$r" | grep -c .)" = 1 ] && body_of "$r" | grep -q '^error: ' ||
+            problems+="body is not one 'error: ...' line; "
+    fi
+    after=$(backlog_total)
+    [ "$after" = "$BEFORE" ] || problems+="backlogs grew from $BEFORE to $after; "
+    if [ -z "$problems" ]; then ok "reject/$name"; else bad "reject/$name: $problems" "$r"; fi
+}
+TOK=(--topic "$NEWS_URI" --token "$TOKEN")
+reject "not XML -> 400" 400 -- "${TOK[@]}" --data "this is not XML"
+reject "malformed XML (truncated) -> 400" 400 -- "${TOK[@]}" \
+    --file "$DATA/invalid/truncated-in-loc.xml"
+reject "DOCTYPE (billion laughs) -> 400" 400 -- "${TOK[@]}" \
+    --file "$DATA/invalid/billion-laughs.xml"
+reject "a resourcelist is not a notification -> 400" 400 -- "${TOK[@]}" \
+    --gen resourcelist
+reject "a capabilitylist is not a notification -> 400" 400 -- "${TOK[@]}" \
+    --file "$DATA/valid/notif-2017-capabilitylist-websub.xml"
+reject "missing Link -> 400" 400 -- --no-link --token "$TOKEN" --gen change
+reject "Link without rel=self -> 400" 400 -- --token "$TOKEN" --gen change \
+    --link "<$NEWS_URI>; rel=\"alternate\", <http://127.0.0.1:$HP/hub>; rel=\"hub\""
+reject "body over --max-body 2K -> 413" 413 -- "${TOK[@]}" --gen change --pad 3000
+reject "announced Content-Length over the limit -> 413 before the body" 413 -- \
+    "${TOK[@]}" --announce 100000000 --timeout 5
+reject "unknown topic (closed mode) -> 404" 404 -- \
+    --topic http://example.com/not-configured --token "$TOKEN" --gen change
+reject "no token -> 401 + WWW-Authenticate: Bearer" 401 WWW-Authenticate Bearer -- \
+    --topic "$NEWS_URI" --gen change
+reject "Basic credentials -> 401" 401 WWW-Authenticate Bearer -- \
+    --topic "$NEWS_URI" --gen change --auth "Basic dXNlcjpzM2NyZXQ="
+reject "wrong token -> 403" 403 -- --topic "$NEWS_URI" --token wrong --gen change
+reject "framework notification to a change topic -> 400" 400 -- "${TOK[@]}" \
+    --gen framework
+reject "change notification to a framework topic -> 400" 400 -- \
+    --topic "$FW_URI" --gen change
+reject "Content-Type text/plain -> 415" 415 -- "${TOK[@]}" --gen change \
+    --ctype text/plain
+reject "no Content-Type -> 415" 415 -- "${TOK[@]}" --gen change --ctype none
+reject "GET /hub -> 405 + Allow: POST" 405 Allow POST -- --method GET
+reject "form-encoded (WebSub, not yet) -> 501" 501 -- \
+    --ctype application/x-www-form-urlencoded \
+    --data "hub.mode=publish&hub.url=$NEWS_URI"
+# the +xml and text/xml spellings are accepted (and stored: count them)
+for ct in text/xml "application/rss+xml; charset=utf-8"; do
+    r=$(hub_req A "${TOK[@]}" --gen change --ctype "$ct")
+    expect_eq "publish/Content-Type $ct accepted" "$(status_of "$r")" 202
+    echo "$(header_of "$r" X-Hub-Id) -" >>"$TMP/news.pairs"
+done
+NACCEPTED=$((NACCEPTED + 2))
+
+# ------------------------------------------------------- status endpoints
+note "status endpoints after publishing"
+check "status/metrics parses; rshub_publish_accepted_total = $NACCEPTED" \
+    bash -c "v=\$('$PY' '$HUBTOOL' metrics --http $HP --get rshub_publish_accepted_total) &&
+             [ \"\$v\" = $NACCEPTED ] || { echo \"got \$v\"; exit 1; }"
+check "status/topics: news fields, backlog length/first/last per docs" \
+    ht topics-check --http "$HP" --ws "$WP" --name news --uri "$NEWS_URI" \
+    --kind change --subscribers 0 --pairs "$TMP/news.pairs"
+check "status/topics: fw fields and backlog per docs" \
+    ht topics-check --http "$HP" --ws "$WP" --name fw --uri "$FW_URI" \
+    --kind framework --subscribers 0 --pairs "$TMP/fw.pairs"
+r=$(ht caplist --http "$HP" --name news 2>&1)
+expect_eq "status/capabilitylist-entries news: WebSocket + WebSub entries parse" "$r" \
+"ws://127.0.0.1:$WP/channel/news change-notification -
+$NEWS_URI changelist-notification http://127.0.0.1:$HP/hub"
+r=$(ht caplist --http "$HP" --name fw 2>&1)
+expect_eq "status/capabilitylist-entries fw: framework-notification both" "$r" \
+"ws://127.0.0.1:$WP/channel/fw framework-notification -
+$FW_URI framework-notification http://127.0.0.1:$HP/hub"
+r=$(hub_req A --method GET --path /topics/nope/capabilitylist-entries)
+expect_eq "status/capabilitylist-entries of an unknown topic: 404" "$(status_of "$r")" 404
+
+# ------------------------------------------------------------------ stop
+note "SIGTERM"
+hub_stop A TERM 10
+expect_eq "sigterm/rshub exits 0" "$HUB_RC" 0
+hub_asan_check A
+finish
