@@ -386,6 +386,10 @@ rs_check_end(struct rs_check *c, const struct rs_link *links, size_t nlinks)
 {
     if (!c->head_done)
         return check_fail(c, RS_EINVALID, "no ResourceSync root element");
+    /* Root links after the entries obey the same rules as the others. */
+    int rc = check_links(c, links, nlinks, "the root");
+    if (rc != 0)
+        return rc;
     if (rs_links_find(links, nlinks, "up") != NULL)
         c->has_up = true;
     /* Every document but a Source Description links up to its parent.

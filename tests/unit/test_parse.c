@@ -401,7 +401,8 @@ test_hostile_xml(void **state)
 
 /* parse/structure_errors: misplaced, repeated and empty elements get
  * RS_EINVALID with the line of the element at fault (an empty <loc> once
- * reached memcpy with a NULL source: found by fuzzing). */
+ * reached memcpy with a NULL source, and a root link after the entries
+ * escaped the link rules: both found by fuzzing). */
 static void
 test_structure_errors(void **state)
 {
@@ -435,6 +436,8 @@ test_structure_errors(void **state)
           3, "<url> without <loc>" },
         { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc><lastmod/></url></urlset>",
           3, "<lastmod></lastmod> is not" },
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc></url>\n<rs:ln href=\"http://b/\"/></urlset>",
+          2, "without rel" },
         { "<urlset xmlns=\"urn:wrong\">\n</urlset>", 1, "Sitemap namespace" },
         { "<feed xmlns=\"http://www.w3.org/2005/Atom\"/>", 1, "root element <feed>" },
     };
