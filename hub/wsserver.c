@@ -445,13 +445,16 @@ on_ev_adopt(struct ws_thread *t, struct seam_ev *ev)
     lws_sock_file_fd_type fd;
     fd.sockfd = ev->fd;
     struct lws_vhost *vh = lws_get_vhost_by_name(t->ctx, "default");
-    ev->fd = -1;   /* lws owns it now, even on failure (it closes it) */
-    if (t->stopping || vh == NULL ||
-        lws_adopt_descriptor_vhost(vh, LWS_ADOPT_HTTP | LWS_ADOPT_SOCKET, fd,
-                                   NULL, NULL) == NULL) {
-        if (t->stopping || vh == NULL)
-            close(fd.sockfd);
+    ev->fd = -1;
+    if (t->stopping || vh == NULL) {
+        close(fd.sockfd);
+        return;
     }
+    /* On failure lws closes the socket itself, except on an early
+     * out-of-memory where it cannot tell us: leaking one descriptor then
+     * is better than closing a number another thread may already reuse. */
+    (void)lws_adopt_descriptor_vhost(vh, LWS_ADOPT_HTTP | LWS_ADOPT_SOCKET, fd,
+                                     NULL, NULL);
 }
 
 static void
@@ -505,11 +508,11 @@ on_established(struct ws_thread *t, struct ws_client *c, struct lws *wsi)
 {
     memset(c, 0, sizeof(*c));
     c->wsi = wsi;
-    c->t = t;
     c->chan = SEAM_NO_CHAN;
     c->id = ((uint64_t)(t->idx + 1) << 48) | ++t->next_client;
     if (cmap_put(&t->clients, c->id, c) != 0)
-        return -1;
+        return -1;   /* c->t stays NULL: on_closed has nothing to undo */
+    c->t = t;
     t->nclients++;
     atomic_fetch_add(&t->accepted, 1);
     atomic_fetch_add(&t->open, 1);
