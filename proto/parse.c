@@ -12,11 +12,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "arena.h"
 #include "rs_alloc.h"
 #include "rs_parse.h"
+
+#define PARSE_PROLOGUE_MAX 512
 
 enum capture {
     CAP_NONE = 0,
@@ -35,7 +38,12 @@ struct rs_parser {
     struct rs_parse_opts opts;
     struct rs_parser_cbs cbs;
     void *ud;
-    xmlParserCtxtPtr ctx;          /* created on the first feed */
+    xmlParserCtxtPtr ctx;          /* created once the prologue is in */
+    /* libxml2 settles the encoding from the first chunk it sees, so the
+     * opening bytes are held until the XML declaration is complete: any
+     * chunking then parses the same way. */
+    char prologue[PARSE_PROLOGUE_MAX];
+    size_t prologue_len;
 
     int err;                       /* first error, 0 while fine */
     struct rs_diag diag;
@@ -831,11 +839,96 @@ rs_parser_free(struct rs_parser *p)
     rs_free(p);
 }
 
+/* Is the held prologue enough for libxml2 to settle the encoding: the whole
+ * XML declaration, or 4 bytes of a document without one? */
+static bool
+prologue_complete(const struct rs_parser *p)
+{
+    const char *b = p->prologue;
+    size_t n = p->prologue_len;
+    if (n >= PARSE_PROLOGUE_MAX)
+        return true;
+    if (n >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) {
+        b += 3;
+        n -= 3;
+    }
+    if (n < 5)
+        return false;
+    if (memcmp(b, "<?xml", 5) != 0)
+        return true;
+    for (size_t i = 5; i + 1 < n; i++)
+        if (b[i] == '?' && b[i + 1] == '>')
+            return true;
+    return false;
+}
+
+/* Sitemaps (and so ResourceSync) documents "must be UTF-8 encoded". We
+ * check the declaration ourselves and tell libxml2 to ignore it, so no
+ * iconv conversion path (with its own error channel and its own chunking
+ * behaviour) is ever taken; invalid bytes then fail as not proper UTF-8.
+ * A UTF-16 byte order mark or a NUL byte cannot start a UTF-8 document, and
+ * refusing them keeps libxml2 from auto-detecting another encoding. */
+static int
+prologue_check_encoding(struct rs_parser *p)
+{
+    const char *b = p->prologue;
+    size_t n = p->prologue_len;
+    if (memchr(b, '\0', n) != NULL ||
+        (n >= 2 && (((unsigned char)b[0] == 0xFE && (unsigned char)b[1] == 0xFF) ||
+                    ((unsigned char)b[0] == 0xFF && (unsigned char)b[1] == 0xFE)))) {
+        parser_fail(p, RS_EINVALID, 1, "documents must be UTF-8 (Sitemaps "
+                    "protocol); this one is UTF-16 or UCS-4");
+        return p->err;
+    }
+    if (n >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) {
+        b += 3;
+        n -= 3;
+    }
+    if (n < 5 || memcmp(b, "<?xml", 5) != 0)
+        return 0;
+    const char *end = NULL;
+    for (size_t i = 5; i + 1 < n; i++) {
+        if (b[i] == '?' && b[i + 1] == '>') {
+            end = b + i;
+            break;
+        }
+    }
+    if (end == NULL)
+        return 0;   /* an unterminated declaration: libxml2 says so */
+    const char *e = b + 5;
+    for (; e + 8 <= end; e++)
+        if (memcmp(e, "encoding", 8) == 0)
+            break;
+    if (e + 8 > end)
+        return 0;
+    e += 8;
+    while (e < end && (*e == ' ' || *e == '\t' || *e == '\r' || *e == '\n' || *e == '='))
+        e++;
+    if (e >= end || (*e != '"' && *e != '\''))
+        return 0;
+    char q = *e++;
+    const char *v = e;
+    while (e < end && *e != q)
+        e++;
+    size_t vlen = (size_t)(e - v);
+    static const char *const ok[] = { "utf-8", "utf8", "us-ascii", "ascii" };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        if (vlen == strlen(ok[i]) && strncasecmp(v, ok[i], vlen) == 0)
+            return 0;
+    parser_fail(p, RS_EINVALID, 1, "documents must be UTF-8 (Sitemaps "
+                "protocol); this one declares encoding \"%.*s\"",
+                (int)(vlen > 32 ? 32 : vlen), v);
+    return p->err;
+}
+
 static int
 parser_ctx_create(struct rs_parser *p)
 {
+    if (prologue_check_encoding(p) != 0)
+        return p->err;
     parser_sax_init();
-    p->ctx = xmlCreatePushParserCtxt(&parser_sax, NULL, NULL, 0, NULL);
+    p->ctx = xmlCreatePushParserCtxt(&parser_sax, NULL, p->prologue,
+                                     (int)p->prologue_len, NULL);
     if (p->ctx == NULL) {
         parser_fail(p, RS_ENOMEM, 0, "out of memory");
         return p->err;
@@ -846,7 +939,8 @@ parser_ctx_create(struct rs_parser *p)
      * expand anything else: any DOCTYPE is refused before an entity can be
      * declared, and on_get_entity refuses every other name. NONET: no
      * network, ever. Every SAX callback gets the context (userData). */
-    xmlCtxtUseOptions(p->ctx, XML_PARSE_NONET | XML_PARSE_NOENT);
+    xmlCtxtUseOptions(p->ctx, XML_PARSE_NONET | XML_PARSE_NOENT |
+                              XML_PARSE_IGNORE_ENC);
     return 0;
 }
 
@@ -864,8 +958,22 @@ rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
         return p->err;
     }
     p->bytes += len;
-    if (p->ctx == NULL && parser_ctx_create(p) != 0)
-        return p->err;
+    if (p->ctx == NULL) {
+        size_t take = PARSE_PROLOGUE_MAX - p->prologue_len;
+        if (take > len)
+            take = len;
+        memcpy(p->prologue + p->prologue_len, buf, take);
+        p->prologue_len += take;
+        buf += take;
+        len -= take;
+        if (!prologue_complete(p))
+            return 0;
+        if (parser_ctx_create(p) != 0)
+            return p->err;
+        /* the prologue was handed over at creation; parse it now */
+        if (xmlParseChunk(p->ctx, NULL, 0, 0) != 0 && p->err == 0)
+            parser_fail(p, RS_EPARSE, parser_line(p), "not well-formed XML");
+    }
     /* xmlParseChunk takes an int length. */
     while (len > 0 && p->err == 0) {
         int n = len > (1u << 30) ? (1 << 30) : (int)len;
@@ -891,6 +999,8 @@ rs_parser_finish(struct rs_parser *p)
         parser_fail(p, RS_EPARSE, 0, "not well-formed XML: document is empty");
         return p->err;
     }
+    if (p->ctx == NULL && parser_ctx_create(p) != 0)
+        return p->err;
     int xrc = xmlParseChunk(p->ctx, NULL, 0, 1);
     if (p->err == RS_EPARSE && p->seen_root && !p->root_closed &&
         (p->xml_code == XML_ERR_TAG_NOT_FINISHED ||

@@ -452,6 +452,53 @@ test_structure_errors(void **state)
     }
 }
 
+/* parse/utf8_only: documents must be UTF-8 (Sitemaps); another declared
+ * encoding, a UTF-16 byte order mark or NUL bytes are refused the same way
+ * whatever the chunking (an unknown encoding name once parsed differently
+ * in 1-byte and whole feeds: found by fuzzing); UTF-8 with a BOM and
+ * US-ASCII are fine. */
+static void
+test_utf8_only(void **state)
+{
+    (void)state;
+    static const char body[] =
+        "<urlset " NS "><rs:ln rel=\"up\" href=\"http://e/c\"/>"
+        "<rs:md capability=\"resourcelist\" at=\"2013-01-01\"/>"
+        "<url><loc>http://e.com/a</loc></url></urlset>";
+    static const struct {
+        const char *prefix;
+        size_t prefix_len;
+        int rc;
+    } cases[] = {
+        { "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>", 0, RS_EINVALID },
+        { "<?xml version='1.0' encoding='UT-F8'?>", 0, RS_EINVALID },
+        { "\xFF\xFE<\0", 4, RS_EINVALID },
+        { "<?xml version=\"1.0\" encoding=\"utf-8\"?>", 0, 0 },
+        { "\xEF\xBB\xBF<?xml version=\"1.0\" encoding=\"US-ASCII\"?>", 0, 0 },
+        { "", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t plen = cases[i].prefix_len ? cases[i].prefix_len
+                                          : strlen(cases[i].prefix);
+        size_t len = plen + sizeof(body) - 1;
+        char *doc = malloc(len);
+        memcpy(doc, cases[i].prefix, plen);
+        memcpy(doc + plen, body, sizeof(body) - 1);
+        for (size_t chunk = 1; chunk <= len; chunk = chunk * 3 + 1) {
+            struct rs_parser *p = rs_parser_new(NULL, NULL, NULL);
+            int rc = feed_chunked(p, doc, len, chunk);
+            if (rc != cases[i].rc)
+                fail_msg("case %zu chunk %zu: rc %d (%s), want %d", i, chunk,
+                         rc, rs_parser_error(p) ? rs_parser_error(p)->msg : "",
+                         cases[i].rc);
+            if (rc != 0)
+                assert_non_null(strstr(rs_parser_error(p)->msg, "UTF-8"));
+            rs_parser_free(p);
+        }
+        free(doc);
+    }
+}
+
 /* parse/from_fd: rs_doc_parse_fd reads a file to EOF and parses it. */
 static void
 test_from_fd(void **state)
@@ -515,6 +562,7 @@ main(void)
         cmocka_unit_test(test_warnings_and_strict),
         cmocka_unit_test(test_hostile_xml),
         cmocka_unit_test(test_structure_errors),
+        cmocka_unit_test(test_utf8_only),
         cmocka_unit_test(test_from_fd),
         cmocka_unit_test(test_alloc_failure),
     };
