@@ -1030,6 +1030,68 @@ test_deep_nesting(void **state)
     assert_true(ci_contains(o.msg, "nest"));
 }
 
+/* corpus/text_and_link_limits: a <loc> longer than RS_PARSE_MAX_TEXT and
+ * more than RS_PARSE_MAX_LINKS rs:ln in one entry or at the root are
+ * RS_ETOOBIG at their line, whole and streamed alike; at the limits
+ * themselves the documents are fine. */
+static void
+test_text_and_link_limits(void **state)
+{
+    (void)state;
+    struct outcome o, st;
+    for (int over = 0; over <= 1; over++) {
+        /* one <loc> of RS_PARSE_MAX_TEXT (+1) bytes on line 5 */
+        struct gbuf b = { 0 };
+        gb_str(&b, GEN_HEAD);
+        gb_str(&b, "  <url><loc>http://example.com/");
+        size_t n = RS_PARSE_MAX_TEXT - strlen("http://example.com/") +
+                   (size_t)over;
+        for (size_t i = 0; i < n; i++)
+            gb_str(&b, "x");
+        gb_str(&b, "</loc></url>\n</urlset>\n");
+        run_whole(b.p, b.len, false, &o, NULL);
+        run_stream(b.p, b.len, 7, false, 0, NULL, &st);
+        free(b.p);
+        assert_int_equal(o.rc, over ? RS_ETOOBIG : RS_OK);
+        assert_int_equal(st.rc, o.rc);
+        if (over) {
+            assert_int_equal(o.line, GEN_HEAD_LINES + 1);
+            assert_int_equal(st.line, o.line);
+            assert_string_equal(st.msg, o.msg);
+        }
+
+        /* RS_PARSE_MAX_LINKS (+1) links in an entry starting on line 5 */
+        memset(&b, 0, sizeof(b));
+        gb_str(&b, GEN_HEAD);
+        gb_str(&b, "  <url><loc>http://example.com/r</loc>\n");
+        for (int i = 0; i < RS_PARSE_MAX_LINKS + over; i++)
+            gb_str(&b, "<rs:ln rel=\"duplicate\" "
+                       "href=\"http://mirror.example.com/r\"/>");
+        gb_str(&b, "\n  </url>\n</urlset>\n");
+        run_whole(b.p, b.len, false, &o, NULL);
+        run_stream(b.p, b.len, 4096, false, 0, NULL, &st);
+        free(b.p);
+        assert_int_equal(o.rc, over ? RS_ETOOBIG : RS_OK);
+        assert_int_equal(st.rc, o.rc);
+        if (over) {
+            assert_int_equal(o.line, GEN_HEAD_LINES + 2);
+            assert_int_equal(st.line, o.line);
+        }
+
+        /* and at the root, after the entries */
+        memset(&b, 0, sizeof(b));
+        gb_str(&b, GEN_HEAD);
+        gb_str(&b, "  <url><loc>http://example.com/r</loc></url>\n");
+        for (int i = 0; i < RS_PARSE_MAX_LINKS - 1 + over; i++)
+            gb_str(&b, "<rs:ln rel=\"next\" "
+                       "href=\"http://example.com/page2\"/>");
+        gb_str(&b, "\n</urlset>\n");
+        run_whole(b.p, b.len, false, &o, NULL);
+        free(b.p);
+        assert_int_equal(o.rc, over ? RS_ETOOBIG : RS_OK);
+    }
+}
+
 /* Build a bomb: entity b8 expands to 16^8 x 100 bytes (~430 GB), used in
  * an attribute value rather than in text. */
 static void
@@ -1114,6 +1176,7 @@ main(void)
         CORPUS_TEST("entries_limit", test_entries_limit),
         CORPUS_TEST("bytes_limit", test_bytes_limit),
         CORPUS_TEST("deep_nesting", test_deep_nesting),
+        CORPUS_TEST("text_and_link_limits", test_text_and_link_limits),
         CORPUS_TEST("entity_bombs", test_entity_bombs),
     };
     return cmocka_run_group_tests_name("corpus", tests, corpus_setup,
