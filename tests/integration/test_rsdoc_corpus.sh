@@ -9,6 +9,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 data=${RS_TEST_DATA:-$here/../data}
 build=${RS_BUILD_DIR:-$here/../../build}
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+case $data in /*) ;; *) data=$PWD/$data ;; esac
 rsdoc=$build/proto/rsdoc
 manifest=$data/corpus.tsv
 
