@@ -32,7 +32,7 @@
 
 #define WS_SCRATCH (64 * 1024)
 #define WS_REPLAY_LOW 64        /* ask for more replay below this many queued */
-#define WS_CLIENT_TEXT 96
+#define WS_CLIENT_TEXT 124      /* a close reason: 123 bytes at most (RFC 6455) */
 
 enum client_state {
     CL_PENDING = 0,   /* JOIN sent, waiting for ATTACH */
@@ -257,7 +257,15 @@ client_close(struct ws_client *c, uint16_t code, const char *reason)
         return;
     c->state = CL_CLOSING;
     c->close_code = code;
-    snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
+    /* cut at the protocol's limit, never inside a UTF-8 sequence */
+    size_t n = strlen(reason);
+    if (n >= sizeof(c->close_reason)) {
+        n = sizeof(c->close_reason) - 1;
+        while (n > 0 && ((unsigned char)reason[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(c->close_reason, reason, n);
+    c->close_reason[n] = '\0';
     client_drop_queue(c);
     lws_callback_on_writable(c->wsi);
 }
@@ -616,10 +624,11 @@ ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
     struct ws_thread *t = ctx != NULL ? lws_context_user(ctx) : NULL;
     struct ws_client *c = user;
 
+    if (t == NULL)
+        return 0;   /* not one of our contexts' connections */
     switch (reason) {
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-        if (t != NULL)
-            thread_drain_inbox(t);
+        thread_drain_inbox(t);
         return 0;
     case LWS_CALLBACK_ESTABLISHED:
         return on_established(t, c, wsi);
