@@ -21,7 +21,9 @@ smoke=0
 bash deploy/install-deps.sh
 build=${RS_BUILD_DIR:-$root/build-release}
 echo "== building (Release) in $build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRS_TESTS=OFF -DRS_BENCH=OFF >/dev/null
+# shellcheck disable=SC2086  # RS_CMAKE_ARGS is a list of -D flags
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRS_TESTS=OFF -DRS_BENCH=OFF \
+      ${RS_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
 
 run=${RS_RUN_DIR:-$root/run/quickstart}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on a fresh Debian machine:
 # installs what is missing, builds with ASan+UBSan and -Werror, runs the unit
-# and integration tests with ctest, then a short libFuzzer run of each fuzz
-# target (when clang is available).
+# and integration tests with ctest, the quickstart in --smoke mode on an
+# optimised -Werror build, then a short libFuzzer run of each fuzz target
+# (when clang is available).
 #   tests/run.sh            everything
 #   RS_FUZZ_SECONDS=600 tests/run.sh   a longer fuzz run
 set -euo pipefail
@@ -20,6 +21,12 @@ cmake --build "$build" -j "$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" -L 'unit|integration' --output-on-failure -j "$jobs"
+
+# The README's quickstart, non-interactively, on an optimised -Werror build
+# (some warnings only appear with the optimiser on).
+RS_BUILD_DIR=${RS_RELEASE_BUILD_DIR:-$root/build-release-test} \
+RS_RUN_DIR=$(mktemp -d /tmp/rs-quickstart.XXXXXX) RS_CMAKE_ARGS=-DRS_WERROR=ON \
+  deploy/quickstart.sh --smoke
 
 if command -v clang >/dev/null 2>&1; then
   fbuild=${RS_FUZZ_BUILD_DIR:-$root/build-fuzz}
