@@ -70,9 +70,9 @@ check "status/topics: configured topics with empty backlogs" \
 
 # ------------------------------------------------- publish -> WebSocket
 note "publish -> WebSocket"
-bg subnews ht sub --ws "$WP" --chan news --idle 2 --timeout 30 --save-data \
+bg_ht subnews sub --ws "$WP" --chan news --idle 2 --timeout 30 --save-data \
     --out "$TMP/news.sub" --ready "$TMP/news.ready"
-bg subfw ht sub --ws "$WP" --chan fw --idle 2 --timeout 30 --save-data \
+bg_ht subfw sub --ws "$WP" --chan fw --idle 2 --timeout 30 --save-data \
     --out "$TMP/fw.sub" --ready "$TMP/fw.ready"
 check "publish/subscribers attached to news and fw" \
     bash -c "ht() { '$PY' '$HUBTOOL' \"\$@\"; }

@@ -92,12 +92,20 @@ stop_pid() {
     fi
 }
 
-# bg NAME CMD...: run CMD in the background, remembered for cleanup.
+# bg NAME CMD...: run the external command CMD in the background,
+# remembered for cleanup. Not a shell function: then $! would be a subshell
+# whose children outlive a kill (and hold the caller's stdout open).
 bg() {
     local name=$1
     shift
     "$@" &
     BG_PID[$name]=$!
+}
+# bg_ht NAME HUBTOOL-ARGS...: bg of a hubtool command.
+bg_ht() {
+    local name=$1
+    shift
+    bg "$name" "$PY" "$HUBTOOL" "$@"
 }
 
 # bg_wait NAME SECS: wait for a background helper; its status in $WAIT_RC.

@@ -435,6 +435,22 @@ def cmd_metrics(a):
         print("%d series" % len(m))
 
 
+def cmd_wait_metric(a):
+    """Wait until a /metrics series is >= min."""
+    deadline = time.monotonic() + a.timeout
+    v = None
+    while time.monotonic() < deadline:
+        try:
+            st, _, data = http_request(a.http, "GET", "/metrics", timeout=2)
+            v = parse_metrics(data.decode()).get(a.get)
+            if v is not None and v >= a.min:
+                return
+        except (OSError, ValueError, http.client.HTTPException):
+            pass
+        time.sleep(0.05)
+    die("timeout: %s is %s, want >= %s" % (a.get, v, a.min))
+
+
 def cmd_caplist(a):
     """Wrap GET /topics/NAME/capabilitylist-entries in a <urlset> with the
     namespaces, parse it and print one line per entry: LOC CAPABILITY HUB."""
@@ -480,6 +496,18 @@ async def subscribe(a, out):
         log({"ev": "end", "why": "connect-failed", "error": repr(e)})
         return
     log({"ev": "open"})
+    if a.chatter:
+        # docs/protocol.md 4: messages a client sends are ignored, pings
+        # are answered
+        for i in range(a.chatter):
+            await ws.send("hello %d " % i + "x" * (i * 997 % 20000))
+        await ws.send(b"\x00\x01binary")
+        pong = await ws.ping(b"rshub-test")
+        try:
+            await asyncio.wait_for(pong, timeout=5)
+            log({"ev": "pong"})
+        except asyncio.TimeoutError:
+            log({"ev": "no-pong"})
     if a.ready:
         write_atomic(a.ready, "open\n")
     why = "timeout"
@@ -550,6 +578,24 @@ def cmd_closecode(a):
             print(e["code"])
             return
     print("none")
+
+
+def cmd_wait_count(a):
+    """Wait until the subscriber log holds n messages (or it ended)."""
+    deadline = time.monotonic() + a.timeout
+    n = 0
+    while time.monotonic() < deadline:
+        try:
+            ev = read_events(a.sub)
+        except (OSError, ValueError):
+            ev = []
+        n = sum(1 for e in ev if e["ev"] == "msg")
+        if n >= a.n:
+            return
+        if any(e["ev"] == "end" for e in ev):
+            break
+        time.sleep(0.05)
+    die("%s: %d messages, want %d" % (a.sub, n, a.n))
 
 
 def cmd_ids(a):
@@ -776,6 +822,13 @@ def main():
     q.add_argument("--get")
     q.set_defaults(fn=cmd_metrics)
 
+    q = sub.add_parser("wait-metric")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--get", required=True)
+    q.add_argument("--min", type=float, default=1)
+    q.add_argument("--timeout", type=float, default=10)
+    q.set_defaults(fn=cmd_wait_metric)
+
     q = sub.add_parser("caplist")
     q.add_argument("--http", type=int, required=True)
     q.add_argument("--name", required=True)
@@ -793,11 +846,19 @@ def main():
     q.add_argument("--out", required=True)
     q.add_argument("--ready")
     q.add_argument("--save-data", action="store_true")
+    q.add_argument("--chatter", type=int, default=0,
+                   help="send this many text messages, a binary one and a ping")
     q.set_defaults(fn=cmd_sub)
 
     q = sub.add_parser("closecode")
     q.add_argument("sub")
     q.set_defaults(fn=cmd_closecode)
+
+    q = sub.add_parser("wait-count")
+    q.add_argument("--sub", required=True)
+    q.add_argument("--n", type=int, required=True)
+    q.add_argument("--timeout", type=float, default=10)
+    q.set_defaults(fn=cmd_wait_count)
 
     q = sub.add_parser("ids")
     q.add_argument("sub")

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# test_hub_resilience.sh - rshub's delivery guarantees (shared/PROTOCOL.md
+# 4, docs/protocol.md 3-4, 7) when things fail, against a real
+# redis-server (append-only, fsync always) on loopback: kill -9 of the hub
+# loses nothing acknowledged; Redis going away gives 503s and readiness
+# 503 while WebSocket clients stay, and coming back needs no hub restart;
+# two hubs on one Redis act as one (fan-out and resume across nodes).
+# Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+. "$(dirname "$0")/lib/common.sh"
+
+U=http://example.com/dataset1
+cat >"$TMP/hub.conf" <<EOF
+[topic k9]
+uri = $U/k9
+
+[topic rd]
+uri = $U/rd
+EOF
+
+redis_start persist || { bad "redis-server starts"; finish; }
+hub_start A --config "$TMP/hub.conf" || { bad "rshub starts"; finish; }
+
+# sub HUB NAME CHAN [hubtool sub args...]: background subscriber on hub
+# HUB logging to $TMP/NAME.sub
+sub() {
+    local hub=$1 name=$2 chan=$3
+    shift 3
+    rm -f "$TMP/$name.sub"
+    bg_ht "$name" sub --ws "${HUB_WS[$hub]}" --chan "$chan" \
+        --out "$TMP/$name.sub" "$@"
+}
+flood() {   # flood HUB TOPIC-URI COUNT OUT [args]
+    local hub=$1 topic=$2 count=$3 out=$4
+    shift 4
+    ht flood --http "${HUB_HTTP[$hub]}" --topic "$topic" --count "$count" \
+        --out "$out" "$@"
+}
+
+# ----------------------------------------------------------------- kill -9
+note "kill -9 of rshub during a publish flood, restart on the same Redis"
+sub A k1 k9 --timeout 60
+check "kill9/live client attached" ht wait-subs --http "${HUB_HTTP[A]}" --name k9
+bg_ht k9flood flood --http "${HUB_HTTP[A]}" --topic "$U/k9" --count 4000 \
+    --conns 4 --out "$TMP/k9.acks" --allow-errors --stop-on-error \
+    --timeout 60 >"$TMP/k9flood.out"
+# kill once a good part is acknowledged, publishes still in flight
+i=0
+while [ "$i" -lt 100 ]; do
+    n=$(ht metrics --http "${HUB_HTTP[A]}" --get rshub_publish_accepted_total 2>/dev/null)
+    [ "${n:-0}" -ge 1000 ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
+hub_kill9 A
+bg_wait k9flood 60
+bg_wait k1 10
+NACK=$(wc -l <"$TMP/k9.acks")
+check "kill9/publishes acknowledged before the kill ($NACK of 4000)" \
+    test "$NACK" -ge 1000 -a "$NACK" -lt 4000
+hub_start A --config "$TMP/hub.conf" || bad "kill9/rshub restarts on the same Redis"
+LEN=$(ht topic --http "${HUB_HTTP[A]}" --name k9 --get backlog.length)
+check "kill9/backlog holds every acknowledged publish ($LEN >= $NACK)" \
+    test "$LEN" -ge "$NACK"
+sub A k2 k9 --since 0 --count "$LEN" --idle 3 --timeout 60
+bg_wait k2 60
+check "kill9/since=0 replays every acknowledged id, in order, no duplicate" \
+    ht compare --sub "$TMP/k2.sub" --want "$TMP/k9.acks" --allow-extra
+GOT=$(ht ids "$TMP/k2.sub" | wc -l)
+expect_eq "kill9/since=0 replays the whole backlog (count)" "$GOT" "$LEN"
+LAST=$(ht ids "$TMP/k1.sub" | tail -n 1)
+check "kill9/the live client got some before the kill" test -n "$LAST"
+sub A k3 k9 --since "${LAST:-0}" --idle 3 --timeout 60
+bg_wait k3 60
+cat "$TMP/k1.sub" "$TMP/k3.sub" | grep -v '"ev": "close"' >"$TMP/k13.sub"
+check "kill9/the client resumes with since=LAST on the restarted hub: nothing acknowledged lost" \
+    ht compare --sub "$TMP/k13.sub" --want "$TMP/k9.acks" --allow-extra
+
+# ------------------------------------------------------------ Redis down
+note "Redis stopped and restarted under a running hub"
+sub A d1 rd --count 6 --timeout 90
+check "redis/live client attached" ht wait-subs --http "${HUB_HTTP[A]}" --name rd
+check "redis/3 publishes before the outage" \
+    flood A "$U/rd" 3 "$TMP/rd.acks1" --conns 1
+check "redis/the client got them" ht wait-count --sub "$TMP/d1.sub" --n 3
+redis_stop
+r=$(hub_req A --topic "$U/rd" --gen change)
+st=$(status_of "$r")
+ra=$(header_of "$r" Retry-After)
+expect_eq "redis/publish while Redis is down -> 503 + Retry-After: 1" "$st $ra" "503 1"
+check "redis/503 body is one 'error: ...' line" \
+    bash -c "[ \"\$(printf '%s\n' \"\$1\" | sed '1,/^\$/d' | grep -c .)\" = 1 ] &&
+             printf '%s\n' \"\$1\" | sed '1,/^\$/d' | grep -q '^error: '" _ "$r"
+flood A "$U/rd" 20 "$TMP/rd.down" --conns 2 --allow-errors >"$TMP/rd.down.out"
+check "redis/nothing acknowledged while Redis is down (20 tries)" \
+    bash -c "[ ! -s '$TMP/rd.down' ] && grep -q '\"503\": 20' '$TMP/rd.down.out'" 
+check "redis/readyz 503 while Redis is down" \
+    ht wait-status --http "${HUB_HTTP[A]}" --path /readyz --status 503 --timeout 5
+r=$(hub_req A --method GET --path /healthz)
+expect_eq "redis/healthz still 200" "$(status_of "$r")" 200
+sub A d2 rd --since 0 --timeout 10
+bg_wait d2 15
+expect_eq "redis/since=0 while Redis is down -> close 4003" \
+    "$(ht closecode "$TMP/d2.sub")" 4003
+sleep 1
+check "redis/the connected WebSocket client stays connected" \
+    bash -c "kill -0 ${BG_PID[d1]} && ! grep -q '\"ev\": \"\(close\|end\)\"' '$TMP/d1.sub'"
+redis_start persist || bad "redis/redis-server restarts on the same socket and dir"
+check "redis/readyz 200 again, without restarting the hub" \
+    ht wait-status --http "${HUB_HTTP[A]}" --path /readyz --status 200 --timeout 15
+check "redis/publishing works again" flood A "$U/rd" 3 "$TMP/rd.acks2" --conns 1
+bg_wait d1 30
+check "redis/the client connected through the outage gets the new ones, no gap, no duplicate" \
+    ht compare --sub "$TMP/d1.sub" --want "$TMP/rd.acks1" --want "$TMP/rd.acks2"
+sub A d3 rd --since 0 --idle 1.5 --timeout 20
+bg_wait d3 25
+check "redis/since=0 after the Redis restart: everything acknowledged (append-only file)" \
+    ht compare --sub "$TMP/d3.sub" --want "$TMP/rd.acks1" --want "$TMP/rd.acks2"
+check "redis/the k9 backlog survived the Redis restart too" \
+    test "$(ht topic --http "${HUB_HTTP[A]}" --name k9 --get backlog.length)" = "$LEN"
+
+note "SIGTERM while a publish waits for Redis (CLIENT PAUSE)"
+rcli CLIENT PAUSE 1500 WRITE >/dev/null
+bg_ht inflight request --http "${HUB_HTTP[A]}" --topic "$U/rd" --gen change \
+    --n 77 >"$TMP/inflight.out"
+sleep 0.3
+kill -TERM "${HUB_PID[A]}"
+sleep 0.2
+r=$(hub_req A --topic "$U/rd" --gen change --n 78)
+expect_eq "drain/a new publish while draining -> 503" "$(status_of "$r")" 503
+r=$(hub_req A --method GET --path /readyz)
+expect_eq "drain/readyz 503 while draining" "$(status_of "$r")" 503
+pid_wait "${HUB_PID[A]}" 10
+expect_eq "drain/rshub exits 0 after the drain" "$WAIT_RC" 0
+HUB_PID[A]=
+bg_wait inflight 10
+IFID=$(header_of "$(cat "$TMP/inflight.out")" X-Hub-Id)
+expect_eq "drain/the publish in flight at SIGTERM is answered 202" \
+    "$(head -n 1 "$TMP/inflight.out")" 202
+check "drain/and stored (XRANGE finds $IFID)" \
+    bash -c "redis-cli -s '$REDIS_SOCK' XRANGE rshub:s:rd '$IFID' '$IFID' | grep -q ."
+hub_asan_check A
+
+# ------------------------------------------------------------- two nodes
+note "two rshub nodes (open mode) on one Redis"
+hub_start N1 --open --redis-prefix two: || bad "node 1 starts"
+hub_start N2 --open --redis-prefix two: || bad "node 2 starts"
+T=http://example.org/two/feed
+r=$(hub_req N1 --topic "$T" --gen change)
+expect_eq "nodes/first publish on node 1 creates the topic" "$(status_of "$r")" 202
+header_of "$r" X-Hub-Id >"$TMP/two.first"
+CHAN=$(header_of "$r" X-Hub-Channel)
+CHAN=${CHAN##*/channel/}
+check "nodes/channel name from X-Hub-Channel ('$CHAN')" test -n "$CHAN"
+sub N2 b0 "$CHAN" --count 5 --idle 5 --timeout 30
+sub N1 a1 "$CHAN" --count 5 --idle 5 --timeout 30
+check "nodes/a client on node 1 attached" \
+    ht wait-subs --http "${HUB_HTTP[N1]}" --name "$CHAN"
+check "nodes/a client on node 2 attached" \
+    ht wait-metric --http "${HUB_HTTP[N2]}" --get rshub_channels_active --min 1
+check "nodes/5 publishes on node 1" flood N1 "$T" 5 "$TMP/two.acks" --conns 1
+bg_wait b0 30
+bg_wait a1 30
+check "nodes/publishes on node 1 reach the client on node 2, in order" \
+    ht compare --sub "$TMP/b0.sub" --want "$TMP/two.acks"
+check "nodes/and the client on node 1" \
+    ht compare --sub "$TMP/a1.sub" --want "$TMP/two.acks"
+MID=$(ht ids "$TMP/a1.sub" | sed -n 2p)
+sed -n '3,$p' "$TMP/two.acks" >"$TMP/two.after2"
+sub N2 b1 "$CHAN" --since "$MID" --idle 1.5 --timeout 20
+bg_wait b1 25
+check "nodes/resume on node 2 with an id got from node 1" \
+    ht compare --sub "$TMP/b1.sub" --want "$TMP/two.after2"
+sub N2 b2 "$CHAN" --since 0 --idle 1.5 --timeout 20
+bg_wait b2 25
+check "nodes/since=0 on node 2: the whole backlog node 1 accepted" \
+    ht compare --sub "$TMP/b2.sub" --want "$TMP/two.first" --want "$TMP/two.acks"
+check "nodes/node 2 lists the topic node 1 created (GET /topics)" \
+    ht wait-subs --http "${HUB_HTTP[N2]}" --name "$CHAN" --n 0 --timeout 3
+check "nodes/node 2 serves capabilitylist-entries for it" \
+    ht caplist --http "${HUB_HTTP[N2]}" --name "$CHAN"
+T2=http://example.org/two/other
+r=$(hub_req N1 --topic "$T2" --gen change)
+expect_eq "nodes/a change notification fixes the kind of a new topic on node 1" \
+    "$(status_of "$r")" 202
+r=$(hub_req N2 --topic "$T2" --gen framework)
+expect_eq "nodes/node 2 refuses a framework notification to that change topic (400)" \
+    "$(status_of "$r")" 400
+# both nodes publishing at once: one order for everyone
+sub N1 c1 "$CHAN" --count 1000 --idle 10 --timeout 60
+sub N2 c2 "$CHAN" --count 1000 --idle 10 --timeout 60
+check "nodes/clients on both nodes attached" \
+    bash -c "'$PY' '$HUBTOOL' wait-subs --http ${HUB_HTTP[N1]} --name '$CHAN' --n 1 &&
+             '$PY' '$HUBTOOL' wait-metric --http ${HUB_HTTP[N2]} --get rshub_ws_connections --min 1"
+sleep 0.5
+bg_ht f1 flood --http "${HUB_HTTP[N1]}" --topic "$T" --count 500 --conns 2 \
+    --out "$TMP/two.f1" >/dev/null
+bg_ht f2 flood --http "${HUB_HTTP[N2]}" --topic "$T" --count 500 --conns 2 \
+    --start 1000 --out "$TMP/two.f2" >/dev/null
+bg_wait f1 60
+bg_wait f2 60
+bg_wait c1 60
+bg_wait c2 60
+check "nodes/concurrent publishes on both nodes: node 1's client sees all, one order" \
+    ht compare --sub "$TMP/c1.sub" --want "$TMP/two.f1" --want "$TMP/two.f2"
+check "nodes/node 2's client sees the same" \
+    ht compare --sub "$TMP/c2.sub" --want "$TMP/two.f1" --want "$TMP/two.f2"
+check "nodes/both clients saw the very same sequence" \
+    cmp -s <(ht ids "$TMP/c1.sub") <(ht ids "$TMP/c2.sub")
+for n in N1 N2; do
+    hub_stop "$n" TERM 10
+    expect_eq "nodes/$n exits 0 on SIGTERM" "$HUB_RC" 0
+    hub_asan_check "$n"
+done
+finish
