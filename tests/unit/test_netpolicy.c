@@ -1,0 +1,102 @@
+/* test_netpolicy.c - the allow/deny lists for connections made for a
+ * subscriber (hub/netpolicy.c). */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "netpolicy.h"
+
+/* netpolicy/default_denies_internal: loopback, private, link-local (cloud
+ * metadata) and the IPv6 equivalents are refused by default; public
+ * addresses are permitted. */
+static void
+test_default_denies_internal(void **state)
+{
+    (void)state;
+    struct netpolicy *np = netpolicy_new();
+    const char *denied[] = { "127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255",
+                             "192.168.1.1", "169.254.169.254", "100.64.0.1",
+                             "0.0.0.0", "224.0.0.1", "::1", "fe80::1", "fd00::1",
+                             "::ffff:127.0.0.1", "::ffff:10.0.0.1" };
+    const char *permitted[] = { "93.184.216.34", "172.32.0.1", "8.8.8.8",
+                                "2001:db8::1", "2606:4700::1111" };
+    for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+        if (netpolicy_permits_str(np, denied[i]))
+            fail_msg("%s permitted", denied[i]);
+    for (size_t i = 0; i < sizeof(permitted) / sizeof(permitted[0]); i++)
+        if (!netpolicy_permits_str(np, permitted[i]))
+            fail_msg("%s denied", permitted[i]);
+    netpolicy_free(np);
+    netpolicy_free(NULL);
+}
+
+/* netpolicy/allow_wins: an allowed range wins over the deny list, only
+ * for the addresses it covers (prefix boundaries are exact). */
+static void
+test_allow_wins(void **state)
+{
+    (void)state;
+    struct netpolicy *np = netpolicy_new();
+    assert_int_equal(netpolicy_allow(np, "127.0.0.0/8"), 0);
+    assert_int_equal(netpolicy_allow(np, "10.1.0.0/23"), 0);
+    assert_true(netpolicy_permits_str(np, "127.0.0.1"));
+    assert_true(netpolicy_permits_str(np, "::ffff:127.9.9.9"));
+    assert_true(netpolicy_permits_str(np, "10.1.1.255"));
+    assert_false(netpolicy_permits_str(np, "10.1.2.0"));
+    assert_false(netpolicy_permits_str(np, "::1"));
+    netpolicy_free(np);
+}
+
+/* netpolicy/deny_added_and_cleared: operators add ranges or drop the
+ * defaults; sockaddr and string forms agree. */
+static void
+test_deny_added_and_cleared(void **state)
+{
+    (void)state;
+    struct netpolicy *np = netpolicy_new();
+    assert_int_equal(netpolicy_deny(np, "93.184.216.0/24"), 0);
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    inet_pton(AF_INET, "93.184.216.34", &sin.sin_addr);
+    assert_false(netpolicy_permits(np, (struct sockaddr *)&sin));
+    netpolicy_clear_denied(np);
+    assert_true(netpolicy_permits(np, (struct sockaddr *)&sin));
+    assert_true(netpolicy_permits_str(np, "127.0.0.1"));
+    struct sockaddr sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_family = AF_UNIX;
+    assert_false(netpolicy_permits(np, &sa));
+    netpolicy_free(np);
+}
+
+/* netpolicy/bad_cidrs: malformed ranges are refused, not half-applied. */
+static void
+test_bad_cidrs(void **state)
+{
+    (void)state;
+    struct netpolicy *np = netpolicy_new();
+    const char *bad[] = { "", "1.2.3", "1.2.3.4/33", "::1/129", "1.2.3.4/",
+                          "1.2.3.4/-1", "host.example", "1.2.3.4/8x" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(netpolicy_allow(np, bad[i]), RS_EINVAL);
+        assert_int_equal(netpolicy_deny(np, bad[i]), RS_EINVAL);
+    }
+    assert_false(netpolicy_permits_str(np, "not an address"));
+    assert_false(netpolicy_permits_str(np, "1.2.3.4/32"));
+    netpolicy_free(np);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_denies_internal),
+        cmocka_unit_test(test_allow_wins),
+        cmocka_unit_test(test_deny_added_and_cleared),
+        cmocka_unit_test(test_bad_cidrs),
+    };
+    return cmocka_run_group_tests_name("netpolicy", tests, NULL, NULL);
+}
