@@ -371,6 +371,28 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
             c->last_time = t;
         }
     }
+    /* A manifest path is where the bitstream sits in the ZIP, "relative to
+     * the root of the package" with a leading slash (core 11.2, 13.2). A
+     * ".." segment climbs out of the package: what a ZIP-slip attack on a
+     * Destination that unpacks dumps looks like. */
+    if (!is_index && e->has_md && md->path != NULL &&
+        (c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
+         c->cap == RS_CAP_CHANGEDUMP_MANIFEST)) {
+        const char *p = md->path;
+        for (const char *seg = p; seg != NULL; seg = strchr(seg, '/')) {
+            if (*seg == '/')
+                seg++;
+            if (seg[0] == '.' && seg[1] == '.' && (seg[2] == '/' || seg[2] == '\0'))
+                return check_fail(c, RS_EINVALID,
+                                  "manifest entry %s: path \"%.100s\" climbs "
+                                  "out of the package with \"..\"", e->loc, p);
+        }
+        if (p[0] != '/' &&
+            (rc = check_warn(c, "manifest entry %s: path \"%.100s\" should "
+                             "start with \"/\" (the package root)", e->loc,
+                             p)) != 0)
+            return rc;
+    }
     /* A deleted resource has no bitstream in a Change Dump, so no path. */
     if (!is_index && (c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
                       (c->cap == RS_CAP_CHANGEDUMP_MANIFEST &&
