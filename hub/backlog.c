@@ -4,7 +4,6 @@
  * connection and called by SHA, so that the trim mark is exact and a page
  * and its mark are read atomically (docs/protocol.md 7).
  */
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +12,22 @@
 #include "backlog.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "script.h"
 
 #define BACKLOG_SLACK "64"   /* trim in batches: entries over the bound */
 
-enum script {
+enum backlog_script {
     SC_APPEND,
     SC_PAGE,
     SC_INFO,
     SC_TRIM_AGE,
+    SC_TOPIC_CLAIM,
     SC_COUNT,
 };
 
-/* KEYS[1] stream, KEYS[2] trim mark. */
-static const char *const script_src[SC_COUNT] = {
-    [SC_APPEND] =
+/* KEYS[1] stream, KEYS[2] trim mark. Hashed once in backlog_new. */
+static struct script scripts[SC_COUNT] = {
+    [SC_APPEND].src =
         "local id = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'c', ARGV[2])\n"
         "local max = tonumber(ARGV[3])\n"
         "if max > 0 then\n"
@@ -38,11 +39,11 @@ static const char *const script_src[SC_COUNT] = {
         "  end\n"
         "end\n"
         "return id\n",
-    [SC_PAGE] =
+    [SC_PAGE].src =
         "local r = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])\n"
         "local t = redis.call('GET', KEYS[2]) or '0-0'\n"
         "return {t, r}\n",
-    [SC_INFO] =
+    [SC_INFO].src =
         "local t = redis.call('GET', KEYS[2]) or '0-0'\n"
         "local ok, info = pcall(redis.call, 'XINFO', 'STREAM', KEYS[1])\n"
         "if not ok then return {0, '', '', '0-0', t} end\n"
@@ -55,13 +56,20 @@ static const char *const script_src[SC_COUNT] = {
         "  elseif k == 'last-entry' and v then last = v[1] end\n"
         "end\n"
         "return {len, first, last, gen, t}\n",
-    [SC_TRIM_AGE] =
+    [SC_TRIM_AGE].src =
         "local before = redis.call('XREVRANGE', KEYS[1], '(' .. ARGV[1], '-', 'COUNT', 1)\n"
         "if #before > 0 then\n"
         "  redis.call('XTRIM', KEYS[1], 'MINID', ARGV[1])\n"
         "  redis.call('SET', KEYS[2], before[1][1])\n"
         "end\n"
         "return #before\n",
+    /* KEYS[1] topic registry; the first node to publish on a topic fixes
+     * its record, every other node reads it back. */
+    [SC_TOPIC_CLAIM].src =
+        "local v = redis.call('HGET', KEYS[1], ARGV[1])\n"
+        "if v then return v end\n"
+        "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])\n"
+        "return ARGV[2]\n",
 };
 
 struct backlog {
@@ -69,7 +77,6 @@ struct backlog {
     char *prefix;
     struct rs_redis *cmd;
     struct rs_redis *tail;
-    char sha[SC_COUNT][41];
     long long tail_client_id;     /* for CLIENT UNBLOCK; 0 = unknown */
     bool tail_blocked;
 };
@@ -192,45 +199,14 @@ reply_log_error(const char *what, const redisReply *r)
 
 /* ----------------------------------------------------------- script calls */
 
-static void
-on_script_loaded(void *ud, int rc, const redisReply *r)
-{
-    (void)ud;
-    if (rc == 0 && r->type == REDIS_REPLY_ERROR)
-        reply_log_error("SCRIPT LOAD", r);
-}
-
-/* On every (re)connection: load the scripts before anything else is sent,
- * so EVALSHA never meets an empty script cache on this connection. */
-static void
-backlog_load_scripts(struct backlog *b)
-{
-    for (int i = 0; i < SC_COUNT; i++) {
-        const char *argv[3] = { "SCRIPT", "LOAD", script_src[i] };
-        if (rs_redis_cmd(b->cmd, 0, on_script_loaded, b, 3, argv, NULL) != 0)
-            rs_log(RS_LOG_WARN, "cannot queue SCRIPT LOAD");
-    }
-}
-
 static int
-backlog_eval(struct backlog *b, enum script sc, const char *k1, const char *k2,
+backlog_eval(struct backlog *b, enum backlog_script sc, const char *k1, const char *k2,
              int nargs, const char **args, const size_t *arglens,
              rs_redis_reply_cb cb, void *ud)
 {
-    const char *argv[12];
-    size_t lens[12];
-    argv[0] = "EVALSHA";
-    argv[1] = b->sha[sc];
-    argv[2] = "2";
-    argv[3] = k1;
-    argv[4] = k2;
-    for (int i = 0; i < 5; i++)
-        lens[i] = strlen(argv[i]);
-    for (int i = 0; i < nargs; i++) {
-        argv[5 + i] = args[i];
-        lens[5 + i] = arglens != NULL ? arglens[i] : strlen(args[i]);
-    }
-    return rs_redis_cmd(b->cmd, 0, cb, ud, 5 + nargs, argv, lens);
+    const char *keys[2] = { k1, k2 };
+    return script_call(b->cmd, &scripts[sc], 2, keys, nargs, args, arglens,
+                       cb, ud);
 }
 
 /* -------------------------------------------------------------- lifecycle */
@@ -240,7 +216,7 @@ on_cmd_state(void *ud, enum rs_redis_state st, const char *errstr)
 {
     struct backlog *b = ud;
     if (st == RS_REDIS_READY)
-        backlog_load_scripts(b);
+        script_load_all(b->cmd, scripts, SC_COUNT);
     if (b->o.on_state != NULL)
         b->o.on_state(b->o.ud, "command", st, errstr);
 }
@@ -280,12 +256,7 @@ backlog_new(struct event_base *base, const struct backlog_opts *o,
     b->prefix = rs_strdup(o->prefix != NULL ? o->prefix : "rshub:");
     if (b->prefix == NULL)
         goto fail;
-    for (int i = 0; i < SC_COUNT; i++) {
-        unsigned char md[SHA_DIGEST_LENGTH];
-        SHA1((const unsigned char *)script_src[i], strlen(script_src[i]), md);
-        for (int j = 0; j < SHA_DIGEST_LENGTH; j++)
-            snprintf(&b->sha[i][j * 2], 3, "%02x", md[j]);
-    }
+    script_init(scripts, SC_COUNT);   /* same values every time */
     struct rs_redis_opts ro = {
         .url = o->redis_url,
         .client_name = "rshub",
@@ -335,6 +306,18 @@ void
 backlog_stats(const struct backlog *b, struct rs_redis_stats *out)
 {
     rs_redis_stats(b->cmd, out);
+}
+
+struct rs_redis *
+backlog_redis(struct backlog *b)
+{
+    return b->cmd;
+}
+
+const char *
+backlog_prefix(const struct backlog *b)
+{
+    return b->prefix;
 }
 
 /* ----------------------------------------------------------------- append */
@@ -660,17 +643,32 @@ out:
 
 /* ----------------------------------------------------------------- topics */
 
+static void
+on_claim(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_value_cb cb = (backlog_value_cb)q->cb;
+    if (rc == 0 && r->type != REDIS_REPLY_STRING) {
+        reply_log_error("topic claim", r);
+        rc = RS_EPROTO;
+    }
+    cb(q->ud, rc, rc == 0 ? r->str : NULL, rc == 0 ? (size_t)r->len : 0);
+    rs_free(q);
+}
+
 int
-backlog_topic_put(struct backlog *b, const char *name, const char *value,
-                  backlog_done_cb cb, void *ud)
+backlog_topic_claim(struct backlog *b, const char *name, const char *value,
+                    backlog_value_cb cb, void *ud)
 {
     char key[256];
     snprintf(key, sizeof(key), "%stopics", b->prefix);
     struct req *q = req_new(b, (void *)cb, ud);
     if (q == NULL)
         return RS_ENOMEM;
-    const char *argv[4] = { "HSETNX", key, name, value };
-    int rc = rs_redis_cmd(b->cmd, 0, on_done, q, 4, argv, NULL);
+    const char *keys[1] = { key };
+    const char *args[2] = { name, value };
+    int rc = script_call(b->cmd, &scripts[SC_TOPIC_CLAIM], 1, keys, 2, args,
+                         NULL, on_claim, q);
     if (rc != 0)
         rs_free(q);
     return rc;

@@ -73,6 +73,11 @@ bool backlog_ready(const struct backlog *b);      /* command link READY */
 bool backlog_tail_ready(const struct backlog *b); /* tail link READY */
 void backlog_stats(const struct backlog *b, struct rs_redis_stats *out);
 
+/* The command link and key prefix, for other stores of the hub's Redis
+ * layout (subs.c). */
+struct rs_redis *backlog_redis(struct backlog *b);
+const char *backlog_prefix(const struct backlog *b);
+
 /* Is name a valid channel name? */
 bool backlog_name_ok(const char *name);
 
@@ -110,9 +115,12 @@ void backlog_tail_interrupt(struct backlog *b);
 int backlog_marks(struct backlog *b, const char *const *chans, size_t n,
                   backlog_marks_cb cb, void *ud) RS_MUST_CHECK;
 
-/* Topic registry: HSETNX name value; HGETALL. */
-int backlog_topic_put(struct backlog *b, const char *name, const char *value,
-                      backlog_done_cb cb, void *ud) RS_MUST_CHECK;
+/* Topic registry. claim: store value for name unless a record exists;
+ * the callback gets the record that holds (ours or the first node's). */
+typedef void (*backlog_value_cb)(void *ud, int rc, const char *value,
+                                 size_t len);
+int backlog_topic_claim(struct backlog *b, const char *name, const char *value,
+                        backlog_value_cb cb, void *ud) RS_MUST_CHECK;
 int backlog_topics(struct backlog *b, backlog_topics_cb cb, void *ud) RS_MUST_CHECK;
 
 #endif

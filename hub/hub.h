@@ -101,6 +101,10 @@ void ingest_handle(struct hub *h, struct evhttp_request *req);
  * false when the path is not a status path. */
 bool status_handle(struct hub *h, struct evhttp_request *req, const char *path);
 
+/* Open mode: learn the topics other nodes created from the registry in
+ * Redis, then call done (if given) whatever happened. */
+void hub_reload_topics(struct hub *h, void (*done)(void *ud), void *ud);
+
 /* Register the hub's metrics in h->metrics (at start-up); free them. */
 int status_metrics_init(struct hub *h) RS_MUST_CHECK;
 void status_metrics_free(struct hub *h);

@@ -25,6 +25,11 @@ struct publish {
     struct evhttp_request *req;
     struct evhttp_connection *evcon;
     struct topic *topic;
+    enum topic_kind kind;      /* of this notification */
+    const char *cap_name;      /* its capability, for messages */
+    const char *body;          /* in the request's buffer: valid while !gone */
+    size_t len;
+    char ctype[128];
     bool gone;                 /* the publisher disconnected meanwhile */
     struct timespec start;
 };
@@ -150,25 +155,72 @@ reject(struct hub *h, struct evhttp_request *req, enum hub_reject why,
     hub_reply_text(req, status, reason, "error: %s", msg);
 }
 
-/* A JSON string for the topic registry: {"topic":URI,"kind":K}. */
-static char *
-topic_json(const struct topic *t)
+/* End a publish that will not be stored (the publisher may be gone). */
+static void
+publish_fail(struct publish *p, int status, const char *reason,
+             enum hub_reject why, const char *msg)
 {
-    size_t n = strlen(t->uri) * 6 + 64;
-    char *s = rs_malloc(n);
-    if (s == NULL)
-        return NULL;
-    size_t k = (size_t)snprintf(s, n, "{\"topic\":\"");
-    for (const char *c = t->uri; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            k += (size_t)snprintf(s + k, n - k, "\\%c", *c);
-        else if ((unsigned char)*c < 0x20)
-            k += (size_t)snprintf(s + k, n - k, "\\u%04x", *c);
-        else
-            s[k++] = *c;
+    p->h->rejected[why]++;
+    if (!p->gone) {
+        evhttp_connection_set_closecb(p->evcon, NULL, NULL);
+        if (status == 503)
+            evhttp_add_header(evhttp_request_get_output_headers(p->req),
+                              "Retry-After", "1");
+        hub_reply_text(p->req, status, reason, "error: %s", msg);
     }
-    snprintf(s + k, n - k, "\",\"kind\":\"%s\"}", topic_kind_name(t->kind));
-    return s;
+    publish_free(p);
+}
+
+/* The kind is known and the publisher authorized: check, then store. */
+static void
+publish_append(struct publish *p)
+{
+    struct hub *h = p->h;
+    struct topic *t = p->topic;
+    char msg[300];
+    if (p->gone) {
+        publish_free(p);
+        return;
+    }
+    if (t->kind != TOPIC_ANY && t->kind != p->kind) {
+        snprintf(msg, sizeof(msg), "topic %s takes %s notifications, not %s",
+                 t->name, topic_kind_name(t->kind), p->cap_name);
+        publish_fail(p, 400, "Bad Request", REJ_WRONG_KIND, msg);
+        return;
+    }
+    if (!backlog_ready(h->backlog)) {
+        publish_fail(p, 503, "Service Unavailable", REJ_UNAVAILABLE,
+                     "not stored: the backlog (Redis) is unavailable");
+        return;
+    }
+    int rc = backlog_append(h->backlog, t->name, p->body, p->len, p->ctype,
+                            t->max_entries, on_appended, p);
+    if (rc != 0)
+        publish_fail(p, 503, "Service Unavailable", REJ_UNAVAILABLE,
+                     rc == RS_ETOOBIG ? "not stored: too many publishes in flight"
+                                      : "not stored: the backlog (Redis) is unavailable");
+}
+
+static void
+on_claimed(void *ud, int rc, const char *rec, size_t len)
+{
+    struct publish *p = ud;
+    char *uri = NULL;
+    enum topic_kind kind;
+    if (rc == RS_ECANCELED || p->gone) {
+        publish_free(p);
+        return;
+    }
+    if (rc != 0 || topic_record_parse(rec, len, &uri, &kind) != 0) {
+        publish_fail(p, 503, "Service Unavailable", REJ_UNAVAILABLE,
+                     "not stored: the topic registry (Redis) failed");
+        rs_free(uri);
+        return;
+    }
+    rs_free(uri);
+    p->topic->kind = kind;
+    p->topic->registered = true;
+    publish_append(p);
 }
 
 /* ---------------------------------------------------------------- handler */
@@ -281,32 +333,6 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
             return;
         }
     }
-    enum topic_kind kind = topic_kind_of(hs.cap);
-    if (t->kind == TOPIC_ANY) {
-        t->kind = kind;
-        created = true;   /* register the fixed kind */
-    } else if (t->kind != kind) {
-        snprintf(msg, sizeof(msg), "topic %s takes %s notifications, not %s",
-                 t->name, topic_kind_name(t->kind),
-                 hs.alpha ? "change-notification" : rs_capability_name(hs.cap));
-        reject(h, req, REJ_WRONG_KIND, 400, "Bad Request", msg);
-        return;
-    }
-    if (!backlog_ready(h->backlog)) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-        reject(h, req, REJ_UNAVAILABLE, 503, "Service Unavailable",
-               "not stored: the backlog (Redis) is unavailable");
-        return;
-    }
-    if (created && !t->configured) {
-        /* Same link as the append, so it is stored before it. */
-        char *json = topic_json(t);
-        if (json == NULL ||
-            backlog_topic_put(h->backlog, t->name, json, NULL, NULL) != 0)
-            rs_log(RS_LOG_WARN, "cannot register topic %s", t->name);
-        rs_free(json);
-    }
-
     struct publish *pub = rs_calloc(1, sizeof(*pub));
     if (pub == NULL) {
         reject(h, req, REJ_UNAVAILABLE, 503, "Service Unavailable", "out of memory");
@@ -316,19 +342,28 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     pub->req = req;
     pub->evcon = evhttp_request_get_connection(req);
     pub->topic = t;
+    pub->kind = topic_kind_of(hs.cap);
+    pub->cap_name = hs.alpha ? "change-notification" : rs_capability_name(hs.cap);
+    pub->body = body != NULL ? body : "";
+    pub->len = len;
     pub->start = start;
-    char ctype[128];
-    snprintf(ctype, sizeof(ctype), "%.*s", (int)(ctlen < 120 ? ctlen : 120), ct);
-    rc = backlog_append(h->backlog, t->name, body != NULL ? body : "", len,
-                        ctype, (uint64_t)(t->max_entries), on_appended, pub);
-    if (rc != 0) {
-        rs_free(pub);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-        reject(h, req, REJ_UNAVAILABLE, 503, "Service Unavailable",
-               rc == RS_ETOOBIG ? "not stored: too many publishes in flight"
-                                : "not stored: the backlog (Redis) is unavailable");
-        return;
-    }
+    snprintf(pub->ctype, sizeof(pub->ctype), "%.*s",
+             (int)(ctlen < 120 ? ctlen : 120), ct);
     h->inflight++;
     evhttp_connection_set_closecb(pub->evcon, on_publisher_gone, pub);
+
+    if (t->configured || t->registered) {
+        publish_append(pub);
+        return;
+    }
+    /* Open mode, first publish on this node: the registry in Redis says
+     * what the topic is (the first node to publish fixed its kind). */
+    if (t->kind == TOPIC_ANY)
+        t->kind = pub->kind;
+    char *rec = topic_record(t);
+    if (rec == NULL ||
+        backlog_topic_claim(h->backlog, t->name, rec, on_claimed, pub) != 0)
+        publish_fail(pub, 503, "Service Unavailable", REJ_UNAVAILABLE,
+                     "not stored: the backlog (Redis) is unavailable");
+    rs_free(rec);
 }

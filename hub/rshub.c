@@ -243,35 +243,6 @@ on_janitor(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Topics other nodes created in open mode (and our own after a restart). */
-static void
-on_topics_loaded(void *ud, int rc, const char *const *names,
-                 const char *const *values, size_t n)
-{
-    struct hub *h = ud;
-    if (rc != 0)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        /* values are {"topic":"URI","kind":"K"} as ingest.c writes them */
-        const char *u = strstr(values[i], "\"topic\":\"");
-        const char *k = strstr(values[i], "\"kind\":\"");
-        if (u == NULL || k == NULL)
-            continue;
-        u += 9;
-        const char *ue = strchr(u, '"');
-        if (ue == NULL || strchr(u, '\\') != NULL)
-            continue;
-        char uri[2048], kind[16];
-        snprintf(uri, sizeof(uri), "%.*s", (int)(ue - u), u);
-        snprintf(kind, sizeof(kind), "%.*s", (int)strcspn(k + 8, "\""), k + 8);
-        enum topic_kind tk;
-        if (topic_kind_from(kind, &tk) == 0 &&
-            topics_by_name(h->topics, names[i]) == NULL &&
-            topics_remember(h->topics, names[i], uri, tk) != 0)
-            rs_log(RS_LOG_WARN, "ignoring registered topic %s", names[i]);
-    }
-}
-
 static void
 on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
                  const char *errstr)
@@ -281,9 +252,8 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
         rs_log_kv(RS_LOG_INFO, "redis link ready", "link", which, NULL);
         if (h->fanout != NULL)
             fanout_kick(h->fanout);
-        if (strcmp(which, "command") == 0 && topics_open(h->topics) &&
-            backlog_topics(h->backlog, on_topics_loaded, h) != 0)
-            rs_log(RS_LOG_WARN, "cannot load the topic registry");
+        if (strcmp(which, "command") == 0 && topics_open(h->topics))
+            hub_reload_topics(h, NULL, NULL);
     } else if (st == RS_REDIS_DOWN) {
         rs_log_kv(RS_LOG_WARN, "redis link down", "link", which, "error",
                   errstr != NULL ? errstr : "", NULL);

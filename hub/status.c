@@ -298,6 +298,46 @@ serve_metrics(struct hub *h, struct evhttp_request *req)
 
 /* --------------------------------------------------------------- topics */
 
+struct reload {
+    struct hub *h;
+    void (*done)(void *ud);
+    void *ud;
+};
+
+static void
+on_topics_loaded(void *ud, int rc, const char *const *names,
+                 const char *const *values, size_t n)
+{
+    struct reload *r = ud;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char *uri = NULL;
+        enum topic_kind kind;
+        if (topic_record_parse(values[i], strlen(values[i]), &uri, &kind) != 0 ||
+            topics_remember(r->h->topics, names[i], uri, kind) != 0)
+            rs_log(RS_LOG_WARN, "ignoring registered topic %s", names[i]);
+        rs_free(uri);
+    }
+    if (r->done != NULL && rc != RS_ECANCELED)
+        r->done(r->ud);
+    rs_free(r);
+}
+
+void
+hub_reload_topics(struct hub *h, void (*done)(void *ud), void *ud)
+{
+    struct reload *r = rs_malloc(sizeof(*r));
+    if (r != NULL) {
+        r->h = h;
+        r->done = done;
+        r->ud = ud;
+        if (backlog_topics(h->backlog, on_topics_loaded, r) == 0)
+            return;
+        rs_free(r);
+    }
+    if (done != NULL)
+        done(ud);
+}
+
 /* GET /topics: one backlog_info per topic, answered when all are back. */
 struct topics_req {
     struct hub *h;
@@ -362,8 +402,67 @@ on_topic_info(void *ud, int rc, const struct backlog_info *info)
         topics_req_finish(tr);
 }
 
+static void serve_topics_now(struct hub *h, struct evhttp_request *req);
+
+/* A request waiting for the registry reload; its connection may go. */
+struct pending_get {
+    struct hub *h;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    bool gone;
+    void (*serve)(struct hub *h, struct evhttp_request *req, const char *arg);
+    char arg[BACKLOG_NAME_MAX + 1];
+};
+
 static void
-serve_topics(struct hub *h, struct evhttp_request *req)
+on_pending_gone(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    ((struct pending_get *)arg)->gone = true;
+}
+
+static void
+on_reloaded(void *ud)
+{
+    struct pending_get *pg = ud;
+    if (!pg->gone) {
+        evhttp_connection_set_closecb(pg->evcon, NULL, NULL);
+        pg->serve(pg->h, pg->req, pg->arg);
+    }
+    rs_free(pg);
+}
+
+/* In open mode other nodes create topics: reload the registry, then serve. */
+static void
+serve_fresh(struct hub *h, struct evhttp_request *req,
+            void (*serve)(struct hub *, struct evhttp_request *, const char *),
+            const char *arg)
+{
+    struct pending_get *pg = NULL;
+    if (topics_open(h->topics) && backlog_ready(h->backlog))
+        pg = rs_calloc(1, sizeof(*pg));
+    if (pg == NULL) {
+        serve(h, req, arg);
+        return;
+    }
+    pg->h = h;
+    pg->req = req;
+    pg->evcon = evhttp_request_get_connection(req);
+    pg->serve = serve;
+    snprintf(pg->arg, sizeof(pg->arg), "%s", arg);
+    evhttp_connection_set_closecb(pg->evcon, on_pending_gone, pg);
+    hub_reload_topics(h, on_reloaded, pg);
+}
+
+static void
+serve_topics(struct hub *h, struct evhttp_request *req, const char *unused)
+{
+    (void)unused;
+    serve_topics_now(h, req);
+}
+
+static void
+serve_topics_now(struct hub *h, struct evhttp_request *req)
 {
     struct topics_req *tr = rs_calloc(1, sizeof(*tr));
     if (tr == NULL || (tr->arr = json_array()) == NULL) {
@@ -472,7 +571,7 @@ status_handle(struct hub *h, struct evhttp_request *req, const char *path)
     } else if (strcmp(path, "/metrics") == 0) {
         serve_metrics(h, req);
     } else if (strcmp(path, "/topics") == 0) {
-        serve_topics(h, req);
+        serve_fresh(h, req, serve_topics, "");
     } else if (strncmp(path, tp, sizeof(tp) - 1) == 0) {
         const char *name = path + sizeof(tp) - 1;
         const char *end = strstr(name, suffix);
@@ -484,7 +583,10 @@ status_handle(struct hub *h, struct evhttp_request *req, const char *path)
         }
         memcpy(buf, name, n);
         buf[n] = '\0';
-        serve_caplist_entries(h, req, buf);
+        if (topics_by_name(h->topics, buf) != NULL)
+            serve_caplist_entries(h, req, buf);
+        else
+            serve_fresh(h, req, serve_caplist_entries, buf);
     } else {
         return false;
     }

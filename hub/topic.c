@@ -5,12 +5,15 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "backlog.h"
 #include "rs_alloc.h"
 #include "topic.h"
+
+#include <jansson.h>
 
 struct topics {
     bool open;
@@ -219,13 +222,19 @@ topics_remember(struct topics *ts, const char *name, const char *uri,
 {
     struct topic *t = topics_by_name(ts, name);
     if (t != NULL) {
-        if (t->kind == TOPIC_ANY)
+        if (!t->configured) {
             t->kind = kind;
+            t->registered = true;
+        }
         return 0;
     }
     if (!backlog_name_ok(name) || topics_by_uri(ts, uri) != NULL)
         return RS_EINVAL;
-    return topics_push(ts, name, uri, kind) != NULL ? 0 : RS_ENOMEM;
+    t = topics_push(ts, name, uri, kind);
+    if (t == NULL)
+        return RS_ENOMEM;
+    t->registered = true;
+    return 0;
 }
 
 enum topic_kind
@@ -285,4 +294,38 @@ topic_token_ok(const struct topic *t, const char *token)
             ok = 1;
     }
     return ok;
+}
+
+char *
+topic_record(const struct topic *t)
+{
+    json_t *o = json_pack("{s:s, s:s}", "topic", t->uri, "kind",
+                          topic_kind_name(t->kind));
+    if (o == NULL)
+        return NULL;
+    char *js = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (js == NULL)
+        return NULL;
+    char *out = rs_strdup(js);   /* callers free with rs_free */
+    free(js);
+    return out;
+}
+
+int
+topic_record_parse(const char *json, size_t len, char **uri,
+                   enum topic_kind *kind)
+{
+    json_error_t err;
+    const char *u = NULL, *k = NULL;
+    json_t *o = json_loadb(json, len, 0, &err);
+    int rc = RS_EINVAL;
+    *uri = NULL;
+    if (o != NULL && json_unpack(o, "{s:s, s:s}", "topic", &u, "kind", &k) == 0 &&
+        topic_kind_from(k, kind) == 0) {
+        *uri = rs_strdup(u);
+        rc = *uri != NULL ? 0 : RS_ENOMEM;
+    }
+    json_decref(o);
+    return rc;
 }

@@ -30,6 +30,7 @@ struct topic {
     uint64_t max_entries;       /* 0 = unbounded */
     uint64_t max_age_ms;        /* 0 = unbounded */
     bool configured;
+    bool registered;            /* open mode: its record is known from Redis */
 };
 
 struct topics;
@@ -61,7 +62,8 @@ struct topic *topics_at(const struct topics *ts, size_t i);
  */
 struct topic *topics_learn(struct topics *ts, const char *uri, bool *created);
 
-/* Record a topic known from Redis (another node's open-mode topic). */
+/* Record a topic known from Redis (another node's open-mode topic), or
+ * mark a local one registered with the kind Redis holds. */
 int topics_remember(struct topics *ts, const char *name, const char *uri,
                     enum topic_kind kind) RS_MUST_CHECK;
 
@@ -77,5 +79,11 @@ bool topic_needs_token(const struct topic *t);
 
 /* Derive the open-mode name of uri into buf (at least 100 bytes). */
 int topics_derive_name(const char *uri, char *buf, size_t bufsz) RS_MUST_CHECK;
+
+/* The registry record of a topic, {"topic":URI,"kind":K} (rs_free it). */
+char *topic_record(const struct topic *t);
+/* Parse one; 0 or RS_EINVAL. *uri is rs_malloc'ed. */
+int topic_record_parse(const char *json, size_t len, char **uri,
+                       enum topic_kind *kind) RS_MUST_CHECK;
 
 #endif
