@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# test_websub_delivery.sh - rshub's WebSub content distribution when
+# subscribers misbehave (docs/protocol.md 5 "Content distribution"), on
+# loopback with a real redis-server and programmable callback servers:
+# 500 three times then 200 gets everything in order after backed-off
+# retries; 410 removes the subscription; a lease expires on time; a
+# stalling, a failing and a slow subscriber do not delay a healthy one;
+# after --retry-window a failing subscription is marked failing, and with
+# --drop-failing removed; /metrics counts verifications, deliveries,
+# retries and failures.
+# Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+. "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/websub.sh"
+
+U=http://example.com/dataset1
+
+redis_start || { bad "redis-server starts"; finish; }
+websub_skip_if_unimplemented
+
+cb_start C --route /cb/r:post=fail:3 --route /cb/g:post=gone \
+    --route /cb/st:post=stall:30 --route /cb/f:post=status:500 \
+    --route /cb/slow:post=slow:0.5 --route /cb/d:post=status:503 ||
+    { bad "callback server starts"; finish; }
+
+cat >"$TMP/a.conf" <<EOF
+[topic retry]
+uri = $U/retry
+
+[topic gone]
+uri = $U/gone
+
+[topic lease]
+uri = $U/lease
+
+[topic iso]
+uri = $U/iso
+EOF
+cat >"$TMP/b.conf" <<EOF
+[topic drop]
+uri = $U/drop
+EOF
+# A: failing after 5 s of failures, kept; B (its own key prefix on the
+# same Redis): after 3 s, dropped.
+hub_start A --config "$TMP/a.conf" "${WS_HUB_ARGS[@]}" --retry-window 5s ||
+    { bad "rshub A starts with the WebSub options"; finish; }
+hub_start B --config "$TMP/b.conf" "${WS_HUB_ARGS[@]}" --retry-window 3s \
+    --drop-failing --redis-prefix rshubB: ||
+    { bad "rshub B starts with --drop-failing"; finish; }
+HA=${HUB_HTTP[A]}
+HUB=http://127.0.0.1:$HA/hub
+
+pub() {   # pub HUB OUT TOPIC [publish args]: 'ID FILE TIME' lines to OUT
+    local hub=$1 out=$2 topic=$3
+    shift 3
+    cbs publish --http "${HUB_HTTP[$hub]}" --topic "$topic" --out "$out" \
+        --dir "$TMP/docs" "$@"
+}
+# attempts_all_of NAME PATH ID MIN: at least MIN POSTs on PATH, each with
+# X-Hub-Id ID (the head of the queue is retried, never skipped)
+attempts_all_of() {
+    local name=$1 path=$2 id=$3 min=$4 ids
+    cbq wait C --path "$path" --method POST --n "$min" --timeout 15 >/dev/null
+    ids=$(cbq ids C --path "$path" --method POST | cut -d' ' -f1 | sort -u)
+    local n
+    n=$(cbq count C --path "$path" --method POST)
+    if [ "$n" -ge "$min" ] && [ "$ids" = "$id" ]; then
+        ok "$name ($n attempts)"
+    else
+        bad "$name: $n attempts, ids '${ids//$'\n'/ }', want >= $min attempts all of $id"
+    fi
+}
+
+# ------------------------------------------------------------- subscribe
+note "subscriptions"
+# the lease runs from the verification: publish right after it
+r=$(ws_sub A "$U/lease" "$(cb_url C /cb/l)" hub.lease_seconds=2)
+expect_eq "lease/subscribe with hub.lease_seconds=2: 202" "$(status_of "$r")" 202
+check "lease/verified" \
+    cbq wait C --path /cb/l --method GET --answered 200 --timeout 10
+LEASE_T=$(date +%s.%N)
+sleep 0.2
+check "lease/1 published while the lease runs" pub A "$TMP/lease.pairs" "$U/lease" --start 100
+check "lease/verification GET carries hub.lease_seconds=2" \
+    cbq last-get C --path /cb/l --has-arg hub.lease_seconds=2
+ws_subscribe_ok "retry/subscribe (500 three times, then 204)" A "$U/retry" retry C /cb/r
+ws_subscribe_ok "gone/subscribe (410)" A "$U/gone" gone C /cb/g
+for p in h st f slow; do
+    ws_subscribe_ok "isolation/subscribe /cb/$p" A "$U/iso" iso C /cb/$p
+done
+ws_subscribe_ok "drop/subscribe on the --drop-failing hub (503)" B "$U/drop" drop C /cb/d
+
+# ------------------------------------------------------------ publishing
+note "publishing"
+check "retry/5 published" pub A "$TMP/retry.pairs" "$U/retry" --start 200 --count 5
+check "gone/1 published" pub A "$TMP/gone.pairs" "$U/gone" --start 300
+check "drop/1 published" pub B "$TMP/drop.pairs" "$U/drop" --start 400
+check "isolation/10 published, 0.3 s apart" \
+    pub A "$TMP/iso.pairs" "$U/iso" --start 500 --count 10 --interval 0.3
+
+# -------------------------------------------------------------- isolation
+note "a stalling, a failing and a slow subscriber beside a healthy one"
+cbq wait C --path /cb/h --method POST --n 10 --timeout 10 >/dev/null
+check "isolation/healthy: every notification within 1.5 s of its 202" \
+    cbq latency C --path /cb/h --pairs "$TMP/iso.pairs" --max 1.5
+check "isolation/healthy: each once, in order, byte-identical, headers" \
+    cbq check C --path /cb/h --pairs "$TMP/iso.pairs" --hub "$HUB" \
+    --topic "$U/iso" --ctype application/xml --max-attempts 10
+ISO1=$(head -n 1 "$TMP/iso.pairs" | cut -d' ' -f1)
+attempts_all_of "isolation/stalling: timed out (--delivery-timeout 2s) and retried, first id only" \
+    /cb/st "$ISO1" 2
+attempts_all_of "isolation/failing (500): retried, first id only" /cb/f "$ISO1" 3
+cbq wait C --path /cb/slow --method POST --n 10 --timeout 15 >/dev/null
+check "isolation/slow (0.5 s, within the timeout): each once, in order, no retry" \
+    cbq check C --path /cb/slow --pairs "$TMP/iso.pairs" --hub "$HUB" \
+    --topic "$U/iso" --ctype application/xml --max-attempts 10
+
+# ------------------------------------------------------------------ retry
+note "500 three times, then 204"
+cbq wait C --path /cb/r --method POST --answered 204 --n 5 --timeout 20 >/dev/null
+check "retry/every notification delivered, in order, no gap: ids = the acknowledged ids" \
+    cbq check C --path /cb/r --pairs "$TMP/retry.pairs" --hub "$HUB" \
+    --topic "$U/retry" --ctype application/xml --max-attempts 8
+R1=$(head -n 1 "$TMP/retry.pairs" | cut -d' ' -f1)
+check "retry/the three failures and the success are all of the first id" \
+    bash -c "[ \"\$('$PY' '$CBS' ids --log '${CB_LOG[C]}' --path /cb/r --method POST | head -n 4 | tr '\n' ' ')\" = '$R1 500 $R1 500 $R1 500 $R1 204 ' ]"
+GAPS=$(cbq gaps C --path /cb/r --method POST --with-id "$R1")
+check "retry/backed off: 1 s (+-20 %, capped by --retry-max-delay 1s) between attempts ($GAPS)" \
+    "$PY" -c "import sys; g=[float(x) for x in sys.argv[1].split()]; sys.exit(0 if len(g)==3 and all(0.75<=x<=2.5 for x in g) else 1)" "$GAPS"
+
+# -------------------------------------------------------------------- 410
+note "410 Gone"
+check "gone/the notification was POSTed, answered 410" \
+    cbq wait C --path /cb/g --method POST --answered 410 --timeout 10
+check "gone/the subscription is removed (GET /topics)" \
+    cbs sub-state --http "$HA" --name gone --callback "$(cb_url C /cb/g)" \
+    --want none --timeout 5
+check "gone/2 more published" pub A "$TMP/gone.pairs" "$U/gone" --start 301 --count 2
+check "gone/no request after the 410" cbq quiet C --path /cb/g --secs 2
+expect_eq "gone/exactly one POST in all" "$(cbq count C --path /cb/g --method POST)" 1
+
+# ------------------------------------------------------------------ lease
+note "lease expiry"
+check "lease/delivered while the lease ran" \
+    cbq check C --path /cb/l --pairs "$TMP/lease.pairs" --hub "$HUB" \
+    --topic "$U/lease" --ctype application/xml
+now=$(date +%s.%N)
+sleep "$("$PY" -c "print(max(0.0, $LEASE_T + 3.0 - $now))")"
+check "lease/after expiry: gone from GET /topics" \
+    cbs sub-state --http "$HA" --name lease --callback "$(cb_url C /cb/l)" \
+    --want none --timeout 3
+check "lease/after expiry: removed from Redis (rshub:sub:lease, rshub:leases)" \
+    bash -c "[ \"\$(redis-cli -s '$REDIS_SOCK' hexists rshub:sub:lease '$(cb_url C /cb/l)')\" = 0 ] &&
+             [ -z \"\$(redis-cli -s '$REDIS_SOCK' zscore rshub:leases 'lease $(cb_url C /cb/l)')\" ]"
+check "lease/1 published after expiry" pub A "$TMP/lease2.pairs" "$U/lease" --start 101
+check "lease/no delivery after expiry" cbq quiet C --path /cb/l --method POST --secs 2
+
+# ---------------------------------------------------- failing, dropped
+note "--retry-window, --drop-failing"
+check "failing/after --retry-window 5s of failures: state failing in GET /topics" \
+    cbs sub-state --http "$HA" --name iso --callback "$(cb_url C /cb/f)" \
+    --want failing --timeout 15
+check "failing/the healthy subscriber of the same topic still active" \
+    cbs sub-state --http "$HA" --name iso --callback "$(cb_url C /cb/h)" --want active
+check "drop/with --drop-failing, removed after --retry-window 3s" \
+    cbs sub-state --http "${HUB_HTTP[B]}" --name drop --callback "$(cb_url C /cb/d)" \
+    --want none --timeout 15
+check "drop/no request after the removal" cbq quiet C --path /cb/d --secs 2.5
+check "drop/removed from Redis too (rshubB:sub:drop, --redis-prefix rshubB:)" \
+    bash -c "[ \"\$(redis-cli -s '$REDIS_SOCK' hexists rshubB:sub:drop '$(cb_url C /cb/d)')\" = 0 ]"
+
+# ---------------------------------------------------------------- metrics
+note "/metrics"
+cbs websub-metrics --http "$HA" >"$TMP/metrics.out" 2>&1
+note "websub series: $(tr '\n' ' ' <"$TMP/metrics.out" | cut -c1-900)"
+metric() {   # metric NAME REGEX MIN: series matching REGEX sum to >= MIN
+    local name=$1 re=$2 min=$3 v
+    v=$(grep -E "$re" "$TMP/metrics.out" | awk '{s+=$NF} END {print s+0}')
+    if grep -Eq "$re" "$TMP/metrics.out" && "$PY" -c "import sys; sys.exit(0 if $v >= $min else 1)"; then
+        ok "metrics/$name ($v)"
+    else
+        bad "metrics/$name: no series matching /$re/ with a value >= $min (sum $v)" \
+            "$(cat "$TMP/metrics.out")"
+    fi
+}
+metric "verifications" '^[a-z_]*verif[a-z_]*_total' 7
+metric "deliveries" '^[a-z_]*deliver[a-z_]*_total' 26
+metric "retries (500s, stalls)" '^[a-z_]*retr[a-z_]*_total' 5
+metric "failures" '^[a-z_]*fail[a-z_]*_total' 5
+
+# ------------------------------------------------------------------ stop
+note "SIGTERM"
+hub_stop A TERM 10
+expect_eq "sigterm/rshub A exits 0 (a delivery stalled in flight)" "$HUB_RC" 0
+hub_asan_check A
+hub_stop B TERM 10
+expect_eq "sigterm/rshub B exits 0" "$HUB_RC" 0
+hub_asan_check B
+finish
