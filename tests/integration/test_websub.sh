@@ -33,13 +33,32 @@ mkdir -p "$P"
 printf 'line one\r\nline two caf\xc3\xa9\n\tno newline at the end' >"$P/topic.txt"
 printf '{"changes":[{"loc":"http://example.com/r1","change":"updated"}],\n "n":1}' \
     >"$P/topic.json"
+printf 'reached through redirects\n' >"$P/topic-r.txt"
+head -c 100000 /dev/zero | tr '\0' b >"$P/big.txt"
+# /r5 -> /r4 -> ... -> /r1 -> /topic-r5.txt: 5 redirects (allowed);
+# /s6 -> ... -> /s1 -> /topic-r6.txt: 6 (one too many)
+redirects=()
+for i in 5 4 3 2; do
+    redirects+=(--redirect "/r$i=/r$((i - 1))")
+done
+redirects+=(--redirect /r1=/topic-r5.txt)
+for i in 6 5 4 3 2; do
+    redirects+=(--redirect "/s$i=/s$((i - 1))")
+done
+redirects+=(--redirect /s1=/topic-r6.txt)
 cb_start S --static "/topic.txt=$P/topic.txt;text/plain; charset=utf-8" \
     --static "/topic.json=$P/topic.json;application/json" \
-    --static "/missing.txt=$P/no-such-file;text/plain" ||
+    --static "/missing.txt=$P/no-such-file;text/plain" \
+    --static "/topic-r5.txt=$P/topic-r.txt;text/plain" \
+    --static "/topic-r6.txt=$P/topic-r.txt;text/plain" \
+    --static "/big.txt=$P/big.txt;text/plain" "${redirects[@]}" ||
     { bad "topic server starts"; finish; }
 PT=$(cb_url S /topic.txt)
 PJ=$(cb_url S /topic.json)
 PM=$(cb_url S /missing.txt)
+PR5=$(cb_url S /r5)
+PR6=$(cb_url S /s6)
+PB=$(cb_url S /big.txt)
 
 cat >"$TMP/hub.conf" <<EOF
 [topic news]
@@ -61,8 +80,21 @@ kind = change
 [topic pmiss]
 uri = $PM
 kind = change
+
+[topic pr5]
+uri = $PR5
+kind = change
+
+[topic pr6]
+uri = $PR6
+kind = change
+
+[topic pbig]
+uri = $PB
+kind = change
 EOF
-hub_start A --config "$TMP/hub.conf" "${WS_HUB_ARGS[@]}" --lease-max 30d ||
+hub_start A --config "$TMP/hub.conf" "${WS_HUB_ARGS[@]}" --lease-max 30d \
+    --max-body 64K ||
     { bad "rshub starts with the WebSub options"; finish; }
 HP=${HUB_HTTP[A]}
 HUB=http://127.0.0.1:$HP/hub
@@ -290,6 +322,30 @@ check "ping/404 topic: the hub tried to fetch it" \
     cbq wait S --path /missing.txt --method GET --timeout 10
 check "ping/404 topic: nothing distributed" \
     cbq quiet C --path /cb/pm --method POST --secs 1
+ws_subscribe_ok "ping/subscribe to a topic behind 5 redirects" A "$PR5" pr5 C /cb/r5
+ws_subscribe_ok "ping/subscribe to a topic behind 6 redirects" A "$PR6" pr6 C /cb/r6
+ws_subscribe_ok "ping/subscribe to a topic over --max-body" A "$PB" pbig C /cb/big
+r=$(ws_form A hub.mode=publish "hub.url=$PR5")
+accept "ping/5 redirects: 202" "$r"
+cbq wait C --path /cb/r5 --method POST --answered 204 --timeout 10 >/dev/null
+check "ping/5 redirects followed: the final body and Content-Type, Link rel=self the topic" \
+    cbs check-bodies --log "${CB_LOG[C]}" --path /cb/r5 --topic "$PR5" --hub "$HUB" \
+    "$P/topic-r.txt=text/plain"
+r=$(ws_form A hub.mode=publish "hub.url=$PR6")
+accept "ping/6 redirects: 202" "$r"
+check "ping/6 redirects: the hub followed 5 of them" \
+    cbq wait S --path /s1 --method GET --timeout 10
+sleep 0.5
+expect_eq "ping/6 redirects: not the 6th" \
+    "$(cbq count S --path /topic-r6.txt --method GET)" 0
+check "ping/6 redirects: nothing distributed" \
+    cbq quiet C --path /cb/r6 --method POST --secs 1
+r=$(ws_form A hub.mode=publish "hub.url=$PB")
+accept "ping/a 100 KB topic over --max-body 64K: 202" "$r"
+check "ping/over --max-body: the hub tried to fetch it" \
+    cbq wait S --path /big.txt --method GET --timeout 10
+check "ping/over --max-body: nothing distributed" \
+    cbq quiet C --path /cb/big --method POST --secs 1.5
 
 # ----------------------------------------------------------- bad requests
 note "bad requests: 4xx, one-line body, no request to the callback"
@@ -341,6 +397,12 @@ r=$(ws_sub A "$NEWS" "$(cb_url C /cb/s199)" "hub.secret@=$TMP/secret199")
 accept "subscribe/secret of 199 bytes accepted" "$r"
 check "subscribe/199-byte secret: verified" \
     cbq wait C --path /cb/s199 --method GET --timeout 10
+check "subscribe/a new subscription gets only what is accepted after it became active" \
+    pub "$TMP/news4.pairs" "$NEWS" --dir "$TMP/docs" --start 30
+cbq wait C --path /cb/s199 --method POST --n 1 --timeout 10 >/dev/null
+check "subscribe/199-byte secret: the later notification only, signed with it" \
+    cbq check C --path /cb/s199 --pairs "$TMP/news4.pairs" --hub "$HUB" \
+    --topic "$NEWS" --ctype application/xml --secret "$(cat "$TMP/secret199")"
 check "reject/no request of any kind reached the rejected callbacks" \
     bash -c "n=\$(grep -c '\"path\": \"/bad/' '${CB_LOG[C]}'); [ \"\$n\" = 0 ] ||
              { grep '\"path\": \"/bad/' '${CB_LOG[C]}' | head -n 3; exit 1; }"
@@ -357,6 +419,42 @@ for p in /cb/wrong /cb/404 /cb/late; do
     st=$(cbs sub-state --http "$HP" --name news --callback "$(cb_url C $p)" 2>&1)
     check "verify/$p: not active in GET /topics ($st)" test "$st" != active
 done
+
+# ------------------------------------------------------------ Redis layout
+note "Redis layout (docs/protocol.md 7)"
+CBS_URL=$(cb_url C /cb/s)
+check "redis/rshub:sub:news holds /cb/s as JSON {secret, expires, created, state: active}" \
+    "$PY" -c '
+import json, subprocess, sys
+v = subprocess.run(["redis-cli", "-s", sys.argv[1], "hget", "rshub:sub:news", sys.argv[2]],
+                   capture_output=True, text=True).stdout.strip()
+try:
+    d = json.loads(v)
+except ValueError:
+    sys.exit("not JSON: %r" % v)
+if not {"secret", "expires", "created", "state"} <= set(d) or d["state"] != "active":
+    sys.exit("record: %r" % v)' "$REDIS_SOCK" "$CBS_URL"
+LAST_S=$(cbq ids C --path /cb/s --method POST --answered 204 | tail -n 1 | cut -d' ' -f1)
+check "redis/rshub:cur:news holds the id last delivered to /cb/s ($LAST_S)" \
+    "$PY" -c '
+import subprocess, sys, time
+for i in range(20):
+    v = subprocess.run(["redis-cli", "-s", sys.argv[1], "hget", "rshub:cur:news", sys.argv[2]],
+                       capture_output=True, text=True).stdout.strip()
+    if v == sys.argv[3]:
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit("cursor: %r" % v)' "$REDIS_SOCK" "$CBS_URL" "$LAST_S"
+check "redis/rshub:leases has 'news CALLBACK' about 10 days ahead (ms since the epoch)" \
+    "$PY" -c '
+import subprocess, sys, time
+v = subprocess.run(["redis-cli", "-s", sys.argv[1], "zscore", "rshub:leases", "news " + sys.argv[2]],
+                   capture_output=True, text=True).stdout.strip()
+try:
+    ok = abs(float(v) - (time.time() + 864000) * 1000) < 120000
+except ValueError:
+    ok = False
+sys.exit(0 if ok else "score: %r" % v)' "$REDIS_SOCK" "$CBS_URL"
 
 # -------------------------------------------------------- status endpoints
 note "GET /topics and /metrics"
@@ -384,6 +482,9 @@ metric() {
 }
 metric "verifications counted" '^[a-z_]*verif[a-z_]*_total' 10
 metric "deliveries counted" '^[a-z_]*deliver[a-z_]*_total' 30
+cbs websub-metrics --http "$HP" --grep 'fetch|ping' >>"$TMP/metrics.out" 2>&1
+metric "publish-ping fetch failures counted (404, 6 redirects, too big)" \
+    '(fetch|ping).*(fail|error)' 3
 check "metrics/the whole page still parses" ht metrics --http "$HP"
 
 # ------------------------------------------------------------------ stop

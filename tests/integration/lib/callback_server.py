@@ -6,11 +6,11 @@
 hub's verification GETs (echo hub.challenge, or refuse, or echo something
 else, or too late), answers content distribution POSTs per path (ok, fail N
 times then ok, always 410, stall, slow, any status), serves static topic
-bodies for publish pings, and records every request it gets (method, path,
-query, headers, body bytes, time, what it answered) as JSON lines. The
-other subcommands drive the hub (form-encoded WebSub requests, publishes)
-and check what a `serve` recorded against what the hub acknowledged. Every
-wait has a timeout; loopback only.
+bodies (and redirects to them) for publish pings, and records every
+request it gets (method, path, query, headers, body bytes, time, what it
+answered) as JSON lines. The other subcommands drive the hub (form-encoded
+WebSub requests, publishes) and check what a `serve` recorded against what
+the hub acknowledged. Every wait has a timeout; loopback only.
 
 Run with Debian's /usr/bin/python3 (the tests never use a pyenv python3).
 
@@ -76,6 +76,10 @@ class State:
             path, _, rest = s.partition("=")
             f, _, ctype = rest.partition(";")
             self.set_static(path, f, ctype)
+        self.redirects = {}     # path -> target (answered 302)
+        for r in a.redirect:
+            path, _, target = r.partition("=")
+            self.redirects[path] = target
 
     def set_route(self, path, specs):
         with self.lock:
@@ -185,6 +189,18 @@ class Handler(BaseHTTPRequestHandler):
         rec = self.base_record(body, chunked)
         with st.lock:
             static = st.static.get(u.path)
+            target = st.redirects.get(u.path)
+        if target is not None:
+            rec["answered"] = 302
+            st.record(rec)
+            try:
+                self.send_response(302)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            except OSError:
+                self.close_connection = True
+            return
         if static is not None:
             try:
                 with open(static[0], "rb") as f:
@@ -839,6 +855,8 @@ def main():
                    help="PATH:post=SPEC,get=SPEC")
     q.add_argument("--static", action="append", default=[],
                    help="PATH=FILE;CONTENT-TYPE (answered to any GET)")
+    q.add_argument("--redirect", action="append", default=[],
+                   help="PATH=TARGET: answer GETs of PATH with 302 to TARGET")
     q.add_argument("--default-post", default="ok")
     q.add_argument("--default-get", default="echo")
     q.set_defaults(fn=cmd_serve)
