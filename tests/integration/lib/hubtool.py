@@ -189,13 +189,21 @@ class Flood:
         self.acked = []
         self.errors = []
         self.status = {}
+        self.t0 = time.monotonic()
 
     def take(self):
         with self.lock:
             if self.next >= self.a.count:
                 return None
+            k = self.next
             self.next += 1
-            return self.a.start + self.next - 1
+        if self.a.rate:
+            # paced: publish k is due k/rate seconds after the start
+            due = self.t0 + k / self.a.rate
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+        return self.a.start + k
 
     def worker(self):
         a = self.a
@@ -487,10 +495,20 @@ async def subscribe(a, out):
         out.write(json.dumps(obj) + "\n")
         out.flush()
 
+    extra = {}
+    if a.rcvbuf:
+        # a roomy receive buffer: a client that briefly loses the CPU on a
+        # loaded machine does not look like a slow consumer to the hub
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
+        s.settimeout(10)
+        s.connect(("127.0.0.1", a.ws))
+        s.setblocking(False)
+        extra["sock"] = s
     try:
         ws = await asyncio.wait_for(
             websockets.connect(uri, max_size=None, ping_interval=None,
-                               close_timeout=2, max_queue=None),
+                               close_timeout=2, max_queue=None, **extra),
             timeout=10)
     except Exception as e:  # handshake refused, timeout, ...
         log({"ev": "end", "why": "connect-failed", "error": repr(e)})
@@ -776,6 +794,8 @@ def main():
     q.add_argument("--kind", default="change")
     q.add_argument("--pad", type=int, default=0)
     q.add_argument("--start", type=int, default=0)
+    q.add_argument("--rate", type=float, default=0,
+                   help="publishes per second, all connections together")
     q.add_argument("--out", required=True)
     q.add_argument("--allow-errors", action="store_true")
     q.add_argument("--stop-on-error", action="store_true")
@@ -846,6 +866,8 @@ def main():
     q.add_argument("--out", required=True)
     q.add_argument("--ready")
     q.add_argument("--save-data", action="store_true")
+    q.add_argument("--rcvbuf", type=int, default=0,
+                   help="SO_RCVBUF of the client socket (0: the default)")
     q.add_argument("--chatter", type=int, default=0,
                    help="send this many text messages, a binary one and a ping")
     q.set_defaults(fn=cmd_sub)
