@@ -44,6 +44,7 @@ struct chan {
     unsigned *subs;                /* per service thread */
     size_t total;
     struct join *joins;            /* waiting for activation */
+    unsigned pins;                 /* holders other than WebSocket clients */
     time_t idle_since;             /* monotonic seconds; 0 = has subscribers */
 };
 
@@ -66,6 +67,8 @@ struct fanout {
     bool marks_inflight;
     struct batch_item *batch;
     size_t nbatch, batchcap;
+    fanout_entries_cb on_entries;
+    void *entries_ud;
     struct fanout_stats st;
 };
 
@@ -483,6 +486,8 @@ on_tail(void *ud, int rc, const char *name, const struct backlog_entry *e,
         }
         for (size_t i = 0; i < n; i++)
             dispatch(f, ch, &e[i]);
+        if (f->on_entries != NULL)
+            f->on_entries(f->entries_ud, ch->name, e, n);
         return;
     }
     f->tail_inflight = false;
@@ -551,7 +556,10 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     bool changed = false;
     for (size_t i = 0; i < f->nchans; i++) {
         struct chan *ch = f->chans[i];
-        if (ch->state == CH_ACTIVE && ch->total == 0 && ch->idle_since != 0 &&
+        if (ch->state == CH_IDLE && ch->pins > 0)
+            chan_activate(f, ch);
+        if (ch->state == CH_ACTIVE && ch->total == 0 && ch->pins == 0 &&
+            ch->idle_since != 0 &&
             now - ch->idle_since >= (time_t)f->o.idle_secs) {
             ch->state = CH_IDLE;
             changed = true;
@@ -613,6 +621,36 @@ fanout_attach(struct fanout *f, struct ws_server *ws)
 {
     f->ws = ws;
     f->nthreads = ws_server_threads(ws);
+}
+
+void
+fanout_on_entries(struct fanout *f, fanout_entries_cb cb, void *ud)
+{
+    f->on_entries = cb;
+    f->entries_ud = ud;
+}
+
+int
+fanout_pin(struct fanout *f, const char *name)
+{
+    struct chan *ch = chan_get(f, name);
+    if (ch == NULL)
+        return RS_ENOMEM;
+    ch->pins++;
+    ch->idle_since = 0;
+    if (ch->state == CH_IDLE)
+        chan_activate(f, ch);   /* a failure is retried by the timer */
+    return 0;
+}
+
+void
+fanout_unpin(struct fanout *f, const char *name)
+{
+    struct chan *ch = chan_find(f, name);
+    if (ch == NULL || ch->pins == 0)
+        return;
+    if (--ch->pins == 0 && ch->total == 0)
+        ch->idle_since = mono_secs();
 }
 
 size_t

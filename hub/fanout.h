@@ -20,6 +20,11 @@
 struct event_base;
 struct fanout;
 
+/* Every batch of new entries the tail read for a channel, in stream order
+ * (valid during the call). WebSub delivery listens here. */
+typedef void (*fanout_entries_cb)(void *ud, const char *chan,
+                                  const struct backlog_entry *e, size_t n);
+
 struct fanout_opts {
     struct event_base *base;
     struct backlog *backlog;
@@ -48,6 +53,14 @@ void fanout_attach(struct fanout *f, struct ws_server *ws);
 /* Re-read the tail when the set of active channels changed or Redis came
  * back (called by the owner on link state changes). */
 void fanout_kick(struct fanout *f);
+
+/* Set the entries hook (after creation: the listener needs the fan-out). */
+void fanout_on_entries(struct fanout *f, fanout_entries_cb cb, void *ud);
+
+/* Keep a channel in this node's tail read whatever its WebSocket
+ * subscribers (WebSub delivery needs its entries); counted. */
+int fanout_pin(struct fanout *f, const char *name) RS_MUST_CHECK;
+void fanout_unpin(struct fanout *f, const char *name);
 
 /* Live subscribers of a channel on this node. */
 size_t fanout_subscribers(const struct fanout *f, const char *name);

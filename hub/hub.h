@@ -19,8 +19,14 @@
 #include "wsserver.h"
 
 struct event_base;
+struct evdns_base;
 struct evhttp;
 struct evhttp_request;
+struct netpolicy;
+struct rs_http;
+struct subs;
+struct deliver;
+struct websub;
 
 struct hub_conf {
     struct rs_config_hostport listen;
@@ -40,6 +46,19 @@ struct hub_conf {
     int64_t ws_ping_ms;
     int64_t redis_timeout_ms;
     int64_t drain_ms;
+    char **callback_allow;
+    char **callback_deny;
+    int64_t lease_min_ms;
+    int64_t lease_max_ms;
+    int64_t lease_default_ms;
+    int64_t verify_timeout_ms;
+    int64_t delivery_timeout_ms;
+    int64_t retry_max_delay_ms;
+    int64_t retry_window_ms;
+    bool drop_failing;
+    int64_t max_subs_per_topic;
+    int64_t max_subs_per_host;
+    int64_t delivery_host_conns;
     char *log_level;
     char *log_format;
     char *log_file;
@@ -70,6 +89,13 @@ struct hub {
     struct topics *topics;
     struct fanout *fanout;
     struct ws_server *ws;
+    struct rs_http *httpc;       /* WebSub verifications, deliveries, pings */
+    struct evdns_base *dns;
+    struct netpolicy *np;
+    struct subs *subs;
+    struct deliver *deliver;
+    struct websub *websub;
+    char node_id[33];            /* random per process: delivery locks */
     int http_port;
     int ws_port;
     char *hub_url;            /* public_url + "/hub" */

@@ -18,6 +18,7 @@
 #include "rs_discover.h"
 #include "rs_log.h"
 #include "rs_parse.h"
+#include "websub.h"
 
 /* One publish waiting for Redis. */
 struct publish {
@@ -247,8 +248,7 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
                                         "Content-Type");
     size_t ctlen = 0;
     if (ct != NULL && strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0) {
-        hub_reply_text(req, 501, "Not Implemented",
-                       "error: WebSub requests (hub.mode) are not supported yet");
+        websub_handle(h->websub, req);
         return;
     }
     if (ct == NULL || !ctype_is_xml(ct, &ctlen)) {

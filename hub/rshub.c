@@ -18,9 +18,17 @@
 #include <unistd.h>
 
 #define RS_LOG_MODULE "rshub"
+#include <event2/dns.h>
+#include <openssl/rand.h>
+
+#include "deliver.h"
 #include "hub.h"
+#include "netpolicy.h"
 #include "rs_alloc.h"
+#include "rs_http.h"
 #include "rs_log.h"
+#include "subs.h"
+#include "websub.h"
 
 static struct hub_conf conf;
 
@@ -60,6 +68,34 @@ static const struct rs_config_opt options[] = {
                        "WebSocket keepalive ping interval"),
     RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
                        "on SIGTERM, how long to wait for in-flight work"),
+    RS_CONFIG_LIST("callback-allow", 0, &conf.callback_allow, "CIDR", NULL,
+                   "permit WebSub callbacks in this network (repeatable; wins "
+                   "over the deny list)"),
+    RS_CONFIG_LIST("callback-deny", 0, &conf.callback_deny, "CIDR", NULL,
+                   "also refuse callbacks in this network (repeatable; loopback, "
+                   "private and link-local ranges are always denied unless allowed)"),
+    RS_CONFIG_DURATION("lease-min", 0, &conf.lease_min_ms, "1m", 1000, INT64_MAX,
+                       "shortest WebSub lease granted"),
+    RS_CONFIG_DURATION("lease-max", 0, &conf.lease_max_ms, "30d", 1000, INT64_MAX,
+                       "longest WebSub lease granted"),
+    RS_CONFIG_DURATION("lease-default", 0, &conf.lease_default_ms, "10d", 1000, INT64_MAX,
+                       "lease when the subscriber asks for none"),
+    RS_CONFIG_DURATION("verify-timeout", 0, &conf.verify_timeout_ms, "10s", 100,
+                       300000, "time for a callback to answer a verification"),
+    RS_CONFIG_DURATION("delivery-timeout", 0, &conf.delivery_timeout_ms, "10s",
+                       100, 300000, "time for a callback to answer a delivery"),
+    RS_CONFIG_DURATION("retry-max-delay", 0, &conf.retry_max_delay_ms, "10m", 100,
+                       INT64_MAX, "longest pause between delivery retries"),
+    RS_CONFIG_DURATION("retry-window", 0, &conf.retry_window_ms, "1d", 1000, INT64_MAX,
+                       "failing this long marks a subscription failing"),
+    RS_CONFIG_BOOL("drop-failing", 0, &conf.drop_failing, "false",
+                   "remove subscriptions failing longer than the retry window"),
+    RS_CONFIG_INT("max-subs-per-topic", 0, &conf.max_subs_per_topic, "10000", 0,
+                  100000000, "WebSub subscriptions per topic (0: no cap)"),
+    RS_CONFIG_INT("max-subs-per-host", 0, &conf.max_subs_per_host, "1000", 0,
+                  100000000, "WebSub subscriptions per callback host (0: no cap)"),
+    RS_CONFIG_INT("delivery-host-conns", 0, &conf.delivery_host_conns, "8", 1, 1024,
+                  "parallel connections to one callback host"),
     RS_CONFIG_STRING("log-level", 0, &conf.log_level, "LEVEL", "info",
                      "debug, info, warn or error"),
     RS_CONFIG_STRING("log-format", 0, &conf.log_format, "FORMAT", "auto",
@@ -250,6 +286,10 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
     struct hub *h = ud;
     if (st == RS_REDIS_READY) {
         rs_log_kv(RS_LOG_INFO, "redis link ready", "link", which, NULL);
+        if (strcmp(which, "command") == 0 && h->subs != NULL) {
+            subs_on_ready(h->subs);   /* its scripts, before anything else */
+            deliver_kick(h->deliver);
+        }
         if (h->fanout != NULL)
             fanout_kick(h->fanout);
         if (strcmp(which, "command") == 0 && topics_open(h->topics))
@@ -378,6 +418,50 @@ setup_topics(struct hub *h)
     return 0;
 }
 
+/* WebSub: policy, DNS, HTTP client, store, request handler. */
+static int
+setup_websub(struct hub *h)
+{
+    unsigned char rnd[16];
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+        return RS_EIO;
+    for (int i = 0; i < 16; i++)
+        snprintf(h->node_id + 2 * i, 3, "%02x", rnd[i]);
+    h->np = netpolicy_new();
+    if (h->np == NULL)
+        return RS_ENOMEM;
+    for (char **c = conf.callback_allow; c != NULL && *c != NULL; c++) {
+        if (netpolicy_allow(h->np, *c) != 0) {
+            rs_log(RS_LOG_ERROR, "--callback-allow: expected ADDR/BITS, got '%s'", *c);
+            return RS_EINVAL;
+        }
+    }
+    for (char **c = conf.callback_deny; c != NULL && *c != NULL; c++) {
+        if (netpolicy_deny(h->np, *c) != 0) {
+            rs_log(RS_LOG_ERROR, "--callback-deny: expected ADDR/BITS, got '%s'", *c);
+            return RS_EINVAL;
+        }
+    }
+    if (conf.lease_min_ms > conf.lease_max_ms) {
+        rs_log(RS_LOG_ERROR, "--lease-min is longer than --lease-max");
+        return RS_EINVAL;
+    }
+    h->dns = evdns_base_new(h->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+    if (h->dns == NULL)   /* no resolv.conf: literals and /etc/hosts only */
+        h->dns = evdns_base_new(h->base, 0);
+    struct rs_http_opts ho = {
+        .max_conns = 4096,
+        .max_host_conns = (unsigned)conf.delivery_host_conns,
+        .user_agent = "rshub/" RS_VERSION " (WebSub hub; ResourceSync)",
+    };
+    h->httpc = rs_http_new(h->base, &ho);
+    h->subs = subs_new(h->backlog);
+    h->websub = websub_new(h);
+    if (h->dns == NULL || h->httpc == NULL || h->subs == NULL || h->websub == NULL)
+        return RS_ENOMEM;
+    return 0;
+}
+
 static char *
 default_url(const char *scheme, const struct rs_config_hostport *hp, int port)
 {
@@ -469,6 +553,10 @@ main(int argc, char **argv)
         rs_log(RS_LOG_ERROR, "fan-out: %s", err);
         goto out;
     }
+    if (setup_websub(&h) != 0) {
+        exit_code = 2;
+        goto out;
+    }
 
     /* HTTP first: the WebSocket default port follows it. */
     h.http = evhttp_new(h.base);
@@ -527,6 +615,26 @@ main(int argc, char **argv)
     if (h.hub_url == NULL)
         goto out;
     snprintf(h.hub_url, hl, "%s/hub", conf.public_url);
+    struct deliver_opts dopts = {
+        .base = h.base,
+        .backlog = h.backlog,
+        .subs = h.subs,
+        .fanout = h.fanout,
+        .http = h.httpc,
+        .topics = h.topics,
+        .hub_url = h.hub_url,
+        .node_id = h.node_id,
+        .delivery_timeout_ms = (unsigned)conf.delivery_timeout_ms,
+        .retry_max_delay_ms = (uint64_t)conf.retry_max_delay_ms,
+        .retry_window_ms = (uint64_t)conf.retry_window_ms,
+        .drop_failing = conf.drop_failing,
+    };
+    h.deliver = deliver_new(&dopts, &err);
+    if (h.deliver == NULL) {
+        rs_log(RS_LOG_ERROR, "WebSub delivery: %s", err);
+        goto out;
+    }
+    fanout_on_entries(h.fanout, deliver_on_entries, h.deliver);
     if (status_metrics_init(&h) != 0)
         goto out;
 
@@ -555,12 +663,21 @@ main(int argc, char **argv)
     rs_log(RS_LOG_INFO, "shutting down");
     exit_code = 0;
 out:
-    /* Order matters: threads stop first, then Redis (its cancelled
-     * callbacks still reach the fan-out), then the fan-out. */
+    /* Order matters: threads stop first; then every source of callbacks
+     * (HTTP client, DNS, Redis) is freed while what their cancelled
+     * callbacks touch (deliveries, WebSub requests, fan-out) still lives. */
     ws_server_free(h.ws, 2000);
     if (h.http != NULL)
         evhttp_free(h.http);
+    deliver_close(h.deliver);
+    rs_http_free(h.httpc);
+    if (h.dns != NULL)
+        evdns_base_free(h.dns, 1);
     backlog_free(h.backlog);
+    deliver_free(h.deliver);
+    websub_free(h.websub);
+    subs_free(h.subs);
+    netpolicy_free(h.np);
     fanout_free(h.fanout);
     topics_free(h.topics);
     for (int i = 0; i < 3; i++)

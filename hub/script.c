@@ -4,6 +4,7 @@
 #include <string.h>
 
 #define RS_LOG_MODULE "script"
+#include "rs_alloc.h"
 #include "rs_log.h"
 #include "script.h"
 
@@ -41,11 +42,21 @@ script_call(struct rs_redis *r, const struct script *sc, int nkeys,
             const char *const *keys, int nargs, const char *const *args,
             const size_t *lens, rs_redis_reply_cb cb, void *ud)
 {
-    const char *argv[19];
-    size_t alen[19];
+    const char *sv[19], **argv = sv;
+    size_t sl[19], *alen = sl;
     char nk[16];
-    if (nkeys < 0 || nargs < 0 || nkeys + nargs > 16)
+    int argc = 3 + nkeys + nargs;
+    if (nkeys < 0 || nargs < 0)
         return RS_EINVAL;
+    if (argc > 19) {
+        argv = rs_calloc((size_t)argc, sizeof(*argv));
+        alen = rs_calloc((size_t)argc, sizeof(*alen));
+        if (argv == NULL || alen == NULL) {
+            rs_free(argv);
+            rs_free(alen);
+            return RS_ENOMEM;
+        }
+    }
     snprintf(nk, sizeof(nk), "%d", nkeys);
     argv[0] = "EVALSHA";
     argv[1] = sc->sha;
@@ -60,5 +71,10 @@ script_call(struct rs_redis *r, const struct script *sc, int nkeys,
         argv[3 + nkeys + i] = args[i];
         alen[3 + nkeys + i] = lens != NULL ? lens[i] : strlen(args[i]);
     }
-    return rs_redis_cmd(r, 0, cb, ud, 3 + nkeys + nargs, argv, alen);
+    int rc = rs_redis_cmd(r, 0, cb, ud, argc, argv, alen);
+    if (argv != sv) {
+        rs_free(argv);
+        rs_free(alen);
+    }
+    return rc;
 }

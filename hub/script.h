@@ -23,7 +23,7 @@ void script_init(struct script *v, size_t n);
 void script_load_all(struct rs_redis *r, const struct script *v, size_t n);
 
 /* EVALSHA sc with nkeys keys then nargs arguments (lens NULL for C
- * strings). Contract of rs_redis_cmd. At most 16 keys + arguments. */
+ * strings). Contract of rs_redis_cmd. */
 int script_call(struct rs_redis *r, const struct script *sc, int nkeys,
                 const char *const *keys, int nargs, const char *const *args,
                 const size_t *lens, rs_redis_reply_cb cb, void *ud) RS_MUST_CHECK;

@@ -14,9 +14,11 @@
 #include <string.h>
 
 #define RS_LOG_MODULE "status"
+#include "deliver.h"
 #include "hub.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "websub.h"
 
 /* A registry counter fed from a cumulative value kept elsewhere. */
 struct synced {
@@ -30,6 +32,9 @@ struct hub_metrics {
     struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
     struct synced dispatched, replayed, gaps, bad_entries;
     struct synced redis_cmds, redis_fail, redis_reconnects;
+    struct synced ws_requests, ws_verified, ws_verify_failed, ws_denied;
+    struct synced ws_pings, ws_ping_failed;
+    struct synced wd_delivered, wd_failed, wd_gone, wd_failing, wd_expired;
     char *buf;
     size_t cap;
 };
@@ -137,6 +142,30 @@ gauge_channels(void *ud)
 }
 
 static double
+gauge_websub_subs(void *ud)
+{
+    struct deliver_stats st;
+    deliver_stats(((struct hub *)ud)->deliver, &st);
+    return (double)st.subscriptions;
+}
+
+static double
+gauge_websub_failing(void *ud)
+{
+    struct deliver_stats st;
+    deliver_stats(((struct hub *)ud)->deliver, &st);
+    return (double)st.failing;
+}
+
+static double
+gauge_websub_lag(void *ud)
+{
+    struct deliver_stats st;
+    deliver_stats(((struct hub *)ud)->deliver, &st);
+    return (double)st.lag_max_ms / 1000.0;
+}
+
+static double
 gauge_redis_rtt(void *ud)
 {
     struct rs_redis_stats st;
@@ -235,6 +264,51 @@ status_metrics_init(struct hub *h)
         rc = COUNTER(redis_reconnects, "rshub_redis_reconnects_total",
                      "Times the Redis command link came back.");
     if (rc == 0)
+        rc = COUNTER(ws_requests, "rshub_websub_requests_total",
+                     "Form-encoded WebSub requests (subscribe, unsubscribe, publish).");
+    if (rc == 0)
+        rc = COUNTER(ws_verified, "rshub_websub_verified_total",
+                     "Intents verified at the callback.");
+    if (rc == 0)
+        rc = COUNTER(ws_verify_failed, "rshub_websub_verify_failed_total",
+                     "Verifications refused, unanswered or with a wrong echo.");
+    if (rc == 0)
+        rc = COUNTER(ws_denied, "rshub_websub_denied_total",
+                     "Subscription requests refused (4xx, denial notices).");
+    if (rc == 0)
+        rc = COUNTER(ws_pings, "rshub_websub_pings_total",
+                     "Publish pings fetched and stored.");
+    if (rc == 0)
+        rc = COUNTER(ws_ping_failed, "rshub_websub_ping_failed_total",
+                     "Publish pings whose topic could not be fetched or stored.");
+    if (rc == 0)
+        rc = COUNTER(wd_delivered, "rshub_websub_deliveries_total",
+                     "Notifications delivered to callbacks (2xx).");
+    if (rc == 0)
+        rc = COUNTER(wd_failed, "rshub_websub_delivery_failures_total",
+                     "Delivery attempts that failed and will be retried.");
+    for (int i = 0; rc == 0 && i < 3; i++) {
+        static const char *const why[3] = { "gone", "failing", "expired" };
+        struct synced *sy = i == 0 ? &hm->wd_gone : i == 1 ? &hm->wd_failing
+                                                            : &hm->wd_expired;
+        rc = rs_metrics_register_counter(h->metrics, &sy->c,
+                                         "rshub_websub_removed_total",
+                                         "Subscriptions removed, by reason.",
+                                         "reason", why[i], NULL);
+    }
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_websub_subscriptions",
+                                          "WebSub subscriptions this node delivers.",
+                                          gauge_websub_subs, h, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_websub_failing",
+                                          "Subscriptions failing past the retry window.",
+                                          gauge_websub_failing, h, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_websub_lag_seconds",
+                                          "Age of the oldest undelivered notification.",
+                                          gauge_websub_lag, h, NULL);
+    if (rc == 0)
         rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_redis_rtt_seconds_avg",
                                           "Mean Redis round trip.",
                                           gauge_redis_rtt, h, NULL);
@@ -282,6 +356,21 @@ metrics_sync(struct hub *h)
     synced_set(&hm->redis_cmds, rd.commands);
     synced_set(&hm->redis_fail, rd.failures);
     synced_set(&hm->redis_reconnects, rd.reconnects);
+    struct websub_stats ws_st;
+    struct deliver_stats dl;
+    websub_stats(h->websub, &ws_st);
+    deliver_stats(h->deliver, &dl);
+    synced_set(&hm->ws_requests, ws_st.requests);
+    synced_set(&hm->ws_verified, ws_st.verified);
+    synced_set(&hm->ws_verify_failed, ws_st.verify_failed);
+    synced_set(&hm->ws_denied, ws_st.denied);
+    synced_set(&hm->ws_pings, ws_st.pings);
+    synced_set(&hm->ws_ping_failed, ws_st.ping_failed);
+    synced_set(&hm->wd_delivered, dl.delivered);
+    synced_set(&hm->wd_failed, dl.attempts_failed);
+    synced_set(&hm->wd_gone, dl.removed_gone);
+    synced_set(&hm->wd_failing, dl.removed_failing);
+    synced_set(&hm->wd_expired, dl.removed_expired);
 }
 
 static void
@@ -461,6 +550,26 @@ serve_topics(struct hub *h, struct evhttp_request *req, const char *unused)
     serve_topics_now(h, req);
 }
 
+/* The WebSub subscriptions this node delivers (another node owns the
+ * others: each topic is delivered by the holder of its lock). */
+static void
+on_websub_info(void *ud, const struct deliver_sub_info *si)
+{
+    json_t *arr = ud, *o = json_object();
+    char cur[MSG_ID_BUFSZ];
+    if (o == NULL)
+        return;
+    msg_id_format(si->cursor, cur);
+    json_object_set_new(o, "callback", json_string(si->callback));
+    json_object_set_new(o, "state", json_string(si->state));
+    json_object_set_new(o, "cursor", json_string(cur));
+    json_object_set_new(o, "attempts", json_integer(si->attempts));
+    json_object_set_new(o, "delivered", json_integer((json_int_t)si->delivered));
+    json_object_set_new(o, "lag_ms", json_integer((json_int_t)si->lag_ms));
+    json_object_set_new(o, "lease_expires_ms", json_integer((json_int_t)si->expires_ms));
+    json_array_append_new(arr, o);
+}
+
 static void
 serve_topics_now(struct hub *h, struct evhttp_request *req)
 {
@@ -490,6 +599,11 @@ serve_topics_now(struct hub *h, struct evhttp_request *req)
         json_object_set_new(o, "subscribers",
                             json_integer((json_int_t)fanout_subscribers(h->fanout, t->name)));
         json_object_set_new(o, "backlog", json_null());
+        json_t *subs = json_array();
+        if (subs != NULL) {
+            deliver_foreach(h->deliver, t->name, on_websub_info, subs);
+            json_object_set_new(o, "websub", subs);
+        }
         json_array_append_new(tr->arr, o);
         struct topic_slot *slot = rs_malloc(sizeof(*slot));
         if (slot == NULL)

@@ -1,0 +1,709 @@
+/*
+ * websub.c - WebSub requests on POST /hub (websub.h, docs/protocol.md 5).
+ *
+ * A subscribe or unsubscribe request is one `struct op` that goes through:
+ * parse -> callback address policy (async DNS unless a literal) -> caps
+ * (Redis) -> 202 -> verification of intent (GET with a challenge) ->
+ * activation in the store (subs.c) -> deliver_refresh. The HTTP request is
+ * answered at the 202 (or a 4xx before); after that the op lives on alone.
+ * Every asynchronous step frees the op on a cancelled status, so shutdown
+ * (freeing the HTTP client, Redis, DNS) never leaks or touches freed state.
+ */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <event2/buffer.h>
+#include <event2/dns.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define RS_LOG_MODULE "websub"
+#include "deliver.h"
+#include "hub.h"
+#include "netpolicy.h"
+#include "rs_alloc.h"
+#include "rs_log.h"
+#include "rs_url.h"
+#include "subs.h"
+#include "websub.h"
+
+#define WEBSUB_SECRET_MAX 199   /* hub.secret must be less than 200 bytes */
+
+enum op_mode {
+    OP_SUBSCRIBE,
+    OP_UNSUBSCRIBE,
+};
+
+struct websub {
+    struct hub *h;
+    struct websub_stats st;
+};
+
+struct op {
+    struct websub *w;
+    enum op_mode mode;
+    struct evhttp_request *req;       /* until answered; NULL after */
+    struct evhttp_connection *evcon;
+    bool gone;
+    char *topic_uri;
+    char topic_name[BACKLOG_NAME_MAX + 1];
+    char *callback;
+    char *host;
+    char *secret;
+    uint64_t lease_s;
+    const char *deny;        /* refuse once the address is known to be
+                                permitted (then a denial notice is safe) */
+    char challenge[33];
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+op_free(struct op *o)
+{
+    if (o == NULL)
+        return;
+    if (o->req != NULL && !o->gone)
+        evhttp_connection_set_closecb(o->evcon, NULL, NULL);
+    rs_free(o->topic_uri);
+    rs_free(o->callback);
+    rs_free(o->host);
+    rs_free(o->secret);
+    rs_free(o);
+}
+
+static void
+on_op_gone(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct op *o = arg;
+    o->gone = true;
+    o->req = NULL;   /* libevent frees it with the connection */
+}
+
+/* Answer the subscriber's request (once); the op may go on. */
+__attribute__((format(printf, 4, 5))) static void
+op_reply(struct op *o, int status, const char *reason, const char *fmt, ...)
+{
+    if (o->req == NULL)
+        return;
+    if (!o->gone) {
+        evhttp_connection_set_closecb(o->evcon, NULL, NULL);
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        hub_reply_text(o->req, status, reason, "%s", msg);
+    }
+    o->req = NULL;
+}
+
+/* callback + "?"/"&" + hub.mode=..&hub.topic=..&..., values URL-encoded. */
+static char *
+callback_with(const char *callback, const char *const *kv)
+{
+    char *out = NULL, *url = NULL;
+    CURLU *u = curl_url();
+    if (u == NULL || curl_url_set(u, CURLUPART_URL, callback, 0) != CURLUE_OK)
+        goto done;
+    for (size_t i = 0; kv[i] != NULL; i += 2) {
+        size_t n = strlen(kv[i]) + strlen(kv[i + 1]) + 2;
+        char *pair = rs_malloc(n);
+        if (pair == NULL)
+            goto done;
+        snprintf(pair, n, "%s=%s", kv[i], kv[i + 1]);
+        CURLUcode uc = curl_url_set(u, CURLUPART_QUERY, pair,
+                                    CURLU_APPENDQUERY | CURLU_URLENCODE);
+        rs_free(pair);
+        if (uc != CURLUE_OK)
+            goto done;
+    }
+    if (curl_url_get(u, CURLUPART_URL, &url, 0) == CURLUE_OK)
+        out = rs_strdup(url);
+done:
+    curl_free(url);
+    curl_url_cleanup(u);
+    return out;
+}
+
+static void
+on_denial_sent(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    (void)ud;
+    (void)req;
+    (void)res;
+}
+
+/* Tell the callback its subscription was refused (hub.mode=denied). Only
+ * called once its address is known to be permitted. */
+static void
+send_denial(struct websub *w, const char *callback, const char *topic,
+            const char *reason)
+{
+    const char *kv[] = { "hub.mode", "denied", "hub.topic", topic, "hub.reason",
+                         reason, NULL };
+    char *url = callback_with(callback, kv);
+    struct rs_http_req_opts ro = {
+        .url = url,
+        .timeout_ms = (unsigned)w->h->conf->verify_timeout_ms,
+        .max_body = 4096,
+        .on_done = on_denial_sent,
+    };
+    if (url == NULL || rs_http_request(w->h->httpc, &ro, NULL) != 0)
+        rs_log(RS_LOG_DEBUG, "cannot send the denial to %s", callback);
+    rs_free(url);
+}
+
+/* -------------------------------------------------------------- activation */
+
+static void
+on_activated(void *ud, int rc, long long isnew)
+{
+    struct op *o = ud;
+    struct websub *w = o->w;
+    if (rc == 0) {
+        rs_log_kv(RS_LOG_INFO, o->mode == OP_SUBSCRIBE
+                  ? (isnew == 1 ? "subscribed" : "subscription renewed")
+                  : (isnew == 1 ? "unsubscribed" : "unsubscribe of an unknown subscription"),
+                  "topic", o->topic_name, "callback", o->callback, NULL);
+        deliver_refresh(w->h->deliver, o->topic_name);
+    } else if (rc != RS_ECANCELED) {
+        rs_log_kv(RS_LOG_ERROR, "verified, but the store failed",
+                  "callback", o->callback, "error", rs_strerror(rc), NULL);
+    }
+    op_free(o);
+}
+
+/* New subscriptions get what is accepted after they become active. */
+static void
+on_head_for_activation(void *ud, int rc, const struct backlog_info *info)
+{
+    struct op *o = ud;
+    struct websub *w = o->w;
+    if (rc != 0) {
+        if (rc != RS_ECANCELED)
+            rs_log_kv(RS_LOG_ERROR, "verified, but Redis failed",
+                      "callback", o->callback, NULL);
+        op_free(o);
+        return;
+    }
+    uint64_t lease_ms = o->lease_s * 1000;
+    struct sub_record r = { .secret = o->secret, .expires_ms = now_ms() + lease_ms,
+                            .created_ms = now_ms(), .failing = false };
+    char *js = sub_record_json(&r);
+    if (js == NULL || subs_put(w->h->subs, o->topic_name, o->callback, js,
+                               r.expires_ms, info->last_generated, o->host,
+                               on_activated, o) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "verified, but cannot store the subscription",
+                  "callback", o->callback, NULL);
+        op_free(o);
+    }
+    rs_free(js);
+}
+
+static void
+on_verified(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    (void)req;
+    struct op *o = ud;
+    struct websub *w = o->w;
+    if (res->rc == RS_ECANCELED) {
+        op_free(o);
+        return;
+    }
+    bool ok = res->rc == 0 && res->status >= 200 && res->status < 300;
+    if (ok) {
+        size_t n = res->body_len;
+        while (n > 0 && (res->body[n - 1] == '\n' || res->body[n - 1] == '\r' ||
+                         res->body[n - 1] == ' '))
+            n--;
+        ok = n == strlen(o->challenge) && memcmp(res->body, o->challenge, n) == 0;
+    }
+    if (!ok) {
+        w->st.verify_failed++;
+        rs_log_kv(RS_LOG_INFO, "intent not verified: nothing changes",
+                  "callback", o->callback,
+                  "why", res->rc != 0 ? res->errstr
+                         : (res->status < 200 || res->status >= 300)
+                               ? "callback did not answer 2xx"
+                               : "challenge not echoed", NULL);
+        op_free(o);
+        return;
+    }
+    w->st.verified++;
+    int rc;
+    if (o->mode == OP_SUBSCRIBE)
+        rc = backlog_info(w->h->backlog, o->topic_name, on_head_for_activation, o);
+    else
+        rc = subs_remove(w->h->subs, o->topic_name, o->callback, o->host,
+                         on_activated, o);
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "verified, but Redis is unavailable",
+                  "callback", o->callback, NULL);
+        op_free(o);
+    }
+}
+
+static void
+op_verify(struct op *o)
+{
+    struct websub *w = o->w;
+    unsigned char rnd[16];
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+        op_free(o);
+        return;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(o->challenge + 2 * i, 3, "%02x", rnd[i]);
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%llu", (unsigned long long)o->lease_s);
+    const char *kv[] = { "hub.mode", o->mode == OP_SUBSCRIBE ? "subscribe" : "unsubscribe",
+                         "hub.topic", o->topic_uri, "hub.challenge", o->challenge,
+                         o->mode == OP_SUBSCRIBE ? "hub.lease_seconds" : NULL, lease,
+                         NULL };
+    char *url = callback_with(o->callback, kv);
+    struct rs_http_req_opts ro = {
+        .url = url,
+        .timeout_ms = (unsigned)w->h->conf->verify_timeout_ms,
+        .max_body = 4096,
+        .on_done = on_verified,
+        .ud = o,
+    };
+    if (url == NULL || rs_http_request(w->h->httpc, &ro, NULL) != 0) {
+        rs_log_kv(RS_LOG_WARN, "cannot start verification", "callback",
+                  o->callback, NULL);
+        op_free(o);
+    }
+    rs_free(url);
+}
+
+/* ------------------------------------------------------------------ caps */
+
+static void
+on_counts(void *ud, int rc, long long topic_n, long long host_n, bool exists)
+{
+    struct op *o = ud;
+    struct websub *w = o->w;
+    const struct hub_conf *c = w->h->conf;
+    if (rc == RS_ECANCELED || o->gone) {
+        op_free(o);   /* the subscriber left before our answer: drop it */
+        return;
+    }
+    if (rc != 0) {
+        op_reply(o, 503, "Service Unavailable",
+                 "error: the subscription store (Redis) is unavailable");
+        op_free(o);
+        return;
+    }
+    if (o->mode == OP_SUBSCRIBE && !exists &&
+        ((c->max_subs_per_topic > 0 && topic_n >= c->max_subs_per_topic) ||
+         (c->max_subs_per_host > 0 && host_n >= c->max_subs_per_host))) {
+        w->st.denied++;
+        op_reply(o, 429, "Too Many Requests",
+                 "error: subscription limit reached (%s)",
+                 topic_n >= c->max_subs_per_topic ? "per topic" : "per callback host");
+        send_denial(w, o->callback, o->topic_uri, "subscription limit reached");
+        op_free(o);
+        return;
+    }
+    op_reply(o, 202, "Accepted", "accepted: verifying intent at the callback");
+    op_verify(o);
+}
+
+static void
+op_counts(struct op *o)
+{
+    struct websub *w = o->w;
+    if (o->gone) {
+        op_free(o);
+        return;
+    }
+    if (o->deny != NULL) {
+        w->st.denied++;
+        op_reply(o, 404, "Not Found", "error: %s %.300s", o->deny, o->topic_uri);
+        send_denial(w, o->callback, o->topic_uri, o->deny);
+        op_free(o);
+        return;
+    }
+    if (subs_counts(w->h->subs, o->topic_name, o->callback, o->host, on_counts,
+                    o) != 0) {
+        op_reply(o, 503, "Service Unavailable",
+                 "error: the subscription store (Redis) is unavailable");
+        op_free(o);
+    }
+}
+
+/* ----------------------------------------------------------- address check */
+
+static void
+on_resolved(int result, struct evutil_addrinfo *res, void *arg)
+{
+    struct op *o = arg;
+    struct websub *w = o->w;
+    if (result == EVUTIL_EAI_CANCEL) {
+        if (res != NULL)
+            evutil_freeaddrinfo(res);
+        op_free(o);
+        return;
+    }
+    if (result != 0 || res == NULL) {
+        w->st.denied++;
+        op_reply(o, 400, "Bad Request", "error: callback host %s does not resolve",
+                 o->host);
+        op_free(o);
+        return;
+    }
+    bool permitted = true;
+    for (struct evutil_addrinfo *ai = res; ai != NULL && permitted; ai = ai->ai_next)
+        permitted = netpolicy_permits(w->h->np, ai->ai_addr);
+    evutil_freeaddrinfo(res);
+    if (!permitted) {
+        w->st.denied++;
+        op_reply(o, 403, "Forbidden",
+                 "error: callback host %s is in a denied network", o->host);
+        op_free(o);
+        return;
+    }
+    op_counts(o);
+}
+
+static void
+op_check_address(struct op *o)
+{
+    struct websub *w = o->w;
+    char lit[INET6_ADDRSTRLEN + 2];
+    const char *h = o->host;
+    size_t hl = strlen(h);
+    /* a bracketed IPv6 literal */
+    if (hl > 2 && h[0] == '[' && h[hl - 1] == ']' && hl - 2 < sizeof(lit)) {
+        memcpy(lit, h + 1, hl - 2);
+        lit[hl - 2] = '\0';
+        h = lit;
+    }
+    struct in6_addr a6;
+    struct in_addr a4;
+    if (inet_pton(AF_INET, h, &a4) == 1 || inet_pton(AF_INET6, h, &a6) == 1) {
+        if (!netpolicy_permits_str(w->h->np, h)) {
+            w->st.denied++;
+            op_reply(o, 403, "Forbidden",
+                     "error: callback address %s is in a denied network", h);
+            op_free(o);
+            return;
+        }
+        op_counts(o);
+        return;
+    }
+    struct evutil_addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    /* may call on_resolved before returning */
+    evdns_getaddrinfo(w->h->dns, o->host, NULL, &hints, on_resolved, o);
+}
+
+/* ------------------------------------------------------------ publish ping */
+
+struct ping {
+    struct websub *w;
+    char name[BACKLOG_NAME_MAX + 1];
+    char *url;
+};
+
+static void
+on_ping_appended(void *ud, int rc, struct msg_id id)
+{
+    struct ping *p = ud;
+    char idb[MSG_ID_BUFSZ];
+    if (rc == 0) {
+        p->w->st.pings++;
+        msg_id_format(id, idb);
+        rs_log_kv(RS_LOG_INFO, "publish ping distributed", "topic", p->name,
+                  "url", p->url, "id", idb, NULL);
+    } else if (rc != RS_ECANCELED) {
+        p->w->st.ping_failed++;
+        rs_log_kv(RS_LOG_WARN, "publish ping not stored", "url", p->url,
+                  "error", rs_strerror(rc), NULL);
+    }
+    rs_free(p->url);
+    rs_free(p);
+}
+
+static void
+on_ping_fetched(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    (void)req;
+    struct ping *p = ud;
+    struct websub *w = p->w;
+    struct topic *t = topics_by_name(w->h->topics, p->name);
+    if (res->rc == RS_ECANCELED || t == NULL) {
+        rs_free(p->url);
+        rs_free(p);
+        return;
+    }
+    if (res->rc != 0 || res->status < 200 || res->status >= 300) {
+        w->st.ping_failed++;
+        rs_log_kv(RS_LOG_WARN, "publish ping: cannot fetch the topic", "url",
+                  p->url, "error", res->rc ? res->errstr : "non-2xx answer", NULL);
+        rs_free(p->url);
+        rs_free(p);
+        return;
+    }
+    const char *ct = res->content_type != NULL ? res->content_type
+                                                : "application/octet-stream";
+    if (backlog_append(w->h->backlog, t->name, res->body, res->body_len, ct,
+                       t->max_entries, on_ping_appended, p) != 0) {
+        w->st.ping_failed++;
+        rs_log_kv(RS_LOG_WARN, "publish ping: Redis unavailable", "url", p->url, NULL);
+        rs_free(p->url);
+        rs_free(p);
+    }
+}
+
+static void
+on_ping_claimed(void *ud, int rc, const char *rec, size_t len)
+{
+    struct ping *p = ud;
+    struct topic *t = topics_by_name(p->w->h->topics, p->name);
+    char *uri = NULL;
+    enum topic_kind kind;
+    if (rc == 0 && t != NULL && topic_record_parse(rec, len, &uri, &kind) == 0) {
+        t->kind = kind;
+        t->registered = true;
+    }
+    rs_free(uri);
+    struct rs_http_req_opts ro = {
+        .url = p->url,
+        .timeout_ms = 30000,
+        .max_body = (size_t)p->w->h->conf->max_body,
+        .max_redirects = 5,
+        .on_done = on_ping_fetched,
+        .ud = p,
+    };
+    if (rc != 0 || rs_http_request(p->w->h->httpc, &ro, NULL) != 0) {
+        p->w->st.ping_failed++;
+        rs_free(p->url);
+        rs_free(p);
+    }
+}
+
+static void
+handle_publish(struct websub *w, struct evhttp_request *req,
+               struct evkeyvalq *form)
+{
+    struct hub *h = w->h;
+    size_t started = 0, unknown = 0;
+    for (struct evkeyval *kv = form->tqh_first; kv != NULL; kv = kv->next.tqe_next) {
+        if (strcmp(kv->key, "hub.url") != 0 && strcmp(kv->key, "hub.topic") != 0)
+            continue;
+        if (!rs_url_is_http(kv->value)) {
+            hub_reply_text(req, 400, "Bad Request",
+                           "error: %s must be an absolute http(s) URL", kv->key);
+            return;
+        }
+        bool created = false;
+        struct topic *t = topics_by_uri(h->topics, kv->value);
+        if (t == NULL)
+            t = topics_learn(h->topics, kv->value, &created);
+        if (t == NULL) {
+            unknown++;
+            continue;
+        }
+        struct ping *p = rs_calloc(1, sizeof(*p));
+        if (p == NULL || (p->url = rs_strdup(kv->value)) == NULL) {
+            rs_free(p);
+            continue;
+        }
+        p->w = w;
+        snprintf(p->name, sizeof(p->name), "%s", t->name);
+        if (!t->configured && !t->registered) {
+            char *rec = topic_record(t);
+            if (rec == NULL ||
+                backlog_topic_claim(h->backlog, t->name, rec, on_ping_claimed, p) != 0) {
+                rs_free(p->url);
+                rs_free(p);
+                rs_free(rec);
+                continue;
+            }
+            rs_free(rec);
+        } else {
+            on_ping_claimed(p, 0, NULL, 0);   /* straight to the fetch */
+        }
+        started++;
+    }
+    if (started == 0 && unknown > 0) {
+        hub_reply_text(req, 404, "Not Found", "error: unknown topic");
+        return;
+    }
+    if (started == 0) {
+        hub_reply_text(req, 400, "Bad Request",
+                       "error: hub.mode=publish needs hub.url or hub.topic");
+        return;
+    }
+    hub_reply_text(req, 202, "Accepted", "accepted: fetching %zu topic%s",
+                   started, started == 1 ? "" : "s");
+}
+
+/* -------------------------------------------------------------- requests */
+
+static const char *
+form_get(struct evkeyvalq *form, const char *key)
+{
+    return evhttp_find_header(form, key);
+}
+
+void
+websub_handle(struct websub *w, struct evhttp_request *req)
+{
+    struct hub *h = w->h;
+    const struct hub_conf *c = h->conf;
+    struct evkeyvalq form;
+    memset(&form, 0, sizeof(form));   /* evhttp_parse_query_str initialises it */
+    w->st.requests++;
+
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    char *body = rs_malloc(len + 1);
+    if (body == NULL) {
+        hub_reply_text(req, 503, "Service Unavailable", "error: out of memory");
+        return;
+    }
+    evbuffer_copyout(in, body, len);
+    body[len] = '\0';
+    int prc = evhttp_parse_query_str(body, &form);
+    rs_free(body);
+    if (prc != 0) {
+        hub_reply_text(req, 400, "Bad Request", "error: malformed form body");
+        evhttp_clear_headers(&form);
+        return;
+    }
+    const char *mode = form_get(&form, "hub.mode");
+    if (mode != NULL && strcmp(mode, "publish") == 0) {
+        handle_publish(w, req, &form);
+        evhttp_clear_headers(&form);
+        return;
+    }
+    const char *err = NULL;
+    const char *topic = form_get(&form, "hub.topic");
+    const char *callback = form_get(&form, "hub.callback");
+    const char *secret = form_get(&form, "hub.secret");
+    const char *lease = form_get(&form, "hub.lease_seconds");
+    enum op_mode m = OP_SUBSCRIBE;
+    if (mode == NULL)
+        err = "missing hub.mode";
+    else if (strcmp(mode, "subscribe") == 0)
+        m = OP_SUBSCRIBE;
+    else if (strcmp(mode, "unsubscribe") == 0)
+        m = OP_UNSUBSCRIBE;
+    else
+        err = "hub.mode must be subscribe, unsubscribe or publish";
+    if (err == NULL && (topic == NULL || topic[0] == '\0'))
+        err = "missing hub.topic";
+    if (err == NULL && (callback == NULL || callback[0] == '\0'))
+        err = "missing hub.callback";
+    if (err == NULL && !rs_url_is_http(callback))
+        err = "hub.callback must be an absolute http(s) URL";
+    if (err == NULL && secret != NULL && strlen(secret) > WEBSUB_SECRET_MAX)
+        err = "hub.secret must be less than 200 bytes";
+    uint64_t lease_s = (uint64_t)c->lease_default_ms / 1000;
+    if (err == NULL && lease != NULL) {
+        char *end;
+        unsigned long long v = strtoull(lease, &end, 10);
+        if (end == lease || *end != '\0' || lease[0] == '-')
+            err = "hub.lease_seconds must be a whole number";
+        else
+            lease_s = v;
+    }
+    if (err != NULL) {
+        w->st.denied++;
+        hub_reply_text(req, 400, "Bad Request", "error: %s", err);
+        evhttp_clear_headers(&form);
+        return;
+    }
+    /* WebSub: the hub picks the lease within its bounds */
+    uint64_t lmin = (uint64_t)c->lease_min_ms / 1000, lmax = (uint64_t)c->lease_max_ms / 1000;
+    if (lease_s < lmin)
+        lease_s = lmin;
+    if (lease_s > lmax)
+        lease_s = lmax;
+
+    struct topic *t = topics_by_uri(h->topics, topic);
+    bool created = false;
+    if (t == NULL && m == OP_SUBSCRIBE)
+        t = topics_learn(h->topics, topic, &created);
+    struct op *o = rs_calloc(1, sizeof(*o));
+    if (o == NULL) {
+        hub_reply_text(req, 503, "Service Unavailable", "error: out of memory");
+        evhttp_clear_headers(&form);
+        return;
+    }
+    o->w = w;
+    o->mode = m;
+    o->req = req;
+    o->evcon = evhttp_request_get_connection(req);
+    o->lease_s = lease_s;
+    if (t != NULL)
+        snprintf(o->topic_name, sizeof(o->topic_name), "%s", t->name);
+    else
+        o->deny = "unknown topic";   /* closed mode, or unsubscribe */
+    o->topic_uri = rs_strdup(topic);
+    o->callback = rs_strdup(callback);
+    o->host = callback_host(callback);
+    bool want_secret = secret != NULL && secret[0] != '\0';
+    o->secret = want_secret ? rs_strdup(secret) : NULL;
+    evhttp_clear_headers(&form);   /* topic, callback, secret die here */
+    if (o->topic_uri == NULL || o->callback == NULL || o->host == NULL ||
+        (want_secret && o->secret == NULL)) {
+        hub_reply_text(req, o->host == NULL ? 400 : 503,
+                       o->host == NULL ? "Bad Request" : "Service Unavailable",
+                       o->host == NULL ? "error: hub.callback has no host"
+                                       : "error: out of memory");
+        o->req = NULL;
+        op_free(o);
+        return;
+    }
+    if (!backlog_ready(h->backlog)) {
+        o->req = NULL;
+        op_free(o);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        hub_reply_text(req, 503, "Service Unavailable",
+                       "error: the subscription store (Redis) is unavailable");
+        return;
+    }
+    evhttp_connection_set_closecb(o->evcon, on_op_gone, o);
+    op_check_address(o);
+}
+
+struct websub *
+websub_new(struct hub *h)
+{
+    struct websub *w = rs_calloc(1, sizeof(*w));
+    if (w != NULL)
+        w->h = h;
+    return w;
+}
+
+void
+websub_free(struct websub *w)
+{
+    rs_free(w);
+}
+
+void
+websub_stats(const struct websub *w, struct websub_stats *out)
+{
+    *out = w->st;
+}
