@@ -1,0 +1,108 @@
+/*
+ * rs_http.h - asynchronous HTTP client on a libevent loop: libcurl's
+ * multi_socket interface driven by the loop's events and one timer (the
+ * seam between libcurl and libevent lives in http.c only). Keep-alive
+ * connection reuse, a cap on connections in total and per host, per-request
+ * timeouts, body size limits, bounded redirects, streaming or buffered
+ * response bodies. It owns transfers and connections; what a request means
+ * is the caller's business. No thread, no blocking call.
+ */
+#ifndef RS_HTTP_H
+#define RS_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rs_error.h"
+
+struct event_base;
+struct rs_http;
+struct rs_http_req;
+
+struct rs_http_opts {
+    unsigned max_conns;          /* total connections; 0 = 256 */
+    unsigned max_host_conns;     /* per host; 0 = 8 */
+    unsigned connect_timeout_ms; /* 0 = 5000 */
+    const char *user_agent;      /* NULL = "rspush/VERSION" */
+    bool http2;                  /* negotiate HTTP/2 where offered (TLS ALPN) */
+    bool allow_private;          /* false: callers are expected to vet URLs;
+                                    this module does no address filtering */
+    unsigned max_requests;       /* accepted, on_done not yet run; 0 = 100000 */
+};
+
+/* What a finished request produced. Valid only during on_done. */
+struct rs_http_result {
+    int rc;                      /* 0: an HTTP response arrived (any status);
+                                    RS_ETIMEDOUT, RS_EIO (connect/transfer
+                                    failure), RS_ETOOBIG (body over max_body),
+                                    RS_EPROTO (bad response, too many
+                                    redirects), RS_ESTOPPED (on_data said
+                                    stop), RS_ECANCELED (rs_http_cancel or
+                                    rs_http_free) */
+    long status;                 /* HTTP status, 0 if none */
+    const char *errstr;          /* why, when rc != 0; "" otherwise */
+    const char *effective_url;   /* after redirects */
+    const char *content_type;    /* NULL if absent */
+    const char *body;            /* buffered body when no on_data; NUL-terminated */
+    size_t body_len;
+    uint64_t elapsed_us;         /* request start to done */
+};
+
+struct rs_http_req_opts {
+    const char *method;          /* NULL = "GET"; "POST", "HEAD", ... */
+    const char *url;             /* absolute http(s) URL */
+    const char *const *headers;  /* "Name: value" strings, NULL-terminated; copied */
+    const void *body;            /* request body; copied unless body_borrowed */
+    size_t body_len;
+    bool body_borrowed;          /* body stays valid until on_done: no copy */
+    unsigned timeout_ms;         /* whole transfer; 0 = 30000 */
+    size_t max_body;             /* response body cap; 0 = 64 MiB */
+    unsigned max_redirects;      /* 0 = do not follow */
+    /* Streaming: called with each piece of the response body (after the
+     * headers are in, so rs_http_req_header works). Return 0 to go on,
+     * non-zero to stop (the request ends with RS_ESTOPPED). NULL: the body
+     * is buffered into result.body (up to max_body). */
+    int (*on_data)(void *ud, struct rs_http_req *req, const char *buf, size_t len);
+    /* Runs exactly once per request accepted by rs_http_request, including
+     * on cancel and on rs_http_free. The request is freed right after. */
+    void (*on_done)(void *ud, struct rs_http_req *req, const struct rs_http_result *res);
+    void *ud;
+};
+
+struct rs_http *rs_http_new(struct event_base *base, const struct rs_http_opts *o);
+
+/* Every request still in flight completes with RS_ECANCELED before this
+ * returns. Must not be called from inside one of its callbacks. NULL ok. */
+void rs_http_free(struct rs_http *h);
+
+/* Start a request. 0: on_done will run exactly once (never from inside
+ * this call); *out (may be NULL) identifies it until then. RS_EINVAL (bad
+ * URL or options), RS_ENOMEM, RS_ETOOBIG (max_requests in flight),
+ * RS_ESTATE (rs_http_free has begun, e.g. from inside on_done): on_done
+ * never runs. */
+int rs_http_request(struct rs_http *h, const struct rs_http_req_opts *o,
+                    struct rs_http_req **out) RS_MUST_CHECK;
+
+/* Cancel: on_done runs (from the loop, not inside this call) with
+ * RS_ECANCELED, unless it already ran. Safe from inside on_data. */
+void rs_http_cancel(struct rs_http_req *req);
+
+/* A response header of the request (case-insensitive name; the last one if
+ * repeated), valid during on_data/on_done; NULL if absent. */
+const char *rs_http_req_header(struct rs_http_req *req, const char *name);
+
+/* Every value of a repeated header (e.g. Link), in order: calls cb for each.
+ * Valid during on_data/on_done. */
+void rs_http_req_headers(struct rs_http_req *req, const char *name,
+                         void (*cb)(void *ud, const char *value), void *ud);
+
+struct rs_http_stats {
+    uint64_t requests, completed, failed, canceled;
+    uint64_t connects;           /* new connections opened (keep-alive shows
+                                    as connects << requests) */
+    unsigned in_flight;
+};
+void rs_http_stats(const struct rs_http *h, struct rs_http_stats *out);
+
+#endif

@@ -1,0 +1,1735 @@
+/* test_http.c - the asynchronous HTTP client (rs_http.h) against real
+ * peers on 127.0.0.1 running on the same event_base: an evhttp server
+ * programmed per path (bodies, delays, redirects, Link headers, a handler
+ * that never answers) and a raw TCP listener for what evhttp will not send
+ * (garbage, bodies cut short, oversized or malformed headers). Every
+ * on_done is counted; every test ends with nothing left on the loop. */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rs_alloc.h"
+#include "rs_http.h"
+
+#define WATCHDOG_MS 20000u
+#define CONN_MAX 256
+#define RAW_MAX 16
+#define BIG_5MB (5u * 1024u * 1024u)
+
+struct fixture;
+
+/* A reply the evhttp peer sends later (/delay). */
+struct delayed {
+    struct delayed *next;
+    struct event *ev;
+    struct evhttp_request *req;
+    struct srv *s;
+};
+
+/* The evhttp peer and what it saw. */
+struct srv {
+    struct evhttp *http;
+    int port;
+    unsigned hits;                  /* requests received */
+    struct evhttp_connection *conns[CONN_MAX]; /* open, having sent one */
+    unsigned nconns, max_conns, total_conns;
+    struct delayed *delayed;
+    /* the last request's details */
+    enum evhttp_cmd_type method;
+    char *body;                     /* malloc'ed copy */
+    size_t body_len;
+    char token[64], ua[64], ctype[64];
+    bool expect_seen;
+};
+
+/* The raw peer: reads one request head, writes reply, then closes or
+ * keeps quiet. */
+struct raw {
+    struct evconnlistener *lis;
+    int port;
+    const char *reply;
+    size_t reply_len;
+    struct bufferevent *bevs[RAW_MAX];
+    unsigned nbevs;
+};
+
+/* One request as the test sees it. */
+struct call {
+    struct fixture *f;
+    struct rs_http_req *req;
+    unsigned n_done;
+    int rc;
+    long status;
+    char errstr[256];
+    char url[512];
+    char ctype[64];
+    char body[16384];               /* copy of result.body (truncated) */
+    size_t body_len;
+    uint64_t elapsed_us;
+    /* on_data */
+    unsigned n_data;
+    size_t data_bytes;
+    bool data_pattern_ok;
+    int stop_at;                    /* return 1 at this piece (1-based) */
+    bool cancel_in_data;
+    bool free_in_data;              /* rs_http_free from on_data */
+    char data_clen[32];             /* Content-Length seen from on_data */
+    /* headers captured in on_done */
+    const char *want;               /* header to look up */
+    char got[256];
+    bool got_null;
+    unsigned nlinks;
+    char links[4][128];
+    /* on_done actions */
+    struct rs_http_req_opts *next;  /* chain: issue this from on_done */
+    unsigned chain_left;
+    bool free_in_done;              /* rs_http_free from on_done */
+    bool request_if_canceled;       /* try rs_http_request when canceled */
+    int rc_request;                 /* what that returned */
+};
+
+struct fixture {
+    struct event_base *base;
+    struct event *watchdog;
+    bool expired;
+    struct srv srv;
+    struct raw raw;
+    struct rs_http *h;
+    unsigned n_done;                /* on_done, all requests */
+    unsigned n_canceled;
+    char url[512];
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void
+on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    struct fixture *f = arg;
+    (void)fd;
+    (void)what;
+    f->expired = true;
+}
+
+static void
+wd_start(struct fixture *f, unsigned ms)
+{
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    f->expired = false;
+    assert_int_equal(event_add(f->watchdog, &tv), 0);
+}
+
+static void
+wd_stop(struct fixture *f)
+{
+    event_del(f->watchdog);
+}
+
+/* Run the loop until cond holds; the watchdog turns a hang into a failure. */
+#define LOOP_UNTIL(f, cond, ms)                                             \
+    do {                                                                    \
+        wd_start((f), (ms));                                                \
+        while (!(cond) && !(f)->expired)                                    \
+            event_base_loop((f)->base, EVLOOP_ONCE);                        \
+        wd_stop(f);                                                         \
+        assert_true(cond);                                                  \
+    } while (0)
+
+static void
+run_for(struct fixture *f, unsigned ms)
+{
+    wd_start(f, ms);
+    while (!f->expired)
+        event_base_loop(f->base, EVLOOP_ONCE);
+    wd_stop(f);
+}
+
+static unsigned long
+query_num(const char *q, const char *key, unsigned long dflt)
+{
+    size_t klen = strlen(key);
+    const char *p = q;
+
+    while (p != NULL && *p != '\0') {
+        if (strncmp(p, key, klen) == 0 && p[klen] == '=')
+            return strtoul(p + klen + 1, NULL, 10);
+        p = strchr(p, '&');
+        if (p != NULL)
+            p++;
+    }
+    return dflt;
+}
+
+static char
+pattern_byte(size_t i)
+{
+    return (char)('a' + i % 23);
+}
+
+/* ------------------------------------------------------------ evhttp peer */
+
+static void
+srv_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct srv *s = arg;
+    unsigned i;
+
+    for (i = 0; i < s->nconns; i++) {
+        if (s->conns[i] == evcon) {
+            s->conns[i] = s->conns[--s->nconns];
+            return;
+        }
+    }
+}
+
+/* Counts connections that send requests, and how many are open at once. */
+static void
+srv_track(struct srv *s, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    unsigned i;
+
+    for (i = 0; i < s->nconns; i++) {
+        if (s->conns[i] == evcon)
+            return;
+    }
+    assert_true(s->nconns < CONN_MAX);
+    s->conns[s->nconns++] = evcon;
+    s->total_conns++;
+    if (s->nconns > s->max_conns)
+        s->max_conns = s->nconns;
+    evhttp_connection_set_closecb(evcon, srv_conn_closed, s);
+}
+
+static void
+srv_reply(struct evhttp_request *req, int code, const char *reason,
+          const void *body, size_t len)
+{
+    struct evbuffer *b = evbuffer_new();
+    assert_non_null(b);
+    if (len > 0)
+        evbuffer_add(b, body, len);
+    evhttp_send_reply(req, code, reason, b);
+    evbuffer_free(b);
+}
+
+static void
+srv_on_delay(evutil_socket_t fd, short what, void *arg)
+{
+    struct delayed *d = arg, **pp;
+    struct srv *s = d->s;
+    (void)fd;
+    (void)what;
+    for (pp = &s->delayed; *pp != d; pp = &(*pp)->next)
+        ;
+    *pp = d->next;
+    srv_reply(d->req, 200, "OK", "late", 4);
+    event_free(d->ev);
+    free(d);
+}
+
+static void
+srv_big(struct evhttp_request *req, size_t n, bool chunked)
+{
+    char *buf = malloc(n ? n : 1);
+    size_t i;
+
+    assert_non_null(buf);
+    for (i = 0; i < n; i++)
+        buf[i] = pattern_byte(i);
+    if (!chunked) {
+        srv_reply(req, 200, "OK", buf, n);
+    } else {
+        evhttp_send_reply_start(req, 200, "OK");
+        for (i = 0; i < n; i += 4096) {
+            struct evbuffer *b = evbuffer_new();
+            evbuffer_add(b, buf + i, n - i < 4096 ? n - i : 4096);
+            evhttp_send_reply_chunk(req, b);
+            evbuffer_free(b);
+        }
+        evhttp_send_reply_end(req);
+    }
+    free(buf);
+}
+
+static void
+srv_on_request(struct evhttp_request *req, void *arg)
+{
+    struct srv *s = arg;
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+    const char *path = evhttp_uri_get_path(u);
+    const char *q = evhttp_uri_get_query(u);
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    struct evbuffer *ib = evhttp_request_get_input_buffer(req);
+    const char *v;
+    char loc[128];
+    unsigned long n;
+
+    srv_track(s, req);
+    s->hits++;
+    s->method = evhttp_request_get_command(req);
+    free(s->body);
+    s->body_len = evbuffer_get_length(ib);
+    s->body = malloc(s->body_len + 1);
+    assert_non_null(s->body);
+    evbuffer_remove(ib, s->body, s->body_len);
+    v = evhttp_find_header(in, "X-Token");
+    snprintf(s->token, sizeof(s->token), "%s", v ? v : "");
+    v = evhttp_find_header(in, "User-Agent");
+    snprintf(s->ua, sizeof(s->ua), "%s", v ? v : "");
+    v = evhttp_find_header(in, "Content-Type");
+    snprintf(s->ctype, sizeof(s->ctype), "%s", v ? v : "");
+    s->expect_seen = evhttp_find_header(in, "Expect") != NULL;
+
+    if (path == NULL)
+        path = "/";
+    if (strcmp(path, "/hello") == 0) {
+        evhttp_add_header(out, "Content-Type", "text/plain");
+        srv_reply(req, 200, "OK", "hello world", 11);
+    } else if (strcmp(path, "/echo") == 0) {
+        evhttp_add_header(out, "X-Got-Token", s->token);
+        srv_reply(req, 201, "Created", s->body, s->body_len);
+    } else if (strcmp(path, "/big") == 0) {
+        n = query_num(q, "n", 0);
+        if (s->method == EVHTTP_REQ_HEAD) {
+            char cl[32];
+            snprintf(cl, sizeof(cl), "%lu", n);
+            evhttp_add_header(out, "Content-Length", cl);
+            srv_reply(req, 200, "OK", NULL, 0);
+        } else {
+            srv_big(req, n, false);
+        }
+    } else if (strcmp(path, "/chunked") == 0) {
+        srv_big(req, query_num(q, "n", 0), true);
+    } else if (strcmp(path, "/delay") == 0) {
+        struct delayed *d = calloc(1, sizeof(*d));
+        unsigned long ms = query_num(q, "ms", 10);
+        struct timeval tv = { (time_t)(ms / 1000),
+                              (suseconds_t)(ms % 1000) * 1000 };
+        assert_non_null(d);
+        d->s = s;
+        d->req = req;
+        d->ev = evtimer_new(evhttp_connection_get_base(
+                                evhttp_request_get_connection(req)),
+                            srv_on_delay, d);
+        assert_non_null(d->ev);
+        d->next = s->delayed;
+        s->delayed = d;
+        evtimer_add(d->ev, &tv);
+    } else if (strcmp(path, "/never") == 0) {
+        /* evhttp frees the request with its connection. */
+    } else if (strcmp(path, "/redir") == 0) {
+        n = query_num(q, "n", 0);
+        if (n == 0) {
+            srv_reply(req, 200, "OK", "landed", 6);
+        } else {
+            snprintf(loc, sizeof(loc), "/redir?n=%lu", n - 1);
+            evhttp_add_header(out, "Location", loc);
+            evhttp_add_header(out, "X-Hop", "yes");
+            evhttp_add_header(out, "Link", "<http://hop/>; rel=\"hop\"");
+            srv_reply(req, 302, "Found", "moved", 5);
+        }
+    } else if (strcmp(path, "/loop") == 0) {
+        evhttp_add_header(out, "Location", "/loop");
+        srv_reply(req, 302, "Found", NULL, 0);
+    } else if (strcmp(path, "/links") == 0) {
+        evhttp_add_header(out, "Link", "<http://a/>; rel=\"one\"");
+        evhttp_add_header(out, "Link", "<http://b/>; rel=\"two\"");
+        evhttp_add_header(out, "X-Other", "x");
+        evhttp_add_header(out, "link", "<http://c/>; rel=\"three\"");
+        srv_reply(req, 200, "OK", "links", 5);
+    } else if (strcmp(path, "/status") == 0) {
+        n = query_num(q, "code", 500);
+        srv_reply(req, (int)n, "Status", "status", 6);
+    } else {
+        srv_reply(req, 404, "Not Found", "nope", 4);
+    }
+}
+
+static void
+srv_start(struct fixture *f)
+{
+    struct srv *s = &f->srv;
+    struct evhttp_bound_socket *bs;
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+
+    s->http = evhttp_new(f->base);
+    assert_non_null(s->http);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+                                            EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE);
+    evhttp_set_gencb(s->http, srv_on_request, s);
+    bs = evhttp_bind_socket_with_handle(s->http, "127.0.0.1", 0);
+    assert_non_null(bs);
+    assert_int_equal(getsockname(evhttp_bound_socket_get_fd(bs),
+                                 (struct sockaddr *)&sa, &len), 0);
+    s->port = ntohs(sa.sin_port);
+}
+
+static void
+srv_stop(struct srv *s)
+{
+    while (s->delayed != NULL) {
+        struct delayed *d = s->delayed;
+        s->delayed = d->next;
+        event_free(d->ev);
+        free(d);
+    }
+    if (s->http != NULL)
+        evhttp_free(s->http);
+    s->http = NULL;
+    free(s->body);
+    s->body = NULL;
+}
+
+static const char *
+url_of(struct fixture *f, const char *path)
+{
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d%s", f->srv.port,
+             path);
+    return f->url;
+}
+
+/* --------------------------------------------------------------- raw peer */
+
+static void
+raw_on_write(struct bufferevent *bev, void *arg)
+{
+    (void)arg;
+    /* All written: hang up (mid-body, for a body announced longer). */
+    bufferevent_disable(bev, EV_READ | EV_WRITE);
+    shutdown(bufferevent_getfd(bev), SHUT_RDWR);
+}
+
+static void
+raw_on_read(struct bufferevent *bev, void *arg)
+{
+    struct raw *r = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer_ptr p = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+
+    if (p.pos < 0)
+        return;
+    evbuffer_drain(in, evbuffer_get_length(in));
+    if (r->reply == NULL)
+        return;                     /* a peer that never answers */
+    bufferevent_setcb(bev, NULL, raw_on_write, NULL, r);
+    bufferevent_write(bev, r->reply, r->reply_len);
+}
+
+static void
+raw_on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    (void)arg;
+}
+
+static void
+raw_on_accept(struct evconnlistener *lis, evutil_socket_t fd,
+              struct sockaddr *sa, int len, void *arg)
+{
+    struct raw *r = arg;
+    struct bufferevent *bev;
+
+    (void)sa;
+    (void)len;
+    bev = bufferevent_socket_new(evconnlistener_get_base(lis), fd,
+                                 BEV_OPT_CLOSE_ON_FREE);
+    assert_non_null(bev);
+    assert_true(r->nbevs < RAW_MAX);
+    r->bevs[r->nbevs++] = bev;
+    bufferevent_setcb(bev, raw_on_read, NULL, raw_on_event, r);
+    bufferevent_enable(bev, EV_READ);
+}
+
+static void
+raw_start(struct fixture *f, const char *reply, size_t len)
+{
+    struct raw *r = &f->raw;
+    struct sockaddr_in sa;
+    socklen_t slen = sizeof(sa);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    r->reply = reply;
+    r->reply_len = len;
+    r->lis = evconnlistener_new_bind(f->base, raw_on_accept, r,
+                                     LEV_OPT_CLOSE_ON_FREE |
+                                         LEV_OPT_REUSEABLE,
+                                     16, (struct sockaddr *)&sa,
+                                     sizeof(sa));
+    assert_non_null(r->lis);
+    assert_int_equal(getsockname(evconnlistener_get_fd(r->lis),
+                                 (struct sockaddr *)&sa, &slen), 0);
+    r->port = ntohs(sa.sin_port);
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d/raw", r->port);
+}
+
+static void
+raw_stop(struct raw *r)
+{
+    unsigned i;
+
+    for (i = 0; i < r->nbevs; i++)
+        bufferevent_free(r->bevs[i]);
+    r->nbevs = 0;
+    if (r->lis != NULL)
+        evconnlistener_free(r->lis);
+    r->lis = NULL;
+}
+
+/* ------------------------------------------------------------ the client */
+
+static void
+on_link(void *ud, const char *value)
+{
+    struct call *c = ud;
+    if (c->nlinks < 4)
+        snprintf(c->links[c->nlinks], sizeof(c->links[0]), "%s", value);
+    c->nlinks++;
+}
+
+static void
+on_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    struct call *c = ud;
+    struct fixture *f = c->f;
+    const char *v;
+
+    c->n_done++;
+    f->n_done++;
+    if (res->rc == RS_ECANCELED)
+        f->n_canceled++;
+    if (c->req != NULL)
+        assert_ptr_equal(req, c->req);
+    c->rc = res->rc;
+    c->status = res->status;
+    assert_non_null(res->errstr);
+    assert_true((res->rc == 0) == (res->errstr[0] == '\0'));
+    snprintf(c->errstr, sizeof(c->errstr), "%s", res->errstr);
+    snprintf(c->url, sizeof(c->url), "%s",
+             res->effective_url ? res->effective_url : "");
+    snprintf(c->ctype, sizeof(c->ctype), "%s",
+             res->content_type ? res->content_type : "(null)");
+    assert_non_null(res->body);
+    c->body_len = res->body_len;
+    c->body[0] = '\0';
+    if (res->body != NULL) {
+        assert_int_equal(res->body[res->body_len], '\0');
+        memcpy(c->body, res->body,
+               res->body_len < sizeof(c->body) ? res->body_len + 1
+                                               : sizeof(c->body));
+    }
+    c->elapsed_us = res->elapsed_us;
+    if (c->want != NULL) {
+        v = rs_http_req_header(req, c->want);
+        c->got_null = v == NULL;
+        snprintf(c->got, sizeof(c->got), "%s", v ? v : "");
+        rs_http_req_headers(req, "Link", on_link, c);
+    }
+    if (c->request_if_canceled && res->rc == RS_ECANCELED &&
+        f->h != NULL) {
+        /* rs_http_free is running: refused, so no on_done to expect. */
+        struct rs_http_req_opts o;
+        memset(&o, 0, sizeof(o));
+        o.url = "http://127.0.0.1:1/";
+        o.on_done = on_done;
+        o.ud = c;
+        c->rc_request = rs_http_request(f->h, &o, NULL);
+    }
+    if (c->free_in_done) {
+        rs_http_free(f->h);
+        f->h = NULL;
+    }
+    if (c->next != NULL && c->chain_left > 0) {
+        c->chain_left--;
+        c->req = NULL;
+        assert_int_equal(rs_http_request(f->h, c->next, &c->req), 0);
+    }
+}
+
+static int
+on_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
+{
+    struct call *c = ud;
+    size_t i;
+    const char *cl;
+
+    if (c->n_data == 0) {
+        c->data_pattern_ok = true;
+        cl = rs_http_req_header(req, "Content-Length");
+        snprintf(c->data_clen, sizeof(c->data_clen), "%s", cl ? cl : "");
+    }
+    assert_int_equal(c->n_done, 0);
+    c->n_data++;
+    for (i = 0; i < len; i++) {
+        if (buf[i] != pattern_byte(c->data_bytes + i)) {
+            c->data_pattern_ok = false;
+            break;
+        }
+    }
+    c->data_bytes += len;
+    if (c->free_in_data) {
+        rs_http_free(c->f->h);
+        c->f->h = NULL;
+        return 0;
+    }
+    if (c->cancel_in_data) {
+        rs_http_cancel(req);
+        rs_http_cancel(req);            /* twice is harmless */
+        return 0;
+    }
+    return c->stop_at != 0 && c->n_data == (unsigned)c->stop_at;
+}
+
+static struct rs_http_req_opts
+req_opts(struct call *c, struct fixture *f, const char *url)
+{
+    struct rs_http_req_opts o;
+
+    memset(&o, 0, sizeof(o));
+    memset(c, 0, sizeof(*c));
+    c->f = f;
+    o.url = url;
+    o.on_done = on_done;
+    o.ud = c;
+    return o;
+}
+
+static void
+client_new(struct fixture *f, const struct rs_http_opts *o)
+{
+    f->h = rs_http_new(f->base, o);
+    assert_non_null(f->h);
+}
+
+/* Start a request: accepted, and on_done did not run inside the call. */
+static void
+start(struct fixture *f, struct call *c, const struct rs_http_req_opts *o)
+{
+    unsigned before = f->n_done;
+    assert_int_equal(rs_http_request(f->h, o, &c->req), 0);
+    assert_non_null(c->req);
+    assert_int_equal(f->n_done, before);
+}
+
+/* One request to completion. */
+static void
+run_one(struct fixture *f, struct call *c, const struct rs_http_req_opts *o)
+{
+    start(f, c, o);
+    LOOP_UNTIL(f, c->n_done == 1, WATCHDOG_MS);
+}
+
+static void
+client_free_and_check(struct fixture *f)
+{
+    rs_http_free(f->h);
+    f->h = NULL;
+}
+
+/* ------------------------------------------------------ setup / teardown */
+
+static int
+setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->base = event_base_new();
+    assert_non_null(f->base);
+    f->watchdog = evtimer_new(f->base, on_watchdog, f);
+    assert_non_null(f->watchdog);
+    srv_start(f);
+    *state = f;
+    return 0;
+}
+
+static void peers_settle(struct fixture *f);
+
+/* The client goes first (its cancellations still find the fixture), then
+ * the peers; after that the loop must hold nothing at all. */
+static int
+teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    rs_http_free(f->h);
+    srv_stop(&f->srv);
+    raw_stop(&f->raw);
+    peers_settle(f);
+    assert_int_equal(event_base_get_num_events(f->base,
+                                               EVENT_BASE_COUNT_ADDED |
+                                                   EVENT_BASE_COUNT_ACTIVE),
+                     0);
+    event_free(f->watchdog);
+    assert_int_equal(event_base_loop(f->base, EVLOOP_NONBLOCK), 1);
+    event_base_free(f->base);
+    free(f);
+    return 0;
+}
+
+/* libevent frees a bufferevent (the peers' connections) through a
+ * finalizer that runs on the loop's next turn; let those run. Anything of
+ * ours would still be there afterwards (sockets, timer), or would run on
+ * freed memory (the kick), which ASan reports. */
+static void
+peers_settle(struct fixture *f)
+{
+    int i;
+
+    for (i = 0; i < 4; i++)
+        event_base_loop(f->base, EVLOOP_NONBLOCK);
+}
+
+/* After rs_http_free and the peers' shutdown, nothing is on the loop. */
+static void
+assert_client_gone(struct fixture *f)
+{
+    srv_stop(&f->srv);
+    raw_stop(&f->raw);
+    peers_settle(f);
+    assert_int_equal(event_base_get_num_events(f->base,
+                                               EVENT_BASE_COUNT_ADDED), 0);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* rs_http_free(NULL), rs_http_cancel(NULL) and rs_http_stats(NULL) are
+ * harmless; a fresh client reports zeros and leaves nothing behind. */
+static void
+test_null_and_empty(void **state)
+{
+    struct fixture *f = *state;
+    struct rs_http_stats st;
+
+    rs_http_free(NULL);
+    rs_http_cancel(NULL);
+    memset(&st, 0xff, sizeof(st));
+    rs_http_stats(NULL, &st);
+    assert_int_equal(st.requests, 0);
+    assert_int_equal(st.in_flight, 0);
+    assert_null(rs_http_new(NULL, NULL));
+    client_new(f, NULL);
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.requests + st.completed + st.connects, 0);
+    assert_null(rs_http_req_header(NULL, "x"));
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* A GET is buffered whole and NUL-terminated, with status, content type,
+ * effective URL and timing; on_done runs once, never inside the call. */
+static void
+test_get_buffered(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    struct rs_http_stats st;
+    char want[512];
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    snprintf(want, sizeof(want), "%s", f->url);
+    c.want = "content-TYPE";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.status, 200);
+    assert_int_equal(c.body_len, 11);
+    assert_string_equal(c.body, "hello world");
+    assert_string_equal(c.ctype, "text/plain");
+    assert_string_equal(c.got, "text/plain");
+    assert_string_equal(c.url, want);
+    assert_string_equal(c.errstr, "");
+    assert_true(c.elapsed_us > 0);
+    assert_int_equal(f->srv.method, EVHTTP_REQ_GET);
+    assert_true(strncmp(f->srv.ua, "rspush/", 7) == 0);
+    run_for(f, 50);
+    assert_int_equal(c.n_done, 1);
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.requests, 1);
+    assert_int_equal(st.completed, 1);
+    assert_int_equal(st.failed + st.canceled, 0);
+    assert_int_equal(st.connects, 1);
+    assert_int_equal(st.in_flight, 0);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* POST sends the body byte for byte (NULs included) and the caller's
+ * headers; the body is copied unless borrowed; no "Expect: 100-continue";
+ * non-2xx statuses are responses (rc 0). */
+static void
+test_post_body_and_headers(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    static const char *const hdrs[] = { "X-Token: s3cret",
+                                        "Content-Type: application/json",
+                                        NULL };
+    char body[4096];
+    size_t i;
+
+    for (i = 0; i < sizeof(body); i++)
+        body[i] = (char)(i % 7 == 0 ? 0 : 'A' + i % 26);
+    client_new(f, &(struct rs_http_opts){ .user_agent = "test-agent/1" });
+    o = req_opts(&c, f, url_of(f, "/echo"));
+    o.method = "POST";
+    o.headers = hdrs;
+    o.body = body;
+    o.body_len = sizeof(body);
+    c.want = "X-Got-Token";
+    start(f, &c, &o);
+    body[1] = '#';                      /* copied: the change is not sent */
+    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.status, 201);
+    assert_int_equal(f->srv.method, EVHTTP_REQ_POST);
+    assert_int_equal(f->srv.body_len, sizeof(body));
+    body[1] = 'B';
+    assert_memory_equal(f->srv.body, body, sizeof(body));
+    assert_string_equal(f->srv.token, "s3cret");
+    assert_string_equal(f->srv.ctype, "application/json");
+    assert_string_equal(f->srv.ua, "test-agent/1");
+    assert_false(f->srv.expect_seen);
+    assert_string_equal(c.got, "s3cret");
+    assert_int_equal(c.body_len, sizeof(body));
+    assert_memory_equal(c.body, body, sizeof(body));
+
+    /* Borrowed, with PUT. */
+    o = req_opts(&c, f, url_of(f, "/echo"));
+    o.method = "PUT";
+    o.body = "borrowed";
+    o.body_len = 8;
+    o.body_borrowed = true;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(f->srv.method, EVHTTP_REQ_PUT);
+    assert_int_equal(f->srv.body_len, 8);
+    assert_memory_equal(f->srv.body, "borrowed", 8);
+
+    /* An empty POST and a DELETE. */
+    o = req_opts(&c, f, url_of(f, "/echo"));
+    o.method = "POST";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(f->srv.method, EVHTTP_REQ_POST);
+    assert_int_equal(f->srv.body_len, 0);
+    o = req_opts(&c, f, url_of(f, "/status?code=503"));
+    o.method = "DELETE";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.status, 503);
+    assert_int_equal(f->srv.method, EVHTTP_REQ_DELETE);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* HEAD returns headers only, and an announced length over max_body does
+ * not fail it (no body comes). */
+static void
+test_head(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/big?n=100000"));
+    o.method = "HEAD";
+    o.max_body = 10;
+    c.want = "Content-Length";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.status, 200);
+    assert_int_equal(c.body_len, 0);
+    assert_string_equal(c.body, "");
+    assert_string_equal(c.got, "100000");
+    assert_int_equal(f->srv.method, EVHTTP_REQ_HEAD);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* A 5 MB body streams to on_data in many pieces, in order, with headers
+ * readable from on_data, and nothing is buffered. */
+static void
+test_stream_5mb(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    char path[64];
+
+    client_new(f, NULL);
+    snprintf(path, sizeof(path), "/big?n=%u", BIG_5MB);
+    o = req_opts(&c, f, url_of(f, path));
+    o.on_data = on_data;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.status, 200);
+    assert_int_equal(c.data_bytes, BIG_5MB);
+    assert_true(c.n_data > 10);
+    assert_true(c.data_pattern_ok);
+    assert_string_equal(c.data_clen, "5242880");
+    assert_int_equal(c.body_len, 0);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* on_data returning non-zero stops the transfer: RS_ESTOPPED, no further
+ * pieces. */
+static void
+test_on_data_stop(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    char path[64];
+
+    client_new(f, NULL);
+    snprintf(path, sizeof(path), "/big?n=%u", BIG_5MB);
+    o = req_opts(&c, f, url_of(f, path));
+    o.on_data = on_data;
+    c.stop_at = 2;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_ESTOPPED);
+    assert_int_equal(c.n_data, 2);
+    assert_non_null(strstr(c.errstr, "on_data"));
+    run_for(f, 50);
+    assert_int_equal(c.n_data, 2);
+    assert_int_equal(c.n_done, 1);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* max_body: a Content-Length over it fails before any byte (buffered or
+ * streamed); a chunked body fails as soon as it passes it; exactly
+ * max_body is fine. */
+static void
+test_max_body(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/big?n=100000"));
+    o.max_body = 10000;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_ETOOBIG);
+    assert_non_null(strstr(c.errstr, "10000"));
+    assert_int_equal(c.body_len, 0);
+
+    o = req_opts(&c, f, url_of(f, "/big?n=100000"));
+    o.max_body = 10000;
+    o.on_data = on_data;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_ETOOBIG);
+    assert_int_equal(c.n_data, 0);
+
+    o = req_opts(&c, f, url_of(f, "/chunked?n=100000"));
+    o.max_body = 10000;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_ETOOBIG);
+
+    o = req_opts(&c, f, url_of(f, "/chunked?n=100000"));
+    o.max_body = 10000;
+    o.on_data = on_data;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_ETOOBIG);
+    assert_true(c.data_bytes <= 10000);
+
+    o = req_opts(&c, f, url_of(f, "/chunked?n=10000"));
+    o.max_body = 10000;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.body_len, 10000);
+    assert_int_equal(c.body[9999], pattern_byte(9999));
+
+    o = req_opts(&c, f, url_of(f, "/big?n=10000"));
+    o.max_body = 10000;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.body_len, 10000);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* A handler that never answers: RS_ETIMEDOUT after timeout_ms. */
+static void
+test_timeout(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/never"));
+    o.timeout_ms = 200;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_ETIMEDOUT);
+    assert_true(c.elapsed_us >= 190000);
+    assert_true(c.elapsed_us < 5000000);
+    assert_int_equal(f->srv.hits, 1);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Nobody listening: RS_EIO with curl's reason. */
+static void
+test_connection_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    char url[128];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", ntohs(sa.sin_port));
+    client_new(f, NULL);
+    o = req_opts(&c, f, url);
+    run_one(f, &c, &o);
+    close(fd);
+    assert_int_equal(c.rc, RS_EIO);
+    assert_int_equal(c.status, 0);
+    assert_true(strlen(c.errstr) > 0);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Redirects are followed up to max_redirects and only the final
+ * response's headers and body remain; one more hop is RS_EPROTO; a loop
+ * is RS_EPROTO; max_redirects 0 returns the 302 itself. */
+static void
+test_redirects(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/redir?n=3"));
+    o.max_redirects = 3;
+    c.want = "X-Hop";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.status, 200);
+    assert_string_equal(c.body, "landed");
+    assert_true(c.got_null);
+    assert_int_equal(c.nlinks, 0);
+    assert_non_null(strstr(c.url, "/redir?n=0"));
+    assert_int_equal(f->srv.hits, 4);
+
+    o = req_opts(&c, f, url_of(f, "/redir?n=3"));
+    o.max_redirects = 2;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_EPROTO);
+
+    o = req_opts(&c, f, url_of(f, "/loop"));
+    o.max_redirects = 5;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_EPROTO);
+
+    o = req_opts(&c, f, url_of(f, "/redir?n=1"));
+    c.want = "Location";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.status, 302);
+    assert_string_equal(c.got, "/redir?n=0");
+    assert_string_equal(c.body, "moved");
+    assert_int_equal(c.nlinks, 1);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Repeated Link headers come back in order through rs_http_req_headers,
+ * names compared without case; rs_http_req_header gives the last. */
+static void
+test_repeated_link_headers(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/links"));
+    c.want = "LINK";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(c.nlinks, 3);
+    assert_string_equal(c.links[0], "<http://a/>; rel=\"one\"");
+    assert_string_equal(c.links[1], "<http://b/>; rel=\"two\"");
+    assert_string_equal(c.links[2], "<http://c/>; rel=\"three\"");
+    assert_string_equal(c.got, "<http://c/>; rel=\"three\"");
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* 1,000 requests one after another (each issued from the previous
+ * on_done) reuse one kept-alive connection. */
+static void
+test_keepalive_1000_sequential(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    struct rs_http_stats st;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    c.next = &o;
+    c.chain_left = 999;
+    start(f, &c, &o);
+    LOOP_UNTIL(f, c.n_done == 1000, WATCHDOG_MS * 3);
+    assert_int_equal(c.rc, 0);
+    assert_int_equal(f->srv.hits, 1000);
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.requests, 1000);
+    assert_int_equal(st.completed, 1000);
+    assert_true(st.connects >= 1 && st.connects <= 2);
+    assert_true(f->srv.total_conns <= 2);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* 50 requests in flight to one host open at most max_host_conns
+ * connections (the server counts them), and all complete. */
+static void
+test_host_conn_cap(void **state)
+{
+    struct fixture *f = *state;
+    struct call c[50];
+    struct rs_http_req_opts o;
+    struct rs_http_stats st;
+    unsigned i;
+
+    client_new(f, &(struct rs_http_opts){ .max_host_conns = 4 });
+    for (i = 0; i < 50; i++) {
+        o = req_opts(&c[i], f, url_of(f, "/delay?ms=20"));
+        start(f, &c[i], &o);
+    }
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.in_flight, 50);
+    LOOP_UNTIL(f, f->n_done == 50, WATCHDOG_MS);
+    for (i = 0; i < 50; i++) {
+        assert_int_equal(c[i].n_done, 1);
+        assert_int_equal(c[i].rc, 0);
+        assert_string_equal(c[i].body, "late");
+    }
+    assert_true(f->srv.max_conns >= 1);
+    assert_true(f->srv.max_conns <= 4);
+    rs_http_stats(f->h, &st);
+    assert_true(st.connects <= 4);
+    assert_int_equal(st.in_flight, 0);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Cancel before the request starts: one on_done with RS_ECANCELED, from
+ * the loop, and the server never hears of it. */
+static void
+test_cancel_before_start(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    struct rs_http_stats st;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    start(f, &c, &o);
+    rs_http_cancel(c.req);
+    assert_int_equal(c.n_done, 0);
+    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    assert_int_equal(c.rc, RS_ECANCELED);
+    assert_int_equal(c.status, 0);
+    assert_string_equal(c.url, url_of(f, "/hello"));
+    run_for(f, 50);
+    assert_int_equal(c.n_done, 1);
+    assert_int_equal(f->srv.hits, 0);
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.canceled, 1);
+
+    /* The pooled request serves the next one. */
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Cancel while the server holds the request: one on_done with
+ * RS_ECANCELED, and nothing more later. */
+static void
+test_cancel_during_transfer(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+
+    client_new(f, NULL);
+    o = req_opts(&c, f, url_of(f, "/never"));
+    start(f, &c, &o);
+    LOOP_UNTIL(f, f->srv.hits == 1, WATCHDOG_MS);
+    rs_http_cancel(c.req);
+    rs_http_cancel(c.req);
+    assert_int_equal(c.n_done, 0);
+    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    assert_int_equal(c.rc, RS_ECANCELED);
+    run_for(f, 100);
+    assert_int_equal(c.n_done, 1);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Cancel from inside on_data: no further pieces, one on_done with
+ * RS_ECANCELED. */
+static void
+test_cancel_from_on_data(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    char path[64];
+
+    client_new(f, NULL);
+    snprintf(path, sizeof(path), "/big?n=%u", BIG_5MB);
+    o = req_opts(&c, f, url_of(f, path));
+    o.on_data = on_data;
+    c.cancel_in_data = true;
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_ECANCELED);
+    assert_int_equal(c.n_data, 1);
+    run_for(f, 100);
+    assert_int_equal(c.n_done, 1);
+    assert_int_equal(c.n_data, 1);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* rs_http_free with 100 requests in flight (some on connections, some
+ * queued for one) runs 100 on_done with RS_ECANCELED before it returns,
+ * and leaves nothing on the loop. */
+static void
+test_free_cancels_100(void **state)
+{
+    struct fixture *f = *state;
+    struct call *c = calloc(100, sizeof(*c));
+    struct rs_http_req_opts o;
+    unsigned i;
+
+    assert_non_null(c);
+    client_new(f, &(struct rs_http_opts){ .max_host_conns = 10 });
+    for (i = 0; i < 100; i++) {
+        o = req_opts(&c[i], f, url_of(f, "/never"));
+        c[i].request_if_canceled = true;
+        start(f, &c[i], &o);
+    }
+    LOOP_UNTIL(f, f->srv.hits == 10, WATCHDOG_MS);
+    assert_int_equal(f->n_done, 0);
+    rs_http_free(f->h);
+    f->h = NULL;
+    assert_int_equal(f->n_done, 100);
+    assert_int_equal(f->n_canceled, 100);
+    for (i = 0; i < 100; i++) {
+        assert_int_equal(c[i].n_done, 1);
+        assert_int_equal(c[i].rc, RS_ECANCELED);
+        assert_int_equal(c[i].rc_request, RS_ESTATE);
+    }
+    free(c);
+    assert_client_gone(f);
+}
+
+/* rs_http_free from inside an on_done: every other request still gets
+ * exactly one on_done (RS_ECANCELED), further requests are refused, and
+ * the object goes away once the callback returns. */
+static void
+test_free_from_on_done(void **state)
+{
+    struct fixture *f = *state;
+    struct call c[10];
+    struct rs_http_req_opts o;
+    unsigned i;
+
+    client_new(f, NULL);
+    o = req_opts(&c[0], f, url_of(f, "/hello"));
+    c[0].free_in_done = true;
+    start(f, &c[0], &o);
+    for (i = 1; i < 10; i++) {
+        o = req_opts(&c[i], f, url_of(f, "/never"));
+        c[i].request_if_canceled = true;
+        start(f, &c[i], &o);
+    }
+    LOOP_UNTIL(f, f->n_done == 10, WATCHDOG_MS);
+    assert_null(f->h);
+    assert_int_equal(c[0].rc, 0);
+    for (i = 1; i < 10; i++) {
+        assert_int_equal(c[i].n_done, 1);
+        assert_int_equal(c[i].rc, RS_ECANCELED);
+        assert_int_equal(c[i].rc_request, RS_ESTATE);
+    }
+    run_for(f, 50);
+    assert_int_equal(f->n_done, 10);
+    assert_client_gone(f);
+}
+
+/* rs_http_free from inside on_data (which the header rules out, but a
+ * shutdown path may take): every request, the streaming one included,
+ * gets exactly one on_done with RS_ECANCELED, on_data stops, and the
+ * object goes away once curl is off the stack. */
+static void
+test_free_from_on_data(void **state)
+{
+    struct fixture *f = *state;
+    struct call c[3];
+    struct rs_http_req_opts o;
+    char path[64];
+    unsigned i;
+
+    client_new(f, NULL);
+    snprintf(path, sizeof(path), "/big?n=%u", BIG_5MB);
+    o = req_opts(&c[0], f, url_of(f, path));
+    o.on_data = on_data;
+    c[0].free_in_data = true;
+    start(f, &c[0], &o);
+    for (i = 1; i < 3; i++) {
+        o = req_opts(&c[i], f, url_of(f, "/never"));
+        start(f, &c[i], &o);
+    }
+    LOOP_UNTIL(f, f->n_done == 3, WATCHDOG_MS);
+    assert_null(f->h);
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(c[i].n_done, 1);
+        assert_int_equal(c[i].rc, RS_ECANCELED);
+    }
+    assert_int_equal(c[0].n_data, 1);
+    run_for(f, 50);
+    assert_int_equal(f->n_done, 3);
+    assert_int_equal(c[0].n_data, 1);
+    assert_client_gone(f);
+}
+
+/* opts.http2 asks for HTTP/2 over TLS only: plain http:// still works
+ * (HTTP/1.1) and connections are still reused. */
+static void
+test_http2_option_plain_http(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    struct rs_http_stats st;
+    unsigned i;
+
+    client_new(f, &(struct rs_http_opts){ .http2 = true });
+    for (i = 0; i < 3; i++) {
+        o = req_opts(&c, f, url_of(f, "/hello"));
+        run_one(f, &c, &o);
+        assert_int_equal(c.rc, 0);
+        assert_string_equal(c.body, "hello world");
+    }
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.connects, 1);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Bad URLs, schemes, methods, headers and arguments are RS_EINVAL, and
+ * their on_done never runs. */
+static void
+test_bad_requests(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const bad_urls[] = {
+        "", "not a url", "ftp://127.0.0.1/x", "file:///etc/passwd",
+        "http://", "http:///path", "127.0.0.1/x", "http://exa mple.com/",
+        "http://127.0.0.1/\r\nX: y", "gopher://127.0.0.1/", "https:///x",
+        "http:/127.0.0.1/", "http://:80/", "http://user@/x", "http://?x",
+    };
+    static const char *const inject[] = { "X-A: b\r\nX-C: d", NULL };
+    static const char *const noname[] = { ": value", NULL };
+    static const char *const nocolon[] = { "X-A value", NULL };
+    struct call c;
+    struct rs_http_req_opts o;
+    struct rs_http_stats st;
+    struct rs_http_req *req;
+    unsigned i;
+
+    client_new(f, NULL);
+    for (i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+        o = req_opts(&c, f, bad_urls[i]);
+        req = (struct rs_http_req *)(void *)&c;    /* must be reset */
+        assert_int_equal(rs_http_request(f->h, &o, &req), RS_EINVAL);
+        assert_null(req);
+    }
+    o = req_opts(&c, f, NULL);
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    o.on_done = NULL;
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    assert_int_equal(rs_http_request(NULL, &o, NULL), RS_EINVAL);
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    assert_int_equal(rs_http_request(f->h, NULL, NULL), RS_EINVAL);
+    o.method = "GE T";
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    o.method = "";
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    o.method = "HEAD";
+    o.body = "x";
+    o.body_len = 1;
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    o.body_len = 3;
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    o.headers = inject;
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    o.headers = noname;
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    o.headers = nocolon;
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
+    run_for(f, 50);
+    assert_int_equal(f->n_done, 0);
+    assert_int_equal(f->srv.hits, 0);
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.requests, 0);
+    assert_int_equal(st.in_flight, 0);
+    client_free_and_check(f);
+    assert_int_equal(f->n_done, 0);
+    assert_client_gone(f);
+}
+
+/* More than max_requests in flight is RS_ETOOBIG (its on_done never
+ * runs); the accepted ones complete. */
+static void
+test_max_requests(void **state)
+{
+    struct fixture *f = *state;
+    struct call c[4];
+    struct rs_http_req_opts o;
+    unsigned i;
+
+    client_new(f, &(struct rs_http_opts){ .max_requests = 3 });
+    for (i = 0; i < 3; i++) {
+        o = req_opts(&c[i], f, url_of(f, "/hello"));
+        start(f, &c[i], &o);
+    }
+    o = req_opts(&c[3], f, url_of(f, "/hello"));
+    assert_int_equal(rs_http_request(f->h, &o, NULL), RS_ETOOBIG);
+    LOOP_UNTIL(f, f->n_done == 3, WATCHDOG_MS);
+    run_one(f, &c[3], &o);
+    assert_int_equal(c[3].rc, 0);
+    assert_int_equal(f->n_done, 4);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Failing the Nth allocation of rs_http_new for every N gives NULL and
+ * leaks nothing, until it succeeds. */
+static void
+test_alloc_failure_new(void **state)
+{
+    struct fixture *f = *state;
+    unsigned long n;
+    struct rs_http *h = NULL;
+
+    for (n = 1; n < 100; n++) {
+        tu_alloc_fail_at(n);
+        h = rs_http_new(f->base, NULL);
+        tu_alloc_fail_at(0);
+        if (h != NULL)
+            break;
+        assert_int_equal(event_base_get_num_events(f->base,
+                                                   EVENT_BASE_COUNT_ADDED),
+                         1);            /* the server's listener only */
+    }
+    assert_non_null(h);
+    assert_true(n > 1);
+    rs_http_free(h);
+}
+
+/* Failing the Nth allocation of rs_http_request for every N gives
+ * RS_ENOMEM without on_done, until it succeeds; then the request works
+ * and on_done runs once. */
+static void
+test_alloc_failure_request(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const hdrs[] = { "X-Token: t", NULL };
+    struct call c;
+    struct rs_http_req_opts o;
+    unsigned long n;
+    int rc = RS_ENOMEM;
+
+    client_new(f, NULL);
+    for (n = 1; n < 100; n++) {
+        o = req_opts(&c, f, url_of(f, "/echo"));
+        o.method = "POST";
+        o.headers = hdrs;
+        o.body = "payload";
+        o.body_len = 7;
+        tu_alloc_fail_at(n);
+        rc = rs_http_request(f->h, &o, &c.req);
+        tu_alloc_fail_at(0);
+        if (rc == 0)
+            break;
+        assert_int_equal(rc, RS_ENOMEM);
+        assert_null(c.req);
+    }
+    assert_int_equal(rc, 0);
+    assert_true(n > 1);
+    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    assert_int_equal(f->n_done, 1);
+    assert_int_equal(c.rc, 0);
+    assert_string_equal(c.body, "payload");
+    assert_string_equal(f->srv.token, "t");
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* A peer that answers with garbage instead of HTTP: RS_EPROTO. */
+static void
+test_garbage_reply(void **state)
+{
+    struct fixture *f = *state;
+    static const char garbage[] = "SSH-2.0-OpenSSH_9.2\r\nnonsense\r\n\r\n";
+    struct call c;
+    struct rs_http_req_opts o;
+
+    raw_start(f, garbage, sizeof(garbage) - 1);
+    client_new(f, NULL);
+    o = req_opts(&c, f, f->url);
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_EPROTO);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* A peer that closes in the middle of an announced body: RS_EIO, and the
+ * partial body is not handed over as if it were whole. */
+static void
+test_closed_mid_body(void **state)
+{
+    struct fixture *f = *state;
+    static const char cut[] = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n"
+                              "\r\nonly the beginning";
+    struct call c;
+    struct rs_http_req_opts o;
+
+    raw_start(f, cut, sizeof(cut) - 1);
+    client_new(f, NULL);
+    o = req_opts(&c, f, f->url);
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_EIO);
+    assert_int_equal(c.status, 200);
+    assert_int_equal(c.body_len, 0);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Response headers over 64 KiB: RS_EPROTO. */
+static void
+test_headers_over_cap(void **state)
+{
+    struct fixture *f = *state;
+    struct call c;
+    struct rs_http_req_opts o;
+    size_t cap = 100000, len = 0;
+    char *reply = malloc(cap);
+    unsigned i;
+
+    assert_non_null(reply);
+    len += (size_t)snprintf(reply, cap, "HTTP/1.1 200 OK\r\n");
+    for (i = 0; len + 200 < cap - 100 && len < 70000; i++)
+        len += (size_t)snprintf(reply + len, cap - len,
+                                "X-Pad-%u: %0100u\r\n", i, i);
+    len += (size_t)snprintf(reply + len, cap - len,
+                            "Content-Length: 2\r\n\r\nok");
+    raw_start(f, reply, len);
+    client_new(f, NULL);
+    o = req_opts(&c, f, f->url);
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_EPROTO);
+    assert_non_null(strstr(c.errstr, "64 KiB"));
+    client_free_and_check(f);
+    free(reply);
+    assert_client_gone(f);
+}
+
+/* A header line without a colon is RS_EPROTO; a folded (obs-fold) value
+ * is joined with one space. */
+static void
+test_malformed_and_folded_headers(void **state)
+{
+    struct fixture *f = *state;
+    static const char bad[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                              "NoColonHere\r\n\r\nok";
+    static const char folded[] = "HTTP/1.1 200 OK\r\nX-Fold: one\r\n"
+                                 "\t two\r\nContent-Length: 2\r\n\r\nok";
+    struct call c;
+    struct rs_http_req_opts o;
+
+    raw_start(f, bad, sizeof(bad) - 1);
+    client_new(f, NULL);
+    o = req_opts(&c, f, f->url);
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, RS_EPROTO);
+    raw_stop(&f->raw);
+
+    raw_start(f, folded, sizeof(folded) - 1);
+    o = req_opts(&c, f, f->url);
+    c.want = "x-fold";
+    run_one(f, &c, &o);
+    assert_int_equal(c.rc, 0);
+    assert_string_equal(c.got, "one two");
+    assert_string_equal(c.body, "ok");
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* Many concurrent POSTs over kept-alive connections to several servers:
+ * every one completes, connections stay few; prints the rate. */
+static void
+test_throughput_keepalive(void **state)
+{
+    struct fixture *f = *state;
+    enum { NSRV = 4, INFLIGHT = 64 };
+    const char *n_env = getenv("RS_HTTP_BENCH_N"); /* longer runs */
+    unsigned total = n_env ? (unsigned)strtoul(n_env, NULL, 10) : 20000;
+    struct fixture sub[NSRV - 1];
+    struct call c[INFLIGHT];
+    struct rs_http_req_opts o[INFLIGHT];
+    char urls[NSRV][512];
+    struct rs_http_stats st;
+    uint64_t t0, dt;
+    unsigned i;
+
+    snprintf(urls[0], sizeof(urls[0]), "%s", url_of(f, "/echo"));
+    for (i = 0; i + 1 < NSRV; i++) {
+        memset(&sub[i], 0, sizeof(sub[i]));
+        sub[i].base = f->base;
+        srv_start(&sub[i]);
+        snprintf(urls[i + 1], sizeof(urls[0]), "http://127.0.0.1:%d/echo",
+                 sub[i].srv.port);
+    }
+    client_new(f, &(struct rs_http_opts){ .max_host_conns = 16 });
+    t0 = now_us();
+    for (i = 0; i < INFLIGHT; i++) {
+        o[i] = req_opts(&c[i], f, urls[i % NSRV]);
+        o[i].method = "POST";
+        o[i].body = "{\"notification\":1}";
+        o[i].body_len = 19;
+        o[i].body_borrowed = true;
+        c[i].next = &o[i];
+        c[i].chain_left = total / INFLIGHT - 1;
+        start(f, &c[i], &o[i]);
+    }
+    total = total / INFLIGHT * INFLIGHT;
+    LOOP_UNTIL(f, f->n_done == total, WATCHDOG_MS * 6);
+    dt = now_us() - t0;
+    for (i = 0; i < INFLIGHT; i++) {
+        assert_int_equal(c[i].rc, 0);
+        assert_int_equal(c[i].status, 201);
+    }
+    rs_http_stats(f->h, &st);
+    assert_int_equal(st.completed, total);
+    assert_true(st.connects <= NSRV * 16);
+    print_message("http/throughput_keepalive: %u POSTs in %.3f s = %.0f/s, "
+                  "%llu connections\n", total, (double)dt / 1e6,
+                  (double)total * 1e6 / (double)dt,
+                  (unsigned long long)st.connects);
+    client_free_and_check(f);
+    for (i = 0; i + 1 < NSRV; i++)
+        srv_stop(&sub[i].srv);
+    assert_client_gone(f);
+}
+
+#define T(name, fn) { name, fn, setup, teardown, NULL }
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T("http/null_and_empty", test_null_and_empty),
+        T("http/get_buffered", test_get_buffered),
+        T("http/post_body_and_headers", test_post_body_and_headers),
+        T("http/head", test_head),
+        T("http/stream_5mb", test_stream_5mb),
+        T("http/on_data_stop", test_on_data_stop),
+        T("http/max_body", test_max_body),
+        T("http/timeout", test_timeout),
+        T("http/connection_refused", test_connection_refused),
+        T("http/redirects", test_redirects),
+        T("http/repeated_link_headers", test_repeated_link_headers),
+        T("http/keepalive_1000_sequential", test_keepalive_1000_sequential),
+        T("http/host_conn_cap", test_host_conn_cap),
+        T("http/cancel_before_start", test_cancel_before_start),
+        T("http/cancel_during_transfer", test_cancel_during_transfer),
+        T("http/cancel_from_on_data", test_cancel_from_on_data),
+        T("http/free_cancels_100", test_free_cancels_100),
+        T("http/free_from_on_done", test_free_from_on_done),
+        T("http/free_from_on_data", test_free_from_on_data),
+        T("http/http2_option_plain_http", test_http2_option_plain_http),
+        T("http/bad_requests", test_bad_requests),
+        T("http/max_requests", test_max_requests),
+        T("http/alloc_failure_new", test_alloc_failure_new),
+        T("http/alloc_failure_request", test_alloc_failure_request),
+        T("http/garbage_reply", test_garbage_reply),
+        T("http/closed_mid_body", test_closed_mid_body),
+        T("http/headers_over_cap", test_headers_over_cap),
+        T("http/malformed_and_folded_headers",
+          test_malformed_and_folded_headers),
+        T("http/throughput_keepalive", test_throughput_keepalive),
+    };
+    int rc;
+
+    /* The peers write with write(2); a client that hung up must not kill
+     * the test. */
+    signal(SIGPIPE, SIG_IGN);
+    /* Every peer is on loopback; a proxy from the environment would only
+     * get in the way. */
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests_name("http", tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
