@@ -299,6 +299,27 @@ unset "BG_PID[kstuck]"
 hub_stop C TERM 10
 hub_asan_check C
 
+# ------------------------------------------------------------ many channels
+note "many channels (open mode): live delivery on channel 1,101"
+hub_start D --open --redis-prefix manytest: || bad "rshub D starts"
+check "many/1,100 channels joined and left" \
+    ht touch-channels --ws "${HUB_WS[D]}" --n 1100
+r=$(hub_req D --topic http://example.org/many/late --gen change)
+CH=$(header_of "$r" X-Hub-Channel)
+CH=${CH##*/channel/}
+rm -f "$TMP/m1.sub"
+bg_ht m1 sub --ws "${HUB_WS[D]}" --chan "$CH" --out "$TMP/m1.sub" --count 5 \
+    --idle 5 --timeout 20
+check "many/a client on a new channel attached" \
+    ht wait-subs --http "${HUB_HTTP[D]}" --name "$CH" --n 1
+ht flood --http "${HUB_HTTP[D]}" --topic http://example.org/many/late \
+    --count 5 --conns 1 --out "$TMP/many.acks" >/dev/null
+bg_wait m1 20
+check "many/it receives what is published live" \
+    ht compare --sub "$TMP/m1.sub" --want "$TMP/many.acks"
+hub_stop D TERM 10
+hub_asan_check D
+
 # ---------------------------------------------------------- age bound
 note "age bound (backlog-max-age = 1s, janitor every 10 s)"
 i=0

@@ -18,7 +18,7 @@ uri = $U/rd
 EOF
 
 redis_start persist || { bad "redis-server starts"; finish; }
-hub_start A --config "$TMP/hub.conf" || { bad "rshub starts"; finish; }
+hub_start A --config "$TMP/hub.conf" --redis-timeout 10s || { bad "rshub starts"; finish; }
 
 # sub HUB NAME CHAN [hubtool sub args...]: background subscriber on hub
 # HUB logging to $TMP/NAME.sub
@@ -57,7 +57,7 @@ bg_wait k1 10
 NACK=$(wc -l <"$TMP/k9.acks")
 check "kill9/publishes acknowledged before the kill ($NACK of 4000)" \
     test "$NACK" -ge 1000 -a "$NACK" -lt 4000
-hub_start A --config "$TMP/hub.conf" || bad "kill9/rshub restarts on the same Redis"
+hub_start A --config "$TMP/hub.conf" --redis-timeout 10s || bad "kill9/rshub restarts on the same Redis"
 LEN=$(ht topic --http "${HUB_HTTP[A]}" --name k9 --get backlog.length)
 check "kill9/backlog holds every acknowledged publish ($LEN >= $NACK)" \
     test "$LEN" -ge "$NACK"
@@ -118,13 +118,34 @@ check "redis/since=0 after the Redis restart: everything acknowledged (append-on
 check "redis/the k9 backlog survived the Redis restart too" \
     test "$(ht topic --http "${HUB_HTTP[A]}" --name k9 --get backlog.length)" = "$LEN"
 
+note "503 after a Redis command timeout (--redis-timeout 300ms, Redis busy 1.5 s)"
+hub_start T --config "$TMP/hub.conf" --redis-timeout 300ms || bad "rshub T starts"
+LEN0=$(rcli XLEN rshub:s:rd)
+bg busy redis-cli -s "$REDIS_SOCK" EVAL "local t0 = redis.call('TIME')
+  while true do
+    local t = redis.call('TIME')
+    if (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 1500000 then break end
+  end
+  return 1" 0 >/dev/null
+sleep 0.3
+r=$(hub_req T --topic "$U/rd" --gen change --n 99)
+expect_eq "timeout/a publish Redis does not answer in time -> 503" "$(status_of "$r")" 503
+bg_wait busy 10
+ht wait-status --http "${HUB_HTTP[T]}" --path /readyz --status 200 --timeout 10 >/dev/null
+LEN1=$(rcli XLEN rshub:s:rd)
+expect_eq "timeout/503 means nothing was stored (backlog length)" "$LEN1" "$LEN0"
+hub_stop T TERM 10
+hub_asan_check T
+
 note "SIGTERM while a publish waits for Redis (CLIENT PAUSE)"
-rcli CLIENT PAUSE 1500 WRITE >/dev/null
+# (the hub runs with --redis-timeout 10s: the pause must not time out)
+rcli CLIENT PAUSE 4000 WRITE >/dev/null
 bg_ht inflight request --http "${HUB_HTTP[A]}" --topic "$U/rd" --gen change \
     --n 77 >"$TMP/inflight.out"
-sleep 0.3
+check "drain/a publish is waiting for Redis" \
+    ht wait-metric --http "${HUB_HTTP[A]}" --get rshub_publish_inflight --min 1 \
+    --timeout 3
 kill -TERM "${HUB_PID[A]}"
-sleep 0.2
 r=$(hub_req A --topic "$U/rd" --gen change --n 78)
 expect_eq "drain/a new publish while draining -> 503" "$(status_of "$r")" 503
 r=$(hub_req A --method GET --path /readyz)

@@ -569,6 +569,27 @@ async def subscribe(a, out):
     log({"ev": "end", "why": why, "got": got})
 
 
+async def touch_channels(a):
+    import websockets
+    for i in range(a.n):
+        ws = await asyncio_wait(websockets.connect(
+            "ws://127.0.0.1:%d/channel/%s%05d" % (a.ws, a.prefix, i),
+            ping_interval=None), 10)
+        await asyncio_wait(ws.close(), 10)
+
+
+async def asyncio_wait(aw, timeout):
+    import asyncio
+    return await asyncio.wait_for(aw, timeout=timeout)
+
+
+def cmd_touch_channels(a):
+    """Connect to, and leave, n channels PREFIX00000... one after another
+    (open mode: each becomes an active channel for a while)."""
+    import asyncio
+    asyncio.run(touch_channels(a))
+
+
 def cmd_sub(a):
     import asyncio
     with open(a.out, "w") as out:
@@ -871,6 +892,12 @@ def main():
     q.add_argument("--chatter", type=int, default=0,
                    help="send this many text messages, a binary one and a ping")
     q.set_defaults(fn=cmd_sub)
+
+    q = sub.add_parser("touch-channels")
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--prefix", default="c")
+    q.add_argument("--n", type=int, required=True)
+    q.set_defaults(fn=cmd_touch_channels)
 
     q = sub.add_parser("closecode")
     q.add_argument("sub")
