@@ -680,6 +680,32 @@ def cmd_compare(a):
     print("ok: %d ids" % len(got))
 
 
+def cmd_false_gap(a):
+    """Exit 1 when the subscriber was closed with 4001 although it had
+    received every acknowledged id the close reason says was trimmed
+    ("... (BEFORE < MARK)": entries in (BEFORE, MARK] gone): then nothing
+    was lost, the gap is false. Exit 0 otherwise, saying what it saw."""
+    ev = read_events(a.sub)
+    got = set(e["id"] for e in ev if e["ev"] == "msg")
+    close = [e for e in ev if e["ev"] == "close"]
+    if not close or close[0]["code"] != 4001:
+        print("no 4001 (%s)" % (close[0] if close else "no close"))
+        return
+    m = re.search(r"\(([0-9]+-[0-9]+) < ([0-9]+-[0-9]+)\)", close[0]["reason"] or "")
+    if not m:
+        print("4001 without a trimmed range: %r" % close[0]["reason"])
+        return
+    lo, hi = id_key(m.group(1)), id_key(m.group(2))
+    gone = [i for i in read_ids(a.acks) if lo < id_key(i) <= hi]
+    missed = [i for i in gone if i not in got]
+    if missed:
+        print("real gap: %d acknowledged ids trimmed unread" % len(missed))
+        return
+    die("false gap: closed with 4001 (%s) after %d messages, but every "
+        "acknowledged id in (%s, %s] (%d) had been delivered"
+        % (close[0]["reason"], len(got), m.group(1), m.group(2), len(gone)))
+
+
 def cmd_verify(a):
     """Each message of the subscriber whose id is in PAIRS (lines 'ID FILE')
     is FILE's bytes with exactly the documented annotation inserted right
@@ -918,6 +944,11 @@ def main():
     q.add_argument("--want", action="append", default=[])
     q.add_argument("--allow-extra", action="store_true")
     q.set_defaults(fn=cmd_compare)
+
+    q = sub.add_parser("false-gap")
+    q.add_argument("--sub", required=True)
+    q.add_argument("--acks", required=True)
+    q.set_defaults(fn=cmd_false_gap)
 
     q = sub.add_parser("verify")
     q.add_argument("--sub", required=True)
