@@ -200,6 +200,30 @@ $FW_URI framework-notification http://127.0.0.1:$HP/hub"
 r=$(hub_req A --method GET --path /topics/nope/capabilitylist-entries)
 expect_eq "status/capabilitylist-entries of an unknown topic: 404" "$(status_of "$r")" 404
 
+# ------------------------------------------- documents using the hub prefix
+note "documents that already use the hub: prefix"
+# A Source may use the prefix hub for a namespace of its own, or publish a
+# document it got from a hub. The delivered message must still be one a
+# plain client can parse, carrying this hub's id (or the hub refuses it).
+printf '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/" xmlns:hub="http://other.example/ns" hub:flag="1">\n<rs:md capability="changelist-notification"/>\n<url><loc>http://example.com/h</loc><rs:md change="updated" datetime="2024-01-02T03:04:05Z"/></url>\n</urlset>\n' \
+    >"$D/own-hub-prefix.xml"
+LASTNEWS=$(ht topic --http "$HP" --name news --get backlog.last_id)
+bg_ht subpfx sub --ws "$WP" --chan news --since "$LASTNEWS" --idle 2 \
+    --timeout 20 --save-data --out "$TMP/pfx.sub"
+for f in "$DATA/valid/notif-hub-annotated.xml" "$D/own-hub-prefix.xml"; do
+    r=$(hub_req A "${TOK[@]}" --file "$f")
+    echo "$(status_of "$r") $(header_of "$r" X-Hub-Id) $f" >>"$TMP/pfx.res"
+done
+bg_wait subpfx 25
+while read -r st hid f; do
+    n="prefix/$(basename "$f"): delivered well-formed with this hub's id, or refused 400"
+    case $st in
+        400) ok "$n (refused)" ;;
+        202) check "$n" ht parses --sub "$TMP/pfx.sub" --id "$hid" ;;
+        *) bad "$n: status $st" ;;
+    esac
+done <"$TMP/pfx.res"
+
 # ------------------------------------------------------------------ stop
 note "SIGTERM"
 hub_stop A TERM 10

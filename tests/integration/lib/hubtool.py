@@ -764,6 +764,25 @@ def cmd_verify(a):
     print("ok: %d documents byte-identical apart from the annotation" % n)
 
 
+def cmd_parses(a):
+    """The message whose hub annotation carries id parses as XML and its
+    root's {urn:x-rshub:1}id attribute is that id."""
+    for e in read_events(a.sub):
+        if e["ev"] != "msg" or annotation(a.id) not in e["data"]:
+            continue
+        try:
+            root = ET.fromstring(e["data"].encode("utf-8"))
+        except ET.ParseError as x:
+            die("message %s is not well-formed XML: %s; it begins %r"
+                % (a.id, x, e["data"][:300]))
+        got = root.get("{%s}id" % HUB_NS)
+        if got != a.id:
+            die("message %s: hub:id attribute is %r" % (a.id, got))
+        print("ok")
+        return
+    die("no message annotated with %s" % a.id)
+
+
 def cmd_stuck(a):
     """A WebSocket client that completes the handshake and never reads
     again (small SO_RCVBUF), held until killed or hold seconds pass."""
@@ -954,6 +973,11 @@ def main():
     q.add_argument("--sub", required=True)
     q.add_argument("--pairs", required=True)
     q.set_defaults(fn=cmd_verify)
+
+    q = sub.add_parser("parses")
+    q.add_argument("--sub", required=True)
+    q.add_argument("--id", required=True)
+    q.set_defaults(fn=cmd_parses)
 
     q = sub.add_parser("stuck")
     q.add_argument("--ws", type=int, required=True)
