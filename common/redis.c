@@ -852,7 +852,7 @@ redis_on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
     /* hiredis answers in the order it sent; if its callback list and our
      * FIFO ever disagree (e.g. it failed to record a callback when out of
      * memory) every later reply would go to the wrong caller. */
-    if (privdata != r->head) {
+    if (privdata == NULL || privdata != r->head) {
         redis_set_errstr(r, "reply order lost on %s; link reset",
                          r->path ? r->path : r->host);
         redis_reset(r, NULL);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build, test and run dependency of the project from Debian's
-# packages. Idempotent: installs only what is missing. Run as root (or with
-# sudo available) on Debian 12.
+# packages (with --bench, also the benchmarks' peers). Idempotent: installs
+# only what is missing. Run as root (or with sudo available) on Debian 12.
 set -euo pipefail
 
 PKGS=(
@@ -12,6 +12,11 @@ PKGS=(
   redis-server curl
   python3 python3-defusedxml python3-dateutil python3-requests python3-websockets
 )
+
+# --bench: also what the benchmarks compare against (nginx with nchan).
+if [ "${1:-}" = "--bench" ]; then
+  PKGS+=(nginx-light libnginx-mod-nchan)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -313,10 +313,10 @@ on_counts(void *ud, int rc, long long topic_n, long long host_n, bool exists)
         ((c->max_subs_per_topic > 0 && topic_n >= c->max_subs_per_topic) ||
          (c->max_subs_per_host > 0 && host_n >= c->max_subs_per_host))) {
         w->st.denied++;
+        /* an error in the request, answered now: no denial notice */
         op_reply(o, 429, "Too Many Requests",
                  "error: subscription limit reached (%s)",
                  topic_n >= c->max_subs_per_topic ? "per topic" : "per callback host");
-        send_denial(w, o->callback, o->topic_uri, "subscription limit reached");
         op_free(o);
         return;
     }

@@ -18,6 +18,7 @@
 #include <event2/listener.h>
 #include <libwebsockets.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -730,6 +731,10 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
             best = i;
         }
     }
+    /* Subscribers never send, so their ACKs are delayed; with Nagle on, a
+     * lone frame then waits up to 40 ms. We batch frames ourselves. */
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     struct seam_ev *ev = seam_ev_new(SEAM_ADOPT);
     if (ev == NULL) {
         evutil_closesocket(fd);

@@ -1494,7 +1494,7 @@ main(int argc, char **argv)
 {
     struct cli cli = { .max_docs = RSDOC_MAX_DOCS };
     struct rs_log_opts lo = { .level = RS_LOG_WARN, .app = "rsdoc" };
-    int first, rc;
+    int first = 0, rc;
 
     rc = parse_options(&cli, argc, argv, &lo, &first);
     if (rc >= 0)

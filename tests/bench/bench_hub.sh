@@ -72,6 +72,9 @@ done
 die() { echo "bench_hub: $*" >&2; exit 1; }
 
 # ------------------------------------------------------------ prerequisites
+# The project's own script installs the peers (nginx with nchan) if missing.
+bash "$(dirname "$here")/../deploy/install-deps.sh" --bench ||
+    die "cannot install the benchmark's dependencies (deploy/install-deps.sh --bench)"
 rshub=$build/hub/rshub
 wsload=$build/tests/bench/wsload
 nchan_mod=/usr/lib/nginx/modules/ngx_nchan_module.so
