@@ -35,6 +35,9 @@ backlog-max = 10
 [topic bigreplay]
 uri = $U/bigreplay
 
+[topic crowd]
+uri = $U/crowd
+
 [topic aged]
 uri = $U/aged
 backlog-max-age = 1s
@@ -109,6 +112,16 @@ sub br bigreplay --since 0 --count 256 --idle 5 --timeout 60 --rcvbuf 4194304
 bg_wait br 60
 check "bigreplay/a resuming client gets the whole backlog (not cut with 4002)" \
     ht compare --sub "$TMP/br.sub" --want "$TMP/bigreplay.acks"
+
+note "fan-out to 500 concurrent clients"
+bg_ht crowd crowd --ws "$WP" --chan crowd --clients 500 --count 100 \
+    --out "$TMP/crowd.out"
+check "crowd/500 clients attached" \
+    ht wait-subs --http "$HP" --name crowd --n 500 --timeout 30
+flood crowd 100 "$TMP/crowd.acks" --conns 2 >/dev/null
+bg_wait crowd 60
+check "crowd/each of the 500 got exactly the 100 ids, in order" \
+    ht crowd-check --file "$TMP/crowd.out" --clients 500 --want "$TMP/crowd.acks"
 
 # ----------------------------------------------------------------- resume
 note "resume with since"

@@ -140,6 +140,8 @@ TOK=(--topic "$NEWS_URI" --token "$TOKEN")
 reject "not XML -> 400" 400 -- "${TOK[@]}" --data "this is not XML"
 reject "malformed XML (truncated) -> 400" 400 -- "${TOK[@]}" \
     --file "$DATA/invalid/truncated-in-loc.xml"
+reject "invalid UTF-8 (a WebSocket text frame must be UTF-8) -> 400" 400 -- \
+    "${TOK[@]}" --file "$DATA/invalid/utf8-invalid-bytes.xml"
 reject "DOCTYPE (billion laughs) -> 400" 400 -- "${TOK[@]}" \
     --file "$DATA/invalid/billion-laughs.xml"
 reject "a resourcelist is not a notification -> 400" 400 -- "${TOK[@]}" \

@@ -610,6 +610,68 @@ def read_events(path):
     return ev
 
 
+async def crowd_one(a, i, out):
+    import asyncio
+    import websockets
+    got, err = [], None
+    try:
+        ws = await asyncio.wait_for(websockets.connect(
+            "ws://127.0.0.1:%d/channel/%s" % (a.ws, a.chan),
+            ping_interval=None, max_size=None), timeout=20)
+    except Exception as e:
+        out[i] = {"i": i, "ids": [], "err": "connect: %r" % e}
+        return
+    try:
+        while len(got) < a.count:
+            m = await asyncio.wait_for(ws.recv(), timeout=a.idle)
+            mm = ANN_RE.search(m)
+            got.append(mm.group(1) if mm else None)
+    except Exception as e:
+        err = "after %d: %r" % (len(got), e)
+    try:
+        await asyncio.wait_for(ws.close(), timeout=5)
+    except Exception:
+        pass
+    out[i] = {"i": i, "ids": got, "err": err}
+
+
+async def crowd(a):
+    import asyncio
+    out = [None] * a.clients
+    await asyncio.gather(*[crowd_one(a, i, out) for i in range(a.clients)])
+    with open(a.out, "w") as f:
+        for r in out:
+            f.write(json.dumps(r) + "\n")
+
+
+def cmd_crowd(a):
+    """clients concurrent WebSocket clients on one channel, each until it
+    has count messages (or idle seconds pass); one JSON line per client."""
+    import asyncio
+    asyncio.run(crowd(a))
+
+
+def cmd_crowd_check(a):
+    want = []
+    for w in a.want:
+        want.extend(read_ids(w))
+    bad = []
+    n = 0
+    with open(a.file) as f:
+        for line in f:
+            r = json.loads(line)
+            n += 1
+            if r["ids"] != want:
+                bad.append("client %d: %d ids%s" % (
+                    r["i"], len(r["ids"]), ", " + r["err"] if r["err"] else
+                    " (differ)"))
+    if n != a.clients:
+        bad.append("%d clients reported, want %d" % (n, a.clients))
+    if bad:
+        die("%d bad: %s" % (len(bad), "; ".join(bad[:5])))
+    print("ok: %d clients, %d ids each" % (n, len(want)))
+
+
 def cmd_closecode(a):
     """Print the close code the subscriber saw ('none' if it saw none)."""
     for e in read_events(a.sub):
@@ -943,6 +1005,21 @@ def main():
     q.add_argument("--prefix", default="c")
     q.add_argument("--n", type=int, required=True)
     q.set_defaults(fn=cmd_touch_channels)
+
+    q = sub.add_parser("crowd")
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--chan", required=True)
+    q.add_argument("--clients", type=int, required=True)
+    q.add_argument("--count", type=int, required=True)
+    q.add_argument("--idle", type=float, default=20)
+    q.add_argument("--out", required=True)
+    q.set_defaults(fn=cmd_crowd)
+
+    q = sub.add_parser("crowd-check")
+    q.add_argument("--file", required=True)
+    q.add_argument("--clients", type=int, required=True)
+    q.add_argument("--want", action="append", default=[])
+    q.set_defaults(fn=cmd_crowd_check)
 
     q = sub.add_parser("closecode")
     q.add_argument("sub")
