@@ -137,6 +137,22 @@ expect_eq "timeout/503 means nothing was stored (backlog length)" "$LEN1" "$LEN0
 hub_stop T TERM 10
 hub_asan_check T
 
+note "publishers that hang up while Redis is paused (CLIENT PAUSE)"
+LEN0=$(rcli XLEN rshub:s:rd)
+GONE0=$(ht metrics --http "${HUB_HTTP[A]}" --get rshub_publish_client_gone_total)
+rcli CLIENT PAUSE 1500 WRITE >/dev/null
+for n in 1 2 3; do
+    ht hangup --http "${HUB_HTTP[A]}" --topic "$U/rd" --n "$((500 + n))" --wait 0.1
+done
+sleep 2
+check "gone/the three are stored once Redis resumes (at least once)" \
+    test "$(rcli XLEN rshub:s:rd)" -eq $((LEN0 + 3))
+GONE1=$(ht metrics --http "${HUB_HTTP[A]}" --get rshub_publish_client_gone_total)
+expect_eq "gone/rshub_publish_client_gone_total counts them (+3)" \
+    "$((GONE1 - GONE0))" 3
+r=$(hub_req A --method GET --path /healthz)
+expect_eq "gone/the hub still serves" "$(status_of "$r")" 200
+
 note "SIGTERM while a publish waits for Redis (CLIENT PAUSE)"
 # (the hub runs with --redis-timeout 10s: the pause must not time out)
 rcli CLIENT PAUSE 4000 WRITE >/dev/null

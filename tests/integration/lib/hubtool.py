@@ -178,6 +178,20 @@ def cmd_request(a):
     sys.stdout.write(data.decode("utf-8", "replace"))
 
 
+def cmd_hangup(a):
+    """Send a whole publish request, then hang up after wait seconds
+    without reading the answer."""
+    body = gen_doc(a.kind, a.n, 0)
+    h = publish_headers(a)
+    req = "POST /hub HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n" % len(body)
+    for k, v in h.items():
+        req += "%s: %s\r\n" % (k, v)
+    s = socket.create_connection(("127.0.0.1", a.http), timeout=a.timeout)
+    s.sendall(req.encode() + b"\r\n" + body)
+    time.sleep(a.wait)
+    s.close()
+
+
 class Flood:
     """count publishes over conns keep-alive connections; records every
     acknowledged id (X-Hub-Id) and every failure."""
@@ -928,6 +942,13 @@ def main():
     q.add_argument("--allow-errors", action="store_true")
     q.add_argument("--stop-on-error", action="store_true")
     q.set_defaults(fn=cmd_flood, timeout=120)
+
+    q = sub.add_parser("hangup")
+    pub_args(q)
+    q.add_argument("--kind", default="change")
+    q.add_argument("--n", type=int, default=0)
+    q.add_argument("--wait", type=float, default=0.2)
+    q.set_defaults(fn=cmd_hangup)
 
     q = sub.add_parser("publish-many")
     pub_args(q)
