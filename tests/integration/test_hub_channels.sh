@@ -5,6 +5,7 @@
 # goes on), the documented close codes (4001 gap, 4004, 4005, 1001), the
 # slow-consumer cut with bounded memory, and keepalive.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
 U=http://example.com/dataset1
@@ -208,7 +209,7 @@ check "gap/since = the newest trimmed id -> the whole backlog, no 4001" \
 # a 4001 for a client that had been sent every trimmed id is false: it
 # would fall back to pulling for nothing. Up to 4 rounds, 8 publishers.
 res="no 4001 seen"
-for round in 1 2 3 4; do
+for _ in 1 2 3 4; do
     sub fg tiny --idle 3 --timeout 30 --rcvbuf 4194304
     ht wait-subs --http "$HP" --name tiny --n 1 >/dev/null 2>&1
     flood tiny 1200 "$TMP/tiny.acks" --conns 8 >/dev/null
@@ -261,7 +262,7 @@ RSS0=$(ht rss --pid "${HUB_PID[B]}")
         sleep 0.2
     done
 ) &
-BG_PID[rss]=$!
+BG_PID["rss"]=$!
 # Paced, and the normal clients have roomy socket buffers, so that they
 # keep up on a loaded 2-core machine: with a 64 KiB limit a client that
 # falls a few hundred messages behind is a slow consumer too.

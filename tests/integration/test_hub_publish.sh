@@ -6,6 +6,7 @@
 # its documented status and stores nothing; the status endpoints answer as
 # documented; SIGTERM exits 0 with a clean ASan log.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
 NEWS_URI=http://example.com/dataset1/changes
@@ -115,7 +116,7 @@ backlog_total() {
 BEFORE=$(backlog_total)
 # reject NAME STATUS [HEADER-NAME HEADER-PREFIX] -- REQUEST-ARGS...
 reject() {
-    local name=$1 want=$2 hname= hwant= r st after problems=
+    local name=$1 want=$2 hname='' hwant='' r st after problems=''
     shift 2
     if [ "$1" != -- ]; then hname=$1; hwant=$2; shift 2; fi
     shift

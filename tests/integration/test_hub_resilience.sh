@@ -6,6 +6,7 @@
 # 503 while WebSocket clients stay, and coming back needs no hub restart;
 # two hubs on one Redis act as one (fan-out and resume across nodes).
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
 U=http://example.com/dataset1

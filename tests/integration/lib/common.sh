@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # common.sh - fixtures shared by the rshub integration tests (sourced, not
 # run): a private redis-server on a unix socket in a temp dir, rshub nodes
 # started with a ready-file, background helpers, check counters, and a trap
@@ -206,6 +207,7 @@ hub_start() {
 
 # hub_stop NAME [SIGNAL] [SECS]: signal (TERM) and wait; exit status in
 # $HUB_RC (124: did not exit, then killed).
+# shellcheck disable=SC2034 # HUB_RC and WAIT_RC are for the callers
 hub_stop() {
     local name=$1 sig=${2:-TERM} secs=${3:-10} pid=${HUB_PID[$1]:-}
     HUB_RC=
