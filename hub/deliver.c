@@ -388,20 +388,18 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
                   t->name, "callback", s->callback, "after", a,
                   "trimmed_through", b, NULL);
     }
-    for (size_t i = 0; i < n; i++) {
+    bool all_in = true;
+    for (size_t i = 0; i < n && all_in; i++) {
         if (msg_id_cmp(e[i].id, s->queued_to) <= 0)
             continue;
         struct body *b = body_new(&e[i]);
-        if (b == NULL)
-            break;
-        bool ok = sub_enqueue(d, s, b);
+        all_in = b != NULL && sub_enqueue(d, s, b);
         body_unref(b);
-        if (!ok)
-            break;
     }
-    /* Caught up only if the page was short and the tail has not gone past
-     * it meanwhile (what it did give is in the next page). */
-    if (n < d->o.queue_max && msg_id_cmp(t->head, s->queued_to) <= 0)
+    /* Caught up only if the page was short, all of it fitted in the queue,
+     * and the tail has not gone past it meanwhile (what the tail gave is
+     * then in the next page). */
+    if (all_in && n < d->o.queue_max && msg_id_cmp(t->head, s->queued_to) <= 0)
         s->lagging = false;
     sub_kick(d, s);
 }
