@@ -403,9 +403,18 @@ cbq wait C --path /cb/s199 --method POST --n 1 --timeout 10 >/dev/null
 check "subscribe/199-byte secret: the later notification only, signed with it" \
     cbq check C --path /cb/s199 --pairs "$TMP/news4.pairs" --hub "$HUB" \
     --topic "$NEWS" --ctype application/xml --secret "$(cat "$TMP/secret199")"
-check "reject/no request of any kind reached the rejected callbacks" \
-    bash -c "n=\$(grep -c '\"path\": \"/bad/' '${CB_LOG[C]}'); [ \"\$n\" = 0 ] ||
-             { grep '\"path\": \"/bad/' '${CB_LOG[C]}' | head -n 3; exit 1; }"
+# A closed topic in closed mode: 404, and the callback is told
+# (hub.mode=denied, docs/protocol.md 5); malformed requests: nothing at all.
+check "reject/unknown topic: the callback gets GET hub.mode=denied, hub.topic, hub.reason" \
+    cbq wait C --path /bad/9 --method GET --mode denied --timeout 5
+check "reject/unknown topic: the denial names the topic" \
+    cbq last-get C --path /bad/9 --has-arg hub.topic=http://example.com/not-configured
+sleep 0.3
+expect_eq "reject/unknown topic: nothing but the denial (no verification)" \
+    "$(cbq count C --path /bad/9)" 1
+check "reject/no request of any kind reached the callbacks of malformed requests" \
+    bash -c "n=\$(grep -v '\"path\": \"/bad/9\"' '${CB_LOG[C]}' | grep -c '\"path\": \"/bad/'); [ \"\$n\" = 0 ] ||
+             { grep -v '\"path\": \"/bad/9\"' '${CB_LOG[C]}' | grep '\"path\": \"/bad/' | head -n 3; exit 1; }"
 
 # ----------------------------------------- failed verifications, at the end
 note "failed verifications: never active, never delivered"
@@ -419,6 +428,9 @@ for p in /cb/wrong /cb/404 /cb/late; do
     st=$(cbs sub-state --http "$HP" --name news --callback "$(cb_url C $p)" 2>&1)
     check "verify/$p: not active in GET /topics ($st)" test "$st" != active
 done
+
+check "denied/any hub.mode=denied GET carries hub.topic and hub.reason ($(cbq denied C 2>&1))" \
+    cbq denied C
 
 # ------------------------------------------------------------ Redis layout
 note "Redis layout (docs/protocol.md 7)"

@@ -184,7 +184,9 @@ metric() {   # metric NAME REGEX MIN: series matching REGEX sum to >= MIN
 }
 metric "verifications" '^[a-z_]*verif[a-z_]*_total' 7
 metric "deliveries" '^[a-z_]*deliver[a-z_]*_total' 26
-metric "retries (500s, stalls)" '^[a-z_]*retr[a-z_]*_total' 5
+# rshub counts failed attempts (each one retried) rather than retries
+metric "retries (500s, stalls): a retries series or failed delivery attempts" \
+    '^[a-z_]*(retr[a-z_]*|deliver[a-z_]*fail[a-z_]*)_total' 5
 metric "failures" '^[a-z_]*fail[a-z_]*_total' 5
 
 # ------------------------------------------------------------------ stop

@@ -134,7 +134,11 @@ class Handler(BaseHTTPRequestHandler):
                 out += self.rfile.read(size)
                 self.rfile.readline(3)
         n = int(self.headers.get("Content-Length") or 0)
-        return (self.rfile.read(n) if n > 0 else b""), False
+        data = self.rfile.read(n) if n > 0 else b""
+        if len(data) < n:
+            raise ConnectionResetError("body cut short: %d of %d bytes"
+                                       % (len(data), n))
+        return data, False
 
     def answer(self, status, body=b"", ctype="text/plain"):
         try:
@@ -280,9 +284,21 @@ class Handler(BaseHTTPRequestHandler):
     do_DELETE = do_POST
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A hub killed mid-request resets its connections: a request cut
+        # short is not recorded (it was not delivered); say so quietly.
+        e = sys.exc_info()[1]
+        if isinstance(e, (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def cmd_serve(a):
     st = State(a)
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv = Server(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
     srv.st = st
     write_atomic(a.port_file, "%d\n" % srv.server_address[1])
@@ -514,6 +530,27 @@ def cmd_last_get(a):
               json.dumps(v) if isinstance(v, (dict, list)) else v)
     else:
         print(json.dumps(out, sort_keys=True))
+
+
+def cmd_denied(a):
+    """Every hub.mode=denied GET (docs/protocol.md 5) carries a non-empty
+    hub.topic and hub.reason and no hub.challenge; prints how many came,
+    per path."""
+    recs = [r for r in read_log(a.log) if r["method"] == "GET"
+            and r["args"].get("hub.mode") == ["denied"]]
+    problems = []
+    for r in recs:
+        g = r["args"]
+        if not g.get("hub.topic", [""])[0] or not g.get("hub.reason", [""])[0]:
+            problems.append("%s?%s: no hub.topic or hub.reason" % (r["path"], r["query"]))
+        if "hub.challenge" in g:
+            problems.append("%s?%s: a challenge in a denial" % (r["path"], r["query"]))
+    if problems:
+        die("; ".join(problems))
+    paths = {}
+    for r in recs:
+        paths[r["path"]] = paths.get(r["path"], 0) + 1
+    print("%d denials %s" % (len(recs), json.dumps(paths, sort_keys=True)))
 
 
 def parse_link(value):
@@ -912,6 +949,10 @@ def main():
     q.add_argument("--has-arg", action="append", default=[],
                    help="K=V: the query has exactly this one value for K")
     q.set_defaults(fn=cmd_last_get)
+
+    q = sub.add_parser("denied")
+    q.add_argument("--log", required=True)
+    q.set_defaults(fn=cmd_denied)
 
     q = sub.add_parser("check")
     q.add_argument("--log", required=True)
