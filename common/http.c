@@ -127,6 +127,8 @@ struct rs_http {
      * rs_http_request() or rs_http_cancel(). */
     struct event *kick;
     char *user_agent;
+    bool (*addr_ok)(void *ud, const struct sockaddr *sa);
+    void *addr_ud;
     unsigned connect_timeout_ms;
     unsigned max_requests;
     unsigned pool_max;
@@ -423,6 +425,22 @@ http_req_abort(struct rs_http_req *req, int rc, const char *why)
         return;
     req->rc = rc;
     req->why = why;
+}
+
+/* curl is about to open a socket to an address it resolved: the place to
+ * apply the address policy, after DNS, so rebinding cannot dodge it. */
+static curl_socket_t
+http_on_opensocket(void *clientp, curlsocktype purpose,
+                   struct curl_sockaddr *addr)
+{
+    struct rs_http_req *req = clientp;
+    struct rs_http *h = req->h;
+    (void)purpose;
+    if (h->addr_ok != NULL && !h->addr_ok(h->addr_ud, &addr->addr)) {
+        http_req_abort(req, RS_EDENIED, "address refused by the network policy");
+        return CURL_SOCKET_BAD;
+    }
+    return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
 }
 
 static int
@@ -1095,6 +1113,11 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     if (h->http2)
         bad |= curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->errbuf) != CURLE_OK;
+    if (h->addr_ok != NULL) {
+        bad |= curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, http_on_opensocket)
+               != CURLE_OK;
+        bad |= curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, (void *)req) != CURLE_OK;
+    }
     bad |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, http_on_header)
            != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, (void *)req) != CURLE_OK;
@@ -1153,6 +1176,8 @@ rs_http_new(struct event_base *base, const struct rs_http_opts *o)
     if (h == NULL)
         goto out;
     h->base = base;
+    h->addr_ok = o->addr_ok;
+    h->addr_ud = o->addr_ud;
     max_conns = o->max_conns ? o->max_conns : HTTP_MAX_CONNS;
     max_host = o->max_host_conns ? o->max_host_conns : HTTP_MAX_HOST_CONNS;
     if (max_host > max_conns)

@@ -25,7 +25,9 @@ enum backlog_script {
     SC_COUNT,
 };
 
-/* KEYS[1] stream, KEYS[2] trim mark. Hashed once in backlog_new. */
+/* KEYS[1] stream, KEYS[2] trim mark, KEYS[3] trim log (the last 32 trim
+ * points, newest first: the live gap check needs more than the newest).
+ * Hashed once in backlog_new. */
 static struct script scripts[SC_COUNT] = {
     [SC_APPEND].src =
         "local id = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'c', ARGV[2])\n"
@@ -36,6 +38,8 @@ static struct script scripts[SC_COUNT] = {
         "    local cut = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', len - max + 1)\n"
         "    redis.call('XTRIM', KEYS[1], 'MINID', cut[#cut][1])\n"
         "    redis.call('SET', KEYS[2], cut[#cut - 1][1])\n"
+        "    redis.call('LPUSH', KEYS[3], cut[#cut - 1][1])\n"
+        "    redis.call('LTRIM', KEYS[3], 0, 31)\n"
         "  end\n"
         "end\n"
         "return id\n",
@@ -61,6 +65,8 @@ static struct script scripts[SC_COUNT] = {
         "if #before > 0 then\n"
         "  redis.call('XTRIM', KEYS[1], 'MINID', ARGV[1])\n"
         "  redis.call('SET', KEYS[2], before[1][1])\n"
+        "  redis.call('LPUSH', KEYS[3], before[1][1])\n"
+        "  redis.call('LTRIM', KEYS[3], 0, 31)\n"
         "end\n"
         "return #before\n",
     /* KEYS[1] topic registry; the first node to publish on a topic fixes
@@ -199,13 +205,19 @@ reply_log_error(const char *what, const redisReply *r)
 
 /* ----------------------------------------------------------- script calls */
 
+/* The three keys of a channel's scripts. */
 static int
-backlog_eval(struct backlog *b, enum backlog_script sc, const char *k1, const char *k2,
+backlog_eval(struct backlog *b, enum backlog_script sc, const char *chan,
              int nargs, const char **args, const size_t *arglens,
              rs_redis_reply_cb cb, void *ud)
 {
-    const char *keys[2] = { k1, k2 };
-    return script_call(b->cmd, &scripts[sc], 2, keys, nargs, args, arglens,
+    char ks[256], kt[256], kl[256];
+    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
+        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0 ||
+        snprintf(kl, sizeof(kl), "%stl:%s", b->prefix, chan) >= (int)sizeof(kl))
+        return RS_EINVAL;
+    const char *keys[3] = { ks, kt, kl };
+    return script_call(b->cmd, &scripts[sc], 3, keys, nargs, args, arglens,
                        cb, ud);
 }
 
@@ -341,9 +353,8 @@ backlog_append(struct backlog *b, const char *chan, const char *body, size_t len
                const char *ctype, uint64_t max_entries, backlog_append_cb cb,
                void *ud)
 {
-    char ks[256], kt[256], max[24];
-    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
-        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+    char max[24];
+    if (!backlog_name_ok(chan))
         return RS_EINVAL;
     snprintf(max, sizeof(max), "%llu", (unsigned long long)max_entries);
     struct req *q = req_new(b, (void *)cb, ud);
@@ -351,7 +362,7 @@ backlog_append(struct backlog *b, const char *chan, const char *body, size_t len
         return RS_ENOMEM;
     const char *args[4] = { body, ctype, max, BACKLOG_SLACK };
     size_t lens[4] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK) };
-    int rc = backlog_eval(b, SC_APPEND, ks, kt, 4, args, lens, on_append, q);
+    int rc = backlog_eval(b, SC_APPEND, chan, 4, args, lens, on_append, q);
     if (rc != 0)
         rs_free(q);
     return rc;
@@ -385,9 +396,8 @@ int
 backlog_page(struct backlog *b, const char *chan, struct msg_id after,
              unsigned count, backlog_page_cb cb, void *ud)
 {
-    char ks[256], kt[256], start[MSG_ID_BUFSZ + 1], cnt[16];
-    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
-        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+    char start[MSG_ID_BUFSZ + 1], cnt[16];
+    if (!backlog_name_ok(chan))
         return RS_EINVAL;
     if (msg_id_is_zero(after)) {
         snprintf(start, sizeof(start), "-");
@@ -400,7 +410,7 @@ backlog_page(struct backlog *b, const char *chan, struct msg_id after,
     if (q == NULL)
         return RS_ENOMEM;
     const char *args[2] = { start, cnt };
-    int rc = backlog_eval(b, SC_PAGE, ks, kt, 2, args, NULL, on_page, q);
+    int rc = backlog_eval(b, SC_PAGE, chan, 2, args, NULL, on_page, q);
     if (rc != 0)
         rs_free(q);
     return rc;
@@ -436,14 +446,12 @@ on_info(void *ud, int rc, const redisReply *r)
 int
 backlog_info(struct backlog *b, const char *chan, backlog_info_cb cb, void *ud)
 {
-    char ks[256], kt[256];
-    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
-        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+    if (!backlog_name_ok(chan))
         return RS_EINVAL;
     struct req *q = req_new(b, (void *)cb, ud);
     if (q == NULL)
         return RS_ENOMEM;
-    int rc = backlog_eval(b, SC_INFO, ks, kt, 0, NULL, NULL, on_info, q);
+    int rc = backlog_eval(b, SC_INFO, chan, 0, NULL, NULL, on_info, q);
     if (rc != 0)
         rs_free(q);
     return rc;
@@ -469,16 +477,15 @@ int
 backlog_trim_age(struct backlog *b, const char *chan, uint64_t min_ms,
                  backlog_done_cb cb, void *ud)
 {
-    char ks[256], kt[256], minid[32];
-    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
-        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0)
+    char minid[32];
+    if (!backlog_name_ok(chan))
         return RS_EINVAL;
     snprintf(minid, sizeof(minid), "%llu-0", (unsigned long long)min_ms);
     struct req *q = req_new(b, (void *)cb, ud);
     if (q == NULL)
         return RS_ENOMEM;
     const char *args[1] = { minid };
-    int rc = backlog_eval(b, SC_TRIM_AGE, ks, kt, 1, args, NULL, on_done, q);
+    int rc = backlog_eval(b, SC_TRIM_AGE, chan, 1, args, NULL, on_done, q);
     if (rc != 0)
         rs_free(q);
     return rc;
@@ -586,52 +593,73 @@ backlog_tail_interrupt(struct backlog *b)
 }
 
 static void
-on_marks(void *ud, int rc, const redisReply *r)
+on_trims(void *ud, int rc, const redisReply *r)
 {
     struct req *q = ud;
-    backlog_marks_cb cb = (backlog_marks_cb)q->cb;
-    struct msg_id *marks = NULL;
+    backlog_trims_cb cb = (backlog_trims_cb)q->cb;
+    struct backlog_trimlog *logs = NULL;
     size_t n = 0;
-    if (rc == 0) {
-        if (r->type != REDIS_REPLY_ARRAY) {
-            rc = RS_EPROTO;
-        } else if (r->elements > 0) {
-            marks = rs_calloc(r->elements, sizeof(*marks));
-            if (marks == NULL)
-                rc = RS_ENOMEM;
-            for (size_t i = 0; marks != NULL && i < r->elements; i++) {
-                const redisReply *e = r->element[i];
-                if (e->type == REDIS_REPLY_STRING &&
-                    msg_id_parse(e->str, (size_t)e->len, &marks[i]) != 0)
-                    rc = RS_EPROTO;
+    if (rc == 0 && r->type != REDIS_REPLY_ARRAY) {
+        reply_log_error("trim logs", r);
+        rc = RS_EPROTO;
+    }
+    if (rc == 0 && r->elements > 0) {
+        n = r->elements;
+        logs = rs_calloc(n, sizeof(*logs));
+        if (logs == NULL)
+            rc = RS_ENOMEM;
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            const redisReply *l = r->element[i];
+            if (l->type != REDIS_REPLY_ARRAY) {
+                rc = RS_EPROTO;
+                break;
             }
-            n = r->elements;
+            for (size_t k = 0; k < l->elements && k < BACKLOG_TRIMLOG_MAX; k++) {
+                const redisReply *e = l->element[k];
+                if (e->type != REDIS_REPLY_STRING ||
+                    msg_id_parse(e->str, (size_t)e->len, &logs[i].ids[logs[i].n]) != 0) {
+                    rc = RS_EPROTO;
+                    break;
+                }
+                logs[i].n++;
+            }
         }
     }
-    cb(q->ud, rc, marks, rc == 0 ? n : 0);
-    rs_free(marks);
+    cb(q->ud, rc, logs, rc == 0 ? n : 0);
+    rs_free(logs);
     rs_free(q);
 }
 
 int
-backlog_marks(struct backlog *b, const char *const *chans, size_t n,
-              backlog_marks_cb cb, void *ud)
+backlog_trims(struct backlog *b, const char *const *chans, size_t n,
+              backlog_trims_cb cb, void *ud)
 {
+    /* EVAL, not EVALSHA: this runs on the tail link, where nothing else
+     * needs scripts; Redis caches the compiled body by its SHA anyway. */
+    static const char src[] =
+        "local out = {}\n"
+        "for i = 1, #KEYS do out[i] = redis.call('LRANGE', KEYS[i], 0, -1) end\n"
+        "return out\n";
     int rc = RS_ENOMEM;
-    const char **argv = rs_calloc(n + 1, sizeof(*argv));
+    const char **argv = rs_calloc(n + 3, sizeof(*argv));
     char *keys = rs_malloc(n * 256 + 1);
+    char nk[24];
     struct req *q = req_new(b, (void *)cb, ud);
     if (argv == NULL || keys == NULL || q == NULL)
         goto out;
-    argv[0] = "MGET";
+    snprintf(nk, sizeof(nk), "%zu", n);
+    argv[0] = "EVAL";
+    argv[1] = src;
+    argv[2] = nk;
     for (size_t i = 0; i < n; i++) {
-        if (backlog_key(b, 't', chans[i], keys + i * 256, 256) != 0) {
+        if (!backlog_name_ok(chans[i]) ||
+            snprintf(keys + i * 256, 256, "%stl:%s", b->prefix, chans[i]) >= 256) {
             rc = RS_EINVAL;
             goto out;
         }
-        argv[1 + i] = keys + i * 256;
+        argv[3 + i] = keys + i * 256;
     }
-    rc = rs_redis_cmd(b->tail, 0, on_marks, q, (int)(n + 1), argv, NULL);
+    rc = rs_redis_cmd(b->tail, 0, on_trims, q, (int)(n + 3), argv, NULL);
     if (rc == 0)
         q = NULL;
 out:

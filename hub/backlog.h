@@ -59,8 +59,15 @@ typedef void (*backlog_info_cb)(void *ud, int rc, const struct backlog_info *inf
  * of the BLOCK or an interrupt is rc == 0 with nothing before it). */
 typedef void (*backlog_tail_cb)(void *ud, int rc, const char *chan,
                                 const struct backlog_entry *e, size_t n);
-typedef void (*backlog_marks_cb)(void *ud, int rc, const struct msg_id *marks,
-                                 size_t n);
+#define BACKLOG_TRIMLOG_MAX 32
+/* A channel's last trim points, newest first: each the id of the newest
+ * entry one trim deleted. */
+struct backlog_trimlog {
+    size_t n;
+    struct msg_id ids[BACKLOG_TRIMLOG_MAX];
+};
+typedef void (*backlog_trims_cb)(void *ud, int rc,
+                                 const struct backlog_trimlog *logs, size_t n);
 typedef void (*backlog_topics_cb)(void *ud, int rc, const char *const *names,
                                   const char *const *values, size_t n);
 typedef void (*backlog_done_cb)(void *ud, int rc);
@@ -110,10 +117,10 @@ int backlog_tail_read(struct backlog *b, const char *const *chans,
  * read then ends with rc 0 and no entries. A no-op when none is blocked. */
 void backlog_tail_interrupt(struct backlog *b);
 
-/* The trim marks of n channels, on the tail link (so that it runs after the
+/* The trim logs of n channels, on the tail link (so that it runs after the
  * XREAD it checks). */
-int backlog_marks(struct backlog *b, const char *const *chans, size_t n,
-                  backlog_marks_cb cb, void *ud) RS_MUST_CHECK;
+int backlog_trims(struct backlog *b, const char *const *chans, size_t n,
+                  backlog_trims_cb cb, void *ud) RS_MUST_CHECK;
 
 /* Topic registry. claim: store value for name unless a record exists;
  * the callback gets the record that holds (ours or the first node's). */

@@ -51,6 +51,7 @@ struct chan {
 struct batch_item {
     unsigned chan;
     struct msg_id before;          /* cursor before this tail read */
+    struct msg_id first;           /* first id the read returned */
 };
 
 struct fanout {
@@ -69,6 +70,9 @@ struct fanout {
     size_t nbatch, batchcap;
     fanout_entries_cb on_entries;
     void *entries_ud;
+    const char **tail_names;       /* scratch for the XREAD arguments */
+    struct msg_id *tail_after;
+    size_t tail_cap;
     struct fanout_stats st;
 };
 
@@ -113,6 +117,8 @@ chan_get(struct fanout *f, const char *name)
     struct chan *ch = chan_find(f, name);
     if (ch != NULL)
         return ch;
+    if (f->nchans >= f->o.max_channels)
+        return NULL;   /* open mode must not grow without bound */
     if (f->nchans == f->cap) {
         size_t ncap = f->cap ? f->cap * 2 : 16;
         struct chan **nv = rs_realloc(f->chans, ncap * sizeof(*nv));
@@ -196,7 +202,10 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
         post_close(f, q->thread, q->client, ch->idx, 1011, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    /* A page is also bounded in bytes (one entry at least), so a backlog of
+     * large notifications never floods a resuming client's queue. */
+    size_t bytes = 0;
+    for (size_t i = 0; i < n && (i == 0 || bytes + e[i].len <= f->o.page_bytes); i++) {
         int mrc;
         ev->msgs[i] = msg_new(e[i].id, ch->idx, e[i].body, e[i].len, &mrc);
         if (ev->msgs[i] == NULL) {
@@ -204,15 +213,18 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
             post_close(f, q->thread, q->client, ch->idx, 1011, "out of memory");
             goto out;
         }
+        bytes += e[i].len;
         ev->nmsgs++;
     }
-    f->st.replayed += n;
+    f->st.replayed += ev->nmsgs;
     ev->client = q->client;
     ev->chan = ch->idx;
-    ev->id = n > 0 ? e[n - 1].id : q->after;
-    /* Done when the backlog is exhausted and the live cursor has not gone
-     * past what this page covers: live messages <= id are then skipped. */
-    ev->flag = n < f->o.page_size && msg_id_cmp(ch->cursor, ev->id) <= 0;
+    ev->id = ev->nmsgs > 0 ? e[ev->nmsgs - 1].id : q->after;
+    /* Done when the backlog is exhausted (a short page, all of it sent) and
+     * the live cursor has not gone past what this page covers: live
+     * messages <= id are then skipped. */
+    ev->flag = n < f->o.page_size && ev->nmsgs == n &&
+               msg_id_cmp(ch->cursor, ev->id) <= 0;
     ws_server_post(f->ws, q->thread, ev);
 out:
     rs_free(q);
@@ -344,8 +356,9 @@ on_join(struct fanout *f, struct seam_ev *ev)
     struct join *j = rs_malloc(sizeof(*j));
     if (ch == NULL || j == NULL) {
         rs_free(j);
-        post_close(f, ev->thread, ev->client, SEAM_NO_CHAN, 1011,
-                   "out of memory");
+        post_close(f, ev->thread, ev->client, SEAM_NO_CHAN, 1013,
+                   f->nchans >= f->o.max_channels ? "too many channels on this hub"
+                                                  : "out of memory");
         return;
     }
     j->thread = ev->thread;
@@ -434,8 +447,27 @@ dispatch(struct fanout *f, struct chan *ch, const struct backlog_entry *e)
     f->st.dispatched++;
 }
 
+/*
+ * Was anything after `before` trimmed before the tail read it? At the XREAD,
+ * no entry existed between `before` and the batch's first id `first` (it
+ * would have been returned), and ids only grow; so there is a hole exactly
+ * when some trim deleted through an id L with before < L < first. Trims
+ * that deleted entries we had already read (L >= first) are no hole. If
+ * the log does not reach back to `before`, assume the worst.
+ */
+static bool
+trims_hole(const struct backlog_trimlog *log, struct msg_id before,
+           struct msg_id first)
+{
+    for (size_t k = 0; k < log->n; k++)
+        if (msg_id_cmp(before, log->ids[k]) < 0 && msg_id_cmp(log->ids[k], first) < 0)
+            return true;
+    return log->n == BACKLOG_TRIMLOG_MAX &&
+           msg_id_cmp(before, log->ids[log->n - 1]) < 0;
+}
+
 static void
-on_marks(void *ud, int rc, const struct msg_id *marks, size_t n)
+on_trims(void *ud, int rc, const struct backlog_trimlog *logs, size_t n)
 {
     struct fanout *f = ud;
     f->marks_inflight = false;
@@ -443,20 +475,16 @@ on_marks(void *ud, int rc, const struct msg_id *marks, size_t n)
         return;
     for (size_t i = 0; rc == 0 && i < n && i < f->nbatch; i++) {
         struct chan *ch = f->chans[f->batch[i].chan];
-        if (msg_id_cmp(f->batch[i].before, marks[i]) < 0 &&
-            !msg_id_is_zero(f->batch[i].before)) {
-            /* Entries after our cursor were trimmed before we read them:
-             * the live stream of this channel has a hole. */
-            char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ], reason[SEAM_TEXT];
-            msg_id_format(f->batch[i].before, a);
-            msg_id_format(marks[i], b);
-            snprintf(reason, sizeof(reason),
-                     "gap: the backlog was trimmed past the live stream (%s < %s)",
-                     a, b);
-            rs_log(RS_LOG_ERROR, "channel %s: %s", ch->name, reason);
-            f->st.gaps++;
-            chan_close_all(f, ch, 4001, reason);
-        }
+        if (!trims_hole(&logs[i], f->batch[i].before, f->batch[i].first))
+            continue;
+        char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ], reason[SEAM_TEXT];
+        msg_id_format(f->batch[i].before, a);
+        msg_id_format(f->batch[i].first, b);
+        snprintf(reason, sizeof(reason),
+                 "gap: entries between %s and %s were trimmed before delivery", a, b);
+        rs_log(RS_LOG_ERROR, "channel %s: %s", ch->name, reason);
+        f->st.gaps++;
+        chan_close_all(f, ch, 4001, reason);
     }
     f->nbatch = 0;
     fanout_tail(f);
@@ -482,6 +510,7 @@ on_tail(void *ud, int rc, const char *name, const struct backlog_entry *e,
         if (f->nbatch < f->batchcap) {
             f->batch[f->nbatch].chan = ch->idx;
             f->batch[f->nbatch].before = ch->cursor;
+            f->batch[f->nbatch].first = e[0].id;
             f->nbatch++;
         }
         for (size_t i = 0; i < n; i++)
@@ -503,7 +532,7 @@ on_tail(void *ud, int rc, const char *name, const struct backlog_entry *e,
         f->nbatch = k;
         for (size_t i = 0; i < k; i++)
             names[i] = f->chans[f->batch[i].chan]->name;
-        if (backlog_marks(f->o.backlog, names, k, on_marks, f) == 0) {
+        if (backlog_trims(f->o.backlog, names, k, on_trims, f) == 0) {
             f->marks_inflight = true;
             return;
         }
@@ -517,20 +546,29 @@ fanout_tail(struct fanout *f)
 {
     if (f->tail_inflight || f->marks_inflight || f->ws == NULL)
         return;
-    const char *names[1024];
-    struct msg_id after[1024];
+    if (f->tail_cap < f->nchans) {
+        const char **nn = rs_realloc(f->tail_names, f->nchans * sizeof(*nn));
+        if (nn != NULL)
+            f->tail_names = nn;
+        struct msg_id *na = rs_realloc(f->tail_after, f->nchans * sizeof(*na));
+        if (na != NULL)
+            f->tail_after = na;
+        if (nn == NULL || na == NULL)
+            return;   /* the timer retries */
+        f->tail_cap = f->nchans;
+    }
     size_t n = 0;
-    for (size_t i = 0; i < f->nchans && n < 1024; i++) {
+    for (size_t i = 0; i < f->nchans; i++) {
         if (f->chans[i]->state != CH_ACTIVE)
             continue;
-        names[n] = f->chans[i]->name;
-        after[n] = f->chans[i]->cursor;
+        f->tail_names[n] = f->chans[i]->name;
+        f->tail_after[n] = f->chans[i]->cursor;
         n++;
     }
     f->st.channels_active = n;
     if (n == 0)
         return;
-    if (backlog_tail_read(f->o.backlog, names, after, n, 5000,
+    if (backlog_tail_read(f->o.backlog, f->tail_names, f->tail_after, n, 5000,
                           f->o.tail_count, on_tail, f) == 0) {
         f->tail_inflight = true;
         f->st.tail_reads++;
@@ -587,6 +625,10 @@ fanout_new(const struct fanout_opts *o, const char **err)
         f->o.tail_count = 1000;
     if (f->o.idle_secs == 0)
         f->o.idle_secs = 60;
+    if (f->o.page_bytes == 0)
+        f->o.page_bytes = 512 * 1024;
+    if (f->o.max_channels == 0)
+        f->o.max_channels = 100000;
     f->efd = seam_eventfd_new();
     if (f->efd < 0) {
         *err = "cannot create an eventfd";
@@ -687,6 +729,8 @@ fanout_free(struct fanout *f)
     }
     rs_free(f->chans);
     rs_free(f->batch);
+    rs_free(f->tail_names);
+    rs_free(f->tail_after);
     seam_queue_cleanup(&f->inbox);
     close(f->efd);
     rs_free(f);

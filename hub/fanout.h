@@ -29,7 +29,9 @@ struct fanout_opts {
     struct event_base *base;
     struct backlog *backlog;
     struct topics *topics;
-    unsigned page_size;          /* replay page; 0 = 256 */
+    unsigned page_size;          /* replay page, entries; 0 = 256 */
+    size_t page_bytes;           /* and bytes (one entry at least); 0 = 512 KiB */
+    size_t max_channels;         /* 0 = 100000 */
     unsigned tail_count;         /* entries per XREAD; 0 = 1000 */
     unsigned idle_secs;          /* drop a channel from the tail set after
                                     this long without subscribers; 0 = 60 */

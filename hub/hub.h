@@ -77,6 +77,7 @@ enum hub_reject {
     REJ_TOO_BIG,
     REJ_MEDIA_TYPE,
     REJ_UNAVAILABLE,
+    REJ_TIMEOUT,
     REJ_METHOD,
     REJ_COUNT,
 };
@@ -103,7 +104,6 @@ struct hub {
     unsigned inflight;        /* publishes waiting for Redis */
     uint64_t accepted;
     uint64_t rejected[REJ_COUNT];
-    uint64_t lost_clients;    /* persisted, but the publisher had gone */
     uint64_t bytes_in;
     struct rs_metrics *metrics;
     struct rs_metrics_histogram *publish_seconds;  /* request -> persisted */

@@ -77,6 +77,7 @@ ctype_is_xml(const char *ct, size_t *len)
 struct head_seen {
     enum rs_capability cap;
     bool alpha;
+    bool annotated;
 };
 
 static int
@@ -85,6 +86,9 @@ on_head(void *ud, const struct rs_head *head)
     struct head_seen *hs = ud;
     hs->cap = head->md.capability;
     hs->alpha = head->md.capability_alpha;
+    hs->annotated = head->hub_id != NULL || head->hub_topic != NULL;
+    if (hs->annotated)
+        return RS_EINVALID;
     return rs_capability_is_notification(hs->cap) ? 0 : RS_EINVALID;
 }
 
@@ -120,16 +124,23 @@ on_appended(void *ud, int rc, struct msg_id id)
                                      (double)(now.tv_sec - p->start.tv_sec) +
                                      (double)(now.tv_nsec - p->start.tv_nsec) / 1e9);
     } else {
-        h->rejected[REJ_UNAVAILABLE]++;
+        h->rejected[rc == RS_ETIMEDOUT ? REJ_TIMEOUT : REJ_UNAVAILABLE]++;
     }
     if (p->gone) {
-        if (rc == 0)
-            h->lost_clients++;
         publish_free(p);
         return;
     }
     /* before replying: the reply may end the connection */
     evhttp_connection_set_closecb(p->evcon, NULL, NULL);
+    if (rc == RS_ETIMEDOUT) {
+        /* The command was sent; Redis may still run it. Say so: a retry
+         * may store the notification twice (at least once, never lost). */
+        hub_reply_text(p->req, 504, "Gateway Timeout",
+                       "error: Redis did not answer in time: the notification "
+                       "may or may not be stored; a retry may store it twice");
+        publish_free(p);
+        return;
+    }
     if (rc != 0) {
         evhttp_add_header(evhttp_request_get_output_headers(p->req),
                           "Retry-After", "1");
@@ -268,7 +279,7 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     h->bytes_in += len;
 
     /* The document first: a bad one is refused whatever else is wrong. */
-    struct head_seen hs = { RS_CAP_NONE, false };
+    struct head_seen hs = { RS_CAP_NONE, false, false };
     struct rs_parser_cbs cbs = { .on_head = on_head };
     struct rs_parse_opts po = { .max_bytes = h->conf->max_body };
     struct rs_parser *p = rs_parser_new(&po, &cbs, &hs);
@@ -283,7 +294,10 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
         const struct rs_diag *d = rs_parser_error(p);
         bool notif = rc == RS_EINVALID && hs.cap != RS_CAP_NONE &&
                      !rs_capability_is_notification(hs.cap);
-        if (notif)
+        if (hs.annotated)
+            snprintf(msg, sizeof(msg), "the document already carries a hub "
+                     "annotation (%s): publish the original", RS_NS_HUB);
+        else if (notif)
             snprintf(msg, sizeof(msg), "capability \"%s\" is not a notification "
                      "(changelist-notification or framework-notification)",
                      rs_capability_name(hs.cap));

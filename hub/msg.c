@@ -116,20 +116,62 @@ msg_root_name_end(const char *doc, size_t len, size_t *off)
     return 0;
 }
 
+/* The namespace prefix for our annotation: "hub", unless the root start
+ * tag already uses or declares it (then "rshub", "rshub1", ...), so the
+ * result is always namespace-well-formed. Descendants may rebind any prefix
+ * locally without conflict. */
+static const char *
+msg_prefix(const char *doc, size_t len, size_t name_end)
+{
+    static const char *const cand[] = { "hub", "rshub", "rshub1", "rshub2",
+                                         "rshub3", "rshubx" };
+    size_t end = name_end;
+    char q = 0;
+    for (; end < len; end++) {      /* the root start tag ends at an unquoted > */
+        char c = doc[end];
+        if (q != 0) {
+            if (c == q)
+                q = 0;
+        } else if (c == '"' || c == '\'') {
+            q = c;
+        } else if (c == '>') {
+            break;
+        }
+    }
+    size_t tag0 = name_end;
+    while (tag0 > 0 && doc[tag0 - 1] != '<')
+        tag0--;
+    for (size_t i = 0; i < sizeof(cand) / sizeof(cand[0]); i++) {
+        size_t cl = strlen(cand[i]);
+        bool used = false;
+        for (size_t j = tag0; j + cl < end && !used; j++) {
+            /* "P:" as a prefix (after '<', space or '='-free position) */
+            if (memcmp(doc + j, cand[i], cl) == 0 && doc[j + cl] == ':' &&
+                (j == tag0 || doc[j - 1] == ' ' || doc[j - 1] == '\t' ||
+                 doc[j - 1] == '\n' || doc[j - 1] == '\r' || doc[j - 1] == ':'))
+                used = true;
+        }
+        if (!used)
+            return cand[i];
+    }
+    return "rshubx";
+}
+
 /* ---------------------------------------------------------------- frames */
 
 struct msg *
 msg_new(struct msg_id id, unsigned chan, const char *body, size_t len, int *rc)
 {
     size_t at;
-    char attr[128];
+    char attr[160];
     char idbuf[MSG_ID_BUFSZ];
 
     int alen = 0;
     if (msg_root_name_end(body, len, &at) == 0) {
         msg_id_format(id, idbuf);
-        alen = snprintf(attr, sizeof(attr), " xmlns:hub=\"%s\" hub:id=\"%s\"",
-                        RS_NS_HUB, idbuf);
+        const char *px = msg_prefix(body, len, at);
+        alen = snprintf(attr, sizeof(attr), " xmlns:%s=\"%s\" %s:id=\"%s\"",
+                        px, RS_NS_HUB, px, idbuf);
     } else {
         at = len;   /* not XML (a plain WebSub topic): send it unchanged */
     }

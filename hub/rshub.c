@@ -418,6 +418,12 @@ setup_topics(struct hub *h)
     return 0;
 }
 
+static bool
+on_addr_ok(void *ud, const struct sockaddr *sa)
+{
+    return netpolicy_permits(ud, sa);
+}
+
 /* WebSub: policy, DNS, HTTP client, store, request handler. */
 static int
 setup_websub(struct hub *h)
@@ -453,6 +459,8 @@ setup_websub(struct hub *h)
         .max_conns = 4096,
         .max_host_conns = (unsigned)conf.delivery_host_conns,
         .user_agent = "rshub/" RS_VERSION " (WebSub hub; ResourceSync)",
+        .addr_ok = on_addr_ok,       /* every connection, after DNS */
+        .addr_ud = h->np,
     };
     h->httpc = rs_http_new(h->base, &ho);
     h->subs = subs_new(h->backlog);
@@ -547,7 +555,14 @@ main(int argc, char **argv)
         exit_code = 2;
         goto out;
     }
-    struct fanout_opts fo = { .base = h.base, .backlog = h.backlog, .topics = h.topics };
+    struct fanout_opts fo = {
+        .base = h.base,
+        .backlog = h.backlog,
+        .topics = h.topics,
+        /* a page must fit under both client limits */
+        .page_bytes = (size_t)((conf.ws_soft_limit < conf.ws_hard_limit
+                                ? conf.ws_soft_limit : conf.ws_hard_limit) / 2),
+    };
     h.fanout = fanout_new(&fo, &err);
     if (h.fanout == NULL) {
         rs_log(RS_LOG_ERROR, "fan-out: %s", err);

@@ -27,7 +27,7 @@ struct synced {
 };
 
 struct hub_metrics {
-    struct synced accepted, lost, bytes_in;
+    struct synced accepted, bytes_in;
     struct synced rejected[REJ_COUNT];
     struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
     struct synced dispatched, replayed, gaps, bad_entries;
@@ -50,6 +50,7 @@ static const char *const reject_names[REJ_COUNT] = {
     [REJ_TOO_BIG] = "too_big",
     [REJ_MEDIA_TYPE] = "media_type",
     [REJ_UNAVAILABLE] = "unavailable",
+    [REJ_TIMEOUT] = "redis_timeout",
     [REJ_METHOD] = "method",
 };
 
@@ -198,11 +199,10 @@ status_metrics_init(struct hub *h)
     for (int r = 0; rc == 0 && r < REJ_COUNT; r++)
         rc = rs_metrics_register_counter(h->metrics, &hm->rejected[r].c,
                                          "rshub_publish_rejected_total",
-                                         "Publications refused, by reason.",
+                                         "Publications refused, by reason (the "
+                                         "413s of --max-body are libevent's own "
+                                         "and not counted).",
                                          "reason", reject_names[r], NULL);
-    if (rc == 0)
-        rc = COUNTER(lost, "rshub_publish_client_gone_total",
-                     "Notifications persisted after the publisher disconnected.");
     if (rc == 0)
         rc = COUNTER(bytes_in, "rshub_publish_bytes_total",
                      "Bytes of notification bodies received.");
@@ -339,7 +339,6 @@ metrics_sync(struct hub *h)
     fanout_stats(h->fanout, &fo);
     backlog_stats(h->backlog, &rd);
     synced_set(&hm->accepted, h->accepted);
-    synced_set(&hm->lost, h->lost_clients);
     synced_set(&hm->bytes_in, h->bytes_in);
     for (int r = 0; r < REJ_COUNT; r++)
         synced_set(&hm->rejected[r], h->rejected[r]);

@@ -61,6 +61,7 @@ struct ws_client {
     uint32_t qhead, qlen, qcap;
     size_t qbytes;
     time_t soft_since;             /* 0 = under the soft limit */
+    bool choked;                   /* the kernel did not take our last write */
     uint16_t close_code;
     char close_reason[WS_CLIENT_TEXT];
 };
@@ -73,7 +74,9 @@ struct ws_chan {
 struct client_map {
     uint64_t *keys;                /* 0 = empty, UINT64_MAX = tombstone */
     struct ws_client **vals;
-    size_t cap, used;
+    size_t cap;
+    size_t used;                   /* live + tombstones: probe chain length */
+    size_t live;
 };
 
 struct ws_thread {
@@ -118,10 +121,12 @@ cmap_hash(uint64_t k)
     return k;
 }
 
+/* Rehash: double when mostly live, else same size (drops tombstones, so
+ * connection churn never grows the map past twice the open clients). */
 static int
-cmap_grow(struct client_map *m)
+cmap_grow(struct client_map *m, size_t live)
 {
-    size_t ncap = m->cap ? m->cap * 2 : 64;
+    size_t ncap = m->cap == 0 ? 64 : live * 2 >= m->cap ? m->cap * 2 : m->cap;
     uint64_t *nk = rs_calloc(ncap, sizeof(*nk));
     struct ws_client **nv = rs_calloc(ncap, sizeof(*nv));
     if (nk == NULL || nv == NULL) {
@@ -153,7 +158,7 @@ cmap_grow(struct client_map *m)
 static int
 cmap_put(struct client_map *m, uint64_t k, struct ws_client *v)
 {
-    if ((m->used + 1) * 4 >= m->cap * 3 && cmap_grow(m) != 0)
+    if ((m->used + 1) * 4 >= m->cap * 3 && cmap_grow(m, m->live + 1) != 0)
         return RS_ENOMEM;
     size_t j = cmap_hash(k) & (m->cap - 1);
     while (m->keys[j] != 0 && m->keys[j] != UINT64_MAX)
@@ -162,6 +167,7 @@ cmap_put(struct client_map *m, uint64_t k, struct ws_client *v)
         m->used++;
     m->keys[j] = k;
     m->vals[j] = v;
+    m->live++;
     return 0;
 }
 
@@ -189,6 +195,7 @@ cmap_del(struct client_map *m, uint64_t k)
         if (m->keys[j] == k) {
             m->keys[j] = UINT64_MAX;
             m->vals[j] = NULL;
+            m->live--;
             return;
         }
         j = (j + 1) & (m->cap - 1);
@@ -278,7 +285,14 @@ client_enqueue(struct ws_client *c, struct msg *m)
     struct ws_thread *t = c->t;
     const struct ws_server_opts *o = &t->srv->o;
 
-    if (c->qbytes + m->frame_len > o->hard_limit) {
+    /* Over the hard limit, cut a client that is not keeping up: the kernel
+     * did not take our last write. A burst to a client that drains is not
+     * a slow consumer (the tail reads up to 1000 entries at a time); 4x
+     * the limit is cut whatever, so memory stays bounded. A lone frame is
+     * always accepted, however large. */
+    size_t after = c->qbytes + m->frame_len;
+    if (c->qlen > 0 && after > o->hard_limit &&
+        (c->choked || after > 4 * o->hard_limit)) {
         atomic_fetch_add(&t->slow_drops, 1);
         client_close(c, 4002, "slow consumer: send queue over the hard limit; "
                               "resume with since");
@@ -336,7 +350,10 @@ client_pop(struct ws_client *c, uint32_t n)
 static void
 client_maybe_more(struct ws_client *c)
 {
-    if (c->state != CL_REPLAY || c->more_pending || c->qlen >= WS_REPLAY_LOW)
+    const struct ws_server_opts *o = &c->t->srv->o;
+    size_t low = (o->soft_limit < o->hard_limit ? o->soft_limit : o->hard_limit) / 2;
+    if (c->state != CL_REPLAY || c->more_pending || c->qlen >= WS_REPLAY_LOW ||
+        c->qbytes >= low)
         return;
     struct seam_ev *ev = seam_ev_new(SEAM_MORE);
     if (ev == NULL) {
@@ -605,6 +622,7 @@ on_writeable(struct ws_thread *t, struct ws_client *c)
     }
     if (lws_write(c->wsi, buf, len, LWS_WRITE_HTTP) < 0)
         return -1;
+    c->choked = lws_partial_buffered(c->wsi) != 0;
     atomic_fetch_add_explicit(&t->frames, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->bytes, len, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->writes, 1, memory_order_relaxed);

@@ -20,6 +20,7 @@ rs_strerror(int rc)
     case RS_EUNSUPPORTED: return "not supported";
     case RS_ESTOPPED: return "stopped by callback";
     case RS_ESTATE: return "invalid in current state";
+    case RS_EDENIED: return "refused by policy";
     }
     return "unknown error";
 }

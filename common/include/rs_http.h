@@ -17,6 +17,7 @@
 #include "rs_error.h"
 
 struct event_base;
+struct sockaddr;
 struct rs_http;
 struct rs_http_req;
 
@@ -26,16 +27,21 @@ struct rs_http_opts {
     unsigned connect_timeout_ms; /* 0 = 5000 */
     const char *user_agent;      /* NULL = "rspush/VERSION" */
     bool http2;                  /* negotiate HTTP/2 where offered (TLS ALPN) */
-    bool allow_private;          /* false: callers are expected to vet URLs;
-                                    this module does no address filtering */
     unsigned max_requests;       /* accepted, on_done not yet run; 0 = 100000 */
+    /* Connect-time address policy: called for every address a transfer
+     * is about to connect to (after DNS, so a name that rebinds to a
+     * denied network is still refused); false refuses it and the request
+     * ends with RS_EDENIED. NULL: every address is allowed. */
+    bool (*addr_ok)(void *ud, const struct sockaddr *sa);
+    void *addr_ud;
 };
 
 /* What a finished request produced. Valid only during on_done. */
 struct rs_http_result {
     int rc;                      /* 0: an HTTP response arrived (any status);
                                     RS_ETIMEDOUT, RS_EIO (connect/transfer
-                                    failure), RS_ETOOBIG (body over max_body),
+                                    failure), RS_EDENIED (addr_ok refused
+                                    the address), RS_ETOOBIG (body over max_body),
                                     RS_EPROTO (bad response, too many
                                     redirects), RS_ESTOPPED (on_data said
                                     stop), RS_ECANCELED (rs_http_cancel or

@@ -24,6 +24,7 @@ enum rs_err {
     RS_EUNSUPPORTED = -12, /* valid, but not something we implement */
     RS_ESTOPPED = -13,   /* a callback asked to stop */
     RS_ESTATE = -14,     /* call not valid in the object's current state */
+    RS_EDENIED = -15,    /* refused by a policy (e.g. a denied network) */
 };
 
 /* A static string for rc; never NULL, also for unknown codes. */

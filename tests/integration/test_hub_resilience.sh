@@ -119,7 +119,9 @@ check "redis/since=0 after the Redis restart: everything acknowledged (append-on
 check "redis/the k9 backlog survived the Redis restart too" \
     test "$(ht topic --http "${HUB_HTTP[A]}" --name k9 --get backlog.length)" = "$LEN"
 
-note "503 after a Redis command timeout (--redis-timeout 300ms, Redis busy 1.5 s)"
+note "504 after a Redis command timeout (--redis-timeout 300ms, Redis busy 1.5 s)"
+# The command was sent, so Redis may still run it: 504 says the outcome is
+# unknown and a retry may store it twice (docs/protocol.md 3).
 hub_start T --config "$TMP/hub.conf" --redis-timeout 300ms || bad "rshub T starts"
 LEN0=$(rcli XLEN rshub:s:rd)
 bg busy redis-cli -s "$REDIS_SOCK" EVAL "local t0 = redis.call('TIME')
@@ -130,17 +132,19 @@ bg busy redis-cli -s "$REDIS_SOCK" EVAL "local t0 = redis.call('TIME')
   return 1" 0 >/dev/null
 sleep 0.3
 r=$(hub_req T --topic "$U/rd" --gen change --n 99)
-expect_eq "timeout/a publish Redis does not answer in time -> 503" "$(status_of "$r")" 503
+expect_eq "timeout/a publish Redis does not answer in time -> 504" "$(status_of "$r")" 504
+check "timeout/the 504 says the notification may be stored" \
+    grep -q "may or may not be stored" <<<"$r"
 bg_wait busy 10
 ht wait-status --http "${HUB_HTTP[T]}" --path /readyz --status 200 --timeout 10 >/dev/null
 LEN1=$(rcli XLEN rshub:s:rd)
-expect_eq "timeout/503 means nothing was stored (backlog length)" "$LEN1" "$LEN0"
+check "timeout/504: stored at most once (at least once after a retry)" \
+    test "$LEN1" -le $((LEN0 + 1))
 hub_stop T TERM 10
 hub_asan_check T
 
 note "publishers that hang up while Redis is paused (CLIENT PAUSE)"
 LEN0=$(rcli XLEN rshub:s:rd)
-GONE0=$(ht metrics --http "${HUB_HTTP[A]}" --get rshub_publish_client_gone_total)
 rcli CLIENT PAUSE 1500 WRITE >/dev/null
 for n in 1 2 3; do
     ht hangup --http "${HUB_HTTP[A]}" --topic "$U/rd" --n "$((500 + n))" --wait 0.1
@@ -148,9 +152,6 @@ done
 sleep 2
 check "gone/the three are stored once Redis resumes (at least once)" \
     test "$(rcli XLEN rshub:s:rd)" -eq $((LEN0 + 3))
-GONE1=$(ht metrics --http "${HUB_HTTP[A]}" --get rshub_publish_client_gone_total)
-expect_eq "gone/rshub_publish_client_gone_total counts them (+3)" \
-    "$((GONE1 - GONE0))" 3
 r=$(hub_req A --method GET --path /healthz)
 expect_eq "gone/the hub still serves" "$(status_of "$r")" 200
 

@@ -81,7 +81,7 @@ static void
 test_strerror(void **state)
 {
     (void)state;
-    for (int rc = 0; rc >= RS_ESTATE; rc--)
+    for (int rc = 0; rc >= RS_EDENIED; rc--)
         assert_true(strlen(rs_strerror(rc)) > 0);
     assert_string_equal(rs_strerror(-9999), "unknown error");
 }

@@ -101,6 +101,31 @@ test_frame_lengths(void **state)
     msg_unref(m);
 }
 
+/* msg/prefix_free: a root that already binds or uses the "hub" prefix
+ * gets the annotation under another prefix, so the result stays
+ * namespace-well-formed (a duplicate attribute made it unparseable). */
+static void
+test_prefix_free(void **state)
+{
+    (void)state;
+    static const char doc[] = "<urlset xmlns:hub=\"http://other/ns\" hub:x=\"1\"><u/></urlset>";
+    int rc;
+    struct msg *m = msg_new((struct msg_id){ 2, 0 }, 0, doc, sizeof(doc) - 1, &rc);
+    size_t len;
+    const char *p = payload(m, &len);
+    static const char want[] = "<urlset xmlns:rshub=\"urn:x-rshub:1\" rshub:id=\"2-0\""
+                               " xmlns:hub=\"http://other/ns\" hub:x=\"1\"><u/></urlset>";
+    assert_int_equal(len, sizeof(want) - 1);
+    assert_memory_equal(p, want, len);
+    msg_unref(m);
+    /* "hub" inside a value or a longer prefix does not count as used */
+    static const char doc2[] = "<r a=\"hub:x\" xmlns:myhub=\"u\">x</r>";
+    m = msg_new((struct msg_id){ 3, 0 }, 0, doc2, sizeof(doc2) - 1, &rc);
+    p = payload(m, &len);
+    assert_memory_equal(p, "<r xmlns:hub=", 13);
+    msg_unref(m);
+}
+
 int
 main(void)
 {
@@ -108,6 +133,7 @@ main(void)
         cmocka_unit_test(test_id_parse_format),
         cmocka_unit_test(test_annotation),
         cmocka_unit_test(test_frame_lengths),
+        cmocka_unit_test(test_prefix_free),
     };
     return cmocka_run_group_tests_name("msg", tests, NULL, NULL);
 }

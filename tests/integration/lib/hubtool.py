@@ -843,8 +843,10 @@ def cmd_verify(a):
 def cmd_parses(a):
     """The message whose hub annotation carries id parses as XML and its
     root's {urn:x-rshub:1}id attribute is that id."""
+    # Readers match the namespace, not the prefix (docs/protocol.md 2): a
+    # document that already uses hub: gets the annotation under another one.
     for e in read_events(a.sub):
-        if e["ev"] != "msg" or annotation(a.id) not in e["data"]:
+        if e["ev"] != "msg" or ('id="%s"' % a.id) not in e["data"]:
             continue
         try:
             root = ET.fromstring(e["data"].encode("utf-8"))
@@ -853,7 +855,7 @@ def cmd_parses(a):
                 % (a.id, x, e["data"][:300]))
         got = root.get("{%s}id" % HUB_NS)
         if got != a.id:
-            die("message %s: hub:id attribute is %r" % (a.id, got))
+            continue
         print("ok")
         return
     die("no message annotated with %s" % a.id)
