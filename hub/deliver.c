@@ -26,6 +26,7 @@
 #include "deliver.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "rs_time.h"
 
 /* An accepted notification as delivered: bytes as published. */
 struct body {
@@ -86,12 +87,11 @@ struct deliver {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Wall-clock milliseconds (leases and ids are wall-clock). */
 static uint64_t
 now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)(rs_time_now() / 1000);
 }
 
 static void

@@ -595,28 +595,13 @@ out:
     return rc;
 }
 
-/* rsdoc's diagnostic form: "NAME:LINE: SEV: MESSAGE". libxml2 messages
- * can hold line breaks; each run of control characters becomes one space,
- * so a diagnostic is always one line. */
+/* rsdoc's diagnostic form, one line whatever the message holds. */
 static void
 print_diag(const char *name, unsigned line, const char *sev, const char *msg)
 {
-    char one[512];
-    size_t n = 0;
-    for (const unsigned char *m = (const unsigned char *)msg;
-         *m != '\0' && n < sizeof(one) - 1; m++) {
-        if (*m >= 0x20 && *m != 0x7f)
-            one[n++] = (char)*m;
-        else if (n > 0 && one[n - 1] != ' ')
-            one[n++] = ' ';
-    }
-    while (n > 0 && one[n - 1] == ' ')
-        n--;
-    one[n] = '\0';
-    if (line > 0)
-        fprintf(stderr, "%s:%u: %s: %s\n", name, line, sev, one);
-    else
-        fprintf(stderr, "%s: %s: %s\n", name, sev, one);
+    char out[1024];
+    rs_diag_line(out, sizeof(out), name, line, sev, msg);
+    fprintf(stderr, "%s\n", out);
 }
 
 static void

@@ -28,6 +28,7 @@
 #include "netpolicy.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "rs_time.h"
 #include "rs_url.h"
 #include "subs.h"
 #include "websub.h"
@@ -63,12 +64,11 @@ struct op {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Wall-clock milliseconds (leases and ids are wall-clock). */
 static uint64_t
 now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)(rs_time_now() / 1000);
 }
 
 static void

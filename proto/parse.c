@@ -1037,6 +1037,29 @@ rs_parser_finish(struct rs_parser *p)
     return 0;
 }
 
+size_t
+rs_diag_line(char *buf, size_t bufsz, const char *name, unsigned line,
+             const char *sev, const char *msg)
+{
+    char one[512];
+    size_t n = 0;
+    for (const unsigned char *m = (const unsigned char *)msg;
+         *m != '\0' && n < sizeof(one) - 1; m++) {
+        if (*m >= 0x20 && *m != 0x7f)
+            one[n++] = (char)*m;
+        else if (n > 0 && one[n - 1] != ' ')
+            one[n++] = ' ';
+    }
+    while (n > 0 && one[n - 1] == ' ')
+        n--;
+    one[n] = '\0';
+    int w = line > 0 ? snprintf(buf, bufsz, "%s:%u: %s: %s", name, line, sev, one)
+                     : snprintf(buf, bufsz, "%s: %s: %s", name, sev, one);
+    if (w < 0 || bufsz == 0)
+        return 0;
+    return (size_t)w < bufsz ? (size_t)w : bufsz - 1;
+}
+
 const struct rs_diag *
 rs_parser_error(const struct rs_parser *p)
 {

@@ -254,30 +254,16 @@ parse_source(const struct cli *cli, const char *name,
     rs_parser_free(p);
 }
 
-/* One line per diagnostic whatever the message holds: libxml2's messages
- * can carry newlines ("...indicate encoding !\nBytes: 0xE9"), which would
- * break the one-line-per-document contract. Control characters become one
- * space; trailing space goes. */
+/* One line per diagnostic whatever the message holds (rs_diag_line):
+ * libxml2's messages can carry newlines, which would break the
+ * one-line-per-document contract. */
 static void
 print_diag(FILE *f, const char *name, unsigned line, const char *sev,
            const char *msg)
 {
-    char one[512];
-    size_t n = 0;
-    for (const char *m = msg; *m != '\0' && n < sizeof(one) - 1; m++) {
-        bool ctl = (unsigned char)*m < 0x20 || *m == 0x7f;
-        if (!ctl)
-            one[n++] = *m;
-        else if (n > 0 && one[n - 1] != ' ')
-            one[n++] = ' ';
-    }
-    while (n > 0 && one[n - 1] == ' ')
-        n--;
-    one[n] = '\0';
-    if (line > 0)
-        fprintf(f, "%s:%u: %s: %s\n", name, line, sev, one);
-    else
-        fprintf(f, "%s: %s: %s\n", name, sev, one);
+    char out[1024];
+    rs_diag_line(out, sizeof(out), name, line, sev, msg);
+    fprintf(f, "%s\n", out);
 }
 
 static void

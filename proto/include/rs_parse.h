@@ -74,6 +74,13 @@ int rs_parser_feed(struct rs_parser *p, const char *buf, size_t len) RS_MUST_CHE
 /* End of input: checks the document is complete and valid. */
 int rs_parser_finish(struct rs_parser *p) RS_MUST_CHECK;
 
+/* Format a diagnostic as one line "NAME:LINE: SEV: MESSAGE" (no ":LINE"
+ * when line is 0) into buf, whatever the message holds: each run of
+ * control characters becomes one space, trailing space goes. The tools'
+ * common form (rsdoc, rspub). Returns the length written (<= bufsz - 1). */
+size_t rs_diag_line(char *buf, size_t bufsz, const char *name, unsigned line,
+                    const char *sev, const char *msg);
+
 /* The first error, or NULL if there was none. */
 const struct rs_diag *rs_parser_error(const struct rs_parser *p);
 
