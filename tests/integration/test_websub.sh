@@ -157,6 +157,8 @@ check "subscribe/the callback's own query kept in the verification GET" \
     cbq last-get C --path /cb/q --has-arg x=1 --has-arg "y=a b"
 cbs sub-state --http "$HP" --name news --callback "$(cb_url C "/cb/q?$CBQ")" \
     --want active --timeout 3 >/dev/null 2>&1 || sleep 0.5
+# one callback URL subscribed to two topics (news now, fw later)
+ws_subscribe_ok "subscribe/one callback, first topic (news)" A "$NEWS" news C /cb/two
 # form parameters with a charset on the Content-Type are still WebSub
 r=$(cbs form --http "$HP" --ctype 'application/x-www-form-urlencoded; charset=UTF-8' \
     hub.mode=subscribe "hub.topic=$NEWS" "hub.callback=$(cb_url C /cb/cs)")
@@ -270,6 +272,7 @@ check "deliver/charset form subscriber got all 7" \
 # -------------------------------------------------------------- framework
 note "framework notifications"
 ws_subscribe_ok "framework/subscribe" A "$FW" fw C /cb/fw
+ws_subscribe_ok "framework/the news callback subscribes to fw too" A "$FW" fw C /cb/two
 : >"$TMP/fw.pairs"
 check "framework/3 notifications accepted" \
     pub "$TMP/fw.pairs" "$FW" "$DATA/valid/notif-2017-framework-notification-index.xml" \
@@ -279,6 +282,16 @@ cbq wait C --path /cb/fw --method POST --n 3 --timeout 15 >/dev/null
 check "framework/delivered once each, in order, byte-identical, headers" \
     cbq check C --path /cb/fw --pairs "$TMP/fw.pairs" --hub "$HUB" --topic "$FW" \
     --ctype application/xml
+cbq wait C --path /cb/two --method POST --n 10 --timeout 15 >/dev/null
+check "framework/one callback on two topics: the fw ones, Link rel=self fw" \
+    cbq check C --path /cb/two --only-self "$FW" --pairs "$TMP/fw.pairs" --hub "$HUB" \
+    --topic "$FW" --ctype application/xml
+check "framework/one callback on two topics: the news ones, Link rel=self news" \
+    cbq check C --path /cb/two --only-self "$NEWS" --pairs "$TMP/news.pairs" \
+    --pairs "$TMP/news2.pairs" --pairs "$TMP/news3.pairs" --hub "$HUB" \
+    --topic "$NEWS" --ctype application/xml --ctype-of "$XID=text/xml"
+expect_eq "framework/one callback on two topics: nothing else" \
+    "$(cbq count C --path /cb/two --method POST)" 10
 check "framework/news subscribers got none of them" \
     cbq check C --path /cb/cs --pairs "$TMP/news.pairs" --pairs "$TMP/news2.pairs" \
     --pairs "$TMP/news3.pairs" --hub "$HUB" --topic "$NEWS" \
@@ -397,12 +410,19 @@ r=$(ws_sub A "$NEWS" "$(cb_url C /cb/s199)" "hub.secret@=$TMP/secret199")
 accept "subscribe/secret of 199 bytes accepted" "$r"
 check "subscribe/199-byte secret: verified" \
     cbq wait C --path /cb/s199 --method GET --timeout 10
-check "subscribe/a new subscription gets only what is accepted after it became active" \
-    pub "$TMP/news4.pairs" "$NEWS" --dir "$TMP/docs" --start 30
+ws_subscribe_ok "resubscribe/after an unsubscribe, /cb/a again" A "$NEWS" news C /cb/a
+# a 60 KB notification (under --max-body 64K): larger than any buffer
+check "subscribe/a new subscription gets only what is accepted after it became active (60 KB)" \
+    pub "$TMP/news4.pairs" "$NEWS" --dir "$TMP/docs" --start 30 --pad 60000
 cbq wait C --path /cb/s199 --method POST --n 1 --timeout 10 >/dev/null
 check "subscribe/199-byte secret: the later notification only, signed with it" \
     cbq check C --path /cb/s199 --pairs "$TMP/news4.pairs" --hub "$HUB" \
     --topic "$NEWS" --ctype application/xml --secret "$(cat "$TMP/secret199")"
+cbq wait C --path /cb/a --method POST --n 7 --timeout 10 >/dev/null
+check "resubscribe/after an unsubscribe: a new subscription, nothing of what came in between" \
+    cbq check C --path /cb/a --pairs "$TMP/news.pairs" --pairs "$TMP/news2.pairs" \
+    --pairs "$TMP/news4.pairs" --hub "$HUB" --topic "$NEWS" \
+    --ctype application/xml --ctype-of "$XID=text/xml"
 # A closed topic in closed mode: 404, and the callback is told
 # (hub.mode=denied, docs/protocol.md 5); malformed requests: nothing at all.
 check "reject/unknown topic: the callback gets GET hub.mode=denied, hub.topic, hub.reason" \

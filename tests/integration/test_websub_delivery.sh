@@ -34,6 +34,9 @@ uri = $U/lease
 
 [topic iso]
 uri = $U/iso
+
+[topic many]
+uri = $U/many
 EOF
 cat >"$TMP/b.conf" <<EOF
 [topic drop]
@@ -82,6 +85,16 @@ sleep 0.2
 check "lease/1 published while the lease runs" pub A "$TMP/lease.pairs" "$U/lease" --start 100
 check "lease/verification GET carries hub.lease_seconds=2" \
     cbq last-get C --path /cb/l --has-arg hub.lease_seconds=2
+# /cb/l2: the same 2 s lease, renewed by a re-subscribe for 600 s
+r=$(ws_sub A "$U/lease" "$(cb_url C /cb/l2)" hub.lease_seconds=2)
+expect_eq "lease/renew: subscribe with a 2 s lease: 202" "$(status_of "$r")" 202
+check "lease/renew: verified" \
+    cbq wait C --path /cb/l2 --method GET --answered 200 --timeout 10
+r=$(ws_sub A "$U/lease" "$(cb_url C /cb/l2)" hub.lease_seconds=600)
+expect_eq "lease/renew: re-subscribe with 600 s: 202" "$(status_of "$r")" 202
+check "lease/renew: verified again, hub.lease_seconds=600" \
+    bash -c "'$PY' '$CBS' wait --log '${CB_LOG[C]}' --path /cb/l2 --method GET --answered 200 --n 2 --timeout 10 >/dev/null &&
+             '$PY' '$CBS' last-get --log '${CB_LOG[C]}' --path /cb/l2 --has-arg hub.lease_seconds=600 >/dev/null"
 ws_subscribe_ok "retry/subscribe (500 three times, then 204)" A "$U/retry" retry C /cb/r
 ws_subscribe_ok "gone/subscribe (410)" A "$U/gone" gone C /cb/g
 for p in h st f slow; do
@@ -151,8 +164,14 @@ check "lease/after expiry: gone from GET /topics" \
 check "lease/after expiry: removed from Redis (rshub:sub:lease, rshub:leases)" \
     bash -c "[ \"\$(redis-cli -s '$REDIS_SOCK' hexists rshub:sub:lease '$(cb_url C /cb/l)')\" = 0 ] &&
              [ -z \"\$(redis-cli -s '$REDIS_SOCK' zscore rshub:leases 'lease $(cb_url C /cb/l)')\" ]"
+check "lease/renew: still listed active after the first lease ran out" \
+    cbs sub-state --http "$HA" --name lease --callback "$(cb_url C /cb/l2)" --want active
 check "lease/1 published after expiry" pub A "$TMP/lease2.pairs" "$U/lease" --start 101
 check "lease/no delivery after expiry" cbq quiet C --path /cb/l --method POST --secs 2
+cbq wait C --path /cb/l2 --method POST --n 1 --timeout 5 >/dev/null
+check "lease/renew: the renewed subscription got the one published after the first lease" \
+    cbq check C --path /cb/l2 --pairs "$TMP/lease2.pairs" \
+    --hub "$HUB" --topic "$U/lease" --ctype application/xml
 
 # ---------------------------------------------------- failing, dropped
 note "--retry-window, --drop-failing"
@@ -167,6 +186,27 @@ check "drop/with --drop-failing, removed after --retry-window 3s" \
 check "drop/no request after the removal" cbq quiet C --path /cb/d --secs 2.5
 check "drop/removed from Redis too (rshubB:sub:drop, --redis-prefix rshubB:)" \
     bash -c "[ \"\$(redis-cli -s '$REDIS_SOCK' hexists rshubB:sub:drop '$(cb_url C /cb/d)')\" = 0 ]"
+
+# --------------------------------------------------------------- fan-out
+note "40 subscriptions on one topic"
+for i in $(seq 1 40); do
+    r=$(ws_sub A "$U/many" "$(cb_url C "/m/$i")")
+    [ "$(status_of "$r")" = 202 ] || bad "fanout/subscribe /m/$i: $(status_of "$r")" "$r"
+done
+check "fanout/40 verifications answered" \
+    bash -c "for i in \$(seq 1 40); do
+                 '$PY' '$CBS' wait --log '${CB_LOG[C]}' --path /m/\$i --method GET --answered 200 --timeout 10 >/dev/null || exit 1
+             done"
+check "fanout/the last one active" \
+    cbs sub-state --http "$HA" --name many --callback "$(cb_url C /m/40)" --want active
+sleep 0.3
+check "fanout/20 published" pub A "$TMP/many.pairs" "$U/many" --start 600 --count 20
+check "fanout/each of the 40 got the 20 once, in order, byte-identical" \
+    bash -c "for i in \$(seq 1 40); do
+                 '$PY' '$CBS' wait --log '${CB_LOG[C]}' --path /m/\$i --method POST --n 20 --timeout 15 >/dev/null
+                 '$PY' '$CBS' check --log '${CB_LOG[C]}' --path /m/\$i --pairs '$TMP/many.pairs' \
+                     --hub '$HUB' --topic '$U/many' --ctype application/xml || exit 1
+             done"
 
 # ---------------------------------------------------------------- metrics
 note "/metrics"

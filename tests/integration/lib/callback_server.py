@@ -610,6 +610,9 @@ def cmd_check(a):
     files = {p[0]: p[1] for p in pairs if p[1] and p[1] != "-"}
     recs = [r for r in read_log(a.log)
             if r["method"] == "POST" and r["path"] == a.path]
+    if a.only_self:
+        recs = [r for r in recs
+                if link_rels(hdrs(r, "Link")).get("self") == [a.only_self]]
     problems = []
     ctype_of = {}
     for c in a.ctype_of:
@@ -970,6 +973,8 @@ def main():
     q.add_argument("--allow-extra", action="store_true")
     q.add_argument("--max-attempts", type=int)
     q.add_argument("--query", help="the callback's own query, kept")
+    q.add_argument("--only-self", help="only the POSTs with this Link rel=self "
+                   "(a callback subscribed to several topics)")
     q.set_defaults(fn=cmd_check)
 
     q = sub.add_parser("check-bodies")
