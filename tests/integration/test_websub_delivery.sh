@@ -19,7 +19,8 @@ websub_skip_if_unimplemented
 
 cb_start C --route /cb/r:post=fail:3 --route /cb/g:post=gone \
     --route /cb/st:post=stall:30 --route /cb/f:post=status:500 \
-    --route /cb/slow:post=slow:0.5 --route /cb/d:post=status:503 ||
+    --route /cb/slow:post=slow:0.5 --route /cb/d:post=status:503 \
+    --route /cb/rst:post=reset:2 --route /cb/302:post=fail:2:302:/cb/elsewhere ||
     { bad "callback server starts"; finish; }
 
 cat >"$TMP/a.conf" <<EOF
@@ -37,6 +38,9 @@ uri = $U/iso
 
 [topic many]
 uri = $U/many
+
+[topic odd]
+uri = $U/odd
 EOF
 cat >"$TMP/b.conf" <<EOF
 [topic drop]
@@ -97,6 +101,8 @@ check "lease/renew: verified again, hub.lease_seconds=600" \
              '$PY' '$CBS' last-get --log '${CB_LOG[C]}' --path /cb/l2 --has-arg hub.lease_seconds=600 >/dev/null"
 ws_subscribe_ok "retry/subscribe (500 three times, then 204)" A "$U/retry" retry C /cb/r
 ws_subscribe_ok "gone/subscribe (410)" A "$U/gone" gone C /cb/g
+ws_subscribe_ok "odd/subscribe (connection reset twice)" A "$U/odd" odd C /cb/rst
+ws_subscribe_ok "odd/subscribe (302 twice)" A "$U/odd" odd C /cb/302
 for p in h st f slow; do
     ws_subscribe_ok "isolation/subscribe /cb/$p" A "$U/iso" iso C /cb/$p
 done
@@ -106,6 +112,7 @@ ws_subscribe_ok "drop/subscribe on the --drop-failing hub (503)" B "$U/drop" dro
 note "publishing"
 check "retry/5 published" pub A "$TMP/retry.pairs" "$U/retry" --start 200 --count 5
 check "gone/1 published" pub A "$TMP/gone.pairs" "$U/gone" --start 300
+check "odd/3 published" pub A "$TMP/odd.pairs" "$U/odd" --start 350 --count 3
 check "drop/1 published" pub B "$TMP/drop.pairs" "$U/drop" --start 400
 check "isolation/10 published, 0.3 s apart" \
     pub A "$TMP/iso.pairs" "$U/iso" --start 500 --count 10 --interval 0.3
@@ -139,6 +146,16 @@ check "retry/the three failures and the success are all of the first id" \
 GAPS=$(cbq gaps C --path /cb/r --method POST --with-id "$R1")
 check "retry/backed off: 1 s (+-20 %, capped by --retry-max-delay 1s) between attempts ($GAPS)" \
     "$PY" -c "import sys; g=[float(x) for x in sys.argv[1].split()]; sys.exit(0 if len(g)==3 and all(0.75<=x<=2.5 for x in g) else 1)" "$GAPS"
+
+note "a connection reset, a redirect: failures like any other"
+for p in /cb/rst /cb/302; do
+    cbq wait C --path $p --method POST --answered 204 --n 3 --timeout 15 >/dev/null
+    check "odd/$p: retried, then each once, in order, byte-identical" \
+        cbq check C --path $p --pairs "$TMP/odd.pairs" --hub "$HUB" \
+        --topic "$U/odd" --ctype application/xml --max-attempts 5
+done
+expect_eq "odd/the hub did not follow the callback's redirect" \
+    "$(cbq count C --path /cb/elsewhere)" 0
 
 # -------------------------------------------------------------------- 410
 note "410 Gone"
@@ -186,6 +203,16 @@ check "drop/with --drop-failing, removed after --retry-window 3s" \
 check "drop/no request after the removal" cbq quiet C --path /cb/d --secs 2.5
 check "drop/removed from Redis too (rshubB:sub:drop, --redis-prefix rshubB:)" \
     bash -c "[ \"\$(redis-cli -s '$REDIS_SOCK' hexists rshubB:sub:drop '$(cb_url C /cb/d)')\" = 0 ]"
+
+note "unsubscribing a failing subscription stops its retries"
+r=$(ws_unsub A "$U/iso" "$(cb_url C /cb/f)")
+expect_eq "failing/unsubscribe: 202" "$(status_of "$r")" 202
+check "failing/unsubscribe verified" \
+    cbq wait C --path /cb/f --method GET --mode unsubscribe --answered 200 --timeout 10
+sleep 0.5
+check "failing/no retry after the unsubscribe" cbq quiet C --path /cb/f --method POST --secs 3
+check "failing/gone from GET /topics" \
+    cbs sub-state --http "$HA" --name iso --callback "$(cb_url C /cb/f)" --want none
 
 # --------------------------------------------------------------- fan-out
 note "40 subscriptions on one topic"

@@ -71,8 +71,16 @@ reject O "open/loopback callback without --callback-allow -> 403" 403 \
 reject O "open/[::1] callback without --callback-allow -> 403" 403 \
     hub.mode=subscribe "hub.topic=$U/open1" \
     "hub.callback=http://[::1]:${CB_PORT[C]}/open/2"
+# a publish ping names a URL the hub fetches itself: the same policy
+# keeps it off loopback (else anyone could make an open hub GET internal
+# services)
+r=$(ws_form O hub.mode=publish "hub.url=$(cb_url C /open/ping.txt)")
+case "$(status_of "$r")" in
+    202|403) ok "open/publish ping of a loopback URL: $(status_of "$r")" ;;
+    *) bad "open/publish ping of a loopback URL: $(status_of "$r"), want 202 or 403" "$r" ;;
+esac
 sleep 1
-no_request "open/no request reached the denied callbacks" /open/
+no_request "open/no request reached the denied callbacks, nor the pinged loopback URL" /open/
 hub_stop O TERM 10
 expect_eq "open/rshub exits 0" "$HUB_RC" 0
 hub_asan_check O

@@ -15,9 +15,11 @@ the hub acknowledged. Every wait has a timeout; loopback only.
 Run with Debian's /usr/bin/python3 (the tests never use a pyenv python3).
 
 Behaviour specs (per path; --route PATH:post=SPEC,get=SPEC or POST /_ctl):
-  post: ok | fail:N (500 N times, then 204) | gone (410 always) |
-        status:CODE | stall:SECS (answer 204 after SECS: longer than the
-        hub's --delivery-timeout) | slow:SECS (answer 204 after SECS)
+  post: ok | fail:N[:CODE[:LOCATION]] (CODE, default 500, N times, then
+        204; with a Location header if given) | reset:N (close with a TCP
+        RST N times, then 204) | gone (410 always) | status:CODE |
+        stall:SECS (answer 204 after SECS: longer than the hub's
+        --delivery-timeout) | slow:SECS (answer 204 after SECS)
   get:  echo (200, body = hub.challenge) | wrong (200, another body) |
         refuse:CODE (e.g. refuse:404) | late:SECS (echo after SECS) |
         echo-unsub-refuse (echo for subscribe, 404 for unsubscribe)
@@ -140,10 +142,30 @@ class Handler(BaseHTTPRequestHandler):
                                        % (len(data), n))
         return data, False
 
-    def answer(self, status, body=b"", ctype="text/plain"):
+    def reset(self):
+        """Close the connection with a TCP RST, answering nothing."""
+        import socket
+        import struct
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+        self.close_connection = True
+        self.was_reset = True
+
+    def finish(self):
+        if getattr(self, "was_reset", False):
+            return      # the socket is gone: nothing to flush
+        super().finish()
+
+    def answer(self, status, body=b"", ctype="text/plain", extra=()):
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
+            for k, v in extra:
+                self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -259,12 +281,27 @@ class Handler(BaseHTTPRequestHandler):
         status = 204
         if spec == "ok":
             pass
-        elif spec.startswith("fail:"):
+        elif spec.startswith("fail:") or spec.startswith("reset:"):
+            # fail:N[:CODE[:LOCATION]] / reset:N: the first N POSTs fail
+            parts = spec.split(":", 3)
             with st.lock:
                 n = st.fails.get(u.path, 0)
-                if n < int(spec[5:]):
+                failing = n < int(parts[1])
+                if failing:
                     st.fails[u.path] = n + 1
-                    status = 500
+            if failing and parts[0] == "reset":
+                rec["answered"] = 0
+                st.record(rec)
+                self.reset()
+                return
+            if failing:
+                status = int(parts[2]) if len(parts) > 2 else 500
+                if len(parts) > 3:
+                    rec["answered"] = status
+                    rec["delay"] = 0.0
+                    st.record(rec)
+                    self.answer(status, b"x", extra=[("Location", parts[3])])
+                    return
         elif spec == "gone":
             status = 410
         elif spec.startswith("status:"):
