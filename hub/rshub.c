@@ -21,6 +21,7 @@
 #include <event2/dns.h>
 #include <openssl/rand.h>
 
+#include "acceptguard.h"
 #include "deliver.h"
 #include "hub.h"
 #include "netpolicy.h"
@@ -495,6 +496,7 @@ main(int argc, char **argv)
     int exit_code = 1;
     struct hub h;
     struct event *ev_sig[3] = { NULL, NULL, NULL }, *ev_janitor = NULL;
+    struct acceptguard *http_guard = NULL;
     memset(&h, 0, sizeof(h));
     h.conf = &conf;
 
@@ -591,6 +593,9 @@ main(int argc, char **argv)
                conf.listen.port, strerror(errno));
         goto out;
     }
+    http_guard = acceptguard_new(h.base, evhttp_bound_socket_get_listener(bs), "http");
+    if (http_guard == NULL)
+        goto out;
 
     struct rs_config_hostport wl = conf.ws_listen;
     if (!rs_config_is_set(cfg, "ws-listen")) {
@@ -682,6 +687,7 @@ out:
      * (HTTP client, DNS, Redis) is freed while what their cancelled
      * callbacks touch (deliveries, WebSub requests, fan-out) still lives. */
     ws_server_free(h.ws, 2000);
+    acceptguard_free(http_guard);
     if (h.http != NULL)
         evhttp_free(h.http);
     deliver_close(h.deliver);

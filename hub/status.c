@@ -30,6 +30,7 @@ struct hub_metrics {
     struct synced accepted, bytes_in;
     struct synced rejected[REJ_COUNT];
     struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
+    struct synced ws_refused;
     struct synced dispatched, replayed, gaps, bad_entries;
     struct synced redis_cmds, redis_fail, redis_reconnects;
     struct synced ws_requests, ws_verified, ws_verify_failed, ws_denied;
@@ -223,6 +224,9 @@ status_metrics_init(struct hub *h)
         rc = COUNTER(ws_accepted, "rshub_ws_connections_total",
                      "WebSocket connections established.");
     if (rc == 0)
+        rc = COUNTER(ws_refused, "rshub_ws_accept_refused_total",
+                     "WebSocket connections the hub could not accept (EMFILE...).");
+    if (rc == 0)
         rc = COUNTER(ws_frames, "rshub_ws_deliveries_total",
                      "Notifications written to WebSocket clients.");
     if (rc == 0)
@@ -348,6 +352,7 @@ metrics_sync(struct hub *h)
     synced_set(&hm->ws_bytes, ws.bytes);
     synced_set(&hm->ws_slow, ws.slow_drops);
     synced_set(&hm->ws_gap, ws.closed_gap);
+    synced_set(&hm->ws_refused, ws.refused);
     synced_set(&hm->dispatched, fo.dispatched);
     synced_set(&hm->replayed, fo.replayed);
     synced_set(&hm->gaps, fo.gaps);

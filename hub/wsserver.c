@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #define RS_LOG_MODULE "ws"
+#include "acceptguard.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "wsserver.h"
@@ -106,8 +107,8 @@ struct ws_server {
     unsigned nthreads;
     struct ws_thread *threads;
     struct evconnlistener *listener;
-    struct event *ev_resume;       /* re-enables the listener after EMFILE */
-    uint64_t refused;              /* main loop only */
+    struct acceptguard *guard;     /* EMFILE: pause, count, keep serving */
+    uint64_t refused;              /* main loop only: other failures */
 };
 
 /* ------------------------------------------------------------ client map */
@@ -764,33 +765,6 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
     seam_push(&s->threads[best].inbox, ev);
 }
 
-static void
-on_resume(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct ws_server *s = arg;
-    evconnlistener_enable(s->listener);
-}
-
-static void
-on_accept_error(struct evconnlistener *l, void *arg)
-{
-    struct ws_server *s = arg;
-    int err = EVUTIL_SOCKET_ERROR();
-    s->refused++;
-    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-        /* Out of descriptors: leave the rest in the kernel's backlog for a
-         * moment instead of spinning on accept(). */
-        static const struct timeval pause = { 0, 100000 };
-        evconnlistener_disable(l);
-        event_add(s->ev_resume, &pause);
-        if (s->refused % 1000 == 1)
-            rs_log(RS_LOG_WARN, "accept: %s (refused %llu so far); pausing "
-                   "the listener", strerror(err), (unsigned long long)s->refused);
-    }
-}
-
 static int
 server_listen(struct ws_server *s, const char **err)
 {
@@ -816,11 +790,10 @@ server_listen(struct ws_server *s, const char **err)
         *err = "cannot listen on the WebSocket address (in use?)";
         return RS_EIO;
     }
-    evconnlistener_set_error_cb(s->listener, on_accept_error);
-    s->ev_resume = evtimer_new(s->o.base, on_resume, s);
+    s->guard = acceptguard_new(s->o.base, s->listener, "websocket");
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    if (s->ev_resume == NULL ||
+    if (s->guard == NULL ||
         getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss,
                     &len) != 0) {
         *err = "cannot learn the WebSocket listening port";
@@ -923,7 +896,7 @@ ws_server_stats(const struct ws_server *s, struct ws_stats *out)
         out->slow_drops += atomic_load(&t->slow_drops);
         out->closed_gap += atomic_load(&t->closed_gap);
     }
-    out->refused = s->refused;
+    out->refused = s->refused + acceptguard_refused(s->guard);
 }
 
 static uint64_t
@@ -939,10 +912,9 @@ ws_server_free(struct ws_server *s, unsigned grace_ms)
 {
     if (s == NULL)
         return;
+    acceptguard_free(s->guard);
     if (s->listener != NULL)
         evconnlistener_free(s->listener);
-    if (s->ev_resume != NULL)
-        event_free(s->ev_resume);
     for (unsigned i = 0; i < s->nthreads && s->threads != NULL; i++) {
         struct ws_thread *t = &s->threads[i];
         if (!t->started)
