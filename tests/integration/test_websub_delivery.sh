@@ -4,7 +4,8 @@
 # loopback with a real redis-server and programmable callback servers:
 # 500 three times then 200 gets everything in order after backed-off
 # retries; 410 removes the subscription; a lease expires on time; a
-# stalling, a failing and a slow subscriber do not delay a healthy one;
+# stalling, a failing and a slow subscriber do not delay a healthy one, nor
+# do a dozen stalling ones on its callback host;
 # after --retry-window a failing subscription is marked failing, and with
 # --drop-failing removed; /metrics counts verifications, deliveries,
 # retries and failures.
@@ -41,6 +42,9 @@ uri = $U/many
 
 [topic odd]
 uri = $U/odd
+
+[topic crowd]
+uri = $U/crowd
 EOF
 cat >"$TMP/b.conf" <<EOF
 [topic drop]
@@ -234,6 +238,32 @@ check "fanout/each of the 40 got the 20 once, in order, byte-identical" \
                  '$PY' '$CBS' check --log '${CB_LOG[C]}' --path /m/\$i --pairs '$TMP/many.pairs' \
                      --hub '$HUB' --topic '$U/many' --ctype application/xml || exit 1
              done"
+
+# ------------------------------------------------- a crowd on one host
+# More stalling subscriptions on the healthy one's callback host than the
+# hub opens connections to one host (--delivery-host-conns, default 8):
+# "one subscription's retries never delay another's" still holds. Last,
+# as the stalls go on until the hub stops.
+note "12 stalling subscriptions on the healthy one's host"
+for i in $(seq 1 12); do
+    cb_ctl C "/crowd/$i" post=stall:30
+    r=$(ws_sub A "$U/crowd" "$(cb_url C "/crowd/$i")")
+    [ "$(status_of "$r")" = 202 ] || bad "crowd/subscribe /crowd/$i: $(status_of "$r")" "$r"
+done
+ws_subscribe_ok "crowd/subscribe the healthy one" A "$U/crowd" crowd C /cb/ch
+check "crowd/the 12 stalling ones verified" \
+    bash -c "for i in \$(seq 1 12); do
+                 '$PY' '$CBS' wait --log '${CB_LOG[C]}' --path /crowd/\$i --method GET --answered 200 --timeout 10 >/dev/null || exit 1
+             done"
+sleep 0.5
+check "crowd/10 published, 0.3 s apart" \
+    pub A "$TMP/crowd.pairs" "$U/crowd" --start 700 --count 10 --interval 0.3
+cbq wait C --path /cb/ch --method POST --n 10 --timeout 20 >/dev/null
+check "crowd/healthy: every notification within 1.5 s of its 202" \
+    cbq latency C --path /cb/ch --pairs "$TMP/crowd.pairs" --max 1.5
+check "crowd/healthy: each once, in order" \
+    cbq check C --path /cb/ch --pairs "$TMP/crowd.pairs" --hub "$HUB" \
+    --topic "$U/crowd" --ctype application/xml
 
 # ---------------------------------------------------------------- metrics
 note "/metrics"
