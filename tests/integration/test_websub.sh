@@ -406,10 +406,29 @@ reject "unsubscribe without hub.callback -> 400" 400 hub.mode=unsubscribe "hub.t
 reject4xx "publish ping without hub.url or hub.topic" hub.mode=publish
 reject4xx "publish ping of an unknown topic (closed mode)" hub.mode=publish \
     hub.url=http://example.com/not-configured
+# the secret's limit is in bytes: 100 'é' are 200 bytes
+"$PY" -c 'import sys; sys.stdout.write("\u00e9" * 100)' >"$TMP/secret-e200"
+reject "secret of 100 'é' (200 bytes UTF-8) -> 400" 400 hub.mode=subscribe \
+    "hub.topic=$NEWS" "hub.callback=$(cb_url C /bad/10)" "hub.secret@=$TMP/secret-e200"
+reject4xx "hub.lease_seconds not a number" hub.mode=subscribe "hub.topic=$NEWS" \
+    "hub.callback=$(cb_url C /bad/11)" hub.lease_seconds=soon
 r=$(ws_sub A "$NEWS" "$(cb_url C /cb/s199)" "hub.secret@=$TMP/secret199")
 accept "subscribe/secret of 199 bytes accepted" "$r"
 check "subscribe/199-byte secret: verified" \
     cbq wait C --path /cb/s199 --method GET --timeout 10
+SECRET_U8='clé 日本 ✓'
+ws_subscribe_ok "subscribe/a UTF-8 secret" A "$NEWS" news C /cb/u8 "hub.secret=$SECRET_U8"
+# https is an absolute http(s) URL: accepted; our plain-HTTP server cannot
+# complete TLS, so it is never verified
+r=$(ws_sub A "$NEWS" "https://127.0.0.1:${CB_PORT[C]}/cb/tls")
+accept "subscribe/https callback accepted (202)" "$r"
+# schemes are case-insensitive (RFC 3986 3.1)
+r=$(ws_sub A "$NEWS" "HTTP://127.0.0.1:${CB_PORT[C]}/cb/upper")
+accept "subscribe/HTTP:// (upper-case scheme) accepted (202)" "$r"
+check "subscribe/upper-case scheme: verified" \
+    cbq wait C --path /cb/upper --method GET --answered 200 --timeout 10
+cbs sub-state --http "$HP" --name news --callback "$(cb_url C /cb/s199)" \
+    --want active --timeout 3 >/dev/null 2>&1 || sleep 0.5
 ws_subscribe_ok "resubscribe/after an unsubscribe, /cb/a again" A "$NEWS" news C /cb/a
 # a 60 KB notification (under --max-body 64K): larger than any buffer
 check "subscribe/a new subscription gets only what is accepted after it became active (60 KB)" \
@@ -418,6 +437,16 @@ cbq wait C --path /cb/s199 --method POST --n 1 --timeout 10 >/dev/null
 check "subscribe/199-byte secret: the later notification only, signed with it" \
     cbq check C --path /cb/s199 --pairs "$TMP/news4.pairs" --hub "$HUB" \
     --topic "$NEWS" --ctype application/xml --secret "$(cat "$TMP/secret199")"
+cbq wait C --path /cb/u8 --method POST --n 1 --timeout 10 >/dev/null
+check "subscribe/UTF-8 secret: HMAC keyed with its UTF-8 bytes" \
+    cbq check C --path /cb/u8 --pairs "$TMP/news4.pairs" --hub "$HUB" \
+    --topic "$NEWS" --ctype application/xml --secret "$SECRET_U8"
+cbq wait C --path /cb/upper --method POST --n 1 --timeout 10 >/dev/null
+check "subscribe/upper-case scheme: delivered" \
+    cbq check C --path /cb/upper --pairs "$TMP/news4.pairs" --hub "$HUB" \
+    --topic "$NEWS" --ctype application/xml
+expect_eq "subscribe/https callback: nothing reached our plain-HTTP port as HTTP" \
+    "$(cbq count C --path /cb/tls)" 0
 cbq wait C --path /cb/a --method POST --n 7 --timeout 10 >/dev/null
 check "resubscribe/after an unsubscribe: a new subscription, nothing of what came in between" \
     cbq check C --path /cb/a --pairs "$TMP/news.pairs" --pairs "$TMP/news2.pairs" \
