@@ -132,10 +132,16 @@ cbq wait C --path /cb/k2 --method POST --n $((N0 + 30)) --timeout 20 >/dev/null
 hub_stop A TERM 10
 expect_eq "sigterm-behind/rshub exits 0 with deliveries pending" "$HUB_RC" 0
 hub_asan_check A
-N1=$(posts k2)
 restart sigterm-behind
 caught_up sigterm-behind
-note "sigterm-behind/k2: $(($(posts k2) - N1)) POSTs after the restart for $(($(wc -l <"$TMP/acks3") - (N1 - N0))) not yet delivered at the stop"
+# not a failure (docs/protocol.md 5 allows repeats after a crash), but
+# worth seeing: does a clean stop record its last deliveries?
+for p in "${SUBS[@]}"; do
+    note "sigterm-behind/$p: $(cbq ids C --path "/cb/$p" --method POST --answered 204 |
+        awk -v r="$(cat "$TMP/acks3" | cut -d' ' -f1 | tr '\n' ' ')" '
+            BEGIN { n = split(r, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+            want[$1] { c[$1]++ } END { x = 0; for (k in c) if (c[k] > 1) x++; print x }') notifications of phase 3 delivered more than once"
+done
 
 # ------------------------------------------------------- then live again
 note "after the restarts"
