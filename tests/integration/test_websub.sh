@@ -9,9 +9,12 @@
 # framework notifications, publish pings (plain text and JSON fetched from
 # a local server), bad requests, GET /topics and /metrics.
 # Retries, 410, lease expiry, isolation: test_websub_delivery.sh. Crash:
-# test_websub_crash.sh. Network policy and caps: test_websub_policy.sh.
+# test_websub_crash.sh. Network policy and caps: test_websub_policy.sh. Two
+# nodes: test_websub_nodes.sh.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/websub.sh
 . "$(dirname "$0")/lib/websub.sh"
 
 DATA=${RS_TEST_DATA:-$RS_SOURCE_DIR/tests/data}
@@ -122,6 +125,7 @@ accept() {
         bad "$1: want 202 with a one-line body" "$2"
     fi
 }
+# shellcheck disable=SC2317 # called through check
 pub() {   # pub OUT TOPIC [publish args]: publish, append 'ID FILE TIME' to OUT
     local out=$1 topic=$2
     shift 2

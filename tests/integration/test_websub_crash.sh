@@ -10,7 +10,9 @@
 # order, body byte-identical; the subscriptions survive; new publishes are
 # delivered once each.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/websub.sh
 . "$(dirname "$0")/lib/websub.sh"
 
 U=http://example.com/dataset1
@@ -138,7 +140,7 @@ caught_up sigterm-behind
 # worth seeing: does a clean stop record its last deliveries?
 for p in "${SUBS[@]}"; do
     note "sigterm-behind/$p: $(cbq ids C --path "/cb/$p" --method POST --answered 204 |
-        awk -v r="$(cat "$TMP/acks3" | cut -d' ' -f1 | tr '\n' ' ')" '
+        awk -v r="$(cut -d' ' -f1 "$TMP/acks3" | tr '\n' ' ')" '
             BEGIN { n = split(r, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
             want[$1] { c[$1]++ } END { x = 0; for (k in c) if (c[k] > 1) x++; print x }') notifications of phase 3 delivered more than once"
 done

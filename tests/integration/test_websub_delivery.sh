@@ -10,7 +10,9 @@
 # --drop-failing removed; /metrics counts verifications, deliveries,
 # retries and failures.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/websub.sh
 . "$(dirname "$0")/lib/websub.sh"
 
 U=http://example.com/dataset1
@@ -60,6 +62,7 @@ hub_start B --config "$TMP/b.conf" "${WS_HUB_ARGS[@]}" --retry-window 3s \
 HA=${HUB_HTTP[A]}
 HUB=http://127.0.0.1:$HA/hub
 
+# shellcheck disable=SC2317 # called through check
 pub() {   # pub HUB OUT TOPIC [publish args]: 'ID FILE TIME' lines to OUT
     local hub=$1 out=$2 topic=$3
     shift 3

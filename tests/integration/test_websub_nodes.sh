@@ -6,7 +6,9 @@
 # when a node is killed (kill -9) the other delivers what follows, at least
 # once, in order. Real redis-server and callback servers on loopback.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/websub.sh
 . "$(dirname "$0")/lib/websub.sh"
 
 U=http://example.com/dataset1

@@ -7,7 +7,9 @@
 # 429 and nothing sent to the callback, a re-subscribe is not a new
 # subscription, an unsubscribe frees a slot. Real redis-server and programmable callback servers on loopback.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/websub.sh
 . "$(dirname "$0")/lib/websub.sh"
 
 U=http://example.com/dataset1

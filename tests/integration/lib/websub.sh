@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # websub.sh - fixtures of the WebSub integration tests (test_websub*.sh,
 # docs/protocol.md 5), sourced after common.sh: programmable callback
 # servers (lib/callback_server.py) started and stopped like the other
@@ -12,6 +13,7 @@ declare -A CB_PORT CB_LOG
 
 # The options every WebSub test hub gets: callbacks live on loopback, and
 # short timeouts keep the tests quick. Scripts add their own.
+# shellcheck disable=SC2034 # for the scripts that source this
 WS_HUB_ARGS=(--callback-allow 127.0.0.0/8 --verify-timeout 2s
              --delivery-timeout 2s --retry-max-delay 1s --lease-min 1s)
 
