@@ -1,0 +1,525 @@
+/*
+ * catalog.c - observations -> catalog rows and change records (see
+ * catalog.h). Layers: file identity and hashing, the decision for one
+ * file, deletion of a path and what was beneath it, and the merge scan.
+ */
+#include "catalog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mime.h"
+#include "rs_alloc.h"
+#include "rs_hash.h"
+
+#define CATALOG_READ_BUF (256 * 1024)
+#define CATALOG_SLICE 5000      /* writes per transaction in a long scan */
+#define CATALOG_SWEEP_CHUNK 1000
+
+struct catalog {
+    struct catalog_opts o;
+    struct state *reader;      /* the scan's snapshot of the rows; lazily */
+    struct rs_hasher *hasher;
+    uint8_t *buf;
+    struct catalog_stats stats;
+    unsigned slice;            /* writes since the scan's last commit */
+    bool in_scan;
+};
+
+/* -------------------------------------------------- identity and hashing */
+
+static int64_t
+mtime_ns_of(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static void
+identity_from(struct state_res *r, const struct stat *st)
+{
+    r->dev = (int64_t)st->st_dev;
+    r->ino = (int64_t)st->st_ino;
+    r->size = (int64_t)st->st_size;
+    r->mtime_ns = mtime_ns_of(st);
+}
+
+static bool
+identity_eq(const struct state_res *a, const struct state_res *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns;
+}
+
+static void
+problem(struct catalog *c, const char *rel, const char *what, int e)
+{
+    c->stats.problems++;
+    if (c->o.hooks.on_problem != NULL)
+        c->o.hooks.on_problem(c->o.hooks.ud, rel, what, e);
+}
+
+/* Read the file and fill r's identity (as of the open) and digests.
+ * RS_EAGAIN when it changed while being read. */
+static int
+hash_file(struct catalog *c, const char *rel, struct state_res *r)
+{
+    struct stat st, st2;
+    int fd = tree_open_file(c->o.tree, rel, &st);
+    if (fd < 0)
+        return fd;
+    identity_from(r, &st);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    int rc = 0;
+    uint64_t total = 0;
+    for (;;) {
+        ssize_t n = read(fd, c->buf, CATALOG_READ_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            problem(c, rel, "read", errno);
+            rc = RS_EIO;
+            break;
+        }
+        if (n == 0)
+            break;
+        total += (uint64_t)n;
+        rc = rs_hasher_update(c->hasher, c->buf, (size_t)n);
+        if (rc != 0)
+            break;
+    }
+    if (rc == 0 && (fstat(fd, &st2) != 0 || st2.st_size != st.st_size ||
+                    mtime_ns_of(&st2) != r->mtime_ns ||
+                    total != (uint64_t)st.st_size))
+        rc = RS_EAGAIN;
+    close(fd);
+    struct rs_hashes h;
+    int frc = rs_hasher_final(c->hasher, &h);   /* also resets it */
+    if (rc != 0)
+        return rc;
+    if (frc != 0)
+        return frc;
+    const struct rs_digest *md5 = rs_hashes_find(&h, RS_HASH_MD5);
+    const struct rs_digest *sha = rs_hashes_find(&h, RS_HASH_SHA256);
+    if (md5 == NULL || sha == NULL || md5->len != 16 || sha->len != 32)
+        return RS_EIO;
+    memcpy(r->md5, md5->bytes, 16);
+    memcpy(r->sha256, sha->bytes, 32);
+    r->hashed = true;
+    c->stats.hashed++;
+    c->stats.hashed_bytes += total;
+    return 0;
+}
+
+/* The hash cache: digests of any row with r's identity, first among the
+ * writer's rows, then (during a scan) the snapshot's, which still holds a
+ * row the scan has already deleted: a file moved while rssource was down
+ * is not read again. */
+static bool
+cache_lookup(struct catalog *c, struct state_res *r)
+{
+    struct state_res hit;
+    if (state_res_by_identity(c->o.st, r->dev, r->ino, r->size, r->mtime_ns,
+                              &hit) != 0 &&
+        (c->reader == NULL || !c->in_scan ||
+         state_res_by_identity(c->reader, r->dev, r->ino, r->size,
+                               r->mtime_ns, &hit) != 0))
+        return false;
+    memcpy(r->md5, hit.md5, 16);
+    memcpy(r->sha256, hit.sha256, 32);
+    r->hashed = true;
+    c->stats.cache_hits++;
+    return true;
+}
+
+/* ------------------------------------------------------------ decisions */
+
+static int
+after_write(struct catalog *c)
+{
+    /* A long scan commits in slices so the WAL and the transaction stay
+     * bounded; only when the scan's own transaction is the outermost. */
+    if (!c->in_scan || ++c->slice < CATALOG_SLICE)
+        return 0;
+    c->slice = 0;
+    int rc = state_commit(c->o.st);
+    if (rc == 0)
+        rc = state_begin(c->o.st);
+    return rc;
+}
+
+static int
+record(struct catalog *c, const char *rel, enum rs_change ch,
+       const struct state_res *r, rs_time_t now)
+{
+    struct state_change chg = {
+        .path = rel,
+        .change = ch,
+        .size = -1,
+        .lastmod = RS_TIME_NONE,
+    };
+    if (r != NULL) {
+        chg.size = r->size;
+        chg.hashed = r->hashed;
+        memcpy(chg.md5, r->md5, 16);
+        memcpy(chg.sha256, r->sha256, 32);
+        chg.type = r->type;
+        chg.lastmod = r->mtime_ns / 1000;
+    }
+    int rc = changelog_record(c->o.cl, &chg, now);
+    if (rc == 0) {
+        if (ch == RS_CHANGE_CREATED)
+            c->stats.created++;
+        else if (ch == RS_CHANGE_UPDATED)
+            c->stats.updated++;
+        else
+            c->stats.deleted++;
+    }
+    return rc;
+}
+
+/*
+ * One regular file, seen with identity st; old is its row (NULL: none).
+ * Content or lastmod changed: a change. Only the inode or device changed
+ * (an identical copy renamed into place): the row is updated silently.
+ */
+static int
+observe_file(struct catalog *c, const char *rel, const struct stat *st,
+             const struct state_res *old, bool rec, rs_time_t now)
+{
+    struct state_res r;
+    memset(&r, 0, sizeof(r));
+    r.path = rel;
+    identity_from(&r, st);
+    c->stats.files++;
+    if (old != NULL && identity_eq(old, &r))
+        return 0;
+    bool had = old != NULL;
+    bool old_hashed = had && old->hashed;
+    int64_t old_size = had ? old->size : -1;
+    int64_t old_mtime_us = had ? old->mtime_ns / 1000 : -1;
+    uint8_t old_md5[16], old_sha[32];
+    if (old_hashed) {
+        memcpy(old_md5, old->md5, 16);
+        memcpy(old_sha, old->sha256, 32);
+    }
+    r.first_seen = had ? old->first_seen : now;
+    if (!cache_lookup(c, &r)) {
+        int rc = hash_file(c, rel, &r);
+        if (rc == RS_ENOTFOUND)        /* gone meanwhile: next event */
+            return 0;
+        if (rc == RS_EIO) {            /* unreadable: not catalogued */
+            problem(c, rel, "read", EIO);
+            return 0;
+        }
+        if (rc != 0)
+            return rc;
+        if (had && identity_eq(old, &r))
+            return 0;
+    }
+    r.type = mime_type_of(rel);
+    enum rs_change ch = RS_CHANGE_CREATED;
+    if (had) {
+        bool same = old_hashed && old_size == r.size &&
+                    memcmp(old_md5, r.md5, 16) == 0 &&
+                    memcmp(old_sha, r.sha256, 32) == 0 &&
+                    old_mtime_us == r.mtime_ns / 1000;
+        ch = same ? RS_CHANGE_NONE : RS_CHANGE_UPDATED;
+    }
+    int rc = state_res_put(c->o.st, &r);
+    if (rc == 0 && rec && ch != RS_CHANGE_NONE)
+        rc = record(c, rel, ch, &r, now);
+    return rc != 0 ? rc : after_write(c);
+}
+
+static int
+delete_one(struct catalog *c, const char *rel, bool rec, rs_time_t now)
+{
+    int rc = rec ? record(c, rel, RS_CHANGE_DELETED, NULL, now) : 0;
+    if (rc == 0)
+        rc = state_res_delete(c->o.st, rel);
+    return rc != 0 ? rc : after_write(c);
+}
+
+/* Delete every row strictly beneath rel, in chunks read from the writer
+ * (which sees this transaction's own rows). */
+static int
+sweep_beneath(struct catalog *c, const char *rel, bool rec, rs_time_t now)
+{
+    char **paths = rs_calloc(CATALOG_SWEEP_CHUNK, sizeof(*paths));
+    if (paths == NULL)
+        return RS_ENOMEM;
+    int rc = 0;
+    for (;;) {
+        struct state_iter *it;
+        size_t n = 0;
+        rc = state_res_iter(c->o.st, rel, &it);
+        if (rc != 0)
+            break;
+        struct state_res r;
+        int step;
+        while (n < CATALOG_SWEEP_CHUNK && (step = state_res_next(it, &r)) == 1) {
+            paths[n] = rs_strdup(r.path);
+            if (paths[n] == NULL) {
+                rc = RS_ENOMEM;
+                break;
+            }
+            n++;
+        }
+        state_iter_free(it);
+        for (size_t i = 0; i < n; i++) {
+            if (rc == 0)
+                rc = delete_one(c, paths[i], rec, now);
+            rs_free(paths[i]);
+        }
+        if (rc != 0 || n < CATALOG_SWEEP_CHUNK)
+            break;
+    }
+    rs_free(paths);
+    return rc;
+}
+
+/* ----------------------------------------------------------- public API */
+
+struct catalog *
+catalog_new(const struct catalog_opts *o)
+{
+    struct catalog *c = rs_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->o = *o;
+    c->hasher = rs_hasher_new((1u << RS_HASH_MD5) | (1u << RS_HASH_SHA256));
+    c->buf = rs_malloc(CATALOG_READ_BUF);
+    if (c->hasher == NULL || c->buf == NULL) {
+        catalog_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void
+catalog_free(struct catalog *c)
+{
+    if (c == NULL)
+        return;
+    state_free(c->reader);
+    rs_hasher_free(c->hasher);
+    rs_free(c->buf);
+    rs_free(c);
+}
+
+int
+catalog_begin(struct catalog *c)
+{
+    return state_begin(c->o.st);
+}
+
+int
+catalog_commit(struct catalog *c)
+{
+    return state_commit(c->o.st);
+}
+
+const struct catalog_stats *
+catalog_stats(const struct catalog *c)
+{
+    return &c->stats;
+}
+
+uint64_t
+catalog_changes(const struct catalog *c)
+{
+    return c->stats.created + c->stats.updated + c->stats.deleted;
+}
+
+int
+catalog_observe(struct catalog *c, const char *rel, bool rec, rs_time_t now)
+{
+    if (rel[0] == '\0')
+        return catalog_scan(c, "", rec, now);
+    struct stat st;
+    int src = tree_stat(c->o.tree, rel, &st);
+    if (src != 0 && src != RS_ENOTFOUND) {
+        problem(c, rel, "stat", EIO);
+        return 0;
+    }
+    struct state_res old;
+    int g = state_res_get(c->o.st, rel, &old);
+    if (g != 0 && g != RS_ENOTFOUND)
+        return g;
+    int rc;
+    if (src == 0 && S_ISREG(st.st_mode)) {
+        rc = observe_file(c, rel, &st, g == 0 ? &old : NULL, rec, now);
+        /* a directory replaced by a file leaves rows beneath the name */
+        return rc != 0 ? rc : sweep_beneath(c, rel, rec, now);
+    }
+    if (g == 0 && (rc = delete_one(c, rel, rec, now)) != 0)
+        return rc;
+    if (src == 0 && S_ISDIR(st.st_mode))
+        return catalog_scan(c, rel, rec, now);
+    return sweep_beneath(c, rel, rec, now);
+}
+
+/* ------------------------------------------------------------------ scan */
+
+struct scan {
+    struct catalog *c;
+    struct state_iter *it;
+    struct state_res row;      /* the snapshot's current row */
+    bool have_row;             /* row is valid */
+    bool rec;
+    rs_time_t now;
+    int err;
+};
+
+static int
+scan_advance(struct scan *s)
+{
+    int r = state_res_next(s->it, &s->row);
+    if (r < 0)
+        return r;
+    s->have_row = r == 1;
+    return 0;
+}
+
+/* A snapshot row with no file any more: deleted, unless the writer has
+ * already dealt with it (an event handled since the snapshot). */
+static int
+scan_gone(struct scan *s)
+{
+    struct state_res cur;
+    int g = state_res_get(s->c->o.st, s->row.path, &cur);
+    if (g == RS_ENOTFOUND)
+        return 0;
+    if (g != 0)
+        return g;
+    return delete_one(s->c, s->row.path, s->rec, s->now);
+}
+
+static int
+scan_on_file(void *ud, const char *rel, const struct stat *st)
+{
+    struct scan *s = ud;
+    int rc;
+    while (s->have_row && strcmp(s->row.path, rel) < 0) {
+        if ((rc = scan_gone(s)) != 0 || (rc = scan_advance(s)) != 0)
+            return rc;
+    }
+    struct state_res probe;
+    identity_from(&probe, st);
+    if (s->have_row && strcmp(s->row.path, rel) == 0) {
+        bool same = identity_eq(&s->row, &probe);
+        if ((rc = scan_advance(s)) != 0)
+            return rc;
+        if (same) {
+            s->c->stats.files++;
+            return 0;
+        }
+    }
+    /* new or changed relative to the snapshot: decide against the
+     * writer's row, which may be newer than the snapshot */
+    struct state_res cur;
+    int g = state_res_get(s->c->o.st, rel, &cur);
+    if (g != 0 && g != RS_ENOTFOUND)
+        return g;
+    rc = observe_file(s->c, rel, st, g == 0 ? &cur : NULL, s->rec, s->now);
+    if (rc == RS_EAGAIN) {
+        /* being written: its close (or the next scan) will bring it */
+        rc = 0;
+    }
+    return rc;
+}
+
+static int
+scan_on_dir(void *ud, const char *rel, const struct stat *st)
+{
+    (void)st;
+    struct scan *s = ud;
+    const struct catalog_hooks *h = &s->c->o.hooks;
+    return h->on_dir != NULL ? h->on_dir(h->ud, rel) : 0;
+}
+
+static void
+scan_on_error(void *ud, const char *rel, int err)
+{
+    struct scan *s = ud;
+    problem(s->c, rel, "read directory", err);
+}
+
+int
+catalog_scan(struct catalog *c, const char *sub, bool rec, rs_time_t now)
+{
+    if (c->in_scan)
+        return RS_ESTATE;
+    if (c->reader == NULL) {
+        char err[256];
+        int orc = state_open(c->o.state_path, true, &c->reader, err,
+                             sizeof(err));
+        if (orc != 0)
+            return orc;
+    }
+    struct scan s = { .c = c, .rec = rec, .now = now };
+    int rc = state_res_iter(c->reader, sub, &s.it);
+    if (rc != 0)
+        return rc;
+    rc = state_begin(c->o.st);
+    if (rc != 0) {
+        state_iter_free(s.it);
+        return rc;
+    }
+    c->in_scan = true;
+    c->slice = 0;
+    rc = scan_advance(&s);
+    static const struct tree_walk_cbs cbs = {
+        .on_dir = scan_on_dir,
+        .on_file = scan_on_file,
+        .on_error = scan_on_error,
+    };
+    if (rc == 0)
+        rc = tree_walk(c->o.tree, sub, &cbs, &s);
+    while (rc == 0 && s.have_row) {
+        rc = scan_gone(&s);
+        if (rc == 0)
+            rc = scan_advance(&s);
+    }
+    state_iter_free(s.it);
+    c->in_scan = false;
+    if (rc == 0)
+        return state_commit(c->o.st);
+    state_rollback(c->o.st);
+    changelog_reload(c->o.cl);
+    return rc;
+}
+
+int
+catalog_observe_batch(struct catalog *c, const char *const *paths, size_t n,
+                      rs_time_t now, void (*retry)(void *, const char *),
+                      void *ud)
+{
+    int rc = state_begin(c->o.st);
+    if (rc != 0)
+        return rc;
+    /* Two passes: what exists first, so that a file moved (its new name
+     * is created, its old one deleted in the same batch) finds its old
+     * row, and its digests, still in the hash cache. */
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            struct stat st;
+            bool exists = tree_stat(c->o.tree, paths[i], &st) == 0;
+            if (exists != (pass == 0))
+                continue;
+            rc = catalog_observe(c, paths[i], true, now);
+            if (rc == RS_EAGAIN) {
+                if (retry != NULL)
+                    retry(ud, paths[i]);
+                rc = 0;
+            }
+        }
+    }
+    if (rc == 0)
+        return state_commit(c->o.st);
+    state_rollback(c->o.st);
+    changelog_reload(c->o.cl);
+    return rc;
+}

@@ -1,0 +1,356 @@
+/*
+ * channels.c - learning the hub's channels for our topics (see
+ * channels.h). A small state machine: IDLE -> TOPICS (GET /topics) ->
+ * ENTRIES (one GET per topic the hub knows) -> IDLE; failures go to a
+ * retry timer, success to a slow refresh timer.
+ */
+#include "channels.h"
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#define RS_LOG_MODULE "channels"
+#include "rs_alloc.h"
+#include "rs_http.h"
+#include "rs_log.h"
+#include "rs_parse.h"
+#include "rs_url.h"
+
+#define CH_REFRESH_MS (10 * 60 * 1000)
+#define CH_RETRY_MIN_MS 2000
+#define CH_RETRY_MAX_MS (5 * 60 * 1000)
+#define CH_NAME_MAX 256
+
+enum ch_state { CH_IDLE = 0, CH_TOPICS, CH_ENTRIES };
+
+struct ch_lane {
+    char name[CH_NAME_MAX];        /* the hub's name for the topic, or "" */
+    char *ws;                      /* the WebSocket channel, or NULL */
+    char *hub;                     /* rel="hub" as the hub gives it */
+};
+
+struct channels {
+    struct channels_opts o;
+    enum ch_state state;
+    int lane;                      /* ENTRIES: the lane being asked about */
+    char *topics_url;
+    struct ch_lane lanes[PUSH_LANES];
+    struct docs_channel out[2 * PUSH_LANES];
+    size_t nout;
+    struct event *timer;
+    int64_t retry_ms;
+    struct rs_http_req *req;
+};
+
+static void ch_next(struct channels *ch);
+
+/* ------------------------------------------------------------ the set */
+
+static void
+rebuild(struct channels *ch)
+{
+    size_t n = 0;
+    for (int k = 0; k < PUSH_LANES; k++) {
+        const struct ch_lane *l = &ch->lanes[k];
+        enum rs_capability cap = k == PUSH_CHANGE
+                                     ? RS_CAP_CHANGELIST_NOTIFICATION
+                                     : RS_CAP_FRAMEWORK_NOTIFICATION;
+        ch->out[n++] = (struct docs_channel){
+            .loc = ch->o.topic[k],
+            .cap = cap,
+            .hub = l->hub != NULL ? l->hub : ch->o.hub,
+        };
+        if (l->ws != NULL)
+            /* The 2013 draft defines ws:// channels, and names the change
+             * channel "change-notification" (docs/protocol.md 6). */
+            ch->out[n++] = (struct docs_channel){
+                .loc = l->ws,
+                .cap = cap,
+                .alpha = k == PUSH_CHANGE,
+            };
+    }
+    ch->nout = n;
+}
+
+static bool
+set_str(char **dst, const char *v)
+{
+    if (v == NULL || (*dst != NULL && strcmp(*dst, v) == 0))
+        return false;
+    char *s = rs_strdup(v);
+    if (s == NULL)
+        return false;
+    rs_free(*dst);
+    *dst = s;
+    return true;
+}
+
+static void
+changed(struct channels *ch)
+{
+    rebuild(ch);
+    if (ch->o.on_change != NULL)
+        ch->o.on_change(ch->o.ud);
+}
+
+/* -------------------------------------------------------------- timer */
+
+static void
+arm(struct channels *ch, int64_t ms)
+{
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    event_add(ch->timer, &tv);
+}
+
+static void
+fail(struct channels *ch, const char *why)
+{
+    rs_log_kv(RS_LOG_DEBUG, "cannot learn the hub's channels yet", "why", why,
+              NULL);
+    ch->state = CH_IDLE;
+    arm(ch, ch->retry_ms);
+    ch->retry_ms = ch->retry_ms * 2 > CH_RETRY_MAX_MS ? CH_RETRY_MAX_MS
+                                                      : ch->retry_ms * 2;
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    channels_refresh(arg);
+}
+
+/* ------------------------------------------------------------ answers */
+
+static void
+on_topics(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    (void)req;
+    struct channels *ch = ud;
+    ch->req = NULL;
+    if (res->rc == RS_ECANCELED)
+        return;
+    if (res->rc != 0 || res->status != 200) {
+        fail(ch, res->rc != 0 ? res->errstr : "GET /topics failed");
+        return;
+    }
+    json_error_t jerr;
+    json_t *arr = json_loadb(res->body, res->body_len, 0, &jerr);
+    if (!json_is_array(arr)) {
+        json_decref(arr);
+        fail(ch, "GET /topics: not a JSON array");
+        return;
+    }
+    bool any = false;
+    for (int k = 0; k < PUSH_LANES; k++) {
+        ch->lanes[k].name[0] = '\0';
+        size_t i;
+        json_t *t;
+        json_array_foreach(arr, i, t) {
+            const char *uri = json_string_value(json_object_get(t, "topic"));
+            const char *name = json_string_value(json_object_get(t, "name"));
+            if (uri != NULL && name != NULL && strcmp(uri, ch->o.topic[k]) == 0 &&
+                strlen(name) < CH_NAME_MAX) {
+                snprintf(ch->lanes[k].name, CH_NAME_MAX, "%s", name);
+                any = true;
+            }
+        }
+    }
+    json_decref(arr);
+    if (!any) {
+        /* open-mode hubs learn a topic at its first publish */
+        fail(ch, "the hub does not know our topics yet");
+        return;
+    }
+    ch->state = CH_ENTRIES;
+    ch->lane = -1;
+    ch_next(ch);
+}
+
+struct entries_ctx {
+    struct channels *ch;
+    int lane;
+    bool changed;
+};
+
+static int
+on_entry(void *ud, const struct rs_entry *e)
+{
+    struct entries_ctx *x = ud;
+    struct ch_lane *l = &x->ch->lanes[x->lane];
+    if (strncmp(e->loc, "ws://", 5) == 0 || strncmp(e->loc, "wss://", 6) == 0) {
+        x->changed |= set_str(&l->ws, e->loc);
+    } else if (strcmp(e->loc, x->ch->o.topic[x->lane]) == 0) {
+        const struct rs_link *hub = rs_links_find(e->links, e->nlinks, "hub");
+        if (hub != NULL)
+            x->changed |= set_str(&l->hub, hub->href);
+    }
+    return 0;
+}
+
+static void
+on_entries(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    (void)req;
+    struct channels *ch = ud;
+    ch->req = NULL;
+    if (res->rc == RS_ECANCELED)
+        return;
+    if (res->rc != 0 || res->status != 200) {
+        fail(ch, res->rc != 0 ? res->errstr : "capabilitylist-entries failed");
+        return;
+    }
+    /* A fragment of <url> elements: parse it inside a Capability List. */
+    static const char head[] =
+        "<urlset xmlns=\"" RS_NS_SITEMAP "\" xmlns:rs=\"" RS_NS_RS "\">"
+        "<rs:md capability=\"capabilitylist\"/>";
+    static const char tail[] = "</urlset>";
+    struct entries_ctx x = { .ch = ch, .lane = ch->lane };
+    struct rs_parser_cbs cbs = { .on_entry = on_entry };
+    struct rs_parser *p = rs_parser_new(NULL, &cbs, &x);
+    int rc = p == NULL ? RS_ENOMEM : rs_parser_feed(p, head, sizeof(head) - 1);
+    if (rc == 0)
+        rc = rs_parser_feed(p, res->body, res->body_len);
+    if (rc == 0)
+        rc = rs_parser_feed(p, tail, sizeof(tail) - 1);
+    if (rc == 0)
+        rc = rs_parser_finish(p);
+    rs_parser_free(p);
+    if (rc != 0) {
+        fail(ch, "capabilitylist-entries: not parseable");
+        return;
+    }
+    if (x.changed) {
+        rs_log_kv(RS_LOG_INFO, "hub channels learned", "topic",
+                  ch->o.topic[ch->lane], "ws",
+                  ch->lanes[ch->lane].ws, NULL);
+        changed(ch);
+    }
+    ch_next(ch);
+}
+
+/* ---------------------------------------------------------- requests */
+
+static void
+ch_get(struct channels *ch, const char *url,
+       void (*done)(void *, struct rs_http_req *, const struct rs_http_result *))
+{
+    struct rs_http_req_opts ro = {
+        .url = url,
+        .timeout_ms = 5000,
+        .max_body = 4 * 1024 * 1024,
+        .on_done = done,
+        .ud = ch,
+    };
+    if (rs_http_request(ch->o.http, &ro, &ch->req) != 0) {
+        ch->req = NULL;
+        fail(ch, "cannot start a request");
+    }
+}
+
+/* ENTRIES: ask about the next lane the hub named, or finish. */
+static void
+ch_next(struct channels *ch)
+{
+    while (++ch->lane < PUSH_LANES) {
+        if (ch->lanes[ch->lane].name[0] == '\0')
+            continue;
+        char rel[CH_NAME_MAX + 64];
+        char *url = NULL;
+        snprintf(rel, sizeof(rel), "topics/%s/capabilitylist-entries",
+                 ch->lanes[ch->lane].name);
+        if (rs_url_resolve(ch->o.hub, rel, &url) != 0) {
+            fail(ch, "bad topic name");
+            return;
+        }
+        ch_get(ch, url, on_entries);
+        rs_free(url);
+        return;
+    }
+    ch->state = CH_IDLE;
+    ch->retry_ms = CH_RETRY_MIN_MS;
+    bool all = true;
+    for (int k = 0; k < PUSH_LANES; k++)
+        all &= ch->lanes[k].ws != NULL;
+    arm(ch, all ? CH_REFRESH_MS : CH_RETRY_MIN_MS * 5);
+}
+
+/* ------------------------------------------------------------- public */
+
+struct channels *
+channels_new(const struct channels_opts *o, const char **err)
+{
+    *err = "out of memory";
+    struct channels *ch = rs_calloc(1, sizeof(*ch));
+    if (ch == NULL)
+        return NULL;
+    ch->o = *o;
+    ch->retry_ms = CH_RETRY_MIN_MS;
+    /* the status endpoints sit beside the publish URL: HUB/../topics */
+    if (rs_url_resolve(o->hub, "topics", &ch->topics_url) != 0) {
+        *err = "--hub: not a URL";
+        goto fail;
+    }
+    ch->timer = event_new(o->base, -1, 0, on_timer, ch);
+    if (ch->timer == NULL)
+        goto fail;
+    rebuild(ch);
+    *err = NULL;
+    return ch;
+fail:
+    channels_free(ch);
+    return NULL;
+}
+
+void
+channels_free(struct channels *ch)
+{
+    if (ch == NULL)
+        return;
+    if (ch->timer != NULL)
+        event_free(ch->timer);
+    for (int k = 0; k < PUSH_LANES; k++) {
+        rs_free(ch->lanes[k].ws);
+        rs_free(ch->lanes[k].hub);
+    }
+    rs_free(ch->topics_url);
+    rs_free(ch);
+}
+
+void
+channels_refresh(struct channels *ch)
+{
+    if (ch->state != CH_IDLE)
+        return;
+    event_del(ch->timer);
+    ch->state = CH_TOPICS;
+    ch_get(ch, ch->topics_url, on_topics);
+}
+
+void
+channels_on_accepted(struct channels *ch, enum push_lane lane,
+                     const char *channel)
+{
+    struct ch_lane *l = &ch->lanes[lane];
+    if (l->ws != NULL)
+        return;
+    if (channel != NULL && (strncmp(channel, "ws://", 5) == 0 ||
+                            strncmp(channel, "wss://", 6) == 0) &&
+        set_str(&l->ws, channel)) {
+        rs_log_kv(RS_LOG_INFO, "hub channel learned from a publish", "topic",
+                  ch->o.topic[lane], "ws", channel, NULL);
+        changed(ch);
+    }
+    channels_refresh(ch);
+}
+
+const struct docs_channel *
+channels_get(void *ud, size_t *n)
+{
+    struct channels *ch = ud;
+    *n = ch->nout;
+    return ch->out;
+}

@@ -1,0 +1,485 @@
+/*
+ * push.c - the outbox sender (see push.h). One "lane" per topic, each a
+ * small state machine: IDLE -> GATHERING (window timer) -> SENDING (one
+ * POST) -> IDLE, or -> BACKOFF (timer) -> SENDING, or -> STOPPED.
+ */
+#include "push.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define RS_LOG_MODULE "push"
+#include "rs_alloc.h"
+#include "rs_http.h"
+#include "rs_log.h"
+
+#define PUSH_BACKOFF_MIN_MS 100
+
+enum lane_state {
+    LANE_IDLE = 0,
+    LANE_GATHERING,
+    LANE_SENDING,
+    LANE_BACKOFF,
+    LANE_STOPPED,
+};
+
+static const char *const lane_state_names[] = {
+    "idle", "gathering", "sending", "backoff", "stopped",
+};
+
+struct lane {
+    struct push *p;
+    enum push_lane kind;
+    enum lane_state state;
+    const char *meta_key;        /* the watermark's key in state meta */
+    int64_t pushed;              /* watermark: last seq accepted */
+    int64_t sending_last;        /* last seq of the POST in flight */
+    size_t sending_n;
+    size_t max_entries;          /* halved on 413, reset on success */
+    int64_t backoff_ms;
+    struct rs_http_req *req;
+    struct event *timer;
+    char *body;                  /* the document in flight */
+    size_t len, cap;
+};
+
+struct push {
+    struct push_opts o;
+    struct lane lanes[PUSH_LANES];
+    char link[2][DOCS_URL_MAX * 2 + 64];   /* Link header per lane */
+    char *auth;                  /* "Authorization: Bearer ..." */
+    struct push_stats stats;
+    int64_t *samples;            /* ring of PUSH_SAMPLES latencies, us */
+    size_t nsamples, sample_pos;
+};
+
+static void lane_send(struct lane *l);
+
+static const char *
+lane_name(const struct lane *l)
+{
+    return l->kind == PUSH_CHANGE ? "change" : "framework";
+}
+
+static void
+lane_set(struct lane *l, enum lane_state st)
+{
+    if (l->state != st)
+        rs_log_kv(RS_LOG_DEBUG, "lane state", "topic", lane_name(l), "from",
+                  lane_state_names[l->state], "to", lane_state_names[st],
+                  NULL);
+    l->state = st;
+}
+
+static void
+timer_in(struct lane *l, int64_t ms)
+{
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    event_add(l->timer, &tv);
+}
+
+/* -------------------------------------------------------------- outbox */
+
+static int64_t
+outbox_head(struct push *p, enum push_lane k)
+{
+    return k == PUSH_CHANGE ? state_change_last_seq(p->o.st)
+                            : state_fw_last_seq(p->o.st);
+}
+
+static int
+watermark_set(struct lane *l, int64_t seq)
+{
+    struct push *p = l->p;
+    int rc = state_meta_set(p->o.st, l->meta_key, seq);
+    if (rc == 0 && l->kind == PUSH_FRAMEWORK)
+        rc = state_fw_trim(p->o.st, seq);
+    if (rc == 0)
+        l->pushed = seq;
+    else
+        rs_log_kv(RS_LOG_ERROR, "cannot record what the hub accepted",
+                  "topic", lane_name(l), "error", state_errstr(p->o.st), NULL);
+    return rc;
+}
+
+static int
+body_write(void *ud, const char *buf, size_t len)
+{
+    struct lane *l = ud;
+    if (len > RS_MAX_DOC_BYTES - l->len)
+        return RS_ETOOBIG;
+    if (l->len + len > l->cap) {
+        size_t cap = l->cap != 0 ? l->cap : 65536;
+        while (cap < l->len + len)
+            cap *= 2;
+        char *b = rs_realloc(l->body, cap);
+        if (b == NULL)
+            return RS_ENOMEM;
+        l->body = b;
+        l->cap = cap;
+    }
+    memcpy(l->body + l->len, buf, len);
+    l->len += len;
+    return 0;
+}
+
+/* ------------------------------------------------------------- latency */
+
+static void
+sample_latencies(struct push *p, int64_t after, int64_t upto, rs_time_t now)
+{
+    struct state_iter *it;
+    if (state_change_iter(p->o.st, 0, after, 0, &it) != 0)
+        return;
+    struct state_change c;
+    while (state_change_next(it, &c) == 1 && c.seq <= upto) {
+        p->samples[p->sample_pos] = now - c.dt;
+        p->sample_pos = (p->sample_pos + 1) % PUSH_SAMPLES;
+        if (p->nsamples < PUSH_SAMPLES)
+            p->nsamples++;
+        p->stats.latency_n++;
+    }
+    state_iter_free(it);
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+int64_t
+push_latency_quantile(const struct push *p, double q)
+{
+    if (p->nsamples == 0)
+        return -1;
+    int64_t *v = rs_malloc(p->nsamples * sizeof(*v));
+    if (v == NULL)
+        return -1;
+    memcpy(v, p->samples, p->nsamples * sizeof(*v));
+    qsort(v, p->nsamples, sizeof(*v), cmp_i64);
+    size_t i = (size_t)(q * (double)(p->nsamples - 1) + 0.5);
+    int64_t r = v[i < p->nsamples ? i : p->nsamples - 1];
+    rs_free(v);
+    return r;
+}
+
+/* --------------------------------------------------------------- sending */
+
+static void
+backoff(struct lane *l, int64_t retry_after_ms)
+{
+    struct push *p = l->p;
+    p->stats.retries++;
+    int64_t ms = l->backoff_ms;
+    /* +-20 % jitter: several Sources behind one hub do not return in step */
+    ms += (int64_t)((double)ms * ((double)(random() % 41) - 20.0) / 100.0);
+    if (retry_after_ms > ms)
+        ms = retry_after_ms;
+    if (ms > p->o.retry_max_ms)
+        ms = p->o.retry_max_ms;
+    l->backoff_ms = l->backoff_ms * 2 > p->o.retry_max_ms ? p->o.retry_max_ms
+                                                          : l->backoff_ms * 2;
+    lane_set(l, LANE_BACKOFF);
+    timer_in(l, ms);
+}
+
+static void
+on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    struct lane *l = ud;
+    struct push *p = l->p;
+    l->req = NULL;
+    if (res->rc == RS_ECANCELED)
+        return;                   /* push_free: the rows stay in the outbox */
+    char st[16];
+    snprintf(st, sizeof(st), "%ld", res->status);
+    if (res->rc == 0 && res->status >= 200 && res->status < 300) {
+        int64_t before = l->pushed;
+        if (watermark_set(l, l->sending_last) != 0) {
+            backoff(l, 0);
+            return;
+        }
+        p->stats.accepted_docs++;
+        p->stats.accepted_entries += l->sending_n;
+        if (l->kind == PUSH_CHANGE)
+            sample_latencies(p, before, l->sending_last, rs_time_now());
+        char n[32];
+        snprintf(n, sizeof(n), "%zu", l->sending_n);
+        const char *id = rs_http_req_header(req, "X-Hub-Id");
+        rs_log_kv(RS_LOG_DEBUG, "notification accepted", "topic",
+                  lane_name(l), "entries", n, "id", id, NULL);
+        l->backoff_ms = PUSH_BACKOFF_MIN_MS;
+        l->max_entries = RS_MAX_ENTRIES;
+        if (p->o.on_accepted != NULL)
+            p->o.on_accepted(p->o.ud, l->kind,
+                             rs_http_req_header(req, "X-Hub-Channel"));
+        lane_set(l, LANE_IDLE);
+        if (outbox_head(p, l->kind) > l->pushed)
+            lane_send(l);         /* the rest at once: no new window */
+        return;
+    }
+    p->stats.failures++;
+    if (res->rc != 0 || res->status >= 500 || res->status == 429 ||
+        res->status == 408) {
+        int64_t ra = 0;
+        const char *h = res->rc == 0 ? rs_http_req_header(req, "Retry-After")
+                                      : NULL;
+        if (h != NULL) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(h, &end, 10);
+            if (errno == 0 && end != h && v >= 0 && v < 86400)
+                ra = v * 1000;
+        }
+        rs_log_kv(RS_LOG_WARN, "hub unavailable, will retry", "topic",
+                  lane_name(l), "status", st, "error",
+                  res->rc != 0 ? res->errstr : "", NULL);
+        backoff(l, ra);
+        return;
+    }
+    if (res->status == 413 && l->sending_n > 1) {
+        l->max_entries = l->sending_n / 2;
+        rs_log_kv(RS_LOG_WARN, "hub refused the size of a notification, "
+                  "splitting it", "topic", lane_name(l), NULL);
+        lane_set(l, LANE_IDLE);
+        lane_send(l);
+        return;
+    }
+    /* Anything else is a configuration problem (token, topic, URL):
+     * retrying would only repeat it. */
+    char body[200];
+    size_t bl = res->body_len < sizeof(body) - 1 ? res->body_len
+                                                 : sizeof(body) - 1;
+    memcpy(body, res->body != NULL ? res->body : "", bl);
+    body[bl] = '\0';
+    for (size_t i = 0; i < bl; i++)
+        if (body[i] == '\n' || body[i] == '\r')
+            body[i] = ' ';
+    rs_log_kv(RS_LOG_ERROR, "hub refused a notification; this topic stops "
+              "until SIGHUP or restart (the outbox keeps it)", "topic",
+              lane_name(l), "status", st, "reply", body, NULL);
+    lane_set(l, LANE_STOPPED);
+}
+
+static void
+lane_send(struct lane *l)
+{
+    struct push *p = l->p;
+    if (l->state == LANE_SENDING || l->state == LANE_STOPPED)
+        return;
+    l->len = 0;
+    char err[256] = "";
+    int64_t last;
+    size_t n;
+    int rc = l->kind == PUSH_CHANGE
+        ? docs_change_notification(p->o.docs, p->o.st, l->pushed,
+                                   l->max_entries, p->o.max_bytes, body_write,
+                                   l, &last, &n, err)
+        : docs_framework_notification(p->o.docs, p->o.st, l->pushed,
+                                      l->max_entries, p->o.max_bytes,
+                                      body_write, l, &last, &n, err);
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot build a notification", "topic",
+                  lane_name(l), "error", err[0] ? err : rs_strerror(rc), NULL);
+        backoff(l, 0);
+        return;
+    }
+    if (n == 0) {
+        lane_set(l, LANE_IDLE);
+        return;
+    }
+    if (p->o.hub == NULL) {
+        /* no hub: the pull documents are all there is */
+        (void)watermark_set(l, last);
+        lane_set(l, LANE_IDLE);
+        return;
+    }
+    const char *headers[4];
+    size_t nh = 0;
+    headers[nh++] = "Content-Type: application/xml";
+    headers[nh++] = p->link[l->kind];
+    if (p->auth != NULL)
+        headers[nh++] = p->auth;
+    headers[nh] = NULL;
+    struct rs_http_req_opts ro = {
+        .method = "POST",
+        .url = p->o.hub,
+        .headers = headers,
+        .body = l->body,
+        .body_len = l->len,
+        .body_borrowed = true,    /* l->body is not touched until on_done */
+        .timeout_ms = p->o.timeout_ms,
+        .max_body = 65536,
+        .on_done = on_posted,
+        .ud = l,
+    };
+    l->sending_last = last;
+    l->sending_n = n;
+    lane_set(l, LANE_SENDING);
+    p->stats.posts++;
+    rc = rs_http_request(p->o.http, &ro, &l->req);
+    if (rc != 0) {
+        l->req = NULL;
+        rs_log_kv(RS_LOG_ERROR, "cannot start a POST", "topic", lane_name(l),
+                  "error", rs_strerror(rc), NULL);
+        backoff(l, 0);
+    }
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct lane *l = arg;
+    if (l->state == LANE_GATHERING || l->state == LANE_BACKOFF) {
+        lane_set(l, LANE_IDLE);
+        lane_send(l);
+    }
+}
+
+/* ------------------------------------------------------------- public */
+
+struct push *
+push_new(const struct push_opts *o, const char **err)
+{
+    *err = "out of memory";
+    struct push *p = rs_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->o = *o;
+    if (p->o.retry_max_ms < PUSH_BACKOFF_MIN_MS)
+        p->o.retry_max_ms = PUSH_BACKOFF_MIN_MS;
+    if (p->o.max_bytes == 0 || p->o.max_bytes > RS_MAX_DOC_BYTES)
+        p->o.max_bytes = RS_MAX_DOC_BYTES;
+    if (p->o.timeout_ms == 0)
+        p->o.timeout_ms = 30000;
+    p->samples = rs_calloc(PUSH_SAMPLES, sizeof(*p->samples));
+    if (p->samples == NULL)
+        goto fail;
+    if (o->token != NULL) {
+        size_t n = strlen(o->token) + 32;
+        p->auth = rs_malloc(n);
+        if (p->auth == NULL)
+            goto fail;
+        snprintf(p->auth, n, "Authorization: Bearer %s", o->token);
+    }
+    static const char *const keys[PUSH_LANES] = { "push.change",
+                                                  "push.framework" };
+    for (int k = 0; k < PUSH_LANES; k++) {
+        struct lane *l = &p->lanes[k];
+        l->p = p;
+        l->kind = (enum push_lane)k;
+        l->meta_key = keys[k];
+        l->max_entries = RS_MAX_ENTRIES;
+        l->backoff_ms = PUSH_BACKOFF_MIN_MS;
+        if (state_meta_get(o->st, keys[k], &l->pushed) != 0) {
+            /* First start: what happened before has no one to tell. */
+            l->pushed = outbox_head(p, (enum push_lane)k);
+            if (state_meta_set(o->st, keys[k], l->pushed) != 0) {
+                *err = state_errstr(o->st);
+                goto fail;
+            }
+        }
+        if (o->hub != NULL) {
+            snprintf(p->link[k], sizeof(p->link[k]),
+                     "Link: <%s>; rel=\"self\", <%s>; rel=\"hub\"",
+                     o->topic[k], o->hub);
+        }
+        l->timer = event_new(o->base, -1, 0, on_timer, l);
+        if (l->timer == NULL)
+            goto fail;
+    }
+    *err = NULL;
+    return p;
+fail:
+    push_free(p);
+    return NULL;
+}
+
+void
+push_free(struct push *p)
+{
+    if (p == NULL)
+        return;
+    for (int k = 0; k < PUSH_LANES; k++) {
+        struct lane *l = &p->lanes[k];
+        if (l->timer != NULL)
+            event_free(l->timer);
+        rs_free(l->body);
+    }
+    rs_free(p->samples);
+    rs_free(p->auth);
+    rs_free(p);
+}
+
+void
+push_kick(struct push *p)
+{
+    for (int k = 0; k < PUSH_LANES; k++) {
+        struct lane *l = &p->lanes[k];
+        if (l->state != LANE_IDLE || outbox_head(p, l->kind) <= l->pushed)
+            continue;
+        if (p->o.batch_ms <= 0 || p->o.hub == NULL) {
+            lane_send(l);
+        } else {
+            lane_set(l, LANE_GATHERING);
+            timer_in(l, p->o.batch_ms);
+        }
+    }
+}
+
+void
+push_flush(struct push *p)
+{
+    for (int k = 0; k < PUSH_LANES; k++) {
+        struct lane *l = &p->lanes[k];
+        if (l->state == LANE_GATHERING) {
+            event_del(l->timer);
+            lane_set(l, LANE_IDLE);
+            lane_send(l);
+        }
+    }
+}
+
+void
+push_resume(struct push *p)
+{
+    for (int k = 0; k < PUSH_LANES; k++) {
+        struct lane *l = &p->lanes[k];
+        if (l->state == LANE_STOPPED) {
+            lane_set(l, LANE_IDLE);
+            l->max_entries = RS_MAX_ENTRIES;
+        }
+        if (l->state == LANE_BACKOFF) {
+            event_del(l->timer);
+            lane_set(l, LANE_IDLE);
+        }
+    }
+    push_kick(p);
+}
+
+bool
+push_idle(const struct push *p)
+{
+    for (int k = 0; k < PUSH_LANES; k++)
+        if (p->lanes[k].req != NULL)
+            return false;
+    return true;
+}
+
+void
+push_get_stats(struct push *p, struct push_stats *out)
+{
+    *out = p->stats;
+    for (int k = 0; k < PUSH_LANES; k++) {
+        out->backlog[k] = outbox_head(p, (enum push_lane)k) - p->lanes[k].pushed;
+        out->stopped[k] = p->lanes[k].state == LANE_STOPPED;
+    }
+}

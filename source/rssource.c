@@ -1,0 +1,965 @@
+/*
+ * rssource.c - the Source daemon: configuration, start-up (state, the
+ * start-up scan that reports what changed while it was down, the first
+ * Resource List), the glue between watch -> catalog -> push, the
+ * periodic policy tick, signals and drain. Every decision lives in a
+ * module; this file wires them (docs/source.md has the whole picture).
+ *
+ * Exit status: 0 clean shutdown, 1 runtime failure, 2 bad configuration or
+ * command line.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RS_LOG_MODULE "rssource"
+#include "catalog.h"
+#include "changelog.h"
+#include "channels.h"
+#include "docs.h"
+#include "push.h"
+#include "rs_alloc.h"
+#include "rs_config.h"
+#include "rs_http.h"
+#include "rs_log.h"
+#include "rs_url.h"
+#include "serve.h"
+#include "snapshot.h"
+#include "state.h"
+#include "tree.h"
+#include "watch.h"
+
+#define RSSOURCE_TOKEN_MAX 4096
+#define RSSOURCE_TICK_MS 10000
+
+static struct {
+    char *dir;
+    char *base_url;
+    struct rs_config_hostport listen;
+    char *hub;
+    char *topic_base;
+    char *change_topic;
+    char *framework_topic;
+    char *token_file;
+    bool insecure_token_file;
+    char *state;
+    int64_t page_size;
+    char *rl_paging;
+    int64_t rl_refresh_ms;
+    int64_t cl_max_age_ms;
+    int64_t cl_retain_ms;
+    int64_t settle_ms;
+    int64_t batch_ms;
+    int64_t retry_max_ms;
+    uint64_t max_notification;
+    int64_t rescan_ms;
+    char **excludes;
+    bool follow_symlinks;
+    int64_t drain_ms;
+    char *log_level;
+    char *log_format;
+    char *log_file;
+    char *ready_file;
+} conf;
+
+static const struct rs_config_opt options[] = {
+    RS_CONFIG_STRING("dir", 'd', &conf.dir, "DIR", NULL,
+                     "the directory to serve (required)"),
+    RS_CONFIG_STRING("base-url", 'b', &conf.base_url, "URL", NULL,
+                     "public URL of DIR: the file DIR/a/b is BASE-URL + a/b "
+                     "(default http://LISTEN/)"),
+    RS_CONFIG_HOSTPORT("listen", 'l', &conf.listen, "127.0.0.1:8080",
+                       "HTTP address"),
+    RS_CONFIG_STRING("hub", 0, &conf.hub, "URL", NULL,
+                     "the hub's publish URL (e.g. https://hub.example/hub); "
+                     "none: no push"),
+    RS_CONFIG_STRING("topic-base", 0, &conf.topic_base, "URL", NULL,
+                     "topics are TOPIC-BASE + changes and + framework "
+                     "(default BASE-URL + resourcesync/)"),
+    RS_CONFIG_STRING("change-topic", 0, &conf.change_topic, "URI", NULL,
+                     "topic URI of change notifications"),
+    RS_CONFIG_STRING("framework-topic", 0, &conf.framework_topic, "URI", NULL,
+                     "topic URI of framework notifications"),
+    RS_CONFIG_STRING("token-file", 0, &conf.token_file, "FILE", NULL,
+                     "bearer token for the hub: the first line of FILE "
+                     "(mode 600)"),
+    RS_CONFIG_BOOL("insecure-token-file", 0, &conf.insecure_token_file,
+                   "false", "accept a token file readable by group or others"),
+    RS_CONFIG_STRING("state", 's', &conf.state, "DIR", NULL,
+                     "state directory (default DIR's parent/.NAME.rssource; "
+                     "never inside DIR)"),
+    RS_CONFIG_INT("page-size", 0, &conf.page_size, "50000", 1, 50000,
+                  "entries per Resource List part and per Change List"),
+    RS_CONFIG_STRING("resourcelist-paging", 0, &conf.rl_paging, "MODE",
+                     "index", "index (a Resource List Index) or next "
+                     "(rel=\"next\" pages)"),
+    RS_CONFIG_DURATION("resourcelist-refresh", 0, &conf.rl_refresh_ms, "1m",
+                       0, 86400000, "rebuild a Resource List missing "
+                       "changes at most this often (0: on every request)"),
+    RS_CONFIG_DURATION("changelist-max-age", 0, &conf.cl_max_age_ms, "1d", 0,
+                       0, "close a non-empty Change List this old (0: never)"),
+    RS_CONFIG_DURATION("changelist-retain", 0, &conf.cl_retain_ms, "30d", 0, 0,
+                       "drop closed Change Lists this long after they "
+                       "closed (0: keep)"),
+    RS_CONFIG_DURATION("settle", 0, &conf.settle_ms, "1s", 0, 3600000,
+                       "quiet time before a file changed without being "
+                       "closed is announced"),
+    RS_CONFIG_DURATION("batch", 0, &conf.batch_ms, "5ms", 0, 60000,
+                       "changes within this window go out as one "
+                       "notification"),
+    RS_CONFIG_DURATION("retry-max", 0, &conf.retry_max_ms, "30s", 100,
+                       3600000, "longest pause between retries to the hub"),
+    RS_CONFIG_SIZE("max-notification", 0, &conf.max_notification, "4M", 4096,
+                   52428800, "largest notification sent (stay under the "
+                   "hub's --max-body)"),
+    RS_CONFIG_DURATION("rescan-interval", 0, &conf.rescan_ms, "0", 0, 0,
+                       "also rescan the whole tree this often (0: only at "
+                       "start and after lost events)"),
+    RS_CONFIG_LIST("exclude", 'x', &conf.excludes, "PATTERN", NULL,
+                   "never list or serve paths matching this fnmatch pattern "
+                   "(repeatable; with '/': the whole path, else any name)"),
+    RS_CONFIG_BOOL("follow-symlinks", 0, &conf.follow_symlinks, "false",
+                   "list and serve what symlinks point to, wherever it is"),
+    RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
+                       "on SIGTERM, how long to wait for notifications in "
+                       "flight"),
+    RS_CONFIG_STRING("log-level", 0, &conf.log_level, "LEVEL", "info",
+                     "debug, info, warn or error"),
+    RS_CONFIG_STRING("log-format", 0, &conf.log_format, "FORMAT", "auto",
+                     "auto, text, logfmt or json"),
+    RS_CONFIG_STRING("log-file", 0, &conf.log_file, "PATH", NULL,
+                     "append logs to PATH (default stderr; SIGHUP reopens)"),
+    RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
+                     "write {\"http\":PORT} here once serving"),
+    RS_CONFIG_END,
+};
+
+/* Everything the daemon owns; one per process. */
+struct src {
+    struct event_base *base;
+    struct evhttp *http;
+    int http_port;
+    struct tree *tree;
+    struct state *st;
+    struct docs *docs;
+    struct changelog *cl;
+    struct catalog *cat;
+    struct watch *watch;
+    struct snapshot *snap;
+    struct serve *serve;
+    struct rs_http *httpc;
+    struct push *push;
+    struct channels *channels;
+    struct event *ev_tick, *ev_rescan, *ev_drain, *ev_sig[3];
+    char *state_dir, *state_db, *rl_dir;
+    char *topic[PUSH_LANES];
+    char token[RSSOURCE_TOKEN_MAX + 1];
+    bool have_token;
+    bool draining;
+    bool rescan_due;
+    int64_t last_rescan_us;
+    int64_t drain_waited_ms;
+    int exit_code;
+};
+
+/* ----------------------------------------------------------------- glue */
+
+static void
+kick(struct src *s)
+{
+    if (s->push != NULL)
+        push_kick(s->push);
+}
+
+static void
+on_problem(void *ud, const char *rel, const char *what, int errnum)
+{
+    (void)ud;
+    rs_log_kv(RS_LOG_WARN, "skipped", "path", rel, "what", what, "error",
+              strerror(errnum), NULL);
+}
+
+static int
+on_scan_dir(void *ud, const char *rel)
+{
+    struct src *s = ud;
+    int rc = s->watch != NULL ? watch_add_dir(s->watch, rel) : 0;
+    /* no watch (limit reached): keep scanning; rescans cover it */
+    return rc == RS_ENOMEM ? rc : 0;
+}
+
+static void
+schedule_rescan(struct src *s, const char *why)
+{
+    if (s->rescan_due)
+        return;
+    rs_log_kv(RS_LOG_WARN, "rescanning the whole tree", "why", why, NULL);
+    s->rescan_due = true;
+    static const struct timeval zero = { 0, 0 };
+    event_add(s->ev_rescan, &zero);
+}
+
+static void
+on_retry(void *ud, const char *rel)
+{
+    struct src *s = ud;
+    if (watch_retry(s->watch, rel) != 0)
+        schedule_rescan(s, "cannot hold a path being written");
+}
+
+static void
+on_batch(void *ud, const char *const *paths, size_t n)
+{
+    struct src *s = ud;
+    uint64_t before = catalog_changes(s->cat);
+    int rc = catalog_observe_batch(s->cat, paths, n, rs_time_now(), on_retry,
+                                   s);
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot record changes", "error",
+                  rs_strerror(rc), "state", state_errstr(s->st), NULL);
+        schedule_rescan(s, "a batch failed");
+        return;
+    }
+    if (catalog_changes(s->cat) != before)
+        kick(s);
+}
+
+static void
+on_watch_rescan(void *ud, const char *why)
+{
+    schedule_rescan(ud, why);
+}
+
+static void
+on_root_gone(void *ud)
+{
+    struct src *s = ud;
+    rs_log(RS_LOG_ERROR, "the served directory was deleted or moved away");
+    s->exit_code = 1;
+    event_base_loopexit(s->base, NULL);
+}
+
+static void
+on_rescan(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct src *s = arg;
+    s->rescan_due = false;
+    uint64_t before = catalog_changes(s->cat);
+    int rc = catalog_scan(s->cat, "", true, rs_time_now());
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s->last_rescan_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    if (rc != 0)
+        rs_log_kv(RS_LOG_ERROR, "rescan failed", "error", rs_strerror(rc),
+                  "state", state_errstr(s->st), NULL);
+    if (catalog_changes(s->cat) != before)
+        kick(s);
+}
+
+static void
+on_snapshot_done(void *ud, int rc)
+{
+    struct src *s = ud;
+    if (rc == 0) {
+        const struct snapshot_info *i = snapshot_current(s->snap);
+        char g[32], c[32];
+        snprintf(g, sizeof(g), "%lld", (long long)i->gen);
+        snprintf(c, sizeof(c), "%lld", (long long)i->count);
+        rs_log_kv(RS_LOG_INFO, "Resource List published", "generation", g,
+                  "resources", c, NULL);
+        kick(s);
+    } else {
+        rs_log_kv(RS_LOG_ERROR, "Resource List build failed", "error",
+                  rs_strerror(rc), NULL);
+    }
+    if (s->serve != NULL)
+        serve_snapshot_done(s->serve, rc);
+}
+
+static void
+on_accepted(void *ud, enum push_lane lane, const char *channel)
+{
+    struct src *s = ud;
+    if (s->channels != NULL)
+        channels_on_accepted(s->channels, lane, channel);
+}
+
+static void
+on_channels_change(void *ud)
+{
+    struct src *s = ud;
+    /* The Capability List changed: tell the framework topic. */
+    struct state_fw f = {
+        .dt = rs_time_now(),
+        .name = DOCS_CAPLIST,
+        .cap = RS_CAP_CAPABILITYLIST,
+        .change = RS_CHANGE_UPDATED,
+    };
+    if (state_fw_add(s->st, &f) == 0)
+        kick(s);
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct src *s = arg;
+    int64_t pushed = 0;
+    if (state_meta_get(s->st, "push.change", &pushed) != 0)
+        pushed = 0;
+    int rc = changelog_tick(s->cl, rs_time_now(), pushed);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_ERROR, "Change List policy failed", "error",
+                  state_errstr(s->st), NULL);
+    kick(s);
+    if (conf.rescan_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        if (now - s->last_rescan_us >= conf.rescan_ms * 1000)
+            schedule_rescan(s, "--rescan-interval");
+    }
+}
+
+/* -------------------------------------------------------------- signals */
+
+static void
+on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct src *s = arg;
+    s->drain_waited_ms += 20;
+    if ((s->push == NULL || push_idle(s->push)) ||
+        s->drain_waited_ms >= conf.drain_ms)
+        event_base_loopexit(s->base, NULL);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct src *s = arg;
+    if (sig == SIGHUP) {
+        if (rs_log_reopen() != 0)
+            rs_log(RS_LOG_WARN, "cannot reopen the log file");
+        if (s->push != NULL)
+            push_resume(s->push);
+        if (s->channels != NULL)
+            channels_refresh(s->channels);
+        return;
+    }
+    if (s->draining) {
+        event_base_loopexit(s->base, NULL);   /* second signal: now */
+        return;
+    }
+    s->draining = true;
+    rs_log(RS_LOG_INFO, "draining: waiting for notifications in flight");
+    /* What is still gathering goes out now; what the hub has not accepted
+     * when the drain ends stays in the outbox for the next start. */
+    if (s->push != NULL)
+        push_flush(s->push);
+    struct timeval tick = { 0, 20000 };
+    s->ev_drain = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
+    if (s->ev_drain == NULL || event_add(s->ev_drain, &tick) != 0)
+        event_base_loopexit(s->base, NULL);
+}
+
+/* ------------------------------------------------------------ start-up */
+
+static int
+setup_log(void)
+{
+    struct rs_log_opts lo = { .app = "rssource", .path = conf.log_file };
+    if (rs_log_level_from(conf.log_level, &lo.level) != 0) {
+        fprintf(stderr, "rssource: --log-level: expected debug, info, warn "
+                        "or error\n");
+        return 2;
+    }
+    if (rs_log_format_from(conf.log_format, &lo.format) != 0) {
+        fprintf(stderr, "rssource: --log-format: expected auto, text, logfmt "
+                        "or json\n");
+        return 2;
+    }
+    if (rs_log_init(&lo) != 0) {
+        fprintf(stderr, "rssource: cannot open log file %s\n", conf.log_file);
+        return 2;
+    }
+    return 0;
+}
+
+/* The first line of the token file; white space around it is trimmed. */
+static int
+read_token(struct src *s)
+{
+    int fd = open(conf.token_file, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        rs_log(RS_LOG_ERROR, "token file %s: %s", conf.token_file,
+               strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return RS_EIO;
+    }
+    if (!conf.insecure_token_file && (st.st_mode & (S_IRGRP | S_IROTH))) {
+        rs_log(RS_LOG_ERROR, "token file %s is readable by group or others "
+               "(chmod 600, or --insecure-token-file)", conf.token_file);
+        close(fd);
+        return RS_EINVAL;
+    }
+    char raw[RSSOURCE_TOKEN_MAX + 2];
+    ssize_t n = read(fd, raw, sizeof(raw) - 1);
+    close(fd);
+    if (n < 0)
+        return RS_EIO;
+    raw[n] = '\0';
+    char *nl = strpbrk(raw, "\r\n");
+    if (nl != NULL)
+        *nl = '\0';
+    char *b = raw;
+    while (*b == ' ' || *b == '\t')
+        b++;
+    size_t len = strlen(b);
+    while (len > 0 && (b[len - 1] == ' ' || b[len - 1] == '\t'))
+        b[--len] = '\0';
+    if (len == 0 || len > RSSOURCE_TOKEN_MAX || strpbrk(b, " \t") != NULL) {
+        rs_log(RS_LOG_ERROR, "token file %s: empty, too long or holds white "
+               "space", conf.token_file);
+        return RS_EINVAL;
+    }
+    memcpy(s->token, b, len + 1);
+    explicit_bzero(raw, sizeof(raw));
+    s->have_token = true;
+    return 0;
+}
+
+static char *
+join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = rs_malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+/* The state directory: --state, or a hidden sibling of the served
+ * directory. Never inside it: the state would be served, and its writes
+ * would be changes. */
+static int
+setup_state_dir(struct src *s)
+{
+    const char *root = tree_root(s->tree);
+    if (conf.state != NULL) {
+        s->state_dir = rs_strdup(conf.state);
+    } else {
+        char *a = rs_strdup(root), *b = rs_strdup(root);
+        if (a == NULL || b == NULL) {
+            rs_free(a);
+            rs_free(b);
+            return RS_ENOMEM;
+        }
+        const char *parent = dirname(a), *name = basename(b);
+        size_t n = strlen(parent) + strlen(name) + 16;
+        s->state_dir = rs_malloc(n);
+        if (s->state_dir != NULL)
+            snprintf(s->state_dir, n, "%s/.%s.rssource",
+                     strcmp(parent, "/") == 0 ? "" : parent, name);
+        rs_free(a);
+        rs_free(b);
+    }
+    if (s->state_dir == NULL)
+        return RS_ENOMEM;
+    if (mkdir(s->state_dir, 0700) != 0 && errno != EEXIST) {
+        rs_log(RS_LOG_ERROR, "state directory %s: %s (use --state DIR)",
+               s->state_dir, strerror(errno));
+        return RS_EIO;
+    }
+    char *real = realpath(s->state_dir, NULL);
+    if (real == NULL) {
+        rs_log(RS_LOG_ERROR, "state directory %s: %s", s->state_dir,
+               strerror(errno));
+        return RS_EIO;
+    }
+    size_t rl = strlen(root);
+    bool inside = strncmp(real, root, rl) == 0 &&
+                  (real[rl] == '\0' || real[rl] == '/' || rl == 1);
+    free(real);
+    if (inside) {
+        rs_log(RS_LOG_ERROR, "the state directory %s is inside --dir %s",
+               s->state_dir, root);
+        return RS_EINVAL;
+    }
+    s->state_db = join(s->state_dir, "state.db");
+    s->rl_dir = join(s->state_dir, "resourcelists");
+    return s->state_db != NULL && s->rl_dir != NULL ? 0 : RS_ENOMEM;
+}
+
+static int
+bound_port(struct evhttp_bound_socket *bs)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
+                    &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
+}
+
+static int
+setup_http(struct src *s)
+{
+    s->http = evhttp_new(s->base);
+    if (s->http == NULL)
+        return RS_ENOMEM;
+    evhttp_set_max_headers_size(s->http, 64 * 1024);
+    evhttp_set_max_body_size(s->http, 64 * 1024);
+    evhttp_set_timeout(s->http, 60);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS);
+    const char *host = conf.listen.host[0] != '\0' ? conf.listen.host
+                                                    : "0.0.0.0";
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(s->http, host, conf.listen.port);
+    if (bs == NULL || (s->http_port = bound_port(bs)) < 0) {
+        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", host,
+               conf.listen.port, strerror(errno));
+        return RS_EIO;
+    }
+    if (conf.base_url == NULL) {
+        char buf[600];
+        const char *h = conf.listen.host[0] != '\0' &&
+                                strcmp(conf.listen.host, "0.0.0.0") != 0 &&
+                                strcmp(conf.listen.host, "::") != 0
+                            ? conf.listen.host
+                            : "127.0.0.1";
+        bool v6 = strchr(h, ':') != NULL;
+        snprintf(buf, sizeof(buf), "http://%s%s%s:%d/", v6 ? "[" : "", h,
+                 v6 ? "]" : "", s->http_port);
+        conf.base_url = rs_strdup(buf);
+        if (conf.base_url == NULL)
+            return RS_ENOMEM;
+    }
+    return 0;
+}
+
+static int
+setup_topics(struct src *s)
+{
+    const char *names[PUSH_LANES] = { "changes", "framework" };
+    char *given[PUSH_LANES] = { conf.change_topic, conf.framework_topic };
+    for (int k = 0; k < PUSH_LANES; k++) {
+        if (given[k] != NULL) {
+            s->topic[k] = rs_strdup(given[k]);
+        } else {
+            char base[DOCS_URL_MAX];
+            if (conf.topic_base != NULL) {
+                size_t n = strlen(conf.topic_base);
+                snprintf(base, sizeof(base), "%s%s", conf.topic_base,
+                         n > 0 && conf.topic_base[n - 1] == '/' ? "" : "/");
+            } else if (docs_url(s->docs, "", base, sizeof(base)) != 0) {
+                return RS_ETOOBIG;
+            }
+            size_t n = strlen(base) + strlen(names[k]) + 1;
+            s->topic[k] = rs_malloc(n);
+            if (s->topic[k] != NULL)
+                snprintf(s->topic[k], n, "%s%s", base, names[k]);
+        }
+        if (s->topic[k] == NULL)
+            return RS_ENOMEM;
+        if (!rs_url_is_http(s->topic[k])) {
+            rs_log(RS_LOG_ERROR, "topic %s is not an absolute http(s) URI",
+                   s->topic[k]);
+            return RS_EINVAL;
+        }
+    }
+    return 0;
+}
+
+static void
+log_scan(struct src *s, const char *what, double secs)
+{
+    const struct catalog_stats *cs = catalog_stats(s->cat);
+    char f[32], h[32], hb[32], ch[32], cr[32], up[32], de[32], t[32], pr[32];
+    snprintf(f, sizeof(f), "%llu", (unsigned long long)cs->files);
+    snprintf(h, sizeof(h), "%llu", (unsigned long long)cs->hashed);
+    snprintf(hb, sizeof(hb), "%llu", (unsigned long long)cs->hashed_bytes);
+    snprintf(ch, sizeof(ch), "%llu", (unsigned long long)cs->cache_hits);
+    snprintf(cr, sizeof(cr), "%llu", (unsigned long long)cs->created);
+    snprintf(up, sizeof(up), "%llu", (unsigned long long)cs->updated);
+    snprintf(de, sizeof(de), "%llu", (unsigned long long)cs->deleted);
+    snprintf(pr, sizeof(pr), "%llu", (unsigned long long)cs->problems);
+    snprintf(t, sizeof(t), "%.3f", secs);
+    rs_log_kv(RS_LOG_INFO, what, "files", f, "hashed", h, "hashed_bytes", hb,
+              "cache_hits", ch, "created", cr, "updated", up, "deleted", de,
+              "problems", pr, "seconds", t, NULL);
+}
+
+static double
+mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The catalog at start-up: a first start records the baseline (no
+ * changes); later starts report everything that changed while down. */
+static int
+startup_scan(struct src *s)
+{
+    int64_t baselined = 0;
+    if (state_meta_get(s->st, "baseline", &baselined) != 0)
+        baselined = 0;
+    double t0 = mono_s();
+    int rc = catalog_scan(s->cat, "", baselined != 0, rs_time_now());
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "start-up scan failed", "error",
+                  rs_strerror(rc), "state", state_errstr(s->st), NULL);
+        return rc;
+    }
+    if (!baselined && state_meta_set(s->st, "baseline", 1) != 0)
+        return RS_EIO;
+    log_scan(s, baselined ? "start-up scan" : "baseline scan", mono_s() - t0);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s->last_rescan_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    if (snapshot_stale(s->snap)) {
+        t0 = mono_s();
+        rc = snapshot_build(s->snap, rs_time_now());
+        if (rc != 0) {
+            rs_log_kv(RS_LOG_ERROR, "Resource List build failed", "error",
+                      rs_strerror(rc), NULL);
+            return rc;
+        }
+        char g[32], c[32], t[32];
+        snprintf(g, sizeof(g), "%lld",
+                 (long long)snapshot_current(s->snap)->gen);
+        snprintf(c, sizeof(c), "%lld",
+                 (long long)snapshot_current(s->snap)->count);
+        snprintf(t, sizeof(t), "%.3f", mono_s() - t0);
+        rs_log_kv(RS_LOG_INFO, "Resource List published", "generation", g,
+                  "resources", c, "seconds", t, NULL);
+    }
+    return 0;
+}
+
+static int
+write_ready_file(const char *path, int http)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return RS_EIO;
+    fprintf(f, "{\"http\":%d}\n", http);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return RS_EIO;
+    return 0;
+}
+
+static int
+setup(struct src *s)
+{
+    char err[512];
+    const char *e;
+    struct tree_opts to = {
+        .dir = conf.dir,
+        .excludes = (const char *const *)conf.excludes,
+        .follow_symlinks = conf.follow_symlinks,
+    };
+    if (tree_open(&to, &s->tree, err, sizeof(err)) != 0) {
+        rs_log(RS_LOG_ERROR, "--dir: %s", err);
+        return 2;
+    }
+    if (conf.token_file != NULL && read_token(s) != 0)
+        return 2;
+    if (setup_state_dir(s) != 0)
+        return 2;
+    if (state_open(s->state_db, false, &s->st, err, sizeof(err)) != 0) {
+        rs_log(RS_LOG_ERROR, "state: %s", err);
+        return 2;
+    }
+    s->base = event_base_new();
+    if (s->base == NULL || setup_http(s) != 0)
+        return 1;
+    s->docs = docs_new(conf.base_url, &e);
+    if (s->docs == NULL) {
+        rs_log(RS_LOG_ERROR, "%s", e);
+        return 2;
+    }
+    if (setup_topics(s) != 0)
+        return 2;
+    struct changelog_opts co = {
+        .max_entries = conf.page_size,
+        .max_age_ms = conf.cl_max_age_ms,
+        .retain_ms = conf.cl_retain_ms,
+    };
+    s->cl = changelog_new(s->st, &co, rs_time_now(), &e);
+    if (s->cl == NULL) {
+        rs_log(RS_LOG_ERROR, "change log: %s", e);
+        return 1;
+    }
+    struct watch_opts wo = {
+        .base = s->base,
+        .tree = s->tree,
+        .settle_ms = conf.settle_ms,
+        .on_batch = on_batch,
+        .on_rescan = on_watch_rescan,
+        .on_root_gone = on_root_gone,
+        .on_problem = on_problem,
+        .ud = s,
+    };
+    s->watch = watch_new(&wo, &e);
+    if (s->watch == NULL) {
+        rs_log(RS_LOG_ERROR, "watch: %s", e);
+        return 1;
+    }
+    struct catalog_opts cao = {
+        .tree = s->tree,
+        .st = s->st,
+        .state_path = s->state_db,
+        .cl = s->cl,
+        .hooks = { .on_dir = on_scan_dir, .on_problem = on_problem, .ud = s },
+    };
+    s->cat = catalog_new(&cao);
+    if (s->cat == NULL)
+        return 1;
+    if (strcmp(conf.rl_paging, "index") != 0 &&
+        strcmp(conf.rl_paging, "next") != 0) {
+        rs_log(RS_LOG_ERROR, "--resourcelist-paging: expected index or next");
+        return 2;
+    }
+    struct snapshot_opts so = {
+        .docs = s->docs,
+        .st = s->st,
+        .state_path = s->state_db,
+        .dir = s->rl_dir,
+        .page_size = (size_t)conf.page_size,
+        .next_links = strcmp(conf.rl_paging, "next") == 0,
+        .keep = 3,
+        .base = s->base,
+        .on_done = on_snapshot_done,
+        .ud = s,
+    };
+    s->snap = snapshot_new(&so, &e);
+    if (s->snap == NULL) {
+        rs_log(RS_LOG_ERROR, "Resource List: %s", e);
+        return 1;
+    }
+    if (startup_scan(s) != 0)
+        return 1;
+    if (conf.hub != NULL) {
+        if (!rs_url_is_http(conf.hub)) {
+            rs_log(RS_LOG_ERROR, "--hub: expected an absolute http(s) URL");
+            return 2;
+        }
+        struct rs_http_opts ho = {
+            .max_conns = 8,
+            .max_host_conns = 4,
+            .user_agent = "rssource/" RS_VERSION " (ResourceSync Source)",
+        };
+        s->httpc = rs_http_new(s->base, &ho);
+        if (s->httpc == NULL)
+            return 1;
+        struct channels_opts cho = {
+            .base = s->base,
+            .http = s->httpc,
+            .hub = conf.hub,
+            .topic = { s->topic[0], s->topic[1] },
+            .on_change = on_channels_change,
+            .ud = s,
+        };
+        s->channels = channels_new(&cho, &e);
+        if (s->channels == NULL) {
+            rs_log(RS_LOG_ERROR, "%s", e);
+            return 2;
+        }
+    }
+    struct push_opts po = {
+        .base = s->base,
+        .http = s->httpc,
+        .st = s->st,
+        .docs = s->docs,
+        .hub = conf.hub,
+        .topic = { s->topic[0], s->topic[1] },
+        .token = s->have_token ? s->token : NULL,
+        .batch_ms = conf.batch_ms,
+        .retry_max_ms = conf.retry_max_ms,
+        .max_bytes = (size_t)conf.max_notification,
+        .timeout_ms = 10000,
+        .on_accepted = on_accepted,
+        .ud = s,
+    };
+    s->push = push_new(&po, &e);
+    if (s->push == NULL) {
+        rs_log(RS_LOG_ERROR, "push: %s", e);
+        return 1;
+    }
+    struct serve_opts sv = {
+        .http = s->http,
+        .tree = s->tree,
+        .docs = s->docs,
+        .st = s->st,
+        .snap = s->snap,
+        .rl_refresh_ms = conf.rl_refresh_ms,
+        .channels = s->channels != NULL ? channels_get : NULL,
+        .channels_ud = s->channels,
+    };
+    s->serve = serve_new(&sv);
+    if (s->serve == NULL)
+        return 1;
+    s->ev_rescan = event_new(s->base, -1, 0, on_rescan, s);
+    s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+    struct timeval tick = { RSSOURCE_TICK_MS / 1000, 0 };
+    if (s->ev_rescan == NULL || s->ev_tick == NULL ||
+        event_add(s->ev_tick, &tick) != 0)
+        return 1;
+    int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+    for (int i = 0; i < 3; i++) {
+        s->ev_sig[i] = evsignal_new(s->base, sigs[i], on_signal, s);
+        if (s->ev_sig[i] == NULL || event_add(s->ev_sig[i], NULL) != 0)
+            return 1;
+    }
+    if (s->channels != NULL)
+        channels_refresh(s->channels);
+    kick(s);          /* what changed while down, and what was queued */
+    return 0;
+}
+
+static void
+teardown(struct src *s)
+{
+    /* Order: the server (parked requests answered) before evhttp; the
+     * HTTP client before push and channels (it completes their requests
+     * as cancelled); readers before the writer's state. */
+    serve_free(s->serve);
+    if (s->http != NULL)
+        evhttp_free(s->http);
+    watch_free(s->watch);
+    rs_http_free(s->httpc);
+    if (s->push != NULL) {
+        struct push_stats ps;
+        push_get_stats(s->push, &ps);
+        if (ps.latency_n > 0) {
+            char p50[32], p99[32], n[32];
+            snprintf(p50, sizeof(p50), "%.3f",
+                     (double)push_latency_quantile(s->push, 0.50) / 1000.0);
+            snprintf(p99, sizeof(p99), "%.3f",
+                     (double)push_latency_quantile(s->push, 0.99) / 1000.0);
+            snprintf(n, sizeof(n), "%llu", (unsigned long long)ps.latency_n);
+            rs_log_kv(RS_LOG_INFO, "push latency (change detected to hub "
+                      "accepted)", "p50_ms", p50, "p99_ms", p99, "changes", n,
+                      NULL);
+        }
+    }
+    push_free(s->push);
+    channels_free(s->channels);
+    snapshot_free(s->snap);
+    catalog_free(s->cat);
+    changelog_free(s->cl);
+    state_free(s->st);
+    docs_free(s->docs);
+    tree_free(s->tree);
+    for (int i = 0; i < 3; i++)
+        if (s->ev_sig[i] != NULL)
+            event_free(s->ev_sig[i]);
+    if (s->ev_tick != NULL)
+        event_free(s->ev_tick);
+    if (s->ev_rescan != NULL)
+        event_free(s->ev_rescan);
+    if (s->ev_drain != NULL)
+        event_free(s->ev_drain);
+    if (s->base != NULL)
+        event_base_free(s->base);
+    for (int k = 0; k < PUSH_LANES; k++)
+        rs_free(s->topic[k]);
+    rs_free(s->state_dir);
+    rs_free(s->state_db);
+    rs_free(s->rl_dir);
+    explicit_bzero(s->token, sizeof(s->token));
+}
+
+int
+main(int argc, char **argv)
+{
+    static struct src s;
+    struct rs_config_info info = {
+        .program = "rssource",
+        .usage = "Usage: rssource --dir DIR [OPTION]...\n"
+                 "Serve DIR as a ResourceSync Source: the Source Description at\n"
+                 "/.well-known/resourcesync, a Capability List, Resource Lists,\n"
+                 "Change Lists and the files themselves; watch DIR and push every\n"
+                 "change to a hub (--hub) as a notification.\n"
+                 "Exit status: 0 clean shutdown, 1 runtime failure, 2 usage.",
+        .opts = options,
+    };
+    struct rs_config *cfg = rs_config_new(&info);
+    if (cfg == NULL)
+        return 1;
+    int rc = rs_config_parse(cfg, argc, argv, NULL);
+    if (rc == RS_CONFIG_WANT_HELP || rc == RS_CONFIG_WANT_VERSION) {
+        rc = rc == RS_CONFIG_WANT_HELP ? rs_config_help(cfg, stdout)
+                                       : rs_config_version(cfg, stdout);
+        rs_config_free(cfg);
+        return rc == 0 ? 0 : 1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "rssource: %s\nTry 'rssource --help'.\n",
+                rs_config_errstr(cfg));
+        rs_config_free(cfg);
+        return 2;
+    }
+    if (conf.dir == NULL) {
+        fprintf(stderr, "rssource: --dir is required\nTry 'rssource --help'.\n");
+        rs_config_free(cfg);
+        return 2;
+    }
+    if (setup_log() != 0) {
+        rs_config_free(cfg);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    s.exit_code = setup(&s);
+    if (s.exit_code == 0) {
+        char port[16], pending[32];
+        snprintf(port, sizeof(port), "%d", s.http_port);
+        struct push_stats ps;
+        push_get_stats(s.push, &ps);
+        snprintf(pending, sizeof(pending), "%lld", (long long)ps.backlog[0]);
+        rs_log_kv(RS_LOG_INFO, "serving", "dir", tree_root(s.tree), "base",
+                  docs_base(s.docs), "http_port", port, "hub",
+                  conf.hub != NULL ? conf.hub : "none", "change_topic",
+                  s.topic[0], "state", s.state_dir, "unpushed", pending, NULL);
+        if (conf.ready_file != NULL &&
+            write_ready_file(conf.ready_file, s.http_port) != 0)
+            rs_log(RS_LOG_WARN, "cannot write %s", conf.ready_file);
+        event_base_dispatch(s.base);
+        rs_log(RS_LOG_INFO, "shutting down");
+    }
+    teardown(&s);
+    rs_config_free(cfg);
+    rs_log_shutdown();
+    return s.exit_code;
+}

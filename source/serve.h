@@ -1,0 +1,57 @@
+/*
+ * serve.h - rssource's HTTP handlers on evhttp: the ResourceSync documents
+ * (Source Description, Capability List, Resource List snapshots, Change
+ * Lists and their index) and the resources themselves (GET and HEAD,
+ * Content-Type, Last-Modified, ETag, conditional requests, the
+ * rel="resourcesync" Link header). Only regular files that tree.c allows
+ * are served; directories are never listed. Binding the listener and the
+ * loop are rssource.c's business.
+ */
+#ifndef SOURCE_SERVE_H
+#define SOURCE_SERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "docs.h"
+#include "snapshot.h"
+#include "state.h"
+#include "tree.h"
+
+struct evhttp;
+
+struct serve_opts {
+    struct evhttp *http;           /* handlers are installed on it */
+    struct tree *tree;
+    const struct docs *docs;
+    struct state *st;
+    struct snapshot *snap;
+    /* A stale Resource List is rebuilt when asked for, at most this often
+     * (ms); meanwhile the previous snapshot is served. */
+    int64_t rl_refresh_ms;
+    /* The notification channels to advertise (NULL: none). */
+    const struct docs_channel *(*channels)(void *ud, size_t *n);
+    void *channels_ud;
+};
+
+struct serve_stats {
+    uint64_t requests;
+    uint64_t resources;            /* 200 with a body or HEAD */
+    uint64_t not_modified;         /* 304 */
+    uint64_t documents;
+    uint64_t not_found;
+};
+
+struct serve;
+
+struct serve *serve_new(const struct serve_opts *o);
+/* Requests waiting for a Resource List get 503. Call before evhttp_free.
+ * NULL ok. */
+void serve_free(struct serve *s);
+
+/* Tell the server a snapshot build ended (snapshot's on_done). */
+void serve_snapshot_done(struct serve *s, int rc);
+
+const struct serve_stats *serve_stats(const struct serve *s);
+
+#endif

@@ -1,0 +1,572 @@
+/*
+ * tree.c - the served directory: path policy (what may be listed and
+ * served), opening beneath the root without symlink escapes, the sorted
+ * walk, and the URL path <-> relative path mapping. Knows nothing of
+ * hashes, state or HTTP.
+ */
+#include "tree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rs_alloc.h"
+
+struct tree {
+    int rootfd;            /* O_DIRECTORY, owned */
+    char *root;            /* realpath of the root */
+    char **seg_pats;       /* patterns without '/': matched per segment */
+    size_t nseg_pats;
+    char **path_pats;      /* patterns with '/': matched per path prefix */
+    size_t npath_pats;
+    bool follow;
+};
+
+/* ------------------------------------------------------------- policy */
+
+static bool
+seg_is_bad(const char *seg, size_t n, bool top)
+{
+    if (n == 0 || seg[0] == '.')      /* "", ".", "..", hidden */
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)seg[i];
+        if (c < 0x20 || c == 0x7f)
+            return true;
+    }
+    return top && n == sizeof(TREE_RESERVED) - 1 &&
+           memcmp(seg, TREE_RESERVED, n) == 0;
+}
+
+/* The checks for the last segment of path (its parents were checked when
+ * they were visited). seg points into path. */
+static bool
+tree_last_ok(const struct tree *t, const char *path, const char *seg,
+             size_t n)
+{
+    if (seg_is_bad(seg, n, seg == path))
+        return false;
+    if (t->nseg_pats > 0) {
+        char name[NAME_MAX + 1];
+        if (n > NAME_MAX)
+            return false;
+        memcpy(name, seg, n);
+        name[n] = '\0';
+        for (size_t i = 0; i < t->nseg_pats; i++)
+            if (fnmatch(t->seg_pats[i], name, FNM_PERIOD) == 0)
+                return false;
+    }
+    if (t->npath_pats > 0) {
+        size_t plen = (size_t)(seg - path) + n;
+        char buf[TREE_PATH_MAX];
+        if (plen >= sizeof(buf))
+            return false;
+        memcpy(buf, path, plen);
+        buf[plen] = '\0';
+        for (size_t i = 0; i < t->npath_pats; i++)
+            if (fnmatch(t->path_pats[i], buf, FNM_PATHNAME | FNM_PERIOD) == 0)
+                return false;
+    }
+    return true;
+}
+
+bool
+tree_path_ok(const struct tree *t, const char *rel)
+{
+    if (rel == NULL || rel[0] == '\0' || strlen(rel) >= TREE_PATH_MAX)
+        return false;
+    const char *seg = rel;
+    unsigned depth = 0;
+    for (;;) {
+        const char *slash = strchr(seg, '/');
+        size_t n = slash != NULL ? (size_t)(slash - seg) : strlen(seg);
+        if (++depth > TREE_DEPTH_MAX || !tree_last_ok(t, rel, seg, n))
+            return false;
+        if (slash == NULL)
+            return true;
+        seg = slash + 1;
+    }
+}
+
+/* ------------------------------------------------------------ open/free */
+
+static int
+pats_add(char ***arr, size_t *n, const char *p)
+{
+    char **na = rs_realloc(*arr, (*n + 1) * sizeof(*na));
+    if (na == NULL)
+        return RS_ENOMEM;
+    *arr = na;
+    na[*n] = rs_strdup(p);
+    if (na[*n] == NULL)
+        return RS_ENOMEM;
+    (*n)++;
+    return 0;
+}
+
+int
+tree_open(const struct tree_opts *o, struct tree **out, char *err,
+          size_t errlen)
+{
+    int rc = RS_ENOMEM;
+    *out = NULL;
+    struct tree *t = rs_calloc(1, sizeof(*t));
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return RS_ENOMEM;
+    }
+    t->rootfd = -1;
+    t->follow = o->follow_symlinks;
+    char *rp = realpath(o->dir, NULL);
+    if (rp == NULL) {
+        snprintf(err, errlen, "%s: %s", o->dir, strerror(errno));
+        rc = RS_EINVAL;
+        goto out;
+    }
+    t->root = rs_strdup(rp);
+    free(rp);
+    if (t->root == NULL)
+        goto nomem;
+    t->rootfd = open(t->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (t->rootfd < 0) {
+        snprintf(err, errlen, "%s: %s", t->root, strerror(errno));
+        rc = errno == ENOTDIR ? RS_EINVAL : RS_EIO;
+        goto out;
+    }
+    for (const char *const *p = o->excludes; p != NULL && *p != NULL; p++) {
+        if ((*p)[0] == '\0' || strlen(*p) >= TREE_PATH_MAX) {
+            snprintf(err, errlen, "--exclude: empty or overlong pattern");
+            rc = RS_EINVAL;
+            goto out;
+        }
+        /* A leading "/" anchors a pattern at the root, as in .gitignore. */
+        const char *pat = (*p)[0] == '/' ? *p + 1 : *p;
+        bool path = strchr(*p, '/') != NULL;
+        if ((path ? pats_add(&t->path_pats, &t->npath_pats, pat)
+                  : pats_add(&t->seg_pats, &t->nseg_pats, pat)) != 0)
+            goto nomem;
+    }
+    *out = t;
+    return 0;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    rc = RS_ENOMEM;
+out:
+    tree_free(t);
+    return rc;
+}
+
+void
+tree_free(struct tree *t)
+{
+    if (t == NULL)
+        return;
+    if (t->rootfd >= 0)
+        close(t->rootfd);
+    for (size_t i = 0; i < t->nseg_pats; i++)
+        rs_free(t->seg_pats[i]);
+    for (size_t i = 0; i < t->npath_pats; i++)
+        rs_free(t->path_pats[i]);
+    rs_free(t->seg_pats);
+    rs_free(t->path_pats);
+    rs_free(t->root);
+    rs_free(t);
+}
+
+const char *
+tree_root(const struct tree *t)
+{
+    return t->root;
+}
+
+bool
+tree_follows_symlinks(const struct tree *t)
+{
+    return t->follow;
+}
+
+/* ------------------------------------------------------ beneath the root */
+
+static int
+errno_rc(int e)
+{
+    return e == ENOENT || e == ENOTDIR || e == ELOOP || e == ENAMETOOLONG
+               ? RS_ENOTFOUND
+               : RS_EIO;
+}
+
+/*
+ * Open the directory holding rel's last segment, one component at a time
+ * (O_NOFOLLOW unless following), and point *last at that segment. Returns
+ * the directory fd, which is t->rootfd for a top-level name (do not close
+ * it then), or a negative RS_E*.
+ */
+static int
+open_parent(const struct tree *t, const char *rel, const char **last)
+{
+    char seg[NAME_MAX + 1];
+    int dfd = t->rootfd;
+    const char *p = rel;
+    const char *slash;
+    while ((slash = strchr(p, '/')) != NULL) {
+        size_t n = (size_t)(slash - p);
+        if (n > NAME_MAX) {
+            if (dfd != t->rootfd)
+                close(dfd);
+            return RS_ENOTFOUND;
+        }
+        memcpy(seg, p, n);
+        seg[n] = '\0';
+        int fd = openat(dfd, seg, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                                      (t->follow ? 0 : O_NOFOLLOW));
+        int e = errno;
+        if (dfd != t->rootfd)
+            close(dfd);
+        if (fd < 0)
+            return errno_rc(e);
+        dfd = fd;
+        p = slash + 1;
+    }
+    *last = p;
+    return dfd;
+}
+
+int
+tree_open_file(const struct tree *t, const char *rel, struct stat *st)
+{
+    if (!tree_path_ok(t, rel))
+        return RS_ENOTFOUND;
+    const char *last;
+    int dfd = open_parent(t, rel, &last);
+    if (dfd < 0)
+        return dfd;
+    /* O_NONBLOCK: opening a FIFO must not hang the loop; it is refused
+     * below anyway. */
+    int fd = openat(dfd, last, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                                   (t->follow ? 0 : O_NOFOLLOW));
+    int e = errno;
+    if (dfd != t->rootfd)
+        close(dfd);
+    if (fd < 0)
+        return errno_rc(e);
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        return RS_ENOTFOUND;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+int
+tree_stat(const struct tree *t, const char *rel, struct stat *st)
+{
+    if (rel[0] == '\0')
+        return fstat(t->rootfd, st) == 0 ? 0 : RS_EIO;
+    if (!tree_path_ok(t, rel))
+        return RS_ENOTFOUND;
+    const char *last;
+    int dfd = open_parent(t, rel, &last);
+    if (dfd < 0)
+        return dfd;
+    int r = fstatat(dfd, last, st, t->follow ? 0 : AT_SYMLINK_NOFOLLOW);
+    int e = errno;
+    if (dfd != t->rootfd)
+        close(dfd);
+    if (r != 0)
+        return errno_rc(e);
+    return S_ISREG(st->st_mode) || S_ISDIR(st->st_mode) ? 0 : RS_ENOTFOUND;
+}
+
+/* ------------------------------------------------------------------ walk */
+
+struct dent {
+    char *name;
+    size_t len;
+    bool dir;
+    struct stat st;
+};
+
+struct walk {
+    const struct tree *t;
+    const struct tree_walk_cbs *cbs;
+    void *ud;
+    char path[TREE_PATH_MAX];
+    size_t len;
+    unsigned depth;
+    struct { dev_t dev; ino_t ino; } stack[TREE_DEPTH_MAX + 1];
+};
+
+/* Path order: a directory sorts as if its name ended in '/'. */
+static int
+dent_cmp(const void *a, const void *b)
+{
+    const struct dent *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->name, y->name, n);
+    if (c != 0)
+        return c;
+    if (x->len == y->len)
+        return 0;
+    /* one name is a prefix of the other: compare the next "character" */
+    unsigned cx = x->len > n ? (unsigned char)x->name[n] : (x->dir ? '/' : 0);
+    unsigned cy = y->len > n ? (unsigned char)y->name[n] : (y->dir ? '/' : 0);
+    return cx < cy ? -1 : cx > cy ? 1 : 0;
+}
+
+static void
+walk_error(struct walk *w, int e)
+{
+    if (w->cbs->on_error != NULL)
+        w->cbs->on_error(w->ud, w->path, e);
+}
+
+/* Read dfd's entries that may be walked into *out (sorted). */
+static int
+walk_read(struct walk *w, int dfd, struct dent **out, size_t *nout)
+{
+    int rc = 0;
+    int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    struct dent *v = NULL;
+    size_t n = 0, cap = 0;
+    if (d == NULL) {
+        if (dup >= 0)
+            close(dup);
+        walk_error(w, errno);
+        goto out;
+    }
+    struct dirent *de;
+    while ((errno = 0, de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        size_t len = strlen(name);
+        /* hidden names (and . ..) are never listed: skip before any stat */
+        if (name[0] == '.')
+            continue;
+        if (w->len + 1 + len >= sizeof(w->path))
+            continue;
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;     /* vanished meanwhile */
+        if (S_ISLNK(st.st_mode)) {
+            if (!w->t->follow || fstatat(dfd, name, &st, 0) != 0)
+                continue;
+        }
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+            continue;
+        if (n == cap) {
+            size_t nc = cap != 0 ? cap * 2 : 64;
+            struct dent *nv = rs_realloc(v, nc * sizeof(*nv));
+            if (nv == NULL) {
+                rc = RS_ENOMEM;
+                goto out;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[n].name = rs_strndup(name, len);
+        if (v[n].name == NULL) {
+            rc = RS_ENOMEM;
+            goto out;
+        }
+        v[n].len = len;
+        v[n].dir = S_ISDIR(st.st_mode);
+        v[n].st = st;
+        n++;
+    }
+    if (errno != 0)
+        walk_error(w, errno);
+    qsort(v, n, sizeof(*v), dent_cmp);
+out:
+    if (d != NULL)
+        closedir(d);
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++)
+            rs_free(v[i].name);
+        rs_free(v);
+        v = NULL;
+        n = 0;
+    }
+    *out = v;
+    *nout = n;
+    return rc;
+}
+
+static int walk_dir(struct walk *w, int dfd, const struct stat *st);
+
+static int
+walk_entries(struct walk *w, int dfd, struct dent *v, size_t n)
+{
+    size_t base = w->len;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = base;
+        if (base > 0)
+            w->path[at++] = '/';
+        memcpy(w->path + at, v[i].name, v[i].len + 1);
+        w->len = at + v[i].len;
+        if (!tree_last_ok(w->t, w->path, w->path + at, v[i].len))
+            continue;
+        int rc = 0;
+        if (!v[i].dir) {
+            rc = w->cbs->on_file != NULL ? w->cbs->on_file(w->ud, w->path,
+                                                           &v[i].st) : 0;
+        } else if (w->depth < TREE_DEPTH_MAX) {
+            int fd = openat(dfd, v[i].name, O_RDONLY | O_DIRECTORY |
+                                               O_CLOEXEC |
+                                               (w->t->follow ? 0 : O_NOFOLLOW));
+            if (fd < 0) {
+                walk_error(w, errno);
+            } else {
+                rc = walk_dir(w, fd, &v[i].st);
+                close(fd);
+            }
+        }
+        w->len = base;
+        w->path[base] = '\0';
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Visit the directory at w->path, open as dfd. */
+static int
+walk_dir(struct walk *w, int dfd, const struct stat *st)
+{
+    for (unsigned i = 0; i < w->depth; i++)
+        if (w->stack[i].dev == st->st_dev && w->stack[i].ino == st->st_ino)
+            return 0;     /* a symlink loop */
+    w->stack[w->depth].dev = st->st_dev;
+    w->stack[w->depth].ino = st->st_ino;
+    int rc = w->cbs->on_dir != NULL ? w->cbs->on_dir(w->ud, w->path, st) : 0;
+    if (rc != 0)
+        return rc;
+    struct dent *v;
+    size_t n;
+    rc = walk_read(w, dfd, &v, &n);
+    if (rc != 0)
+        return rc;
+    w->depth++;
+    rc = walk_entries(w, dfd, v, n);
+    w->depth--;
+    for (size_t i = 0; i < n; i++)
+        rs_free(v[i].name);
+    rs_free(v);
+    return rc;
+}
+
+int
+tree_walk(const struct tree *t, const char *sub,
+          const struct tree_walk_cbs *cbs, void *ud)
+{
+    struct walk *w = rs_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return RS_ENOMEM;
+    w->t = t;
+    w->cbs = cbs;
+    w->ud = ud;
+    int rc = 0;
+    int fd;
+    if (sub[0] == '\0') {
+        fd = fcntl(t->rootfd, F_DUPFD_CLOEXEC, 0);
+    } else {
+        size_t n = strlen(sub);
+        if (n >= sizeof(w->path) || !tree_path_ok(t, sub))
+            goto out;
+        memcpy(w->path, sub, n + 1);
+        w->len = n;
+        const char *last;
+        int dfd = open_parent(t, sub, &last);
+        if (dfd < 0)
+            goto out;     /* gone: nothing to walk */
+        fd = openat(dfd, last, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                                   (t->follow ? 0 : O_NOFOLLOW));
+        if (dfd != t->rootfd)
+            close(dfd);
+    }
+    if (fd < 0)
+        goto out;
+    struct stat st;
+    if (fstat(fd, &st) == 0)
+        rc = walk_dir(w, fd, &st);
+    close(fd);
+out:
+    rs_free(w);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ URLs */
+
+static bool
+url_plain(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+           c == '~' || c == '/';
+}
+
+int
+tree_url_encode(const char *rel, char *buf, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)rel; *p; p++) {
+        if (url_plain(*p)) {
+            if (o + 1 >= len)
+                return RS_ETOOBIG;
+            buf[o++] = (char)*p;
+        } else {
+            if (o + 3 >= len)
+                return RS_ETOOBIG;
+            buf[o++] = '%';
+            buf[o++] = hex[*p >> 4];
+            buf[o++] = hex[*p & 15];
+        }
+    }
+    if (o >= len)
+        return RS_ETOOBIG;
+    buf[o] = '\0';
+    return (int)o;
+}
+
+static int
+hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int
+tree_url_decode(const char *path, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = path; *p; p++) {
+        char c = *p;
+        if (c == '%') {
+            int hi = hexval(p[1]), lo = hi >= 0 ? hexval(p[2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                return RS_EINVAL;
+            c = (char)(hi * 16 + lo);
+            p += 2;
+        }
+        if (o + 1 >= len)
+            return RS_ETOOBIG;
+        buf[o++] = c;
+    }
+    if (o >= len)
+        return RS_ETOOBIG;
+    buf[o] = '\0';
+    return 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * tree.h - the served directory: which relative paths may be listed and
+ * served (no "..", no hidden segments, no reserved prefix, no excluded
+ * pattern), opening and stat'ing them beneath the root without following
+ * symlinks out of it, walking it in path order, and mapping paths to URL
+ * paths and back. What a path's content means is the caller's business.
+ *
+ * Paths are "relative paths": segments joined by '/', no leading or
+ * trailing slash, "" for the root itself.
+ */
+#ifndef SOURCE_TREE_H
+#define SOURCE_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "rs_error.h"
+
+#define TREE_PATH_MAX 4096     /* bytes of a relative path, NUL included */
+#define TREE_DEPTH_MAX 128     /* directory nesting walked and served */
+/* The top-level name under which the ResourceSync documents live: a file
+ * DIR/resourcesync/x would be shadowed by them, so it is never listed. */
+#define TREE_RESERVED "resourcesync"
+
+struct tree_opts {
+    const char *dir;               /* the root; must be a directory */
+    const char *const *excludes;   /* fnmatch patterns, NULL-terminated;
+                                      may be NULL */
+    bool follow_symlinks;          /* list and serve what symlinks point
+                                      to, wherever that is */
+};
+
+struct tree;
+
+/* Open the root. 0, or RS_EINVAL (not a directory, bad pattern) /
+ * RS_EIO / RS_ENOMEM with a message in err. */
+int tree_open(const struct tree_opts *o, struct tree **out, char *err,
+              size_t errlen) RS_MUST_CHECK;
+void tree_free(struct tree *t);      /* NULL ok */
+
+/* The root's canonical absolute path (realpath). */
+const char *tree_root(const struct tree *t);
+bool tree_follows_symlinks(const struct tree *t);
+
+/*
+ * May rel be listed and served? False for "", for an empty, "." or ".."
+ * segment, a segment starting with '.', a control character, the reserved
+ * top-level name, or a match of an exclude pattern: a pattern holding '/'
+ * is matched against the whole path (FNM_PATHNAME), any other against each
+ * segment, so "*.tmp" or "cache" exclude at every depth. A directory that
+ * is not ok prunes everything beneath it. Pure: no I/O.
+ */
+bool tree_path_ok(const struct tree *t, const char *rel);
+
+/*
+ * Open rel read-only beneath the root: every directory component is opened
+ * with O_NOFOLLOW (unless following symlinks), the last one too, so no
+ * symlink can lead out of the tree. Only regular files are opened. Returns
+ * an fd (>= 0, close-on-exec) with *st filled, or RS_ENOTFOUND (absent, not
+ * allowed by tree_path_ok, not a regular file), RS_EIO.
+ */
+int tree_open_file(const struct tree *t, const char *rel, struct stat *st);
+
+/* stat rel with the same rules (regular files and directories). 0,
+ * RS_ENOTFOUND or RS_EIO. */
+int tree_stat(const struct tree *t, const char *rel, struct stat *st)
+    RS_MUST_CHECK;
+
+/*
+ * Walk the subtree at sub ("" = everything), in byte order of the full
+ * relative paths (siblings are sorted with a '/' appended to directory
+ * names, which makes depth-first order equal to path order). on_dir runs
+ * for each directory (sub itself included) before its entries; on_file for
+ * each regular file whose path is ok. Paths not ok are skipped, as are
+ * symlinks unless following them (then directory loops are cut). on_error
+ * (may be NULL) hears about what could not be read; the walk goes on.
+ * A callback returning non-zero stops the walk with that value.
+ */
+struct tree_walk_cbs {
+    int (*on_dir)(void *ud, const char *rel, const struct stat *st);
+    int (*on_file)(void *ud, const char *rel, const struct stat *st);
+    void (*on_error)(void *ud, const char *rel, int err);   /* errno */
+};
+int tree_walk(const struct tree *t, const char *sub,
+              const struct tree_walk_cbs *cbs, void *ud) RS_MUST_CHECK;
+
+/* Percent-encode rel into a URL path (no leading slash): every byte but
+ * A-Z a-z 0-9 - . _ ~ and '/' becomes %XX. Returns the length, or
+ * RS_ETOOBIG when it does not fit in len bytes (NUL included). */
+int tree_url_encode(const char *rel, char *buf, size_t len) RS_MUST_CHECK;
+
+/* Decode a URL path (no leading slash) into a relative path. RS_EINVAL
+ * for a bad %XX, an encoded NUL; RS_ETOOBIG when too long. Whether the
+ * result is allowed is tree_path_ok's business. */
+int tree_url_decode(const char *path, char *buf, size_t len) RS_MUST_CHECK;
+
+#endif

@@ -1,0 +1,567 @@
+/*
+ * watch.c - inotify watches of the tree and the settling of changed paths
+ * (see watch.h). Layers: two small hash tables (watch descriptor -> path,
+ * path -> pending entry), the pending lists and their timer, event
+ * decoding, and the loop callbacks. The inotify <-> libevent seam is the
+ * one read event in this file.
+ */
+#include "watch.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rs_alloc.h"
+
+#define WATCH_READ_BUF (64 * 1024)
+#define WATCH_READS_PER_TURN 64       /* then let the loop breathe */
+
+/* ------------------------------------------------------------- tables */
+
+struct wdent {
+    int wd;
+    char *path;
+    struct wdent *hnext;
+};
+
+struct pend {
+    char *path;
+    uint64_t hash;
+    int64_t deadline_us;       /* monotonic; meaningful while settling */
+    bool ready;
+    struct pend *hnext;        /* bucket chain */
+    struct pend *prev, *next;  /* the settling or the ready list */
+};
+
+struct plist {
+    struct pend *head, *tail;
+};
+
+struct watch {
+    struct watch_opts o;
+    int fd;
+    int root_wd;
+    uint32_t mask;
+    struct event *ev_read;
+    struct event *ev_timer;
+    struct wdent **wds;        /* buckets */
+    size_t nwd_buckets, nwds;
+    struct pend **pends;       /* buckets */
+    size_t npend_buckets, npend;
+    struct plist settling;     /* ordered by deadline (all share settle) */
+    struct plist ready;
+    bool enospc_told;
+    struct watch_stats stats;
+    char *buf;
+};
+
+static uint64_t
+hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;     /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int64_t
+mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Grow a bucket array to twice its size when the load passes 1. */
+static int
+wd_grow(struct watch *w)
+{
+    size_t nb = w->nwd_buckets * 2;
+    struct wdent **b = rs_calloc(nb, sizeof(*b));
+    if (b == NULL)
+        return RS_ENOMEM;
+    for (size_t i = 0; i < w->nwd_buckets; i++) {
+        struct wdent *e = w->wds[i];
+        while (e != NULL) {
+            struct wdent *n = e->hnext;
+            size_t k = (size_t)e->wd & (nb - 1);
+            e->hnext = b[k];
+            b[k] = e;
+            e = n;
+        }
+    }
+    rs_free(w->wds);
+    w->wds = b;
+    w->nwd_buckets = nb;
+    return 0;
+}
+
+static struct wdent *
+wd_find(const struct watch *w, int wd)
+{
+    for (struct wdent *e = w->wds[(size_t)wd & (w->nwd_buckets - 1)];
+         e != NULL; e = e->hnext)
+        if (e->wd == wd)
+            return e;
+    return NULL;
+}
+
+static int
+wd_put(struct watch *w, int wd, const char *rel)
+{
+    struct wdent *e = wd_find(w, wd);
+    char *p = rs_strdup(rel);
+    if (p == NULL)
+        return RS_ENOMEM;
+    if (e != NULL) {                 /* the same directory, renamed */
+        rs_free(e->path);
+        e->path = p;
+        return 0;
+    }
+    if (w->nwds >= w->nwd_buckets && wd_grow(w) != 0) {
+        rs_free(p);
+        return RS_ENOMEM;
+    }
+    e = rs_calloc(1, sizeof(*e));
+    if (e == NULL) {
+        rs_free(p);
+        return RS_ENOMEM;
+    }
+    e->wd = wd;
+    e->path = p;
+    size_t k = (size_t)wd & (w->nwd_buckets - 1);
+    e->hnext = w->wds[k];
+    w->wds[k] = e;
+    w->nwds++;
+    return 0;
+}
+
+static void
+wd_del(struct watch *w, int wd)
+{
+    struct wdent **pp = &w->wds[(size_t)wd & (w->nwd_buckets - 1)];
+    for (; *pp != NULL; pp = &(*pp)->hnext) {
+        if ((*pp)->wd == wd) {
+            struct wdent *e = *pp;
+            *pp = e->hnext;
+            rs_free(e->path);
+            rs_free(e);
+            w->nwds--;
+            return;
+        }
+    }
+}
+
+/* Forget (and stop) the watches of rel and everything beneath it: the
+ * directory moved away, and its watches would report the old names. */
+static void
+wd_drop_subtree(struct watch *w, const char *rel)
+{
+    size_t n = strlen(rel);
+    for (size_t i = 0; i < w->nwd_buckets; i++) {
+        struct wdent **pp = &w->wds[i];
+        while (*pp != NULL) {
+            struct wdent *e = *pp;
+            if (strncmp(e->path, rel, n) == 0 &&
+                (e->path[n] == '\0' || e->path[n] == '/')) {
+                (void)inotify_rm_watch(w->fd, e->wd);
+                *pp = e->hnext;
+                rs_free(e->path);
+                rs_free(e);
+                w->nwds--;
+            } else {
+                pp = &e->hnext;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------- pending paths */
+
+static void
+list_remove(struct plist *l, struct pend *p)
+{
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        l->head = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    else
+        l->tail = p->prev;
+    p->prev = p->next = NULL;
+}
+
+static void
+list_append(struct plist *l, struct pend *p)
+{
+    p->next = NULL;
+    p->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = p;
+    else
+        l->head = p;
+    l->tail = p;
+}
+
+static struct pend *
+pend_find(const struct watch *w, const char *path, uint64_t h)
+{
+    for (struct pend *p = w->pends[h & (w->npend_buckets - 1)]; p != NULL;
+         p = p->hnext)
+        if (p->hash == h && strcmp(p->path, path) == 0)
+            return p;
+    return NULL;
+}
+
+static int
+pend_grow(struct watch *w)
+{
+    size_t nb = w->npend_buckets * 2;
+    struct pend **b = rs_calloc(nb, sizeof(*b));
+    if (b == NULL)
+        return RS_ENOMEM;
+    for (size_t i = 0; i < w->npend_buckets; i++) {
+        struct pend *p = w->pends[i];
+        while (p != NULL) {
+            struct pend *n = p->hnext;
+            size_t k = p->hash & (nb - 1);
+            p->hnext = b[k];
+            b[k] = p;
+            p = n;
+        }
+    }
+    rs_free(w->pends);
+    w->pends = b;
+    w->npend_buckets = nb;
+    return 0;
+}
+
+/* Unhook p from its bucket and list; the caller frees it. */
+static void
+pend_unlink(struct watch *w, struct pend *p)
+{
+    struct pend **pp = &w->pends[p->hash & (w->npend_buckets - 1)];
+    while (*pp != p)
+        pp = &(*pp)->hnext;
+    *pp = p->hnext;
+    list_remove(p->ready ? &w->ready : &w->settling, p);
+    w->npend--;
+}
+
+static void
+pend_clear(struct watch *w)
+{
+    struct plist *lists[2] = { &w->settling, &w->ready };
+    for (int i = 0; i < 2; i++) {
+        while (lists[i]->head != NULL) {
+            struct pend *p = lists[i]->head;
+            pend_unlink(w, p);
+            rs_free(p->path);
+            rs_free(p);
+        }
+    }
+}
+
+static void
+timer_arm(struct watch *w)
+{
+    if (w->settling.head == NULL) {
+        event_del(w->ev_timer);
+        return;
+    }
+    int64_t d = w->settling.head->deadline_us - mono_us();
+    if (d < 0)
+        d = 0;
+    struct timeval tv = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
+    event_add(w->ev_timer, &tv);
+}
+
+static void
+overflow(struct watch *w, const char *why)
+{
+    w->stats.overflows++;
+    pend_clear(w);
+    timer_arm(w);
+    if (w->o.on_rescan != NULL)
+        w->o.on_rescan(w->o.ud, why);
+}
+
+/* Hold path: ready now, or settling (its deadline pushed back). */
+static void
+pend_touch(struct watch *w, const char *path, bool ready)
+{
+    uint64_t h = hash_str(path);
+    struct pend *p = pend_find(w, path, h);
+    if (p != NULL) {
+        if (p->ready)
+            return;               /* already due: nothing to wait for */
+        list_remove(&w->settling, p);
+    } else {
+        if (w->npend >= w->o.max_pending) {
+            overflow(w, "too many pending paths");
+            return;
+        }
+        if (w->npend >= w->npend_buckets && pend_grow(w) != 0) {
+            overflow(w, "out of memory");
+            return;
+        }
+        p = rs_calloc(1, sizeof(*p));
+        char *s = rs_strdup(path);
+        if (p == NULL || s == NULL) {
+            rs_free(p);
+            rs_free(s);
+            overflow(w, "out of memory");
+            return;
+        }
+        p->path = s;
+        p->hash = h;
+        size_t k = h & (w->npend_buckets - 1);
+        p->hnext = w->pends[k];
+        w->pends[k] = p;
+        w->npend++;
+    }
+    p->ready = ready;
+    if (ready) {
+        list_append(&w->ready, p);
+    } else {
+        p->deadline_us = mono_us() + w->o.settle_ms * 1000;
+        list_append(&w->settling, p);
+    }
+}
+
+/* Hand every ready path to the owner. They leave the tables first, so the
+ * owner may hold them again (watch_retry) from inside on_batch. */
+static void
+deliver(struct watch *w)
+{
+    size_t n = 0;
+    for (struct pend *p = w->ready.head; p != NULL; p = p->next)
+        n++;
+    if (n == 0)
+        return;
+    char **paths = rs_calloc(n, sizeof(*paths));
+    if (paths == NULL) {
+        overflow(w, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pend *p = w->ready.head;
+        pend_unlink(w, p);
+        paths[i] = p->path;
+        rs_free(p);
+    }
+    w->stats.batches++;
+    if (w->o.on_batch != NULL)
+        w->o.on_batch(w->o.ud, (const char *const *)paths, n);
+    for (size_t i = 0; i < n; i++)
+        rs_free(paths[i]);
+    rs_free(paths);
+}
+
+/* --------------------------------------------------------------- events */
+
+static void
+handle_event(struct watch *w, const struct inotify_event *ev)
+{
+    w->stats.events++;
+    if (ev->mask & IN_Q_OVERFLOW) {
+        overflow(w, "inotify queue overflow");
+        return;
+    }
+    if (ev->mask & IN_IGNORED) {
+        wd_del(w, ev->wd);
+        return;
+    }
+    if (ev->wd == w->root_wd && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF))) {
+        if (w->o.on_root_gone != NULL)
+            w->o.on_root_gone(w->o.ud);
+        return;
+    }
+    if (ev->len == 0 || ev->name[0] == '\0')
+        return;                   /* about the watched directory itself */
+    struct wdent *d = wd_find(w, ev->wd);
+    if (d == NULL)
+        return;                   /* a watch dropped meanwhile */
+    char full[TREE_PATH_MAX];
+    int n = d->path[0] != '\0'
+                ? snprintf(full, sizeof(full), "%s/%s", d->path, ev->name)
+                : snprintf(full, sizeof(full), "%s", ev->name);
+    if (n < 0 || (size_t)n >= sizeof(full))
+        return;
+    /* Hidden and excluded names are never catalogued; but a name moved
+     * away into one still leaves its old name (handled as MOVED_FROM of
+     * the old name, which is allowed). */
+    if (!tree_path_ok(w->o.tree, full))
+        return;
+    if ((ev->mask & IN_ISDIR) && (ev->mask & IN_MOVED_FROM))
+        wd_drop_subtree(w, full);
+    bool now = (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO |
+                            IN_DELETE)) != 0 ||
+               (ev->mask & IN_ISDIR) != 0;
+    pend_touch(w, full, now);
+}
+
+static void
+on_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct watch *w = arg;
+    for (int i = 0; i < WATCH_READS_PER_TURN; i++) {
+        ssize_t n = read(fd, w->buf, WATCH_READ_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            const struct inotify_event *ev =
+                (const struct inotify_event *)(w->buf + off);
+            handle_event(w, ev);
+            off += (ssize_t)(sizeof(*ev) + ev->len);
+        }
+        if (n < (ssize_t)(WATCH_READ_BUF - sizeof(struct inotify_event) -
+                          NAME_MAX - 1))
+            break;                /* drained */
+    }
+    deliver(w);
+    timer_arm(w);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct watch *w = arg;
+    int64_t now = mono_us();
+    while (w->settling.head != NULL && w->settling.head->deadline_us <= now) {
+        struct pend *p = w->settling.head;
+        list_remove(&w->settling, p);
+        p->ready = true;
+        list_append(&w->ready, p);
+    }
+    deliver(w);
+    timer_arm(w);
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+struct watch *
+watch_new(const struct watch_opts *o, const char **err)
+{
+    *err = "out of memory";
+    struct watch *w = rs_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->o = *o;
+    w->fd = -1;
+    w->root_wd = -1;
+    if (w->o.max_pending == 0)
+        w->o.max_pending = 1000000;
+    w->nwd_buckets = 1024;
+    w->npend_buckets = 1024;
+    w->wds = rs_calloc(w->nwd_buckets, sizeof(*w->wds));
+    w->pends = rs_calloc(w->npend_buckets, sizeof(*w->pends));
+    w->buf = rs_malloc(WATCH_READ_BUF);
+    if (w->wds == NULL || w->pends == NULL || w->buf == NULL)
+        goto fail;
+    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (w->fd < 0) {
+        *err = "inotify_init1 failed (fs.inotify.max_user_instances?)";
+        goto fail;
+    }
+    w->mask = IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE |
+              IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF |
+              IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK |
+              (tree_follows_symlinks(o->tree) ? 0 : IN_DONT_FOLLOW);
+    w->ev_read = event_new(o->base, w->fd, EV_READ | EV_PERSIST, on_read, w);
+    w->ev_timer = event_new(o->base, -1, 0, on_timer, w);
+    if (w->ev_read == NULL || w->ev_timer == NULL ||
+        event_add(w->ev_read, NULL) != 0)
+        goto fail;
+    *err = NULL;
+    return w;
+fail:
+    watch_free(w);
+    return NULL;
+}
+
+void
+watch_free(struct watch *w)
+{
+    if (w == NULL)
+        return;
+    if (w->ev_read != NULL)
+        event_free(w->ev_read);
+    if (w->ev_timer != NULL)
+        event_free(w->ev_timer);
+    if (w->pends != NULL)
+        pend_clear(w);
+    for (size_t i = 0; w->wds != NULL && i < w->nwd_buckets; i++) {
+        struct wdent *e = w->wds[i];
+        while (e != NULL) {
+            struct wdent *n = e->hnext;
+            rs_free(e->path);
+            rs_free(e);
+            e = n;
+        }
+    }
+    if (w->fd >= 0)
+        close(w->fd);
+    rs_free(w->wds);
+    rs_free(w->pends);
+    rs_free(w->buf);
+    rs_free(w);
+}
+
+int
+watch_add_dir(struct watch *w, const char *rel)
+{
+    char path[TREE_PATH_MAX + 4096];
+    const char *root = tree_root(w->o.tree);
+    int n = rel[0] != '\0' ? snprintf(path, sizeof(path), "%s/%s", root, rel)
+                           : snprintf(path, sizeof(path), "%s", root);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return RS_ETOOBIG;
+    int wd = inotify_add_watch(w->fd, path, w->mask);
+    if (wd < 0) {
+        int e = errno;
+        if (e == ENOSPC) {
+            if (!w->enospc_told && w->o.on_problem != NULL)
+                w->o.on_problem(w->o.ud, rel,
+                                "inotify watch limit reached "
+                                "(raise fs.inotify.max_user_watches)", e);
+            w->enospc_told = true;
+            return RS_ETOOBIG;
+        }
+        if (e == ENOENT || e == ENOTDIR)
+            return 0;             /* gone meanwhile: its parent reports it */
+        if (w->o.on_problem != NULL)
+            w->o.on_problem(w->o.ud, rel, "inotify_add_watch", e);
+        return RS_EIO;
+    }
+    if (rel[0] == '\0')
+        w->root_wd = wd;
+    return wd_put(w, wd, rel);
+}
+
+int
+watch_retry(struct watch *w, const char *rel)
+{
+    pend_touch(w, rel, false);
+    timer_arm(w);
+    return 0;
+}
+
+void
+watch_get_stats(const struct watch *w, struct watch_stats *out)
+{
+    *out = w->stats;
+    out->watches = w->nwds;
+    out->pending = w->npend;
+}
