@@ -24,7 +24,7 @@ struct docs {
 
 /* Compact output: these documents are generated for every request, and
  * indentation costs a fifth of their bytes. */
-static const struct rs_write_opts docs_wopts = { .pretty = false };
+static const struct rs_write_opts docs_wopts = { .pretty = true };
 
 /* -------------------------------------------------------------- layout */
 

@@ -40,7 +40,7 @@ struct snapshot {
     char err[256];
 };
 
-static const struct rs_write_opts snap_wopts = { .pretty = false };
+static const struct rs_write_opts snap_wopts = { .pretty = true };
 
 /* --------------------------------------------------------------- names */
 

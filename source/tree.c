@@ -335,6 +335,10 @@ walk_read(struct walk *w, int dfd, struct dent **out, size_t *nout)
     int rc = 0;
     int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
     DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    /* the duplicate shares dfd's offset: a walk before this one left it
+     * at the end */
+    if (d != NULL)
+        rewinddir(d);
     struct dent *v = NULL;
     size_t n = 0, cap = 0;
     if (d == NULL) {
@@ -383,7 +387,8 @@ walk_read(struct walk *w, int dfd, struct dent **out, size_t *nout)
     }
     if (errno != 0)
         walk_error(w, errno);
-    qsort(v, n, sizeof(*v), dent_cmp);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), dent_cmp);
 out:
     if (d != NULL)
         closedir(d);

@@ -1,0 +1,299 @@
+/* test_source_tree.c - the served directory's path policy, safe opening
+ * (no symlink escapes), the sorted walk and the URL mapping
+ * (source/tree.c), plus the extension -> type table (source/mime.c). */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mime.h"
+#include "tree.h"
+
+static void
+tt_write(const char *dir, const char *rel, const char *text)
+{
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void
+tt_mkdir(const char *dir, const char *rel)
+{
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+
+static struct tree *
+tt_open(const char *dir, const char *const *ex, bool follow)
+{
+    struct tree_opts o = { .dir = dir, .excludes = ex,
+                           .follow_symlinks = follow };
+    struct tree *t = NULL;
+    char err[256];
+    int rc = tree_open(&o, &t, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("tree_open: %s", err);
+    return t;
+}
+
+/* tree/path_policy: hidden, dot segments, empty segments, control
+ * characters and the reserved top-level name are refused. */
+static void
+test_path_policy(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    struct tree *t = tt_open(dir, NULL, false);
+    assert_true(tree_path_ok(t, "a.txt"));
+    assert_true(tree_path_ok(t, "a/b/c.txt"));
+    assert_true(tree_path_ok(t, "x/resourcesync"));   /* only at the top */
+    assert_true(tree_path_ok(t, "sp ace/\xc3\xa9t\xc3\xa9.txt"));
+    assert_false(tree_path_ok(t, ""));
+    assert_false(tree_path_ok(t, ".hidden"));
+    assert_false(tree_path_ok(t, "a/.git/config"));
+    assert_false(tree_path_ok(t, ".."));
+    assert_false(tree_path_ok(t, "a/../b"));
+    assert_false(tree_path_ok(t, "a/./b"));
+    assert_false(tree_path_ok(t, "a//b"));
+    assert_false(tree_path_ok(t, "/a"));
+    assert_false(tree_path_ok(t, "a/"));
+    assert_false(tree_path_ok(t, "a\nb"));
+    assert_false(tree_path_ok(t, "resourcesync"));
+    assert_false(tree_path_ok(t, "resourcesync/x.xml"));
+    tree_free(t);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* tree/excludes: a pattern without '/' matches any segment, one with '/'
+ * the path (and so everything beneath a matched directory). */
+static void
+test_excludes(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *const ex[] = { "*.tmp", "cache", "/build/*", "docs/*.pdf",
+                               NULL };
+    struct tree *t = tt_open(dir, ex, false);
+    assert_false(tree_path_ok(t, "a.tmp"));
+    assert_false(tree_path_ok(t, "x/y/a.tmp"));
+    assert_true(tree_path_ok(t, "a.tmpx"));
+    assert_false(tree_path_ok(t, "cache"));
+    assert_false(tree_path_ok(t, "x/cache/y.txt"));
+    assert_true(tree_path_ok(t, "x/cached/y.txt"));
+    assert_false(tree_path_ok(t, "build/out.o"));
+    assert_false(tree_path_ok(t, "build/sub/deep.o"));
+    assert_true(tree_path_ok(t, "x/build/out.o"));
+    assert_false(tree_path_ok(t, "docs/a.pdf"));
+    assert_true(tree_path_ok(t, "docs/a.txt"));
+    assert_true(tree_path_ok(t, "docs/sub/a.pdf"));
+    tree_free(t);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* tree/open_no_escape: symlinks (to a file outside the tree, or to one
+ * inside it) are not opened unless following them is allowed;
+ * directories and missing files are not found. */
+static void
+test_open_no_escape(void **state)
+{
+    (void)state;
+    char *outside = tu_mkdtemp();
+    char *dir = tu_mkdtemp();
+    tt_write(outside, "secret", "secret\n");
+    tt_write(dir, "in.txt", "in\n");
+    tt_mkdir(dir, "sub");
+    char p[4096], target[4096];
+    snprintf(target, sizeof(target), "%s/secret", outside);
+    snprintf(p, sizeof(p), "%s/escape", dir);
+    assert_int_equal(symlink(target, p), 0);
+    snprintf(p, sizeof(p), "%s/alias", dir);
+    assert_int_equal(symlink("in.txt", p), 0);
+    snprintf(p, sizeof(p), "%s/linkdir", dir);
+    assert_int_equal(symlink(outside, p), 0);
+
+    struct tree *t = tt_open(dir, NULL, false);
+    struct stat st;
+    int fd = tree_open_file(t, "in.txt", &st);
+    assert_true(fd >= 0);
+    assert_int_equal(st.st_size, 3);
+    close(fd);
+    assert_int_equal(tree_open_file(t, "escape", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "alias", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "linkdir/secret", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "sub", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "nope", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "../x", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_stat(t, "sub", &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(tree_stat(t, "escape", &st), RS_ENOTFOUND);
+    tree_free(t);
+
+    t = tt_open(dir, NULL, true);
+    fd = tree_open_file(t, "escape", &st);
+    assert_true(fd >= 0);
+    close(fd);
+    fd = tree_open_file(t, "linkdir/secret", &st);
+    assert_true(fd >= 0);
+    close(fd);
+    tree_free(t);
+    tu_rmtree(dir);
+    tu_rmtree(outside);
+    free(dir);
+    free(outside);
+}
+
+struct walked {
+    char seen[64][256];
+    int n;
+    int dirs;
+};
+
+static int
+tt_on_file(void *ud, const char *rel, const struct stat *st)
+{
+    (void)st;
+    struct walked *w = ud;
+    assert_true(w->n < 64);
+    snprintf(w->seen[w->n++], 256, "%s", rel);
+    return 0;
+}
+
+static int
+tt_on_dir(void *ud, const char *rel, const struct stat *st)
+{
+    (void)rel;
+    assert_true(S_ISDIR(st->st_mode));
+    ((struct walked *)ud)->dirs++;
+    return 0;
+}
+
+/* tree/walk_order: files come in byte order of their full paths (what
+ * the catalog's ORDER BY path gives), hidden, excluded and symlinked
+ * entries are skipped, and every directory is visited. */
+static void
+test_walk_order(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    tt_write(dir, "a.txt", "1");
+    tt_write(dir, "a-b", "1");
+    tt_write(dir, "a0", "1");
+    tt_mkdir(dir, "a");
+    tt_write(dir, "a/z", "1");
+    tt_mkdir(dir, "a/b");
+    tt_write(dir, "a/b/c", "1");
+    tt_write(dir, "a/b.txt", "1");
+    tt_write(dir, ".hidden", "1");
+    tt_mkdir(dir, ".git");
+    tt_write(dir, ".git/x", "1");
+    tt_write(dir, "skip.tmp", "1");
+    tt_mkdir(dir, "resourcesync");
+    tt_write(dir, "resourcesync/shadowed", "1");
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/link", dir);
+    assert_int_equal(symlink("a.txt", p), 0);
+    const char *const ex[] = { "*.tmp", NULL };
+    struct tree *t = tt_open(dir, ex, false);
+    struct walked w = { .n = 0 };
+    struct tree_walk_cbs cbs = { .on_file = tt_on_file, .on_dir = tt_on_dir };
+    assert_int_equal(tree_walk(t, "", &cbs, &w), 0);
+    const char *want[] = { "a-b", "a.txt", "a/b.txt", "a/b/c", "a/z", "a0" };
+    assert_int_equal(w.n, 6);
+    for (int i = 0; i < 6; i++)
+        assert_string_equal(w.seen[i], want[i]);
+    for (int i = 1; i < w.n; i++)
+        assert_true(strcmp(w.seen[i - 1], w.seen[i]) < 0);
+    assert_int_equal(w.dirs, 3);     /* root, a, a/b */
+
+    struct walked w2 = { .n = 0 };
+    assert_int_equal(tree_walk(t, "a/b", &cbs, &w2), 0);
+    assert_int_equal(w2.n, 1);
+    assert_string_equal(w2.seen[0], "a/b/c");
+    struct walked w3 = { .n = 0 };
+    assert_int_equal(tree_walk(t, "gone", &cbs, &w3), 0);
+    assert_int_equal(w3.n, 0);
+    tree_free(t);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* tree/url_mapping: encoding keeps unreserved bytes, escapes the rest,
+ * and decoding gives the path back; bad escapes and %00 are refused. */
+static void
+test_url_mapping(void **state)
+{
+    (void)state;
+    char buf[256], back[256];
+    assert_int_equal(tree_url_encode("a/b c/\xc3\xa9&x?.txt", buf,
+                                     sizeof(buf)), 25);
+    assert_string_equal(buf, "a/b%20c/%C3%A9%26x%3F.txt");
+    assert_int_equal(tree_url_decode(buf, back, sizeof(back)), 0);
+    assert_string_equal(back, "a/b c/\xc3\xa9&x?.txt");
+    assert_int_equal(tree_url_decode("a%2fb", back, sizeof(back)), 0);
+    assert_string_equal(back, "a/b");
+    assert_int_equal(tree_url_decode("a%00b", back, sizeof(back)), RS_EINVAL);
+    assert_int_equal(tree_url_decode("a%zz", back, sizeof(back)), RS_EINVAL);
+    assert_int_equal(tree_url_decode("a%4", back, sizeof(back)), RS_EINVAL);
+    assert_int_equal(tree_url_encode("abcdef", buf, 6), RS_ETOOBIG);
+    assert_int_equal(tree_url_encode("abcdef", buf, 7), 6);
+}
+
+/* tree/free_null: tree_free(NULL) is a no-op; a missing root is an
+ * error with a message. */
+static void
+test_free_null(void **state)
+{
+    (void)state;
+    tree_free(NULL);
+    struct tree_opts o = { .dir = "/nonexistent/rssource-test" };
+    struct tree *t = NULL;
+    char err[256] = "";
+    assert_int_equal(tree_open(&o, &t, err, sizeof(err)), RS_EINVAL);
+    assert_null(t);
+    assert_true(err[0] != '\0');
+}
+
+/* mime/types: known extensions in any case, unknown or missing ones as
+ * application/octet-stream. */
+static void
+test_mime(void **state)
+{
+    (void)state;
+    assert_string_equal(mime_type_of("a/b.txt"), "text/plain");
+    assert_string_equal(mime_type_of("X.PDF"), "application/pdf");
+    assert_string_equal(mime_type_of("d.x/page.html"), "text/html");
+    assert_string_equal(mime_type_of("data.json"), "application/json");
+    assert_string_equal(mime_type_of("noext"), "application/octet-stream");
+    assert_string_equal(mime_type_of("d.x/noext"), "application/octet-stream");
+    assert_string_equal(mime_type_of("a.unknownext"),
+                        "application/octet-stream");
+    assert_string_equal(mime_type_of("trailing."), "application/octet-stream");
+}
+
+#define TT(name, fn) { name, fn, NULL, NULL, NULL }
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        TT("tree/path_policy", test_path_policy),
+        TT("tree/excludes", test_excludes),
+        TT("tree/open_no_escape", test_open_no_escape),
+        TT("tree/walk_order", test_walk_order),
+        TT("tree/url_mapping", test_url_mapping),
+        TT("tree/free_null", test_free_null),
+        TT("mime/types", test_mime),
+    };
+    return cmocka_run_group_tests_name("source_tree", tests, NULL, NULL);
+}
