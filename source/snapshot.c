@@ -25,6 +25,8 @@ struct snapshot {
     struct snapshot_opts o;
     struct snapshot_info cur;
     char *cur_base;              /* base URL the current files carry */
+    char cur_layout[48];         /* paging of the current files */
+    char layout[48];             /* paging asked for now: "index:50000" */
     struct state *reader;        /* the build's connection */
     struct event *ev;            /* steps an asynchronous build */
     /* the build in progress */
@@ -329,6 +331,8 @@ publish(struct snapshot *s)
         (rc = state_meta_set(st, "rl.parts", b->parts)) == 0 &&
         (rc = state_meta_set(st, "rl.seq", b->change_seq)) == 0)
         rc = state_meta_set_text(st, "rl.base", docs_base(s->o.docs));
+    if (rc == 0)
+        rc = state_meta_set_text(st, "rl.layout", s->layout);
     /* framework: each document holding entries was created; parts of an
      * index say which index they belong to (never the index itself) */
     char idx[SNAP_NAME_MAX];
@@ -360,6 +364,7 @@ publish(struct snapshot *s)
         s->cur_base = nb;
     }
     s->cur = *b;
+    snprintf(s->cur_layout, sizeof(s->cur_layout), "%s", s->layout);
     remove_gens(s, s->cur.gen - (int64_t)s->o.keep + 1, s->cur.gen);
     return 0;
 }
@@ -454,6 +459,8 @@ snapshot_new(const struct snapshot_opts *o, const char **err)
         s->o.keep = 2;
     if (s->o.slice == 0)
         s->o.slice = 2000;
+    snprintf(s->layout, sizeof(s->layout), "%s:%zu",
+             s->o.next_links ? "next" : "index", s->o.page_size);
     s->loc = rs_malloc(DOCS_URL_MAX);
     if (s->loc == NULL)
         goto fail;
@@ -486,6 +493,9 @@ snapshot_new(const struct snapshot_opts *o, const char **err)
         char b[DOCS_URL_MAX];
         if (state_meta_get_text(o->st, "rl.base", b, sizeof(b)) == 0)
             s->cur_base = rs_strdup(b);
+        if (state_meta_get_text(o->st, "rl.layout", s->cur_layout,
+                                sizeof(s->cur_layout)) != 0)
+            s->cur_layout[0] = '\0';
     }
     /* A generation whose top file is gone (state copied without its
      * files) counts as none: it is rebuilt. */
@@ -529,8 +539,11 @@ snapshot_current(const struct snapshot *s)
 bool
 snapshot_stale(struct snapshot *s)
 {
+    /* made for another base URL or another paging: its URLs or its shape
+     * are not what this configuration publishes */
     if (s->cur.at == 0 || s->cur_base == NULL ||
-        strcmp(s->cur_base, docs_base(s->o.docs)) != 0)
+        strcmp(s->cur_base, docs_base(s->o.docs)) != 0 ||
+        strcmp(s->cur_layout, s->layout) != 0)
         return true;
     return state_change_last_seq(s->o.st) > s->cur.change_seq;
 }
