@@ -27,6 +27,7 @@
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_time.h"
+#include "rs_url.h"
 
 /* An accepted notification as delivered: bytes as published. */
 struct body {
@@ -39,6 +40,21 @@ struct body {
 };
 
 struct dtopic;
+
+/* A callback origin (scheme://host:port): the unit of the HTTP client's
+ * per-host connection cap. Subscriptions whose last attempt failed
+ * ("suspect") may hold at most suspect_cap of its slots, so retries of
+ * stalled or failing callbacks never starve a healthy one on the same host. */
+struct dhost {
+    char *origin;
+    unsigned refs;            /* subscriptions using it */
+    unsigned inflight;        /* POSTs handed to the HTTP client */
+    unsigned suspect_inflight;
+    /* Waiting for a slot, healthy ones served first. We never hand the
+     * client more than host_conns POSTs for a host: beyond its cap curl
+     * queues FIFO, and a healthy POST would wait behind suspect ones. */
+    struct dsub *wait_head[2], *wait_tail[2];   /* [0] healthy, [1] suspect */
+};
 
 struct dsub {
     struct deliver *d;
@@ -55,6 +71,10 @@ struct dsub {
     unsigned qhead, qlen;
     bool lagging, fetching;
     struct rs_http_req *req;  /* POST in flight */
+    struct dhost *dh;
+    bool suspect_counted;     /* this POST counts in dh->suspect_inflight */
+    bool queued;              /* in dh's wait list */
+    struct dsub *wait_next;
     struct event *timer;      /* retry backoff */
     bool waiting;             /* timer armed */
     unsigned attempts;
@@ -78,6 +98,9 @@ struct deliver {
     struct deliver_opts o;
     struct dtopic **topics;
     size_t ntopics, cap;
+    struct dhost **hosts;
+    size_t nhosts, hosts_cap;
+    unsigned suspect_cap;
     struct event *ev_tick;    /* locks, leases, reloads */
     struct event *ev_flush;   /* cursors */
     struct deliver_stats st;
@@ -230,10 +253,98 @@ sub_drop_queue(struct dsub *s, unsigned queue_max)
     s->qhead = s->qlen = 0;
 }
 
+static struct dhost *
+host_get(struct deliver *d, const char *callback)
+{
+    char *origin = NULL;
+    if (rs_url_origin(callback, &origin) != 0)
+        return NULL;
+    for (size_t i = 0; i < d->nhosts; i++) {
+        if (strcmp(d->hosts[i]->origin, origin) == 0) {
+            rs_free(origin);
+            d->hosts[i]->refs++;
+            return d->hosts[i];
+        }
+    }
+    struct dhost *h = NULL;
+    if (d->nhosts == d->hosts_cap) {
+        size_t ncap = d->hosts_cap ? d->hosts_cap * 2 : 16;
+        struct dhost **nv = rs_realloc(d->hosts, ncap * sizeof(*nv));
+        if (nv == NULL)
+            goto fail;
+        d->hosts = nv;
+        d->hosts_cap = ncap;
+    }
+    h = rs_calloc(1, sizeof(*h));
+    if (h == NULL)
+        goto fail;
+    h->origin = origin;
+    h->refs = 1;
+    d->hosts[d->nhosts++] = h;
+    return h;
+fail:
+    rs_free(origin);
+    return NULL;
+}
+
+static void
+host_put(struct deliver *d, struct dhost *h)
+{
+    if (h == NULL || --h->refs > 0)
+        return;
+    for (size_t i = 0; i < d->nhosts; i++) {
+        if (d->hosts[i] == h) {
+            d->hosts[i] = d->hosts[--d->nhosts];
+            break;
+        }
+    }
+    rs_free(h->origin);
+    rs_free(h);
+}
+
+static void
+host_wait(struct dhost *h, struct dsub *s)
+{
+    if (s->queued)
+        return;
+    int k = s->attempts > 0;
+    s->wait_next = NULL;
+    if (h->wait_tail[k] != NULL)
+        h->wait_tail[k]->wait_next = s;
+    else
+        h->wait_head[k] = s;
+    h->wait_tail[k] = s;
+    s->queued = true;
+}
+
+static void
+host_unwait(struct dhost *h, struct dsub *s)
+{
+    if (!s->queued)
+        return;
+    for (int k = 0; k < 2; k++) {
+        struct dsub *prev = NULL;
+        for (struct dsub *w = h->wait_head[k]; w != NULL; prev = w, w = w->wait_next) {
+            if (w != s)
+                continue;
+            if (prev != NULL)
+                prev->wait_next = w->wait_next;
+            else
+                h->wait_head[k] = w->wait_next;
+            if (h->wait_tail[k] == w)
+                h->wait_tail[k] = prev;
+            s->queued = false;
+            return;
+        }
+    }
+}
+
 /* Free s: nothing of it is outstanding (no POST, no page read). */
 static void
 sub_free(struct deliver *d, struct dsub *s)
 {
+    host_unwait(s->dh, s);
+    host_put(d, s->dh);
     if (s->t != NULL)
         d->st.subscriptions--;
     sub_drop_queue(s, d->o.queue_max);
@@ -262,6 +373,7 @@ sub_forget(struct deliver *d, struct dsub *s)
         d->st.failing--;
     s->t = NULL;
     s->removing = true;
+    host_unwait(s->dh, s);
     if (s->waiting)
         event_del(s->timer);
     if (s->req != NULL)
@@ -294,7 +406,9 @@ sub_new(struct deliver *d, struct dtopic *t, const char *callback,
     s->host = callback_host(callback);
     s->q = rs_calloc(d->o.queue_max, sizeof(*s->q));
     s->timer = evtimer_new(d->o.base, on_retry, s);
-    if (s->callback == NULL || s->host == NULL || s->q == NULL || s->timer == NULL) {
+    s->dh = host_get(d, callback);
+    if (s->callback == NULL || s->host == NULL || s->q == NULL ||
+        s->timer == NULL || s->dh == NULL) {
         sub_free(d, s);
         return NULL;
     }
@@ -477,6 +591,11 @@ sub_post(struct deliver *d, struct dsub *s)
         return;
     }
     d->st.in_flight++;
+    s->dh->inflight++;
+    if (s->attempts > 0) {
+        s->dh->suspect_inflight++;
+        s->suspect_counted = true;
+    }
 }
 
 static uint64_t
@@ -524,6 +643,27 @@ sub_set_failing(struct deliver *d, struct dsub *s, bool failing)
 }
 
 static void
+host_pump(struct deliver *d, struct dhost *h)
+{
+    while (h->inflight < d->o.host_conns) {
+        struct dsub *s = h->wait_head[0];
+        int k = 0;
+        if (s == NULL && h->suspect_inflight < d->suspect_cap) {
+            s = h->wait_head[1];
+            k = 1;
+        }
+        if (s == NULL)
+            return;
+        h->wait_head[k] = s->wait_next;
+        if (h->wait_head[k] == NULL)
+            h->wait_tail[k] = NULL;
+        s->queued = false;
+        if (s->t != NULL && s->qlen > 0 && s->req == NULL && !s->waiting)
+            sub_post(d, s);
+    }
+}
+
+static void
 on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
 {
     (void)req;
@@ -531,6 +671,14 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     struct deliver *d = s->d;
     s->req = NULL;
     d->st.in_flight--;
+    struct dhost *dh = s->dh;
+    dh->inflight--;
+    if (s->suspect_counted) {
+        dh->suspect_inflight--;
+        s->suspect_counted = false;
+    }
+    if (!d->closing)
+        host_pump(d, dh);   /* a slot freed: the next waiting one, healthy first */
     if (sub_released(s) || res->rc == RS_ECANCELED || d->closing)
         return;
     long st = res->rc == 0 ? res->status : 0;
@@ -595,8 +743,15 @@ sub_kick(struct deliver *d, struct dsub *s)
         return;
     if (s->expires_ms != 0 && s->expires_ms <= now_ms())
         return;   /* expired: the lease sweep removes it */
-    if (s->qlen > 0)
-        sub_post(d, s);
+    if (s->qlen > 0) {
+        struct dhost *h = s->dh;
+        bool suspect = s->attempts > 0;
+        if (h->inflight < d->o.host_conns &&
+            (!suspect || h->suspect_inflight < d->suspect_cap))
+            sub_post(d, s);
+        else
+            host_wait(h, s);   /* host_pump starts it when a slot frees */
+    }
     sub_fetch(d, s);
 }
 
@@ -891,6 +1046,11 @@ deliver_new(const struct deliver_opts *o, const char **err)
         d->o.queue_max = 64;
     if (d->o.lock_ttl_ms == 0)
         d->o.lock_ttl_ms = 15000;
+    if (d->o.host_conns == 0)
+        d->o.host_conns = 8;
+    /* a quarter of each host's slots (one at least) stays free of suspects */
+    unsigned reserve = d->o.host_conns / 4 ? d->o.host_conns / 4 : 1;
+    d->suspect_cap = d->o.host_conns > reserve ? d->o.host_conns - reserve : 1;
     d->ev_tick = event_new(o->base, -1, EV_PERSIST, on_tick, d);
     d->ev_flush = event_new(o->base, -1, EV_PERSIST, on_flush, d);
     struct timeval tick = { (time_t)(d->o.lock_ttl_ms / 3000),
@@ -932,6 +1092,11 @@ deliver_free(struct deliver *d)
         rs_free(t);
     }
     rs_free(d->topics);
+    for (size_t i = 0; i < d->nhosts; i++) {
+        rs_free(d->hosts[i]->origin);
+        rs_free(d->hosts[i]);
+    }
+    rs_free(d->hosts);
     rs_free(d);
 }
 

@@ -39,6 +39,7 @@ struct deliver_opts {
     bool drop_failing;
     unsigned queue_max;             /* per subscription; 0 = 64 */
     unsigned lock_ttl_ms;           /* 0 = 15000 */
+    unsigned host_conns;            /* the HTTP client's per-host cap; 0 = 8 */
 };
 
 struct deliver_stats {

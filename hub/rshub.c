@@ -648,6 +648,7 @@ main(int argc, char **argv)
         .retry_max_delay_ms = (uint64_t)conf.retry_max_delay_ms,
         .retry_window_ms = (uint64_t)conf.retry_window_ms,
         .drop_failing = conf.drop_failing,
+        .host_conns = (unsigned)conf.delivery_host_conns,
     };
     h.deliver = deliver_new(&dopts, &err);
     if (h.deliver == NULL) {
