@@ -294,12 +294,6 @@ lane_send(struct lane *l)
         lane_set(l, LANE_IDLE);
         return;
     }
-    if (p->o.hub == NULL) {
-        /* no hub: the pull documents are all there is */
-        (void)watermark_set(l, last);
-        lane_set(l, LANE_IDLE);
-        return;
-    }
     const char *headers[4];
     size_t nh = 0;
     headers[nh++] = "Content-Type: application/xml";
@@ -415,6 +409,8 @@ push_free(struct push *p)
         rs_free(l->body);
     }
     rs_free(p->samples);
+    if (p->auth != NULL)
+        explicit_bzero(p->auth, strlen(p->auth));
     rs_free(p->auth);
     rs_free(p);
 }
@@ -424,9 +420,13 @@ push_kick(struct push *p)
 {
     for (int k = 0; k < PUSH_LANES; k++) {
         struct lane *l = &p->lanes[k];
-        if (l->state != LANE_IDLE || outbox_head(p, l->kind) <= l->pushed)
+        int64_t head = outbox_head(p, l->kind);
+        if (l->state != LANE_IDLE || head <= l->pushed)
             continue;
-        if (p->o.batch_ms <= 0 || p->o.hub == NULL) {
+        if (p->o.hub == NULL) {
+            /* no hub: the pull documents are all there is */
+            (void)watermark_set(l, head);
+        } else if (p->o.batch_ms <= 0) {
             lane_send(l);
         } else {
             lane_set(l, LANE_GATHERING);

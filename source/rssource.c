@@ -129,7 +129,7 @@ static const struct rs_config_opt options[] = {
                        "start and after lost events)"),
     RS_CONFIG_LIST("exclude", 'x', &conf.excludes, "PATTERN", NULL,
                    "never list or serve paths matching this fnmatch pattern "
-                   "(repeatable; with '/': the whole path, else any name)"),
+                   "(with '/': the whole path, else any name)"),
     RS_CONFIG_BOOL("follow-symlinks", 0, &conf.follow_symlinks, "false",
                    "list and serve what symlinks point to, wherever it is"),
     RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
@@ -276,11 +276,12 @@ on_snapshot_done(void *ud, int rc)
     struct src *s = ud;
     if (rc == 0) {
         const struct snapshot_info *i = snapshot_current(s->snap);
-        char g[32], c[32];
+        char g[32], c[32], t[32];
         snprintf(g, sizeof(g), "%lld", (long long)i->gen);
         snprintf(c, sizeof(c), "%lld", (long long)i->count);
+        snprintf(t, sizeof(t), "%.3f", (double)(i->completed - i->at) / 1e6);
         rs_log_kv(RS_LOG_INFO, "Resource List published", "generation", g,
-                  "resources", c, NULL);
+                  "resources", c, "seconds", t, NULL);
         kick(s);
     } else {
         rs_log_kv(RS_LOG_ERROR, "Resource List build failed", "error",

@@ -259,4 +259,21 @@ chain_total() {
 expect_eq "rel=next chain: 10 resources over 4 pages" \
     "$(chain_total "${B}resourcesync/resourcelist.xml")" "10 4"
 
+note "a base URL with a path"
+src_stop s
+P=$B"pub/"
+start_ok "rssource with --base-url ${P}" p "$D" --exclude '*.tmp' \
+    --base-url "$P"
+expect_eq "a resource under the base path" "$(get p pub/offline.txt)" offline
+expect_eq "...and not outside it" "$(status_code p offline.txt)" 404
+fetch p .well-known/resourcesync "$TMP/sd2.xml"
+expect_eq "/.well-known/resourcesync at the host's root" \
+    "$(xq "$TMP/sd2.xml" '[u["loc"] for u in urls]')" \
+    "${P}resourcesync/capabilitylist.xml"
+expect_eq "...and under the base path" \
+    "$(status_code p pub/.well-known/resourcesync)" 200
+fetch p pub/resourcesync/resourcelist.xml "$TMP/rl3.xml"
+expect_eq "every <loc> is built from the base URL" \
+    "$(xq "$TMP/rl3.xml" '"ok" if urls and all(u["loc"].startswith("'"$P"'") for u in urls) else "no"')" ok
+
 src_finish
