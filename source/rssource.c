@@ -43,6 +43,8 @@
 
 #define RSSOURCE_TOKEN_MAX 4096
 #define RSSOURCE_TICK_MS 10000
+/* Rescan period when the inotify watch limit left directories unwatched. */
+#define RSSOURCE_UNWATCHED_MS (10 * 60 * 1000)
 
 static struct {
     char *dir;
@@ -169,6 +171,7 @@ struct src {
     bool have_token;
     bool draining;
     bool rescan_due;
+    bool unwatched;          /* some directory has no inotify watch */
     int64_t last_rescan_us;
     int64_t drain_waited_ms;
     int exit_code;
@@ -196,7 +199,10 @@ on_scan_dir(void *ud, const char *rel)
 {
     struct src *s = ud;
     int rc = s->watch != NULL ? watch_add_dir(s->watch, rel) : 0;
-    /* no watch (limit reached): keep scanning; rescans cover it */
+    /* No watch (the kernel's limit): keep scanning; periodic rescans
+     * cover what is not watched. */
+    if (rc == RS_ETOOBIG)
+        s->unwatched = true;
     return rc == RS_ENOMEM ? rc : 0;
 }
 
@@ -328,12 +334,16 @@ on_tick(evutil_socket_t fd, short what, void *arg)
         rs_log_kv(RS_LOG_ERROR, "Change List policy failed", "error",
                   state_errstr(s->st), NULL);
     kick(s);
-    if (conf.rescan_ms > 0) {
+    int64_t every_ms = conf.rescan_ms;
+    if (s->unwatched && (every_ms == 0 || every_ms > RSSOURCE_UNWATCHED_MS))
+        every_ms = RSSOURCE_UNWATCHED_MS;
+    if (every_ms > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-        if (now - s->last_rescan_us >= conf.rescan_ms * 1000)
-            schedule_rescan(s, "--rescan-interval");
+        if (now - s->last_rescan_us >= every_ms * 1000)
+            schedule_rescan(s, s->unwatched ? "directories without a watch"
+                                            : "--rescan-interval");
     }
 }
 
@@ -702,6 +712,8 @@ setup(struct src *s)
         rs_log(RS_LOG_ERROR, "state: %s", err);
         return 2;
     }
+    if (state_checkpointer_start(s->st, 1000) != 0)
+        rs_log(RS_LOG_WARN, "no checkpoint thread: commits will checkpoint");
     s->base = event_base_new();
     if (s->base == NULL || setup_http(s) != 0)
         return 1;

@@ -84,6 +84,17 @@ int state_open(const char *path, bool readonly, struct state **out,
 void state_free(struct state *st);   /* NULL ok */
 const char *state_errstr(const struct state *st);   /* last SQLite error */
 
+/*
+ * Checkpoint the WAL from a thread of its own (its own connection) every
+ * interval_ms, instead of at commits: the loop thread's commits then never
+ * wait for an fsync (with synchronous=NORMAL only checkpoints sync). The
+ * writer handle only; stopped by state_checkpointer_stop or state_free.
+ * 0, RS_ESTATE (already running), RS_EIO.
+ */
+int state_checkpointer_start(struct state *st, unsigned interval_ms)
+    RS_MUST_CHECK;
+void state_checkpointer_stop(struct state *st);
+
 /* Whether the database was created by this open (a first start). */
 bool state_is_new(const struct state *st);
 

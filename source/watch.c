@@ -56,6 +56,8 @@ struct watch {
     struct plist settling;     /* ordered by deadline (all share settle) */
     struct plist ready;
     bool enospc_told;
+    bool overflowed;           /* the rest of this read is covered by the
+                                  rescan just asked for */
     struct watch_stats stats;
     char *buf;
 };
@@ -285,6 +287,7 @@ timer_arm(struct watch *w)
 static void
 overflow(struct watch *w, const char *why)
 {
+    w->overflowed = true;
     w->stats.overflows++;
     pend_clear(w);
     timer_arm(w);
@@ -370,6 +373,8 @@ static void
 handle_event(struct watch *w, const struct inotify_event *ev)
 {
     w->stats.events++;
+    if (w->overflowed && !(ev->mask & IN_IGNORED))
+        return;
     if (ev->mask & IN_Q_OVERFLOW) {
         overflow(w, "inotify queue overflow");
         return;
@@ -412,6 +417,7 @@ on_read(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     struct watch *w = arg;
+    w->overflowed = false;
     for (int i = 0; i < WATCH_READS_PER_TURN; i++) {
         ssize_t n = read(fd, w->buf, WATCH_READ_BUF);
         if (n < 0 && errno == EINTR)

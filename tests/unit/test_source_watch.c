@@ -1,0 +1,253 @@
+/* test_source_watch.c - inotify watching and settling (source/watch.c) on
+ * a real loop and a real directory: a closed file is ready at once, one
+ * still open for writing only after the settle time, new directories
+ * arrive as paths (the owner scans them), too many pending paths fall back
+ * to a rescan. Each test runs the loop under a watchdog and counts
+ * callbacks exactly. */
+#include "testutil.h"
+
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tree.h"
+#include "watch.h"
+
+struct fx {
+    char *dir;
+    struct event_base *base;
+    struct tree *tree;
+    struct watch *w;
+    struct event *watchdog;
+    char got[64][256];        /* paths of every batch, in order */
+    int ngot;
+    int batches;
+    int rescans;
+    int want;                 /* stop the loop after this many paths */
+};
+
+static void
+on_batch(void *ud, const char *const *paths, size_t n)
+{
+    struct fx *f = ud;
+    f->batches++;
+    for (size_t i = 0; i < n && f->ngot < 64; i++)
+        snprintf(f->got[f->ngot++], 256, "%s", paths[i]);
+    if (f->want > 0 && f->ngot >= f->want)
+        event_base_loopbreak(f->base);
+}
+
+static void
+on_rescan(void *ud, const char *why)
+{
+    (void)why;
+    struct fx *f = ud;
+    f->rescans++;
+    event_base_loopbreak(f->base);
+}
+
+static void
+on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    event_base_loopbreak(((struct fx *)arg)->base);
+}
+
+static void
+fx_open(struct fx *f, int64_t settle_ms, size_t max_pending)
+{
+    char err[256];
+    struct tree_opts to = { .dir = f->dir };
+    assert_int_equal(tree_open(&to, &f->tree, err, sizeof(err)), 0);
+    struct watch_opts wo = { .base = f->base, .tree = f->tree,
+                             .settle_ms = settle_ms,
+                             .max_pending = max_pending,
+                             .on_batch = on_batch, .on_rescan = on_rescan,
+                             .ud = f };
+    const char *e;
+    f->w = watch_new(&wo, &e);
+    assert_non_null(f->w);
+    assert_int_equal(watch_add_dir(f->w, ""), 0);
+}
+
+static int
+fx_setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    f->dir = tu_mkdtemp();
+    f->base = event_base_new();
+    f->watchdog = evtimer_new(f->base, on_watchdog, f);
+    *state = f;
+    return 0;
+}
+
+static int
+fx_teardown(void **state)
+{
+    struct fx *f = *state;
+    watch_free(f->w);
+    tree_free(f->tree);
+    event_free(f->watchdog);
+    /* nothing of the watch is left registered on the loop */
+    assert_int_equal(event_base_get_num_events(f->base, EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE), 0);
+    event_base_free(f->base);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Run the loop until want paths arrived, a rescan, or ms passed. */
+static void
+fx_run(struct fx *f, int want, int ms)
+{
+    f->want = want;
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    evtimer_add(f->watchdog, &tv);
+    event_base_dispatch(f->base);
+    evtimer_del(f->watchdog);
+}
+
+static void
+fx_write(struct fx *f, const char *rel, const char *text)
+{
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/%s", f->dir, rel);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static bool
+fx_has(const struct fx *f, const char *path)
+{
+    for (int i = 0; i < f->ngot; i++)
+        if (strcmp(f->got[i], path) == 0)
+            return true;
+    return false;
+}
+
+/* watch/closed_is_ready: a file written and closed is handed over without
+ * waiting for the (long) settle time; hidden names are never handed. */
+static void
+test_closed(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 10000, 0);
+    fx_write(f, ".hidden", "x");
+    fx_write(f, "a.txt", "hello");
+    fx_run(f, 1, 5000);
+    assert_int_equal(f->ngot, 1);
+    assert_string_equal(f->got[0], "a.txt");
+    assert_int_equal(f->rescans, 0);
+}
+
+/* watch/open_waits_for_settle: a file still open for writing is not
+ * handed over while it is written, only settle after the last write. */
+static void
+test_settle(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 400, 0);
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/growing.log", f->dir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(write(fd, "line\n", 5), 5);
+        fx_run(f, 1, 200);           /* 200 ms pass: not settled yet */
+        assert_int_equal(f->ngot, 0);
+    }
+    fx_run(f, 1, 3000);              /* quiet now: it settles */
+    assert_int_equal(f->ngot, 1);
+    assert_string_equal(f->got[0], "growing.log");
+    close(fd);
+    /* the close makes it ready again at once */
+    fx_run(f, 2, 3000);
+    assert_int_equal(f->ngot, 2);
+    assert_string_equal(f->got[1], "growing.log");
+}
+
+/* watch/dirs_moves_deletes: a new directory arrives as its own path (the
+ * owner scans it and adds its watch); a rename and a deletion arrive as
+ * both names / the deleted name. */
+static void
+test_dirs(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 10000, 0);
+    fx_write(f, "old.txt", "x");
+    fx_run(f, 1, 3000);
+    assert_int_equal(f->ngot, 1);
+    f->ngot = 0;
+    char a[4200], b[4200];
+    snprintf(a, sizeof(a), "%s/newdir", f->dir);
+    assert_int_equal(mkdir(a, 0755), 0);
+    snprintf(a, sizeof(a), "%s/old.txt", f->dir);
+    snprintf(b, sizeof(b), "%s/new.txt", f->dir);
+    assert_int_equal(rename(a, b), 0);
+    assert_int_equal(unlink(b), 0);
+    fx_run(f, 3, 3000);
+    assert_true(fx_has(f, "newdir"));
+    assert_true(fx_has(f, "old.txt"));
+    assert_true(fx_has(f, "new.txt"));
+    /* its watch added (as a scan would), events inside it arrive with
+     * their full path */
+    assert_int_equal(watch_add_dir(f->w, "newdir"), 0);
+    f->ngot = 0;
+    fx_write(f, "newdir/inner.txt", "y");
+    fx_run(f, 1, 3000);
+    assert_int_equal(f->ngot, 1);
+    assert_string_equal(f->got[0], "newdir/inner.txt");
+    struct watch_stats st;
+    watch_get_stats(f->w, &st);
+    assert_int_equal(st.watches, 2);
+    assert_int_equal(st.overflows, 0);
+}
+
+/* watch/too_many_pending_rescans: past max_pending held paths the watch
+ * gives up on them and asks for a rescan instead. */
+static void
+test_overflow(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 10000, 4);
+    int fds[10];
+    for (int i = 0; i < 10; i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/open%d", f->dir, i);
+        fds[i] = open(p, O_WRONLY | O_CREAT, 0644);   /* created, not closed */
+        assert_true(fds[i] >= 0);
+    }
+    fx_run(f, 100, 3000);
+    /* once per read of the descriptor: the events may come in several */
+    assert_true(f->rescans >= 1);
+    assert_int_equal(f->ngot, 0);
+    struct watch_stats st;
+    watch_get_stats(f->w, &st);
+    assert_int_equal(st.overflows, (uint64_t)f->rescans);
+    assert_true(st.pending < 4);
+    for (int i = 0; i < 10; i++)
+        close(fds[i]);
+    watch_free(NULL);
+}
+
+#define TW(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        TW("watch/closed_is_ready", test_closed),
+        TW("watch/open_waits_for_settle", test_settle),
+        TW("watch/dirs_moves_deletes", test_dirs),
+        TW("watch/too_many_pending_rescans", test_overflow),
+    };
+    return cmocka_run_group_tests_name("source_watch", tests, NULL, NULL);
+}
