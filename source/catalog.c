@@ -258,8 +258,12 @@ sweep_beneath(struct catalog *c, const char *rel, bool rec, rs_time_t now)
         if (rc != 0)
             break;
         struct state_res r;
-        int step;
-        while (n < CATALOG_SWEEP_CHUNK && (step = state_res_next(it, &r)) == 1) {
+        while (n < CATALOG_SWEEP_CHUNK) {
+            int step = state_res_next(it, &r);
+            if (step != 1) {
+                rc = step;
+                break;
+            }
             paths[n] = rs_strdup(r.path);
             if (paths[n] == NULL) {
                 rc = RS_ENOMEM;
@@ -354,8 +358,11 @@ catalog_observe(struct catalog *c, const char *rel, bool rec, rs_time_t now)
         /* a directory replaced by a file leaves rows beneath the name */
         return rc != 0 ? rc : sweep_beneath(c, rel, rec, now);
     }
-    if (g == 0 && (rc = delete_one(c, rel, rec, now)) != 0)
-        return rc;
+    if (g == 0) {
+        rc = delete_one(c, rel, rec, now);
+        if (rc != 0)
+            return rc;
+    }
     if (src == 0 && S_ISDIR(st.st_mode))
         return catalog_scan(c, rel, rec, now);
     return sweep_beneath(c, rel, rec, now);
@@ -403,14 +410,18 @@ scan_on_file(void *ud, const char *rel, const struct stat *st)
     struct scan *s = ud;
     int rc;
     while (s->have_row && strcmp(s->row.path, rel) < 0) {
-        if ((rc = scan_gone(s)) != 0 || (rc = scan_advance(s)) != 0)
+        rc = scan_gone(s);
+        if (rc == 0)
+            rc = scan_advance(s);
+        if (rc != 0)
             return rc;
     }
     struct state_res probe;
     identity_from(&probe, st);
     if (s->have_row && strcmp(s->row.path, rel) == 0) {
         bool same = identity_eq(&s->row, &probe);
-        if ((rc = scan_advance(s)) != 0)
+        rc = scan_advance(s);
+        if (rc != 0)
             return rc;
         if (same) {
             s->c->stats.files++;

@@ -328,10 +328,14 @@ docs_changelist(const struct docs *d, struct state *st, int64_t num,
     if (rc == 0 && loc == NULL)
         rc = RS_ENOMEM;
     struct state_change c;
-    int step;
-    while (rc == 0 && (step = state_change_next(it, &c)) != 0) {
+    while (rc == 0) {
+        int step = state_change_next(it, &c);
+        if (step <= 0) {
+            rc = step;
+            break;
+        }
         struct rs_entry e;
-        rc = step < 0 ? step : change_entry(d, &c, &e, loc);
+        rc = change_entry(d, &c, &e, loc);
         if (rc == 0)
             rc = rs_writer_entry(x.w, &e);
     }
@@ -371,9 +375,10 @@ docs_changelist_index(const struct docs *d, struct state *st, rs_write_cb cb,
     h.md.from = step == 1 ? first.from : rs_time_now();
     rc = rs_writer_begin(x.w, &h);
     struct state_clist cl;
-    while (rc == 0 && (step = state_clist_next(it, &cl)) != 0) {
+    while (rc == 0) {
         char name[CHANGELOG_NAME_MAX], loc[DOCS_URL_MAX];
-        if (step < 0) {
+        step = state_clist_next(it, &cl);
+        if (step <= 0) {
             rc = step;
             break;
         }

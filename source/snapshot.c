@@ -110,8 +110,7 @@ remove_gens(struct snapshot *s, int64_t lo, int64_t hi)
     DIR *d = opendir(s->o.dir);
     if (d == NULL)
         return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    for (struct dirent *de = readdir(d); de != NULL; de = readdir(d)) {
         int64_t g, k;
         if (!parse_name(de->d_name, &g, &k) || (g >= lo && g <= hi))
             continue;
@@ -324,12 +323,14 @@ publish(struct snapshot *s)
     if (rc != 0)
         return rc;
     const struct snapshot_info *b = &s->b;
-    if ((rc = state_meta_set(st, "rl.gen", b->gen)) == 0 &&
-        (rc = state_meta_set(st, "rl.at", b->at)) == 0 &&
-        (rc = state_meta_set(st, "rl.completed", b->completed)) == 0 &&
-        (rc = state_meta_set(st, "rl.count", b->count)) == 0 &&
-        (rc = state_meta_set(st, "rl.parts", b->parts)) == 0 &&
-        (rc = state_meta_set(st, "rl.seq", b->change_seq)) == 0)
+    const struct { const char *key; int64_t v; } meta[] = {
+        { "rl.gen", b->gen }, { "rl.at", b->at },
+        { "rl.completed", b->completed }, { "rl.count", b->count },
+        { "rl.parts", b->parts }, { "rl.seq", b->change_seq },
+    };
+    for (size_t i = 0; rc == 0 && i < sizeof(meta) / sizeof(meta[0]); i++)
+        rc = state_meta_set(st, meta[i].key, meta[i].v);
+    if (rc == 0)
         rc = state_meta_set_text(st, "rl.base", docs_base(s->o.docs));
     if (rc == 0)
         rc = state_meta_set_text(st, "rl.layout", s->layout);

@@ -213,8 +213,8 @@ open_parent(const struct tree *t, const char *rel, const char **last)
     char seg[NAME_MAX + 1];
     int dfd = t->rootfd;
     const char *p = rel;
-    const char *slash;
-    while ((slash = strchr(p, '/')) != NULL) {
+    for (const char *slash = strchr(p, '/'); slash != NULL;
+         slash = strchr(p, '/')) {
         size_t n = (size_t)(slash - p);
         if (n > NAME_MAX) {
             if (dfd != t->rootfd)
@@ -347,8 +347,11 @@ walk_read(struct walk *w, int dfd, struct dent **out, size_t *nout)
         walk_error(w, errno);
         goto out;
     }
-    struct dirent *de;
-    while ((errno = 0, de = readdir(d)) != NULL) {
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (de == NULL)
+            break;
         const char *name = de->d_name;
         size_t len = strlen(name);
         /* hidden names (and . ..) are never listed: skip before any stat */
