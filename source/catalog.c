@@ -60,17 +60,28 @@ problem(struct catalog *c, const char *rel, const char *what, int e)
         c->o.hooks.on_problem(c->o.hooks.ud, rel, what, e);
 }
 
+/* Where a file is: its relative path, and during a scan also the open
+ * directory holding it (dirfd < 0: none). */
+struct at {
+    int dirfd;
+    const char *name;
+};
+
 /* Read the file and fill r's identity (as of the open) and digests.
  * RS_EAGAIN when it changed while being read. */
 static int
-hash_file(struct catalog *c, const char *rel, struct state_res *r)
+hash_file(struct catalog *c, const char *rel, const struct at *at,
+          struct state_res *r)
 {
     struct stat st, st2;
-    int fd = tree_open_file(c->o.tree, rel, &st);
+    int fd = at != NULL && at->dirfd >= 0
+                 ? tree_open_at(c->o.tree, at->dirfd, at->name, &st)
+                 : tree_open_file(c->o.tree, rel, &st);
     if (fd < 0)
         return fd;
     identity_from(r, &st);
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (st.st_size > 1024 * 1024)
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     int rc = 0;
     uint64_t total = 0;
     for (;;) {
@@ -185,8 +196,9 @@ record(struct catalog *c, const char *rel, enum rs_change ch,
  * (an identical copy renamed into place): the row is updated silently.
  */
 static int
-observe_file(struct catalog *c, const char *rel, const struct stat *st,
-             const struct state_res *old, bool rec, rs_time_t now)
+observe_file(struct catalog *c, const char *rel, const struct at *at,
+             const struct stat *st, const struct state_res *old, bool rec,
+             rs_time_t now)
 {
     struct state_res r;
     memset(&r, 0, sizeof(r));
@@ -206,7 +218,7 @@ observe_file(struct catalog *c, const char *rel, const struct stat *st,
     }
     r.first_seen = had ? old->first_seen : now;
     if (!cache_lookup(c, &r)) {
-        int rc = hash_file(c, rel, &r);
+        int rc = hash_file(c, rel, at, &r);
         if (rc == RS_ENOTFOUND)        /* gone meanwhile: next event */
             return 0;
         if (rc == RS_EIO) {            /* unreadable: not catalogued */
@@ -354,7 +366,7 @@ catalog_observe(struct catalog *c, const char *rel, bool rec, rs_time_t now)
         return g;
     int rc;
     if (src == 0 && S_ISREG(st.st_mode)) {
-        rc = observe_file(c, rel, &st, g == 0 ? &old : NULL, rec, now);
+        rc = observe_file(c, rel, NULL, &st, g == 0 ? &old : NULL, rec, now);
         /* a directory replaced by a file leaves rows beneath the name */
         return rc != 0 ? rc : sweep_beneath(c, rel, rec, now);
     }
@@ -405,7 +417,8 @@ scan_gone(struct scan *s)
 }
 
 static int
-scan_on_file(void *ud, const char *rel, const struct stat *st)
+scan_on_file(void *ud, const char *rel, const struct stat *st, int dirfd,
+             const char *name)
 {
     struct scan *s = ud;
     int rc;
@@ -434,7 +447,9 @@ scan_on_file(void *ud, const char *rel, const struct stat *st)
     int g = state_res_get(s->c->o.st, rel, &cur);
     if (g != 0 && g != RS_ENOTFOUND)
         return g;
-    rc = observe_file(s->c, rel, st, g == 0 ? &cur : NULL, s->rec, s->now);
+    struct at at = { dirfd, name };
+    rc = observe_file(s->c, rel, &at, st, g == 0 ? &cur : NULL, s->rec,
+                      s->now);
     if (rc == RS_EAGAIN) {
         /* being written: its close (or the next scan) will bring it */
         rc = 0;

@@ -344,7 +344,10 @@ channels_on_accepted(struct channels *ch, enum push_lane lane,
                   ch->o.topic[lane], "ws", channel, NULL);
         changed(ch);
     }
-    channels_refresh(ch);
+    /* A hub that does not know /topics (not an rshub) would otherwise be
+     * asked at every publish: only when no retry is already planned. */
+    if (!evtimer_pending(ch->timer, NULL))
+        channels_refresh(ch);
 }
 
 const struct docs_channel *

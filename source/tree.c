@@ -246,22 +246,26 @@ tree_open_file(const struct tree *t, const char *rel, struct stat *st)
     int dfd = open_parent(t, rel, &last);
     if (dfd < 0)
         return dfd;
-    /* O_NONBLOCK: opening a FIFO must not hang the loop; it is refused
-     * below anyway. */
-    int fd = openat(dfd, last, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
-                                   (t->follow ? 0 : O_NOFOLLOW));
-    int e = errno;
+    int fd = tree_open_at(t, dfd, last, st);
     if (dfd != t->rootfd)
         close(dfd);
+    return fd;
+}
+
+int
+tree_open_at(const struct tree *t, int dirfd, const char *name,
+             struct stat *st)
+{
+    /* O_NONBLOCK: opening a FIFO must not hang the loop (it is refused
+     * below); on the regular files we keep, it changes nothing. */
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                                     (t->follow ? 0 : O_NOFOLLOW));
     if (fd < 0)
-        return errno_rc(e);
+        return errno_rc(errno);
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
         close(fd);
         return RS_ENOTFOUND;
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
-        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     return fd;
 }
 
@@ -423,8 +427,9 @@ walk_entries(struct walk *w, int dfd, struct dent *v, size_t n)
             continue;
         int rc = 0;
         if (!v[i].dir) {
-            rc = w->cbs->on_file != NULL ? w->cbs->on_file(w->ud, w->path,
-                                                           &v[i].st) : 0;
+            rc = w->cbs->on_file != NULL
+                     ? w->cbs->on_file(w->ud, w->path, &v[i].st, dfd, v[i].name)
+                     : 0;
         } else if (w->depth < TREE_DEPTH_MAX) {
             int fd = openat(dfd, v[i].name, O_RDONLY | O_DIRECTORY |
                                                O_CLOEXEC |

@@ -62,6 +62,12 @@ bool tree_path_ok(const struct tree *t, const char *rel);
  */
 int tree_open_file(const struct tree *t, const char *rel, struct stat *st);
 
+/* Open name in the directory dirfd (one a walk handed to on_file), with
+ * the same rules as tree_open_file for the last component: a scan reads
+ * each file without walking its path again. */
+int tree_open_at(const struct tree *t, int dirfd, const char *name,
+                 struct stat *st);
+
 /* stat rel with the same rules (regular files and directories). 0,
  * RS_ENOTFOUND or RS_EIO. */
 int tree_stat(const struct tree *t, const char *rel, struct stat *st)
@@ -79,7 +85,10 @@ int tree_stat(const struct tree *t, const char *rel, struct stat *st)
  */
 struct tree_walk_cbs {
     int (*on_dir)(void *ud, const char *rel, const struct stat *st);
-    int (*on_file)(void *ud, const char *rel, const struct stat *st);
+    /* dirfd and name (the last segment of rel) are valid during the call:
+     * for tree_open_at */
+    int (*on_file)(void *ud, const char *rel, const struct stat *st,
+                   int dirfd, const char *name);
     void (*on_error)(void *ud, const char *rel, int err);   /* errno */
 };
 int tree_walk(const struct tree *t, const char *sub,

@@ -19,6 +19,7 @@ changes=3000
 serve_secs=10
 out=""
 keep=0
+resync=${RS_RESYNC_DIR:-}
 
 usage() {
     cat <<EOF
@@ -31,6 +32,9 @@ Usage: $0 [OPTION]...
   --changes N      changes in the latency run (default $changes)
   --serve-secs S   seconds per serving-rate run (default $serve_secs)
   --quick          10,000 files, 500 changes, 3 s serving runs
+  --resync DIR     also time resync-build (github.com/resync/resync) writing
+                   a Resource List with md5 and sha-256 of the same tree
+                   (default \$RS_RESYNC_DIR; none: skipped)
   --out FILE       also write the table (markdown) to FILE
   --keep           keep the temp dir
 EOF
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --serve-secs) serve_secs=$2; shift ;;
     --quick) files=10000; changes=500; serve_secs=3 ;;
     --out) out=$2; shift ;;
+    --resync) resync=$2; shift ;;
     --keep) keep=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_source: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -127,6 +132,23 @@ cold_hashed=$(kv "$TMP/cold.log" "baseline scan" hashed)
 cold_rl=$(kv "$TMP/cold.log" "Resource List published" seconds)
 src_stop
 echo "   ready in $cold_s s (scan $cold_scan s, $cold_hashed files hashed; Resource List $cold_rl s), peak RSS $cold_rss MB"
+
+peer_row=""
+if [ -n "$resync" ]; then
+    echo "== peer: resync-build --write-resourcelist --hash md5 --hash sha-256"
+    t0=$(now)
+    /usr/bin/time -f '%M' -o "$TMP/resync.rss" "$PY" "$resync/resync-build" \
+        --write-resourcelist --hash md5 --hash sha-256 \
+        --max-sitemap-entries $((files + 1)) --outfile "$TMP/resync-rl.xml" \
+        "http://127.0.0.1:1/=$TMP/data" >"$TMP/resync.log" 2>&1 ||
+        die "resync-build failed: $(tail -n 3 "$TMP/resync.log")"
+    t1=$(now)
+    peer_s=$(elapsed "$t0" "$t1")
+    peer_rss=$(awk '{printf "%.0f", $1 / 1024}' "$TMP/resync.rss")
+    ratio=$(echo "$peer_s $cold_s" | awk '{printf "%.1f", $1 / $2}')
+    echo "   $peer_s s, peak RSS $peer_rss MB: rssource's cold start is ${ratio}x faster"
+    peer_row="| peer: resync-build, same tree (scan, md5 + sha-256, one Resource List file) | $peer_s s; peak RSS $peer_rss MB (rssource cold start: ${ratio}x faster) |"
+fi
 
 echo "== start-up, warm (same tree, hash cache)"
 t0=$(now)
@@ -216,6 +238,7 @@ table=$(cat <<EOF
 | tree | $files files of $size bytes |
 | start-up, cold (hash every file) | $cold_s s to ready (scan $cold_scan s, $cold_hashed files hashed; first Resource List $cold_rl s); peak RSS $cold_rss MB |
 | start-up, warm (hash cache) | $warm_s s to ready (scan $warm_scan s, $warm_hashed files hashed); peak RSS $warm_rss MB |
+$peer_row
 | Resource List generation | $gen_s s for $files entries ($gen_rate entries/s), request to last byte; the build alone $gen_build s |
 | serving Resource List parts ($part_bytes bytes), 4 conns | $(kvget "$rl" req_per_s) documents/s, $(kvget "$rl" mb_per_s) MB/s |
 | serving resources ($size bytes), 16 conns | $(kvget "$res" req_per_s) requests/s, $(kvget "$res" mb_per_s) MB/s |
@@ -223,6 +246,7 @@ table=$(cat <<EOF
 | latency, change detected -> hub accepted (202) | p50 $int_p50 ms, p99 $int_p99 ms |
 EOF
 )
+table=$(printf '%s\n' "$table" | sed '/^$/d')
 echo
 echo "$table"
 [ -z "$out" ] || echo "$table" >"$out"

@@ -154,16 +154,25 @@ test_open_no_escape(void **state)
 }
 
 struct walked {
+    const struct tree *t;
     char seen[64][256];
     int n;
     int dirs;
 };
 
 static int
-tt_on_file(void *ud, const char *rel, const struct stat *st)
+tt_on_file(void *ud, const char *rel, const struct stat *st, int dirfd,
+           const char *name)
 {
     (void)st;
     struct walked *w = ud;
+    /* the directory fd opens the file by its last segment */
+    struct stat st2;
+    int fd = tree_open_at(w->t, dirfd, name, &st2);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_string_equal(name, strrchr(rel, '/') != NULL
+                                  ? strrchr(rel, '/') + 1 : rel);
     assert_true(w->n < 64);
     snprintf(w->seen[w->n++], 256, "%s", rel);
     return 0;
@@ -205,7 +214,7 @@ test_walk_order(void **state)
     assert_int_equal(symlink("a.txt", p), 0);
     const char *const ex[] = { "*.tmp", NULL };
     struct tree *t = tt_open(dir, ex, false);
-    struct walked w = { .n = 0 };
+    struct walked w = { .t = t };
     struct tree_walk_cbs cbs = { .on_file = tt_on_file, .on_dir = tt_on_dir };
     assert_int_equal(tree_walk(t, "", &cbs, &w), 0);
     const char *want[] = { "a-b", "a.txt", "a/b.txt", "a/b/c", "a/z", "a0" };
@@ -216,11 +225,11 @@ test_walk_order(void **state)
         assert_true(strcmp(w.seen[i - 1], w.seen[i]) < 0);
     assert_int_equal(w.dirs, 3);     /* root, a, a/b */
 
-    struct walked w2 = { .n = 0 };
+    struct walked w2 = { .t = t };
     assert_int_equal(tree_walk(t, "a/b", &cbs, &w2), 0);
     assert_int_equal(w2.n, 1);
     assert_string_equal(w2.seen[0], "a/b/c");
-    struct walked w3 = { .n = 0 };
+    struct walked w3 = { .t = t };
     assert_int_equal(tree_walk(t, "gone", &cbs, &w3), 0);
     assert_int_equal(w3.n, 0);
     tree_free(t);
