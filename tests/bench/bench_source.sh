@@ -216,8 +216,15 @@ base="http://127.0.0.1:$PORT/"
 printf 'hello hub\n' >"$TMP/data/hello.txt"
 chan=""
 for _ in $(seq 100); do
-    chan=$(curl -sf "${base}resourcesync/capabilitylist.xml" |
-           sed -n 's:.*<loc>ws\://[^<]*/channel/\([^<]*\)</loc>.*:\1:p' | head -n1)
+    chan=$(curl -sf "${base}resourcesync/capabilitylist.xml" | "$PY" -c '
+import sys, xml.etree.ElementTree as ET
+S = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+R = "{http://www.openarchives.org/rs/terms/}"
+for u in ET.parse(sys.stdin).getroot().findall(S + "url"):
+    loc = u.findtext(S + "loc")
+    if (loc.startswith("ws") and
+            u.find(R + "md").get("capability") == "change-notification"):
+        print(loc.split("/channel/")[1])' 2>/dev/null || true)
     [ -n "$chan" ] && break
     sleep 0.1
 done
