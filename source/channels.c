@@ -133,7 +133,7 @@ on_topics(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     ch->req = NULL;
     if (res->rc == RS_ECANCELED)
         return;
-    if (res->rc != 0 || res->status != 200) {
+    if (res->rc != 0 || res->status != 200 || res->body == NULL) {
         fail(ch, res->rc != 0 ? res->errstr : "GET /topics failed");
         return;
     }
@@ -199,7 +199,7 @@ on_entries(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     ch->req = NULL;
     if (res->rc == RS_ECANCELED)
         return;
-    if (res->rc != 0 || res->status != 200) {
+    if (res->rc != 0 || res->status != 200 || res->body == NULL) {
         fail(ch, res->rc != 0 ? res->errstr : "capabilitylist-entries failed");
         return;
     }
