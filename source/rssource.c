@@ -496,7 +496,8 @@ setup_state_dir(struct src *s)
     }
     if (s->state_dir == NULL)
         return RS_ENOMEM;
-    if (mkdir(s->state_dir, 0700) != 0 && errno != EEXIST) {
+    bool made = mkdir(s->state_dir, 0700) == 0;
+    if (!made && errno != EEXIST) {
         rs_log(RS_LOG_ERROR, "state directory %s: %s (use --state DIR)",
                s->state_dir, strerror(errno));
         return RS_EIO;
@@ -514,6 +515,8 @@ setup_state_dir(struct src *s)
     if (inside) {
         rs_log(RS_LOG_ERROR, "the state directory %s is inside --dir %s",
                s->state_dir, root);
+        if (made)
+            (void)rmdir(s->state_dir);    /* leave the tree as it was */
         return RS_EINVAL;
     }
     s->state_db = join(s->state_dir, "state.db");

@@ -259,6 +259,16 @@ chain_total() {
 expect_eq "rel=next chain: 10 resources over 4 pages" \
     "$(chain_total "${B}resourcesync/resourcelist.xml")" "10 4"
 
+note "refused configurations"
+"$RSSOURCE" --dir "$D" --state "$D/sub/state" --listen 127.0.0.1:0 \
+    >"$TMP/refused.log" 2>&1
+expect_eq "a state directory inside --dir: exit status 2" "$?" 2
+check "...and nothing is left in the tree" test ! -e "$D/sub/state"
+"$RSSOURCE" --dir "$D/a.txt" --listen 127.0.0.1:0 >>"$TMP/refused.log" 2>&1
+expect_eq "--dir that is not a directory: exit status 2" "$?" 2
+"$RSSOURCE" --listen 127.0.0.1:0 >>"$TMP/refused.log" 2>&1
+expect_eq "no --dir: exit status 2" "$?" 2
+
 note "a base URL with a path"
 src_stop s
 P=$B"pub/"
