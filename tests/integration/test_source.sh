@@ -41,6 +41,7 @@ start_ok "rssource starts" s "$D" --exclude '*.tmp' \
     --resourcelist-refresh 0
 B=$(src_url s)
 # restarts listen on the same port: the base URL stays
+# shellcheck disable=SC2034 # read by src_start (lib/source.sh)
 SRC_PORT=${SRC_HTTP[s]}
 
 note "discovery and documents"

@@ -30,6 +30,7 @@ hub_start h --open || exit 1
 HUB=http://127.0.0.1:${HUB_HTTP[h]}/hub
 start_ok "rssource starts with --hub" s "$D" --hub "$HUB" --page-size 5 \
     --retry-max 500ms --resourcelist-refresh 0 --log-level debug
+# shellcheck disable=SC2034 # read by src_start (lib/source.sh)
 SRC_PORT=${SRC_HTTP[s]}
 B=$(src_url s)
 
