@@ -499,6 +499,35 @@ test_utf8_only(void **state)
     }
 }
 
+/* parse/big_in_one_call: a 12 MB document handed over in one call parses
+ * (libxml2 refuses more than 10 MB per call; the parser feeds it pieces). */
+static void
+test_big_in_one_call(void **state)
+{
+    (void)state;
+    size_t n = 48000, cap = n * 400 + 1024, len = 0;
+    char *doc = malloc(cap);
+    len += (size_t)snprintf(doc, cap, "<urlset %s><rs:ln rel=\"up\" href=\"http://e.com/c\"/>"
+                            "<rs:md capability=\"resourcelist\" at=\"2013-01-01\"/>", NS);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(doc + len, cap - len,
+                                "<url><loc>http://example.com/a/rather/long/path/to/make/"
+                                "the/document/big/enough/for/the/test/%08zu/item-%08zu.html</loc><lastmod>"
+                                "2013-01-02T13:00:00Z</lastmod><rs:md length=\"%zu\" "
+                                "type=\"text/html\" hash=\"md5:1584abdf8ebdc9802ac0c6a"
+                                "7402c03b6\"/></url>\n", i, i, i);
+    len += (size_t)snprintf(doc + len, cap - len, "</urlset>");
+    assert_true(len > 12000000);
+    struct rs_doc *d = NULL;
+    struct rs_diag diag;
+    int rc = rs_doc_parse(doc, len, NULL, &d, &diag);
+    if (rc != 0)
+        fail_msg("rc %d: %s", rc, diag.msg);
+    assert_int_equal(d->nentries, n);
+    rs_doc_free(d);
+    free(doc);
+}
+
 /* parse/from_fd: rs_doc_parse_fd reads a file to EOF and parses it. */
 static void
 test_from_fd(void **state)
@@ -563,6 +592,7 @@ main(void)
         cmocka_unit_test(test_hostile_xml),
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_utf8_only),
+        cmocka_unit_test(test_big_in_one_call),
         cmocka_unit_test(test_from_fd),
         cmocka_unit_test(test_alloc_failure),
     };
