@@ -602,51 +602,65 @@ group_sum(struct group *all)
     }
 }
 
-/* One line per group (healthy, bad if any, all); missing counts measured
- * seqs 1..expect not received (expect 0: the highest seq any subscriber of
- * the group received). */
+/* The measured seqs any subscriber received (seq 0 and seqs above expect,
+ * if expect > 0, left out): what the hub must have stored. Caller frees. */
+static uint64_t *
+union_bits(uint64_t expect, size_t *nwords, uint64_t *count)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < opt.subs; i++)
+        if (subs[i].words > n)
+            n = subs[i].words;
+    if (expect > 0 && n > expect / 64 + 1)
+        n = (size_t)(expect / 64 + 1);
+    uint64_t *u = calloc(n ? n : 1, sizeof(*u));
+    *nwords = 0;
+    *count = 0;
+    if (u == NULL)
+        return NULL;
+    for (unsigned i = 0; i < opt.subs; i++)
+        for (size_t w = 0; w < n && w < subs[i].words; w++)
+            u[w] |= subs[i].bits[w];
+    if (n > 0)
+        u[0] &= ~(uint64_t)1;
+    if (expect > 0 && n > 0 && expect % 64 != 63)
+        u[n - 1] &= ((uint64_t)1 << (expect % 64 + 1)) - 1;
+    for (size_t w = 0; w < n; w++)
+        *count += (uint64_t)__builtin_popcountll(u[w]);
+    *nwords = n;
+    return u;
+}
+
+/* One line per group (healthy, bad if any, all). "union" counts the seqs
+ * that reached at least one subscriber; a subscriber's "missing" are the
+ * seqs of that union it has not received (so a publish the hub refused and
+ * never stored is missing for nobody; one it stored but delivered to no one
+ * shows as union < the publisher's accepted count). */
 static void
 report(struct evbuffer *out, FILE *f, uint64_t expect)
 {
     static struct group all;   /* large (histogram): not on the stack */
+    size_t nu;
+    uint64_t nunion;
+    uint64_t *u = union_bits(expect, &nu, &nunion);
     group_sum(&all);
     for (int gi = 0; gi <= G_ALL; gi++) {
         struct group *g = gi == G_ALL ? &all : &groups[gi];
         if (g->subs == 0 && gi == G_BAD)
             continue;
-        uint64_t nver = 0, nreach = 0, top = expect, missing = 0,
-                 missing_subs = 0;
+        uint64_t nver = 0, nreach = 0, missing = 0, missing_subs = 0;
         for (unsigned i = 0; i < opt.subs; i++) {
             struct cbsub *s = &subs[i];
             if (gi != G_ALL && s->group != gi)
                 continue;
             nver += s->verified;
             nreach += s->reached;
-            if (expect == 0)
-                for (size_t w = s->words; w > 0; w--)
-                    if (s->bits[w - 1] != 0) {
-                        uint64_t hi = (w - 1) * 64 + 63 -
-                                      (uint64_t)__builtin_clzll(s->bits[w - 1]);
-                        if (hi > top)
-                            top = hi;
-                        break;
-                    }
-        }
-        for (unsigned i = 0; i < opt.subs; i++) {
-            struct cbsub *s = &subs[i];
-            if (gi != G_ALL && s->group != gi)
-                continue;
-            uint64_t have = 0;
-            for (size_t w = 0; w < s->words && w * 64 <= top; w++) {
-                uint64_t m = s->bits[w];
-                if (w == 0)
-                    m &= ~(uint64_t)1;                 /* seq 0 is warm-up */
-                if (top - w * 64 < 63)
-                    m &= ((uint64_t)1 << (top - w * 64 + 1)) - 1;
-                have += (uint64_t)__builtin_popcountll(m);
-            }
-            missing += top - have;
-            missing_subs += have < top;
+            uint64_t miss = 0;
+            for (size_t w = 0; u != NULL && w < nu; w++)
+                miss += (uint64_t)__builtin_popcountll(
+                    u[w] & ~(w < s->words ? s->bits[w] : 0));
+            missing += miss;
+            missing_subs += miss > 0;
         }
         double secs = g->last_rx > g->first_ts
                           ? (double)(g->last_rx - g->first_ts) / 1e6 : 0;
@@ -655,7 +669,7 @@ report(struct evbuffer *out, FILE *f, uint64_t expect)
                  "RESULT label=%s group=%s subs=%u verified=%" PRIu64
                  " reached=%" PRIu64 " attempts=%" PRIu64 " posts=%" PRIu64
                  " delivered=%" PRIu64
-                 " deliveries_ps=%.0f expect=%" PRIu64 " missing=%" PRIu64
+                 " deliveries_ps=%.0f union=%" PRIu64 " missing=%" PRIu64
                  " missing_subs=%" PRIu64 " repeats=%" PRIu64 " dup_ids=%"
                  PRIu64 " no_id=%" PRIu64 " unparsed=%" PRIu64 " stale=%" PRIu64
                  " warm=%" PRIu64 " ok=%" PRIu64 " err=%" PRIu64 " late=%" PRIu64
@@ -666,7 +680,7 @@ report(struct evbuffer *out, FILE *f, uint64_t expect)
                  " verified_all=%" PRIu64 "\n",
                  opt.label[0] ? opt.label : "-", g->name, g->subs, nver, nreach,
                  g->attempts, g->posts, g->delivered, secs > 0 ? (double)g->delivered / secs : 0,
-                 top, missing, missing_subs, g->repeats, g->dup_ids, g->no_id,
+                 nunion, missing, missing_subs, g->repeats, g->dup_ids, g->no_id,
                  g->unparsed, g->stale, g->warm, g->ok, g->err, g->late,
                  gi != G_HEALTHY ? held_n : 0,
                  gi != G_HEALTHY ? held_max_seen : 0,
@@ -679,6 +693,7 @@ report(struct evbuffer *out, FILE *f, uint64_t expect)
         if (f != NULL)
             fputs(line, f);
     }
+    free(u);
 }
 
 /* Start a measurement: counters, histograms and seq maps cleared;
