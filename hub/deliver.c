@@ -88,6 +88,7 @@ struct dtopic {
     struct deliver *d;
     char name[BACKLOG_NAME_MAX + 1];
     bool owned, pinned;
+    uint64_t lock_ok_ms;      /* last time the lock was ours for sure */
     bool loading, reload_again;
     struct msg_id head;       /* newest id the tail gave for this topic */
     struct dsub **v;
@@ -879,12 +880,17 @@ on_locked(void *ud, int rc, long long ours)
     if (rc == RS_ECANCELED || d->closing)
         return;
     if (rc != 0) {
-        /* Cannot tell whether the lock is still ours: stop, to keep
-         * "at most one node delivers a topic" (the next tick retries). */
-        if (t->owned)
+        /* Cannot tell whether the lock is still ours. Until two thirds of
+         * its TTL have passed since we last held it for sure, nobody else
+         * can have it: go on (dropping the topic reloads stale cursors and
+         * repeats deliveries). After that, stop, to keep "at most one node
+         * delivers a topic"; the next tick retries. */
+        if (t->owned && now_ms() - t->lock_ok_ms >= d->o.lock_ttl_ms * 2 / 3)
             topic_release(d, t);
         return;
     }
+    if (ours == 1)
+        t->lock_ok_ms = now_ms();
     if (ours == 1 && !t->owned) {
         rs_log_kv(RS_LOG_INFO, "delivering topic", "topic", t->name, NULL);
         t->owned = true;

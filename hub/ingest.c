@@ -124,7 +124,7 @@ on_appended(void *ud, int rc, struct msg_id id)
                                      (double)(now.tv_sec - p->start.tv_sec) +
                                      (double)(now.tv_nsec - p->start.tv_nsec) / 1e9);
     } else {
-        h->rejected[rc == RS_ETIMEDOUT ? REJ_TIMEOUT : REJ_UNAVAILABLE]++;
+        h->rejected[REJ_TIMEOUT]++;   /* outcome unknown: see below */
     }
     if (p->gone) {
         publish_free(p);
@@ -132,21 +132,15 @@ on_appended(void *ud, int rc, struct msg_id id)
     }
     /* before replying: the reply may end the connection */
     evhttp_connection_set_closecb(p->evcon, NULL, NULL);
-    if (rc == RS_ETIMEDOUT) {
-        /* The command was sent; Redis may still run it. Say so: a retry
-         * may store the notification twice (at least once, never lost). */
+    if (rc != 0) {
+        /* The command was handed to the Redis link, so Redis may have run
+         * it whatever failed afterwards (a timeout, or the link reset by
+         * another command's timeout: RS_EIO). Say so: a retry may store
+         * the notification twice (at least once, never lost). 503 'not
+         * stored' is only for what was never sent (below, and ingest). */
         hub_reply_text(p->req, 504, "Gateway Timeout",
                        "error: Redis did not answer in time: the notification "
                        "may or may not be stored; a retry may store it twice");
-        publish_free(p);
-        return;
-    }
-    if (rc != 0) {
-        evhttp_add_header(evhttp_request_get_output_headers(p->req),
-                          "Retry-After", "1");
-        hub_reply_text(p->req, 503, "Service Unavailable",
-                       "error: not stored: the backlog (Redis) failed: %s",
-                       rs_strerror(rc));
         publish_free(p);
         return;
     }

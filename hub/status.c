@@ -51,7 +51,7 @@ static const char *const reject_names[REJ_COUNT] = {
     [REJ_TOO_BIG] = "too_big",
     [REJ_MEDIA_TYPE] = "media_type",
     [REJ_UNAVAILABLE] = "unavailable",
-    [REJ_TIMEOUT] = "redis_timeout",
+    [REJ_TIMEOUT] = "outcome_unknown",
     [REJ_METHOD] = "method",
 };
 
