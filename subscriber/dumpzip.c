@@ -1,0 +1,884 @@
+/*
+ * dumpzip.c - one Resource Dump / Change Dump package (see dumpzip.h).
+ * Layers: messages and libzip errors, a string pool that keeps the manifest
+ * alive, the verifying member reader, the manifest (parse, copy, duplicate
+ * checks), and the package (open, limits, close).
+ */
+#include "dumpzip.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zip.h>
+
+#include "rs_alloc.h"
+#include "rs_hash.h"
+#include "rs_parse.h"
+
+#define DZ_MSG_MAX 256
+#define DZ_NAME_SHOWN 120             /* bytes of a member name in messages */
+#define DZ_CHUNK (64u * 1024u)        /* manifest read size */
+#define DZ_POOL_CHUNK (64u * 1024u)
+
+static const char dz_manifest_name[] = "manifest.xml";
+
+/* ---------------------------------------------------------- messages */
+
+static void
+dz_msg(char *buf, size_t bufsz, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+dz_msg(char *buf, size_t bufsz, const char *fmt, ...)
+{
+    if (buf == NULL || bufsz == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, bufsz, fmt, ap);
+    va_end(ap);
+}
+
+/* A member or manifest name fit for a one-line message: names come from
+ * the package, which may hold control characters meant for a terminal. */
+static const char *
+dz_shown(const char *name, char *buf)
+{
+    size_t i = 0;
+    if (name == NULL)
+        name = "";
+    for (; name[i] != '\0' && i < DZ_NAME_SHOWN; i++) {
+        unsigned char c = (unsigned char)name[i];
+        buf[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
+/* libzip's error code as ours. */
+static int
+dz_zip_rc(int ze)
+{
+    switch (ze) {
+    case ZIP_ER_MEMORY:
+        return RS_ENOMEM;
+    case ZIP_ER_NOENT:
+        return RS_ENOTFOUND;
+    case ZIP_ER_NOZIP:
+    case ZIP_ER_INCONS:
+    case ZIP_ER_CRC:
+    case ZIP_ER_EOF:
+    case ZIP_ER_COMPRESSED_DATA:
+    case ZIP_ER_ZLIB:
+    case ZIP_ER_MULTIDISK:
+    case ZIP_ER_EXISTS:          /* at open: two members with one name */
+        return RS_EINVALID;
+    case ZIP_ER_COMPNOTSUPP:
+    case ZIP_ER_ENCRNOTSUPP:
+    case ZIP_ER_NOPASSWD:
+    case ZIP_ER_WRONGPASSWD:
+    case ZIP_ER_OPNOTSUPP:
+        return RS_EUNSUPPORTED;
+    default:
+        return RS_EIO;
+    }
+}
+
+/* ------------------------------------------------------------ pool */
+
+/* The manifest's strings and link arrays, carved from chunks that are
+ * freed together by dumpzip_close: one allocation per 64 KiB, not one per
+ * string. */
+struct dz_chunk {
+    struct dz_chunk *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
+static void *
+dz_pool_alloc(struct dz_chunk **pool, size_t size)
+{
+    size = (size + 15u) & ~(size_t)15u;
+    struct dz_chunk *c = *pool;
+    if (c == NULL || c->cap - c->used < size) {
+        size_t cap = size > DZ_POOL_CHUNK ? size : DZ_POOL_CHUNK;
+        c = rs_malloc(sizeof(*c) + cap);
+        if (c == NULL)
+            return NULL;
+        c->used = 0;
+        c->cap = cap;
+        /* A chunk made for one big request goes behind the current one,
+         * so the current one's free space is not abandoned. */
+        if (*pool != NULL && cap > DZ_POOL_CHUNK) {
+            c->next = (*pool)->next;
+            (*pool)->next = c;
+        } else {
+            c->next = *pool;
+            *pool = c;
+        }
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    return p;
+}
+
+static void
+dz_pool_free(struct dz_chunk *pool)
+{
+    while (pool != NULL) {
+        struct dz_chunk *next = pool->next;
+        rs_free(pool);
+        pool = next;
+    }
+}
+
+/* *s := a pool copy of *s (NULL stays NULL). */
+static int
+dz_pool_str(struct dz_chunk **pool, const char **s)
+{
+    if (*s == NULL)
+        return 0;
+    size_t n = strlen(*s);
+    char *d = dz_pool_alloc(pool, n + 1);
+    if (d == NULL)
+        return RS_ENOMEM;
+    memcpy(d, *s, n + 1);
+    *s = d;
+    return 0;
+}
+
+static int
+dz_pool_md(struct dz_chunk **pool, struct rs_md *md)
+{
+    if (dz_pool_str(pool, &md->capability_other) != 0 ||
+        dz_pool_str(pool, &md->type) != 0 ||
+        dz_pool_str(pool, &md->encoding) != 0 ||
+        dz_pool_str(pool, &md->path) != 0)
+        return RS_ENOMEM;
+    return 0;
+}
+
+static int
+dz_pool_links(struct dz_chunk **pool, const struct rs_link **links, size_t n)
+{
+    if (n == 0) {
+        *links = NULL;
+        return 0;
+    }
+    struct rs_link *v = dz_pool_alloc(pool, n * sizeof(*v));
+    if (v == NULL)
+        return RS_ENOMEM;
+    memcpy(v, *links, n * sizeof(*v));
+    for (size_t i = 0; i < n; i++) {
+        if (dz_pool_str(pool, &v[i].rel) != 0 ||
+            dz_pool_str(pool, &v[i].href) != 0 ||
+            dz_pool_str(pool, &v[i].type) != 0 ||
+            dz_pool_str(pool, &v[i].encoding) != 0 ||
+            dz_pool_str(pool, &v[i].path) != 0)
+            return RS_ENOMEM;
+    }
+    *links = v;
+    return 0;
+}
+
+/* ----------------------------------------------------------- package */
+
+struct dumpzip {
+    zip_t *za;
+    struct dumpzip_limits lim;   /* defaults filled in */
+    struct rs_head head;         /* strings in pool */
+    struct rs_entry *entries;    /* rs_malloc'ed; strings in pool */
+    int64_t *member;             /* per entry: ZIP index, -1 none */
+    size_t n, cap;
+    struct dz_chunk *pool;
+    size_t open_files;           /* dumpzip_files reading from za */
+    bool closing;                /* dumpzip_close ran; the last file frees */
+};
+
+static void dz_free(struct dumpzip *z);
+
+/* ---------------------------------------------------- member reader */
+
+/*
+ * Reads one member through libzip, handing out at most `size` bytes (the
+ * declared size: a member whose data runs longer is cut off there, so a
+ * lying size cannot make us inflate more) and checking, before reporting
+ * the end, that exactly `size` bytes came, that libzip's CRC check passed
+ * and that every supported declared digest matches.
+ */
+struct dumpzip_file {
+    struct dumpzip *z;
+    zip_file_t *zf;
+    struct rs_hasher *hasher;    /* NULL: nothing to digest */
+    struct rs_hashes want;       /* declared digests */
+    uint64_t size;               /* bytes the content must have */
+    uint64_t got;                /* handed out so far */
+    int rc;                      /* sticky error, or 0 */
+    bool done;                   /* the end was reached and verified */
+    char what[DZ_NAME_SHOWN + 1]; /* member name, for messages */
+    char err[DZ_NAME_SHOWN + 2 + DZ_MSG_MAX];   /* "what: why" */
+};
+
+static ssize_t
+file_fail(struct dumpzip_file *f, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static ssize_t
+file_fail(struct dumpzip_file *f, int rc, const char *fmt, ...)
+{
+    char why[DZ_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    snprintf(f->err, sizeof(f->err), "%s: %s", f->what, why);
+    f->rc = rc;
+    return rc;
+}
+
+static ssize_t
+file_fail_zip(struct dumpzip_file *f)
+{
+    zip_error_t *ze = zip_file_get_error(f->zf);
+    int code = zip_error_code_zip(ze);
+    const char *why = code == ZIP_ER_CRC ? "CRC mismatch (content is corrupt)"
+                                         : zip_error_strerror(ze);
+    return file_fail(f, dz_zip_rc(code), "%s", why);
+}
+
+/* Hash algorithms of h that rs_hasher can compute, as its bit mask. */
+static unsigned
+file_algos(const struct rs_hashes *h)
+{
+    unsigned m = 0;
+    for (unsigned i = 0; i < h->n; i++)
+        if (h->d[i].algo != RS_HASH_OTHER)
+            m |= 1u << h->d[i].algo;
+    return m;
+}
+
+/* Start reading member idx (already checked by the caller). */
+static int
+file_start(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
+           const struct rs_hashes *want, const char *name,
+           struct dumpzip_file **out, char *err, size_t errsz)
+{
+    int rc = 0;
+    char shown[DZ_NAME_SHOWN + 1];
+    struct dumpzip_file *f = rs_calloc(1, sizeof(*f));
+    if (f == NULL) {
+        rc = RS_ENOMEM;
+        dz_msg(err, errsz, "out of memory");
+        goto out;
+    }
+    f->z = z;
+    f->size = size;
+    snprintf(f->what, sizeof(f->what), "%s", dz_shown(name, shown));
+    if (want != NULL)
+        f->want = *want;
+    unsigned algos = file_algos(&f->want);
+    if (algos != 0) {
+        f->hasher = rs_hasher_new(algos);
+        if (f->hasher == NULL) {
+            rc = RS_ENOMEM;
+            dz_msg(err, errsz, "out of memory");
+            goto out;
+        }
+    }
+    f->zf = zip_fopen_index(z->za, idx, 0);
+    if (f->zf == NULL) {
+        zip_error_t *ze = zip_get_error(z->za);
+        rc = dz_zip_rc(zip_error_code_zip(ze));
+        dz_msg(err, errsz, "%s: %s", f->what, zip_error_strerror(ze));
+        zip_error_clear(z->za);
+        goto out;
+    }
+    z->open_files++;
+    *out = f;
+    f = NULL;
+out:
+    if (f != NULL) {
+        rs_hasher_free(f->hasher);
+        rs_free(f);
+    }
+    return rc;
+}
+
+/* The end: every supported declared digest must match what came. */
+static ssize_t
+file_verify(struct dumpzip_file *f)
+{
+    if (f->hasher != NULL) {
+        struct rs_hashes got;
+        int rc = rs_hasher_final(f->hasher, &got);
+        if (rc != 0)
+            return file_fail(f, rc, "computing digests: %s", rs_strerror(rc));
+        for (unsigned i = 0; i < f->want.n; i++) {
+            const struct rs_digest *w = &f->want.d[i];
+            if (w->algo == RS_HASH_OTHER)
+                continue;
+            const struct rs_digest *g = rs_hashes_find(&got, w->algo);
+            if (g == NULL || g->len != w->len ||
+                memcmp(g->bytes, w->bytes, w->len) != 0)
+                return file_fail(f, RS_EINVALID,
+                                 "%s digest differs from the manifest's",
+                                 w->name);
+        }
+    }
+    f->done = true;
+    return 0;
+}
+
+ssize_t
+dumpzip_file_read(struct dumpzip_file *f, void *buf, size_t len)
+{
+    if (f->rc != 0)
+        return f->rc;
+    if (f->done)
+        return 0;
+    if (buf == NULL || len == 0)
+        return RS_EINVAL;
+    if (f->got < f->size) {
+        uint64_t want = f->size - f->got;
+        if (want > len)
+            want = len;
+        if (want > SSIZE_MAX)
+            want = SSIZE_MAX;
+        zip_int64_t n = zip_fread(f->zf, buf, want);
+        if (n < 0)
+            return file_fail_zip(f);
+        if (n == 0)
+            return file_fail(f, RS_EINVALID,
+                             "content ends after %" PRIu64 " of the declared "
+                             "%" PRIu64 " bytes", f->got, f->size);
+        if (f->hasher != NULL) {
+            int rc = rs_hasher_update(f->hasher, buf, (size_t)n);
+            if (rc != 0)
+                return file_fail(f, rc, "computing digests: %s",
+                                 rs_strerror(rc));
+        }
+        f->got += (uint64_t)n;
+        return (ssize_t)n;
+    }
+    /* All declared bytes are in: one more read must find the end, which
+     * is also where libzip checks the CRC. */
+    unsigned char probe;
+    zip_int64_t n = zip_fread(f->zf, &probe, 1);
+    if (n < 0)
+        return file_fail_zip(f);
+    if (n > 0)
+        return file_fail(f, RS_EINVALID,
+                         "content runs past the declared %" PRIu64 " bytes",
+                         f->size);
+    return file_verify(f);
+}
+
+const char *
+dumpzip_file_error(const struct dumpzip_file *f)
+{
+    return f->err;
+}
+
+uint64_t
+dumpzip_file_offset(const struct dumpzip_file *f)
+{
+    return f->got;
+}
+
+void
+dumpzip_file_close(struct dumpzip_file *f)
+{
+    if (f == NULL)
+        return;
+    struct dumpzip *z = f->z;
+    if (f->zf != NULL) {
+        zip_fclose(f->zf);
+        z->open_files--;
+    }
+    rs_hasher_free(f->hasher);
+    rs_free(f);
+    if (z->closing && z->open_files == 0)
+        dz_free(z);
+}
+
+/* The ZIP member a manifest path names: paths are "relative to the root of
+ * the package ... with a leading slash" (core 11.2); without the slash we
+ * take it as written, as rs_check only warns. -1 when there is none. The
+ * path is only ever a lookup key, never a filesystem path. */
+static int64_t
+dz_locate(zip_t *za, const char *path)
+{
+    if (path == NULL)
+        return -1;
+    if (path[0] == '/')
+        path++;
+    if (path[0] == '\0')
+        return -1;
+    zip_int64_t idx = zip_name_locate(za, path, 0);
+    return idx < 0 ? -1 : (int64_t)idx;
+}
+
+int
+dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
+                  char *err, size_t errsz)
+{
+    *out = NULL;
+    if (i >= z->n) {
+        dz_msg(err, errsz, "no manifest entry %zu (there are %zu)", i, z->n);
+        return RS_EINVAL;
+    }
+    const struct rs_entry *e = &z->entries[i];
+    char shown[DZ_NAME_SHOWN + 1], shown2[DZ_NAME_SHOWN + 1];
+    if (z->member[i] < 0) {
+        if (e->md.path == NULL)
+            dz_msg(err, errsz, "entry %s has no path in the package",
+                   dz_shown(e->loc, shown));
+        else
+            dz_msg(err, errsz, "entry %s: path %s is not in the package",
+                   dz_shown(e->loc, shown), dz_shown(e->md.path, shown2));
+        return RS_ENOTFOUND;
+    }
+    zip_uint64_t idx = (zip_uint64_t)z->member[i];
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(z->za, idx, 0, &st) != 0) {
+        zip_error_t *ze = zip_get_error(z->za);
+        int rc = dz_zip_rc(zip_error_code_zip(ze));
+        dz_msg(err, errsz, "%s: %s", dz_shown(st.name, shown),
+               zip_error_strerror(ze));
+        zip_error_clear(z->za);
+        return rc;
+    }
+    dz_shown(st.name, shown);
+    /* libzip would ask for a password; we have none to give. */
+    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) &&
+        st.encryption_method != ZIP_EM_NONE) {
+        dz_msg(err, errsz, "%s is encrypted", shown);
+        return RS_EUNSUPPORTED;
+    }
+    /* Caught before inflating a byte; the reader would catch it too. */
+    if (e->md.length >= 0 && (uint64_t)e->md.length != st.size) {
+        dz_msg(err, errsz, "%s holds %" PRIu64 " bytes, the manifest says "
+               "%" PRId64, shown, (uint64_t)st.size, e->md.length);
+        return RS_EINVALID;
+    }
+    return file_start(z, idx, st.size, &e->md.hash, st.name, out, err, errsz);
+}
+
+/* ---------------------------------------------------------- manifest */
+
+/* State of the manifest parse. */
+struct dz_build {
+    struct dumpzip *z;
+    int rc;                      /* our own refusal, with msg */
+    char msg[DZ_MSG_MAX];
+};
+
+static int
+on_manifest_head(void *ud, const struct rs_head *h)
+{
+    struct dz_build *b = ud;
+    enum rs_capability c = h->md.capability;
+    if (c == RS_CAP_RESOURCEDUMP_MANIFEST || c == RS_CAP_CHANGEDUMP_MANIFEST)
+        return 0;
+    char shown[DZ_NAME_SHOWN + 1];
+    const char *name = c == RS_CAP_OTHER ? h->md.capability_other
+                                         : rs_capability_name(c);
+    snprintf(b->msg, sizeof(b->msg), "%s: capability is \"%s\", not "
+             "resourcedump-manifest or changedump-manifest",
+             dz_manifest_name, dz_shown(name, shown));
+    b->rc = RS_EINVALID;
+    return b->rc;
+}
+
+static int
+on_manifest_entry(void *ud, const struct rs_entry *e)
+{
+    struct dz_build *b = ud;
+    struct dumpzip *z = b->z;
+    if (z->n == z->cap) {
+        size_t ncap = z->cap != 0 ? z->cap * 2 : 64;
+        struct rs_entry *nv = rs_realloc(z->entries, ncap * sizeof(*nv));
+        if (nv == NULL)
+            return RS_ENOMEM;
+        z->entries = nv;
+        int64_t *nm = rs_realloc(z->member, ncap * sizeof(*nm));
+        if (nm == NULL)
+            return RS_ENOMEM;
+        z->member = nm;
+        z->cap = ncap;
+    }
+    struct rs_entry *d = &z->entries[z->n];
+    *d = *e;
+    if (dz_pool_str(&z->pool, &d->loc) != 0 ||
+        dz_pool_md(&z->pool, &d->md) != 0 ||
+        dz_pool_links(&z->pool, &d->links, d->nlinks) != 0)
+        return RS_ENOMEM;
+    z->member[z->n] = dz_locate(z->za, d->md.path);
+    z->n++;
+    return 0;
+}
+
+static int
+on_manifest_end(void *ud, const struct rs_head *h)
+{
+    struct dz_build *b = ud;
+    struct dumpzip *z = b->z;
+    z->head = *h;
+    if (dz_pool_md(&z->pool, &z->head.md) != 0 ||
+        dz_pool_links(&z->pool, &z->head.links, z->head.nlinks) != 0 ||
+        dz_pool_str(&z->pool, &z->head.hub_id) != 0 ||
+        dz_pool_str(&z->pool, &z->head.hub_topic) != 0)
+        return RS_ENOMEM;
+    return 0;
+}
+
+/* Entry numbers sorted by a key, to find duplicates without a hash table. */
+struct dz_key {
+    const char *loc;
+    int64_t member;
+    size_t i;
+};
+
+static int
+dz_cmp_member(const void *a, const void *b)
+{
+    const struct dz_key *x = a, *y = b;
+    if (x->member != y->member)
+        return x->member < y->member ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int
+dz_cmp_loc(const void *a, const void *b)
+{
+    const struct dz_key *x = a, *y = b;
+    int c = strcmp(x->loc, y->loc);
+    if (c != 0)
+        return c;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+ * Two entries reading one member would let a small package claim many
+ * times its size (and would give two resources one bitstream: not what a
+ * dump describes); two entries for one <loc> in a Resource Dump Manifest,
+ * a snapshot, leave the resource's state ambiguous. A Change Dump lists a
+ * resource once per change, so repeated locs are fine there.
+ */
+static int
+dz_check_duplicates(struct dumpzip *z, char *err, size_t errsz)
+{
+    if (z->n < 2)
+        return 0;
+    struct dz_key *k = rs_calloc(z->n, sizeof(*k));
+    if (k == NULL) {
+        dz_msg(err, errsz, "out of memory");
+        return RS_ENOMEM;
+    }
+    int rc = 0;
+    char s1[DZ_NAME_SHOWN + 1], s2[DZ_NAME_SHOWN + 1], s3[DZ_NAME_SHOWN + 1];
+    for (size_t i = 0; i < z->n; i++) {
+        k[i].loc = z->entries[i].loc;
+        k[i].member = z->member[i];
+        k[i].i = i;
+    }
+    qsort(k, z->n, sizeof(*k), dz_cmp_member);
+    for (size_t i = 1; i < z->n; i++) {
+        if (k[i].member >= 0 && k[i].member == k[i - 1].member) {
+            const struct rs_entry *a = &z->entries[k[i - 1].i];
+            const struct rs_entry *b = &z->entries[k[i].i];
+            rc = RS_EINVALID;
+            dz_msg(err, errsz, "%s:%u: entries %s and %s name the same "
+                   "member %s", dz_manifest_name, b->line,
+                   dz_shown(a->loc, s1), dz_shown(b->loc, s2),
+                   dz_shown(b->md.path, s3));
+            goto out;
+        }
+    }
+    if (z->head.md.capability != RS_CAP_RESOURCEDUMP_MANIFEST)
+        goto out;
+    qsort(k, z->n, sizeof(*k), dz_cmp_loc);
+    for (size_t i = 1; i < z->n; i++) {
+        if (strcmp(k[i].loc, k[i - 1].loc) == 0) {
+            const struct rs_entry *b = &z->entries[k[i].i];
+            rc = RS_EINVALID;
+            dz_msg(err, errsz, "%s:%u: %s is listed twice (first at line "
+                   "%u)", dz_manifest_name, b->line, dz_shown(b->loc, s1),
+                   z->entries[k[i - 1].i].line);
+            goto out;
+        }
+    }
+out:
+    rs_free(k);
+    return rc;
+}
+
+/* Stream manifest.xml (member idx, size bytes) through the parser. */
+static int
+dz_read_manifest(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
+                 char *err, size_t errsz)
+{
+    int rc;
+    struct dz_build b = { .z = z };
+    struct dumpzip_file *f = NULL;
+    struct rs_parser *p = NULL;
+    char *buf = NULL;
+    const struct rs_parse_opts opts = {
+        .max_bytes = z->lim.max_manifest_bytes,
+        .max_entries = z->lim.max_entries,
+    };
+    const struct rs_parser_cbs cbs = {
+        .on_head = on_manifest_head,
+        .on_entry = on_manifest_entry,
+        .on_end = on_manifest_end,
+    };
+
+    rc = file_start(z, idx, size, NULL, dz_manifest_name, &f, err, errsz);
+    if (rc != 0)
+        goto out;
+    buf = rs_malloc(DZ_CHUNK);
+    p = rs_parser_new(&opts, &cbs, &b);
+    if (buf == NULL || p == NULL) {
+        rc = RS_ENOMEM;
+        dz_msg(err, errsz, "out of memory");
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = dumpzip_file_read(f, buf, DZ_CHUNK);
+        if (n < 0) {
+            rc = (int)n;
+            dz_msg(err, errsz, "%s", dumpzip_file_error(f));
+            goto out;
+        }
+        rc = n > 0 ? rs_parser_feed(p, buf, (size_t)n) : rs_parser_finish(p);
+        if (rc != 0 || n == 0)
+            break;
+    }
+    if (rc != 0) {
+        const struct rs_diag *d = rs_parser_error(p);
+        if (b.rc != 0)
+            dz_msg(err, errsz, "%s", b.msg);
+        else if (rc == RS_ENOMEM)
+            dz_msg(err, errsz, "out of memory");
+        else if (d != NULL)
+            rs_diag_line(err, errsz, dz_manifest_name, d->line, "error",
+                         d->msg);
+        else
+            dz_msg(err, errsz, "%s: %s", dz_manifest_name, rs_strerror(rc));
+        goto out;
+    }
+    rc = dz_check_duplicates(z, err, errsz);
+out:
+    rs_parser_free(p);
+    rs_free(buf);
+    dumpzip_file_close(f);
+    return rc;
+}
+
+/* ----------------------------------------------------------- package */
+
+static void
+dz_limits(struct dumpzip_limits *l, const struct dumpzip_limits *in)
+{
+    if (in != NULL)
+        *l = *in;
+    else
+        memset(l, 0, sizeof(*l));
+    if (l->max_entry_bytes == 0)
+        l->max_entry_bytes = DUMPZIP_DEFAULT_MAX_ENTRY_BYTES;
+    if (l->max_total_bytes == 0)
+        l->max_total_bytes = DUMPZIP_DEFAULT_MAX_TOTAL_BYTES;
+    if (l->max_ratio == 0)
+        l->max_ratio = DUMPZIP_DEFAULT_MAX_RATIO;
+    if (l->ratio_floor == 0)
+        l->ratio_floor = DUMPZIP_DEFAULT_RATIO_FLOOR;
+    if (l->max_members == 0)
+        l->max_members = DUMPZIP_DEFAULT_MAX_MEMBERS;
+    if (l->max_entries == 0)
+        l->max_entries = RS_MAX_ENTRIES;
+    if (l->max_manifest_bytes == 0)
+        l->max_manifest_bytes = RS_MAX_DOC_BYTES;
+}
+
+/*
+ * Every member against the limits, from the central directory alone, so a
+ * bomb is refused before anything is inflated. What a member declares is
+ * also all its reader will ever produce (dumpzip_file_read), so a member
+ * lying about its size gains nothing.
+ */
+static int
+dz_check_members(struct dumpzip *z, char *err, size_t errsz)
+{
+    const struct dumpzip_limits *l = &z->lim;
+    char shown[DZ_NAME_SHOWN + 1];
+    zip_int64_t n = zip_get_num_entries(z->za, 0);
+    if (n < 0)
+        n = 0;
+    if ((uint64_t)n > l->max_members) {
+        dz_msg(err, errsz, "the package has %" PRId64 " members, over the "
+               "limit of %zu", (int64_t)n, l->max_members);
+        return RS_ETOOBIG;
+    }
+    uint64_t total = 0;
+    for (zip_int64_t i = 0; i < n; i++) {
+        zip_stat_t st;
+        zip_stat_init(&st);
+        if (zip_stat_index(z->za, (zip_uint64_t)i, 0, &st) != 0) {
+            zip_error_t *ze = zip_get_error(z->za);
+            int rc = dz_zip_rc(zip_error_code_zip(ze));
+            dz_msg(err, errsz, "member %" PRId64 ": %s", (int64_t)i,
+                   zip_error_strerror(ze));
+            zip_error_clear(z->za);
+            return rc;
+        }
+        if ((st.valid & (ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE)) !=
+            (ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE)) {
+            dz_msg(err, errsz, "member %" PRId64 " has no size", (int64_t)i);
+            return RS_EINVALID;
+        }
+        dz_shown((st.valid & ZIP_STAT_NAME) ? st.name : "?", shown);
+        if (st.size > l->max_entry_bytes) {
+            dz_msg(err, errsz, "%s declares %" PRIu64 " bytes, over the "
+                   "limit of %" PRIu64, shown, (uint64_t)st.size,
+                   l->max_entry_bytes);
+            return RS_ETOOBIG;
+        }
+        if (st.size > l->ratio_floor &&
+            (st.comp_size == 0 || st.size / st.comp_size >= l->max_ratio)) {
+            dz_msg(err, errsz, "%s inflates %" PRIu64 " bytes into %" PRIu64
+                   ", over the compression ratio limit of %" PRIu32 ":1",
+                   shown, (uint64_t)st.comp_size, (uint64_t)st.size,
+                   l->max_ratio);
+            return RS_ETOOBIG;
+        }
+        if (st.size > l->max_total_bytes - total) {
+            dz_msg(err, errsz, "the members add up to more than the limit "
+                   "of %" PRIu64 " bytes (at %s)", l->max_total_bytes, shown);
+            return RS_ETOOBIG;
+        }
+        total += st.size;
+    }
+    return 0;
+}
+
+int
+dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
+             struct dumpzip **out, char *err, size_t errsz)
+{
+    int rc = 0;
+    *out = NULL;
+    dz_msg(err, errsz, "%s", "");
+    struct dumpzip *z = rs_calloc(1, sizeof(*z));
+    if (z == NULL) {
+        dz_msg(err, errsz, "out of memory");
+        return RS_ENOMEM;
+    }
+    dz_limits(&z->lim, lim);
+    rs_head_init(&z->head);
+
+    /* ZIP_CHECKCONS compares each local header with the central directory
+     * and refuses duplicate member names: two views of one package are
+     * how ZIP tricks fool one reader but not another. */
+    int ze = 0;
+    z->za = zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (z->za == NULL) {
+        zip_error_t e;
+        zip_error_init_with_code(&e, ze);
+        rc = dz_zip_rc(ze);
+        if (ze == ZIP_ER_NOZIP)
+            dz_msg(err, errsz, "not a ZIP file (or a truncated one)");
+        else if (ze == ZIP_ER_EXISTS)
+            dz_msg(err, errsz, "two members of the ZIP have the same name");
+        else if (ze == ZIP_ER_INCONS)
+            dz_msg(err, errsz, "damaged ZIP: its headers disagree (%s)",
+                   zip_error_strerror(&e));
+        else
+            dz_msg(err, errsz, "%s", zip_error_strerror(&e));
+        zip_error_fini(&e);
+        goto out;
+    }
+    rc = dz_check_members(z, err, errsz);
+    if (rc != 0)
+        goto out;
+
+    zip_int64_t mi = zip_name_locate(z->za, dz_manifest_name, 0);
+    if (mi < 0) {
+        rc = RS_EINVALID;
+        dz_msg(err, errsz, "the package has no %s", dz_manifest_name);
+        goto out;
+    }
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(z->za, (zip_uint64_t)mi, 0, &st) != 0) {
+        rc = dz_zip_rc(zip_error_code_zip(zip_get_error(z->za)));
+        dz_msg(err, errsz, "%s: %s", dz_manifest_name, zip_strerror(z->za));
+        goto out;
+    }
+    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) &&
+        st.encryption_method != ZIP_EM_NONE) {
+        rc = RS_EUNSUPPORTED;
+        dz_msg(err, errsz, "%s is encrypted", dz_manifest_name);
+        goto out;
+    }
+    if (st.size > z->lim.max_manifest_bytes) {
+        rc = RS_ETOOBIG;
+        dz_msg(err, errsz, "%s declares %" PRIu64 " bytes, over the limit "
+               "of %zu", dz_manifest_name, (uint64_t)st.size,
+               z->lim.max_manifest_bytes);
+        goto out;
+    }
+    rc = dz_read_manifest(z, (zip_uint64_t)mi, st.size, err, errsz);
+out:
+    if (rc != 0) {
+        dumpzip_close(z);
+        return rc;
+    }
+    *out = z;
+    return 0;
+}
+
+static void
+dz_free(struct dumpzip *z)
+{
+    if (z->za != NULL)
+        zip_discard(z->za);
+    rs_free(z->entries);
+    rs_free(z->member);
+    dz_pool_free(z->pool);
+    rs_free(z);
+}
+
+void
+dumpzip_close(struct dumpzip *z)
+{
+    if (z == NULL)
+        return;
+    /* A file still open reads from the archive: it keeps z alive, and
+     * the last dumpzip_file_close frees it. */
+    z->closing = true;
+    if (z->open_files == 0)
+        dz_free(z);
+}
+
+const struct rs_head *
+dumpzip_head(const struct dumpzip *z)
+{
+    return &z->head;
+}
+
+size_t
+dumpzip_count(const struct dumpzip *z)
+{
+    return z->n;
+}
+
+const struct rs_entry *
+dumpzip_entry(const struct dumpzip *z, size_t i)
+{
+    return i < z->n ? &z->entries[i] : NULL;
+}

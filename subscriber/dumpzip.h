@@ -1,0 +1,123 @@
+/*
+ * dumpzip.h - reading one downloaded Resource Dump / Change Dump package (a
+ * ZIP file, libzip underneath): its manifest.xml, parsed and checked, and a
+ * verifying reader per manifest entry (length, hashes, ZIP CRC). Owns no
+ * network and never writes to the filesystem: manifest paths are only names
+ * looked up in the ZIP. Downloading and storing are the caller's business.
+ */
+#ifndef SUB_DUMPZIP_H
+#define SUB_DUMPZIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rs_doc.h"
+#include "rs_error.h"
+
+/*
+ * Caps against hostile packages. 0 in any field means its default. Sizes
+ * are those the ZIP's central directory declares; they are checked for
+ * every member at dumpzip_open, before anything is inflated, and a reader
+ * never produces more bytes than were declared, so a member that lies
+ * about its size is cut off at the declared size.
+ */
+struct dumpzip_limits {
+    uint64_t max_entry_bytes;    /* uncompressed bytes of one member; 8 GiB */
+    uint64_t max_total_bytes;    /* sum over all members; 64 GiB */
+    uint32_t max_ratio;          /* uncompressed / compressed; 200 */
+    uint64_t ratio_floor;        /* max_ratio only applies to members
+                                    larger than this; 1 MiB */
+    size_t max_members;          /* ZIP members (directories too); 100000 */
+    size_t max_entries;          /* manifest entries; RS_MAX_ENTRIES */
+    size_t max_manifest_bytes;   /* manifest.xml; RS_MAX_DOC_BYTES */
+};
+
+#define DUMPZIP_DEFAULT_MAX_ENTRY_BYTES (UINT64_C(8) << 30)
+#define DUMPZIP_DEFAULT_MAX_TOTAL_BYTES (UINT64_C(64) << 30)
+#define DUMPZIP_DEFAULT_MAX_RATIO 200u
+#define DUMPZIP_DEFAULT_RATIO_FLOOR (UINT64_C(1) << 20)
+#define DUMPZIP_DEFAULT_MAX_MEMBERS 100000u
+
+struct dumpzip;
+struct dumpzip_file;
+
+/*
+ * Open the package at zip_path (lim may be NULL: all defaults), check every
+ * member against the limits, and read manifest.xml (streamed from the ZIP
+ * through rs_parse, lenient as everywhere in rssub). The manifest must be a
+ * "resourcedump-manifest" or "changedump-manifest"; which one is in
+ * dumpzip_head()->md.capability, and the caller checks it is the kind it
+ * asked for. Also refused: two entries naming the same ZIP member, and in a
+ * Resource Dump Manifest two entries with the same <loc>.
+ * 0 and *out (free with dumpzip_close), or an error with *out = NULL and a
+ * one-line message in err (errsz bytes; err may be NULL):
+ *   RS_ENOTFOUND  no such file
+ *   RS_EIO        it could not be read
+ *   RS_EINVALID   not a ZIP, a truncated or inconsistent ZIP (names the
+ *                 member), no manifest.xml, a bad manifest ("manifest.xml:
+ *                 LINE: why"), the wrong capability, duplicate entries
+ *   RS_EPARSE     manifest.xml is not well-formed XML (with its line)
+ *   RS_ETOOBIG    a limit was hit (names the member and the limit)
+ *   RS_EUNSUPPORTED  manifest.xml is encrypted or compressed with a method
+ *                 libzip lacks
+ *   RS_ENOMEM
+ */
+int dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
+                 struct dumpzip **out, char *err, size_t errsz) RS_MUST_CHECK;
+
+/* Frees z. Files still open keep the ZIP open until the last one is
+ * closed (z itself must not be used any more). NULL ok. */
+void dumpzip_close(struct dumpzip *z);
+
+/* The manifest's root: capability, at/completed or from/until, links.
+ * Strings belong to z. */
+const struct rs_head *dumpzip_head(const struct dumpzip *z);
+
+/* Manifest entries, in document order; i < dumpzip_count(z). Strings and
+ * links belong to z and live until dumpzip_close. */
+size_t dumpzip_count(const struct dumpzip *z);
+const struct rs_entry *dumpzip_entry(const struct dumpzip *z, size_t i);
+
+/*
+ * Open the content of entry i for reading. Checks first what can be checked
+ * without inflating: the member exists, is not encrypted, and its declared
+ * size equals the manifest's length when the manifest gives one.
+ * 0 and *out (close with dumpzip_file_close), or:
+ *   RS_ENOTFOUND  the entry's path names no member of the ZIP, or the entry
+ *                 has no path (a deleted resource in a Change Dump)
+ *   RS_EINVALID   the member's size differs from the manifest's length
+ *   RS_EUNSUPPORTED  encrypted, or a compression method libzip lacks
+ *   RS_EINVAL     i out of range; RS_ENOMEM; RS_EIO
+ * with a message in err. Several files of one dumpzip may be open at once;
+ * neither object is thread-safe.
+ */
+int dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
+                      char *err, size_t errsz) RS_MUST_CHECK;
+
+/*
+ * Read up to len (> 0) bytes of content into buf. Returns the number of
+ * bytes read (> 0), or 0 at the end, only once the content has been checked
+ * complete: exactly the declared length, the ZIP CRC, and every digest in
+ * the entry's hash attribute whose algorithm rs_hasher supports (md5,
+ * sha-1, sha-256, sha-512; others are ignored). Bytes handed out before
+ * that are unverified: keep them aside until 0 comes back. Otherwise a
+ * negative code, repeated by every later call, with dumpzip_file_error():
+ *   RS_EINVALID   content shorter or longer than declared, a hash or CRC
+ *                 mismatch, corrupt compressed data
+ *   RS_EIO, RS_ENOMEM, RS_EINVAL (len 0)
+ */
+ssize_t dumpzip_file_read(struct dumpzip_file *f, void *buf, size_t len)
+    RS_MUST_CHECK;
+
+/* Why the last read failed ("" if it did not). Valid until the file is
+ * closed. */
+const char *dumpzip_file_error(const struct dumpzip_file *f);
+
+/* Content bytes read so far. */
+uint64_t dumpzip_file_offset(const struct dumpzip_file *f);
+
+/* NULL ok. Closing before the end is fine (nothing is verified then). */
+void dumpzip_file_close(struct dumpzip_file *f);
+
+#endif
