@@ -1,0 +1,588 @@
+#!/usr/bin/env bash
+# bench_sub.sh - rssub's figures for docs/benchmarks.md ("Subscriber
+# (rssub)"), three parts:
+#   baseline  a baseline of N small files (1-4 KiB) served by rssource,
+#             rssub sync side by side with the Python reference client
+#             (resync-sync --baseline), interleaved, R runs each: res/s,
+#             peak RSS, CPU, rssource's CPU, and both mirrors diffed;
+#   million   rssub sync and audit of a static Source of 1,000,000
+#             resources (Resource List Index of 20 x 50,000, one nginx
+#             location answers every resource): peak RSS and res/s, with a
+#             100,000-entry run of the same Source for comparison;
+#   push      redis-server + rshub + rssource --hub + rssub run (WebSocket):
+#             bench_sub_push creates files at 100/s and 1,000/s and times
+#             each one from send to its rename into the mirror (inotify).
+# Builds nothing; starts its own processes on loopback in a temp dir and
+# stops only those, by PID.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$root/build-bench-sub
+resync=${RS_RESYNC_DIR:-}
+parts="baseline million push"
+files=10000
+reps=3
+million=1000000
+mpart=50000
+msmall=2
+mreps=1
+push_rates="100 1000"
+push_secs=10
+push_drain=10
+push_files=1000
+rssub_args=""
+out=""
+keep=0
+nice_n=""
+client_timeout=600
+
+usage() {
+    cat <<EOF
+Usage: $0 [OPTION]...
+rssub's benchmark (docs/benchmarks.md, "Subscriber (rssub)").
+  --build DIR         build dir with subscriber/rssub, source/rssource,
+                      hub/rshub, tests/bench/bench_sub_push (Release;
+                      default $build)
+  --resync DIR        checkout of github.com/resync/resync: resync-sync
+                      --baseline runs side by side (default \$RS_RESYNC_DIR;
+                      none: the peer is skipped)
+  --parts LIST        of: baseline million push (default "$parts")
+  --files N           baseline: files in the tree (default $files)
+  --reps N            baseline and push: runs of each, interleaved (default $reps)
+  --million N         million: resources of the static Source (default $million)
+  --million-part N    million: entries per Resource List part (default $mpart)
+  --million-small K   million: also a run over the first K parts, the
+                      memory comparison point (default $msmall; 0: none)
+  --million-reps N    million: runs of the full sync (default $mreps)
+  --push-rates LIST   push: changes/s (default "$push_rates")
+  --push-seconds S    push: writing time per run (default $push_secs)
+  --push-drain S      push: longest wait for the last arrivals (default $push_drain)
+  --push-files N      push: files in the Source before rssub starts (default $push_files)
+  --rssub-args "..."  extra options for every rssub command (e.g. "--parallel 64")
+  --timeout S         longest run of one sync client (default $client_timeout)
+  --quick             2,000 files, 1 run, 100,000 resources, 3 s pushes
+  --nice N            run at nice N (negative: root)
+  --out FILE          also write the tables (markdown) to FILE
+  --keep              keep the temp dir (logs, mirrors)
+EOF
+}
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=$2; shift ;;
+    --resync) resync=$2; shift ;;
+    --parts) parts=$2; shift ;;
+    --files) files=$2; shift ;;
+    --reps) reps=$2; shift ;;
+    --million) million=$2; shift ;;
+    --million-part) mpart=$2; shift ;;
+    --million-small) msmall=$2; shift ;;
+    --million-reps) mreps=$2; shift ;;
+    --push-rates) push_rates=$2; shift ;;
+    --push-seconds) push_secs=$2; shift ;;
+    --push-drain) push_drain=$2; shift ;;
+    --push-files) push_files=$2; shift ;;
+    --rssub-args) rssub_args=$2; shift ;;
+    --timeout) client_timeout=$2; shift ;;
+    --quick) files=2000; reps=1; million=100000; msmall=1; push_secs=3 ;;
+    --nice) nice_n=$2; shift ;;
+    --out) out=$2; shift ;;
+    --keep) keep=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bench_sub: unknown option $1" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+die() { echo "bench_sub: $*" >&2; exit 1; }
+note() { echo "$*" >&2; }
+has_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+
+PY=/usr/bin/python3
+rssub=$build/subscriber/rssub
+rssource=$build/source/rssource
+rshub=$build/hub/rshub
+pusher=$build/tests/bench/bench_sub_push
+need=("$rssource")
+has_part push && need+=("$rshub" "$pusher")
+for b in "${need[@]}"; do
+    [ -x "$b" ] || die "no $b; build it first:
+  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release
+  make -C $build -j2 rssub rssource rshub bench_sub_push"
+done
+have_rssub=1
+[ -x "$rssub" ] || { have_rssub=0; note "bench_sub: no $rssub: rssub's side is skipped"; }
+if [ -n "$resync" ] && [ ! -f "$resync/resync-sync" ]; then
+    die "--resync $resync holds no resync-sync"
+fi
+for c in curl diff /usr/bin/time timeout; do
+    command -v "$c" >/dev/null || die "$c is missing"
+done
+if has_part push; then
+    command -v redis-server >/dev/null || die "redis-server is missing"
+fi
+if has_part million; then
+    command -v nginx >/dev/null || die "nginx is missing (deploy/install-deps.sh --bench: nginx-light)"
+fi
+if [ -n "$nice_n" ]; then
+    renice -n "$nice_n" -p $$ >/dev/null || die "cannot renice to $nice_n"
+fi
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy no_proxy
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+read -ra RSSUB_ARGS <<<"$rssub_args"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_sub.XXXXXX")
+pids=()   # everything started, in order; stopped in reverse
+
+stop_pids() {   # PID...: TERM, up to 10 s, then KILL; only these
+    local pid i alive
+    for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for ((i = 0; i < 100; i++)); do
+        alive=0
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ $alive -eq 0 ] && break
+        sleep 0.1
+    done
+    for pid in "$@"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+}
+
+cleanup() {
+    local rev=() i
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do rev+=("${pids[i]}"); done
+    [ ${#rev[@]} -eq 0 ] || stop_pids "${rev[@]}"
+    if [ $keep -eq 1 ]; then
+        note "bench_sub: kept $tmp"
+    else
+        rm -rf "$tmp"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# stop PID: stop one process started here; its status in STOP_RC.
+STOP_RC=0
+stop_one() {
+    local pid=$1 i keep_pids=() p
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    STOP_RC=0
+    wait "$pid" 2>/dev/null || STOP_RC=$?
+    for p in "${pids[@]}"; do [ "$p" = "$pid" ] || keep_pids+=("$p"); done
+    pids=("${keep_pids[@]+"${keep_pids[@]}"}")
+}
+
+wait_file() {   # FILE PID WHAT SECONDS
+    local i
+    for ((i = 0; i < $4 * 10; i++)); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    return 1
+}
+
+free_port() {
+    local p i
+    for ((i = 0; i < 200; i++)); do
+        p=$((20000 + RANDOM % 20000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return
+        fi
+    done
+    die "no free port"
+}
+
+hz=$(getconf CLK_TCK)
+cpu_ticks() {   # PID -> utime+stime, clock ticks (0 when gone)
+    local f
+    [ -r "/proc/$1/stat" ] || { echo 0; return; }
+    f=$(sed 's/.*) //' "/proc/$1/stat")
+    # shellcheck disable=SC2086
+    set -- $f
+    echo $((${12} + ${13}))
+}
+hwm_mb() { awk '/^VmHWM:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo "-"; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+median() {   # numbers -> median ("-" when none)
+    printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+        awk '{a[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
+maxof() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | tail -n1; }
+minof() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | head -n1; }
+div() { awk -v a="$1" -v b="$2" -v f="${3:-%.1f}" 'BEGIN {if (b + 0 == 0 || a == "-" || b == "-") print "-"; else printf f "\n", a / b}'; }
+# kv LINE KEY: KEY's value in a line of key=value pairs
+kv() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
+
+# timed PREFIX SECONDS CMD...: run CMD (bounded) under /usr/bin/time;
+# stdout+stderr in PREFIX.log. Sets T_RC, T_WALL (s), T_RSS (MB), T_CPU (s).
+timed() {
+    local prefix=$1 secs=$2 line
+    shift 2
+    T_RC=0
+    /usr/bin/time -f '%e %M %U %S' -o "$prefix.time" \
+        timeout --signal=TERM --kill-after=10 "$secs" "$@" \
+        >"$prefix.log" 2>&1 || T_RC=$?
+    line=$(tail -n1 "$prefix.time")
+    T_WALL=$(echo "$line" | awk '{print $1}')
+    T_RSS=$(echo "$line" | awk '{printf "%.1f", $2 / 1024}')
+    T_CPU=$(echo "$line" | awk '{printf "%.2f", $3 + $4}')
+}
+
+# src_start DIR STATE LOG [ARGS...]: rssource on 127.0.0.1:0; sets SRC_PID, SRC_PORT
+src_start() {
+    local dir=$1 state=$2 log=$3
+    shift 3
+    local ready=$log.ready
+    rm -f "$ready"
+    "$rssource" --dir "$dir" --state "$state" --listen 127.0.0.1:0 \
+        --ready-file "$ready" --log-format logfmt "$@" >"$log" 2>&1 &
+    SRC_PID=$!
+    pids+=("$SRC_PID")
+    wait_file "$ready" "$SRC_PID" rssource 600 ||
+        die "rssource did not start: $(tail -n 5 "$log")"
+    SRC_PORT=$(sed -n 's/.*"http":\([0-9]*\).*/\1/p' "$ready")
+}
+
+tables=""
+emit() { tables+="$*"$'\n'; echo "$*"; }
+machine_note="load average at start: $(loadavg); $(nproc) CPUs"
+
+# ------------------------------------------------------------- baseline
+
+run_resync() {   # ROUND
+    local r=$1 d=$tmp/base/peer-$1 c0 c1
+    rm -rf "$tmp/base/peer-mirror" "$d.cwd"
+    mkdir -p "$tmp/base/peer-mirror" "$d.cwd"
+    c0=$(cpu_ticks "$SRC_PID")
+    # resync keeps its client state in the working directory
+    (cd "$d.cwd" && timed "$d" "$client_timeout" "$PY" "$resync/resync-sync" \
+        --baseline "$BASE" "$tmp/base/peer-mirror"
+     echo "$T_RC $T_WALL $T_RSS $T_CPU" >"$d.t")
+    c1=$(cpu_ticks "$SRC_PID")
+    read -r T_RC T_WALL T_RSS T_CPU <"$d.t"
+    local ok=yes ndiff
+    grep -Eq 'Status: +SYNCED' "$d.log" || ok="no (not SYNCED)"
+    ndiff=$(diff -rq "$tmp/base/data" "$tmp/base/peer-mirror" 2>&1 | wc -l || true)
+    [ "$ndiff" = 0 ] || ok="no ($ndiff differences)"
+    P_RATE+=("$(div "$files" "$T_WALL" %.0f)")
+    P_WALL+=("$T_WALL"); P_RSS+=("$T_RSS"); P_CPU+=("$T_CPU")
+    P_SRC+=("$(awk -v t=$((c1 - c0)) -v hz="$hz" -v w="$T_WALL" 'BEGIN {printf "%.0f", 100 * t / hz / w}')")
+    [ "$ok" = yes ] || P_BAD+=("round $r: $ok")
+    note "   resync-sync round $r: rc $T_RC, $T_WALL s, ${P_RATE[-1]} res/s, peak RSS $T_RSS MB, CPU $T_CPU s, rssource CPU ${P_SRC[-1]} %, mirror equal: $ok"
+    [ "$ok" = yes ] || grep -E 'Error|rror:' "$d.log" | head -n 3 >&2 || true
+}
+
+run_rssub_sync() {   # ROUND
+    local r=$1 d=$tmp/base/rssub-$1 c0 c1
+    rm -rf "$tmp/base/rssub-mirror" "$tmp/base/rssub.db"*
+    mkdir -p "$tmp/base/rssub-mirror"
+    c0=$(cpu_ticks "$SRC_PID")
+    timed "$d" "$client_timeout" "$rssub" sync --source "$BASE" \
+        --mirror "$tmp/base/rssub-mirror" --state "$tmp/base/rssub.db" \
+        --log-format logfmt "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
+    c1=$(cpu_ticks "$SRC_PID")
+    local ok=yes ndiff fin
+    fin=$(grep 'msg=synced' "$d.log" | tail -n1 || true)
+    [ "$T_RC" = 0 ] || ok="no (exit $T_RC)"
+    ndiff=$(diff -rq "$tmp/base/data" "$tmp/base/rssub-mirror" 2>&1 | wc -l || true)
+    [ "$ndiff" = 0 ] || ok="no ($ndiff differences)"
+    S_RATE+=("$(div "$files" "$T_WALL" %.0f)")
+    S_WALL+=("$T_WALL"); S_RSS+=("$T_RSS"); S_CPU+=("$T_CPU")
+    S_SRC+=("$(awk -v t=$((c1 - c0)) -v hz="$hz" -v w="$T_WALL" 'BEGIN {printf "%.0f", 100 * t / hz / w}')")
+    [ "$ok" = yes ] || S_BAD+=("round $r: $ok")
+    note "   rssub sync round $r: rc $T_RC, $T_WALL s, ${S_RATE[-1]} res/s, peak RSS $T_RSS MB, CPU $T_CPU s, rssource CPU ${S_SRC[-1]} %, mirror equal: $ok"
+    note "      ${fin:-(no msg=synced line)}"
+    if [ "$ok" != yes ]; then
+        tail -n 5 "$d.log" >&2
+        diff -rq "$tmp/base/data" "$tmp/base/rssub-mirror" 2>&1 | head -n 5 >&2 || true
+    fi
+}
+
+part_baseline() {
+    note "== baseline: $files files of 1-4 KiB served by rssource, $reps runs each"
+    mkdir -p "$tmp/base/data"
+    "$PY" "$here/bench_sub.py" tree "$tmp/base/data" "$files"
+    local bytes
+    bytes=$(du -sb "$tmp/base/data" | cut -f1)
+    src_start "$tmp/base/data" "$tmp/base/src.state" "$tmp/base/rssource.log"
+    BASE=http://127.0.0.1:$SRC_PORT/
+    note "   tree: $files files, $bytes bytes; rssource at $BASE"
+    P_RATE=(); P_WALL=(); P_RSS=(); P_CPU=(); P_SRC=(); P_BAD=()
+    S_RATE=(); S_WALL=(); S_RSS=(); S_CPU=(); S_SRC=(); S_BAD=()
+    local r
+    for ((r = 1; r <= reps; r++)); do
+        # alternate who goes first, so that a slow spell hits both
+        if [ $((r % 2)) = 1 ]; then
+            [ -z "$resync" ] || run_resync "$r"
+            [ $have_rssub = 0 ] || run_rssub_sync "$r"
+        else
+            [ $have_rssub = 0 ] || run_rssub_sync "$r"
+            [ -z "$resync" ] || run_resync "$r"
+        fi
+    done
+    stop_one "$SRC_PID"
+
+    emit ""
+    emit "#### Baseline: $files files ($bytes bytes), rssource on loopback, $reps runs each (median; min-max)"
+    emit ""
+    emit "| client | res/s | wall s | peak RSS MB | CPU s (user+sys) | rssource CPU % of one core | mirror equal (diff -r) |"
+    emit "|---|---:|---:|---:|---:|---:|---|"
+    local pr="-" sr="-"
+    if [ -n "$resync" ]; then
+        pr=$(median "${P_RATE[@]}")
+        emit "| resync-sync --baseline | $pr ($(minof "${P_RATE[@]}")-$(maxof "${P_RATE[@]}")) | $(median "${P_WALL[@]}") | $(median "${P_RSS[@]}") ($(maxof "${P_RSS[@]}")) | $(median "${P_CPU[@]}") | $(median "${P_SRC[@]}") | $([ ${#P_BAD[@]} = 0 ] && echo "yes, every run" || echo "NO: ${P_BAD[*]}") |"
+    fi
+    if [ $have_rssub = 1 ]; then
+        sr=$(median "${S_RATE[@]}")
+        emit "| rssub sync | $sr ($(minof "${S_RATE[@]}")-$(maxof "${S_RATE[@]}")) | $(median "${S_WALL[@]}") | $(median "${S_RSS[@]}") ($(maxof "${S_RSS[@]}")) | $(median "${S_CPU[@]}") | $(median "${S_SRC[@]}") | $([ ${#S_BAD[@]} = 0 ] && echo "yes, every run" || echo "NO: ${S_BAD[*]}") |"
+    fi
+    if [ -n "$resync" ] && [ $have_rssub = 1 ]; then
+        local ratio rss_ratio verdict
+        ratio=$(div "$sr" "$pr")
+        rss_ratio=$(div "$(median "${P_RSS[@]}")" "$(median "${S_RSS[@]}")")
+        verdict=$(awk -v x="$ratio" 'BEGIN {print (x != "-" && x >= 20) ? "met" : "NOT met"}')
+        [ ${#S_BAD[@]} = 0 ] || verdict="NOT met (wrong mirror)"
+        emit ""
+        emit "rssub / resync-sync: **${ratio}x** the resources/s (goal >= 20x: $verdict), ${rss_ratio}x less peak RSS."
+        emit "Per run, resync: ${P_RATE[*]} res/s; rssub: ${S_RATE[*]} res/s."
+        emit "Against the issue's figure for resync (880 res/s): rssub at $(div "$sr" 880)x (20x = 17,600 res/s)."
+    fi
+}
+
+# -------------------------------------------------------------- million
+
+nginx_start() {   # ROOT PORT
+    local ng=$tmp/nginx
+    mkdir -p "$ng"
+    cat >"$ng/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $ng/nginx.pid;
+error_log $ng/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $ng/body;
+    proxy_temp_path $ng/proxy;
+    fastcgi_temp_path $ng/fastcgi;
+    uwsgi_temp_path $ng/uwsgi;
+    scgi_temp_path $ng/scgi;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:$2;
+        root $1;
+        default_type application/xml;
+        location /r/ { default_type text/plain; return 200 "x"; }
+    }
+}
+EOF
+    nginx -c "$ng/nginx.conf" -p "$ng" -e "$ng/error.log" &
+    NGINX_PID=$!
+    pids+=("$NGINX_PID")
+    local i
+    for ((i = 0; i < 100; i++)); do
+        curl -sf -o /dev/null "http://127.0.0.1:$2/.well-known/resourcesync" && return 0
+        kill -0 "$NGINX_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    die "nginx did not start: $(tail -n 5 "$ng/error.log")"
+}
+
+# msync KEY SOURCE-URL EXPECT: rssub sync into a fresh mirror, then rssub
+# audit; checks the mirror holds EXPECT files of one byte "x".
+msync() {
+    local key=$1 url=$2 expect=$3 d=$tmp/m/$1
+    rm -rf "$tmp/m/mirror" "$tmp/m/state.db"*
+    mkdir -p "$tmp/m/mirror"
+    note "   $key: rssub sync of $expect resources"
+    timed "$d.sync" "$client_timeout" "$rssub" sync --source "$url" \
+        --mirror "$tmp/m/mirror" --state "$tmp/m/state.db" --log-format logfmt \
+        "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
+    local src=$T_RC sw=$T_WALL srss=$T_RSS scpu=$T_CPU fin nf nx ok=yes
+    fin=$(grep 'msg=synced' "$d.sync.log" | tail -n1 || true)
+    nf=$(find "$tmp/m/mirror" -type f | wc -l)
+    nx=$(find "$tmp/m/mirror" -type f -print0 | xargs -0r cat | tr -d x | wc -c)
+    [ "$src" = 0 ] || ok="no (exit $src)"
+    [ "$nf" = "$expect" ] || ok="no ($nf files)"
+    [ "$nx" = 0 ] || ok="no ($nx bytes other than x)"
+    note "      rc $src, $sw s, $(div "$expect" "$sw" %.0f) res/s, peak RSS $srss MB, CPU $scpu s; mirror: $nf files; $ok"
+    note "      ${fin:-(no msg=synced line)}"
+    [ "$ok" = yes ] || tail -n 5 "$d.sync.log" >&2
+    note "   $key: rssub audit"
+    timed "$d.audit" "$client_timeout" "$rssub" audit --source "$url" \
+        --mirror "$tmp/m/mirror" --state "$tmp/m/state.db" --log-format logfmt \
+        "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
+    note "      rc $T_RC, $T_WALL s, peak RSS $T_RSS MB, CPU $T_CPU s: $(tail -n 1 "$d.audit.log")"
+    M_PEAKS+=("$srss" "$T_RSS")
+    M_ROWS+=("| $key | $expect | $sw | $(div "$expect" "$sw" %.0f) | **$srss** | $scpu | $ok | $T_RC ($([ "$T_RC" = 0 ] && echo "in sync" || echo "NOT in sync")) | $T_WALL | $T_RSS |")
+}
+
+part_million() {
+    [ $have_rssub = 1 ] || { note "== million: skipped (no rssub)"; return; }
+    local nparts=$(((million + mpart - 1) / mpart))
+    note "== million: static Source of $million resources ($nparts parts of $mpart), nginx"
+    # a tiny file costs an inode and a 4 KiB block; the state a few hundred bytes
+    local avail_kb ifree need_kb fit=$nparts
+    avail_kb=$(df -Pk "$tmp" | awk 'NR == 2 {print $4}')
+    ifree=$(df -Pi "$tmp" | awk 'NR == 2 {print $4}')
+    need_kb=$((million * 5 + 2 * 1024 * 1024))
+    if [ "$avail_kb" -lt "$need_kb" ] || [ "$ifree" -lt $((million + 100000)) ]; then
+        fit=$(( (avail_kb - 2 * 1024 * 1024) / 5 / mpart ))
+        [ "$fit" -gt 0 ] || fit=0
+        note "   only $((avail_kb / 1024)) MB and $ifree inodes free: the full sync is bounded to $fit parts"
+    fi
+    note "   free: $((avail_kb / 1024 / 1024)) GB, $ifree inodes"
+    local port bounded=$msmall
+    [ "$fit" -ge "$nparts" ] || bounded=$fit
+    port=$(free_port)
+    mkdir -p "$tmp/m"
+    "$PY" "$here/bench_sub.py" static "$tmp/m/www" "http://127.0.0.1:$port/" \
+        "$million" "$mpart" --bounded "$bounded"
+    nginx_start "$tmp/m/www" "$port"
+    local url=http://127.0.0.1:$port/ r
+    M_ROWS=(); M_PEAKS=()
+    if [ "$msmall" -gt 0 ] && [ "$msmall" -lt "$nparts" ] && [ "$fit" -ge "$nparts" ]; then
+        msync "first-$msmall-parts" "${url}bounded/capabilitylist.xml" $((msmall * mpart))
+    fi
+    if [ "$fit" -ge "$nparts" ]; then
+        for ((r = 1; r <= mreps; r++)); do
+            msync "all-$nparts-parts-run$r" "$url" "$million"
+        done
+    else
+        [ "$fit" = 0 ] || msync "first-$fit-parts (disk)" "${url}bounded/capabilitylist.xml" $((fit * mpart))
+        note "   the full list: rssub audit only (the mirror holds what fitted)"
+        timed "$tmp/m/audit-full" "$client_timeout" "$rssub" audit --source "$url" \
+            --mirror "$tmp/m/mirror" --state "$tmp/m/state.db" --log-format logfmt \
+            "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
+        M_PEAKS+=("$T_RSS")
+        M_ROWS+=("| audit only, all $nparts parts | $million | - | - | - | - | - | $T_RC | $T_WALL | **$T_RSS** |")
+    fi
+    stop_one "$NGINX_PID"
+    rm -rf "$tmp/m/mirror"
+    emit ""
+    emit "#### A static Source of $million resources (index of $nparts x $mpart), nginx answers every resource with \"x\""
+    emit ""
+    emit "| run | resources | sync wall s | res/s | sync peak RSS MB | sync CPU s | mirror complete (files, content) | audit exit | audit wall s | audit peak RSS MB |"
+    emit "|---|---:|---:|---:|---:|---:|---|---|---:|---:|"
+    for r in "${M_ROWS[@]}"; do emit "$r"; done
+    emit ""
+    emit "Goal: constant memory, under 64 MB, for the $million-entry list: largest peak RSS above $(maxof "${M_PEAKS[@]}") MB ($(awk -v x="$(maxof "${M_PEAKS[@]}")" 'BEGIN {print (x != "" && x < 64) ? "met" : "NOT met"}'))."
+}
+
+# ----------------------------------------------------------------- push
+
+part_push() {
+    [ $have_rssub = 1 ] || { note "== push: skipped (no rssub)"; return; }
+    note "== push: redis-server + rshub + rssource --hub + rssub run (WebSocket)"
+    local p=$tmp/push
+    mkdir -p "$p/redis" "$p/data" "$p/mirror"
+    "$PY" "$here/bench_sub.py" tree "$p/data" "$push_files"
+    redis-server --port 0 --unixsocket "$p/redis/s.sock" --save "" \
+        --appendonly no --daemonize no --dir "$p/redis" \
+        --logfile "$p/redis/log" >/dev/null 2>&1 &
+    pids+=("$!")
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [ "$(redis-cli -s "$p/redis/s.sock" ping 2>/dev/null)" = PONG ] && break
+        sleep 0.1
+    done
+    "$rshub" --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 \
+        --redis "unix://$p/redis/s.sock" --open --log-format logfmt \
+        --ready-file "$p/hub.ready" >"$p/hub.log" 2>&1 &
+    local hub_pid=$!
+    pids+=("$hub_pid")
+    wait_file "$p/hub.ready" "$hub_pid" rshub 20 || die "rshub did not start: $(tail -n 5 "$p/hub.log")"
+    local hub_http
+    hub_http=$(sed -n 's/.*"http":\([0-9]*\).*/\1/p' "$p/hub.ready")
+    src_start "$p/data" "$p/src.state" "$p/rssource.log" \
+        --hub "http://127.0.0.1:$hub_http/hub"
+    local base=http://127.0.0.1:$SRC_PORT/
+    # the hub knows the topic once rssource has published to it
+    printf 'hello hub\n' >"$p/data/hello.txt"
+    local chan=""
+    for ((i = 0; i < 100; i++)); do
+        chan=$(curl -sf "${base}resourcesync/capabilitylist.xml" | grep -o '<loc>ws[^<]*</loc>' | head -n1 || true)
+        [ -n "$chan" ] && break
+        sleep 0.1
+    done
+    [ -n "$chan" ] || die "rssource advertises no WebSocket channel (see $p)"
+    chan=${chan#<loc>}
+    note "   Source $base, channel ${chan%</loc>}"
+    "$rssub" run --source "$base" --mirror "$p/mirror" --state "$p/rssub.db" \
+        --ready-file "$p/rssub.ready" --log-format logfmt \
+        "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}" >"$p/rssub.log" 2>&1 &
+    local sub_pid=$!
+    pids+=("$sub_pid")
+    if ! wait_file "$p/rssub.ready" "$sub_pid" rssub 300; then
+        note "   rssub run did not become ready in 300 s (or exited):"
+        tail -n 20 "$p/rssub.log" >&2
+        emit ""
+        emit "#### Push apply: rssub run did not become ready (see the log above)"
+        return
+    fi
+    local nd
+    nd=$(diff -rq "$p/data" "$p/mirror" 2>&1 | wc -l || true)
+    note "   rssub ready ($(cat "$p/rssub.ready")); baseline mirror vs Source: $nd differences"
+    [ "$nd" = 0 ] || diff -rq "$p/data" "$p/mirror" 2>&1 | head -n 5 >&2 || true
+    local c0 s0 h0 r rate key line
+    c0=$(cpu_ticks "$sub_pid"); s0=$(cpu_ticks "$SRC_PID"); h0=$(cpu_ticks "$hub_pid")
+    declare -A P50 P99 PMAX LOST DUP TORN LATE RUNS
+    for rate in $push_rates; do
+        P50[$rate]=""; P99[$rate]=""; PMAX[$rate]=""; LOST[$rate]=0; DUP[$rate]=0
+        TORN[$rate]=0; LATE[$rate]=""; RUNS[$rate]=""
+    done
+    for ((r = 1; r <= reps; r++)); do
+        for rate in $push_rates; do
+            key=r$r-$rate
+            line=$(timeout $((push_secs + push_drain + 60)) "$pusher" \
+                --src "$p/data" --mirror "$p/mirror" --tag "$key" --rate "$rate" \
+                --seconds "$push_secs" --drain "$push_drain" \
+                --lat-out "$p/$key.lat" 2>"$p/$key.err") ||
+                die "bench_sub_push failed: $(cat "$p/$key.err")"
+            note "   $key: $line"
+            P50[$rate]+=" $(kv "$line" p50_ms)"; P99[$rate]+=" $(kv "$line" p99_ms)"
+            PMAX[$rate]+=" $(kv "$line" max_ms)"; LATE[$rate]+=" $(kv "$line" late_max_ms)"
+            LOST[$rate]=$((LOST[$rate] + $(kv "$line" lost)))
+            DUP[$rate]=$((DUP[$rate] + $(kv "$line" dup)))
+            TORN[$rate]=$((TORN[$rate] + $(kv "$line" torn)))
+            RUNS[$rate]+=" $(kv "$line" p50_ms)/$(kv "$line" p99_ms)"
+            sleep 1
+        done
+    done
+    local c1 s1 h1 hwm rss
+    c1=$(cpu_ticks "$sub_pid"); s1=$(cpu_ticks "$SRC_PID"); h1=$(cpu_ticks "$hub_pid")
+    hwm=$(hwm_mb "$sub_pid")
+    rss=$(awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$sub_pid/status" 2>/dev/null || echo -)
+    nd=$(diff -rq "$p/data" "$p/mirror" 2>&1 | wc -l || true)
+    stop_one "$sub_pid"
+    local sub_rc=$STOP_RC
+    note "   rssub: exit $sub_rc on SIGTERM; peak RSS $hwm MB; mirror vs Source at the end: $nd differences"
+    [ "$nd" = 0 ] || diff -rq "$p/data" "$p/mirror" 2>&1 | head -n 5 >&2 || true
+    emit ""
+    emit "#### Push apply: file created in the Source -> renamed into rssub's mirror ($push_files-file Source; $reps runs of ${push_secs} s per rate, interleaved)"
+    emit ""
+    emit "| changes/s | changes | p50 ms (median of runs) | p99 ms (median of runs) | max ms (worst run) | lost | duplicated | torn | writer late max ms | per run p50/p99 ms |"
+    emit "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    for rate in $push_rates; do
+        # shellcheck disable=SC2086
+        emit "| $rate | $(awk -v a="$rate" -v b="$push_secs" -v n="$reps" 'BEGIN {printf "%d", a * b * n}') | $(median ${P50[$rate]}) | $(median ${P99[$rate]}) | $(maxof ${PMAX[$rate]}) | ${LOST[$rate]} | ${DUP[$rate]} | ${TORN[$rate]} | $(maxof ${LATE[$rate]}) |${RUNS[$rate]} |"
+    done
+    emit ""
+    emit "During the pushes: rssub CPU $(awk -v t=$((c1 - c0)) -v hz="$hz" 'BEGIN {printf "%.1f", t / hz}') s, rssource $(awk -v t=$((s1 - s0)) -v hz="$hz" 'BEGIN {printf "%.1f", t / hz}') s, rshub $(awk -v t=$((h1 - h0)) -v hz="$hz" 'BEGIN {printf "%.1f", t / hz}') s. rssub RSS $rss MB, peak $hwm MB; exit $sub_rc on SIGTERM. Mirror vs Source at the end: $nd differences."
+}
+
+has_part baseline && part_baseline
+has_part million && part_million
+has_part push && part_push
+
+emit ""
+emit "Machine: $machine_note; at the end: $(loadavg). rssub $( [ $have_rssub = 1 ] && echo "from $build" || echo "not built" ); resync: ${resync:-not run}."
+[ -z "$out" ] || printf '%s' "$tables" >"$out"
