@@ -11,6 +11,7 @@ PKGS=(
   libinih-dev libjansson-dev libzip-dev
   redis-server curl
   python3 python3-defusedxml python3-dateutil python3-requests python3-websockets
+  python3-distutils   # resync, the interop tests' reference tools, imports it
 )
 
 # --bench: also what the benchmarks compare against (nginx with nchan).
