@@ -1302,6 +1302,17 @@ rs_http_req_header(struct rs_http_req *req, const char *name)
     return found;
 }
 
+long
+rs_http_req_status(struct rs_http_req *req)
+{
+    long status = 0;
+
+    if (req == NULL || req->easy == NULL)
+        return 0;
+    curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
 void
 rs_http_req_headers(struct rs_http_req *req, const char *name,
                     void (*cb)(void *ud, const char *value), void *ud)

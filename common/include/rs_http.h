@@ -98,6 +98,11 @@ void rs_http_cancel(struct rs_http_req *req);
  * repeated), valid during on_data/on_done; NULL if absent. */
 const char *rs_http_req_header(struct rs_http_req *req, const char *name);
 
+/* The status of the response being received (valid during on_data, so a
+ * streaming caller can tell an error page from the body it wants); 0 if
+ * none yet. */
+long rs_http_req_status(struct rs_http_req *req);
+
 /* Every value of a repeated header (e.g. Link), in order: calls cb for each.
  * Valid during on_data/on_done. */
 void rs_http_req_headers(struct rs_http_req *req, const char *name,
