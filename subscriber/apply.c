@@ -1,0 +1,800 @@
+/*
+ * apply.c - the jobs that make the mirror match the todo rows. A refill
+ * pages forward through the due rows (by seq) and starts a job for each
+ * URI not already in flight; a row for a URI in flight is a newer change,
+ * which cancels the job (its temp file goes) so the row is taken next.
+ * Jobs end by writing the ledger in the open batch, committed on a timer.
+ */
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "apply.h"
+#include "ledger.h"
+#include "mirror.h"
+#include "pathmap.h"
+#include "rs_alloc.h"
+#include "rs_doc.h"
+#include "rs_hash.h"
+#include "rs_http.h"
+
+#define APPLY_PARALLEL 32
+#define APPLY_RETRIES 5
+#define APPLY_TIMEOUT_MS 120000
+#define APPLY_MAX_BODY (1ull << 30)
+#define APPLY_COMMIT_MS 20
+#define APPLY_BATCH_MAX 5000      /* ledger writes per transaction */
+#define APPLY_TICK_MS 500         /* look again for rows whose retry is due */
+#define APPLY_BACKOFF_MAX_S 300
+#define APPLY_RETRY_AFTER_MAX_S 3600
+
+struct job {
+    struct apply *a;
+    struct ledger_todo t;        /* strings point into the fields below */
+    char *uri, *hash_s;
+    char *path;
+    struct rs_hashes expect;     /* t.hash parsed; n == 0: none given */
+    bool had_copy;               /* a live ledger row exists */
+    int64_t gen;                 /* the row's reconcile generation, kept */
+    bool conditional;            /* If-None-Match sent */
+    bool superseded;
+    struct rs_http_req *req;
+    struct mirror_file *mf;
+    struct rs_hasher *hasher;
+    uint64_t got;
+    int write_rc;                /* a mirror error while streaming */
+    char why[512];
+};
+
+struct apply {
+    struct apply_opts o;
+    struct event *ev_kick, *ev_commit, *ev_tick;
+    struct job **jobs;           /* in flight */
+    size_t njobs;
+    struct ledger_cursor cursor; /* refill pages forward from here */
+    bool paused, txn_open, closing;
+    unsigned txn_writes;
+    double tokens;               /* rate limit bucket */
+    rs_time_t tokens_at;
+    struct apply_stats st;
+};
+
+static const char *const outcome_names[APPLY_OUTCOMES] = {
+    [APPLY_CREATED] = "created",   [APPLY_UPDATED] = "updated",
+    [APPLY_DELETED] = "deleted",   [APPLY_UNCHANGED] = "unchanged",
+    [APPLY_RETRY] = "retry",       [APPLY_FAILED] = "failed",
+};
+
+const char *
+apply_outcome_name(enum apply_outcome o)
+{
+    return o < APPLY_OUTCOMES ? outcome_names[o] : "?";
+}
+
+/* ------------------------------------------------------------ batching */
+
+int
+apply_txn(struct apply *a)
+{
+    struct timeval tv = { 0, (long)(a->o.commit_ms ? a->o.commit_ms
+                                                   : APPLY_COMMIT_MS) * 1000 };
+    int rc;
+
+    if (a->txn_open) {
+        if (++a->txn_writes < APPLY_BATCH_MAX)
+            return 0;
+        if ((rc = apply_flush(a)) != 0)
+            return rc;
+    }
+    if ((rc = ledger_begin(a->o.ledger)) != 0)
+        return rc;
+    a->txn_open = true;
+    a->txn_writes = 1;
+    evtimer_add(a->ev_commit, &tv);
+    return 0;
+}
+
+int
+apply_flush(struct apply *a)
+{
+    int rc;
+
+    if (!a->txn_open)
+        return 0;
+    a->txn_open = false;
+    evtimer_del(a->ev_commit);
+    rc = ledger_commit(a->o.ledger);
+    if (rc != 0) {
+        /* The batch is lost: its todo rows were not deleted and its
+         * positions not advanced, so everything in it is redone. */
+        (void)ledger_rollback(a->o.ledger);
+        return rc;
+    }
+    a->st.commits++;
+    return 0;
+}
+
+static void
+on_commit(evutil_socket_t fd, short what, void *arg)
+{
+    struct apply *a = arg;
+
+    (void)fd;
+    (void)what;
+    if (apply_flush(a) != 0 && a->o.on_state_error != NULL)
+        a->o.on_state_error(a->o.ud, ledger_errstr(a->o.ledger));
+}
+
+/* --------------------------------------------------------------- jobs */
+
+static void
+job_free(struct job *j)
+{
+    if (j->mf != NULL)
+        mirror_abort(j->mf);
+    rs_hasher_free(j->hasher);
+    rs_free(j->uri);
+    rs_free(j->hash_s);
+    rs_free(j->path);
+    rs_free(j);
+}
+
+static void
+job_unlink(struct apply *a, struct job *j)
+{
+    for (size_t i = 0; i < a->njobs; i++) {
+        if (a->jobs[i] == j) {
+            a->jobs[i] = a->jobs[--a->njobs];
+            break;
+        }
+    }
+}
+
+static struct job *
+job_find(struct apply *a, const char *uri)
+{
+    for (size_t i = 0; i < a->njobs; i++)
+        if (strcmp(a->jobs[i]->uri, uri) == 0)
+            return a->jobs[i];
+    return NULL;
+}
+
+static void
+report(struct apply *a, const char *uri, enum apply_outcome o,
+       const char *what)
+{
+    a->st.outcomes[o]++;
+    if (a->o.on_result != NULL)
+        a->o.on_result(a->o.ud, uri, o, what != NULL ? what : "");
+}
+
+/* The attempt failed: retry later, or give up for good. */
+static void
+job_retry(struct apply *a, struct job *j, long retry_after_s, bool permanent)
+{
+    unsigned max = a->o.retries ? a->o.retries : APPLY_RETRIES;
+    rs_time_t now = rs_time_now();
+    int rc;
+
+    if (apply_txn(a) != 0)
+        return;                      /* the row stays due; redone later */
+    if (permanent || (unsigned)j->t.attempts + 1 >= max) {
+        rc = ledger_todo_fail(a->o.ledger, j->t.uri, j->t.seq, j->why);
+        report(a, j->uri, APPLY_FAILED, j->why);
+    } else {
+        long s = 1L << (j->t.attempts < 8 ? j->t.attempts : 8);
+        if (s > APPLY_BACKOFF_MAX_S)
+            s = APPLY_BACKOFF_MAX_S;
+        if (retry_after_s >= 0)
+            s = retry_after_s < APPLY_RETRY_AFTER_MAX_S
+                ? retry_after_s : APPLY_RETRY_AFTER_MAX_S;
+        rc = ledger_todo_retry(a->o.ledger, j->t.uri, j->t.seq,
+                               now + (rs_time_t)s * 1000000, j->why);
+        report(a, j->uri, APPLY_RETRY, j->why);
+    }
+    (void)rc;
+}
+
+/* Record the resource's new state and take its todo row off. */
+static int
+job_record(struct apply *a, struct job *j, const struct ledger_res *r)
+{
+    int rc;
+
+    if ((rc = apply_txn(a)) != 0)
+        return rc;
+    if ((rc = ledger_res_put(a->o.ledger, r)) != 0)
+        return rc;
+    rc = ledger_todo_done(a->o.ledger, j->t.uri, j->t.seq);
+    if (rc < 0)
+        return rc;
+    if (j->t.change_dt != RS_TIME_NONE && j->t.change_dt > a->st.last_change_dt)
+        a->st.last_change_dt = j->t.change_dt;
+    return 0;
+}
+
+static void apply_refill(struct apply *a);
+
+static void
+job_end(struct apply *a, struct job *j)
+{
+    job_unlink(a, j);
+    a->st.in_flight = (unsigned)a->njobs;
+    job_free(j);
+    if (!a->closing)
+        apply_kick(a);
+}
+
+static void
+job_delete(struct apply *a, struct job *j, const struct ledger_res *old)
+{
+    struct ledger_res r = { 0 };
+    int rc = mirror_remove(a->o.mirror, j->path);
+
+    if (rc != 0 && rc != RS_ENOTFOUND) {
+        snprintf(j->why, sizeof(j->why), "remove %s: %s", j->path,
+                 mirror_errstr(a->o.mirror));
+        job_retry(a, j, -1, rc == RS_EDENIED);
+        return;
+    }
+    r.uri = j->t.uri;
+    r.path = j->path;
+    r.lastmod = RS_TIME_NONE;
+    r.change_dt = j->t.change_dt;
+    r.length = -1;
+    r.deleted = true;
+    r.gen = old != NULL ? old->gen : 0;
+    if (job_record(a, j, &r) != 0) {
+        snprintf(j->why, sizeof(j->why), "state: %s", ledger_errstr(a->o.ledger));
+        report(a, j->uri, APPLY_RETRY, j->why);
+        return;
+    }
+    report(a, j->uri, rc == 0 ? APPLY_DELETED : APPLY_UNCHANGED, NULL);
+}
+
+static unsigned
+hash_mask(const struct rs_hashes *h)
+{
+    unsigned m = 0;
+
+    for (unsigned i = 0; i < h->n; i++)
+        if (h->d[i].algo != RS_HASH_OTHER)
+            m |= 1u << h->d[i].algo;
+    return m != 0 ? m : 1u << RS_HASH_MD5;
+}
+
+static int
+on_job_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
+{
+    struct job *j = ud;
+    long status = rs_http_req_status(req);
+    int rc;
+
+    if (j->superseded)
+        return 1;
+    if (status < 200 || status > 299)
+        return 0;                      /* error bodies are dropped */
+    if (j->mf == NULL) {
+        rc = mirror_begin(j->a->o.mirror, j->path, &j->mf);
+        if (rc != 0) {
+            j->write_rc = rc;
+            snprintf(j->why, sizeof(j->why), "write %s: %s", j->path,
+                     mirror_errstr(j->a->o.mirror));
+            return 1;
+        }
+    }
+    j->got += len;
+    if (j->t.length >= 0 && j->got > (uint64_t)j->t.length) {
+        j->write_rc = RS_EINVALID;
+        snprintf(j->why, sizeof(j->why), "longer than the announced "
+                 "length %lld", (long long)j->t.length);
+        return 1;
+    }
+    if (rs_hasher_update(j->hasher, buf, len) != 0 ||
+        (rc = mirror_write(j->mf, buf, len)) != 0) {
+        j->write_rc = RS_EIO;
+        snprintf(j->why, sizeof(j->why), "write %s: %s", j->path,
+                 mirror_errstr(j->a->o.mirror));
+        return 1;
+    }
+    return 0;
+}
+
+/* The body is in: verify it against what was announced, then commit. */
+static void
+job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
+{
+    struct ledger_res r = { 0 };
+    struct rs_hashes got;
+    char hbuf[RS_HASHES_BUFSZ];
+    int rc;
+
+    if (j->mf == NULL && (rc = mirror_begin(a->o.mirror, j->path, &j->mf)) != 0) {
+        snprintf(j->why, sizeof(j->why), "write %s: %s", j->path,
+                 mirror_errstr(a->o.mirror));
+        job_retry(a, j, -1, rc == RS_EDENIED || rc == RS_EINVAL);
+        return;
+    }
+    if (rs_hasher_final(j->hasher, &got) != 0) {
+        snprintf(j->why, sizeof(j->why), "hashing failed");
+        job_retry(a, j, -1, false);
+        return;
+    }
+    if (j->t.length >= 0 && j->got != (uint64_t)j->t.length) {
+        snprintf(j->why, sizeof(j->why), "length mismatch: announced %lld, "
+                 "got %llu", (long long)j->t.length,
+                 (unsigned long long)j->got);
+        job_retry(a, j, -1, false);
+        return;
+    }
+    if (j->expect.n > 0 && rs_hashes_match(&j->expect, &got) < 0) {
+        char want[RS_HASHES_BUFSZ];
+        rs_hashes_format(&j->expect, want);
+        rs_hashes_format(&got, hbuf);
+        snprintf(j->why, sizeof(j->why), "hash mismatch: announced %.200s, "
+                 "got %.200s", want, hbuf);
+        job_retry(a, j, -1, false);
+        return;
+    }
+    rc = mirror_commit(j->mf, j->t.lastmod);
+    j->mf = NULL;
+    if (rc != 0) {
+        snprintf(j->why, sizeof(j->why), "write %s: %s", j->path,
+                 mirror_errstr(a->o.mirror));
+        job_retry(a, j, -1, rc == RS_EDENIED);
+        return;
+    }
+    rs_hashes_format(&got, hbuf);
+    r.uri = j->t.uri;
+    r.path = j->path;
+    r.lastmod = j->t.lastmod;
+    r.change_dt = j->t.change_dt;
+    r.length = (int64_t)j->got;
+    r.hash = hbuf;
+    r.etag = rs_http_req_header(req, "ETag");
+    r.last_modified = rs_http_req_header(req, "Last-Modified");
+    r.deleted = false;
+    r.gen = j->gen;
+    a->st.bytes += j->got;
+    if (job_record(a, j, &r) != 0) {
+        snprintf(j->why, sizeof(j->why), "state: %s", ledger_errstr(a->o.ledger));
+        report(a, j->uri, APPLY_RETRY, j->why);
+        return;
+    }
+    report(a, j->uri, j->had_copy ? APPLY_UPDATED : APPLY_CREATED, NULL);
+}
+
+static void
+on_job_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    struct job *j = ud;
+    struct apply *a = j->a;
+    const char *ra;
+    long retry_after = -1;
+
+    j->req = NULL;
+    if (a == NULL) {                  /* apply_free left it to us */
+        job_free(j);
+        return;
+    }
+    if (j->superseded || res->rc == RS_ECANCELED) {
+        if (j->superseded)
+            a->st.superseded++;
+        job_end(a, j);
+        return;
+    }
+    if ((ra = rs_http_req_header(req, "Retry-After")) != NULL)
+        retry_after = strtol(ra, NULL, 10);
+    if (j->write_rc != 0) {
+        job_retry(a, j, -1, j->write_rc == RS_EDENIED);
+    } else if (res->rc != 0) {
+        snprintf(j->why, sizeof(j->why), "GET: %s", res->errstr);
+        job_retry(a, j, -1, res->rc == RS_EDENIED || res->rc == RS_ETOOBIG);
+    } else if (res->status == 304 && j->conditional) {
+        struct ledger_res r;
+        char *buf = NULL;
+        if (ledger_res_get(a->o.ledger, j->t.uri, &r, &buf) == 0) {
+            r.change_dt = j->t.change_dt;
+            if (job_record(a, j, &r) == 0)
+                report(a, j->uri, APPLY_UNCHANGED, NULL);
+        }
+        rs_free(buf);
+    } else if (res->status >= 200 && res->status <= 299) {
+        job_commit(a, j, req);
+    } else {
+        snprintf(j->why, sizeof(j->why), "GET: HTTP %ld", res->status);
+        job_retry(a, j, retry_after, false);
+    }
+    job_end(a, j);
+}
+
+/* -------------------------------------------------------------- offers */
+
+void
+apply_todo_from_entry(const struct rs_entry *e, const char *loc,
+                      const char *origin, struct ledger_todo *t, char *hbuf)
+{
+    memset(t, 0, sizeof(*t));
+    t->uri = loc;
+    t->change = e->md.change == RS_CHANGE_DELETED ? LEDGER_DELETE
+              : e->md.change == RS_CHANGE_CREATED ? LEDGER_CREATE
+              : LEDGER_UPDATE;
+    t->change_dt = e->md.datetime != RS_TIME_NONE ? e->md.datetime
+                                                  : e->lastmod;
+    t->lastmod = e->lastmod;
+    t->length = e->md.length;
+    t->hash = e->md.hash.n > 0 && rs_hashes_format(&e->md.hash, hbuf) > 0
+              ? hbuf : NULL;
+    t->origin = origin;
+}
+
+/* Does the ledger row r already hold what t describes? Same change time
+ * and kind, and no fixity that says otherwise. A Source with coarse
+ * timestamps can change a resource twice within one tick: then only a
+ * hash can tell, and without one the change is taken again. */
+static bool
+holds(const struct ledger_res *r, const struct ledger_todo *t)
+{
+    struct rs_hashes want, have;
+
+    if (r->change_dt == RS_TIME_NONE || t->change_dt != r->change_dt)
+        return false;
+    if (t->change == LEDGER_DELETE)
+        return r->deleted;
+    if (r->deleted || t->hash == NULL || r->hash == NULL)
+        return false;
+    if (rs_hashes_parse(t->hash, strlen(t->hash), &want) != 0 ||
+        rs_hashes_parse(r->hash, strlen(r->hash), &have) != 0)
+        return false;
+    return rs_hashes_match(&want, &have) > 0 &&
+           (t->length < 0 || t->length == r->length);
+}
+
+int
+apply_offer(struct apply *a, const struct ledger_todo *t)
+{
+    struct ledger_res r;
+    struct ledger_todo q;
+    char *buf = NULL;
+    int rc;
+
+    rc = ledger_res_get(a->o.ledger, t->uri, &r, &buf);
+    if (rc == 0) {
+        bool skip = (t->change_dt != RS_TIME_NONE &&
+                     r.change_dt != RS_TIME_NONE && t->change_dt < r.change_dt)
+                    || holds(&r, t);
+        rs_free(buf);
+        if (skip)
+            return 0;
+    } else if (rc != RS_ENOTFOUND) {
+        return rc;
+    } else if (t->change == LEDGER_DELETE) {
+        /* Never had it: remember the deletion's time all the same, so a
+         * late, older create is known to be older. */
+        struct ledger_res tomb = { .uri = t->uri, .path = "",
+                                   .lastmod = RS_TIME_NONE,
+                                   .change_dt = t->change_dt, .length = -1,
+                                   .deleted = true };
+        if (t->change_dt == RS_TIME_NONE)
+            return 0;
+        if ((rc = apply_txn(a)) != 0)
+            return rc;
+        return ledger_res_put(a->o.ledger, &tomb) < 0 ? RS_EIO : 0;
+    }
+    buf = NULL;
+    rc = ledger_todo_get(a->o.ledger, t->uri, &q, &buf);
+    if (rc == 0) {
+        bool newer = q.change_dt != RS_TIME_NONE &&
+                     t->change_dt != RS_TIME_NONE && q.change_dt > t->change_dt;
+        rs_free(buf);
+        if (newer)
+            return 0;
+    } else if (rc != RS_ENOTFOUND) {
+        return rc;
+    }
+    if ((rc = apply_txn(a)) != 0)
+        return rc;
+    rc = ledger_todo_put(a->o.ledger, t, NULL);
+    return rc < 0 ? rc : 1;
+}
+
+/* ------------------------------------------------------------- refill */
+
+static bool
+take_token(struct apply *a)
+{
+    rs_time_t now;
+
+    if (a->o.rate <= 0)
+        return true;
+    now = rs_time_now();
+    a->tokens += (double)(now - a->tokens_at) / 1e6 * a->o.rate;
+    a->tokens_at = now;
+    if (a->tokens > a->o.rate)
+        a->tokens = a->o.rate;       /* a burst of one second at most */
+    if (a->tokens < 1.0)
+        return false;
+    a->tokens -= 1.0;
+    return true;
+}
+
+/* Start the job of one due row. Returns false when the rate limit says
+ * wait. */
+static bool
+job_start(struct apply *a, const struct ledger_todo *t)
+{
+    static const char *const no_headers[] = { NULL };
+    struct job *j;
+    struct job *busy = job_find(a, t->uri);
+    struct ledger_res old;
+    char *oldbuf = NULL;
+    const char *why = NULL;
+    char inm[600];
+    const char *hdrs[2] = { NULL, NULL };
+    int rc;
+
+    if (busy != NULL) {
+        if (busy->t.seq != t->seq && !busy->superseded) {
+            /* A newer change: drop the old job; the row is taken when it
+             * has ended. */
+            busy->superseded = true;
+            if (busy->req != NULL)
+                rs_http_cancel(busy->req);
+        }
+        return true;
+    }
+    if (t->change != LEDGER_DELETE && !take_token(a))
+        return false;
+    if ((j = rs_calloc(1, sizeof(*j))) == NULL)
+        return true;
+    j->a = a;
+    j->t = *t;
+    j->uri = rs_strdup(t->uri);
+    j->hash_s = t->hash != NULL ? rs_strdup(t->hash) : NULL;
+    if (j->uri == NULL || (t->hash != NULL && j->hash_s == NULL)) {
+        job_free(j);
+        return true;
+    }
+    j->t.uri = j->uri;
+    j->t.hash = j->hash_s;
+    j->t.origin = NULL;
+    j->t.last_error = NULL;
+    if (j->hash_s != NULL &&
+        rs_hashes_parse(j->hash_s, strlen(j->hash_s), &j->expect) != 0)
+        j->expect.n = 0;
+    if (a->njobs % 16 == 0) {
+        struct job **n = rs_realloc(a->jobs, (a->njobs + 16) * sizeof(*n));
+        if (n == NULL) {
+            job_free(j);
+            return true;
+        }
+        a->jobs = n;
+    }
+    a->jobs[a->njobs++] = j;
+    a->st.in_flight = (unsigned)a->njobs;
+
+    rc = pathmap_path(a->o.pathmap, j->uri, &j->path, &why);
+    if (rc != 0) {
+        snprintf(j->why, sizeof(j->why), "refused: %s",
+                 rc == RS_EDENIED ? "outside the Source's prefixes"
+                                  : why != NULL ? why : rs_strerror(rc));
+        job_retry(a, j, -1, true);
+        job_end(a, j);
+        return true;
+    }
+    rc = ledger_res_get(a->o.ledger, j->uri, &old, &oldbuf);
+    if (rc == 0 && old.change_dt != RS_TIME_NONE &&
+        t->change_dt != RS_TIME_NONE && t->change_dt < old.change_dt) {
+        /* Older than what the mirror holds: a late or replayed change. */
+        rs_free(oldbuf);
+        if (apply_txn(a) == 0 &&
+            ledger_todo_done(a->o.ledger, j->uri, j->t.seq) >= 0)
+            report(a, j->uri, APPLY_UNCHANGED, "older than the mirror's copy");
+        job_end(a, j);
+        return true;
+    }
+    j->had_copy = rc == 0 && !old.deleted;
+    if (t->change == LEDGER_DELETE) {
+        job_delete(a, j, rc == 0 ? &old : NULL);
+        rs_free(oldbuf);
+        job_end(a, j);
+        return true;
+    }
+    if (rc == 0)
+        j->gen = old.gen;
+    if (j->had_copy && old.etag != NULL && strlen(old.etag) < 500 &&
+        (t->hash == NULL || old.hash == NULL || strcmp(t->hash, old.hash) != 0
+         || t->origin == NULL || strcmp(t->origin, "push") != 0)) {
+        struct stat sb;
+        /* Only when the file is still there as the ledger says. */
+        if (mirror_stat(a->o.mirror, j->path, &sb) == 0 &&
+            (old.length < 0 || sb.st_size == old.length)) {
+            snprintf(inm, sizeof(inm), "If-None-Match: %s", old.etag);
+            hdrs[0] = inm;
+            j->conditional = true;
+        }
+    }
+    rs_free(oldbuf);
+    if ((j->hasher = rs_hasher_new(hash_mask(&j->expect))) == NULL) {
+        snprintf(j->why, sizeof(j->why), "out of memory");
+        job_retry(a, j, -1, false);
+        job_end(a, j);
+        return true;
+    }
+    struct rs_http_req_opts ro = {
+        .url = j->uri,
+        .headers = hdrs[0] != NULL ? hdrs : no_headers,
+        .timeout_ms = a->o.timeout_ms ? a->o.timeout_ms : APPLY_TIMEOUT_MS,
+        .max_body = a->o.max_body ? a->o.max_body : APPLY_MAX_BODY,
+        .max_redirects = 5,
+        .on_data = on_job_data,
+        .on_done = on_job_done,
+        .ud = j,
+    };
+    a->st.requests++;
+    rc = rs_http_request(a->o.http, &ro, &j->req);
+    if (rc != 0) {
+        snprintf(j->why, sizeof(j->why), "GET: %s", rs_strerror(rc));
+        job_retry(a, j, -1, rc == RS_EINVAL);
+        job_end(a, j);
+    }
+    return true;
+}
+
+/* One due row from the ledger: start its job, skip it (in flight), or
+ * stop (full, or the rate limit: the row is offered again next time). */
+static int
+on_todo_row(void *ud, const struct ledger_todo *t)
+{
+    struct apply *a = ud;
+    size_t room = a->o.parallel ? a->o.parallel : APPLY_PARALLEL;
+
+    if (job_find(a, t->uri) == NULL && a->njobs >= room)
+        return 1;
+    return job_start(a, t) ? 0 : 2;
+}
+
+static void
+apply_refill(struct apply *a)
+{
+    size_t room = a->o.parallel ? a->o.parallel : APPLY_PARALLEL;
+    int64_t pending = 0;
+    int rc = 0;
+
+    if (a->paused || a->closing)
+        return;
+    /* Two passes: when the first runs dry the cursor starts over, and
+     * rows due before it (retries come due) are seen at once. Rows in
+     * flight are still in the table; the walk reads past them. */
+    for (int pass = 0; pass < 2 && a->njobs < room; pass++) {
+        rc = ledger_todo_next(a->o.ledger, rs_time_now(), &a->cursor,
+                              room + a->njobs, on_todo_row, a);
+        if (rc != 0 || a->cursor.seq != 0)
+            break;
+    }
+    if (rc == 2) {
+        struct timeval tv = { 0, 20000 };
+        evtimer_add(a->ev_kick, &tv);     /* the rate limit */
+        return;
+    }
+    if (rc < 0) {
+        struct timeval tv = { 1, 0 };
+        evtimer_add(a->ev_kick, &tv);     /* the state is failing: later */
+        return;
+    }
+    if (a->njobs == 0 && a->o.on_idle != NULL && apply_idle(a, &pending))
+        a->o.on_idle(a->o.ud);
+}
+
+static void
+on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    apply_refill(arg);
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    apply_refill(arg);
+}
+
+/* ---------------------------------------------------------------- API */
+
+struct apply *
+apply_new(const struct apply_opts *o, char *err, size_t errsz)
+{
+    struct apply *a = rs_calloc(1, sizeof(*a));
+    struct timeval tick = { 0, APPLY_TICK_MS * 1000 };
+
+    if (a == NULL) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    a->o = *o;
+    a->tokens = o->rate > 0 ? o->rate : 0;
+    a->tokens_at = rs_time_now();
+    a->ev_kick = evtimer_new(o->base, on_kick, a);
+    a->ev_commit = evtimer_new(o->base, on_commit, a);
+    a->ev_tick = event_new(o->base, -1, EV_PERSIST, on_tick, a);
+    if (a->ev_kick == NULL || a->ev_commit == NULL || a->ev_tick == NULL) {
+        snprintf(err, errsz, "out of memory");
+        apply_free(a);
+        return NULL;
+    }
+    event_add(a->ev_tick, &tick);
+    return a;
+}
+
+void
+apply_free(struct apply *a)
+{
+    if (a == NULL)
+        return;
+    a->closing = true;
+    while (a->njobs > 0) {
+        struct job *j = a->jobs[--a->njobs];
+        if (j->req != NULL) {
+            /* Its on_done (from the loop, or from rs_http_free) frees it. */
+            j->a = NULL;
+            j->superseded = true;
+            rs_http_cancel(j->req);
+            continue;
+        }
+        job_free(j);
+    }
+    if (apply_flush(a) != 0 && a->o.on_state_error != NULL)
+        a->o.on_state_error(a->o.ud, ledger_errstr(a->o.ledger));
+    if (a->ev_kick != NULL)
+        event_free(a->ev_kick);
+    if (a->ev_commit != NULL)
+        event_free(a->ev_commit);
+    if (a->ev_tick != NULL)
+        event_free(a->ev_tick);
+    rs_free(a->jobs);
+    rs_free(a);
+}
+
+void
+apply_kick(struct apply *a)
+{
+    struct timeval now = { 0, 0 };
+
+    if (!evtimer_pending(a->ev_kick, NULL))
+        evtimer_add(a->ev_kick, &now);
+}
+
+void
+apply_pause(struct apply *a, bool pause)
+{
+    a->paused = pause;
+    if (!pause)
+        apply_kick(a);
+}
+
+bool
+apply_idle(struct apply *a, int64_t *pending)
+{
+    int64_t due = 0, waiting = 0, failed = 0;
+
+    if (a->njobs > 0)
+        return false;
+    if (pending == NULL)
+        return true;
+    if (ledger_todo_count(a->o.ledger, rs_time_now(), &due, &waiting,
+                          &failed) != 0)
+        return false;
+    *pending = due + waiting;
+    return *pending == 0;
+}
+
+void
+apply_stats(const struct apply *a, struct apply_stats *out)
+{
+    *out = a->st;
+}

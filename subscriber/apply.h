@@ -1,0 +1,119 @@
+/*
+ * apply.h - bringing mirrored resources to the state the ledger's todo
+ * rows ask for: fetch (rs_http, bounded parallelism, rate limit, retries
+ * with backoff, Retry-After, conditional GET), verify length and hashes,
+ * write atomically (mirror), delete or move to the attic, and record the
+ * result (ledger). One job per resource at a time, in todo order; a newer
+ * change supersedes the job in flight. Also the ledger's write batching:
+ * every writer in the process opens its writes with apply_txn and the
+ * batch is committed on a short timer (or at once with apply_flush).
+ * Where the todo rows come from is the caller's business.
+ */
+#ifndef SUB_APPLY_H
+#define SUB_APPLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rs_error.h"
+#include "rs_time.h"
+
+struct event_base;
+struct rs_http;
+struct ledger;
+struct mirror;
+struct pathmap;
+struct apply;
+
+enum apply_outcome {
+    APPLY_CREATED,           /* written, no earlier copy */
+    APPLY_UPDATED,           /* written over an earlier copy */
+    APPLY_DELETED,           /* removed (or moved to the attic) */
+    APPLY_UNCHANGED,         /* 304, or already gone, or not newer */
+    APPLY_RETRY,             /* failed this time; will be retried */
+    APPLY_FAILED,            /* gave up, or refused: the mirror lacks it */
+    APPLY_OUTCOMES
+};
+
+struct apply_stats {
+    uint64_t outcomes[APPLY_OUTCOMES];
+    uint64_t bytes;          /* resource bytes written */
+    uint64_t requests;       /* GETs started */
+    uint64_t superseded;     /* jobs dropped for a newer change */
+    uint64_t commits;        /* ledger transactions committed */
+    unsigned in_flight;
+    rs_time_t last_change_dt; /* newest change datetime applied */
+};
+
+struct apply_opts {
+    struct event_base *base;
+    struct rs_http *http;
+    struct ledger *ledger;
+    struct mirror *mirror;
+    const struct pathmap *pathmap;
+    unsigned parallel;       /* jobs in flight; 0 = 32 */
+    double rate;             /* GETs per second; 0 = unlimited */
+    unsigned retries;        /* attempts before a resource is failed; 0 = 5 */
+    unsigned timeout_ms;     /* one GET; 0 = 120 s */
+    uint64_t max_body;       /* one resource; 0 = 1 GiB */
+    unsigned commit_ms;      /* batch window; 0 = 20 ms */
+    /* One resource done (or retried, or failed), after the ledger row was
+     * written (in the open batch). what: "" or why it failed. May be NULL. */
+    void (*on_result)(void *ud, const char *uri, enum apply_outcome o,
+                      const char *what);
+    /* Nothing in flight and no todo row due or waiting (failed rows
+     * aside). May be NULL. */
+    void (*on_idle)(void *ud);
+    /* A batch could not be committed (disk full, I/O error): its work is
+     * redone, nothing is lost, but the operator must know. May be NULL. */
+    void (*on_state_error)(void *ud, const char *what);
+    void *ud;
+};
+
+struct apply *apply_new(const struct apply_opts *o, char *err, size_t errsz);
+
+/* Cancels what is in flight (nothing half-written stays: the temp files
+ * go), commits the open batch. Call before rs_http_free, and keep the
+ * mirror open until rs_http_free returned (canceled jobs end there).
+ * NULL ok. */
+void apply_free(struct apply *a);
+
+/* A change to make (t->uri, change, change_dt, lastmod, length, hash,
+ * origin; seq and attempts ignored): queued as a todo row in the open
+ * batch unless the mirror already holds this state or a newer one, or a
+ * newer change is already queued. Returns 1 queued, 0 not needed, or a
+ * ledger error. Call apply_kick after a run of offers. */
+struct ledger_todo;
+int apply_offer(struct apply *a, const struct ledger_todo *t) RS_MUST_CHECK;
+
+/* Fill *t from a Change List or notification entry (loc resolved):
+ * change (none means updated), change time (datetime, else lastmod),
+ * lastmod, length, hash (formatted into hbuf, RS_HASHES_BUFSZ bytes).
+ * t borrows loc, origin and hbuf. */
+struct rs_entry;
+void apply_todo_from_entry(const struct rs_entry *e, const char *loc,
+                           const char *origin, struct ledger_todo *t,
+                           char *hbuf);
+
+/* New todo rows may be due: look for work (cheap; coalesced). */
+void apply_kick(struct apply *a);
+
+/* Stop starting jobs (SIGTERM); jobs in flight finish. apply_idle says
+ * when they did. */
+void apply_pause(struct apply *a, bool pause);
+
+/* Nothing in flight, and (when pending is given) the todo rows neither
+ * done nor failed. */
+bool apply_idle(struct apply *a, int64_t *pending);
+
+/* The open batch: apply_txn before any ledger write (opens a transaction
+ * when none is, and arms the commit timer); apply_flush commits it now
+ * (e.g. before answering a WebSub delivery). */
+int apply_txn(struct apply *a) RS_MUST_CHECK;
+int apply_flush(struct apply *a) RS_MUST_CHECK;
+
+void apply_stats(const struct apply *a, struct apply_stats *out);
+const char *apply_outcome_name(enum apply_outcome o);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * discovery.h - finding a Source's Capability Lists and what each offers
+ * (docs/protocol.md; ResourceSync section 10): from a Capability List, a
+ * Source Description, a site root (its /.well-known/resourcesync and
+ * robots.txt), an HTML page's <link rel="resourcesync">, any resource's
+ * Link header, or a list pointing rel="up". Asynchronous on rs_http; what
+ * to do with the channels found is the caller's.
+ */
+#ifndef SUB_DISCOVERY_H
+#define SUB_DISCOVERY_H
+
+#include <stddef.h>
+
+#include "rs_error.h"
+
+struct event_base;
+struct rs_http;
+struct discovery;
+
+enum { DISCOVERY_CHANGE = 0, DISCOVERY_FRAMEWORK = 1 };
+
+/* What one Capability List offers; NULL when absent. URLs are absolute. */
+struct discovery_set {
+    char *caplist;
+    char *resourcelist;      /* a Resource List or its index */
+    char *resourcedump;
+    char *changelist;        /* a Change List or its index */
+    char *changedump;
+    char *ws[2];             /* WebSocket channel (ws:// or wss://) */
+    char *topic[2];          /* WebSub topic ... */
+    char *hub[2];            /* ... and its hub */
+};
+
+struct discovery_result {
+    char *description;       /* the Source Description read, or NULL */
+    struct discovery_set *sets;
+    size_t nsets;
+};
+
+/* Runs once per discovery_start that returned 0, from the loop. rc == 0:
+ * res (at least one set) now belongs to the callee (discovery_result_free).
+ * rc != 0: res is NULL and err says what was tried and why it failed. */
+typedef void (*discovery_done_cb)(void *ud, int rc, const char *err,
+                                  struct discovery_result *res);
+
+struct discovery *discovery_new(struct event_base *base, struct rs_http *http,
+                                discovery_done_cb cb, void *ud);
+/* Abandons a discovery under way (no callback). NULL ok. Not from inside
+ * the callback. */
+void discovery_free(struct discovery *d);
+
+/* Start from url. RS_ESTATE if one is under way, RS_EINVAL, RS_ENOMEM. */
+int discovery_start(struct discovery *d, const char *url) RS_MUST_CHECK;
+
+void discovery_result_free(struct discovery_result *r);
+
+#endif

@@ -1,0 +1,402 @@
+/*
+ * follow.c - one struct chan per channel (change, framework), each with
+ * its WebSocket URIs, its position (the last hub id taken, in the
+ * ledger) and its reconnect timer. Messages are parsed whole (one
+ * notification is one document), checked against the position, and
+ * offered; the position moves in the same batch.
+ */
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+#include "discovery.h"
+#include "follow.h"
+#include "ledger.h"
+#include "rs_alloc.h"
+#include "rs_parse.h"
+#include "rs_url.h"
+#include "wsclient.h"
+
+#define FOLLOW_BACKOFF_MIN_MS 100
+#define FOLLOW_BACKOFF_MAX_MS 30000
+#define FOLLOW_UNKNOWN_MS 60000      /* 4004: the channel may come back */
+
+struct chan {
+    struct follow *f;
+    int kind;                        /* DISCOVERY_CHANGE, _FRAMEWORK */
+    char **uris;
+    size_t nuris, cur;
+    char *poskey;
+    char *last_id;                   /* NULL: none yet */
+    rs_time_t mark;                  /* replay from here when no id */
+    struct wsclient_conn *conn;
+    struct event *ev_retry;
+    unsigned backoff_ms;
+    bool open, want_pull;
+};
+
+struct follow {
+    struct follow_opts o;
+    struct chan ch[2];
+    char *source_key;                /* KEY FOLLOW_POS_SOURCE */
+    rs_time_t source_dt;             /* its datetime */
+    struct follow_stats st;
+};
+
+int
+follow_id_cmp(const char *a, const char *b)
+{
+    unsigned long long am, as = 0, bm, bs = 0;
+    char *e;
+
+    am = strtoull(a, &e, 10);
+    if (*e == '-')
+        as = strtoull(e + 1, NULL, 10);
+    bm = strtoull(b, &e, 10);
+    if (*e == '-')
+        bs = strtoull(e + 1, NULL, 10);
+    if (am != bm)
+        return am < bm ? -1 : 1;
+    return as < bs ? -1 : as > bs;
+}
+
+/* ------------------------------------------------------------ messages */
+
+/* Queue the changes of one notification document; id may be NULL. */
+static int
+take_doc(struct follow *f, struct chan *c, const char *buf, size_t len,
+         const char *origin)
+{
+    struct rs_parse_opts po = { 0 };
+    struct rs_doc *doc = NULL;
+    struct rs_diag diag;
+    enum rs_capability cap;
+    rs_time_t newest = RS_TIME_NONE;
+    const char *id;
+    int rc;
+
+    if (rs_doc_parse(buf, len, &po, &doc, &diag) != 0) {
+        f->st.invalid++;
+        return RS_EINVALID;
+    }
+    cap = doc->head.md.capability;
+    if (!rs_capability_is_notification(cap)) {
+        f->st.invalid++;
+        rs_doc_free(doc);
+        return RS_EINVALID;
+    }
+    id = doc->head.hub_id;
+    if (c != NULL && id != NULL && c->last_id != NULL &&
+        follow_id_cmp(id, c->last_id) <= 0) {
+        f->st.duplicates++;
+        rs_doc_free(doc);
+        return 0;
+    }
+    f->st.last_message = rs_time_now();
+    if ((rc = apply_txn(f->o.apply)) != 0) {
+        rs_doc_free(doc);
+        return rc;
+    }
+    for (size_t i = 0; i < doc->nentries; i++) {
+        const struct rs_entry *e = &doc->entries[i];
+        struct ledger_todo t;
+        char hbuf[RS_HASHES_BUFSZ];
+
+        if (!rs_url_is_http(e->loc)) {
+            f->st.invalid++;
+            continue;
+        }
+        if (cap == RS_CAP_FRAMEWORK_NOTIFICATION) {
+            if (f->o.on_framework != NULL && e->has_md)
+                f->o.on_framework(f->o.ud, e->md.capability, e->md.change,
+                                  e->loc);
+            continue;
+        }
+        apply_todo_from_entry(e, e->loc, origin, &t, hbuf);
+        if (t.change_dt != RS_TIME_NONE && t.change_dt > newest)
+            newest = t.change_dt;
+        if ((rc = apply_offer(f->o.apply, &t)) < 0) {
+            rs_doc_free(doc);
+            return rc;
+        }
+    }
+    if (cap == RS_CAP_FRAMEWORK_NOTIFICATION)
+        f->st.framework++;
+    else
+        f->st.notifications++;
+    rc = 0;
+    if (c != NULL && id != NULL) {
+        char *nid = rs_strdup(id);
+        if (nid == NULL) {
+            rs_doc_free(doc);
+            return RS_ENOMEM;
+        }
+        rs_free(c->last_id);
+        c->last_id = nid;
+        rc = ledger_pos_set(f->o.ledger, c->poskey, nid, newest);
+    }
+    if (rc == 0 && newest != RS_TIME_NONE &&
+        (f->source_dt == RS_TIME_NONE || newest > f->source_dt)) {
+        f->source_dt = newest;
+        rc = ledger_pos_set(f->o.ledger, f->source_key, NULL, newest);
+    }
+    rs_doc_free(doc);
+    apply_kick(f->o.apply);
+    return rc;
+}
+
+int
+follow_take(struct follow *f, const char *body, size_t len, const char *origin)
+{
+    return take_doc(f, NULL, body, len, origin);
+}
+
+/* --------------------------------------------------------- connections */
+
+static void chan_connect(struct chan *c);
+
+static void
+chan_retry_in(struct chan *c, unsigned ms)
+{
+    struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000 };
+
+    evtimer_add(c->ev_retry, &tv);
+}
+
+static void
+on_ws_open(void *ud, struct wsclient_conn *conn)
+{
+    struct chan *c = ud;
+
+    (void)conn;
+    c->open = true;
+    c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
+    c->f->st.connected[c->kind] = true;
+    if (c->f->o.on_channel != NULL)
+        c->f->o.on_channel(c->f->o.ud, c->uris[c->cur], true, 0, "");
+}
+
+static void
+on_ws_message(void *ud, struct wsclient_conn *conn, const char *buf,
+              size_t len)
+{
+    struct chan *c = ud;
+
+    (void)conn;
+    (void)take_doc(c->f, c, buf, len, "push");
+}
+
+static void
+on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
+{
+    struct chan *c = ud;
+    struct follow *f = c->f;
+    unsigned max = f->o.reconnect_max_ms ? f->o.reconnect_max_ms
+                                         : FOLLOW_BACKOFF_MAX_MS;
+    char why[300];
+
+    (void)conn;
+    c->conn = NULL;
+    c->open = false;
+    f->st.connected[c->kind] = false;
+    if (code == WSCLIENT_CANCELLED)
+        return;                       /* wsclient_free: we are stopping */
+    if (f->o.on_channel != NULL)
+        f->o.on_channel(f->o.ud, c->uris[c->cur], false, code, reason);
+    switch (code) {
+    case 4001:                        /* gap: our position is gone */
+    case 4005:                        /* bad since: start over */
+        f->st.gaps++;
+        c->want_pull = true;
+        snprintf(why, sizeof(why), "%s closed %d: %s", c->uris[c->cur], code,
+                 reason);
+        if (f->o.on_gap != NULL)
+            f->o.on_gap(f->o.ud, why);
+        return;                       /* follow_resume reconnects */
+    case 4004:
+        chan_retry_in(c, FOLLOW_UNKNOWN_MS);
+        return;
+    default:
+        /* Hub restart (1001), slow consumer (4002), Redis down (4003),
+         * full (1013), network: another node, after a pause. */
+        c->cur = (c->cur + 1) % c->nuris;
+        chan_retry_in(c, c->backoff_ms);
+        c->backoff_ms = c->backoff_ms * 2 > max ? max : c->backoff_ms * 2;
+        return;
+    }
+}
+
+static void
+chan_connect(struct chan *c)
+{
+    static const struct wsclient_cbs cbs = { on_ws_open, on_ws_message,
+                                             on_ws_close };
+    const char *uri = c->uris[c->cur];
+    char url[4096], since[64] = "";
+
+    if (c->conn != NULL || c->f->o.ws == NULL)
+        return;
+    if (c->last_id != NULL)
+        snprintf(since, sizeof(since), "since=%s", c->last_id);
+    else if (c->mark != RS_TIME_NONE)
+        snprintf(since, sizeof(since), "since=%lld-0",
+                 (long long)(c->mark / 1000));
+    snprintf(url, sizeof(url), "%s%s%s", uri,
+             since[0] == '\0' ? "" : strchr(uri, '?') ? "&" : "?", since);
+    c->f->st.reconnects++;
+    if (wsclient_connect(c->f->o.ws, url, &cbs, c, &c->conn) != 0) {
+        c->conn = NULL;
+        chan_retry_in(c, c->backoff_ms);
+    }
+}
+
+static void
+on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    chan_connect(arg);
+}
+
+static int
+chan_init(struct follow *f, struct chan *c, int kind, const char *const *uris,
+          const char *key_base)
+{
+    char key[2048];
+
+    c->f = f;
+    c->kind = kind;
+    c->mark = RS_TIME_NONE;
+    c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
+    for (size_t n = 0; uris != NULL && uris[n] != NULL; n++) {
+        char **t = rs_realloc(c->uris, (c->nuris + 1) * sizeof(*t));
+        if (t == NULL)
+            return RS_ENOMEM;
+        c->uris = t;
+        if ((c->uris[c->nuris] = rs_strdup(uris[n])) == NULL)
+            return RS_ENOMEM;
+        c->nuris++;
+    }
+    snprintf(key, sizeof(key), "%s#%s", key_base,
+             kind == DISCOVERY_CHANGE ? "change" : "framework");
+    if ((c->poskey = rs_strdup(key)) == NULL)
+        return RS_ENOMEM;
+    if ((c->ev_retry = evtimer_new(f->o.base, on_retry, c)) == NULL)
+        return RS_ENOMEM;
+    return 0;
+}
+
+static void
+chan_clear(struct chan *c)
+{
+    if (c->conn != NULL)
+        wsclient_conn_close(c->conn);
+    if (c->ev_retry != NULL)
+        event_free(c->ev_retry);
+    for (size_t i = 0; i < c->nuris; i++)
+        rs_free(c->uris[i]);
+    rs_free(c->uris);
+    rs_free(c->poskey);
+    rs_free(c->last_id);
+}
+
+/* ---------------------------------------------------------------- API */
+
+struct follow *
+follow_new(const struct follow_opts *o, char *err, size_t errsz)
+{
+    struct follow *f = rs_calloc(1, sizeof(*f));
+    char *id = NULL;
+    int rc;
+
+    if (f == NULL) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    f->o = *o;
+    f->o.key = NULL;                  /* copied into each channel's key */
+    f->o.change_ws = f->o.framework_ws = NULL;
+    f->source_dt = RS_TIME_NONE;
+    rc = chan_init(f, &f->ch[DISCOVERY_CHANGE], DISCOVERY_CHANGE,
+                   o->change_ws, o->key);
+    if (rc == 0)
+        rc = chan_init(f, &f->ch[DISCOVERY_FRAMEWORK], DISCOVERY_FRAMEWORK,
+                       o->framework_ws, o->key);
+    if (rc == 0) {
+        size_t n = strlen(o->key) + sizeof(FOLLOW_POS_SOURCE);
+        if ((f->source_key = rs_malloc(n)) == NULL)
+            rc = RS_ENOMEM;
+        else
+            snprintf(f->source_key, n, "%s%s", o->key, FOLLOW_POS_SOURCE);
+    }
+    if (rc != 0) {
+        snprintf(err, errsz, "out of memory");
+        follow_free(f);
+        return NULL;
+    }
+    rc = ledger_pos_get(o->ledger, f->source_key, &id, &f->source_dt);
+    rs_free(id);
+    if (rc != 0 && rc != RS_ENOTFOUND) {
+        snprintf(err, errsz, "state: %s", ledger_errstr(o->ledger));
+        follow_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void
+follow_free(struct follow *f)
+{
+    if (f == NULL)
+        return;
+    chan_clear(&f->ch[0]);
+    chan_clear(&f->ch[1]);
+    rs_free(f->source_key);
+    rs_free(f);
+}
+
+void
+follow_start(struct follow *f, rs_time_t mark)
+{
+    for (int k = 0; k < 2; k++) {
+        struct chan *c = &f->ch[k];
+        rs_time_t dt;
+        char *id = NULL;
+
+        if (c->nuris == 0)
+            continue;
+        if (ledger_pos_get(f->o.ledger, c->poskey, &id, &dt) == 0 &&
+            id != NULL) {
+            rs_free(c->last_id);
+            c->last_id = id;
+        } else {
+            rs_free(id);
+        }
+        c->mark = mark;
+        chan_connect(c);
+    }
+}
+
+void
+follow_resume(struct follow *f, rs_time_t mark)
+{
+    for (int k = 0; k < 2; k++) {
+        struct chan *c = &f->ch[k];
+
+        if (c->nuris == 0 || !c->want_pull)
+            continue;
+        c->want_pull = false;
+        rs_free(c->last_id);
+        c->last_id = NULL;
+        c->mark = mark;
+        chan_connect(c);
+    }
+}
+
+void
+follow_stats(const struct follow *f, struct follow_stats *out)
+{
+    *out = f->st;
+}

@@ -1,0 +1,94 @@
+/*
+ * follow.h - following a Source's push channels: rshub WebSocket channels
+ * (resumed with since=ID, several URIs of one channel tried in turn), and
+ * WebSub notifications handed over by hubsub. Each change notification
+ * becomes todo rows (apply_offer) in the same batch as the channel's new
+ * position; a framework notification and a gap are reported to the
+ * caller, who pulls. Connections, reconnection and positions are owned
+ * here; deciding what to pull is not.
+ */
+#ifndef SUB_FOLLOW_H
+#define SUB_FOLLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rs_doc.h"
+#include "rs_time.h"
+
+struct event_base;
+struct ledger;
+struct apply;
+struct wsclient;
+struct follow;
+
+/* Positions: KEY#change and KEY#framework hold each channel's last hub
+ * id; KEY#source the newest change datetime queued from any channel or
+ * pull of this Capability List ("everything up to here is in"). */
+#define FOLLOW_POS_SOURCE "#source"
+
+struct follow_stats {
+    uint64_t notifications;  /* change notifications taken */
+    uint64_t framework;      /* framework notifications taken */
+    uint64_t duplicates;     /* ids at or below the position: skipped */
+    uint64_t invalid;        /* not a notification, refused */
+    uint64_t gaps;           /* gaps signalled (4001) */
+    uint64_t reconnects;
+    bool connected[2];       /* [DISCOVERY_CHANGE], [DISCOVERY_FRAMEWORK] */
+    rs_time_t last_message;  /* when the last notification arrived */
+};
+
+struct follow_opts {
+    struct event_base *base;
+    struct ledger *ledger;
+    struct apply *apply;
+    struct wsclient *ws;           /* NULL: no WebSocket channels */
+    const char *key;               /* names this Source's positions, e.g.
+                                      the Capability List URL */
+    /* WebSocket URIs of the change channel (several: nodes of one hub
+     * cluster, tried in turn) and of the framework channel; NULL-ended,
+     * copied; either may be empty. */
+    const char *const *change_ws;
+    const char *const *framework_ws;
+    unsigned reconnect_max_ms;     /* backoff cap; 0 = 30 s */
+    /* The channel cannot give a gap-free stream from our position (4001,
+     * or no position at all): pull Change Lists, then follow_resume. */
+    void (*on_gap)(void *ud, const char *why);
+    /* One entry of a framework notification: capability document loc was
+     * created/updated/deleted. */
+    void (*on_framework)(void *ud, enum rs_capability cap, enum rs_change ch,
+                         const char *loc);
+    /* A channel went up or down (logs, status). */
+    void (*on_channel)(void *ud, const char *uri, bool up, int code,
+                       const char *why);
+    void *ud;
+};
+
+struct follow *follow_new(const struct follow_opts *o, char *err,
+                          size_t errsz);
+/* Closes the connections (no callbacks from them after). NULL ok. */
+void follow_free(struct follow *f);
+
+/* Connect the channels from the stored positions. A channel without a
+ * position starts from `mark` (a time: the hub's ids are times, see
+ * docs/protocol.md 2), the moment from which the caller's pull covers. */
+void follow_start(struct follow *f, rs_time_t mark);
+
+/* After the pull that a gap asked for: reconnect, replaying from mark. */
+void follow_resume(struct follow *f, rs_time_t mark);
+
+/* A notification document that came by WebSub (or any other way): taken
+ * as if from the change or framework channel, without an id. Returns 0
+ * when its changes are queued in the open batch (flush before answering
+ * the hub), or RS_EINVALID / a ledger error. */
+int follow_take(struct follow *f, const char *body, size_t len,
+                const char *origin);
+
+void follow_stats(const struct follow *f, struct follow_stats *out);
+
+/* Compare two hub ids "MS-SEQ" as numbers: <0, 0, >0; a malformed id
+ * sorts first. */
+int follow_id_cmp(const char *a, const char *b);
+
+#endif

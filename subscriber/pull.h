@@ -1,0 +1,77 @@
+/*
+ * pull.h - what the subscriber learns by pulling: a Change List walk from
+ * the last applied change (incremental), a Resource List walk that makes
+ * the mirror match it (baseline and reconcile: fetch what is new or
+ * different, delete what is gone), and the same walk as a report only
+ * (audit). Changes are handed to apply as todo rows; applying them, and
+ * deciding when to pull, are the caller's.
+ */
+#ifndef SUB_PULL_H
+#define SUB_PULL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rs_time.h"
+
+struct event_base;
+struct rs_http;
+struct ledger;
+struct mirror;
+struct apply;
+struct pull;
+
+enum pull_kind {
+    PULL_CHANGES,      /* Change Lists from `since` */
+    PULL_RECONCILE,    /* Resource List: queue every difference */
+    PULL_AUDIT,        /* Resource List: report differences only */
+};
+
+struct pull_report {
+    enum pull_kind kind;
+    /* RECONCILE and AUDIT: what the Source has that the mirror lacks
+     * (added), has otherwise (updated), lacks (deleted), and agreements.
+     * CHANGES: changes queued (added/updated/deleted by kind) and changes
+     * the mirror already held (unchanged). */
+    uint64_t added, updated, deleted, unchanged;
+    uint64_t entries, docs;
+    /* CHANGES: the Change Lists reach back to `since` (else a reconcile
+     * is needed: what happened between is unknown). */
+    bool reached_back;
+    /* CHANGES: the newest change seen; RECONCILE/AUDIT: the snapshot time
+     * (the Resource List's `at`, else when the walk began). */
+    rs_time_t newest;
+};
+
+struct pull_opts {
+    struct event_base *base;
+    struct rs_http *http;
+    struct ledger *ledger;
+    struct mirror *mirror;
+    struct apply *apply;
+    bool strict;             /* document warnings are errors */
+    bool deep;               /* AUDIT: hash the mirror's files */
+    /* AUDIT: one differing URI; what is "added", "updated" or "deleted"
+     * (from the Source's point of view). May be NULL. */
+    void (*on_diff)(void *ud, const char *uri, const char *what);
+    /* Progress: entries read so far (every 10,000 and at the end). May be
+     * NULL. */
+    void (*on_progress)(void *ud, uint64_t entries);
+    /* Exactly once per pull_start that returned 0, from the loop. */
+    void (*on_done)(void *ud, int rc, const char *err,
+                    const struct pull_report *r);
+    void *ud;
+};
+
+struct pull *pull_new(const struct pull_opts *o);
+void pull_free(struct pull *p);     /* abandons a pull without on_done */
+
+/* Start a pull of the document at url (a Change List or its index for
+ * CHANGES, a Resource List or its index otherwise). since: CHANGES only,
+ * RS_TIME_NONE for everything. RS_ESTATE when one is under way. */
+int pull_start(struct pull *p, enum pull_kind k, const char *url,
+               rs_time_t since) RS_MUST_CHECK;
+bool pull_busy(const struct pull *p);
+
+#endif

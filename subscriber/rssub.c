@@ -1,0 +1,1625 @@
+/*
+ * rssub.c - the subscriber: configuration, the four commands (run, sync,
+ * audit, status), and the session that strings the modules together:
+ * discovery -> pulls (baseline, incremental, reconcile) -> following push
+ * channels, with gaps and framework notifications turned back into pulls.
+ * Every mechanism lives in a module (docs/subscriber.md has the picture);
+ * this file decides when each runs.
+ *
+ * Exit status: 0 success (audit: in sync), 1 failure (audit: differences;
+ * sync: resources that could not be mirrored), 2 usage or configuration,
+ * 3 audit could not complete.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RS_LOG_MODULE "rssub"
+#include "apply.h"
+#include "discovery.h"
+#include "follow.h"
+#include "hubsub.h"
+#include "ledger.h"
+#include "mirror.h"
+#include "pathmap.h"
+#include "pull.h"
+#include "rs_alloc.h"
+#include "rs_config.h"
+#include "rs_http.h"
+#include "rs_log.h"
+#include "rs_metrics.h"
+#include "rs_url.h"
+#include "wsclient.h"
+
+#define RSSUB_MAX_SETS 16
+#define RSSUB_PROGRESS_MS 250
+#define RSSUB_RECONCILE_MIN_MS (60 * 1000)   /* framework-triggered */
+
+enum cmd { CMD_RUN, CMD_SYNC, CMD_AUDIT, CMD_STATUS };
+
+static struct {
+    char *source;
+    char *mirror;
+    char *state;
+    char **sets;
+    char **prefixes;
+    char **maps;
+    char **channels;
+    int64_t parallel;
+    int64_t host_conns;
+    int64_t rate;
+    int64_t retries;
+    int64_t timeout_ms;
+    uint64_t max_body;
+    char *fsync;
+    char *attic;
+    bool sync_full;
+    bool strict;
+    bool push;
+    struct rs_config_hostport callback_listen;
+    char *callback_url;
+    int64_t lease_ms;
+    int64_t poll_ms;
+    int64_t pull_ms;
+    int64_t audit_ms;
+    bool audit_fix;
+    bool fix;
+    bool deep;
+    struct rs_config_hostport metrics_listen;
+    char *ready_file;
+    int64_t drain_ms;
+    bool progress;
+    char *log_level;
+    char *log_format;
+    char *log_file;
+} conf;
+
+static const struct rs_config_opt options[] = {
+    RS_CONFIG_STRING("source", 's', &conf.source, "URL", NULL,
+                     "the Source: a site root, Source Description, "
+                     "Capability List, or any of its resources (required)"),
+    RS_CONFIG_STRING("mirror", 'm', &conf.mirror, "DIR", NULL,
+                     "the mirror directory (required)"),
+    RS_CONFIG_STRING("state", 0, &conf.state, "FILE", NULL,
+                     "state database (default MIRROR's parent/.NAME.rssub.db; "
+                     "never inside the mirror)"),
+    RS_CONFIG_LIST("set", 0, &conf.sets, "CAPLIST", NULL,
+                   "follow only this Capability List (its URL, or a part of "
+                   "it); default: all"),
+    RS_CONFIG_LIST("prefix", 0, &conf.prefixes, "URI", NULL,
+                   "resources may live under this URI prefix (default: the "
+                   "Source's origin)"),
+    RS_CONFIG_LIST("map", 0, &conf.maps, "URI_PREFIX=DIR", NULL,
+                   "mirror resources under URI_PREFIX into DIR (relative to "
+                   "the mirror)"),
+    RS_CONFIG_LIST("channel", 0, &conf.channels, "WS_URI", NULL,
+                   "the change channel's WebSocket URI(s), tried in turn "
+                   "(default: from the Capability List)"),
+    RS_CONFIG_INT("parallel", 'j', &conf.parallel, "32", 1, 4096,
+                  "resources fetched at once"),
+    RS_CONFIG_INT("host-conns", 0, &conf.host_conns, "8", 1, 1024,
+                  "connections to one host"),
+    RS_CONFIG_INT("rate", 0, &conf.rate, "0", 0, 1000000,
+                  "fetches per second at most (0: no limit)"),
+    RS_CONFIG_INT("retries", 0, &conf.retries, "5", 1, 1000,
+                  "attempts at one resource before it is reported failed"),
+    RS_CONFIG_DURATION("timeout", 0, &conf.timeout_ms, "2m", 1000, 86400000,
+                       "longest fetch of one resource or document"),
+    RS_CONFIG_SIZE("max-resource", 0, &conf.max_body, "1G", 0, 0,
+                   "largest resource mirrored"),
+    RS_CONFIG_STRING("fsync", 0, &conf.fsync, "POLICY", "file",
+                     "none, file (each file before it replaces the old "
+                     "one) or full (and its directory)"),
+    RS_CONFIG_STRING("attic", 0, &conf.attic, "DIR", NULL,
+                     "move deleted resources here instead of deleting them"),
+    RS_CONFIG_BOOL("sync-full", 0, &conf.sync_full, "false",
+                   "fsync the state database at every commit (power-loss "
+                   "safe; a crash of the process is safe without it)"),
+    RS_CONFIG_BOOL("strict", 0, &conf.strict, "false",
+                   "treat document warnings as errors"),
+    RS_CONFIG_BOOL("push", 0, &conf.push, "true",
+                   "follow push channels (--no-push: poll Change Lists)"),
+    RS_CONFIG_HOSTPORT("callback-listen", 0, &conf.callback_listen, NULL,
+                       "receive WebSub notifications here (used when the "
+                       "Source offers WebSub and no WebSocket channel)"),
+    RS_CONFIG_STRING("callback-url", 0, &conf.callback_url, "URL", NULL,
+                     "public URL of --callback-listen (default "
+                     "http://HOST:PORT/)"),
+    RS_CONFIG_DURATION("lease", 0, &conf.lease_ms, "1d", 0, 0,
+                       "WebSub lease asked for (0: the hub's choice)"),
+    RS_CONFIG_DURATION("poll-interval", 0, &conf.poll_ms, "30s", 100, 86400000,
+                       "without push, pull Change Lists this often"),
+    RS_CONFIG_DURATION("pull-interval", 0, &conf.pull_ms, "10m", 0, 0,
+                       "with push, also pull Change Lists this often, as a "
+                       "safety net (0: never)"),
+    RS_CONFIG_DURATION("audit-interval", 0, &conf.audit_ms, "0", 0, 0,
+                       "run: compare with the Resource List this often "
+                       "(0: never)"),
+    RS_CONFIG_BOOL("audit-fix", 0, &conf.audit_fix, "false",
+                   "run: repair what a periodic audit finds"),
+    RS_CONFIG_BOOL("fix", 0, &conf.fix, "false",
+                   "audit: repair the differences (fetch, delete)"),
+    RS_CONFIG_BOOL("deep", 0, &conf.deep, "false",
+                   "audit: hash every mirrored file (default: sizes and "
+                   "the recorded hashes)"),
+    RS_CONFIG_HOSTPORT("metrics-listen", 0, &conf.metrics_listen, NULL,
+                       "serve Prometheus metrics at http://HOST:PORT/metrics"),
+    RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
+                     "run: write {\"metrics\":PORT} here once the first "
+                     "sync is done and push is followed"),
+    RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "10s", 0, 600000,
+                       "on SIGTERM, how long to let fetches in flight finish"),
+    RS_CONFIG_BOOL("progress", 0, &conf.progress, "true",
+                   "a progress line on a terminal"),
+    RS_CONFIG_STRING("log-level", 0, &conf.log_level, "LEVEL", "info",
+                     "debug, info, warn or error"),
+    RS_CONFIG_STRING("log-format", 0, &conf.log_format, "FORMAT", "auto",
+                     "auto, text, logfmt or json"),
+    RS_CONFIG_STRING("log-file", 0, &conf.log_file, "PATH", NULL,
+                     "append logs to PATH (default stderr; SIGHUP reopens)"),
+    RS_CONFIG_END,
+};
+
+/* One Capability List followed. */
+struct set {
+    struct discovery_set *d;      /* in sub.disc */
+    char *key;                    /* positions: "<caplist>" */
+    char *source_key;             /* "<caplist>#source" */
+    struct follow *follow;
+    bool websub[2];               /* subscribed by WebSub */
+    bool polling;                 /* no push: Change Lists on a timer */
+    bool baselined;
+};
+
+enum pull_why { WHY_START, WHY_GAP, WHY_FRAMEWORK, WHY_POLL, WHY_AUDIT };
+
+struct job_q {
+    int set;
+    enum pull_kind kind;
+    enum pull_why why;
+};
+
+struct sub {
+    enum cmd cmd;
+    struct event_base *base;
+    struct rs_http *http;
+    struct ledger *ledger;
+    struct mirror *mirror;
+    struct pathmap *pathmap;
+    struct apply *apply;
+    struct pull *pull;
+    struct discovery *discovery;
+    struct discovery_result *disc;
+    struct wsclient *ws;
+    struct hubsub *hubsub;
+    struct set sets[RSSUB_MAX_SETS];
+    size_t nsets;
+    struct job_q q[64];
+    size_t nq;
+    int pulling;                  /* set index of the pull under way, -1 */
+    enum pull_why pull_why;
+    rs_time_t pull_mark;          /* when the pull under way began */
+    bool started;                 /* first round of pulls done */
+    bool draining;
+    bool audit_dirty;             /* audit found differences */
+    bool failed;                  /* a pull failed */
+    int64_t drain_waited_ms;
+    rs_time_t last_reconcile;
+    char *state_path;
+    struct event *ev_sig[3], *ev_poll, *ev_pull, *ev_audit, *ev_progress,
+        *ev_drain;
+    struct evhttp *mhttp;
+    int metrics_port;
+    struct rs_metrics *metrics;
+    struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
+    struct rs_metrics_counter *m_fallback[4];
+    struct rs_metrics_counter *m_notifications;
+    uint64_t listed;              /* entries read by pulls (progress) */
+    uint64_t listed_before;       /* ... by the pulls before this one */
+    bool tty;
+    int exit_code;
+};
+
+static void run_queue(struct sub *s);
+static struct sub *the_sub;          /* one per process, for set callbacks */
+static struct rs_config *the_cfg;
+
+/* ------------------------------------------------------------- helpers */
+
+static bool
+list_empty(char *const *l)
+{
+    return l == NULL || l[0] == NULL;
+}
+
+static const char *
+cmd_name(enum cmd c)
+{
+    static const char *const n[] = { "run", "sync", "audit", "status" };
+    return n[c];
+}
+
+static char *
+default_state_path(const char *mirror)
+{
+    char a[PATH_MAX], b[PATH_MAX], *path;
+    size_t n;
+
+    snprintf(a, sizeof(a), "%s", mirror);
+    n = strlen(a);
+    while (n > 1 && a[n - 1] == '/')
+        a[--n] = '\0';
+    snprintf(b, sizeof(b), "%s", a);
+    n = strlen(dirname(a)) + strlen(basename(b)) + 16;
+    if ((path = rs_malloc(n)) == NULL)
+        return NULL;
+    snprintf(a, sizeof(a), "%s", mirror);
+    snprintf(b, sizeof(b), "%s", mirror);
+    while (strlen(a) > 1 && a[strlen(a) - 1] == '/') {
+        a[strlen(a) - 1] = '\0';
+        b[strlen(b) - 1] = '\0';
+    }
+    if (snprintf(path, n, "%s/.%s.rssub.db", dirname(a), basename(b)) >=
+        (int)n) {
+        rs_free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* Is path (existing or not) inside dir? Compared on real paths of the
+ * parents, so "mirror/../x" and symlinked spellings are seen through. */
+static bool
+path_inside(const char *path, const char *dir)
+{
+    char p[PATH_MAX], d[PATH_MAX + 2], rp[PATH_MAX], rd[PATH_MAX];
+    size_t n;
+
+    snprintf(p, sizeof(p), "%s", path);
+    if (realpath(dir, rd) == NULL)
+        return false;
+    if (realpath(dirname(p), rp) == NULL)
+        return false;
+    snprintf(d, sizeof(d), "%s/", rd);
+    n = strlen(d);
+    return strcmp(rp, rd) == 0 || strncmp(rp, d, n) == 0;
+}
+
+/* A state write or read that failed where the caller can go on: said
+ * once in the log, and the next commit or start redoes the work. */
+static void
+state_warn(struct sub *s, int rc, const char *what)
+{
+    if (rc < 0)
+        rs_log_kv(RS_LOG_ERROR, "state", "what", what, "error",
+                  ledger_errstr(s->ledger), NULL);
+}
+
+static void
+set_last_error(struct sub *s, const char *what)
+{
+    char now[RS_TIME_BUFSZ];
+
+    rs_time_format(rs_time_now(), now);
+    if (s->ledger == NULL || apply_txn(s->apply) != 0)
+        return;
+    state_warn(s, ledger_meta_set(s->ledger, "last_error", what),
+               "last error");
+    state_warn(s, ledger_meta_set(s->ledger, "last_error_at", now),
+               "last error");
+}
+
+static rs_time_t
+source_dt(struct sub *s, struct set *st)
+{
+    rs_time_t dt = RS_TIME_NONE;
+    char *id = NULL;
+
+    if (ledger_pos_get(s->ledger, st->source_key, &id, &dt) != 0)
+        dt = RS_TIME_NONE;
+    rs_free(id);
+    return dt;
+}
+
+static void
+raise_source_dt(struct sub *s, struct set *st, rs_time_t dt)
+{
+    rs_time_t cur = source_dt(s, st);
+
+    if (dt == RS_TIME_NONE || (cur != RS_TIME_NONE && cur >= dt))
+        return;
+    if (apply_txn(s->apply) == 0)
+        state_warn(s, ledger_pos_set(s->ledger, st->source_key, NULL, dt),
+                   "position");
+}
+
+/* ----------------------------------------------------------- progress */
+
+static void
+on_progress_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct sub *s = arg;
+    struct apply_stats as;
+    uint64_t done;
+
+    (void)fd;
+    (void)what;
+    apply_stats(s->apply, &as);
+    done = as.outcomes[APPLY_CREATED] + as.outcomes[APPLY_UPDATED] +
+           as.outcomes[APPLY_DELETED] + as.outcomes[APPLY_UNCHANGED];
+    fprintf(stderr, "\r%s: listed %llu, applied %llu, failed %llu, "
+            "%.1f MB, in flight %u   ", cmd_name(s->cmd),
+            (unsigned long long)s->listed, (unsigned long long)done,
+            (unsigned long long)as.outcomes[APPLY_FAILED],
+            (double)as.bytes / 1e6, as.in_flight);
+    fflush(stderr);
+}
+
+static void
+progress_end(struct sub *s)
+{
+    if (s->ev_progress != NULL && evtimer_pending(s->ev_progress, NULL)) {
+        event_del(s->ev_progress);
+        on_progress_tick(-1, 0, s);
+        fputc('\n', stderr);
+    }
+}
+
+/* ---------------------------------------------------------- the end */
+
+static void
+finish(struct sub *s, int code)
+{
+    s->exit_code = code;
+    progress_end(s);
+    event_base_loopexit(s->base, NULL);
+}
+
+static void
+summary(struct sub *s, const char *msg)
+{
+    struct apply_stats as;
+    char c[24], u[24], d[24], f[24], b[24], sec[32];
+    double secs;
+
+    apply_stats(s->apply, &as);
+    secs = (double)(rs_time_now() - s->pull_mark) / 1e6;
+    snprintf(c, sizeof(c), "%llu", (unsigned long long)
+             (as.outcomes[APPLY_CREATED] + as.outcomes[APPLY_UPDATED]));
+    snprintf(u, sizeof(u), "%llu",
+             (unsigned long long)as.outcomes[APPLY_UNCHANGED]);
+    snprintf(d, sizeof(d), "%llu",
+             (unsigned long long)as.outcomes[APPLY_DELETED]);
+    snprintf(f, sizeof(f), "%llu",
+             (unsigned long long)as.outcomes[APPLY_FAILED]);
+    snprintf(b, sizeof(b), "%llu", (unsigned long long)as.bytes);
+    snprintf(sec, sizeof(sec), "%.3f", secs);
+    rs_log_kv(RS_LOG_INFO, msg, "fetched", c, "unchanged", u, "deleted", d,
+              "failed", f, "bytes", b, "seconds", sec, NULL);
+}
+
+/* List the resources that could not be mirrored. */
+static int
+on_failed_row(void *ud, const struct ledger_todo *t)
+{
+    (void)ud;
+    rs_log_kv(RS_LOG_ERROR, "not mirrored", "uri", t->uri, "error",
+              t->last_error != NULL ? t->last_error : "", NULL);
+    return 0;
+}
+
+/* ------------------------------------------------------------- pulls */
+
+static void
+queue_pull(struct sub *s, int set, enum pull_kind kind, enum pull_why why)
+{
+    for (size_t i = 0; i < s->nq; i++)
+        if (s->q[i].set == set && s->q[i].kind == kind)
+            return;
+    if (s->nq == sizeof(s->q) / sizeof(s->q[0]))
+        return;
+    s->q[s->nq++] = (struct job_q){ set, kind, why };
+    if (s->pulling < 0)
+        run_queue(s);
+}
+
+static void
+on_pull_progress(void *ud, uint64_t entries)
+{
+    struct sub *s = ud;
+
+    s->listed = s->listed_before + entries;
+}
+
+static void
+on_diff(void *ud, const char *uri, const char *what)
+{
+    struct sub *s = ud;
+
+    s->audit_dirty = true;
+    if (s->cmd == CMD_AUDIT)
+        printf("%s %s\n", what, uri);
+    else
+        rs_log_kv(RS_LOG_WARN, "audit: differs", "uri", uri, "what", what,
+                  NULL);
+}
+
+static void after_pulls(struct sub *s);
+
+static void
+on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
+{
+    struct sub *s = ud;
+    struct set *st = &s->sets[s->pulling];
+    char n[5][24];
+
+    s->pulling = -1;
+    s->listed_before += r->entries;
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "pull failed", "caplist", st->d->caplist,
+                  "error", err, NULL);
+        set_last_error(s, err);
+        s->failed = true;
+        s->nq = 0;
+        if (s->cmd != CMD_RUN) {
+            finish(s, s->cmd == CMD_AUDIT ? 3 : 1);
+            return;
+        }
+        after_pulls(s);
+        return;
+    }
+    snprintf(n[0], 24, "%llu", (unsigned long long)r->entries);
+    snprintf(n[1], 24, "%llu", (unsigned long long)r->added);
+    snprintf(n[2], 24, "%llu", (unsigned long long)r->updated);
+    snprintf(n[3], 24, "%llu", (unsigned long long)r->deleted);
+    snprintf(n[4], 24, "%llu", (unsigned long long)r->unchanged);
+    rs_log_kv(RS_LOG_INFO, r->kind == PULL_CHANGES ? "change lists read"
+              : r->kind == PULL_AUDIT ? "audited" : "resource list read",
+              "caplist", st->d->caplist, "entries", n[0], "added", n[1],
+              "updated", n[2], "deleted", n[3], "unchanged", n[4], NULL);
+    if (r->kind == PULL_CHANGES && !r->reached_back) {
+        /* What happened before the oldest Change List is unknown. */
+        rs_log_kv(RS_LOG_WARN, "change lists do not reach back far enough: "
+                  "reconciling with the resource list", "caplist",
+                  st->d->caplist, NULL);
+        rs_metrics_counter_inc(s->m_fallback[2]);
+        queue_pull(s, (int)(st - s->sets), PULL_RECONCILE, s->pull_why);
+    } else if (r->kind == PULL_CHANGES) {
+        raise_source_dt(s, st, r->newest);
+    } else if (r->kind == PULL_RECONCILE) {
+        raise_source_dt(s, st, r->newest);
+        if (apply_txn(s->apply) == 0 &&
+            ledger_meta_set(s->ledger, st->key, "baselined") == 0)
+            st->baselined = true;
+        s->last_reconcile = rs_time_now();
+    }
+    if (apply_flush(s->apply) != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot save state", "error",
+                  ledger_errstr(s->ledger), NULL);
+    after_pulls(s);
+}
+
+static void
+run_queue(struct sub *s)
+{
+    struct job_q j;
+    struct set *st;
+    const char *url;
+    rs_time_t since = RS_TIME_NONE;
+    int rc;
+
+    while (s->pulling < 0 && s->nq > 0 && !s->draining) {
+        j = s->q[0];
+        memmove(s->q, s->q + 1, --s->nq * sizeof(s->q[0]));
+        st = &s->sets[j.set];
+        if (j.kind == PULL_CHANGES && (!st->baselined ||
+                                       st->d->changelist == NULL)) {
+            if (st->d->changelist == NULL && st->baselined)
+                rs_log_kv(RS_LOG_INFO, "no change list: reconciling with the "
+                          "resource list", "caplist", st->d->caplist, NULL);
+            j.kind = PULL_RECONCILE;
+        }
+        if (j.kind == PULL_CHANGES) {
+            url = st->d->changelist;
+            since = source_dt(s, st);
+            if (since == RS_TIME_NONE)
+                j.kind = PULL_RECONCILE;
+        }
+        if (j.kind != PULL_CHANGES) {
+            url = st->d->resourcelist;
+            if (url == NULL) {
+                rs_log_kv(RS_LOG_ERROR, "the capability list offers no "
+                          "resource list", "caplist", st->d->caplist, NULL);
+                s->failed = true;
+                continue;
+            }
+            if (j.kind == PULL_RECONCILE && st->baselined)
+                rs_metrics_counter_inc(s->m_fallback[1]);
+        }
+        s->pull_why = j.why;
+        s->pulling = j.set;
+        rc = pull_start(s->pull, j.kind, url, since);
+        if (rc != 0) {
+            s->pulling = -1;
+            rs_log_kv(RS_LOG_ERROR, "cannot start a pull", "url", url,
+                      "error", rs_strerror(rc), NULL);
+            s->failed = true;
+            continue;
+        }
+        rs_log_kv(RS_LOG_INFO, j.kind == PULL_CHANGES ? "pulling change lists"
+                  : j.kind == PULL_AUDIT ? "auditing" : "pulling resource list",
+                  "url", url, NULL);
+    }
+    if (s->pulling < 0 && s->nq == 0)
+        after_pulls(s);
+}
+
+/* ----------------------------------------------------- push channels */
+
+static int
+set_of_follow(struct sub *s, const char *topic)
+{
+    for (size_t i = 0; i < s->nsets; i++)
+        for (int k = 0; k < 2; k++)
+            if (s->sets[i].d->topic[k] != NULL &&
+                strcmp(s->sets[i].d->topic[k], topic) == 0)
+                return (int)i;
+    return -1;
+}
+
+
+static void
+on_follow_gap(void *ud, const char *why)
+{
+    struct set *st = ud;
+    struct sub *s = the_sub;
+
+    rs_log_kv(RS_LOG_WARN, "gap in the channel: pulling change lists",
+              "caplist", st->d->caplist, "why", why, NULL);
+    rs_metrics_counter_inc(s->m_fallback[0]);
+    queue_pull(s, (int)(st - s->sets), PULL_CHANGES, WHY_GAP);
+}
+
+static void
+on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
+                    const char *loc)
+{
+    struct set *st = ud;
+    struct sub *s = the_sub;
+    int i = (int)(st - s->sets);
+
+    rs_log_kv(RS_LOG_INFO, "framework notification", "capability",
+              rs_capability_name(cap), "change", rs_change_name(ch), "loc",
+              loc, NULL);
+    switch (cap) {
+    case RS_CAP_CHANGELIST:
+        queue_pull(s, i, PULL_CHANGES, WHY_FRAMEWORK);
+        break;
+    case RS_CAP_RESOURCELIST:
+        /* A new snapshot: reconcile, but not more often than a minute
+         * (a busy Source publishes them often; changes cover the rest). */
+        if (rs_time_now() - s->last_reconcile >
+            (rs_time_t)RSSUB_RECONCILE_MIN_MS * 1000)
+            queue_pull(s, i, PULL_RECONCILE, WHY_FRAMEWORK);
+        break;
+    default:
+        break;
+    }
+}
+
+static void
+on_follow_channel(void *ud, const char *uri, bool up, int code,
+                  const char *why)
+{
+    char c[16];
+
+    (void)ud;
+    snprintf(c, sizeof(c), "%d", code);
+    if (up)
+        rs_log_kv(RS_LOG_INFO, "channel connected", "uri", uri, NULL);
+    else
+        rs_log_kv(RS_LOG_WARN, "channel closed", "uri", uri, "code", c,
+                  "reason", why, NULL);
+}
+
+static int
+on_websub(void *ud, const struct hubsub_msg *m)
+{
+    struct sub *s = ud;
+    int i = set_of_follow(s, m->topic);
+    int rc;
+
+    if (i < 0 || s->sets[i].follow == NULL)
+        return 0;                    /* not ours any more: drop it */
+    rc = follow_take(s->sets[i].follow, m->body, m->len, "push");
+    if (rc == RS_EINVALID) {
+        rs_log_kv(RS_LOG_WARN, "refused a notification that is not one",
+                  "topic", m->topic, NULL);
+        return 0;                    /* redelivering it would not help */
+    }
+    if (rc == 0)
+        rc = apply_flush(s->apply);  /* durable before the hub hears 2xx */
+    return rc != 0;
+}
+
+static void
+on_websub_state(void *ud, const char *topic, enum hubsub_state st,
+                const char *why)
+{
+    static const char *const names[] = { "active", "denied", "failed",
+                                         "expired", "unsubscribed" };
+    (void)ud;
+    rs_log_kv(st == HUBSUB_ACTIVE ? RS_LOG_INFO : RS_LOG_WARN,
+              "websub subscription", "topic", topic, "state", names[st],
+              "why", why, NULL);
+}
+
+/* Set up how each set is followed: WebSocket when offered, else WebSub
+ * when we can receive callbacks, else polling. */
+static int
+setup_follow(struct sub *s)
+{
+    for (size_t i = 0; i < s->nsets; i++) {
+        struct set *st = &s->sets[i];
+        const char *chg[2] = { st->d->ws[DISCOVERY_CHANGE], NULL };
+        const char *fw[2] = { st->d->ws[DISCOVERY_FRAMEWORK], NULL };
+        const char *const *change_ws = chg;
+        char err[256];
+        bool ws = conf.push && s->ws != NULL &&
+                  (chg[0] != NULL || (!list_empty(conf.channels) && i == 0));
+
+        if (!list_empty(conf.channels) && i == 0)
+            change_ws = (const char *const *)conf.channels;
+        if (!ws) {
+            chg[0] = fw[0] = NULL;
+            change_ws = chg;
+        }
+        struct follow_opts fo = {
+            .base = s->base,
+            .ledger = s->ledger,
+            .apply = s->apply,
+            .ws = s->ws,
+            .key = st->key,
+            .change_ws = change_ws,
+            .framework_ws = fw,
+            .on_gap = on_follow_gap,
+            .on_framework = on_follow_framework,
+            .on_channel = on_follow_channel,
+            .ud = st,
+        };
+        st->follow = follow_new(&fo, err, sizeof(err));
+        if (st->follow == NULL) {
+            rs_log_kv(RS_LOG_ERROR, "cannot follow", "error", err, NULL);
+            return -1;
+        }
+        if (ws) {
+            rs_log_kv(RS_LOG_INFO, "following", "caplist", st->d->caplist,
+                      "websocket", change_ws[0] != NULL ? change_ws[0] : "",
+                      NULL);
+            continue;
+        }
+        if (conf.push && s->hubsub != NULL) {
+            for (int k = 0; k < 2; k++) {
+                if (st->d->topic[k] == NULL)
+                    continue;
+                if (hubsub_subscribe(s->hubsub, st->d->hub[k],
+                                     st->d->topic[k]) == 0)
+                    st->websub[k] = true;
+            }
+            if (st->websub[0]) {
+                rs_log_kv(RS_LOG_INFO, "following", "caplist", st->d->caplist,
+                          "websub", st->d->topic[0], "hub", st->d->hub[0],
+                          NULL);
+                continue;
+            }
+        }
+        st->polling = true;
+        rs_log_kv(RS_LOG_INFO, "polling change lists", "caplist",
+                  st->d->caplist, "reason", !conf.push ? "--no-push"
+                  : st->d->topic[0] != NULL ? "websub offered but no "
+                  "--callback-listen" : "no push channel offered", NULL);
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- timers */
+
+static void
+on_poll(evutil_socket_t fd, short what, void *arg)
+{
+    struct sub *s = arg;
+
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < s->nsets; i++)
+        if (s->sets[i].polling)
+            queue_pull(s, (int)i, PULL_CHANGES, WHY_POLL);
+}
+
+static void
+on_safety_pull(evutil_socket_t fd, short what, void *arg)
+{
+    struct sub *s = arg;
+
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < s->nsets; i++)
+        if (!s->sets[i].polling)
+            queue_pull(s, (int)i, PULL_CHANGES, WHY_POLL);
+}
+
+static void
+on_audit_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct sub *s = arg;
+
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < s->nsets; i++)
+        queue_pull(s, (int)i, conf.audit_fix ? PULL_RECONCILE : PULL_AUDIT,
+                   WHY_AUDIT);
+}
+
+/* ----------------------------------------------------------- idle */
+
+static int
+write_ready(struct sub *s)
+{
+    char tmp[PATH_MAX];
+    FILE *f;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", conf.ready_file);
+    if ((f = fopen(tmp, "w")) == NULL)
+        return -1;
+    fprintf(f, "{\"metrics\":%d}\n", s->metrics_port);
+    if (fclose(f) != 0 || rename(tmp, conf.ready_file) != 0)
+        return -1;
+    return 0;
+}
+
+/* Pulls queued are done and the appliers have nothing left: the end of
+ * sync and audit, the start of following for run. */
+static void
+on_apply_idle(void *ud)
+{
+    struct sub *s = ud;
+    int64_t failed = 0, due = 0, waiting = 0;
+
+    if (s->pulling >= 0 || s->nq > 0)
+        return;
+    if (s->draining) {
+        finish(s, 0);
+        return;
+    }
+    if (s->cmd == CMD_RUN) {
+        if (!s->started) {
+            s->started = true;
+            progress_end(s);
+            summary(s, "synced");
+            if (conf.ready_file != NULL && write_ready(s) != 0)
+                rs_log_kv(RS_LOG_WARN, "cannot write the ready file", "path",
+                          conf.ready_file, "error", strerror(errno), NULL);
+        }
+        return;
+    }
+    if (s->cmd == CMD_AUDIT) {
+        struct apply_stats as;
+        apply_stats(s->apply, &as);
+        progress_end(s);
+        state_warn(s, ledger_todo_count(s->ledger, rs_time_now(), &due,
+                                        &waiting, &failed), "count");
+        if (failed > 0) {
+            printf("failed %lld resources could not be mirrored\n",
+                   (long long)failed);
+            s->audit_dirty = true;
+        }
+        finish(s, s->failed ? 3 : s->audit_dirty && !conf.fix ? 1 : 0);
+        return;
+    }
+    progress_end(s);
+    state_warn(s, ledger_todo_count(s->ledger, rs_time_now(), &due, &waiting,
+                                    &failed), "count");
+    summary(s, "synced");
+    if (failed > 0)
+        state_warn(s, ledger_todo_each_failed(s->ledger, on_failed_row, s),
+                   "failed rows");
+    finish(s, s->failed || failed > 0 ? 1 : 0);
+}
+
+static void
+after_pulls(struct sub *s)
+{
+    int64_t pending = 0;
+
+    if (s->pulling >= 0 || s->nq > 0)
+        return;
+    if (apply_idle(s->apply, &pending))
+        on_apply_idle(s);
+    else
+        apply_kick(s->apply);
+}
+
+/* ------------------------------------------------------------- metrics */
+
+static double
+gauge_pending(void *ud)
+{
+    struct sub *s = ud;
+    int64_t due = 0, waiting = 0, failed = 0;
+
+    if (ledger_todo_count(s->ledger, rs_time_now(), &due, &waiting,
+                          &failed) != 0)
+        return -1;
+    return (double)(due + waiting);
+}
+
+static double
+gauge_failed(void *ud)
+{
+    struct sub *s = ud;
+    int64_t due = 0, waiting = 0, failed = 0;
+
+    if (ledger_todo_count(s->ledger, rs_time_now(), &due, &waiting,
+                          &failed) != 0)
+        return -1;
+    return (double)failed;
+}
+
+/* Lag: how old the newest applied change is while changes wait; 0 when
+ * the mirror holds everything it was told of. */
+static double
+gauge_lag(void *ud)
+{
+    struct sub *s = ud;
+    struct apply_stats as;
+
+    if (gauge_pending(ud) <= 0)
+        return 0;
+    apply_stats(s->apply, &as);
+    if (as.last_change_dt == RS_TIME_NONE)
+        return 0;
+    return (double)(rs_time_now() - as.last_change_dt) / 1e6;
+}
+
+static double
+gauge_bytes(void *ud)
+{
+    struct apply_stats as;
+    apply_stats(((struct sub *)ud)->apply, &as);
+    return (double)as.bytes;
+}
+
+static double
+gauge_requests(void *ud)
+{
+    struct apply_stats as;
+    apply_stats(((struct sub *)ud)->apply, &as);
+    return (double)as.requests;
+}
+
+static double
+gauge_connected(void *ud)
+{
+    struct sub *s = ud;
+    double n = 0;
+
+    for (size_t i = 0; i < s->nsets; i++) {
+        struct follow_stats fs;
+        if (s->sets[i].follow == NULL)
+            continue;
+        follow_stats(s->sets[i].follow, &fs);
+        n += fs.connected[0];
+    }
+    return n;
+}
+
+static void
+on_metrics_request(struct evhttp_request *req, void *arg)
+{
+    struct sub *s = arg;
+    struct evbuffer *out = evhttp_request_get_output_buffer(req);
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+
+    if (strcmp(evhttp_request_get_uri(req), "/metrics") != 0) {
+        evhttp_send_error(req, 404, NULL);
+        return;
+    }
+    if (rs_metrics_render(s->metrics, &buf, &cap, &len) != 0) {
+        evhttp_send_error(req, 500, NULL);
+        rs_free(buf);
+        return;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      RS_METRICS_CONTENT_TYPE);
+    evbuffer_add(out, buf, len);
+    rs_free(buf);
+    evhttp_send_reply(req, 200, "OK", NULL);
+}
+
+static int
+setup_metrics(struct sub *s)
+{
+    static const char *const why[4] = { "gap", "reconcile", "too_old", "poll" };
+    int rc = 0;
+
+    if ((s->metrics = rs_metrics_new()) == NULL)
+        return RS_ENOMEM;
+    for (int o = 0; o < APPLY_OUTCOMES && rc == 0; o++)
+        rc = rs_metrics_register_counter(s->metrics, &s->m_applied[o],
+            "rssub_changes_applied_total", "Resource changes handled, by "
+            "outcome.", "outcome", apply_outcome_name(o), NULL);
+    for (int w = 0; w < 4 && rc == 0; w++)
+        rc = rs_metrics_register_counter(s->metrics, &s->m_fallback[w],
+            "rssub_fallbacks_total", "Pulls push could not spare: gaps, "
+            "reconciles, change lists too short, polls.", "reason", why[w],
+            NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(s->metrics, "rssub_fetch_bytes",
+            "Resource bytes written to the mirror (a counter).",
+            gauge_bytes, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(s->metrics, "rssub_fetch_requests",
+            "Resource GETs started (a counter).", gauge_requests, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(s->metrics, "rssub_pending",
+            "Changes queued, not yet applied.", gauge_pending, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(s->metrics, "rssub_failed",
+            "Resources given up on (see rssub status).", gauge_failed, s,
+            NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(s->metrics, "rssub_lag_seconds",
+            "Age of the newest applied change while changes wait.",
+            gauge_lag, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(s->metrics, "rssub_channels_up",
+            "WebSocket change channels connected.", gauge_connected, s, NULL);
+    if (rc != 0 || !rs_config_is_set(the_cfg, "metrics-listen"))
+        return rc;
+    s->mhttp = evhttp_new(s->base);
+    if (s->mhttp == NULL)
+        return RS_ENOMEM;
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(
+        s->mhttp, conf.metrics_listen.host[0] ? conf.metrics_listen.host
+                                              : "0.0.0.0",
+        conf.metrics_listen.port);
+    if (bs == NULL)
+        return RS_EIO;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
+                    &sl) == 0)
+        s->metrics_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    evhttp_set_gencb(s->mhttp, on_metrics_request, s);
+    return 0;
+}
+
+/* ---------------------------------------------------- apply results */
+
+static void
+on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
+{
+    struct sub *s = ud;
+
+    rs_metrics_counter_inc(s->m_applied[o]);
+    switch (o) {
+    case APPLY_FAILED:
+        rs_log_kv(RS_LOG_ERROR, "resource failed", "uri", uri, "error", what,
+                  NULL);
+        set_last_error(s, what);
+        break;
+    case APPLY_RETRY:
+        rs_log_kv(RS_LOG_WARN, "resource will be retried", "uri", uri,
+                  "error", what, NULL);
+        break;
+    default:
+        if (rs_log_enabled(RS_LOG_DEBUG))
+            rs_log_kv(RS_LOG_DEBUG, apply_outcome_name(o), "uri", uri, NULL);
+        break;
+    }
+}
+
+static void
+on_state_error(void *ud, const char *what)
+{
+    struct sub *s = ud;
+
+    (void)s;
+    rs_log_kv(RS_LOG_ERROR, "cannot save state (the work is redone)",
+              "error", what, NULL);
+}
+
+/* -------------------------------------------------------- discovery */
+
+static bool
+set_wanted(const char *caplist)
+{
+    if (list_empty(conf.sets))
+        return true;
+    for (char **p = conf.sets; *p != NULL; p++)
+        if (strcmp(*p, caplist) == 0 || strstr(caplist, *p) != NULL)
+            return true;
+    return false;
+}
+
+static int
+add_prefix(struct pathmap *pm, const char *url)
+{
+    const char *why = NULL;
+    char *origin = NULL;
+    int rc;
+
+    if ((rc = rs_url_origin(url, &origin)) != 0)
+        return rc;
+    rc = pathmap_add_prefix(pm, origin, &why);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_ERROR, "bad prefix", "prefix", origin, "error",
+                  why != NULL ? why : rs_strerror(rc), NULL);
+    rs_free(origin);
+    return rc;
+}
+
+static int
+setup_pathmap(struct sub *s)
+{
+    const char *why = NULL;
+    int rc = 0;
+
+    if ((s->pathmap = pathmap_new()) == NULL)
+        return RS_ENOMEM;
+    for (char **m = conf.maps; m != NULL && *m != NULL && rc == 0; m++) {
+        char *eq = strrchr(*m, '=');
+        if (eq == NULL) {
+            rs_log_kv(RS_LOG_ERROR, "--map wants URI_PREFIX=DIR", "map", *m,
+                      NULL);
+            return RS_EINVAL;
+        }
+        *eq = '\0';
+        rc = pathmap_add_map(s->pathmap, *m, eq + 1, &why);
+        *eq = '=';
+        if (rc != 0)
+            rs_log_kv(RS_LOG_ERROR, "bad --map", "map", *m, "error",
+                      why != NULL ? why : rs_strerror(rc), NULL);
+    }
+    for (char **p = conf.prefixes; p != NULL && *p != NULL && rc == 0; p++) {
+        rc = pathmap_add_prefix(s->pathmap, *p, &why);
+        if (rc != 0)
+            rs_log_kv(RS_LOG_ERROR, "bad --prefix", "prefix", *p, "error",
+                      why != NULL ? why : rs_strerror(rc), NULL);
+    }
+    if (rc == 0 && list_empty(conf.prefixes) && list_empty(conf.maps))
+        rc = add_prefix(s->pathmap, conf.source);
+    return rc;
+}
+
+static void
+on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
+{
+    struct sub *s = ud;
+    char *val = NULL;
+
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "discovery failed", "source", conf.source,
+                  "error", err, NULL);
+        set_last_error(s, err);
+        finish(s, s->cmd == CMD_AUDIT ? 3 : 1);
+        return;
+    }
+    s->disc = res;
+    for (size_t i = 0; i < res->nsets && s->nsets < RSSUB_MAX_SETS; i++) {
+        struct discovery_set *d = &res->sets[i];
+        struct set *st = &s->sets[s->nsets];
+        char key[2048];
+
+        if (!set_wanted(d->caplist))
+            continue;
+        st->d = d;
+        snprintf(key, sizeof(key), "%s%s", d->caplist, FOLLOW_POS_SOURCE);
+        st->key = rs_strdup(d->caplist);
+        st->source_key = rs_strdup(key);
+        if (st->key == NULL || st->source_key == NULL) {
+            finish(s, 1);
+            return;
+        }
+        if (ledger_meta_get(s->ledger, st->key, &val) == 0)
+            st->baselined = true;
+        rs_free(val);
+        val = NULL;
+        rs_log_kv(RS_LOG_INFO, "capability list", "url", d->caplist,
+                  "resourcelist", d->resourcelist ? d->resourcelist : "-",
+                  "changelist", d->changelist ? d->changelist : "-",
+                  "websocket", d->ws[0] ? d->ws[0] : "-",
+                  "websub", d->topic[0] ? d->topic[0] : "-", NULL);
+        s->nsets++;
+    }
+    if (s->nsets == 0) {
+        rs_log_kv(RS_LOG_ERROR, "no capability list matches --set", "source",
+                  conf.source, NULL);
+        finish(s, 2);
+        return;
+    }
+    if (s->tty && conf.progress && s->cmd != CMD_RUN) {
+        struct timeval tv = { 0, RSSUB_PROGRESS_MS * 1000 };
+        s->ev_progress = event_new(s->base, -1, EV_PERSIST, on_progress_tick,
+                                   s);
+        if (s->ev_progress != NULL)
+            event_add(s->ev_progress, &tv);
+    }
+    s->pull_mark = rs_time_now();
+    if (s->cmd == CMD_RUN) {
+        struct timeval poll = { conf.poll_ms / 1000,
+                                (conf.poll_ms % 1000) * 1000 };
+        if (setup_follow(s) != 0) {
+            finish(s, 1);
+            return;
+        }
+        /* Channels first, from a moment before the pulls: whatever
+         * changes while the pulls run is replayed (docs/subscriber.md). */
+        for (size_t i = 0; i < s->nsets; i++)
+            follow_start(s->sets[i].follow, s->pull_mark - 60 * 1000000LL);
+        event_add(s->ev_poll, &poll);
+        if (conf.pull_ms > 0) {
+            struct timeval tv = { conf.pull_ms / 1000,
+                                  (conf.pull_ms % 1000) * 1000 };
+            event_add(s->ev_pull, &tv);
+        }
+        if (conf.audit_ms > 0) {
+            struct timeval tv = { conf.audit_ms / 1000,
+                                  (conf.audit_ms % 1000) * 1000 };
+            event_add(s->ev_audit, &tv);
+        }
+    }
+    for (size_t i = 0; i < s->nsets; i++) {
+        enum pull_kind k = PULL_CHANGES;
+        if (s->cmd == CMD_AUDIT)
+            k = conf.fix ? PULL_RECONCILE : PULL_AUDIT;
+        queue_pull(s, (int)i, k, WHY_START);
+    }
+}
+
+/* ---------------------------------------------------------- signals */
+
+static void
+on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct sub *s = arg;
+    struct timeval tv = { 0, 50000 };
+
+    (void)fd;
+    (void)what;
+    if (apply_idle(s->apply, NULL) || s->drain_waited_ms >= conf.drain_ms) {
+        if (!apply_idle(s->apply, NULL))
+            rs_log_kv(RS_LOG_WARN, "drain time over: fetches in flight are "
+                      "dropped (they are redone at the next start)", NULL);
+        state_warn(s, apply_flush(s->apply), "commit");
+        finish(s, s->exit_code);
+        return;
+    }
+    s->drain_waited_ms += 50;
+    evtimer_add(s->ev_drain, &tv);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct sub *s = arg;
+
+    (void)what;
+    if (sig == SIGHUP) {
+        if (rs_log_reopen() != 0)
+            rs_log(RS_LOG_WARN, "cannot reopen the log file");
+        return;
+    }
+    if (s->draining) {
+        event_base_loopexit(s->base, NULL);   /* second signal: now */
+        return;
+    }
+    rs_log_kv(RS_LOG_INFO, "stopping: finishing writes in flight", NULL);
+    s->draining = true;
+    s->exit_code = s->cmd == CMD_RUN ? 0 : 1;
+    for (size_t i = 0; i < s->nsets; i++) {
+        follow_free(s->sets[i].follow);
+        s->sets[i].follow = NULL;
+    }
+    if (s->pulling >= 0) {
+        pull_free(s->pull);          /* abandoned: the next start redoes it */
+        s->pull = NULL;
+        s->pulling = -1;
+    }
+    s->nq = 0;
+    apply_pause(s->apply, true);
+    on_drain_tick(-1, 0, s);
+}
+
+/* ------------------------------------------------------- setup/teardown */
+
+static int
+setup_log(void)
+{
+    struct rs_log_opts lo = { .app = "rssub", .path = conf.log_file };
+
+    if (rs_log_level_from(conf.log_level, &lo.level) != 0 ||
+        rs_log_format_from(conf.log_format, &lo.format) != 0) {
+        fprintf(stderr, "rssub: bad --log-level or --log-format\n");
+        return -1;
+    }
+    if (rs_log_init(&lo) != 0) {
+        fprintf(stderr, "rssub: cannot open the log %s: %s\n",
+                conf.log_file ? conf.log_file : "stderr", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+open_state(struct sub *s, bool readonly)
+{
+    char err[512];
+
+    s->state_path = conf.state != NULL ? rs_strdup(conf.state)
+                                       : default_state_path(conf.mirror);
+    if (s->state_path == NULL)
+        return 1;
+    if (path_inside(s->state_path, conf.mirror)) {
+        rs_log_kv(RS_LOG_ERROR, "the state must not be inside the mirror",
+                  "state", s->state_path, "mirror", conf.mirror, NULL);
+        return 2;
+    }
+    s->ledger = ledger_open(s->state_path,
+                            readonly ? LEDGER_READONLY
+                            : conf.sync_full ? LEDGER_SYNC_FULL : 0,
+                            err, sizeof(err));
+    if (s->ledger == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "cannot open the state", "state",
+                  s->state_path, "error", err, NULL);
+        return readonly ? 3 : 1;
+    }
+    return 0;
+}
+
+static int
+check_source(struct sub *s)
+{
+    char *val = NULL;
+    int rc = ledger_meta_get(s->ledger, "source", &val);
+
+    if (rc == RS_ENOTFOUND) {
+        rc = ledger_meta_set(s->ledger, "source", conf.source);
+        return rc == 0 ? 0 : 1;
+    }
+    if (rc != 0)
+        return 1;
+    if (strcmp(val, conf.source) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "this state belongs to another source: "
+                  "use another --state or mirror", "state", s->state_path,
+                  "its_source", val, "source", conf.source, NULL);
+        rs_free(val);
+        return 2;
+    }
+    rs_free(val);
+    return 0;
+}
+
+static int
+setup(struct sub *s)
+{
+    struct mirror_opts mo = { .attic = conf.attic };
+    struct rs_http_opts ho = {
+        .max_host_conns = (unsigned)conf.host_conns,
+        .max_conns = (unsigned)(conf.parallel + 16),
+    };
+    char err[512];
+    size_t swept = 0;
+    int rc;
+
+    if (mirror_fsync_from(conf.fsync, &mo.fsync) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "--fsync is none, file or full", "fsync",
+                  conf.fsync, NULL);
+        return 2;
+    }
+    if ((s->base = event_base_new()) == NULL)
+        return 1;
+    if ((rc = open_state(s, false)) != 0)
+        return rc;
+    if ((rc = check_source(s)) != 0)
+        return rc;
+    s->mirror = mirror_open(conf.mirror, &mo, err, sizeof(err));
+    if (s->mirror == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "cannot open the mirror", "mirror",
+                  conf.mirror, "error", err, NULL);
+        return 1;
+    }
+    if (mirror_sweep_temps(s->mirror, &swept) == 0 && swept > 0) {
+        char n[24];
+        snprintf(n, sizeof(n), "%zu", swept);
+        rs_log_kv(RS_LOG_INFO, "removed temporary files of an interrupted "
+                  "run", "count", n, NULL);
+    }
+    if ((rc = setup_pathmap(s)) != 0)
+        return rc == RS_ENOMEM ? 1 : 2;
+    if ((s->http = rs_http_new(s->base, &ho)) == NULL)
+        return 1;
+    struct apply_opts ao = {
+        .base = s->base,
+        .http = s->http,
+        .ledger = s->ledger,
+        .mirror = s->mirror,
+        .pathmap = s->pathmap,
+        .parallel = (unsigned)conf.parallel,
+        .rate = (double)conf.rate,
+        .retries = (unsigned)conf.retries,
+        .timeout_ms = (unsigned)conf.timeout_ms,
+        .max_body = conf.max_body,
+        .on_result = on_result,
+        .on_idle = on_apply_idle,
+        .on_state_error = on_state_error,
+        .ud = s,
+    };
+    if ((s->apply = apply_new(&ao, err, sizeof(err))) == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "cannot start", "error", err, NULL);
+        return 1;
+    }
+    struct pull_opts po = {
+        .base = s->base,
+        .http = s->http,
+        .ledger = s->ledger,
+        .mirror = s->mirror,
+        .apply = s->apply,
+        .strict = conf.strict,
+        .deep = conf.deep,
+        .on_diff = on_diff,
+        .on_progress = on_pull_progress,
+        .on_done = on_pull_done,
+        .ud = s,
+    };
+    if ((s->pull = pull_new(&po)) == NULL)
+        return 1;
+    s->discovery = discovery_new(s->base, s->http, on_discovered, s);
+    if (s->discovery == NULL)
+        return 1;
+    if (setup_metrics(s) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot serve metrics", "listen",
+                  "--metrics-listen", "error", strerror(errno), NULL);
+        return 1;
+    }
+    if (s->cmd == CMD_RUN && conf.push) {
+        struct wsclient_opts wo = { .base = s->base };
+        s->ws = wsclient_new(&wo, err, sizeof(err));
+        if (s->ws == NULL) {
+            rs_log_kv(RS_LOG_ERROR, "cannot start the websocket client",
+                      "error", err, NULL);
+            return 1;
+        }
+        if (rs_config_is_set(the_cfg, "callback-listen")) {
+            struct hubsub_opts hso = {
+                .base = s->base,
+                .http = s->http,
+                .listen_host = conf.callback_listen.host[0]
+                               ? conf.callback_listen.host : "0.0.0.0",
+                .listen_port = conf.callback_listen.port,
+                .callback_base = conf.callback_url,
+                .lease_seconds = (unsigned)(conf.lease_ms / 1000),
+                .on_notification = on_websub,
+                .on_state = on_websub_state,
+                .ud = s,
+            };
+            s->hubsub = hubsub_new(&hso, err, sizeof(err));
+            if (s->hubsub == NULL) {
+                rs_log_kv(RS_LOG_ERROR, "cannot receive websub callbacks",
+                          "error", err, NULL);
+                return 1;
+            }
+        }
+    }
+    s->ev_poll = event_new(s->base, -1, EV_PERSIST, on_poll, s);
+    s->ev_pull = event_new(s->base, -1, EV_PERSIST, on_safety_pull, s);
+    s->ev_audit = event_new(s->base, -1, EV_PERSIST, on_audit_timer, s);
+    s->ev_drain = evtimer_new(s->base, on_drain_tick, s);
+    s->ev_sig[0] = evsignal_new(s->base, SIGTERM, on_signal, s);
+    s->ev_sig[1] = evsignal_new(s->base, SIGINT, on_signal, s);
+    s->ev_sig[2] = evsignal_new(s->base, SIGHUP, on_signal, s);
+    for (int i = 0; i < 3; i++)
+        if (s->ev_sig[i] == NULL || event_add(s->ev_sig[i], NULL) != 0)
+            return 1;
+    if (s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
+        s->ev_drain == NULL)
+        return 1;
+    if ((rc = discovery_start(s->discovery, conf.source)) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "bad --source", "source", conf.source,
+                  "error", rs_strerror(rc), NULL);
+        return 2;
+    }
+    return 0;
+}
+
+static void
+teardown(struct sub *s)
+{
+    for (size_t i = 0; i < s->nsets; i++) {
+        follow_free(s->sets[i].follow);
+        rs_free(s->sets[i].key);
+        rs_free(s->sets[i].source_key);
+    }
+    hubsub_free(s->hubsub);
+    wsclient_free(s->ws);
+    discovery_free(s->discovery);
+    pull_free(s->pull);
+    apply_free(s->apply);
+    rs_http_free(s->http);          /* canceled jobs end here */
+    discovery_result_free(s->disc);
+    pathmap_free(s->pathmap);
+    mirror_close(s->mirror);
+    ledger_close(s->ledger);
+    if (s->mhttp != NULL)
+        evhttp_free(s->mhttp);
+    rs_metrics_free(s->metrics);
+    struct event *evs[] = { s->ev_sig[0], s->ev_sig[1], s->ev_sig[2],
+                            s->ev_poll, s->ev_pull, s->ev_audit,
+                            s->ev_progress, s->ev_drain };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        if (evs[i] != NULL)
+            event_free(evs[i]);
+    rs_free(s->state_path);
+    if (s->base != NULL)
+        event_base_free(s->base);
+}
+
+/* ----------------------------------------------------------- status */
+
+static int
+print_pos(void *ud, const struct ledger_pos *p)
+{
+    char a[RS_TIME_BUFSZ], b[RS_TIME_BUFSZ];
+
+    (void)ud;
+    if (rs_time_format(p->dt, a) == 0)
+        snprintf(a, sizeof(a), "-");
+    if (rs_time_format(p->updated_at, b) == 0)
+        snprintf(b, sizeof(b), "-");
+    printf("position %s id=%s change=%s updated=%s\n", p->channel,
+           p->id != NULL ? p->id : "-", a, b);
+    return 0;
+}
+
+static int
+cmd_status(struct sub *s)
+{
+    int64_t live = 0, tomb = 0, due = 0, waiting = 0, failed = 0;
+    char *val = NULL;
+    int rc = open_state(s, true);
+
+    if (rc != 0)
+        return rc;
+    printf("state %s\n", s->state_path);
+    if (ledger_meta_get(s->ledger, "source", &val) == 0)
+        printf("source %s\n", val);
+    rs_free(val);
+    val = NULL;
+    if (ledger_res_count(s->ledger, &live, &tomb) != 0 ||
+        ledger_todo_count(s->ledger, rs_time_now(), &due, &waiting,
+                          &failed) != 0) {
+        fprintf(stderr, "rssub: cannot read the state: %s\n",
+                ledger_errstr(s->ledger));
+        return 3;
+    }
+    printf("resources %lld\ndeleted %lld\npending %lld\nretrying %lld\n"
+           "failed %lld\n", (long long)live, (long long)tomb, (long long)due,
+           (long long)waiting, (long long)failed);
+    if (ledger_pos_each(s->ledger, print_pos, s) != 0)
+        return 3;
+    if (ledger_meta_get(s->ledger, "last_error", &val) == 0) {
+        char *at = NULL;
+        if (ledger_meta_get(s->ledger, "last_error_at", &at) != 0)
+            at = NULL;
+        printf("last_error %s %s\n", at != NULL ? at : "-", val);
+        rs_free(at);
+    }
+    rs_free(val);
+    if (failed > 0 &&
+        ledger_todo_each_failed(s->ledger, on_failed_row, s) != 0)
+        return 3;
+    return 0;
+}
+
+/* ------------------------------------------------------------- main */
+
+static int
+parse_cmd(const char *a, enum cmd *out)
+{
+    static const char *const names[] = { "run", "sync", "audit", "status" };
+
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(a, names[i]) == 0) {
+            *out = (enum cmd)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int
+main(int argc, char **argv)
+{
+    static struct sub s = { .pulling = -1 };
+    struct rs_config_info info = {
+        .program = "rssub",
+        .usage = "Usage: rssub COMMAND --source URL --mirror DIR [OPTION]...\n"
+                 "Keep DIR a mirror of a ResourceSync Source. Commands:\n"
+                 "  run     the daemon: sync, then follow the Source's push\n"
+                 "          channels (WebSocket, WebSub) or poll its Change\n"
+                 "          Lists, pulling again whenever push has a gap\n"
+                 "  sync    baseline (first time) or incremental pull, then exit\n"
+                 "  audit   compare with the Resource List; print the differing\n"
+                 "          URIs (--fix repairs them)\n"
+                 "  status  where the mirror stands: positions, pending, failed\n"
+                 "Exit status: 0 success (audit: in sync), 1 failure (audit:\n"
+                 "differences; sync: resources not mirrored), 2 usage, 3 audit\n"
+                 "or status could not complete.",
+        .opts = options,
+    };
+    struct rs_config *cfg;
+    int rc;
+
+    the_sub = &s;
+    if (argc >= 2 && argv[1][0] != '-' && parse_cmd(argv[1], &s.cmd) != 0) {
+        fprintf(stderr, "rssub: unknown command '%s'\nTry 'rssub --help'.\n",
+                argv[1]);
+        return 2;
+    }
+    if ((cfg = rs_config_new(&info)) == NULL)
+        return 1;
+    the_cfg = cfg;
+    if (argc >= 2 && argv[1][0] != '-') {
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    } else {
+        s.cmd = (enum cmd)-1;
+    }
+    rc = rs_config_parse(cfg, argc, argv, NULL);
+    if (rc == RS_CONFIG_WANT_HELP || rc == RS_CONFIG_WANT_VERSION) {
+        rc = rc == RS_CONFIG_WANT_HELP ? rs_config_help(cfg, stdout)
+                                       : rs_config_version(cfg, stdout);
+        rs_config_free(cfg);
+        return rc == 0 ? 0 : 1;
+    }
+    if (rc != 0 || (int)s.cmd < 0 || conf.mirror == NULL ||
+        (conf.source == NULL && s.cmd != CMD_STATUS)) {
+        fprintf(stderr, "rssub: %s\nTry 'rssub --help'.\n",
+                rc != 0 ? rs_config_errstr(cfg)
+                : (int)s.cmd < 0 ? "a command is required (run, sync, audit, "
+                                   "status)"
+                : conf.mirror == NULL ? "--mirror is required"
+                : "--source is required");
+        rs_config_free(cfg);
+        return 2;
+    }
+    if (setup_log() != 0) {
+        rs_config_free(cfg);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    s.tty = isatty(STDERR_FILENO);
+    if (s.cmd == CMD_STATUS) {
+        s.exit_code = cmd_status(&s);
+    } else if ((s.exit_code = setup(&s)) == 0) {
+        event_base_dispatch(s.base);
+    }
+    teardown(&s);
+    rs_config_free(cfg);
+    rs_log_shutdown();
+    return s.exit_code;
+}
