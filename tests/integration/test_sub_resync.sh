@@ -201,10 +201,11 @@ sub_exit() {
 }
 
 # synced_is NAME "fetched=N deleted=N failed=N": the counts of the final
-# msg=synced line of run NAME (a field left out is not checked).
+# msg=synced line of run NAME (a field left out is not checked; logfmt
+# may quote the message).
 synced_is() {
     local name=$1 line kv
-    line=$(grep 'msg=synced' "$TMP/$name.log" | tail -n 1)
+    line=$(grep -E 'msg="?synced"?( |$)' "$TMP/$name.log" | tail -n 1)
     if [ -z "$line" ]; then
         bad "$name: a msg=synced line" "$(tail -n 20 "$TMP/$name.log")"
         return
@@ -375,8 +376,8 @@ sub_exit audit2 0
 # ------------------------------------------------------ audit can fail
 
 note "a damaged mirror fails the audit; --fix repairs it"
-printf 'damage' >>"$MIR/data/d1/s0/f1.txt"
-rm "$MIR/data/d2/s2/f3.txt"
+printf 'damage' >>"$MIR/data/d1/s0/f1.txt" 2>/dev/null
+rm -f "$MIR/data/d2/s2/f3.txt"
 sub audit3 audit "$MIR" "$TMP/sub.db"
 sub_exit audit3 1
 check "the audit names the damaged resources" \
