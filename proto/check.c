@@ -359,16 +359,25 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
                                   "entry %s has neither <lastmod> nor a "
                                   "datetime attribute", e->loc);
         } else {
-            if (c->last_time != RS_TIME_NONE && t < c->last_time) {
+            /* Out of order is a warning: each entry still says what
+             * happened when, and real Sources (resync groups its Change
+             * Lists by change type) write them so. Readers that apply
+             * changes compare times per resource anyway. */
+            if (c->last_time != RS_TIME_NONE && t < c->last_time &&
+                !c->order_warned) {
                 char a[RS_TIME_BUFSZ], b[RS_TIME_BUFSZ];
+                int wrc;
                 rs_time_format(t, a);
                 rs_time_format(c->last_time, b);
-                return check_fail(c, RS_EINVALID,
-                                  "entries are not in forward chronological "
-                                  "order: %s at %s comes after %s", e->loc,
-                                  a, b);
+                c->order_warned = true;
+                wrc = check_warn(c, "entries are not in forward chronological "
+                                 "order: %s at %s comes after %s", e->loc, a,
+                                 b);
+                if (wrc != 0)
+                    return wrc;
             }
-            c->last_time = t;
+            if (c->last_time == RS_TIME_NONE || t > c->last_time)
+                c->last_time = t;
         }
     }
     /* A manifest path is where the bitstream sits in the ZIP, "relative to

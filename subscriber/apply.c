@@ -421,8 +421,16 @@ apply_todo_from_entry(const struct rs_entry *e, const char *loc,
     t->change = e->md.change == RS_CHANGE_DELETED ? LEDGER_DELETE
               : e->md.change == RS_CHANGE_CREATED ? LEDGER_CREATE
               : LEDGER_UPDATE;
-    t->change_dt = e->md.datetime != RS_TIME_NONE ? e->md.datetime
-                                                  : e->lastmod;
+    /* 1.0 lists have no datetime: a lastmod stands for the change time,
+     * except on a deletion, where it is the deleted copy's old lastmod
+     * (what resync writes): then the time is unknown, and an unknown time
+     * is never taken for older than what the mirror holds. */
+    if (e->md.datetime != RS_TIME_NONE)
+        t->change_dt = e->md.datetime;
+    else if (e->md.change == RS_CHANGE_DELETED)
+        t->change_dt = RS_TIME_NONE;
+    else
+        t->change_dt = e->lastmod;
     t->lastmod = e->lastmod;
     t->length = e->md.length;
     t->hash = e->md.hash.n > 0 && rs_hashes_format(&e->md.hash, hbuf) > 0
@@ -439,6 +447,11 @@ holds(const struct ledger_res *r, const struct ledger_todo *t)
 {
     struct rs_hashes want, have;
 
+    /* Deleting what is deleted already changes nothing (a Change List of
+     * unknown times, read again at every poll, says it each time). */
+    if (t->change == LEDGER_DELETE && r->deleted &&
+        (t->change_dt == RS_TIME_NONE || t->change_dt <= r->change_dt))
+        return true;
     if (r->change_dt == RS_TIME_NONE || t->change_dt != r->change_dt)
         return false;
     if (t->change == LEDGER_DELETE)

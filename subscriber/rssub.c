@@ -1336,6 +1336,22 @@ setup(struct sub *s)
         return rc;
     if ((rc = check_source(s)) != 0)
         return rc;
+    if (s->cmd != CMD_AUDIT || conf.fix) {
+        /* What failed before gets another chance: the Source may have
+         * been fixed since. */
+        int64_t n = 0;
+        if (ledger_todo_requeue_failed(s->ledger, 0, &n) != 0) {
+            rs_log_kv(RS_LOG_ERROR, "cannot read the state", "error",
+                      ledger_errstr(s->ledger), NULL);
+            return 1;
+        }
+        if (n > 0) {
+            char c[24];
+            snprintf(c, sizeof(c), "%lld", (long long)n);
+            rs_log_kv(RS_LOG_INFO, "retrying resources that failed before",
+                      "count", c, NULL);
+        }
+    }
     s->mirror = mirror_open(conf.mirror, &mo, err, sizeof(err));
     if (s->mirror == NULL) {
         rs_log_kv(RS_LOG_ERROR, "cannot open the mirror", "mirror",

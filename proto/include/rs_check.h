@@ -38,7 +38,8 @@ struct rs_check {
     enum rs_root root;
     enum rs_capability cap;
     size_t nentries;
-    rs_time_t last_time;          /* of the previous change entry */
+    rs_time_t last_time;          /* latest change entry so far */
+    bool order_warned;            /* the out-of-order warning was given */
     bool head_done;
     bool has_up;                  /* a root rel="up" link was seen */
     bool cap_alpha;
