@@ -1,0 +1,1100 @@
+/*
+ * hubsub.c - rssub as a WebSub subscriber (hubsub.h). Layers: helpers
+ * (randomness, form encoding, signatures), the subscription state machine
+ * (requests to hubs, retry/renewal/lease timers), and the callback server
+ * (verification of intent, content distribution). Persisting what arrives
+ * is the caller's; the HTTP client is rs_http's.
+ */
+#include "hubsub.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define RS_LOG_MODULE "hubsub"
+#include "rs_alloc.h"
+#include "rs_http.h"
+#include "rs_log.h"
+#include "rs_url.h"
+
+#define HUBSUB_ID_BYTES 16               /* callback path: /cb/<32 hex> */
+#define HUBSUB_ID_HEX (2 * HUBSUB_ID_BYTES)
+#define HUBSUB_SECRET_BYTES 32           /* hub.secret: 64 hex (< 200) */
+#define HUBSUB_CB_PREFIX "/cb/"
+#define HUBSUB_MAX_BODY ((size_t)10 << 20)
+#define HUBSUB_VERIFY_WAIT_MS 60000u
+#define HUBSUB_REQ_TIMEOUT_MS 30000u     /* one request to a hub */
+#define HUBSUB_IO_TIMEOUT_S 30           /* evhttp: a caller that stalls */
+#define HUBSUB_MAX_HEADERS 65536
+#define HUBSUB_RETRY_AFTER_MAX_MS (3600u * 1000u)
+#define HUBSUB_UNSUB_TRIES 4             /* then the 410s do the job */
+#define HUBSUB_LEASE_MAX_S (366u * 24u * 3600u)
+#define HUBSUB_CHALLENGE_MAX 1024
+#define HUBSUB_TOPIC_MAX 8192
+#define HUBSUB_WHY_MAX 512
+
+/* Where a subscription is. Subscribing: NEW -> REQUESTING -> VERIFYING ->
+ * IDLE (active; the timer renews: -> REQUESTING), with -> BACKOFF on any
+ * failure (the timer tries again). Leaving: UNSUB_REQUESTING ->
+ * UNSUB_VERIFYING -> GONE, with UNSUB_BACKOFF between tries. From
+ * UNSUB_REQUESTING on, the callback path answers 410. */
+enum sub_phase {
+    SUB_NEW,              /* timer (0 ms): the first request */
+    SUB_REQUESTING,       /* subscribe request out (s->call) */
+    SUB_VERIFYING,        /* the hub said 2xx; timer: give up waiting */
+    SUB_BACKOFF,          /* timer: try again */
+    SUB_IDLE,             /* active; timer: renew */
+    SUB_UNSUB_REQUESTING, /* unsubscribe request out */
+    SUB_UNSUB_VERIFYING,  /* timer: stop waiting */
+    SUB_UNSUB_BACKOFF,    /* timer: ask again */
+    SUB_GONE,             /* no timer, no request; kept for the 410 */
+};
+
+static const char *const phase_names[] = {
+    [SUB_NEW] = "requesting",       [SUB_REQUESTING] = "requesting",
+    [SUB_VERIFYING] = "verifying",  [SUB_BACKOFF] = "backoff",
+    [SUB_IDLE] = "active",          [SUB_UNSUB_REQUESTING] = "unsubscribing",
+    [SUB_UNSUB_VERIFYING] = "unsubscribing",
+    [SUB_UNSUB_BACKOFF] = "unsubscribing", [SUB_GONE] = "gone",
+};
+
+struct sub;
+
+/* One request to a hub. It outlives its subscription when detached: the
+ * subscription moved on (or was freed) and rs_http will still run on_done
+ * once, which then only frees this. */
+struct call {
+    struct sub *s;               /* NULL once detached */
+    struct rs_http_req *req;
+};
+
+struct sub {
+    struct hubsub *h;
+    struct sub *next;            /* h->subs, oldest first */
+    enum sub_phase phase;
+    char *hub_url;
+    char *topic;
+    char *callback;              /* cb_base + "cb/" + id */
+    char id[HUBSUB_ID_HEX + 1];
+    char secret[2 * HUBSUB_SECRET_BYTES + 1];
+    struct call *call;           /* the request out, or NULL */
+    struct event *timer;         /* the phase's timer (see enum sub_phase) */
+    struct event *lease_timer;   /* armed while active */
+    rs_time_t next_attempt;      /* wall clock of timer; RS_TIME_NONE */
+    bool active;                 /* a verified lease runs (lease_timer) */
+    unsigned lease_s;            /* granted at the last verification */
+    rs_time_t lease_end;         /* wall clock; RS_TIME_NONE if !active */
+    unsigned fails;              /* consecutive; 0 after a verification */
+};
+
+struct hubsub {
+    struct hubsub_opts o;        /* listen_host, callback_base: see below */
+    char *listen_host;
+    char *cb_base;               /* public base URL, ends with '/' */
+    struct evhttp *http;
+    int port;
+    struct sub *subs, *tail;     /* oldest first, GONE ones included */
+    unsigned ngone;              /* subs in SUB_GONE */
+    struct event *reap;          /* frees GONE subs over HUBSUB_GONE_MAX
+                                    at a safe point (no callback of ours on
+                                    the stack) */
+    uint64_t rng;                /* xorshift64 state, for jitter only */
+    struct hubsub_stats st;      /* subscriptions/active computed on read */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static int
+random_hex(char *out, size_t nbytes)
+{
+    unsigned char rnd[64];
+    if (nbytes > sizeof(rnd) || RAND_bytes(rnd, (int)nbytes) != 1)
+        return RS_EIO;
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[rnd[i] >> 4];
+        out[2 * i + 1] = hex[rnd[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+    OPENSSL_cleanse(rnd, sizeof(rnd));
+    return 0;
+}
+
+static int
+hex_val(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static uint64_t
+rng_next(struct hubsub *h)
+{
+    uint64_t x = h->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    h->rng = x;
+    return x;
+}
+
+/* 1 s, 2 s, 4 s ... HUBSUB_RETRY_MAX_MS, each +-10 %, so that subscribers
+ * that lost the same hub do not all come back in the same second. */
+static uint64_t
+backoff_ms(struct hubsub *h, unsigned fails)
+{
+    uint64_t d = HUBSUB_RETRY_MIN_MS;
+    for (unsigned i = 1; i < fails && d < HUBSUB_RETRY_MAX_MS; i++)
+        d *= 2;
+    uint64_t span = d / 10;
+    d = d - span + rng_next(h) % (2 * span + 1);
+    if (d < HUBSUB_RETRY_MIN_MS)
+        d = HUBSUB_RETRY_MIN_MS;
+    if (d > HUBSUB_RETRY_MAX_MS)
+        d = HUBSUB_RETRY_MAX_MS;
+    return d;
+}
+
+/* Renew at 80 % of the lease: room for a few retries before it ends. */
+static uint64_t
+renew_ms(unsigned lease_s)
+{
+    uint64_t ms = (uint64_t)lease_s * 800;
+    return ms < 500 ? 500 : ms;
+}
+
+/* Retry-After in seconds (an HTTP date is ignored): ms, or 0. */
+static uint64_t
+retry_after_ms(const char *v)
+{
+    if (v == NULL)
+        return 0;
+    uint64_t s = 0;
+    size_t n = 0;
+    for (; v[n] >= '0' && v[n] <= '9' && n < 10; n++)
+        s = s * 10 + (uint64_t)(v[n] - '0');
+    if (n == 0 || (v[n] != '\0' && v[n] != ' '))
+        return 0;
+    uint64_t ms = s * 1000;
+    return ms > HUBSUB_RETRY_AFTER_MAX_MS ? HUBSUB_RETRY_AFTER_MAX_MS : ms;
+}
+
+/* application/x-www-form-urlencoded from key, value pairs (NULL-ended);
+ * a NULL value skips its pair. */
+static char *
+form_encode(const char *const *kv)
+{
+    size_t cap = 1;
+    for (size_t i = 0; kv[i] != NULL; i += 2)
+        if (kv[i + 1] != NULL)
+            cap += strlen(kv[i]) * 3 + strlen(kv[i + 1]) * 3 + 2;
+    char *out = rs_malloc(cap);
+    if (out == NULL)
+        return NULL;
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (size_t i = 0; kv[i] != NULL; i += 2) {
+        if (kv[i + 1] == NULL)
+            continue;
+        if (n > 0)
+            out[n++] = '&';
+        for (int k = 0; k < 2; k++) {
+            for (const unsigned char *p = (const unsigned char *)kv[i + k];
+                 *p != '\0'; p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+                    *p == '_' || *p == '~') {
+                    out[n++] = (char)*p;
+                } else {
+                    out[n++] = '%';
+                    out[n++] = hex[*p >> 4];
+                    out[n++] = hex[*p & 15];
+                }
+            }
+            if (k == 0)
+                out[n++] = '=';
+        }
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* X-Hub-Signature: METHOD=HEX with METHOD sha1, sha256, sha384 or sha512,
+ * HMAC over the exact body keyed with the secret we gave the hub. The
+ * comparison takes the same time wherever the first wrong byte is. */
+static bool
+sig_ok(const char *secret, const char *hdr, const char *body, size_t len)
+{
+    static const struct {
+        const char *name;
+        const EVP_MD *(*md)(void);
+    } algs[] = {
+        { "sha1", EVP_sha1 },
+        { "sha256", EVP_sha256 },
+        { "sha384", EVP_sha384 },
+        { "sha512", EVP_sha512 },
+    };
+    if (hdr == NULL)
+        return false;
+    while (*hdr == ' ' || *hdr == '\t')
+        hdr++;
+    const char *eq = strchr(hdr, '=');
+    if (eq == NULL)
+        return false;
+    const EVP_MD *md = NULL;
+    for (size_t i = 0; i < sizeof(algs) / sizeof(algs[0]); i++)
+        if (strlen(algs[i].name) == (size_t)(eq - hdr) &&
+            strncasecmp(algs[i].name, hdr, (size_t)(eq - hdr)) == 0)
+            md = algs[i].md();
+    if (md == NULL)
+        return false;
+    const char *hex = eq + 1;
+    size_t hl = strlen(hex);
+    while (hl > 0 && (hex[hl - 1] == ' ' || hex[hl - 1] == '\t'))
+        hl--;
+    int mdlen = EVP_MD_size(md);
+    if (mdlen <= 0 || mdlen > EVP_MAX_MD_SIZE || hl != 2 * (size_t)mdlen)
+        return false;
+    unsigned char got[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
+    for (int i = 0; i < mdlen; i++) {
+        int hi = hex_val((unsigned char)hex[2 * i]);
+        int lo = hex_val((unsigned char)hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        got[i] = (unsigned char)(hi << 4 | lo);
+    }
+    unsigned int wl = 0;
+    if (HMAC(md, secret, (int)strlen(secret), (const unsigned char *)body,
+             len, want, &wl) == NULL || wl != (unsigned)mdlen)
+        return false;
+    return CRYPTO_memcmp(got, want, (size_t)mdlen) == 0;
+}
+
+static void
+reply_text(struct evhttp_request *req, int code, const char *reason,
+           const char *text)
+{
+    struct evbuffer *b = evbuffer_new();
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; charset=utf-8");
+    if (b != NULL)
+        evbuffer_add(b, text, strlen(text));
+    evhttp_send_reply(req, code, reason, b);
+    if (b != NULL)
+        evbuffer_free(b);
+}
+
+/* ------------------------------------------------------ the state machine */
+
+static void sub_attempt(struct sub *s);
+static void unsub_attempt(struct sub *s);
+
+static void
+sub_set_phase(struct sub *s, enum sub_phase p)
+{
+    if (s->phase == p)
+        return;
+    rs_log_kv(RS_LOG_DEBUG, "subscription", "topic", s->topic, "from",
+              phase_names[s->phase], "to", phase_names[p], NULL);
+    if (p == SUB_GONE)
+        s->h->ngone++;
+    s->phase = p;
+}
+
+__attribute__((format(printf, 3, 4))) static void
+sub_report(struct sub *s, enum hubsub_state st, const char *fmt, ...)
+{
+    struct hubsub *h = s->h;
+    if (h->o.on_state == NULL)
+        return;
+    char why[HUBSUB_WHY_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    h->o.on_state(h->o.ud, s->topic, st, why);
+}
+
+static void
+sub_arm(struct sub *s, uint64_t ms)
+{
+    struct timeval tv = { (time_t)(ms / 1000),
+                          (suseconds_t)(ms % 1000) * 1000 };
+    evtimer_add(s->timer, &tv);
+    s->next_attempt = rs_time_now() + (rs_time_t)ms * 1000;
+}
+
+static void
+sub_disarm(struct sub *s)
+{
+    evtimer_del(s->timer);
+    s->next_attempt = RS_TIME_NONE;
+}
+
+static void
+sub_lease_stop(struct sub *s)
+{
+    evtimer_del(s->lease_timer);
+    s->active = false;
+    s->lease_end = RS_TIME_NONE;
+}
+
+/* Let go of the request out, if any: its on_done will only free the call. */
+static void
+sub_detach(struct sub *s)
+{
+    if (s->call == NULL)
+        return;
+    s->call->s = NULL;
+    rs_http_cancel(s->call->req);
+    s->call = NULL;
+}
+
+static void on_hub_answer(void *ud, struct rs_http_req *req,
+                          const struct rs_http_result *res);
+
+/* POST the subscribe (or unsubscribe) request to the hub. */
+static int
+sub_send(struct sub *s, bool unsub)
+{
+    struct hubsub *h = s->h;
+    char lease[16];
+    snprintf(lease, sizeof(lease), "%u", h->o.lease_seconds);
+    const char *kv[] = {
+        "hub.mode", unsub ? "unsubscribe" : "subscribe",
+        "hub.topic", s->topic,
+        "hub.callback", s->callback,
+        "hub.secret", unsub ? NULL : s->secret,
+        "hub.lease_seconds", unsub || h->o.lease_seconds == 0 ? NULL : lease,
+        NULL,
+    };
+    static const char *const hdrs[] = {
+        "Content-Type: application/x-www-form-urlencoded",
+        "Expect:",   /* no 100-continue round trip for a small form */
+        NULL,
+    };
+    char *body = form_encode(kv);
+    struct call *c = rs_calloc(1, sizeof(*c));
+    int rc = RS_ENOMEM;
+    if (body == NULL || c == NULL)
+        goto out;
+    struct rs_http_req_opts ro = {
+        .method = "POST",
+        .url = s->hub_url,
+        .headers = hdrs,
+        .body = body,
+        .body_len = strlen(body),
+        .timeout_ms = HUBSUB_REQ_TIMEOUT_MS,
+        .max_body = 64 * 1024,
+        .on_done = on_hub_answer,
+        .ud = c,
+    };
+    rc = rs_http_request(h->o.http, &ro, &c->req);
+    if (rc != 0)
+        goto out;
+    c->s = s;
+    s->call = c;
+    c = NULL;
+    h->st.requests++;
+out:
+    rs_free(c);
+    rs_free(body);
+    return rc;
+}
+
+/* A subscribe attempt failed: try again after the backoff (slow: after
+ * HUBSUB_RETRY_SLOW_MS), not before min_ms. */
+static void
+sub_failed(struct sub *s, bool slow, uint64_t min_ms, const char *why)
+{
+    struct hubsub *h = s->h;
+    s->fails++;
+    h->st.request_failures++;
+    uint64_t ms = slow ? HUBSUB_RETRY_SLOW_MS : backoff_ms(h, s->fails);
+    if (ms < min_ms)
+        ms = min_ms;
+    sub_set_phase(s, SUB_BACKOFF);
+    sub_arm(s, ms);
+    sub_report(s, HUBSUB_FAILED, "%s; next try in %.1f s", why,
+               (double)ms / 1000.0);
+}
+
+static void
+sub_gone(struct sub *s, const char *why)
+{
+    struct hubsub *h = s->h;
+    sub_detach(s);
+    sub_disarm(s);
+    sub_lease_stop(s);
+    sub_set_phase(s, SUB_GONE);
+    if (h->ngone > HUBSUB_GONE_MAX)
+        event_active(h->reap, EV_TIMEOUT, 0);
+    sub_report(s, HUBSUB_UNSUBSCRIBED, "%s", why);
+}
+
+static void
+unsub_failed(struct sub *s, const char *why)
+{
+    struct hubsub *h = s->h;
+    s->fails++;
+    h->st.request_failures++;
+    if (s->fails >= HUBSUB_UNSUB_TRIES) {
+        char msg[HUBSUB_WHY_MAX];
+        snprintf(msg, sizeof(msg),
+                 "the hub did not take the unsubscribe (%s); its deliveries "
+                 "are answered 410", why);
+        sub_gone(s, msg);
+        return;
+    }
+    sub_set_phase(s, SUB_UNSUB_BACKOFF);
+    sub_arm(s, backoff_ms(h, s->fails));
+}
+
+static void
+sub_attempt(struct sub *s)
+{
+    sub_detach(s);
+    sub_disarm(s);
+    sub_set_phase(s, SUB_REQUESTING);
+    int rc = sub_send(s, false);
+    if (rc != 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "cannot send the request: %s",
+                 rs_strerror(rc));
+        sub_failed(s, false, 0, why);
+    }
+}
+
+static void
+unsub_attempt(struct sub *s)
+{
+    sub_detach(s);
+    sub_disarm(s);
+    sub_set_phase(s, SUB_UNSUB_REQUESTING);
+    int rc = sub_send(s, true);
+    if (rc != 0)
+        unsub_failed(s, rs_strerror(rc));
+}
+
+/* What went wrong with a request, in one line. */
+static void
+describe_failure(const struct rs_http_result *res, char *out, size_t outsz)
+{
+    if (res->rc != 0) {
+        snprintf(out, outsz, "hub unreachable: %s", res->errstr);
+        return;
+    }
+    /* the hub's one-line reason, printable bytes only */
+    char line[200];
+    size_t n = 0;
+    for (size_t i = 0; i < res->body_len && n + 1 < sizeof(line); i++) {
+        unsigned char c = (unsigned char)res->body[i];
+        if (c == '\n' || c == '\r')
+            break;
+        line[n++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    line[n] = '\0';
+    snprintf(out, outsz, "the hub answered %ld%s%s", res->status,
+             n > 0 ? ": " : "", line);
+}
+
+static void
+on_hub_answer(void *ud, struct rs_http_req *req,
+              const struct rs_http_result *res)
+{
+    struct call *c = ud;
+    struct sub *s = c->s;
+    rs_free(c);
+    if (s == NULL)
+        return;
+    s->call = NULL;
+    /* rs_http is being freed: nothing more may be sent */
+    if (res->rc == RS_ECANCELED)
+        return;
+    /* a verification that beat the hub's answer moved the phase on */
+    if (s->phase != SUB_REQUESTING && s->phase != SUB_UNSUB_REQUESTING)
+        return;
+    bool unsub = s->phase == SUB_UNSUB_REQUESTING;
+    long st = res->rc == 0 ? res->status : 0;
+    if (st >= 200 && st < 300) {
+        sub_set_phase(s, unsub ? SUB_UNSUB_VERIFYING : SUB_VERIFYING);
+        sub_arm(s, s->h->o.verify_wait_ms);
+        return;
+    }
+    char why[300];
+    describe_failure(res, why, sizeof(why));
+    if (unsub) {
+        unsub_failed(s, why);
+        return;
+    }
+    /* the hub is down or busy: soon; it refused us: slowly */
+    bool slow = st >= 300 && st < 500 && st != 408 && st != 429;
+    sub_failed(s, slow, retry_after_ms(rs_http_req_header(req, "Retry-After")),
+               why);
+}
+
+static void
+on_sub_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sub *s = arg;
+    char why[128];
+    s->next_attempt = RS_TIME_NONE;
+    switch (s->phase) {
+    case SUB_NEW:
+    case SUB_BACKOFF:
+    case SUB_IDLE:           /* renewal */
+        sub_attempt(s);
+        break;
+    case SUB_VERIFYING:
+        snprintf(why, sizeof(why), "the hub did not verify within %u ms",
+                 s->h->o.verify_wait_ms);
+        sub_failed(s, false, 0, why);
+        break;
+    case SUB_UNSUB_BACKOFF:
+        unsub_attempt(s);
+        break;
+    case SUB_UNSUB_VERIFYING:
+        sub_gone(s, "the hub did not verify the unsubscribe; its deliveries "
+                    "are answered 410");
+        break;
+    case SUB_REQUESTING:
+    case SUB_UNSUB_REQUESTING:
+    case SUB_GONE:
+        break;
+    }
+}
+
+static void
+on_lease_end(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sub *s = arg;
+    if (!s->active)
+        return;
+    sub_lease_stop(s);
+    s->h->st.expired++;
+    sub_report(s, HUBSUB_EXPIRED,
+               "the lease of %u s ended before a renewal was verified",
+               s->lease_s);
+    /* the callback may have unsubscribed; a renewal may be out already */
+    if (s->phase == SUB_IDLE)
+        sub_attempt(s);
+}
+
+/* The hub confirmed our subscribe with a lease of lease_s seconds. */
+static void
+sub_verified(struct sub *s, unsigned lease_s)
+{
+    struct hubsub *h = s->h;
+    bool was = s->active;
+    if (lease_s > HUBSUB_LEASE_MAX_S)
+        lease_s = HUBSUB_LEASE_MAX_S;
+    sub_disarm(s);
+    evtimer_del(s->lease_timer);
+    s->active = true;
+    s->lease_s = lease_s;
+    s->lease_end = rs_time_now() + (rs_time_t)lease_s * 1000000;
+    struct timeval tv = { (time_t)lease_s, 0 };
+    evtimer_add(s->lease_timer, &tv);
+    s->fails = 0;
+    h->st.verified++;
+    if (was)
+        h->st.renewed++;
+    sub_set_phase(s, SUB_IDLE);
+    sub_arm(s, renew_ms(lease_s));
+    if (!was)
+        sub_report(s, HUBSUB_ACTIVE, "lease %u s", lease_s);
+}
+
+static void
+sub_denied(struct sub *s, const char *reason)
+{
+    struct hubsub *h = s->h;
+    h->st.denied++;
+    sub_detach(s);
+    sub_lease_stop(s);
+    s->fails++;
+    sub_set_phase(s, SUB_BACKOFF);
+    sub_arm(s, HUBSUB_RETRY_SLOW_MS);
+    sub_report(s, HUBSUB_DENIED, "%.300s; next try in %u s", reason,
+               HUBSUB_RETRY_SLOW_MS / 1000);
+}
+
+static void
+sub_free(struct sub *s)
+{
+    if (s == NULL)
+        return;
+    sub_detach(s);
+    if (s->timer != NULL)
+        event_free(s->timer);
+    if (s->lease_timer != NULL)
+        event_free(s->lease_timer);
+    rs_free(s->hub_url);
+    rs_free(s->topic);
+    rs_free(s->callback);
+    OPENSSL_cleanse(s->secret, sizeof(s->secret));
+    rs_free(s);
+}
+
+static void
+on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct hubsub *h = arg;
+    struct sub **pp = &h->subs, *prev = NULL;
+    while (*pp != NULL && h->ngone > HUBSUB_GONE_MAX) {
+        struct sub *s = *pp;
+        if (s->phase != SUB_GONE) {
+            prev = s;
+            pp = &s->next;
+            continue;
+        }
+        *pp = s->next;
+        if (h->tail == s)
+            h->tail = prev;
+        h->ngone--;
+        sub_free(s);
+    }
+}
+
+static bool
+sub_live(const struct sub *s)
+{
+    return s->phase < SUB_UNSUB_REQUESTING;
+}
+
+static struct sub *
+sub_by_topic(const struct hubsub *h, const char *topic, bool live_only)
+{
+    struct sub *found = NULL;
+    for (struct sub *s = h->subs; s != NULL; s = s->next) {
+        if (strcmp(s->topic, topic) != 0)
+            continue;
+        if (sub_live(s))
+            return s;
+        if (!live_only)
+            found = s;   /* the newest unsubscribed one */
+    }
+    return found;
+}
+
+/* The subscription whose path ends in /cb/<id>; the prefix is whatever a
+ * proxy in front of us leaves of callback_base's path. */
+static struct sub *
+sub_by_path(const struct hubsub *h, const char *path)
+{
+    size_t pl = strlen(path), want = strlen(HUBSUB_CB_PREFIX) + HUBSUB_ID_HEX;
+    if (pl < want || memcmp(path + pl - want, HUBSUB_CB_PREFIX,
+                            strlen(HUBSUB_CB_PREFIX)) != 0)
+        return NULL;
+    const char *id = path + pl - HUBSUB_ID_HEX;
+    for (struct sub *s = h->subs; s != NULL; s = s->next)
+        if (CRYPTO_memcmp(s->id, id, HUBSUB_ID_HEX) == 0)
+            return s;
+    return NULL;
+}
+
+/* ----------------------------------------------------- the callback server */
+
+static void
+not_found(struct hubsub *h, struct evhttp_request *req)
+{
+    h->st.not_found++;
+    reply_text(req, 404, "Not Found", "not found\n");
+}
+
+/* GET CALLBACK?hub.mode=...: verification of intent, or a denial. */
+static void
+on_verify(struct hubsub *h, struct sub *s, struct evhttp_request *req,
+          const char *query)
+{
+    struct evkeyvalq q;
+    memset(&q, 0, sizeof(q));   /* evhttp_parse_query_str initialises it */
+    if (query == NULL || evhttp_parse_query_str(query, &q) != 0) {
+        evhttp_clear_headers(&q);
+        not_found(h, req);
+        return;
+    }
+    const char *mode = evhttp_find_header(&q, "hub.mode");
+    const char *topic = evhttp_find_header(&q, "hub.topic");
+    const char *challenge = evhttp_find_header(&q, "hub.challenge");
+    const char *lease = evhttp_find_header(&q, "hub.lease_seconds");
+    const char *reason = evhttp_find_header(&q, "hub.reason");
+    bool sub_mode = mode != NULL && strcmp(mode, "subscribe") == 0;
+    bool unsub_mode = mode != NULL && strcmp(mode, "unsubscribe") == 0;
+    bool deny_mode = mode != NULL && strcmp(mode, "denied") == 0;
+    if (topic == NULL || strcmp(topic, s->topic) != 0 || s->phase == SUB_GONE ||
+        !(sub_mode || unsub_mode || deny_mode)) {
+        evhttp_clear_headers(&q);
+        not_found(h, req);
+        return;
+    }
+    if (deny_mode) {
+        char why[320];
+        bool given = reason != NULL && reason[0] != '\0';
+        snprintf(why, sizeof(why), "denied by the hub: %.300s",
+                 given ? reason : "no reason given");
+        evhttp_clear_headers(&q);
+        reply_text(req, 200, "OK", "ok\n");
+        if (sub_live(s))   /* when leaving, a denial changes nothing */
+            sub_denied(s, why);
+        return;
+    }
+    bool pending = sub_mode ? (s->phase == SUB_REQUESTING ||
+                               s->phase == SUB_VERIFYING ||
+                               s->phase == SUB_BACKOFF)
+                            : (s->phase == SUB_UNSUB_REQUESTING ||
+                               s->phase == SUB_UNSUB_VERIFYING ||
+                               s->phase == SUB_UNSUB_BACKOFF);
+    bool ok = pending && challenge != NULL && challenge[0] != '\0' &&
+              strlen(challenge) <= HUBSUB_CHALLENGE_MAX;
+    unsigned long long lease_s = 0;
+    if (ok && sub_mode) {
+        /* WebSub: REQUIRED in a subscribe verification; whole seconds */
+        size_t n = lease != NULL ? strspn(lease, "0123456789") : 0;
+        ok = n > 0 && n <= 12 && lease[n] == '\0';
+        if (ok)
+            lease_s = strtoull(lease, NULL, 10);
+        ok = ok && lease_s > 0;
+    }
+    if (!ok) {
+        evhttp_clear_headers(&q);
+        not_found(h, req);
+        return;
+    }
+    reply_text(req, 200, "OK", challenge);
+    evhttp_clear_headers(&q);
+    if (sub_mode) {
+        sub_verified(s, lease_s > HUBSUB_LEASE_MAX_S ? HUBSUB_LEASE_MAX_S
+                                                     : (unsigned)lease_s);
+    } else {
+        h->st.verified++;
+        sub_gone(s, "unsubscribed: verified by the hub");
+    }
+}
+
+/* POST CALLBACK: content distribution. */
+static void
+on_content(struct hubsub *h, struct sub *s, struct evhttp_request *req)
+{
+    if (!sub_live(s)) {
+        h->st.gone++;
+        reply_text(req, 410, "Gone", "unsubscribed\n");
+        return;
+    }
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    const char *body = NULL;
+    /* a terminating NUL (not counted) for callers that parse text */
+    if (evbuffer_add(in, "", 1) == 0)
+        body = (const char *)evbuffer_pullup(in, -1);
+    if (body == NULL) {
+        reply_text(req, 503, "Service Unavailable", "out of memory\n");
+        return;
+    }
+    struct evkeyvalq *hd = evhttp_request_get_input_headers(req);
+    if (!sig_ok(s->secret, evhttp_find_header(hd, "X-Hub-Signature"), body,
+                len)) {
+        /* WebSub: drop it, but answer 2xx, so a forger learns nothing */
+        h->st.bad_signature++;
+        rs_log_kv(RS_LOG_DEBUG, "dropped a notification: bad signature",
+                  "topic", s->topic, NULL);
+        evhttp_send_reply(req, 204, "No Content", NULL);
+        return;
+    }
+    struct hubsub_msg m = {
+        .topic = s->topic,
+        .hub_url = s->hub_url,
+        .content_type = evhttp_find_header(hd, "Content-Type"),
+        .id = evhttp_find_header(hd, "X-Hub-Id"),
+        .body = body,
+        .len = len,
+    };
+    if (h->o.on_notification(h->o.ud, &m) != 0) {
+        h->st.refused++;
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", "1");
+        reply_text(req, 503, "Service Unavailable", "not taken, retry\n");
+        return;
+    }
+    h->st.delivered++;
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+    struct hubsub *h = arg;
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+    const char *path = u != NULL ? evhttp_uri_get_path(u) : NULL;
+    struct sub *s = path != NULL ? sub_by_path(h, path) : NULL;
+    if (s == NULL) {
+        not_found(h, req);
+        return;
+    }
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET:
+        on_verify(h, s, req, evhttp_uri_get_query(u));
+        break;
+    case EVHTTP_REQ_POST:
+        on_content(h, s, req);
+        break;
+    default:   /* evhttp refuses other methods before us (501) */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET, POST");
+        reply_text(req, 405, "Method Not Allowed", "GET or POST\n");
+        break;
+    }
+}
+
+/* -------------------------------------------------------------------- API */
+
+static int
+bound_port(struct evhttp_bound_socket *bs)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
+                    &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
+}
+
+__attribute__((format(printf, 3, 4))) static void
+set_err(char *err, size_t errsz, const char *fmt, ...)
+{
+    if (err == NULL || errsz == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errsz, fmt, ap);
+    va_end(ap);
+}
+
+static char *
+make_cb_base(const struct hubsub_opts *o, int port)
+{
+    char *out;
+    if (o->callback_base != NULL) {
+        size_t n = strlen(o->callback_base);
+        bool slash = n > 0 && o->callback_base[n - 1] == '/';
+        out = rs_malloc(n + 2);
+        if (out != NULL)
+            snprintf(out, n + 2, "%s%s", o->callback_base, slash ? "" : "/");
+        return out;
+    }
+    size_t n = strlen(o->listen_host) + 32;
+    out = rs_malloc(n);
+    if (out != NULL) {
+        bool v6 = strchr(o->listen_host, ':') != NULL;
+        snprintf(out, n, "http://%s%s%s:%d/", v6 ? "[" : "", o->listen_host,
+                 v6 ? "]" : "", port);
+    }
+    return out;
+}
+
+struct hubsub *
+hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
+{
+    if (o == NULL || o->base == NULL || o->http == NULL ||
+        o->on_notification == NULL || o->listen_host == NULL ||
+        o->listen_host[0] == '\0' || o->listen_port < 0 ||
+        o->listen_port > 65535) {
+        set_err(err, errsz, "hubsub: base, http, on_notification, "
+                "listen_host and a port 0..65535 are required");
+        return NULL;
+    }
+    if (o->callback_base != NULL && !rs_url_is_http(o->callback_base)) {
+        set_err(err, errsz, "hubsub: the callback base %.200s is not an "
+                "absolute http(s) URL", o->callback_base);
+        return NULL;
+    }
+    struct hubsub *h = rs_calloc(1, sizeof(*h));
+    if (h == NULL)
+        goto nomem;
+    h->o = *o;
+    h->o.callback_base = NULL;
+    if (h->o.max_body == 0)
+        h->o.max_body = HUBSUB_MAX_BODY;
+    if (h->o.verify_wait_ms == 0)
+        h->o.verify_wait_ms = HUBSUB_VERIFY_WAIT_MS;
+    h->listen_host = rs_strdup(o->listen_host);
+    if (h->listen_host == NULL)
+        goto nomem;
+    h->o.listen_host = h->listen_host;
+    if (RAND_bytes((unsigned char *)&h->rng, sizeof(h->rng)) != 1)
+        h->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)h;
+    h->rng |= 1;   /* xorshift must not start at 0 */
+    h->reap = event_new(o->base, -1, 0, on_reap, h);
+    h->http = evhttp_new(o->base);
+    if (h->reap == NULL || h->http == NULL)
+        goto nomem;
+    evhttp_set_max_body_size(h->http, (ev_ssize_t)h->o.max_body);
+    evhttp_set_max_headers_size(h->http, HUBSUB_MAX_HEADERS);
+    evhttp_set_timeout(h->http, HUBSUB_IO_TIMEOUT_S);
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+    evhttp_set_gencb(h->http, on_request, h);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(
+        h->http, o->listen_host, (ev_uint16_t)o->listen_port);
+    if (bs == NULL || (h->port = bound_port(bs)) < 0) {
+        set_err(err, errsz, "hubsub: cannot listen on %.200s:%d: %s",
+                o->listen_host, o->listen_port, strerror(errno));
+        hubsub_free(h);
+        return NULL;
+    }
+    h->cb_base = make_cb_base(o, h->port);
+    if (h->cb_base == NULL)
+        goto nomem;
+    return h;
+nomem:
+    set_err(err, errsz, "hubsub: out of memory");
+    hubsub_free(h);
+    return NULL;
+}
+
+int
+hubsub_port(const struct hubsub *h)
+{
+    return h->port;
+}
+
+void
+hubsub_free(struct hubsub *h)
+{
+    if (h == NULL)
+        return;
+    struct sub *s = h->subs;
+    while (s != NULL) {
+        struct sub *next = s->next;
+        sub_free(s);
+        s = next;
+    }
+    if (h->http != NULL)
+        evhttp_free(h->http);
+    if (h->reap != NULL)
+        event_free(h->reap);
+    rs_free(h->listen_host);
+    rs_free(h->cb_base);
+    rs_free(h);
+}
+
+int
+hubsub_subscribe(struct hubsub *h, const char *hub_url, const char *topic)
+{
+    if (h == NULL || hub_url == NULL || topic == NULL || topic[0] == '\0' ||
+        strlen(topic) > HUBSUB_TOPIC_MAX || !rs_url_is_http(hub_url))
+        return RS_EINVAL;
+    if (sub_by_topic(h, topic, true) != NULL)
+        return RS_ESTATE;
+    int rc = RS_ENOMEM;
+    struct sub *s = rs_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return RS_ENOMEM;
+    s->h = h;
+    s->phase = SUB_NEW;
+    s->next_attempt = RS_TIME_NONE;
+    s->lease_end = RS_TIME_NONE;
+    if (random_hex(s->id, HUBSUB_ID_BYTES) != 0 ||
+        random_hex(s->secret, HUBSUB_SECRET_BYTES) != 0) {
+        rc = RS_EIO;
+        goto fail;
+    }
+    size_t cl = strlen(h->cb_base) + strlen(HUBSUB_CB_PREFIX) + HUBSUB_ID_HEX;
+    s->hub_url = rs_strdup(hub_url);
+    s->topic = rs_strdup(topic);
+    s->callback = rs_malloc(cl);
+    s->timer = evtimer_new(h->o.base, on_sub_timer, s);
+    s->lease_timer = evtimer_new(h->o.base, on_lease_end, s);
+    if (s->hub_url == NULL || s->topic == NULL || s->callback == NULL ||
+        s->timer == NULL || s->lease_timer == NULL)
+        goto fail;
+    /* cb_base ends with '/': skip the prefix's own */
+    snprintf(s->callback, cl, "%s%s%s", h->cb_base, HUBSUB_CB_PREFIX + 1,
+             s->id);
+    if (h->tail != NULL)
+        h->tail->next = s;
+    else
+        h->subs = s;
+    h->tail = s;
+    /* from the loop, so that on_state never runs inside this call */
+    sub_arm(s, 0);
+    return 0;
+fail:
+    sub_free(s);
+    return rc;
+}
+
+int
+hubsub_unsubscribe(struct hubsub *h, const char *topic)
+{
+    struct sub *s = h != NULL && topic != NULL ? sub_by_topic(h, topic, true)
+                                               : NULL;
+    if (s == NULL)
+        return RS_ENOTFOUND;
+    sub_lease_stop(s);
+    s->fails = 0;
+    unsub_attempt(s);
+    return 0;
+}
+
+int
+hubsub_info(const struct hubsub *h, const char *topic, struct hubsub_info *out)
+{
+    const struct sub *s = h != NULL && topic != NULL
+                              ? sub_by_topic(h, topic, false) : NULL;
+    if (s == NULL)
+        return RS_ENOTFOUND;
+    *out = (struct hubsub_info){
+        .phase = phase_names[s->phase],
+        .active = s->active,
+        .lease_seconds = s->lease_s,
+        .lease_end = s->lease_end,
+        .next_attempt = s->next_attempt,
+        .failures = s->fails,
+        .callback = s->callback,
+        .hub_url = s->hub_url,
+    };
+    return 0;
+}
+
+void
+hubsub_stats(const struct hubsub *h, struct hubsub_stats *out)
+{
+    *out = h->st;
+    out->subscriptions = 0;
+    out->active = 0;
+    for (const struct sub *s = h->subs; s != NULL; s = s->next) {
+        if (sub_live(s))
+            out->subscriptions++;
+        if (s->active)
+            out->active++;
+    }
+}
