@@ -19,7 +19,7 @@ struct event_base;
 struct rs_http;
 struct hubsub;
 
-/* Upper bounds of the retry schedule (see hubsub_subscribe). */
+/* The retry schedule (see hubsub_subscribe). */
 #define HUBSUB_RETRY_MIN_MS 1000
 #define HUBSUB_RETRY_MAX_MS (5 * 60 * 1000)      /* hub down, 5xx, 429 */
 #define HUBSUB_RETRY_SLOW_MS (10 * 60 * 1000)    /* refused: 4xx, denied */
