@@ -29,6 +29,7 @@
 #define RS_LOG_MODULE "rssub"
 #include "apply.h"
 #include "discovery.h"
+#include "dump.h"
 #include "follow.h"
 #include "hubsub.h"
 #include "ledger.h"
@@ -66,6 +67,7 @@ static struct {
     char *fsync;
     char *attic;
     bool sync_full;
+    bool dump;
     bool strict;
     bool push;
     struct rs_config_hostport callback_listen;
@@ -124,6 +126,9 @@ static const struct rs_config_opt options[] = {
                      "one) or full (and its directory)"),
     RS_CONFIG_STRING("attic", 0, &conf.attic, "DIR", NULL,
                      "move deleted resources here instead of deleting them"),
+    RS_CONFIG_BOOL("dump", 0, &conf.dump, "false",
+                   "make the baseline from the Source's Resource Dump when it "
+                   "offers one (then fetch what the dump lacks)"),
     RS_CONFIG_BOOL("sync-full", 0, &conf.sync_full, "false",
                    "fsync the state database at every commit (power-loss "
                    "safe; a crash of the process is safe without it)"),
@@ -181,6 +186,7 @@ struct set {
     bool websub[2];               /* subscribed by WebSub */
     bool polling;                 /* no push: Change Lists on a timer */
     bool baselined;
+    bool dumped;                  /* --dump: the dump was unpacked */
 };
 
 enum pull_why { WHY_START, WHY_GAP, WHY_FRAMEWORK, WHY_POLL, WHY_AUDIT };
@@ -200,6 +206,7 @@ struct sub {
     struct pathmap *pathmap;
     struct apply *apply;
     struct pull *pull;
+    struct dump *dump;
     struct discovery *discovery;
     struct discovery_result *disc;
     struct wsclient *ws;
@@ -550,6 +557,23 @@ run_queue(struct sub *s)
         }
         s->pull_why = j.why;
         s->pulling = j.set;
+        if (j.kind == PULL_RECONCILE && !st->baselined && conf.dump &&
+            !st->dumped && st->d->resourcedump != NULL) {
+            /* The dump first; the reconcile is queued again after it and
+             * fetches only what the dump did not hold. */
+            memmove(s->q + 1, s->q, s->nq * sizeof(s->q[0]));
+            s->q[0] = j;
+            s->nq++;
+            if ((rc = dump_start(s->dump, st->d->resourcedump)) == 0) {
+                rs_log_kv(RS_LOG_INFO, "unpacking the resource dump", "url",
+                          st->d->resourcedump, NULL);
+                return;
+            }
+            memmove(s->q, s->q + 1, --s->nq * sizeof(s->q[0]));
+            st->dumped = true;
+            rs_log_kv(RS_LOG_WARN, "cannot start the dump", "error",
+                      rs_strerror(rc), NULL);
+        }
         rc = pull_start(s->pull, j.kind, url, since);
         if (rc != 0) {
             s->pulling = -1;
@@ -564,6 +588,37 @@ run_queue(struct sub *s)
     }
     if (s->pulling < 0 && s->nq == 0)
         after_pulls(s);
+}
+
+static void
+on_dump_problem(void *ud, const char *uri, const char *why)
+{
+    (void)ud;
+    rs_log_kv(RS_LOG_WARN, "not taken from the dump (fetched instead)", "uri",
+              uri, "why", why, NULL);
+}
+
+static void
+on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
+{
+    struct sub *s = ud;
+    struct set *st = &s->sets[s->pulling];
+    char n[4][24];
+
+    s->pulling = -1;
+    st->dumped = true;
+    snprintf(n[0], 24, "%llu", (unsigned long long)r->packages);
+    snprintf(n[1], 24, "%llu", (unsigned long long)r->written);
+    snprintf(n[2], 24, "%llu", (unsigned long long)r->failed);
+    snprintf(n[3], 24, "%llu", (unsigned long long)r->bytes);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_WARN, "resource dump failed: fetching the resources "
+                  "instead", "error", err, NULL);
+    else
+        rs_log_kv(RS_LOG_INFO, "resource dump unpacked", "packages", n[0],
+                  "written", n[1], "failed", n[2], "bytes", n[3], NULL);
+    state_warn(s, apply_flush(s->apply), "commit");
+    run_queue(s);
 }
 
 /* ----------------------------------------------------- push channels */
@@ -1403,6 +1458,25 @@ setup(struct sub *s)
     };
     if ((s->pull = pull_new(&po)) == NULL)
         return 1;
+    {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", s->state_path);
+        struct dump_opts dumo = {
+            .base = s->base,
+            .http = s->http,
+            .ledger = s->ledger,
+            .mirror = s->mirror,
+            .pathmap = s->pathmap,
+            .apply = s->apply,
+            .tmpdir = dirname(dir),
+            .max_package = 0,
+            .on_problem = on_dump_problem,
+            .on_done = on_dump_done,
+            .ud = s,
+        };
+        if ((s->dump = dump_new(&dumo)) == NULL)
+            return 1;
+    }
     s->discovery = discovery_new(s->base, s->http, on_discovered, s);
     if (s->discovery == NULL)
         return 1;
@@ -1472,6 +1546,7 @@ teardown(struct sub *s)
     hubsub_free(s->hubsub);
     wsclient_free(s->ws);
     discovery_free(s->discovery);
+    dump_free(s->dump);
     pull_free(s->pull);
     apply_free(s->apply);
     rs_http_free(s->http);          /* canceled jobs end here */

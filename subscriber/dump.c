@@ -1,0 +1,424 @@
+/*
+ * dump.c - read the dump document (docwalk) for its package URLs, then for
+ * each package: download (rs_http, streamed to a temporary file), unpack
+ * member by member into mirror files that are committed only once dumpzip
+ * has verified the whole member, record each in the ledger.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apply.h"
+#include "docwalk.h"
+#include "dump.h"
+#include "dumpzip.h"
+#include "ledger.h"
+#include "mirror.h"
+#include "pathmap.h"
+#include "rs_alloc.h"
+#include "rs_hash.h"
+#include "rs_http.h"
+
+#define DUMP_MAX_PACKAGE (UINT64_C(16) << 30)
+#define DUMP_TIMEOUT_MS (6 * 3600 * 1000)
+
+struct dump {
+    struct dump_opts o;
+    char *tmpdir;
+    struct docwalk *walk;
+    bool busy;
+    char **pkgs;                 /* package URLs from the dump document */
+    int64_t *pkg_len;            /* announced lengths, -1 unknown */
+    size_t npkgs, next;
+    struct rs_http_req *req;
+    int fd;                      /* the package being downloaded */
+    char tmp[4096];
+    uint64_t got;
+    int write_errno;
+    struct dump_report r;
+    char err[512];
+};
+
+static void dump_next(struct dump *d);
+
+static void
+problem(struct dump *d, const char *uri, const char *why)
+{
+    d->r.failed++;
+    if (d->o.on_problem != NULL)
+        d->o.on_problem(d->o.ud, uri, why);
+}
+
+static void
+tmp_drop(struct dump *d)
+{
+    if (d->fd >= 0) {
+        close(d->fd);
+        d->fd = -1;
+    }
+    if (d->tmp[0] != '\0') {
+        unlink(d->tmp);
+        d->tmp[0] = '\0';
+    }
+}
+
+static void
+pkgs_clear(struct dump *d)
+{
+    for (size_t i = 0; i < d->npkgs; i++)
+        rs_free(d->pkgs[i]);
+    rs_free(d->pkgs);
+    rs_free(d->pkg_len);
+    d->pkgs = NULL;
+    d->pkg_len = NULL;
+    d->npkgs = d->next = 0;
+}
+
+static void
+dump_end(struct dump *d, int rc)
+{
+    char err[sizeof(d->err)];
+
+    snprintf(err, sizeof(err), "%s", rc == 0 ? "" : d->err);
+    tmp_drop(d);
+    pkgs_clear(d);
+    d->busy = false;
+    d->o.on_done(d->o.ud, rc, err, &d->r);
+}
+
+/* ------------------------------------------------------------ unpacking */
+
+/* One member: into a mirror file, committed only after dumpzip verified
+ * all of it. Returns 0, or a state error (the caller stops). */
+static int
+unpack_one(struct dump *d, struct dumpzip *z, size_t i)
+{
+    const struct rs_entry *e = dumpzip_entry(z, i);
+    const char *why = NULL;
+    struct dumpzip_file *f = NULL;
+    struct mirror_file *mf = NULL;
+    struct ledger_res old, r = { 0 };
+    char *path = NULL, *oldbuf = NULL, hbuf[RS_HASHES_BUFSZ], err[300];
+    char buf[65536];
+    uint64_t n = 0;
+    ssize_t k;
+    int rc;
+
+    rc = pathmap_path(d->o.pathmap, e->loc, &path, &why);
+    if (rc != 0) {
+        problem(d, e->loc, rc == RS_EDENIED ? "refused: outside the Source's "
+                "prefixes" : why != NULL ? why : rs_strerror(rc));
+        return 0;
+    }
+    rc = ledger_res_get(d->o.ledger, e->loc, &old, &oldbuf);
+    if (rc == 0 && old.change_dt != RS_TIME_NONE && d->r.at != RS_TIME_NONE &&
+        old.change_dt > d->r.at) {
+        d->r.skipped++;               /* push brought a newer copy */
+        rs_free(oldbuf);
+        rs_free(path);
+        return 0;
+    }
+    rs_free(oldbuf);
+    if (rc != 0 && rc != RS_ENOTFOUND) {
+        rs_free(path);
+        return rc;
+    }
+    if (dumpzip_file_open(z, i, &f, err, sizeof(err)) != 0) {
+        problem(d, e->loc, err);
+        rs_free(path);
+        return 0;
+    }
+    if (mirror_begin(d->o.mirror, path, &mf) != 0) {
+        problem(d, e->loc, mirror_errstr(d->o.mirror));
+        dumpzip_file_close(f);
+        rs_free(path);
+        return 0;
+    }
+    while ((k = dumpzip_file_read(f, buf, sizeof(buf))) > 0) {
+        if (mirror_write(mf, buf, (size_t)k) != 0)
+            break;
+        n += (uint64_t)k;
+    }
+    if (k != 0) {
+        problem(d, e->loc, k < 0 ? dumpzip_file_error(f)
+                                 : mirror_errstr(d->o.mirror));
+        mirror_abort(mf);
+        dumpzip_file_close(f);
+        rs_free(path);
+        return 0;
+    }
+    dumpzip_file_close(f);
+    if (mirror_commit(mf, e->lastmod) != 0) {
+        problem(d, e->loc, mirror_errstr(d->o.mirror));
+        rs_free(path);
+        return 0;
+    }
+    r.uri = e->loc;
+    r.path = path;
+    r.lastmod = e->lastmod;
+    r.change_dt = d->r.at;
+    r.length = (int64_t)n;
+    r.hash = e->md.hash.n > 0 && rs_hashes_format(&e->md.hash, hbuf) > 0
+             ? hbuf : NULL;
+    if ((rc = apply_txn(d->o.apply)) == 0)
+        rc = ledger_res_put(d->o.ledger, &r);
+    rs_free(path);
+    if (rc == 0)
+        d->r.written++;
+    return rc;
+}
+
+static int
+unpack(struct dump *d, const char *url)
+{
+    struct dumpzip *z = NULL;
+    int rc;
+
+    if (dumpzip_open(d->tmp, NULL, &z, d->err, sizeof(d->err)) != 0) {
+        char e[sizeof(d->err)];
+        snprintf(e, sizeof(e), "%s", d->err);
+        snprintf(d->err, sizeof(d->err), "%.200s: %.300s", url, e);
+        return RS_EINVALID;
+    }
+    if (dumpzip_head(z)->md.capability != RS_CAP_RESOURCEDUMP_MANIFEST) {
+        snprintf(d->err, sizeof(d->err), "%s: not a Resource Dump package "
+                 "(its manifest is a %s)", url,
+                 rs_capability_name(dumpzip_head(z)->md.capability));
+        dumpzip_close(z);
+        return RS_EINVALID;
+    }
+    if (d->r.at == RS_TIME_NONE)
+        d->r.at = dumpzip_head(z)->md.at;
+    rc = 0;
+    for (size_t i = 0; i < dumpzip_count(z) && rc == 0; i++)
+        rc = unpack_one(d, z, i);
+    dumpzip_close(z);
+    if (rc != 0)
+        snprintf(d->err, sizeof(d->err), "state: %s",
+                 ledger_errstr(d->o.ledger));
+    d->r.packages++;
+    return rc;
+}
+
+/* ---------------------------------------------------------- downloads */
+
+static int
+on_pkg_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
+{
+    struct dump *d = ud;
+    long status = rs_http_req_status(req);
+
+    if (status < 200 || status > 299)
+        return 0;
+    while (len > 0) {
+        ssize_t w = write(d->fd, buf, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            d->write_errno = errno;
+            return 1;
+        }
+        buf += w;
+        len -= (size_t)w;
+        d->got += (uint64_t)w;
+    }
+    return 0;
+}
+
+static void
+on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    struct dump *d = ud;
+    const char *url;
+    int64_t want;
+    int rc;
+
+    (void)req;
+    if (res->rc == RS_ECANCELED)
+        return;                       /* dump_free: d is gone */
+    d->req = NULL;
+    url = d->pkgs[d->next - 1];
+    want = d->pkg_len[d->next - 1];
+    d->r.bytes += d->got;
+    if (d->write_errno != 0) {
+        snprintf(d->err, sizeof(d->err), "%.200s: writing %.200s: %s", url, d->tmp,
+                 strerror(d->write_errno));
+        dump_end(d, RS_EIO);
+        return;
+    }
+    if (res->rc != 0 || res->status < 200 || res->status > 299) {
+        if (res->rc != 0)
+            snprintf(d->err, sizeof(d->err), "GET %s: %s", url, res->errstr);
+        else
+            snprintf(d->err, sizeof(d->err), "GET %s: HTTP %ld", url,
+                     res->status);
+        dump_end(d, res->rc != 0 ? res->rc : RS_EPROTO);
+        return;
+    }
+    if (want >= 0 && (uint64_t)want != d->got) {
+        snprintf(d->err, sizeof(d->err), "%s: %llu bytes, the dump announced "
+                 "%lld", url, (unsigned long long)d->got, (long long)want);
+        dump_end(d, RS_EINVALID);
+        return;
+    }
+    close(d->fd);
+    d->fd = -1;
+    rc = unpack(d, url);
+    tmp_drop(d);
+    if (rc != 0) {
+        dump_end(d, rc);
+        return;
+    }
+    dump_next(d);
+}
+
+static void
+dump_next(struct dump *d)
+{
+    struct rs_http_req_opts ro = {
+        .timeout_ms = DUMP_TIMEOUT_MS,
+        .max_body = d->o.max_package ? d->o.max_package : DUMP_MAX_PACKAGE,
+        .max_redirects = 5,
+        .on_data = on_pkg_data,
+        .on_done = on_pkg_done,
+        .ud = d,
+    };
+    int rc;
+
+    if (d->next == d->npkgs) {
+        dump_end(d, 0);
+        return;
+    }
+    snprintf(d->tmp, sizeof(d->tmp), "%s/.rssub-dump.XXXXXX", d->tmpdir);
+    if ((d->fd = mkstemp(d->tmp)) < 0) {
+        snprintf(d->err, sizeof(d->err), "cannot create a file in %s: %s",
+                 d->tmpdir, strerror(errno));
+        d->tmp[0] = '\0';
+        dump_end(d, RS_EIO);
+        return;
+    }
+    d->got = 0;
+    d->write_errno = 0;
+    ro.url = d->pkgs[d->next++];
+    if ((rc = rs_http_request(d->o.http, &ro, &d->req)) != 0) {
+        snprintf(d->err, sizeof(d->err), "GET %s: %s", ro.url,
+                 rs_strerror(rc));
+        dump_end(d, rc);
+    }
+}
+
+/* -------------------------------------------------- the dump document */
+
+static int
+on_head(void *ud, const char *url, const struct rs_head *h)
+{
+    struct dump *d = ud;
+
+    if (h->md.capability != RS_CAP_RESOURCEDUMP) {
+        snprintf(d->err, sizeof(d->err), "%s: a %s where a Resource Dump was "
+                 "expected", url, rs_capability_name(h->md.capability));
+        return RS_EINVALID;
+    }
+    if (h->md.at != RS_TIME_NONE)
+        d->r.at = h->md.at;
+    return 0;
+}
+
+static int
+on_entry(void *ud, const char *url, const struct rs_entry *e, const char *loc)
+{
+    struct dump *d = ud;
+    char **p;
+    int64_t *l;
+
+    (void)url;
+    p = rs_realloc(d->pkgs, (d->npkgs + 1) * sizeof(*p));
+    if (p == NULL)
+        return RS_ENOMEM;
+    d->pkgs = p;
+    l = rs_realloc(d->pkg_len, (d->npkgs + 1) * sizeof(*l));
+    if (l == NULL)
+        return RS_ENOMEM;
+    d->pkg_len = l;
+    if ((d->pkgs[d->npkgs] = rs_strdup(loc)) == NULL)
+        return RS_ENOMEM;
+    d->pkg_len[d->npkgs] = e->has_md ? e->md.length : -1;
+    d->npkgs++;
+    return 0;
+}
+
+static void
+on_walk_done(void *ud, int rc, const char *err)
+{
+    struct dump *d = ud;
+
+    if (rc != 0) {
+        if (d->err[0] == '\0')
+            snprintf(d->err, sizeof(d->err), "%s", err);
+        dump_end(d, rc);
+        return;
+    }
+    dump_next(d);
+}
+
+/* ---------------------------------------------------------------- API */
+
+struct dump *
+dump_new(const struct dump_opts *o)
+{
+    struct dump *d = rs_calloc(1, sizeof(*d));
+    struct docwalk_opts wo = {
+        .base = o->base,
+        .http = o->http,
+        .on_head = on_head,
+        .on_entry = on_entry,
+        .on_done = on_walk_done,
+    };
+
+    if (d == NULL)
+        return NULL;
+    d->o = *o;
+    d->fd = -1;
+    wo.ud = d;
+    d->tmpdir = rs_strdup(o->tmpdir);
+    d->walk = docwalk_new(&wo);
+    if (d->tmpdir == NULL || d->walk == NULL) {
+        dump_free(d);
+        return NULL;
+    }
+    d->o.tmpdir = NULL;
+    return d;
+}
+
+void
+dump_free(struct dump *d)
+{
+    if (d == NULL)
+        return;
+    if (d->req != NULL)
+        rs_http_cancel(d->req);       /* its on_done sees RS_ECANCELED */
+    docwalk_free(d->walk);
+    tmp_drop(d);
+    pkgs_clear(d);
+    rs_free(d->tmpdir);
+    rs_free(d);
+}
+
+int
+dump_start(struct dump *d, const char *url)
+{
+    int rc;
+
+    if (d->busy)
+        return RS_ESTATE;
+    memset(&d->r, 0, sizeof(d->r));
+    d->r.at = RS_TIME_NONE;
+    d->err[0] = '\0';
+    if ((rc = docwalk_start(d->walk, url)) != 0)
+        return rc;
+    d->busy = true;
+    return 0;
+}

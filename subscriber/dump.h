@@ -1,0 +1,59 @@
+/*
+ * dump.h - a baseline from a Resource Dump: the packages its document lists
+ * are downloaded one at a time to a temporary file, unpacked through
+ * dumpzip (every member verified against the manifest) into the mirror and
+ * recorded in the ledger. A member that fails is left to the reconcile
+ * that follows a dump (it fetches whatever the dump did not give); when to
+ * use a dump is the caller's decision.
+ */
+#ifndef SUB_DUMP_H
+#define SUB_DUMP_H
+
+#include <stdint.h>
+
+#include "rs_error.h"
+#include "rs_time.h"
+
+struct event_base;
+struct rs_http;
+struct ledger;
+struct mirror;
+struct pathmap;
+struct apply;
+struct dump;
+
+struct dump_report {
+    uint64_t packages;       /* unpacked */
+    uint64_t written;        /* resources written */
+    uint64_t skipped;        /* the mirror held a newer copy */
+    uint64_t failed;         /* members refused or not verified */
+    uint64_t bytes;          /* package bytes downloaded */
+    rs_time_t at;            /* the dump's snapshot time, or RS_TIME_NONE */
+};
+
+struct dump_opts {
+    struct event_base *base;
+    struct rs_http *http;
+    struct ledger *ledger;
+    struct mirror *mirror;
+    const struct pathmap *pathmap;
+    struct apply *apply;     /* its batch carries the ledger writes */
+    const char *tmpdir;      /* packages are downloaded here (not the
+                                mirror); copied */
+    uint64_t max_package;    /* bytes; 0 = 16 GiB */
+    /* A member not mirrored (refused URI, verification failure). */
+    void (*on_problem)(void *ud, const char *uri, const char *why);
+    /* Exactly once per dump_start that returned 0, from the loop. */
+    void (*on_done)(void *ud, int rc, const char *err,
+                    const struct dump_report *r);
+    void *ud;
+};
+
+struct dump *dump_new(const struct dump_opts *o);
+/* Abandons a dump under way (no on_done); its temporary file goes. */
+void dump_free(struct dump *d);
+
+/* Start from the Resource Dump document at url. RS_ESTATE if busy. */
+int dump_start(struct dump *d, const char *url) RS_MUST_CHECK;
+
+#endif
