@@ -254,15 +254,20 @@ job_delete(struct apply *a, struct job *j, const struct ledger_res *old)
     report(a, j->uri, rc == 0 ? APPLY_DELETED : APPLY_UNCHANGED, NULL);
 }
 
+/* The one algorithm a body is checked with: the strongest announced that
+ * we compute (one verified digest is the check; computing every announced
+ * one would cost CPU for nothing). md5 when none is announced, for the
+ * ledger and later audits. */
 static unsigned
 hash_mask(const struct rs_hashes *h)
 {
-    unsigned m = 0;
+    static const enum rs_hash_algo pref[] = { RS_HASH_SHA256, RS_HASH_SHA512,
+                                              RS_HASH_SHA1, RS_HASH_MD5 };
 
-    for (unsigned i = 0; i < h->n; i++)
-        if (h->d[i].algo != RS_HASH_OTHER)
-            m |= 1u << h->d[i].algo;
-    return m != 0 ? m : 1u << RS_HASH_MD5;
+    for (size_t i = 0; i < sizeof(pref) / sizeof(pref[0]); i++)
+        if (rs_hashes_find(h, pref[i]) != NULL)
+            return 1u << pref[i];
+    return 1u << RS_HASH_MD5;
 }
 
 static int

@@ -35,6 +35,8 @@ struct pull {
     rs_time_t doc_at;            /* the current list's at */
     rs_time_t min_from;          /* CHANGES: earliest from of any list */
     int64_t gen;
+    uint64_t *seen;              /* readonly: hashes of URIs seen, open */
+    size_t nseen, capseen;       /* addressing, 0 = empty slot */
     struct pull_report r;
     char err[512];
 };
@@ -51,6 +53,65 @@ diff(struct pull *p, const char *uri, const char *what)
 {
     if (p->o.on_diff != NULL)
         p->o.on_diff(p->o.ud, uri, what);
+}
+
+/* ------------------------------------------------------- seen (readonly) */
+
+/* A 64-bit hash stands for the URI: a collision could only hide one
+ * "deleted" finding, at odds of one in 2^64 per pair. */
+static uint64_t
+uri_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (; *s != '\0'; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h != 0 ? h : 1;
+}
+
+static int
+seen_add(struct pull *p, const char *uri)
+{
+    uint64_t h = uri_hash(uri);
+    size_t i;
+
+    if ((p->nseen + 1) * 2 > p->capseen) {
+        size_t ncap = p->capseen ? p->capseen * 2 : 4096;
+        uint64_t *t = rs_calloc(ncap, sizeof(*t));
+        if (t == NULL)
+            return RS_ENOMEM;
+        for (i = 0; i < p->capseen; i++) {
+            if (p->seen[i] == 0)
+                continue;
+            size_t j = p->seen[i] & (ncap - 1);
+            while (t[j] != 0)
+                j = (j + 1) & (ncap - 1);
+            t[j] = p->seen[i];
+        }
+        rs_free(p->seen);
+        p->seen = t;
+        p->capseen = ncap;
+    }
+    for (i = h & (p->capseen - 1); p->seen[i] != 0; i = (i + 1) & (p->capseen - 1))
+        if (p->seen[i] == h)
+            return 0;
+    p->seen[i] = h;
+    p->nseen++;
+    return 0;
+}
+
+static bool
+seen_has(const struct pull *p, const char *uri)
+{
+    uint64_t h = uri_hash(uri);
+
+    if (p->capseen == 0)
+        return false;
+    for (size_t i = h & (p->capseen - 1); p->seen[i] != 0;
+         i = (i + 1) & (p->capseen - 1))
+        if (p->seen[i] == h)
+            return true;
+    return false;
 }
 
 /* ------------------------------------------------------------ changes */
@@ -165,14 +226,18 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     bool have, same;
     int rc;
 
-    if ((rc = apply_txn(p->o.apply)) != 0)
+    if (!p->o.readonly && (rc = apply_txn(p->o.apply)) != 0)
         return rc;
     rc = ledger_res_get(p->o.ledger, loc, &r, &buf);
     if (rc != 0 && rc != RS_ENOTFOUND)
         return rc;
     have = rc == 0 && !r.deleted;
     same = have && entry_agrees(&r, e) && file_agrees(p, &r, &e->md.hash);
-    if (rc == 0 && (rc = ledger_res_mark(p->o.ledger, loc, p->gen)) != 0) {
+    if (p->o.readonly)
+        rc = seen_add(p, loc);
+    else if (rc == 0)
+        rc = ledger_res_mark(p->o.ledger, loc, p->gen);
+    if (rc != 0) {
         rs_free(buf);
         return rc;
     }
@@ -223,6 +288,8 @@ on_unseen(void *ud, const struct ledger_res *r)
     struct ledger_todo t = { 0 };
     int rc;
 
+    if (p->o.readonly && seen_has(p, r->uri))
+        return 0;
     if (r->change_dt != RS_TIME_NONE && r->change_dt > p->r.newest)
         return 0;
     p->r.deleted++;
@@ -340,9 +407,13 @@ on_walk_done(void *ud, int rc, const char *err)
         pull_end(p, 0, "");
         return;
     }
-    rc = apply_txn(p->o.apply);
+    rc = p->o.readonly ? 0 : apply_txn(p->o.apply);
     if (rc == 0)
-        rc = ledger_res_each(p->o.ledger, false, p->gen, on_unseen, p);
+        rc = ledger_res_each(p->o.ledger, false, p->o.readonly ? -1 : p->gen,
+                             on_unseen, p);
+    rs_free(p->seen);
+    p->seen = NULL;
+    p->nseen = p->capseen = 0;
     if (rc != 0 && p->err[0] == '\0')
         snprintf(p->err, sizeof(p->err), "state: %s",
                  ledger_errstr(p->o.ledger));
@@ -382,6 +453,7 @@ pull_free(struct pull *p)
     if (p == NULL)
         return;
     docwalk_free(p->walk);
+    rs_free(p->seen);
     rs_free(p);
 }
 
@@ -400,7 +472,9 @@ pull_start(struct pull *p, enum pull_kind k, const char *url, rs_time_t since)
     p->started = rs_time_now();
     p->index_at = p->doc_at = p->min_from = RS_TIME_NONE;
     p->err[0] = '\0';
-    if (k != PULL_CHANGES) {
+    if (k == PULL_AUDIT && p->o.readonly) {
+        p->gen = 0;
+    } else if (k != PULL_CHANGES) {
         if ((rc = apply_txn(p->o.apply)) != 0 ||
             (rc = ledger_gen_next(p->o.ledger, &p->gen)) != 0)
             return rc;

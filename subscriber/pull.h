@@ -52,6 +52,9 @@ struct pull_opts {
     struct apply *apply;
     bool strict;             /* document warnings are errors */
     bool deep;               /* AUDIT: hash the mirror's files */
+    bool readonly;           /* AUDIT on a read-only ledger (beside a
+                                running daemon): the URIs seen are kept in
+                                memory (8 bytes each) instead of marked */
     /* AUDIT: one differing URI; what is "added", "updated" or "deleted"
      * (from the Source's point of view). May be NULL. */
     void (*on_diff)(void *ud, const char *uri, const char *what);

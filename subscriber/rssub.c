@@ -1346,11 +1346,13 @@ open_state(struct sub *s, bool readonly)
 }
 
 static int
-check_source(struct sub *s)
+check_source(struct sub *s, bool readonly)
 {
     char *val = NULL;
     int rc = ledger_meta_get(s->ledger, "source", &val);
 
+    if (rc == RS_ENOTFOUND && readonly)
+        return 0;
     if (rc == RS_ENOTFOUND) {
         rc = ledger_meta_set(s->ledger, "source", conf.source);
         return rc == 0 ? 0 : 1;
@@ -1387,9 +1389,12 @@ setup(struct sub *s)
     }
     if ((s->base = event_base_new()) == NULL)
         return 1;
-    if ((rc = open_state(s, false)) != 0)
+    /* A report-only audit reads the state beside a running daemon and
+     * changes nothing, in the state or the mirror. */
+    bool readonly = s->cmd == CMD_AUDIT && !conf.fix;
+    if ((rc = open_state(s, readonly)) != 0)
         return rc;
-    if ((rc = check_source(s)) != 0)
+    if ((rc = check_source(s, readonly)) != 0)
         return rc;
     if (s->cmd != CMD_AUDIT || conf.fix) {
         /* What failed before gets another chance: the Source may have
@@ -1413,7 +1418,7 @@ setup(struct sub *s)
                   conf.mirror, "error", err, NULL);
         return 1;
     }
-    if (mirror_sweep_temps(s->mirror, &swept) == 0 && swept > 0) {
+    if (!readonly && mirror_sweep_temps(s->mirror, &swept) == 0 && swept > 0) {
         char n[24];
         snprintf(n, sizeof(n), "%zu", swept);
         rs_log_kv(RS_LOG_INFO, "removed temporary files of an interrupted "
@@ -1451,6 +1456,7 @@ setup(struct sub *s)
         .apply = s->apply,
         .strict = conf.strict,
         .deep = conf.deep,
+        .readonly = readonly,
         .on_diff = on_diff,
         .on_progress = on_pull_progress,
         .on_done = on_pull_done,
