@@ -1,0 +1,170 @@
+/*
+ * mirror.h - the mirror directory: every filesystem operation rssub does on
+ * it (atomic replace of a file, removal or move to the attic, stat, read,
+ * walk, crash cleanup), confined beneath its root without following any
+ * symlink. What a relative path should be (pathmap.h) and what a file's
+ * content is (fetching, hashing) are other modules' business.
+ */
+#ifndef SUB_MIRROR_H
+#define SUB_MIRROR_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "rs_error.h"
+#include "rs_time.h"
+
+#define MIRROR_PATH_MAX 4096      /* bytes of a relative path, NUL included */
+#define MIRROR_DEPTH_MAX 256      /* segments of a relative path */
+#define MIRROR_RESERVED ".rssub"  /* names starting so (any case) are ours:
+                                     never written for a caller, skipped by
+                                     mirror_walk */
+#define MIRROR_TMP_PREFIX ".rssub-tmp."  /* temp files: ".rssub-tmp.XXXXXX" */
+
+/*
+ * Relative paths ("rel"): segments joined by '/', no leading or trailing
+ * '/', no empty, "." or ".." segment, none starting with ".rssub" (any
+ * case), none over 255 bytes, at most MIRROR_DEPTH_MAX segments, shorter
+ * than MIRROR_PATH_MAX. Anything else is RS_EINVAL. pathmap_path() only
+ * produces such paths.
+ *
+ * Confinement: rel is walked one directory at a time with openat(...,
+ * O_DIRECTORY | O_NOFOLLOW); a symlink on the way is RS_EDENIED, a
+ * non-directory on the way RS_EINVAL, never followed. A symlink at the
+ * final name is replaced (commit), removed itself (remove), or reported as
+ * one (stat), never followed.
+ *
+ * Errors: every call returns 0 or an RS_E* code; the OS failure behind the
+ * last one is kept in the mirror: mirror_errstr() gives e.g.
+ * "a/b.txt: write: ENOSPC: No space left on device", mirror_errno() the
+ * errno (0 when the failure was not an OS error). Codes: RS_EINVAL (bad
+ * rel; a file where a directory is needed; a directory at the final name),
+ * RS_EDENIED (a symlink on the way), RS_ENOTFOUND (absent), RS_ENOMEM,
+ * RS_EIO (any other OS error: ENOSPC, EDQUOT, EFBIG, EACCES, EROFS...).
+ *
+ * A struct mirror and its files are used from one thread at a time.
+ * Directory fds are cached (a small LRU keyed by relative directory); a
+ * directory rssub prunes is dropped from the cache, one removed behind our
+ * back is noticed (its fd has no links left) and walked again. A directory
+ * renamed behind our back while cached is not noticed.
+ */
+
+enum mirror_fsync {
+    MIRROR_FSYNC_NONE,    /* no fsync: fastest. A killed process still
+                             leaves old or new content; a power loss may
+                             leave recent files empty or lost */
+    MIRROR_FSYNC_FILE,    /* fsync each file before its rename: a crash
+                             leaves the old or the new content */
+    MIRROR_FSYNC_FULL,    /* FILE, and fsync the directory after each
+                             rename/unlink, and the parent of every
+                             directory created: changes survive a crash */
+};
+
+struct mirror_opts {
+    enum mirror_fsync fsync;
+    /* NULL: removed files are deleted. Else an absolute directory
+     * (created with its parents if missing, not a symlink itself, on the
+     * mirror's filesystem) removed files are moved to, at their relative
+     * path; if that name exists the file gets a ".YYYYMMDDThhmmssZ" (UTC)
+     * suffix, then "-1", "-2"... Inside the mirror only as a ".rssub..."
+     * directory (e.g. DIR/.rssub-attic), so mirror_walk never sees it; a
+     * mirror inside the attic is refused. */
+    const char *attic;
+};
+
+struct mirror;
+struct mirror_file;        /* a new version of one file, being written */
+
+/*
+ * Open (creating it and its parents, mode 0755, if missing) the mirror
+ * directory dir. dir itself must not be a symlink (parents of it may be).
+ * o may be NULL (no fsync, no attic); o->attic is copied. Returns the
+ * mirror (free with mirror_close), or NULL with a message in err.
+ */
+struct mirror *mirror_open(const char *dir, const struct mirror_opts *o,
+                           char *err, size_t errsz);
+void mirror_close(struct mirror *m);       /* NULL ok; open files must be
+                                              committed or aborted first */
+
+/* "none", "file" or "full" -> *out; RS_EINVAL for anything else. */
+int mirror_fsync_from(const char *s, enum mirror_fsync *out) RS_MUST_CHECK;
+
+/* The mirror root's canonical absolute path. */
+const char *mirror_root(const struct mirror *m);
+
+/* The last failure (see above); "" and 0 before any. */
+const char *mirror_errstr(const struct mirror *m);
+int mirror_errno(const struct mirror *m);
+
+/*
+ * Start a new version of rel: missing directories on the way are created
+ * (0755, less umask), and a temp file ".rssub-tmp.XXXXXX" (0644, less
+ * umask) in rel's directory. Nothing is visible under rel until
+ * mirror_commit. 0 with *out (finish it with mirror_commit or
+ * mirror_abort), or an error (*out NULL).
+ */
+int mirror_begin(struct mirror *m, const char *rel, struct mirror_file **out)
+    RS_MUST_CHECK;
+
+/*
+ * Append len bytes. On failure (ENOSPC, EDQUOT, EFBIG...) the temp file is
+ * removed at once, later writes fail with the same code, and f must still
+ * be finished with mirror_commit (which then fails) or mirror_abort.
+ */
+int mirror_write(struct mirror_file *f, const void *buf, size_t len)
+    RS_MUST_CHECK;
+
+/*
+ * Make the new version visible under rel, atomically: set its mtime (unless
+ * mtime is RS_TIME_NONE), fsync per policy, close, rename over rel (which
+ * replaces a file or a symlink; a directory at rel is RS_EINVAL). Frees f
+ * in every case; on failure the temp is removed and the old rel, if any,
+ * is untouched.
+ */
+int mirror_commit(struct mirror_file *f, rs_time_t mtime) RS_MUST_CHECK;
+
+/* Drop the new version: the temp is removed, rel untouched; frees f.
+ * NULL ok. */
+void mirror_abort(struct mirror_file *f);
+
+/*
+ * Remove rel (a file or symlink; a directory is RS_EINVAL): deleted, or
+ * moved to the attic. RS_ENOTFOUND when absent. Directories left empty are
+ * then removed, up to (not including) the root; failing to remove one is
+ * not an error.
+ */
+int mirror_remove(struct mirror *m, const char *rel) RS_MUST_CHECK;
+
+/* lstat rel (a symlink is reported as one). 0, RS_ENOTFOUND... */
+int mirror_stat(struct mirror *m, const char *rel, struct stat *st)
+    RS_MUST_CHECK;
+
+/* Open rel read-only; *fd (close-on-exec, blocking) is the caller's. Only
+ * a regular file: a symlink is RS_EDENIED, anything else RS_EINVAL (a FIFO
+ * does not block the open). */
+int mirror_open_read(struct mirror *m, const char *rel, int *fd)
+    RS_MUST_CHECK;
+
+/*
+ * After a crash: remove every ".rssub-tmp.*" regular file in the tree (not
+ * descending into symlinks or other ".rssub*" directories). *removed (may
+ * be NULL) counts them. Goes on past unreadable directories and returns the
+ * first error.
+ */
+int mirror_sweep_temps(struct mirror *m, size_t *removed) RS_MUST_CHECK;
+
+/*
+ * Call cb for every regular file in the tree (directory order, not sorted),
+ * with its relative path and lstat. Symlinks and other non-regular files,
+ * and every name starting with ".rssub" (any case), are skipped, symlinks
+ * to directories not followed. cb may mirror_remove the file it is given
+ * (e.g. a stray); other changes to the tree during the walk make what is
+ * visited unspecified. cb returning non-zero stops the walk, and
+ * mirror_walk returns that value; else 0 or the first error reading a
+ * directory (the walk goes on past it).
+ */
+typedef int (*mirror_walk_cb)(void *ud, const char *rel,
+                              const struct stat *st);
+int mirror_walk(struct mirror *m, mirror_walk_cb cb, void *ud) RS_MUST_CHECK;
+
+#endif
