@@ -237,6 +237,8 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
         rc = seen_add(p, loc);
     else if (rc == 0)
         rc = ledger_res_mark(p->o.ledger, loc, p->gen);
+    else
+        rc = 0;                       /* no row yet: nothing to mark */
     if (rc != 0) {
         rs_free(buf);
         return rc;

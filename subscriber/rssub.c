@@ -223,10 +223,13 @@ struct sub {
     bool audit_dirty;             /* audit found differences */
     bool failed;                  /* a pull failed */
     int64_t drain_waited_ms;
+    int64_t pull_backoff_ms;      /* run: after a failed pull */
+    int retry_set;
+    enum pull_kind retry_kind;
     rs_time_t last_reconcile;
     char *state_path;
     struct event *ev_sig[3], *ev_poll, *ev_pull, *ev_audit, *ev_progress,
-        *ev_drain;
+        *ev_drain, *ev_retry_pull;
     struct evhttp *mhttp;
     int metrics_port;
     struct rs_metrics *metrics;
@@ -466,6 +469,31 @@ on_diff(void *ud, const char *uri, const char *what)
 static void after_pulls(struct sub *s);
 
 static void
+on_retry_pull(evutil_socket_t fd, short what, void *arg)
+{
+    struct sub *s = arg;
+
+    (void)fd;
+    (void)what;
+    queue_pull(s, s->retry_set, s->retry_kind, WHY_START);
+}
+
+static void
+retry_pull_later(struct sub *s, int set, enum pull_kind kind)
+{
+    struct timeval tv;
+
+    s->pull_backoff_ms = s->pull_backoff_ms == 0 ? 1000
+                         : s->pull_backoff_ms * 2 > 300000 ? 300000
+                         : s->pull_backoff_ms * 2;
+    tv.tv_sec = s->pull_backoff_ms / 1000;
+    tv.tv_usec = (s->pull_backoff_ms % 1000) * 1000;
+    s->retry_set = set;
+    s->retry_kind = kind;
+    evtimer_add(s->ev_retry_pull, &tv);
+}
+
+static void
 on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
 {
     struct sub *s = ud;
@@ -479,14 +507,19 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
                   "error", err, NULL);
         set_last_error(s, err);
         s->failed = true;
-        s->nq = 0;
         if (s->cmd != CMD_RUN) {
+            s->nq = 0;
             finish(s, s->cmd == CMD_AUDIT ? 3 : 1);
             return;
         }
-        after_pulls(s);
+        /* The daemon tries again, backing off (the Source may be down);
+         * it is not ready before a first round of pulls succeeded. */
+        retry_pull_later(s, (int)(st - s->sets), r->kind);
+        run_queue(s);
         return;
     }
+    s->failed = false;
+    s->pull_backoff_ms = 0;
     snprintf(n[0], 24, "%llu", (unsigned long long)r->entries);
     snprintf(n[1], 24, "%llu", (unsigned long long)r->added);
     snprintf(n[2], 24, "%llu", (unsigned long long)r->updated);
@@ -859,7 +892,7 @@ on_apply_idle(void *ud)
         return;
     }
     if (s->cmd == CMD_RUN) {
-        if (!s->started) {
+        if (!s->started && !s->failed) {
             s->started = true;
             progress_end(s);
             summary(s, "synced");
@@ -1524,6 +1557,7 @@ setup(struct sub *s)
     s->ev_pull = event_new(s->base, -1, EV_PERSIST, on_safety_pull, s);
     s->ev_audit = event_new(s->base, -1, EV_PERSIST, on_audit_timer, s);
     s->ev_drain = evtimer_new(s->base, on_drain_tick, s);
+    s->ev_retry_pull = evtimer_new(s->base, on_retry_pull, s);
     s->ev_sig[0] = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_sig[1] = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_sig[2] = evsignal_new(s->base, SIGHUP, on_signal, s);
@@ -1531,7 +1565,7 @@ setup(struct sub *s)
         if (s->ev_sig[i] == NULL || event_add(s->ev_sig[i], NULL) != 0)
             return 1;
     if (s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
-        s->ev_drain == NULL)
+        s->ev_drain == NULL || s->ev_retry_pull == NULL)
         return 1;
     if ((rc = discovery_start(s->discovery, conf.source)) != 0) {
         rs_log_kv(RS_LOG_ERROR, "bad --source", "source", conf.source,
@@ -1565,7 +1599,7 @@ teardown(struct sub *s)
     rs_metrics_free(s->metrics);
     struct event *evs[] = { s->ev_sig[0], s->ev_sig[1], s->ev_sig[2],
                             s->ev_poll, s->ev_pull, s->ev_audit,
-                            s->ev_progress, s->ev_drain };
+                            s->ev_progress, s->ev_drain, s->ev_retry_pull };
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i] != NULL)
             event_free(evs[i]);
