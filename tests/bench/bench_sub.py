@@ -12,6 +12,9 @@
       [--bounded K]         also DIR/bounded/: a Capability List and an
                             index naming only the first K parts, for a sync
                             that must fit the free disk
+  floor DIR N               the floor of a mirror in DIR: create (and close)
+                            N empty files in the tree's 21 directories,
+                            print files/s, remove them again
 
 Run with Debian's /usr/bin/python3. Output is deterministic for a seed.
 """
@@ -107,6 +110,25 @@ def cmd_static(a):
                     base + "bounded/capabilitylist.xml", parts[:a.bounded])
 
 
+def cmd_floor(a):
+    import shutil
+    import time
+    root = os.path.join(a.dir, "floor")
+    dirs = [root] + [os.path.join(root, "s%d/t%d" % (i, j))
+                     for i in range(4) for j in range(5)]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    names = [os.path.join(dirs[k % len(dirs)], "r%06d.txt" % k)
+             for k in range(a.n)]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    t0 = time.perf_counter()
+    for n in names:
+        os.close(os.open(n, flags, 0o644))
+    t = time.perf_counter() - t0
+    shutil.rmtree(root)
+    print("%.0f" % (a.n / t))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -122,6 +144,10 @@ def main():
     q.add_argument("part", type=int)
     q.add_argument("--bounded", type=int, default=0)
     q.set_defaults(fn=cmd_static)
+    q = sub.add_parser("floor")
+    q.add_argument("dir")
+    q.add_argument("n", type=int)
+    q.set_defaults(fn=cmd_floor)
     a = p.parse_args()
     a.fn(a)
 

@@ -36,6 +36,8 @@ out=""
 keep=0
 nice_n=""
 client_timeout=600
+million_timeout=3600
+mirror_roots="disk"
 
 usage() {
     cat <<EOF
@@ -50,6 +52,11 @@ rssub's benchmark (docs/benchmarks.md, "Subscriber (rssub)").
   --parts LIST        of: baseline million push (default "$parts")
   --files N           baseline: files in the tree (default $files)
   --reps N            baseline and push: runs of each, interleaved (default $reps)
+  --mirror-roots LIST where mirrors and rssub's state go; every part runs
+                      once per root, in turn: "disk" (the temp dir) or a
+                      directory such as /dev/shm (a tmpfs: file creation
+                      without the disk filesystem's cost; a private
+                      directory is made in it) (default "$mirror_roots")
   --million N         million: resources of the static Source (default $million)
   --million-part N    million: entries per Resource List part (default $mpart)
   --million-small K   million: also a run over the first K parts, the
@@ -61,6 +68,7 @@ rssub's benchmark (docs/benchmarks.md, "Subscriber (rssub)").
   --push-files N      push: files in the Source before rssub starts (default $push_files)
   --rssub-args "..."  extra options for every rssub command (e.g. "--parallel 64")
   --timeout S         longest run of one sync client (default $client_timeout)
+  --million-timeout S longest rssub sync or audit in "million" (default $million_timeout)
   --quick             2,000 files, 1 run, 100,000 resources, 3 s pushes
   --nice N            run at nice N (negative: root)
   --out FILE          also write the tables (markdown) to FILE
@@ -84,7 +92,9 @@ while [ $# -gt 0 ]; do
     --push-drain) push_drain=$2; shift ;;
     --push-files) push_files=$2; shift ;;
     --rssub-args) rssub_args=$2; shift ;;
+    --mirror-roots) mirror_roots=$2; shift ;;
     --timeout) client_timeout=$2; shift ;;
+    --million-timeout) million_timeout=$2; shift ;;
     --quick) files=2000; reps=1; million=100000; msmall=1; push_secs=3 ;;
     --nice) nice_n=$2; shift ;;
     --out) out=$2; shift ;;
@@ -134,6 +144,7 @@ read -ra RSSUB_ARGS <<<"$rssub_args"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_sub.XXXXXX")
 pids=()   # everything started, in order; stopped in reverse
+extra_dirs=()   # private directories made outside $tmp (--mirror-roots)
 
 stop_pids() {   # PID...: TERM, up to 10 s, then KILL; only these
     local pid i alive
@@ -153,9 +164,9 @@ cleanup() {
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do rev+=("${pids[i]}"); done
     [ ${#rev[@]} -eq 0 ] || stop_pids "${rev[@]}"
     if [ $keep -eq 1 ]; then
-        note "bench_sub: kept $tmp"
+        note "bench_sub: kept $tmp ${extra_dirs[*]+"${extra_dirs[*]}"}"
     else
-        rm -rf "$tmp"
+        rm -rf "$tmp" "${extra_dirs[@]+"${extra_dirs[@]}"}"
     fi
 }
 trap cleanup EXIT
@@ -250,58 +261,103 @@ src_start() {
     SRC_PORT=$(sed -n 's/.*"http":\([0-9]*\).*/\1/p' "$ready")
 }
 
+# root_enter ROOT PART: a fresh private directory for PART's mirrors on
+# ROOT ("disk" or a directory); sets MROOT and ROOT_NAME ("where (fs)").
+# The first time a root is used, its floor: empty files created per second.
+declare -A FLOOR
+root_enter() {
+    local root=$1 part=$2 fs
+    if [ "$root" = disk ]; then
+        MROOT=$tmp/$part-disk
+        mkdir -p "$MROOT"
+        fs=$(df -PT "$tmp" | awk 'NR == 2 {print $2}')
+        ROOT_NAME="disk ($fs)"
+        ROOT_TAG=disk
+    else
+        MROOT=$(mktemp -d "$root/bench_sub.XXXXXX") || die "cannot use $root"
+        extra_dirs+=("$MROOT")
+        fs=$(df -PT "$root" | awk 'NR == 2 {print $2}')
+        ROOT_NAME="$root ($fs)"
+        ROOT_TAG=${root//\//_}
+    fi
+    if [ -z "${FLOOR[$ROOT_NAME]:-}" ]; then
+        FLOOR[$ROOT_NAME]=$("$PY" "$here/bench_sub.py" floor "$MROOT" 5000)
+        emit_floor+="$ROOT_NAME ${FLOOR[$ROOT_NAME]} empty files created/s; "
+    fi
+    note "   mirrors on $ROOT_NAME (floor: ${FLOOR[$ROOT_NAME]} empty files created/s)"
+}
+root_leave() {   # remove the mirrors of a root (kept with --keep only on disk)
+    case $MROOT in
+    "$tmp"/*) [ $keep -eq 1 ] || rm -rf "$MROOT" ;;
+    *) rm -rf "$MROOT" ;;
+    esac
+}
+emit_floor=""
+
 tables=""
 emit() { tables+="$*"$'\n'; echo "$*"; }
 machine_note="load average at start: $(loadavg); $(nproc) CPUs"
 
 # ------------------------------------------------------------- baseline
 
+# Baseline results, per client (peer, rssub, rssub-nofsync): space-separated
+# per-run figures.
+declare -A B_RATE B_WALL B_RSS B_CPU B_SRC B_BAD
+declare -A B_NAME=([peer]="resync-sync --baseline" [rssub]="rssub sync"
+                   [rssub-nofsync]="rssub sync --fsync none")
+
+# base_record CLIENT ROUND OK C0 C1: the figures of one run (T_*), filed
+# under "$ROOT_NAME|CLIENT".
+base_record() {
+    local c=$ROOT_NAME\|$1 r=$2 ok=$3 rate src
+    rate=$(div "$files" "$T_WALL" %.0f)
+    src=$(awk -v t=$(($5 - $4)) -v hz="$hz" -v w="$T_WALL" 'BEGIN {printf "%.0f", 100 * t / hz / w}')
+    B_RATE[$c]+=" $rate"; B_WALL[$c]+=" $T_WALL"; B_RSS[$c]+=" $T_RSS"
+    B_CPU[$c]+=" $T_CPU"; B_SRC[$c]+=" $src"
+    [ "$ok" = yes ] || B_BAD[$c]+=" round $r: $ok;"
+    note "   ${B_NAME[$1]} ($ROOT_NAME), round $r: exit $T_RC, $T_WALL s, $rate res/s, peak RSS $T_RSS MB, CPU $T_CPU s, rssource CPU $src %, mirror equal: $ok"
+}
+
 run_resync() {   # ROUND
-    local r=$1 d=$tmp/base/peer-$1 c0 c1
-    rm -rf "$tmp/base/peer-mirror" "$d.cwd"
-    mkdir -p "$tmp/base/peer-mirror" "$d.cwd"
+    local r=$1 d=$tmp/base/peer-$1 m=$MROOT/mirror c0 c1
+    rm -rf "$m" "$d.cwd"
+    mkdir -p "$m" "$d.cwd"
     c0=$(cpu_ticks "$SRC_PID")
     # resync keeps its client state in the working directory
     (cd "$d.cwd" && timed "$d" "$client_timeout" "$PY" "$resync/resync-sync" \
-        --baseline "$BASE" "$tmp/base/peer-mirror"
+        --baseline "$BASE" "$m"
      echo "$T_RC $T_WALL $T_RSS $T_CPU" >"$d.t")
     c1=$(cpu_ticks "$SRC_PID")
     read -r T_RC T_WALL T_RSS T_CPU <"$d.t"
     local ok=yes ndiff
+    # resync-sync exits 0 even after a FatalError: its status line says
     grep -Eq 'Status: +SYNCED' "$d.log" || ok="no (not SYNCED)"
-    ndiff=$(diff -rq "$tmp/base/data" "$tmp/base/peer-mirror" 2>&1 | wc -l || true)
+    ndiff=$(diff -rq "$tmp/base/data" "$m" 2>&1 | wc -l || true)
     [ "$ndiff" = 0 ] || ok="no ($ndiff differences)"
-    P_RATE+=("$(div "$files" "$T_WALL" %.0f)")
-    P_WALL+=("$T_WALL"); P_RSS+=("$T_RSS"); P_CPU+=("$T_CPU")
-    P_SRC+=("$(awk -v t=$((c1 - c0)) -v hz="$hz" -v w="$T_WALL" 'BEGIN {printf "%.0f", 100 * t / hz / w}')")
-    [ "$ok" = yes ] || P_BAD+=("round $r: $ok")
-    note "   resync-sync round $r: rc $T_RC, $T_WALL s, ${P_RATE[-1]} res/s, peak RSS $T_RSS MB, CPU $T_CPU s, rssource CPU ${P_SRC[-1]} %, mirror equal: $ok"
+    base_record peer "$r" "$ok" "$c0" "$c1"
     [ "$ok" = yes ] || grep -E 'Error|rror:' "$d.log" | head -n 3 >&2 || true
 }
 
-run_rssub_sync() {   # ROUND
-    local r=$1 d=$tmp/base/rssub-$1 c0 c1
-    rm -rf "$tmp/base/rssub-mirror" "$tmp/base/rssub.db"*
-    mkdir -p "$tmp/base/rssub-mirror"
+run_rssub_sync() {   # CLIENT ROUND
+    local c=$1 r=$2 d=$tmp/base/$1-$2 m=$MROOT/mirror c0 c1 extra=()
+    [ "$c" = rssub-nofsync ] && extra=(--fsync none)
+    rm -rf "$m" "$MROOT/rssub.db"*
+    mkdir -p "$m"
     c0=$(cpu_ticks "$SRC_PID")
     timed "$d" "$client_timeout" "$rssub" sync --source "$BASE" \
-        --mirror "$tmp/base/rssub-mirror" --state "$tmp/base/rssub.db" \
-        --log-format logfmt "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
+        --mirror "$m" --state "$MROOT/rssub.db" --log-format logfmt \
+        "${extra[@]+"${extra[@]}"}" "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
     c1=$(cpu_ticks "$SRC_PID")
     local ok=yes ndiff fin
-    fin=$(grep 'msg=synced' "$d.log" | tail -n1 || true)
+    fin=$(grep 'msg=.\{0,1\}synced' "$d.log" | tail -n1 || true)
     [ "$T_RC" = 0 ] || ok="no (exit $T_RC)"
-    ndiff=$(diff -rq "$tmp/base/data" "$tmp/base/rssub-mirror" 2>&1 | wc -l || true)
+    ndiff=$(diff -rq "$tmp/base/data" "$m" 2>&1 | wc -l || true)
     [ "$ndiff" = 0 ] || ok="no ($ndiff differences)"
-    S_RATE+=("$(div "$files" "$T_WALL" %.0f)")
-    S_WALL+=("$T_WALL"); S_RSS+=("$T_RSS"); S_CPU+=("$T_CPU")
-    S_SRC+=("$(awk -v t=$((c1 - c0)) -v hz="$hz" -v w="$T_WALL" 'BEGIN {printf "%.0f", 100 * t / hz / w}')")
-    [ "$ok" = yes ] || S_BAD+=("round $r: $ok")
-    note "   rssub sync round $r: rc $T_RC, $T_WALL s, ${S_RATE[-1]} res/s, peak RSS $T_RSS MB, CPU $T_CPU s, rssource CPU ${S_SRC[-1]} %, mirror equal: $ok"
+    base_record "$c" "$r" "$ok" "$c0" "$c1"
     note "      ${fin:-(no msg=synced line)}"
     if [ "$ok" != yes ]; then
         tail -n 5 "$d.log" >&2
-        diff -rq "$tmp/base/data" "$tmp/base/rssub-mirror" 2>&1 | head -n 5 >&2 || true
+        diff -rq "$tmp/base/data" "$m" 2>&1 | head -n 5 >&2 || true
     fi
 }
 
@@ -314,46 +370,55 @@ part_baseline() {
     src_start "$tmp/base/data" "$tmp/base/src.state" "$tmp/base/rssource.log"
     BASE=http://127.0.0.1:$SRC_PORT/
     note "   tree: $files files, $bytes bytes; rssource at $BASE"
-    P_RATE=(); P_WALL=(); P_RSS=(); P_CPU=(); P_SRC=(); P_BAD=()
-    S_RATE=(); S_WALL=(); S_RSS=(); S_CPU=(); S_SRC=(); S_BAD=()
-    local r
-    for ((r = 1; r <= reps; r++)); do
-        # alternate who goes first, so that a slow spell hits both
-        if [ $((r % 2)) = 1 ]; then
-            [ -z "$resync" ] || run_resync "$r"
-            [ $have_rssub = 0 ] || run_rssub_sync "$r"
-        else
-            [ $have_rssub = 0 ] || run_rssub_sync "$r"
-            [ -z "$resync" ] || run_resync "$r"
-        fi
+    local clients=() r i c n root roots=()
+    [ -z "$resync" ] || clients+=(peer)
+    [ $have_rssub = 0 ] || clients+=(rssub rssub-nofsync)
+    n=${#clients[@]}
+    for root in $mirror_roots; do
+        root_enter "$root" base
+        roots+=("$ROOT_NAME")
+        for ((r = 1; r <= reps; r++)); do
+            # each round starts with another client, so a slow spell of the
+            # machine does not always hit the same one
+            for ((i = 0; i < n; i++)); do
+                c=${clients[$(((i + r - 1) % n))]}
+                if [ "$c" = peer ]; then run_resync "$r"; else run_rssub_sync "$c" "$r"; fi
+            done
+        done
+        root_leave
     done
     stop_one "$SRC_PID"
 
     emit ""
     emit "#### Baseline: $files files ($bytes bytes), rssource on loopback, $reps runs each (median; min-max)"
     emit ""
-    emit "| client | res/s | wall s | peak RSS MB | CPU s (user+sys) | rssource CPU % of one core | mirror equal (diff -r) |"
-    emit "|---|---:|---:|---:|---:|---:|---|"
-    local pr="-" sr="-"
-    if [ -n "$resync" ]; then
-        pr=$(median "${P_RATE[@]}")
-        emit "| resync-sync --baseline | $pr ($(minof "${P_RATE[@]}")-$(maxof "${P_RATE[@]}")) | $(median "${P_WALL[@]}") | $(median "${P_RSS[@]}") ($(maxof "${P_RSS[@]}")) | $(median "${P_CPU[@]}") | $(median "${P_SRC[@]}") | $([ ${#P_BAD[@]} = 0 ] && echo "yes, every run" || echo "NO: ${P_BAD[*]}") |"
-    fi
-    if [ $have_rssub = 1 ]; then
-        sr=$(median "${S_RATE[@]}")
-        emit "| rssub sync | $sr ($(minof "${S_RATE[@]}")-$(maxof "${S_RATE[@]}")) | $(median "${S_WALL[@]}") | $(median "${S_RSS[@]}") ($(maxof "${S_RSS[@]}")) | $(median "${S_CPU[@]}") | $(median "${S_SRC[@]}") | $([ ${#S_BAD[@]} = 0 ] && echo "yes, every run" || echo "NO: ${S_BAD[*]}") |"
-    fi
-    if [ -n "$resync" ] && [ $have_rssub = 1 ]; then
-        local ratio rss_ratio verdict
-        ratio=$(div "$sr" "$pr")
-        rss_ratio=$(div "$(median "${P_RSS[@]}")" "$(median "${S_RSS[@]}")")
-        verdict=$(awk -v x="$ratio" 'BEGIN {print (x != "-" && x >= 20) ? "met" : "NOT met"}')
-        [ ${#S_BAD[@]} = 0 ] || verdict="NOT met (wrong mirror)"
-        emit ""
-        emit "rssub / resync-sync: **${ratio}x** the resources/s (goal >= 20x: $verdict), ${rss_ratio}x less peak RSS."
-        emit "Per run, resync: ${P_RATE[*]} res/s; rssub: ${S_RATE[*]} res/s."
-        emit "Against the issue's figure for resync (880 res/s): rssub at $(div "$sr" 880)x (20x = 17,600 res/s)."
-    fi
+    emit "| mirror on (empty files created/s there) | client | res/s | wall s | peak RSS MB | CPU s (user+sys) | rssource CPU % of one core | mirror equal (diff -r) |"
+    emit "|---|---|---:|---:|---:|---:|---:|---|"
+    local k
+    for root in "${roots[@]}"; do
+        for c in "${clients[@]}"; do
+            k="$root|$c"
+            # shellcheck disable=SC2086
+            emit "| $root (${FLOOR[$root]}) | ${B_NAME[$c]} | $(median ${B_RATE[$k]}) ($(minof ${B_RATE[$k]})-$(maxof ${B_RATE[$k]})) | $(median ${B_WALL[$k]}) | $(median ${B_RSS[$k]}) ($(maxof ${B_RSS[$k]})) | $(median ${B_CPU[$k]}) | $(median ${B_SRC[$k]}) | $([ -z "${B_BAD[$k]:-}" ] && echo "yes, every run" || echo "NO:${B_BAD[$k]}") |"
+        done
+    done
+    [ -n "$resync" ] && [ $have_rssub = 1 ] || return 0
+    local pr ratio verdict
+    emit ""
+    for root in "${roots[@]}"; do
+        # shellcheck disable=SC2086
+        pr=$(median ${B_RATE[$root|peer]})
+        for c in rssub rssub-nofsync; do
+            k="$root|$c"
+            # shellcheck disable=SC2086
+            ratio=$(div "$(median ${B_RATE[$k]})" "$pr")
+            verdict=$(awk -v x="$ratio" 'BEGIN {print (x != "-" && x >= 20) ? "met" : "NOT met"}')
+            [ -z "${B_BAD[$k]:-}" ] || verdict="NOT met (wrong mirror)"
+            # shellcheck disable=SC2086
+            emit "- $root, ${B_NAME[$c]} / resync-sync: **${ratio}x** the resources/s (goal >= 20x: $verdict), $(div "$(median ${B_RSS[$root|peer]})" "$(median ${B_RSS[$k]})")x less peak RSS; against the issue's 880 res/s for resync: $(div "$(median ${B_RATE[$k]})" 880)x."
+        done
+        emit "- $root, per run (res/s): resync-sync${B_RATE[$root|peer]}; rssub${B_RATE[$root|rssub]}; rssub --fsync none${B_RATE[$root|rssub-nofsync]}."
+    done
 }
 
 # -------------------------------------------------------------- million
@@ -399,17 +464,17 @@ EOF
 # msync KEY SOURCE-URL EXPECT: rssub sync into a fresh mirror, then rssub
 # audit; checks the mirror holds EXPECT files of one byte "x".
 msync() {
-    local key=$1 url=$2 expect=$3 d=$tmp/m/$1
-    rm -rf "$tmp/m/mirror" "$tmp/m/state.db"*
-    mkdir -p "$tmp/m/mirror"
+    local key=$1 url=$2 expect=$3 d=$tmp/m/$1-$ROOT_TAG
+    rm -rf "$MROOT/mirror" "$MROOT/state.db"*
+    mkdir -p "$MROOT/mirror"
     note "   $key: rssub sync of $expect resources"
-    timed "$d.sync" "$client_timeout" "$rssub" sync --source "$url" \
-        --mirror "$tmp/m/mirror" --state "$tmp/m/state.db" --log-format logfmt \
+    timed "$d.sync" "$million_timeout" "$rssub" sync --source "$url" \
+        --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
         "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
     local src=$T_RC sw=$T_WALL srss=$T_RSS scpu=$T_CPU fin nf nx ok=yes
-    fin=$(grep 'msg=synced' "$d.sync.log" | tail -n1 || true)
-    nf=$(find "$tmp/m/mirror" -type f | wc -l)
-    nx=$(find "$tmp/m/mirror" -type f -print0 | xargs -0r cat | tr -d x | wc -c)
+    fin=$(grep 'msg=.\{0,1\}synced' "$d.sync.log" | tail -n1 || true)
+    nf=$(find "$MROOT/mirror" -type f | wc -l)
+    nx=$(find "$MROOT/mirror" -type f -print0 | xargs -0r cat | tr -d x | wc -c)
     [ "$src" = 0 ] || ok="no (exit $src)"
     [ "$nf" = "$expect" ] || ok="no ($nf files)"
     [ "$nx" = 0 ] || ok="no ($nx bytes other than x)"
@@ -417,61 +482,67 @@ msync() {
     note "      ${fin:-(no msg=synced line)}"
     [ "$ok" = yes ] || tail -n 5 "$d.sync.log" >&2
     note "   $key: rssub audit"
-    timed "$d.audit" "$client_timeout" "$rssub" audit --source "$url" \
-        --mirror "$tmp/m/mirror" --state "$tmp/m/state.db" --log-format logfmt \
+    timed "$d.audit" "$million_timeout" "$rssub" audit --source "$url" \
+        --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
         "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
-    note "      rc $T_RC, $T_WALL s, peak RSS $T_RSS MB, CPU $T_CPU s: $(tail -n 1 "$d.audit.log")"
+    note "      rc $T_RC, $T_WALL s, peak RSS $T_RSS MB, CPU $T_CPU s: $(grep -E 'msg=.?audited' "$d.audit.log" | tail -n 1)"
+    [ "$T_RC" = 0 ] || note "      audit lists $(grep -cvE '^ts=' "$d.audit.log") differences, e.g. $(grep -vE '^ts=' "$d.audit.log" | head -n 3 | tr '\n' ' ')"
     M_PEAKS+=("$srss" "$T_RSS")
-    M_ROWS+=("| $key | $expect | $sw | $(div "$expect" "$sw" %.0f) | **$srss** | $scpu | $ok | $T_RC ($([ "$T_RC" = 0 ] && echo "in sync" || echo "NOT in sync")) | $T_WALL | $T_RSS |")
+    M_ROWS+=("| $ROOT_NAME | $key | $expect | $sw | $(div "$expect" "$sw" %.0f) | **$srss** | $scpu | $ok | $T_RC ($([ "$T_RC" = 0 ] && echo "in sync" || echo "NOT in sync")) | $T_WALL | $T_RSS |")
 }
 
 part_million() {
     [ $have_rssub = 1 ] || { note "== million: skipped (no rssub)"; return; }
     local nparts=$(((million + mpart - 1) / mpart))
     note "== million: static Source of $million resources ($nparts parts of $mpart), nginx"
-    # a tiny file costs an inode and a 4 KiB block; the state a few hundred bytes
-    local avail_kb ifree need_kb fit=$nparts
-    avail_kb=$(df -Pk "$tmp" | awk 'NR == 2 {print $4}')
-    ifree=$(df -Pi "$tmp" | awk 'NR == 2 {print $4}')
-    need_kb=$((million * 5 + 2 * 1024 * 1024))
-    if [ "$avail_kb" -lt "$need_kb" ] || [ "$ifree" -lt $((million + 100000)) ]; then
-        fit=$(( (avail_kb - 2 * 1024 * 1024) / 5 / mpart ))
-        [ "$fit" -gt 0 ] || fit=0
-        note "   only $((avail_kb / 1024)) MB and $ifree inodes free: the full sync is bounded to $fit parts"
-    fi
-    note "   free: $((avail_kb / 1024 / 1024)) GB, $ifree inodes"
-    local port bounded=$msmall
-    [ "$fit" -ge "$nparts" ] || bounded=$fit
+    local port url root r
     port=$(free_port)
+    url=http://127.0.0.1:$port/
     mkdir -p "$tmp/m"
-    "$PY" "$here/bench_sub.py" static "$tmp/m/www" "http://127.0.0.1:$port/" \
-        "$million" "$mpart" --bounded "$bounded"
+    "$PY" "$here/bench_sub.py" static "$tmp/m/www" "$url" "$million" "$mpart" \
+        --bounded "$((msmall > 0 ? msmall : 1))"
     nginx_start "$tmp/m/www" "$port"
-    local url=http://127.0.0.1:$port/ r
     M_ROWS=(); M_PEAKS=()
-    if [ "$msmall" -gt 0 ] && [ "$msmall" -lt "$nparts" ] && [ "$fit" -ge "$nparts" ]; then
-        msync "first-$msmall-parts" "${url}bounded/capabilitylist.xml" $((msmall * mpart))
-    fi
-    if [ "$fit" -ge "$nparts" ]; then
-        for ((r = 1; r <= mreps; r++)); do
-            msync "all-$nparts-parts-run$r" "$url" "$million"
-        done
-    else
-        [ "$fit" = 0 ] || msync "first-$fit-parts (disk)" "${url}bounded/capabilitylist.xml" $((fit * mpart))
-        note "   the full list: rssub audit only (the mirror holds what fitted)"
-        timed "$tmp/m/audit-full" "$client_timeout" "$rssub" audit --source "$url" \
-            --mirror "$tmp/m/mirror" --state "$tmp/m/state.db" --log-format logfmt \
-            "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
-        M_PEAKS+=("$T_RSS")
-        M_ROWS+=("| audit only, all $nparts parts | $million | - | - | - | - | - | $T_RC | $T_WALL | **$T_RSS** |")
-    fi
+    for root in $mirror_roots; do
+        root_enter "$root" million
+        # a tiny file costs an inode and a 4 KiB block (on a tmpfs: memory);
+        # the state a few hundred bytes an entry
+        local avail_kb ifree need_kb fit=$nparts
+        avail_kb=$(df -Pk "$MROOT" | awk 'NR == 2 {print $4}')
+        ifree=$(df -Pi "$MROOT" | awk 'NR == 2 {print $4}')
+        if [ "$root" != disk ]; then
+            avail_kb=$(awk -v a="$avail_kb" '/^MemAvailable:/ {print (a < $2 - 4194304) ? a : $2 - 4194304}' /proc/meminfo)
+        fi
+        need_kb=$((million * 6 + 2 * 1024 * 1024))
+        note "   free: $((avail_kb / 1024)) MB, $ifree inodes (need about $((need_kb / 1024)) MB, $million inodes)"
+        if [ "$avail_kb" -lt "$need_kb" ] || { [ "$ifree" != 0 ] && [ "$ifree" -lt $((million + 100000)) ]; }; then
+            fit=$(( (avail_kb - 2 * 1024 * 1024) / 6 / mpart ))
+            [ "$fit" -gt 0 ] || fit=0
+            note "   not enough room for all $nparts parts: only the audit runs over the full list"
+        fi
+        if [ "$msmall" -gt 0 ] && [ "$msmall" -lt "$nparts" ]; then
+            msync "first-$msmall-parts" "${url}bounded/capabilitylist.xml" $((msmall * mpart))
+        fi
+        if [ "$fit" -ge "$nparts" ]; then
+            for ((r = 1; r <= mreps; r++)); do
+                msync "all-$nparts-parts-run$r" "$url" "$million"
+            done
+        else
+            note "   the full list: rssub audit only (the mirror holds what fitted)"
+            timed "$tmp/m/audit-full" "$million_timeout" "$rssub" audit --source "$url" \
+                --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
+                "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
+            M_PEAKS+=("$T_RSS")
+            M_ROWS+=("| $ROOT_NAME | audit only, all $nparts parts | $million | - | - | - | - | - | $T_RC | $T_WALL | **$T_RSS** |")
+        fi
+        root_leave
+    done
     stop_one "$NGINX_PID"
-    rm -rf "$tmp/m/mirror"
     emit ""
     emit "#### A static Source of $million resources (index of $nparts x $mpart), nginx answers every resource with \"x\""
     emit ""
-    emit "| run | resources | sync wall s | res/s | sync peak RSS MB | sync CPU s | mirror complete (files, content) | audit exit | audit wall s | audit peak RSS MB |"
-    emit "|---|---:|---:|---:|---:|---:|---|---|---:|---:|"
+    emit "| mirror on | run | resources | sync wall s | res/s | sync peak RSS MB | sync CPU s | mirror complete (files, content) | audit exit | audit wall s | audit peak RSS MB |"
+    emit "|---|---|---:|---:|---:|---:|---:|---|---|---:|---:|"
     for r in "${M_ROWS[@]}"; do emit "$r"; done
     emit ""
     emit "Goal: constant memory, under 64 MB, for the $million-entry list: largest peak RSS above $(maxof "${M_PEAKS[@]}") MB ($(awk -v x="$(maxof "${M_PEAKS[@]}")" 'BEGIN {print (x != "" && x < 64) ? "met" : "NOT met"}'))."
@@ -481,14 +552,28 @@ part_million() {
 
 part_push() {
     [ $have_rssub = 1 ] || { note "== push: skipped (no rssub)"; return; }
-    note "== push: redis-server + rshub + rssource --hub + rssub run (WebSocket)"
-    local p=$tmp/push
-    mkdir -p "$p/redis" "$p/data" "$p/mirror"
-    "$PY" "$here/bench_sub.py" tree "$p/data" "$push_files"
+    local root
+    for root in $mirror_roots; do
+        push_one "$root"
+    done
+}
+
+# push_one ROOT: a fresh redis-server, rshub, rssource (--hub) and rssub
+# run, the mirror on ROOT; every rate, $reps rounds.
+push_one() {
+    root_enter "$1" push
+    note "== push ($ROOT_NAME): redis-server + rshub + rssource --hub + rssub run (WebSocket)"
+    # logs in $p; the Source's directory and the mirror both on ROOT, so
+    # that the writer's file creation costs what rssub's does
+    local p=$tmp/push-$ROOT_TAG
+    local m=$MROOT/mirror data=$MROOT/data
+    mkdir -p "$p/redis" "$data" "$m"
+    "$PY" "$here/bench_sub.py" tree "$data" "$push_files"
     redis-server --port 0 --unixsocket "$p/redis/s.sock" --save "" \
         --appendonly no --daemonize no --dir "$p/redis" \
         --logfile "$p/redis/log" >/dev/null 2>&1 &
-    pids+=("$!")
+    local redis_pid=$!
+    pids+=("$redis_pid")
     local i
     for ((i = 0; i < 100; i++)); do
         [ "$(redis-cli -s "$p/redis/s.sock" ping 2>/dev/null)" = PONG ] && break
@@ -502,11 +587,11 @@ part_push() {
     wait_file "$p/hub.ready" "$hub_pid" rshub 20 || die "rshub did not start: $(tail -n 5 "$p/hub.log")"
     local hub_http
     hub_http=$(sed -n 's/.*"http":\([0-9]*\).*/\1/p' "$p/hub.ready")
-    src_start "$p/data" "$p/src.state" "$p/rssource.log" \
+    src_start "$data" "$p/src.state" "$p/rssource.log" \
         --hub "http://127.0.0.1:$hub_http/hub"
     local base=http://127.0.0.1:$SRC_PORT/
     # the hub knows the topic once rssource has published to it
-    printf 'hello hub\n' >"$p/data/hello.txt"
+    printf 'hello hub\n' >"$data/hello.txt"
     local chan=""
     for ((i = 0; i < 100; i++)); do
         chan=$(curl -sf "${base}resourcesync/capabilitylist.xml" | grep -o '<loc>ws[^<]*</loc>' | head -n1 || true)
@@ -516,7 +601,7 @@ part_push() {
     [ -n "$chan" ] || die "rssource advertises no WebSocket channel (see $p)"
     chan=${chan#<loc>}
     note "   Source $base, channel ${chan%</loc>}"
-    "$rssub" run --source "$base" --mirror "$p/mirror" --state "$p/rssub.db" \
+    "$rssub" run --source "$base" --mirror "$m" --state "$MROOT/rssub.db" \
         --ready-file "$p/rssub.ready" --log-format logfmt \
         "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}" >"$p/rssub.log" 2>&1 &
     local sub_pid=$!
@@ -525,13 +610,15 @@ part_push() {
         note "   rssub run did not become ready in 300 s (or exited):"
         tail -n 20 "$p/rssub.log" >&2
         emit ""
-        emit "#### Push apply: rssub run did not become ready (see the log above)"
+        emit "#### Push apply ($ROOT_NAME): rssub run did not become ready (see the log above)"
+        stop_one "$sub_pid"; stop_one "$SRC_PID"; stop_one "$hub_pid"; stop_one "$redis_pid"
+        root_leave
         return
     fi
     local nd
-    nd=$(diff -rq "$p/data" "$p/mirror" 2>&1 | wc -l || true)
+    nd=$(diff -rq "$data" "$m" 2>&1 | wc -l || true)
     note "   rssub ready ($(cat "$p/rssub.ready")); baseline mirror vs Source: $nd differences"
-    [ "$nd" = 0 ] || diff -rq "$p/data" "$p/mirror" 2>&1 | head -n 5 >&2 || true
+    [ "$nd" = 0 ] || diff -rq "$data" "$m" 2>&1 | head -n 5 >&2 || true
     local c0 s0 h0 r rate key line
     c0=$(cpu_ticks "$sub_pid"); s0=$(cpu_ticks "$SRC_PID"); h0=$(cpu_ticks "$hub_pid")
     declare -A P50 P99 PMAX LOST DUP TORN LATE RUNS
@@ -543,7 +630,7 @@ part_push() {
         for rate in $push_rates; do
             key=r$r-$rate
             line=$(timeout $((push_secs + push_drain + 60)) "$pusher" \
-                --src "$p/data" --mirror "$p/mirror" --tag "$key" --rate "$rate" \
+                --src "$data" --mirror "$m" --tag "$key" --rate "$rate" \
                 --seconds "$push_secs" --drain "$push_drain" \
                 --lat-out "$p/$key.lat" 2>"$p/$key.err") ||
                 die "bench_sub_push failed: $(cat "$p/$key.err")"
@@ -561,13 +648,15 @@ part_push() {
     c1=$(cpu_ticks "$sub_pid"); s1=$(cpu_ticks "$SRC_PID"); h1=$(cpu_ticks "$hub_pid")
     hwm=$(hwm_mb "$sub_pid")
     rss=$(awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$sub_pid/status" 2>/dev/null || echo -)
-    nd=$(diff -rq "$p/data" "$p/mirror" 2>&1 | wc -l || true)
+    nd=$(diff -rq "$data" "$m" 2>&1 | wc -l || true)
     stop_one "$sub_pid"
     local sub_rc=$STOP_RC
+    stop_one "$SRC_PID"; stop_one "$hub_pid"; stop_one "$redis_pid"
+    root_leave
     note "   rssub: exit $sub_rc on SIGTERM; peak RSS $hwm MB; mirror vs Source at the end: $nd differences"
-    [ "$nd" = 0 ] || diff -rq "$p/data" "$p/mirror" 2>&1 | head -n 5 >&2 || true
+    [ "$nd" = 0 ] || diff -rq "$data" "$m" 2>&1 | head -n 5 >&2 || true
     emit ""
-    emit "#### Push apply: file created in the Source -> renamed into rssub's mirror ($push_files-file Source; $reps runs of ${push_secs} s per rate, interleaved)"
+    emit "#### Push apply, Source and mirror on $ROOT_NAME: file created in the Source -> renamed into rssub's mirror ($push_files-file Source; $reps runs of ${push_secs} s per rate, interleaved)"
     emit ""
     emit "| changes/s | changes | p50 ms (median of runs) | p99 ms (median of runs) | max ms (worst run) | lost | duplicated | torn | writer late max ms | per run p50/p99 ms |"
     emit "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -584,5 +673,6 @@ has_part million && part_million
 has_part push && part_push
 
 emit ""
-emit "Machine: $machine_note; at the end: $(loadavg). rssub $( [ $have_rssub = 1 ] && echo "from $build" || echo "not built" ); resync: ${resync:-not run}."
+emit "Machine: $machine_note; at the end: $(loadavg). Floor: ${emit_floor%; }."
+emit " rssub $( [ $have_rssub = 1 ] && echo "from $build" || echo "not built" ); resync: ${resync:-not run}."
 [ -z "$out" ] || printf '%s' "$tables" >"$out"
