@@ -54,6 +54,8 @@ struct apply {
     struct job **jobs;           /* in flight */
     size_t njobs;
     struct ledger_cursor cursor; /* refill pages forward from here */
+    int64_t gen;                 /* the reconcile under way: rows written
+                                    now count as seen by it */
     bool paused, txn_open, closing;
     unsigned txn_writes;
     double tokens;               /* rate limit bucket */
@@ -245,7 +247,7 @@ job_delete(struct apply *a, struct job *j, const struct ledger_res *old)
     r.change_dt = j->t.change_dt;
     r.length = -1;
     r.deleted = true;
-    r.gen = old != NULL ? old->gen : 0;
+    r.gen = old != NULL && old->gen > a->gen ? old->gen : a->gen;
     if (job_record(a, j, &r) != 0) {
         snprintf(j->why, sizeof(j->why), "state: %s", ledger_errstr(a->o.ledger));
         report(a, j->uri, APPLY_RETRY, j->why);
@@ -361,7 +363,7 @@ job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
     r.etag = rs_http_req_header(req, "ETag");
     r.last_modified = rs_http_req_header(req, "Last-Modified");
     r.deleted = false;
-    r.gen = j->gen;
+    r.gen = j->gen > a->gen ? j->gen : a->gen;
     a->st.bytes += j->got;
     if (job_record(a, j, &r) != 0) {
         snprintf(j->why, sizeof(j->why), "state: %s", ledger_errstr(a->o.ledger));
@@ -479,7 +481,10 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
     int rc;
 
     rc = ledger_res_get(a->o.ledger, t->uri, &r, &buf);
-    if (rc == 0) {
+    if (rc == 0 && t->origin != NULL &&
+        strcmp(t->origin, APPLY_ORIGIN_REPAIR) == 0) {
+        rs_free(buf);                 /* the ledger is right, the file not */
+    } else if (rc == 0) {
         bool skip = (t->change_dt != RS_TIME_NONE &&
                      r.change_dt != RS_TIME_NONE && t->change_dt < r.change_dt)
                     || holds(&r, t);
@@ -622,11 +627,11 @@ job_start(struct apply *a, const struct ledger_todo *t)
     }
     if (rc == 0)
         j->gen = old.gen;
+    /* Conditional GET when the mirror's file is as the ledger says (a
+     * repair is for a file that is not: it needs the body). */
     if (j->had_copy && old.etag != NULL && strlen(old.etag) < 500 &&
-        (t->hash == NULL || old.hash == NULL || strcmp(t->hash, old.hash) != 0
-         || t->origin == NULL || strcmp(t->origin, "push") != 0)) {
+        (t->origin == NULL || strcmp(t->origin, APPLY_ORIGIN_REPAIR) != 0)) {
         struct stat sb;
-        /* Only when the file is still there as the ledger says. */
         if (mirror_stat(a->o.mirror, j->path, &sb) == 0 &&
             (old.length < 0 || sb.st_size == old.length)) {
             snprintf(inm, sizeof(inm), "If-None-Match: %s", old.etag);
@@ -809,6 +814,12 @@ apply_idle(struct apply *a, int64_t *pending)
         return false;
     *pending = due + waiting;
     return *pending == 0;
+}
+
+void
+apply_set_gen(struct apply *a, int64_t gen)
+{
+    a->gen = gen;
 }
 
 void

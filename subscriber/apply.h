@@ -85,6 +85,10 @@ void apply_free(struct apply *a);
  * newer change is already queued. Returns 1 queued, 0 not needed, or a
  * ledger error. Call apply_kick after a run of offers. */
 struct ledger_todo;
+/* The origin of a change that repairs the mirror's file (an audit found
+ * it differs from what the ledger recorded): always fetched, without
+ * conditions. */
+#define APPLY_ORIGIN_REPAIR "repair"
 int apply_offer(struct apply *a, const struct ledger_todo *t) RS_MUST_CHECK;
 
 /* Fill *t from a Change List or notification entry (loc resolved):
@@ -112,6 +116,12 @@ bool apply_idle(struct apply *a, int64_t *pending);
  * (e.g. before answering a WebSub delivery). */
 int apply_txn(struct apply *a) RS_MUST_CHECK;
 int apply_flush(struct apply *a) RS_MUST_CHECK;
+
+/* A reconcile of generation gen is under way: every resource row written
+ * from now carries at least gen, so the reconcile does not take a resource
+ * it fetched (or that push brought) while it read the list for one the
+ * list did not name. */
+void apply_set_gen(struct apply *a, int64_t gen);
 
 void apply_stats(const struct apply *a, struct apply_stats *out);
 const char *apply_outcome_name(enum apply_outcome o);

@@ -163,7 +163,7 @@ file_agrees(struct pull *p, const struct ledger_res *r,
         return false;
     if (r->length >= 0 && sb.st_size != r->length)
         return false;
-    if (!p->o.deep || p->kind != PULL_AUDIT)
+    if (!p->o.deep)
         return true;
     if (mirror_open_read(p->o.mirror, r->path, &fd) != 0)
         return false;
@@ -223,7 +223,7 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     struct ledger_res r;
     struct ledger_todo t = { 0 };
     char *buf = NULL, hbuf[RS_HASHES_BUFSZ];
-    bool have, same;
+    bool have, same, repair;
     int rc;
 
     if (!p->o.readonly && (rc = apply_txn(p->o.apply)) != 0)
@@ -232,7 +232,15 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     if (rc != 0 && rc != RS_ENOTFOUND)
         return rc;
     have = rc == 0 && !r.deleted;
-    same = have && entry_agrees(&r, e) && file_agrees(p, &r, &e->md.hash);
+    same = have && entry_agrees(&r, e);
+    /* The ledger agrees, the file does not: changed behind our back. */
+    repair = same && !file_agrees(p, &r, &e->md.hash);
+    if (repair) {
+        struct stat sb;
+        same = false;
+        if (mirror_stat(p->o.mirror, r.path, &sb) != 0)
+            have = false;             /* gone: the mirror lacks it */
+    }
     if (p->o.readonly)
         rc = seen_add(p, loc);
     else if (rc == 0)
@@ -268,7 +276,7 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     t.length = e->md.length;
     t.hash = e->md.hash.n > 0 && rs_hashes_format(&e->md.hash, hbuf) > 0
              ? hbuf : NULL;
-    t.origin = "resourcelist";
+    t.origin = repair ? APPLY_ORIGIN_REPAIR : "resourcelist";
     rc = apply_offer(p->o.apply, &t);
     if (rc < 0)
         return rc;
@@ -480,6 +488,7 @@ pull_start(struct pull *p, enum pull_kind k, const char *url, rs_time_t since)
         if ((rc = apply_txn(p->o.apply)) != 0 ||
             (rc = ledger_gen_next(p->o.ledger, &p->gen)) != 0)
             return rc;
+        apply_set_gen(p->o.apply, p->gen);
     }
     if ((rc = docwalk_start(p->walk, url)) != 0)
         return rc;
