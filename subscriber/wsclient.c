@@ -1,0 +1,1135 @@
+/*
+ * wsclient.c - WebSocket client connections on a libwebsockets thread of
+ * their own (Debian's lws 4.1 has no libevent loop), handed to the main loop
+ * as whole messages (wsclient.h). All that crosses goes through one mutex and
+ * two FIFOs: requests to the lws thread (lws_cancel_service wakes it) and
+ * events to the main loop (an eventfd wakes it, once per batch).
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <libwebsockets.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RS_LOG_MODULE "wsclient"
+#include "rs_alloc.h"
+#include "rs_log.h"
+#include "wsclient.h"
+
+#define WSC_MAX_MESSAGE ((size_t)64 << 20)
+#define WSC_MAX_MESSAGE_CAP ((size_t)1 << 30)
+#define WSC_UA_MAX 256
+#define WSC_QUEUE_HIGH ((size_t)8 << 20)
+#define WSC_CONNECT_MS 5000u
+#define WSC_IDLE_MS 75000u
+#define WSC_STOP_GRACE_US (500 * LWS_US_PER_MS)  /* close handshakes at free */
+#define WSC_CLOSE_ACK_US (1000 * LWS_US_PER_MS)  /* our close frame's answer */
+#define WSC_RX_CHUNK (64 * 1024)   /* most payload bytes lws hands us at once */
+#define WSC_SERV_BUF (32 * 1024)   /* lws's per-thread read buffer */
+#define WSC_MAX_FDS 256            /* lws's fd table: our sockets, not ulimit */
+/* lws 4.1 writes "Host: %s\r\n" and "Origin: %s\r\n" into 128 bytes each and
+ * cuts silently; we refuse (Host) or omit (Origin) what would not fit. */
+#define WSC_HOST_MAX 119
+#define WSC_ORIGIN_MAX 117
+#define WSC_PATH_MAX 1024
+
+/*
+ * Lifetime of a connection. The main loop allocates it in wsclient_connect
+ * and frees it when it handles its CLOSED event. The lws thread pushes
+ * CLOSED as its very last act for the connection (conn_finish, which also
+ * sets `gone` under the lock so that no request links it again) and never
+ * touches it afterwards. Every event of a connection precedes its CLOSED in
+ * the FIFO, so no queued event outlives it. wsclient_conn_close only marks
+ * it closed for the user: its events are dropped from then on.
+ */
+
+enum wsc_ev_type {
+    WSC_EV_OPEN = 1,
+    WSC_EV_MSG,
+    WSC_EV_CLOSED,
+};
+
+/* An event for the main loop. OPEN and CLOSED are embedded in their
+ * connection; a message is one allocation, this header then len payload
+ * bytes and a NUL, grown in place while fragments arrive. */
+struct wsc_ev {
+    struct wsc_ev *next;
+    struct wsclient_conn *c;
+    enum wsc_ev_type type;
+    size_t len;               /* MSG: payload bytes so far */
+    size_t cap;               /* MSG: payload bytes allocated (plus a NUL) */
+};
+
+/* lws-thread view of a connection */
+enum wsc_lstate {
+    L_NEW = 0,    /* connect requested, not started */
+    L_CONNECTING, /* wsi exists, not upgraded yet */
+    L_OPEN,
+    L_CLOSING,    /* close started (ours or the server's) */
+    L_DONE,       /* CLOSED pushed: the lws thread is done with it */
+};
+
+struct wsclient_conn {
+    struct wsclient *w;
+    struct wsclient_cbs cbs;
+    void *ud;
+    /* target, immutable after wsclient_connect; strings point into str[] */
+    const char *addr;         /* host to resolve, without brackets */
+    const char *host_hdr;     /* Host: host[:port] */
+    const char *origin;       /* NULL when too long for lws */
+    const char *path;         /* path?query, starts with '/' */
+    int port;
+    bool tls;
+
+    /* main loop only */
+    struct wsclient_conn *m_prev, *m_next;  /* w->conns */
+    bool user_closed;         /* wsclient_conn_close ran: no more callbacks */
+    bool in_close_cb;         /* on_close is running */
+
+    /* under w->mu */
+    struct wsclient_conn *rq_prev, *rq_next;  /* w's request list */
+    bool rq_linked;
+    bool rq_connect, rq_close, rq_resume;
+    bool gone;                /* CLOSED pushed; never linked again */
+    bool paused;              /* reading stopped for flow control */
+    size_t queued;            /* payload bytes of its MSG events queued */
+
+    /* lws thread only (and the main loop after the thread was joined) */
+    enum wsc_lstate lstate;
+    struct lws *wsi;
+    struct wsclient_conn *l_prev, *l_next;  /* w->live: conns with a wsi */
+    bool in_connect;          /* inside lws_client_connect_via_info */
+    bool destroyed_in_connect;
+    struct wsc_ev *rx;        /* message being reassembled, or NULL */
+    uint64_t last_rx_us;      /* monotonic: last bytes or pong received */
+    bool pinged;              /* our ping is out since last_rx_us */
+    bool want_ping;           /* write a ping on the next WRITEABLE */
+    bool kill;                /* close on the next TIMER (kill_code) */
+    uint16_t kill_code;
+    const char *kill_why;     /* static */
+    bool have_code;           /* code/reason final; read by main at CLOSED */
+    int code;
+    char reason[WSCLIENT_REASON_MAX];
+
+    struct wsc_ev ev_open, ev_closed;
+    char str[];               /* addr, host_hdr, origin, path */
+};
+
+struct wsclient {
+    struct event_base *base;
+    size_t max_message, queue_high;
+    uint64_t connect_us, idle_us;
+    char *user_agent;
+    char *ca_file;
+
+    struct lws_context *ctx;
+    pthread_t tid;
+    bool started;             /* pthread_create succeeded, not joined yet */
+    atomic_bool running;      /* same, readable from the lws thread */
+    atomic_bool exit;         /* the thread leaves its loop */
+    int efd;                  /* eventfd: lws thread -> main loop */
+    struct event *wake_ev;
+
+    pthread_mutex_t mu;
+    bool mu_ok;
+    struct wsc_ev *ev_head, *ev_tail;             /* lws -> main */
+    struct wsclient_conn *rq_head, *rq_tail;      /* main -> lws */
+    bool stop_req;
+    size_t queued, queued_peak;
+    uint64_t messages, pauses;
+    unsigned nconns;
+
+    /* main loop only */
+    struct wsclient_conn *conns;
+    bool freeing;
+
+    /* lws thread only */
+    struct wsclient_conn *live;
+    unsigned nlive;
+    bool stopping;
+    lws_sorted_usec_list_t stop_sul;
+};
+
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void
+set_err(char *err, size_t errsz, const char *msg)
+{
+    if (errsz > 0)
+        snprintf(err, errsz, "%s", msg);
+}
+
+/* Copy a close reason, cut at the protocol's 123 bytes but never inside a
+ * UTF-8 sequence. */
+static void
+reason_copy(char *dst, const char *src, size_t n)
+{
+    if (n >= WSCLIENT_REASON_MAX) {
+        n = WSCLIENT_REASON_MAX - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* ------------------------------------------------------------ URL parsing */
+
+struct wsc_url {
+    bool tls;
+    bool v6;
+    const char *host;
+    size_t host_len;
+    int port;
+    const char *path;         /* up to '#' or the end; may be "" or "?q" */
+    size_t path_len;
+};
+
+static bool
+host_char_ok(unsigned char ch, bool v6)
+{
+    if (v6)
+        return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+               (ch >= 'A' && ch <= 'F') || ch == ':' || ch == '.';
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+           (ch >= 'A' && ch <= 'Z') || ch == '-' || ch == '.' || ch == '_';
+}
+
+static int
+url_parse(const char *url, struct wsc_url *u)
+{
+    memset(u, 0, sizeof(*u));
+    for (const char *s = url; *s != '\0'; s++)
+        if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+            return RS_EINVAL;   /* no header injection, no stray spaces */
+    const char *p;
+    if (strncasecmp(url, "ws://", 5) == 0) {
+        p = url + 5;
+    } else if (strncasecmp(url, "wss://", 6) == 0) {
+        p = url + 6;
+        u->tls = true;
+    } else {
+        return RS_EINVAL;
+    }
+    size_t alen = strcspn(p, "/?#");
+    const char *aend = p + alen;
+    if (memchr(p, '@', alen) != NULL)
+        return RS_EINVAL;   /* user info: not ours to send anywhere */
+    const char *rest;
+    if (alen > 0 && p[0] == '[') {
+        const char *close = memchr(p, ']', alen);
+        if (close == NULL)
+            return RS_EINVAL;
+        u->v6 = true;
+        u->host = p + 1;
+        u->host_len = (size_t)(close - p - 1);
+        rest = close + 1;
+    } else {
+        const char *colon = memchr(p, ':', alen);
+        u->host = p;
+        u->host_len = colon != NULL ? (size_t)(colon - p) : alen;
+        rest = p + u->host_len;
+    }
+    if (u->host_len == 0)
+        return RS_EINVAL;
+    for (size_t i = 0; i < u->host_len; i++)
+        if (!host_char_ok((unsigned char)u->host[i], u->v6))
+            return RS_EINVAL;
+    u->port = u->tls ? 443 : 80;
+    if (rest < aend) {
+        if (*rest != ':' || aend - rest < 2 || aend - rest > 6)
+            return RS_EINVAL;
+        long port = 0;
+        for (const char *d = rest + 1; d < aend; d++) {
+            if (*d < '0' || *d > '9')
+                return RS_EINVAL;
+            port = port * 10 + (*d - '0');
+        }
+        if (port < 1 || port > 65535)
+            return RS_EINVAL;
+        u->port = (int)port;
+    }
+    u->path = aend;
+    u->path_len = strcspn(aend, "#");
+    return 0;
+}
+
+/* ------------------------------------------------------ the shared FIFOs */
+
+/* Under w->mu. True when the list was empty (the consumer needs a wake). */
+static bool
+ev_push_locked(struct wsclient *w, struct wsc_ev *ev)
+{
+    bool was_empty = w->ev_head == NULL;
+    ev->next = NULL;
+    if (w->ev_tail != NULL)
+        w->ev_tail->next = ev;
+    else
+        w->ev_head = ev;
+    w->ev_tail = ev;
+    return was_empty;
+}
+
+static void
+wake_main(struct wsclient *w)
+{
+    uint64_t one = 1;
+    ssize_t n;
+    do {
+        n = write(w->efd, &one, sizeof(one));
+    } while (n < 0 && errno == EINTR);
+    /* EAGAIN: the counter is saturated, the main loop is due anyway */
+}
+
+/* Under w->mu. True when the list was empty (the lws thread needs a wake). */
+static bool
+rq_link_locked(struct wsclient *w, struct wsclient_conn *c)
+{
+    if (c->rq_linked)
+        return false;
+    bool was_empty = w->rq_head == NULL;
+    c->rq_linked = true;
+    c->rq_next = NULL;
+    c->rq_prev = w->rq_tail;
+    if (w->rq_tail != NULL)
+        w->rq_tail->rq_next = c;
+    else
+        w->rq_head = c;
+    w->rq_tail = c;
+    return was_empty;
+}
+
+static void
+rq_unlink_locked(struct wsclient *w, struct wsclient_conn *c)
+{
+    if (!c->rq_linked)
+        return;
+    if (c->rq_prev != NULL)
+        c->rq_prev->rq_next = c->rq_next;
+    else
+        w->rq_head = c->rq_next;
+    if (c->rq_next != NULL)
+        c->rq_next->rq_prev = c->rq_prev;
+    else
+        w->rq_tail = c->rq_prev;
+    c->rq_prev = c->rq_next = NULL;
+    c->rq_linked = false;
+}
+
+/* ------------------------------------------------------------ lws thread */
+
+static void
+live_unlink(struct wsclient *w, struct wsclient_conn *c)
+{
+    if (c->l_prev != NULL)
+        c->l_prev->l_next = c->l_next;
+    else if (w->live == c)
+        w->live = c->l_next;
+    else
+        return;   /* not linked */
+    if (c->l_next != NULL)
+        c->l_next->l_prev = c->l_prev;
+    c->l_prev = c->l_next = NULL;
+    w->nlive--;
+}
+
+static const char *const lstate_names[] = {
+    "new", "connecting", "open", "closing", "done",
+};
+
+/* The one place the lws-side state changes; it only ever moves forward
+ * (connecting may skip open), so a late lws callback cannot reopen a
+ * closing connection. */
+static void
+conn_set_state(struct wsclient_conn *c, enum wsc_lstate to)
+{
+    if (to <= c->lstate)
+        return;
+    if (rs_log_enabled(RS_LOG_DEBUG))
+        rs_log(RS_LOG_DEBUG, "ws://%s:%d%s: %s -> %s", c->addr, c->port,
+               c->path, lstate_names[c->lstate], lstate_names[to]);
+    c->lstate = to;
+}
+
+static void
+set_close(struct wsclient_conn *c, int code, const char *reason)
+{
+    if (c->have_code)
+        return;   /* the first cause wins (a timeout, then the reset) */
+    c->have_code = true;
+    c->code = code;
+    reason_copy(c->reason, reason, strlen(reason));
+}
+
+/* Make the lws thread leave its loop. lws_service may have run the timer
+ * that decided it just before polling until the next one, so poke it. */
+static void
+leave_soon(struct wsclient *w)
+{
+    atomic_store(&w->exit, true);
+    if (atomic_load(&w->running))   /* not inside lws_context_destroy */
+        lws_cancel_service(w->ctx);
+}
+
+/* The lws thread's last act for c: hand CLOSED to the main loop, which may
+ * free c at once; c must not be touched after this returns. */
+static void
+conn_finish(struct wsclient *w, struct wsclient_conn *c)
+{
+    if (c->lstate == L_DONE)
+        return;
+    conn_set_state(c, L_DONE);
+    c->wsi = NULL;
+    rs_free(c->rx);
+    c->rx = NULL;
+    live_unlink(w, c);
+    set_close(c, WSCLIENT_ABNORMAL, "connection lost");
+    c->ev_closed.c = c;
+    c->ev_closed.type = WSC_EV_CLOSED;
+    pthread_mutex_lock(&w->mu);
+    c->gone = true;
+    rq_unlink_locked(w, c);
+    bool wake = ev_push_locked(w, &c->ev_closed);
+    pthread_mutex_unlock(&w->mu);
+    /* c may be freed from here on */
+    if (wake)
+        wake_main(w);
+    if (w->stopping && w->nlive == 0)
+        leave_soon(w);
+}
+
+/* Re-enable reading if flow control stopped it. */
+static void
+conn_unpause(struct wsclient *w, struct wsclient_conn *c)
+{
+    pthread_mutex_lock(&w->mu);
+    bool was = c->paused;
+    c->paused = false;
+    pthread_mutex_unlock(&w->mu);
+    if (was && c->wsi != NULL) {
+        lws_rx_flow_control(c->wsi, 1);
+        c->last_rx_us = now_us();   /* the silence was ours */
+        c->pinged = false;
+    }
+}
+
+/* Close c from outside its own callbacks: the TIMER callback does it (an
+ * lws callback may return -1; other code may not close a wsi). */
+static void
+conn_kill(struct wsclient *w, struct wsclient_conn *c, uint16_t code,
+          const char *why)
+{
+    if (c->kill || c->lstate >= L_CLOSING || c->wsi == NULL)
+        return;
+    c->kill = true;
+    c->kill_code = code;
+    c->kill_why = why;
+    conn_unpause(w, c);   /* so the server's close ack can be read */
+    lws_set_timer_usecs(c->wsi, 0);
+}
+
+/* Arm the TIMER for the next idle check: the ping point, then the deadline. */
+static void
+conn_arm_idle(struct wsclient *w, struct wsclient_conn *c, uint64_t now)
+{
+    uint64_t due = c->last_rx_us + (c->pinged ? w->idle_us : w->idle_us / 3);
+    uint64_t wait = due > now ? due - now : 0;
+    lws_set_timer_usecs(c->wsi, (lws_usec_t)(wait < 1000 ? 1000 : wait));
+}
+
+static void
+on_stop_deadline(lws_sorted_usec_list_t *sul)
+{
+    struct wsclient *w = lws_container_of(sul, struct wsclient, stop_sul);
+    leave_soon(w);
+}
+
+static void
+start_stop(struct wsclient *w)
+{
+    w->stopping = true;
+    for (struct wsclient_conn *c = w->live; c != NULL; c = c->l_next)
+        conn_kill(w, c, LWS_CLOSE_STATUS_GOINGAWAY, "client shutting down");
+    if (w->nlive == 0)
+        leave_soon(w);
+    else
+        lws_sul_schedule(w->ctx, 0, &w->stop_sul, on_stop_deadline,
+                         WSC_STOP_GRACE_US);
+}
+
+static void
+conn_start(struct wsclient *w, struct wsclient_conn *c)
+{
+    struct lws_client_connect_info i;
+    memset(&i, 0, sizeof(i));
+    i.context = w->ctx;
+    i.address = c->addr;
+    i.port = c->port;
+    i.path = c->path;
+    i.host = c->host_hdr;
+    i.origin = c->origin;
+    i.ssl_connection = c->tls ? LCCSCF_USE_SSL : 0;
+    i.alpn = "http/1.1";   /* a WebSocket upgrade is HTTP/1.1, never h2 */
+    i.userdata = c;
+    i.pwsi = &c->wsi;
+
+    conn_set_state(c, L_CONNECTING);
+    c->l_prev = NULL;
+    c->l_next = w->live;
+    if (w->live != NULL)
+        w->live->l_prev = c;
+    w->live = c;
+    w->nlive++;
+    c->in_connect = true;
+    struct lws *wsi = lws_client_connect_via_info(&i);
+    c->in_connect = false;
+    if (wsi == NULL || c->destroyed_in_connect) {
+        /* lws reports failures inside the call by the NULL alone (its
+         * CONNECTION_ERROR is suppressed); the wsi, if any, is gone */
+        set_close(c, WSCLIENT_ABNORMAL, "connect failed");
+        conn_finish(w, c);
+        return;
+    }
+    c->wsi = wsi;
+    lws_set_timer_usecs(wsi, (lws_usec_t)w->connect_us);
+}
+
+/* LWS_CALLBACK_EVENT_WAIT_CANCELLED: take the main loop's requests. A
+ * connection is popped and its flags cleared under the lock; it cannot go
+ * away meanwhile, since only this thread finishes connections. */
+static void
+take_requests(struct wsclient *w)
+{
+    if (atomic_load(&w->exit))
+        return;   /* lws_context_destroy: the main loop sweeps the rest */
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        bool stop = w->stop_req && !w->stopping;
+        struct wsclient_conn *c = w->rq_head;
+        bool connect = false, close = false, resume = false;
+        if (c != NULL) {
+            rq_unlink_locked(w, c);
+            connect = c->rq_connect;
+            close = c->rq_close;
+            resume = c->rq_resume;
+            c->rq_connect = c->rq_close = c->rq_resume = false;
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (stop)
+            start_stop(w);
+        if (c == NULL)
+            break;
+        if (c->lstate == L_NEW) {
+            if (close || w->stopping || !connect) {
+                set_close(c, WSCLIENT_ABNORMAL, "closed before connecting");
+                conn_finish(w, c);
+            } else {
+                conn_start(w, c);
+            }
+            continue;   /* c may be gone: not touched again */
+        }
+        if (close)
+            conn_kill(w, c, LWS_CLOSE_STATUS_NORMAL, "");
+        if (resume)
+            conn_unpause(w, c);
+    }
+}
+
+/* We refuse the connection (1009, 1011): drop what was gathered and close
+ * from the TIMER. Never by returning -1 from CLIENT_RECEIVE: lws 4.1 then
+ * skips resetting its rx buffer, and the bytes it goes on reading while it
+ * waits for the close ack overflow that buffer. */
+static void
+conn_fail(struct wsclient *w, struct wsclient_conn *c, int code,
+          const char *why)
+{
+    rs_free(c->rx);
+    c->rx = NULL;
+    set_close(c, code, why);
+    conn_kill(w, c, (uint16_t)code, why);
+}
+
+/* Payload from lws: reassemble, hand whole messages to the main loop.
+ * Always returns 0 (see conn_fail). */
+static int
+on_receive(struct wsclient *w, struct wsclient_conn *c, struct lws *wsi,
+           const char *in, size_t len)
+{
+    if (c->lstate != L_OPEN || c->kill)
+        return 0;
+    c->last_rx_us = now_us();
+    c->pinged = false;
+
+    size_t remaining = lws_remaining_packet_payload(wsi);
+    if (lws_is_first_fragment(wsi) && c->rx != NULL) {
+        rs_free(c->rx);   /* lws would have refused this: be safe anyway */
+        c->rx = NULL;
+    }
+    size_t have = c->rx != NULL ? c->rx->len : 0;
+    /* The frame header announced `remaining` more: refuse a message that
+     * cannot fit before buffering any of it. */
+    if (remaining > w->max_message || len > w->max_message - have ||
+        remaining > w->max_message - have - len) {
+        conn_fail(w, c, WSCLIENT_TOO_BIG, "message too big");
+        return 0;
+    }
+    size_t need = have + len + remaining;
+    if (c->rx == NULL || need > c->rx->cap) {
+        /* exact for a message in one frame (the hub's case); doubling
+         * across fragments, whose total we cannot know */
+        size_t cap = need;
+        if (c->rx != NULL) {
+            size_t dbl = c->rx->cap > w->max_message / 2 ? w->max_message
+                                                          : c->rx->cap * 2;
+            if (dbl > cap)
+                cap = dbl;
+        }
+        struct wsc_ev *ev = rs_realloc(c->rx, sizeof(*ev) + cap + 1);
+        if (ev == NULL) {
+            conn_fail(w, c, WSCLIENT_INTERNAL, "out of memory");
+            return 0;
+        }
+        if (c->rx == NULL) {
+            ev->c = c;
+            ev->type = WSC_EV_MSG;
+            ev->len = 0;
+        }
+        ev->cap = cap;
+        c->rx = ev;
+    }
+    char *data = (char *)(c->rx + 1);
+    memcpy(data + c->rx->len, in, len);
+    c->rx->len += len;
+    if (!lws_is_final_fragment(wsi))
+        return 0;
+
+    struct wsc_ev *ev = c->rx;
+    c->rx = NULL;
+    data[ev->len] = '\0';
+    pthread_mutex_lock(&w->mu);
+    bool wake = ev_push_locked(w, ev);
+    c->queued += ev->len;
+    w->queued += ev->len;
+    if (w->queued > w->queued_peak)
+        w->queued_peak = w->queued;
+    w->messages++;
+    bool pause = !c->paused && c->queued > w->queue_high;
+    if (pause) {
+        c->paused = true;
+        w->pauses++;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        wake_main(w);
+    if (pause)
+        lws_rx_flow_control(wsi, 0);
+    return 0;
+}
+
+static int
+on_timer(struct wsclient *w, struct wsclient_conn *c)
+{
+    if (c->kill) {
+        /* the second time: the server did not answer our close frame in
+         * time (lws would wait 5 s); -1 now hangs up */
+        if (c->lstate == L_CLOSING)
+            return -1;
+        if (c->lstate == L_OPEN)
+            lws_close_reason(c->wsi, (enum lws_close_status)c->kill_code,
+                             (unsigned char *)(uintptr_t)c->kill_why,
+                             strlen(c->kill_why));
+        set_close(c, WSCLIENT_ABNORMAL, "closed by the client");
+        conn_set_state(c, L_CLOSING);
+        lws_set_timer_usecs(c->wsi, WSC_CLOSE_ACK_US);
+        return -1;   /* lws sends the close frame and awaits the ack */
+    }
+    if (c->lstate == L_CONNECTING) {
+        set_close(c, WSCLIENT_ABNORMAL, "connect timeout");
+        conn_set_state(c, L_CLOSING);
+        return -1;
+    }
+    if (c->lstate != L_OPEN)
+        return 0;
+    uint64_t now = now_us();
+    pthread_mutex_lock(&w->mu);
+    bool paused = c->paused;
+    pthread_mutex_unlock(&w->mu);
+    if (paused) {
+        /* we stopped reading: silence proves nothing; look again later */
+        lws_set_timer_usecs(c->wsi, (lws_usec_t)w->idle_us);
+        return 0;
+    }
+    if (now - c->last_rx_us >= w->idle_us) {
+        /* no close frame: a dead peer would not answer it anyway */
+        set_close(c, WSCLIENT_ABNORMAL, "idle timeout");
+        conn_set_state(c, L_CLOSING);
+        return -1;
+    }
+    if (!c->pinged && now - c->last_rx_us >= w->idle_us / 3) {
+        c->pinged = true;
+        c->want_ping = true;
+        lws_callback_on_writable(c->wsi);
+    }
+    conn_arm_idle(w, c, now);
+    return 0;
+}
+
+static int
+on_writeable(struct wsclient_conn *c)
+{
+    if (!c->want_ping || c->lstate != L_OPEN)
+        return 0;   /* lws also calls after it sent a pong, or to drain */
+    c->want_ping = false;
+    unsigned char buf[LWS_PRE + 1] = { 0 };
+    return lws_write(c->wsi, buf + LWS_PRE, 0, LWS_WRITE_PING) < 0 ? -1 : 0;
+}
+
+static void
+on_established(struct wsclient *w, struct wsclient_conn *c)
+{
+    if (c->lstate != L_CONNECTING)
+        return;
+    conn_set_state(c, L_OPEN);
+    c->last_rx_us = now_us();
+    c->ev_open.c = c;
+    c->ev_open.type = WSC_EV_OPEN;
+    pthread_mutex_lock(&w->mu);
+    bool wake = ev_push_locked(w, &c->ev_open);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        wake_main(w);
+    if (!c->kill)   /* else its TIMER is already due: keep that */
+        conn_arm_idle(w, c, c->last_rx_us);
+}
+
+static int
+on_append_headers(struct wsclient *w, struct lws *wsi, void *in, size_t len)
+{
+    unsigned char **p = in;
+    unsigned char *end = *p + len;
+    return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_USER_AGENT,
+                                        (unsigned char *)w->user_agent,
+                                        (int)strlen(w->user_agent), p, end)
+               ? -1 : 0;
+}
+
+static int
+wsc_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+             void *in, size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    struct wsclient *w = ctx != NULL ? lws_context_user(ctx) : NULL;
+    struct wsclient_conn *c = user;   /* ours for every client wsi */
+
+    if (w == NULL)
+        return 0;
+    if (reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED) {
+        take_requests(w);
+        return 0;
+    }
+    if (c == NULL || c->lstate == L_DONE)
+        return 0;   /* the context's own wsi (its wake pipe) */
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+        return on_append_headers(w, wsi, in, len);
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+        char why[WSCLIENT_REASON_MAX];
+        snprintf(why, sizeof(why), "connect failed: %.*s",
+                 in != NULL ? (int)strnlen(in, len) : 7,
+                 in != NULL ? (const char *)in : "unknown");
+        set_close(c, WSCLIENT_ABNORMAL, why);
+        conn_set_state(c, L_CLOSING);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        on_established(w, c);
+        return 0;
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        return on_receive(w, c, wsi, in, len);
+    case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
+        c->last_rx_us = now_us();
+        c->pinged = false;
+        return 0;
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        return on_writeable(c);
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        if (len >= 2) {
+            const unsigned char *b = in;
+            char why[WSCLIENT_REASON_MAX];
+            reason_copy(why, (const char *)b + 2, len - 2);
+            set_close(c, (b[0] << 8) | b[1], why);
+        } else {
+            set_close(c, WSCLIENT_NO_STATUS, "");
+        }
+        conn_set_state(c, L_CLOSING);
+        return 0;   /* lws answers the close frame */
+    case LWS_CALLBACK_TIMER:
+        return on_timer(w, c);
+    case LWS_CALLBACK_WSI_DESTROY:
+        if (c->in_connect)
+            c->destroyed_in_connect = true;   /* conn_start finishes it */
+        else
+            conn_finish(w, c);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static const struct lws_protocols wsc_protocols[] = {
+    {
+        .name = "rssub-wsclient",
+        .callback = wsc_callback,
+        .per_session_data_size = 0,   /* user data is our conn */
+        .rx_buffer_size = WSC_RX_CHUNK,
+    },
+    { .name = NULL },
+};
+
+static void *
+thread_main(void *arg)
+{
+    struct wsclient *w = arg;
+    while (!atomic_load(&w->exit))
+        if (lws_service(w->ctx, 0) < 0)
+            break;
+    return NULL;
+}
+
+static void
+on_lws_log(int level, const char *line)
+{
+    /* Without a ca_file lws also tries a CA directory compiled in as a
+     * relative path and complains; the system store is loaded anyway. */
+    if (strstr(line, "LWS_OPENSSL_CLIENT_CERTS") != NULL)
+        return;
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' '))
+        n--;
+    rs_log(level == LLL_ERR ? RS_LOG_ERROR : RS_LOG_WARN, "lws: %.*s", (int)n,
+           line);
+}
+
+/* ------------------------------------------------------------- main loop */
+
+/* Main: a message was handled or dropped; resume its reading at half. */
+static void
+msg_done(struct wsclient *w, struct wsclient_conn *c, size_t len)
+{
+    pthread_mutex_lock(&w->mu);
+    bool wake = false;
+    c->queued -= len;
+    w->queued -= len;
+    if (c->paused && !c->gone && !c->user_closed &&
+        c->queued <= w->queue_high / 2) {
+        c->rq_resume = true;
+        wake = rq_link_locked(w, c);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (wake && !w->freeing)
+        lws_cancel_service(w->ctx);
+}
+
+static void
+conn_release(struct wsclient *w, struct wsclient_conn *c)
+{
+    if (c->m_prev != NULL)
+        c->m_prev->m_next = c->m_next;
+    else
+        w->conns = c->m_next;
+    if (c->m_next != NULL)
+        c->m_next->m_prev = c->m_prev;
+    pthread_mutex_lock(&w->mu);
+    w->nconns--;
+    pthread_mutex_unlock(&w->mu);
+    rs_free(c);
+}
+
+/* Deliver every queued event; `cancelling` (wsclient_free) drops all but
+ * CLOSED, reported as WSCLIENT_CANCELLED. */
+static void
+dispatch(struct wsclient *w, bool cancelling)
+{
+    pthread_mutex_lock(&w->mu);
+    struct wsc_ev *ev = w->ev_head;
+    w->ev_head = w->ev_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    while (ev != NULL) {
+        struct wsc_ev *next = ev->next;
+        struct wsclient_conn *c = ev->c;
+        switch (ev->type) {
+        case WSC_EV_OPEN:
+            if (!c->user_closed && !cancelling && c->cbs.on_open != NULL)
+                c->cbs.on_open(c->ud, c);
+            break;
+        case WSC_EV_MSG:
+            if (!c->user_closed && !cancelling && c->cbs.on_message != NULL)
+                c->cbs.on_message(c->ud, c, (const char *)(ev + 1), ev->len);
+            msg_done(w, c, ev->len);
+            rs_free(ev);
+            break;
+        case WSC_EV_CLOSED:
+            if (!c->user_closed && c->cbs.on_close != NULL) {
+                c->in_close_cb = true;
+                if (cancelling)
+                    c->cbs.on_close(c->ud, c, WSCLIENT_CANCELLED,
+                                    "client shutting down");
+                else
+                    c->cbs.on_close(c->ud, c, c->code, c->reason);
+            }
+            conn_release(w, c);
+            break;
+        }
+        ev = next;
+    }
+}
+
+static void
+on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    uint64_t v;
+    /* drain before taking the FIFO: a push after the take wakes us again */
+    while (read(fd, &v, sizeof(v)) > 0)
+        ;
+    dispatch(arg, false);
+}
+
+/* ------------------------------------------------------------------ API */
+
+struct wsclient *
+wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
+{
+    if (o == NULL || o->base == NULL) {
+        set_err(err, errsz, "wsclient: an event base is required");
+        return NULL;
+    }
+    if (o->user_agent != NULL && (strpbrk(o->user_agent, "\r\n") != NULL ||
+                                  strlen(o->user_agent) > WSC_UA_MAX)) {
+        set_err(err, errsz, "wsclient: user_agent holds a line break or is "
+                            "over 256 bytes");
+        return NULL;
+    }
+    if (o->max_message > WSC_MAX_MESSAGE_CAP) {
+        set_err(err, errsz, "wsclient: max_message over 1 GiB");
+        return NULL;
+    }
+    if (o->ca_file != NULL && access(o->ca_file, R_OK) != 0) {
+        set_err(err, errsz, "wsclient: cannot read ca_file");
+        return NULL;
+    }
+    struct wsclient *w = rs_calloc(1, sizeof(*w));
+    if (w == NULL) {
+        set_err(err, errsz, "wsclient: out of memory");
+        return NULL;
+    }
+    w->efd = -1;
+    w->base = o->base;
+    w->max_message = o->max_message ? o->max_message : WSC_MAX_MESSAGE;
+    w->queue_high = o->queue_high ? o->queue_high : WSC_QUEUE_HIGH;
+    w->connect_us = (uint64_t)(o->connect_timeout_ms ? o->connect_timeout_ms
+                                                     : WSC_CONNECT_MS) * 1000u;
+    w->idle_us = (uint64_t)(o->idle_timeout_ms ? o->idle_timeout_ms
+                                               : WSC_IDLE_MS) * 1000u;
+    atomic_init(&w->exit, false);
+    atomic_init(&w->running, false);
+    set_err(err, errsz, "wsclient: out of memory");
+    w->user_agent = rs_strdup(o->user_agent != NULL ? o->user_agent
+                                                    : "rssub/" RS_VERSION);
+    if (w->user_agent == NULL)
+        goto fail;
+    if (o->ca_file != NULL && (w->ca_file = rs_strdup(o->ca_file)) == NULL)
+        goto fail;
+    if (pthread_mutex_init(&w->mu, NULL) != 0)
+        goto fail;
+    w->mu_ok = true;
+    w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->efd < 0) {
+        set_err(err, errsz, "wsclient: cannot create an eventfd");
+        goto fail;
+    }
+    w->wake_ev = event_new(o->base, w->efd, EV_READ | EV_PERSIST, on_wake, w);
+    if (w->wake_ev == NULL || event_add(w->wake_ev, NULL) != 0)
+        goto fail;
+
+    lws_set_log_level(LLL_ERR | LLL_WARN, on_lws_log);
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof(info));
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = wsc_protocols;
+    info.user = w;
+    info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
+                   LWS_SERVER_OPTION_JUST_USE_RAW_ORIGIN;
+    info.client_ssl_ca_filepath = w->ca_file;
+    info.pt_serv_buf_size = WSC_SERV_BUF;
+    info.fd_limit_per_thread = WSC_MAX_FDS;
+    info.count_threads = 1;
+    w->ctx = lws_create_context(&info);
+    if (w->ctx == NULL) {
+        set_err(err, errsz, "wsclient: cannot create a libwebsockets context");
+        goto fail;
+    }
+    atomic_store(&w->running, true);
+    if (pthread_create(&w->tid, NULL, thread_main, w) != 0) {
+        atomic_store(&w->running, false);
+        set_err(err, errsz, "wsclient: cannot start the service thread");
+        goto fail;
+    }
+    w->started = true;
+    set_err(err, errsz, "");
+    return w;
+fail:
+    wsclient_free(w);
+    return NULL;
+}
+
+void
+wsclient_free(struct wsclient *w)
+{
+    if (w == NULL)
+        return;
+    w->freeing = true;
+    if (w->started) {
+        pthread_mutex_lock(&w->mu);
+        w->stop_req = true;
+        pthread_mutex_unlock(&w->mu);
+        lws_cancel_service(w->ctx);
+        pthread_join(w->tid, NULL);
+        atomic_store(&w->running, false);
+        w->started = false;
+    }
+    if (w->ctx != NULL) {
+        lws_sul_cancel(&w->stop_sul);
+        /* closes what is left; WSI_DESTROY finishes those conns here */
+        lws_context_destroy(w->ctx);
+        w->ctx = NULL;
+    }
+    /* never started, or never connected: finish them as the thread would */
+    for (struct wsclient_conn *c = w->conns; c != NULL; c = c->m_next)
+        conn_finish(w, c);
+    if (w->mu_ok) {
+        dispatch(w, true);
+        pthread_mutex_destroy(&w->mu);
+    }
+    if (w->wake_ev != NULL)
+        event_free(w->wake_ev);
+    if (w->efd >= 0)
+        close(w->efd);
+    rs_free(w->user_agent);
+    rs_free(w->ca_file);
+    rs_free(w);
+}
+
+int
+wsclient_connect(struct wsclient *w, const char *url,
+                 const struct wsclient_cbs *cbs, void *ud,
+                 struct wsclient_conn **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (w == NULL || url == NULL)
+        return RS_EINVAL;
+    if (w->freeing)
+        return RS_ESTATE;
+    struct wsc_url u;
+    int rc = url_parse(url, &u);
+    if (rc != 0)
+        return rc;
+    size_t path_len = u.path_len + (u.path_len == 0 || u.path[0] != '/');
+    if (path_len > WSC_PATH_MAX)
+        return RS_EINVAL;
+    char port[8] = "";
+    if (u.port != (u.tls ? 443 : 80))
+        snprintf(port, sizeof(port), ":%d", u.port);
+    size_t host_len = u.host_len + (u.v6 ? 2 : 0) + strlen(port);
+    if (host_len > WSC_HOST_MAX)
+        return RS_EINVAL;
+    const char *scheme = u.tls ? "https://" : "http://";
+    size_t origin_len = strlen(scheme) + host_len;
+    size_t total = (u.host_len + 1) + (host_len + 1) + (origin_len + 1) +
+                   (path_len + 1);
+    struct wsclient_conn *c = rs_calloc(1, sizeof(*c) + total);
+    if (c == NULL)
+        return RS_ENOMEM;
+    c->w = w;
+    if (cbs != NULL)
+        c->cbs = *cbs;
+    c->ud = ud;
+    c->port = u.port;
+    c->tls = u.tls;
+    char *s = c->str;
+    c->addr = s;
+    s += snprintf(s, u.host_len + 1, "%.*s", (int)u.host_len, u.host) + 1;
+    c->host_hdr = s;
+    s += snprintf(s, host_len + 1, "%s%.*s%s%s", u.v6 ? "[" : "",
+                  (int)u.host_len, u.host, u.v6 ? "]" : "", port) + 1;
+    if (origin_len <= WSC_ORIGIN_MAX) {
+        c->origin = s;
+        snprintf(s, origin_len + 1, "%s%s", scheme, c->host_hdr);
+    }
+    s += origin_len + 1;
+    c->path = s;
+    snprintf(s, path_len + 1, "%s%.*s", path_len > u.path_len ? "/" : "",
+             (int)u.path_len, u.path);
+
+    c->m_next = w->conns;
+    if (w->conns != NULL)
+        w->conns->m_prev = c;
+    w->conns = c;
+    pthread_mutex_lock(&w->mu);
+    w->nconns++;
+    c->rq_connect = true;
+    bool wake = rq_link_locked(w, c);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        lws_cancel_service(w->ctx);
+    if (out != NULL)
+        *out = c;
+    return 0;
+}
+
+void
+wsclient_conn_close(struct wsclient_conn *c)
+{
+    if (c == NULL || c->user_closed || c->in_close_cb)
+        return;
+    struct wsclient *w = c->w;
+    c->user_closed = true;
+    pthread_mutex_lock(&w->mu);
+    bool wake = false;
+    if (!c->gone) {
+        c->rq_close = true;
+        wake = rq_link_locked(w, c);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (wake && !w->freeing)
+        lws_cancel_service(w->ctx);
+}
+
+void
+wsclient_get_stats(struct wsclient *w, struct wsclient_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mu);
+    out->queued = w->queued;
+    out->queued_peak = w->queued_peak;
+    out->messages = w->messages;
+    out->pauses = w->pauses;
+    out->conns = w->nconns;
+    pthread_mutex_unlock(&w->mu);
+}
