@@ -245,7 +245,12 @@ dw_on_entry(void *ud, const struct rs_entry *e)
     char *loc = NULL;
     int rc;
 
-    if (rs_url_resolve(w->url, e->loc, &loc) != 0 || !rs_url_is_http(loc)) {
+    rc = rs_url_resolve(w->url, e->loc, &loc);
+    if (rc == RS_ENOMEM) {
+        w->cb_rc = dw_fail(w, rc, "out of memory", NULL);
+        return 1;
+    }
+    if (rc != 0 || !rs_url_is_http(loc)) {
         rs_free(loc);
         w->cb_rc = dw_fail(w, RS_EINVALID, "an entry's <loc> is not an "
                            "http(s) URL:", e->loc);
@@ -281,8 +286,15 @@ dw_on_end(void *ud, const struct rs_head *h)
 {
     struct docwalk *w = ud;
     const struct rs_link *next = rs_links_find(h->links, h->nlinks, "next");
+    int rc = 0;
 
-    if (next != NULL && rs_url_resolve(w->url, next->href, &w->next) != 0) {
+    if (next != NULL)
+        rc = rs_url_resolve(w->url, next->href, &w->next);
+    if (rc == RS_ENOMEM) {
+        w->cb_rc = dw_fail(w, rc, "out of memory", NULL);
+        return 1;
+    }
+    if (rc != 0) {
         w->cb_rc = dw_fail(w, RS_EINVALID, "bad rel=\"next\"", next->href);
         return 1;
     }
