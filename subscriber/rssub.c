@@ -70,6 +70,7 @@ static struct {
     bool dump;
     bool strict;
     bool push;
+    char *transport;
     struct rs_config_hostport callback_listen;
     char *callback_url;
     int64_t lease_ms;
@@ -134,6 +135,10 @@ static const struct rs_config_opt options[] = {
                    "safe; a crash of the process is safe without it)"),
     RS_CONFIG_BOOL("strict", 0, &conf.strict, "false",
                    "treat document warnings as errors"),
+    RS_CONFIG_STRING("transport", 0, &conf.transport, "KIND", "auto",
+                     "how changes come: auto (WebSocket, else WebSub with "
+                     "--callback-listen, else polling), websocket, websub or "
+                     "poll"),
     RS_CONFIG_BOOL("push", 0, &conf.push, "true",
                    "follow push channels (--no-push: poll Change Lists)"),
     RS_CONFIG_HOSTPORT("callback-listen", 0, &conf.callback_listen, NULL,
@@ -748,14 +753,35 @@ on_websub_state(void *ud, const char *topic, enum hubsub_state st,
 {
     static const char *const names[] = { "active", "denied", "failed",
                                          "expired", "unsubscribed" };
-    (void)ud;
+    struct sub *s = ud;
+    int i;
+
     rs_log_kv(st == HUBSUB_ACTIVE ? RS_LOG_INFO : RS_LOG_WARN,
               "websub subscription", "topic", topic, "state", names[st],
               "why", why, NULL);
+    /* Until the hub verified us, nothing was delivered: what changed
+     * before (since the pull at start, or while the lease had run out)
+     * comes from the Change Lists. */
+    if (st == HUBSUB_ACTIVE && (i = set_of_follow(s, topic)) >= 0)
+        queue_pull(s, i, PULL_CHANGES, WHY_GAP);
+}
+
+static bool
+want_ws(void)
+{
+    return conf.push && (strcmp(conf.transport, "auto") == 0 ||
+                         strcmp(conf.transport, "websocket") == 0);
+}
+
+static bool
+want_websub(void)
+{
+    return conf.push && (strcmp(conf.transport, "auto") == 0 ||
+                         strcmp(conf.transport, "websub") == 0);
 }
 
 /* Set up how each set is followed: WebSocket when offered, else WebSub
- * when we can receive callbacks, else polling. */
+ * when we can receive callbacks, else polling (--transport narrows it). */
 static int
 setup_follow(struct sub *s)
 {
@@ -765,7 +791,7 @@ setup_follow(struct sub *s)
         const char *fw[2] = { st->d->ws[DISCOVERY_FRAMEWORK], NULL };
         const char *const *change_ws = chg;
         char err[256];
-        bool ws = conf.push && s->ws != NULL &&
+        bool ws = want_ws() && s->ws != NULL &&
                   (chg[0] != NULL || (!list_empty(conf.channels) && i == 0));
 
         if (!list_empty(conf.channels) && i == 0)
@@ -798,7 +824,7 @@ setup_follow(struct sub *s)
                       NULL);
             continue;
         }
-        if (conf.push && s->hubsub != NULL) {
+        if (want_websub() && s->hubsub != NULL) {
             for (int k = 0; k < 2; k++) {
                 if (st->d->topic[k] == NULL)
                     continue;
@@ -816,6 +842,7 @@ setup_follow(struct sub *s)
         st->polling = true;
         rs_log_kv(RS_LOG_INFO, "polling change lists", "caplist",
                   st->d->caplist, "reason", !conf.push ? "--no-push"
+                  : strcmp(conf.transport, "poll") == 0 ? "--transport poll"
                   : st->d->topic[0] != NULL ? "websub offered but no "
                   "--callback-listen" : "no push channel offered", NULL);
     }
@@ -1523,6 +1550,20 @@ setup(struct sub *s)
         rs_log_kv(RS_LOG_ERROR, "cannot serve metrics", "listen",
                   "--metrics-listen", "error", strerror(errno), NULL);
         return 1;
+    }
+    if (strcmp(conf.transport, "auto") != 0 &&
+        strcmp(conf.transport, "websocket") != 0 &&
+        strcmp(conf.transport, "websub") != 0 &&
+        strcmp(conf.transport, "poll") != 0) {
+        rs_log_kv(RS_LOG_ERROR, "--transport is auto, websocket, websub or "
+                  "poll", "transport", conf.transport, NULL);
+        return 2;
+    }
+    if (strcmp(conf.transport, "websub") == 0 &&
+        !rs_config_is_set(the_cfg, "callback-listen")) {
+        rs_log_kv(RS_LOG_ERROR, "--transport websub needs --callback-listen",
+                  NULL);
+        return 2;
     }
     if (s->cmd == CMD_RUN && conf.push) {
         struct wsclient_opts wo = { .base = s->base };
