@@ -174,6 +174,8 @@ on_ws_open(void *ud, struct wsclient_conn *conn)
     c->open = true;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
     c->f->st.connected[c->kind] = true;
+    if (c->kind == DISCOVERY_CHANGE)
+        c->f->st.down_since = RS_TIME_NONE;
     if (c->f->o.on_channel != NULL)
         c->f->o.on_channel(c->f->o.ud, c->uris[c->cur], true, 0, "");
 }
@@ -201,6 +203,8 @@ on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
     c->conn = NULL;
     c->open = false;
     f->st.connected[c->kind] = false;
+    if (c->kind == DISCOVERY_CHANGE && f->st.down_since == RS_TIME_NONE)
+        f->st.down_since = rs_time_now();
     if (code == WSCLIENT_CANCELLED)
         return;                       /* wsclient_free: we are stopping */
     if (f->o.on_channel != NULL)
@@ -319,6 +323,7 @@ follow_new(const struct follow_opts *o, char *err, size_t errsz)
     f->o.key = NULL;                  /* copied into each channel's key */
     f->o.change_ws = f->o.framework_ws = NULL;
     f->source_dt = RS_TIME_NONE;
+    f->st.down_since = RS_TIME_NONE;
     rc = chan_init(f, &f->ch[DISCOVERY_CHANGE], DISCOVERY_CHANGE,
                    o->change_ws, o->key);
     if (rc == 0)
@@ -375,6 +380,8 @@ follow_start(struct follow *f, rs_time_t mark)
             rs_free(id);
         }
         c->mark = mark;
+        if (k == DISCOVERY_CHANGE)
+            f->st.down_since = rs_time_now();   /* until it opens */
         chan_connect(c);
     }
 }

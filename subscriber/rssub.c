@@ -75,6 +75,7 @@ static struct {
     char *callback_url;
     int64_t lease_ms;
     int64_t poll_ms;
+    int64_t push_timeout_ms;
     int64_t pull_ms;
     int64_t audit_ms;
     bool audit_fix;
@@ -151,6 +152,9 @@ static const struct rs_config_opt options[] = {
                        "WebSub lease asked for (0: the hub's choice)"),
     RS_CONFIG_DURATION("poll-interval", 0, &conf.poll_ms, "30s", 100, 86400000,
                        "without push, pull Change Lists this often"),
+    RS_CONFIG_DURATION("push-timeout", 0, &conf.push_timeout_ms, "30s", 0,
+                       86400000, "a WebSocket channel down this long: poll "
+                       "Change Lists (every --poll-interval) until it is back"),
     RS_CONFIG_DURATION("pull-interval", 0, &conf.pull_ms, "10m", 0, 0,
                        "with push, also pull Change Lists this often, as a "
                        "safety net (0: never)"),
@@ -858,9 +862,20 @@ on_poll(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    for (size_t i = 0; i < s->nsets; i++)
-        if (s->sets[i].polling)
+    for (size_t i = 0; i < s->nsets; i++) {
+        struct follow_stats fs;
+        bool down = false;
+
+        if (s->sets[i].follow != NULL) {
+            follow_stats(s->sets[i].follow, &fs);
+            down = fs.down_since != RS_TIME_NONE &&
+                   rs_time_now() - fs.down_since >
+                   (rs_time_t)conf.push_timeout_ms * 1000;
+        }
+        /* A hub out of reach must not stall the mirror: pull meanwhile. */
+        if (s->sets[i].polling || down)
             queue_pull(s, (int)i, PULL_CHANGES, WHY_POLL);
+    }
 }
 
 static void
