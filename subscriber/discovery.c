@@ -37,6 +37,8 @@ struct discovery {
     struct event *ev_start;
     struct rs_http_req *req;
     bool busy, fallback_done;
+    bool freed;                   /* discovery_free ran while req was out:
+                                     its on_done frees d */
     char *start;
     struct probe probes[DISC_MAX_PROBES];
     size_t nprobes, next;         /* probes[next..nprobes) still to read */
@@ -294,6 +296,17 @@ looks_xml(const char *ct, const char *body, size_t len)
 static void probe_next(struct discovery *d);
 
 static void
+disc_destroy(struct discovery *d)
+{
+    event_free(d->ev_start);
+    for (size_t i = 0; i < d->nprobes; i++)
+        rs_free(d->probes[i].url);
+    discovery_result_free(d->res);
+    rs_free(d->start);
+    rs_free(d);
+}
+
+static void
 finish(struct discovery *d, int rc, const char *err)
 {
     struct discovery_result *res = d->res;
@@ -321,10 +334,20 @@ on_probe_done(void *ud, struct rs_http_req *req,
     char msg[300];
     int rc = 0;
 
-    if (res->rc == RS_ECANCELED)
-        return;                  /* discovery_free: d is gone */
     d->req = NULL;
+    if (d->freed) {
+        disc_destroy(d);          /* discovery_free: no callback */
+        return;
+    }
     p = &d->probes[d->next - 1];
+    if (res->rc == RS_ECANCELED) {
+        /* rs_http_free under us: the callback still runs, once */
+        char err[1200];
+        snprintf(err, sizeof(err), "discovery from %s cancelled at %s",
+                 d->start, p->url);
+        finish(d, RS_ECANCELED, err);
+        return;
+    }
     url = res->effective_url ? res->effective_url : p->url;
     lc = (struct link_ctx){ d, url, 0 };
     if (res->rc != 0 && res->rc != RS_ETOOBIG) {
@@ -443,16 +466,15 @@ discovery_new(struct event_base *base, struct rs_http *http,
 void
 discovery_free(struct discovery *d)
 {
-    if (d == NULL)
+    if (d == NULL || d->freed)
         return;
-    if (d->req != NULL)
-        rs_http_cancel(d->req);   /* its on_done sees RS_ECANCELED: no use of d */
-    event_free(d->ev_start);
-    for (size_t i = 0; i < d->nprobes; i++)
-        rs_free(d->probes[i].url);
-    discovery_result_free(d->res);
-    rs_free(d->start);
-    rs_free(d);
+    if (d->req != NULL) {
+        /* Its on_done (from the loop, or from rs_http_free) frees d. */
+        d->freed = true;
+        rs_http_cancel(d->req);
+        return;
+    }
+    disc_destroy(d);
 }
 
 int
