@@ -91,9 +91,13 @@ probe_add(struct discovery *d, const char *base, const char *ref,
           enum probe_kind kind)
 {
     char *url = NULL;
+    int rc;
 
     if (base != NULL) {
-        if (rs_url_resolve(base, ref, &url) != 0)
+        rc = rs_url_resolve(base, ref, &url);
+        if (rc == RS_ENOMEM)
+            return rc;
+        if (rc != 0)
             return 0;                   /* not a URL: ignore it */
     } else if ((url = rs_strdup(ref)) == NULL) {
         return RS_ENOMEM;
@@ -200,7 +204,10 @@ read_doc(struct discovery *d, const char *url,
     const struct rs_link *up;
     int rc;
 
-    if (rs_doc_parse(body, len, &po, &doc, &diag) != 0) {
+    rc = rs_doc_parse(body, len, &po, &doc, &diag);
+    if (rc == RS_ENOMEM)
+        return rc;
+    if (rc != 0) {
         char msg[300];
         snprintf(msg, sizeof(msg), "not a ResourceSync document (line %u: "
                  "%s)", diag.line, diag.msg);
@@ -403,7 +410,12 @@ probe_next(struct discovery *d)
     if (d->next == d->nprobes && d->res->nsets == 0 && !d->fallback_done) {
         char *origin = NULL;
         d->fallback_done = true;
-        if (rs_url_origin(d->start, &origin) == 0) {
+        rc = rs_url_origin(d->start, &origin);
+        if (rc == RS_ENOMEM) {
+            finish(d, rc, "out of memory");
+            return;
+        }
+        if (rc == 0) {
             rc = probe_add(d, origin, "/.well-known/resourcesync", PROBE_ANY);
             if (rc == 0)
                 rc = probe_add(d, origin, "/robots.txt", PROBE_ROBOTS);
@@ -493,8 +505,11 @@ discovery_start(struct discovery *d, const char *url)
     if ((d->start = rs_strdup(url)) == NULL ||
         (d->res = rs_calloc(1, sizeof(*d->res))) == NULL)
         return RS_ENOMEM;
-    if ((rc = probe_add(d, NULL, url, PROBE_ANY)) != 0)
+    if ((rc = probe_add(d, NULL, url, PROBE_ANY)) != 0) {
+        discovery_result_free(d->res);   /* a later start allocates anew */
+        d->res = NULL;
         return rc;
+    }
     d->busy = true;
     evtimer_add(d->ev_start, &now);
     return 0;
