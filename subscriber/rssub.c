@@ -1676,8 +1676,15 @@ print_pos(void *ud, const struct ledger_pos *p)
         snprintf(a, sizeof(a), "-");
     if (rs_time_format(p->updated_at, b) == 0)
         snprintf(b, sizeof(b), "-");
-    printf("position %s id=%s change=%s updated=%s\n", p->channel,
-           p->id != NULL ? p->id : "-", a, b);
+    /* The age of the newest change taken: how far behind the Source the
+     * mirror could be, at most, when nothing is pending. */
+    if (p->dt != RS_TIME_NONE)
+        printf("position %s id=%s change=%s updated=%s age=%.1fs\n",
+               p->channel, p->id != NULL ? p->id : "-", a, b,
+               (double)(rs_time_now() - p->dt) / 1e6);
+    else
+        printf("position %s id=%s change=- updated=%s\n", p->channel,
+               p->id != NULL ? p->id : "-", b);
     return 0;
 }
 
