@@ -70,11 +70,11 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
                        "on SIGTERM, how long to wait for in-flight work"),
     RS_CONFIG_LIST("callback-allow", 0, &conf.callback_allow, "CIDR", NULL,
-                   "permit WebSub callbacks in this network (repeatable; wins "
-                   "over the deny list)"),
+                   "permit WebSub callbacks in this network (wins over the "
+                   "deny list)"),
     RS_CONFIG_LIST("callback-deny", 0, &conf.callback_deny, "CIDR", NULL,
-                   "also refuse callbacks in this network (repeatable; loopback, "
-                   "private and link-local ranges are always denied unless allowed)"),
+                   "also refuse callbacks in this network (loopback, private "
+                   "and link-local ranges are always denied unless allowed)"),
     RS_CONFIG_DURATION("lease-min", 0, &conf.lease_min_ms, "1m", 1000, INT64_MAX,
                        "shortest WebSub lease granted"),
     RS_CONFIG_DURATION("lease-max", 0, &conf.lease_max_ms, "30d", 1000, INT64_MAX,

@@ -8,7 +8,7 @@
  *
  * Exit status: 0 success (audit: in sync), 1 failure (audit: differences;
  * sync: resources that could not be mirrored), 2 usage or configuration,
- * 3 audit could not complete.
+ * 3 audit or status could not complete.
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -597,6 +597,8 @@ run_queue(struct sub *s)
             if (j.kind == PULL_RECONCILE && st->baselined)
                 rs_metrics_counter_inc(s->m_fallback[1]);
         }
+        if (j.why == WHY_POLL && j.kind == PULL_CHANGES)
+            rs_metrics_counter_inc(s->m_fallback[3]);
         s->pull_why = j.why;
         s->pulling = j.set;
         if (j.kind == PULL_RECONCILE && !st->baselined && conf.dump &&
@@ -740,6 +742,9 @@ on_websub(void *ud, const struct hubsub_msg *m)
 
     if (i < 0 || s->sets[i].follow == NULL)
         return 0;                    /* not ours any more: drop it */
+    /* X-Hub-Id is not used to drop repeats: a delivery answered 503 comes
+     * again with the same id, and must be taken then. Repeats are cheap:
+     * the per-resource rules skip what the mirror holds. */
     rc = follow_take(s->sets[i].follow, m->body, m->len, "push");
     if (rc == RS_EINVALID) {
         rs_log_kv(RS_LOG_WARN, "refused a notification that is not one",
@@ -1363,6 +1368,14 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     for (size_t i = 0; i < s->nsets; i++) {
         follow_free(s->sets[i].follow);
         s->sets[i].follow = NULL;
+        /* The next start subscribes afresh (and pulls what it missed):
+         * tell the hub to stop delivering to this callback now, best
+         * effort within the drain, rather than have it retry a path that
+         * answers 410 until the lease ends. */
+        for (int k = 0; k < 2; k++)
+            if (s->sets[i].websub[k] && s->hubsub != NULL &&
+                hubsub_unsubscribe(s->hubsub, s->sets[i].d->topic[k]) == 0)
+                s->sets[i].websub[k] = false;
     }
     if (s->pulling >= 0) {
         pull_free(s->pull);          /* abandoned: the next start redoes it */
