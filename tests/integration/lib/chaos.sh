@@ -1,0 +1,584 @@
+# shellcheck shell=bash
+# chaos.sh - the chaos scenario shared by tests/integration/test_chaos.sh
+# (CI, about two minutes) and tests/soak/chaos.sh (--minutes N): a seeded
+# writer changing a 2,000-file Source, two rshub nodes on one persistent
+# Redis, three rssub mirrors (WebSocket over both nodes, WebSub, polling),
+# and seeded kill -9 / restart / SIGSTOP events; then the mirrors must
+# converge, audit clean, and no acknowledged notification may be lost.
+# Sourced after common.sh, source.sh and sub.sh (their trap stops every
+# process started here, by recorded PID). Reproduce a run: RS_CHAOS_SEED.
+# The arrays and counters used here unseen (HUB_PID, HUB_ASAN_DONE,
+# pass, fail...) are common.sh's and source.sh's, associative arrays:
+# shellcheck disable=SC2004,SC2034,SC2154
+
+CHAOS_SEED=${RS_CHAOS_SEED:-20261122}
+CHAOS_CONVERGE_SECS=${RS_CHAOS_CONVERGE_SECS:-60}
+# The backlog is small so that a paused mirror really falls behind it.
+CHAOS_BACKLOG=200
+# Small slow-consumer limits: a paused mirror is cut (4002) within
+# seconds, not only once megabytes are queued for it.
+CHAOS_HUB_ARGS=(--open --backlog-max "$CHAOS_BACKLOG"
+                --ws-soft-limit 64K --ws-soft-time 1s --ws-hard-limit 1M
+                --callback-allow 127.0.0.0/8 --verify-timeout 2s
+                --delivery-timeout 2s --retry-max-delay 1s --lease-min 1s)
+CHAOS_SRC=$TMP/src
+CHAOS_MIRRORS=(ws websub poll)
+declare -A CH_COUNT CH_CONV MIR_ARGS
+CH_EVENTS=()       # "T+SECS kind detail", in order
+CHAOS_T0=
+
+# ------------------------------------------------------------ the writer
+
+# The seeded writer, CHAOS_WRITER_PY ROOT SEED MODE ...:
+#   init N          N files in ROOT/d0..d9/s0..s9 (one seed, one tree)
+#   run STOP OUT    change the tree until the file STOP exists, then
+#                   write "creates=N updates=N ..." to OUT
+#   flood STOP N    at most N bursts, 20 ms apart, until STOP: each
+#                   rewrites 50 of ROOT/flood/fK.txt (K < 200), a large
+#                   notification that fills a paused client's queue fast
+# run keeps its own list of the tree (it is the only writer under d*), so
+# the sequence of changes depends on the seed only, not on timing. Moves
+# rename files and whole directories; names never change kind (f* files,
+# d*/s*/m* directories), so no path is a file and a directory in turn.
+CHAOS_WRITER_PY=$(cat <<'EOF'
+import os, random, shutil, sys, time
+root, seed, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rng = random.Random(seed)
+serial = [0]
+def name(prefix, ext=""):
+    serial[0] += 1
+    return "%s%d-%d%s" % (prefix, seed % 1000, serial[0], ext)
+def body():
+    r = rng.random()
+    if r < 0.4:
+        return rng.randbytes(rng.choice([0, 1, 100, 1000, 4096, 20000, 65536]))
+    return ("line %d\n" % rng.randrange(10**9) * rng.randrange(1, 60)).encode()
+def write(p, data, mode="wb"):
+    with open(p, mode) as f:
+        f.write(data)
+if mode == "init":
+    for i in range(int(sys.argv[4])):
+        d = os.path.join(root, "d%d" % (i % 10), "s%d" % (i // 10 % 10))
+        os.makedirs(d, exist_ok=True)
+        write(os.path.join(d, "f%d.%s" % (i, rng.choice(["txt", "bin"]))), body())
+    sys.exit(0)
+if mode == "flood":
+    stop, n = sys.argv[4], int(sys.argv[5])
+    d = os.path.join(root, "flood")
+    os.makedirs(d, exist_ok=True)
+    for i in range(n):
+        if os.path.exists(stop):
+            break
+        for j in range(50):
+            k = (i * 50 + j) % 200
+            write(os.path.join(d, "f%d.txt" % k), b"flood %d %d\n" % (i, j))
+        time.sleep(0.02)
+    sys.exit(0)
+stop, out = sys.argv[4], sys.argv[5]
+files, dirs = [], set()
+for d, ds, fs in os.walk(root):
+    ds[:] = sorted(x for x in ds if x != "flood")
+    rel = os.path.relpath(d, root)
+    if rel.count("/") == 1:
+        dirs.add(rel)
+    files += [os.path.join(rel, f) for f in sorted(fs)] if rel != "." else []
+files.sort()
+dirs = sorted(dirs)
+cnt = dict(creates=0, updates=0, moves=0, deletes=0, dirmoves=0, dirdeletes=0,
+           bursts=0)
+def op():
+    r = rng.random()
+    if len(files) > 2100 and r < 0.30:
+        r = 0.80                      # keep the tree near 2,000 files:
+    elif len(files) < 1900 and r >= 0.72:
+        r = 0.0                       # deletions turn into creations
+    if r < 0.30 or not files:
+        d = rng.choice(dirs)
+        p = os.path.join(d, name("f", rng.choice([".txt", ".bin"])))
+        write(os.path.join(root, p), body())
+        files.append(p)
+        cnt["creates"] += 1
+    elif r < 0.60:
+        p = rng.choice(files)
+        write(os.path.join(root, p), body(), rng.choice(["wb", "ab"]))
+        cnt["updates"] += 1
+    elif r < 0.72:
+        i = rng.randrange(len(files))
+        q = os.path.join(rng.choice(dirs), name("f", ".txt"))
+        os.rename(os.path.join(root, files[i]), os.path.join(root, q))
+        files[i] = q
+        cnt["moves"] += 1
+    elif r < 0.92:
+        p = files.pop(rng.randrange(len(files)))
+        os.unlink(os.path.join(root, p))
+        cnt["deletes"] += 1
+    elif r < 0.97 and len(dirs) > 20:
+        d = dirs.pop(rng.randrange(len(dirs)))
+        q = os.path.join("d%d" % rng.randrange(10), name("m"))
+        os.rename(os.path.join(root, d), os.path.join(root, q))
+        files[:] = [q + f[len(d):] if f.startswith(d + "/") else f
+                    for f in files]
+        dirs.append(q)
+        cnt["dirmoves"] += 1
+    elif r < 0.985 and len(dirs) > 20:
+        d = dirs.pop(rng.randrange(len(dirs)))
+        shutil.rmtree(os.path.join(root, d))
+        files[:] = [f for f in files if not f.startswith(d + "/")]
+        cnt["dirdeletes"] += 1
+    else:
+        d = os.path.join("d%d" % rng.randrange(10), name("m"))
+        os.makedirs(os.path.join(root, d))
+        dirs.append(d)
+while not os.path.exists(stop):
+    if rng.random() < 0.04:
+        cnt["bursts"] += 1
+        for _ in range(rng.randint(20, 150)):
+            op()
+    else:
+        op()
+    time.sleep(rng.uniform(0.01, 0.12))
+with open(out, "w") as f:
+    f.write(" ".join("%s=%d" % kv for kv in cnt.items()) + " files=%d\n" % len(files))
+EOF
+)
+
+# ------------------------------------------------------------- helpers
+
+# rnd N: R = a seeded random number in [0, N) (bash's RANDOM, seeded in
+# chaos_setup; never called in a subshell, or the sequence would fork).
+rnd() { R=$((RANDOM % $1)); }
+# rnd_secs MIN_TENTHS SPAN_TENTHS: S = MIN + [0, SPAN) tenths of a second
+rnd_secs() {
+    rnd "$2"
+    S=$((($1 + R) / 10)).$((($1 + R) % 10))
+}
+elapsed() { echo $((SECONDS - CHAOS_T0)); }
+event() {
+    CH_COUNT[$1]=$((${CH_COUNT[$1]:-0} + 1))
+    CH_EVENTS+=("T+$(elapsed)s $*")
+    echo "     chaos T+$(elapsed)s: $*"
+}
+# id_ge A B: hub id A >= B (<ms>-<seq>)
+id_ge() {
+    local a=${1%-*} b=${2%-*}
+    [ "$a" -gt "$b" ] || { [ "$a" -eq "$b" ] && [ "${1#*-}" -ge "${2#*-}" ]; }
+}
+# free_port: a TCP port nobody listens on now (for the WebSub mirror's
+# callback, which must keep its URL across restarts)
+free_port() {
+    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# ------------------------------------------------------------- daemons
+
+chaos_hub_start() {
+    local n=$1
+    if [ -n "${CH_HUB_HTTP[$n]:-}" ]; then
+        hub_start "$n" "${CHAOS_HUB_ARGS[@]}" --listen "127.0.0.1:${CH_HUB_HTTP[$n]}" \
+            --ws-listen "127.0.0.1:${CH_HUB_WS[$n]}"
+    else
+        hub_start "$n" "${CHAOS_HUB_ARGS[@]}" || return 1
+        CH_HUB_HTTP[$n]=${HUB_HTTP[$n]}
+        CH_HUB_WS[$n]=${HUB_WS[$n]}
+    fi
+}
+declare -A CH_HUB_HTTP CH_HUB_WS
+
+chaos_src_start() {
+    # --log-level debug: rssource logs the id of every notification the
+    # hub acknowledged ("notification accepted"), the loss check's input
+    SRC_PORT=${CH_SRC_PORT:-0} src_start s "$CHAOS_SRC" \
+        --hub "http://127.0.0.1:${CH_HUB_HTTP[A]}/hub" --retry-max 500ms \
+        --resourcelist-refresh 5s --log-level debug || return 1
+    CH_SRC_PORT=${SRC_HTTP[s]}
+}
+
+# chaos_mirror_start NAME: rssub run for mirror NAME (its options in
+# MIR_ARGS); a check that it got ready, failing without stopping the run.
+chaos_mirror_start() {
+    local m=$1 args
+    read -r -a args <<<"${MIR_ARGS[$m]}"
+    mkdir -p "$TMP/$m"
+    # debug: every resource's outcome is logged, for the post-mortem
+    if sub_start "$m" "$CH_BASE" "$TMP/$m/mirror" "$TMP/$m.db" "${args[@]}" \
+            --log-level debug; then
+        return 0
+    fi
+    bad "$m: rssub run is not ready within ${SUB_READY_SECS:-60} s (T+$(elapsed)s)" \
+        "$(grep -v 'framework notification' "${SUB_LOG[$m]}" | tail -n 15)"
+    return 1
+}
+
+# chaos_alive: every daemon that should run does; one that exited on its
+# own is a failure (its log tail shown) and is started again so that the
+# run goes on.
+chaos_alive() {
+    local k pid rc
+    for k in A B; do
+        pid=${HUB_PID[$k]:-}
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid" 2>/dev/null
+            rc=$?
+            bad "rshub $k exited on its own (status $rc, T+$(elapsed)s)" \
+                "$(tail -n 30 "${HUB_LOG[$k]}")"
+            HUB_PID[$k]=
+            chaos_hub_start "$k" || bad "rshub $k restarts"
+        fi
+    done
+    pid=${SRC_PID[s]:-}
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+        wait "$pid" 2>/dev/null
+        rc=$?
+        bad "rssource exited on its own (status $rc, T+$(elapsed)s)" \
+            "$(tail -n 30 "${SRC_LOG[s]}")"
+        SRC_PID[s]=
+        chaos_src_start || bad "rssource restarts"
+    fi
+    for k in "${CHAOS_MIRRORS[@]}"; do
+        pid=${SUB_PID[$k]:-}
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid" 2>/dev/null
+            rc=$?
+            bad "rssub $k exited on its own (status $rc, T+$(elapsed)s)" \
+                "$(grep -v 'framework notification' "${SUB_LOG[$k]}" | tail -n 30)"
+            SUB_PID[$k]=
+            chaos_mirror_start "$k"
+        fi
+    done
+    if ! kill -0 "$REDIS_PID" 2>/dev/null; then
+        bad "redis-server exited on its own (T+$(elapsed)s)" \
+            "$(tail -n 20 "$REDIS_DIR/redis.log")"
+        redis_start || bad "redis-server restarts"
+    fi
+}
+
+# ---------------------------------------------------------------- setup
+
+# chaos_setup: Redis (append-only, fsync always), rshub A and B, the
+# 2,000-file Source, rssource pushing to A, three mirrors, their
+# baselines. Fails (returns 1) only when the run cannot go on at all.
+chaos_setup() {
+    RANDOM=$CHAOS_SEED
+    note "chaos seed $CHAOS_SEED (RS_CHAOS_SEED=$CHAOS_SEED reproduces the schedule and the writes)"
+    redis_start persist || { bad "redis-server starts"; return 1; }
+    chaos_hub_start A || { bad "rshub A starts"; return 1; }
+    chaos_hub_start B || { bad "rshub B starts"; return 1; }
+    mkdir -p "$CHAOS_SRC"
+    "$PY" -c "$CHAOS_WRITER_PY" "$CHAOS_SRC" "$CHAOS_SEED" init 2000 ||
+        { bad "the Source's 2,000 files are written"; return 1; }
+    chaos_src_start || { bad "rssource starts"; return 1; }
+    CH_BASE=$(src_url s)
+    # the hub's channel is advertised once rssource has published once
+    mkdir -p "$CHAOS_SRC/flood"
+    printf 'first\n' >"$CHAOS_SRC/flood/f0.txt"
+    if ! wait_until 20 caplist_ws s change-notification >/dev/null; then
+        bad "rssource advertises the hub's WebSocket channel"
+        return 1
+    fi
+    CH_CHAN=$(caplist_ws s change-notification)
+    MIR_ARGS[ws]="--channel ws://127.0.0.1:${CH_HUB_WS[A]}/channel/$CH_CHAN --channel ws://127.0.0.1:${CH_HUB_WS[B]}/channel/$CH_CHAN"
+    # rssub prefers WebSocket when the Capability List offers it (and
+    # rssource's does): --transport websub makes this one a WebSub mirror
+    # WebSub has no gap signal: a delivery the hub trimmed before it could
+    # send it (it logs "fell behind the backlog") is found by the safety
+    # pull (docs/subscriber.md, Limits known), so this mirror has one
+    # well inside the convergence bound; the WebSocket mirror keeps the
+    # default (10 min): it must converge by push and gap pulls alone.
+    MIR_ARGS[websub]="--transport websub --callback-listen 127.0.0.1:$(free_port) --pull-interval 20s"
+    MIR_ARGS[poll]="--no-push --poll-interval 500ms"
+    local m t
+    for m in "${CHAOS_MIRRORS[@]}"; do
+        t=$SECONDS
+        if chaos_mirror_start "$m"; then
+            ok "$m: rssub run: baseline of 2,000 files applied ($((SECONDS - t)) s)"
+        fi
+    done
+    check "websub: the mirror follows by WebSub" \
+        grep -Eq 'msg="?following"? .*websub=' "${SUB_LOG[websub]}"
+    check "ws: the mirror follows both hub nodes' channel" \
+        grep -Eq 'msg="?channel connected"? uri=ws://.*'"$CH_CHAN" "${SUB_LOG[ws]}"
+    check "poll: the mirror polls (--no-push)" \
+        grep -Eq 'msg="?polling change lists"?.*no-push' "${SUB_LOG[poll]}"
+    return 0
+}
+
+# -------------------------------------------------------------- events
+
+ev_hub() {
+    local n
+    rnd 2
+    n=$([ "$R" = 0 ] && echo A || echo B)
+    rnd_secs 3 25
+    event hub "kill -9 rshub $n, restart after $S s"
+    hub_kill9 "$n"
+    sleep "$S"
+    chaos_hub_start "$n" || bad "rshub $n restarts on its ports (T+$(elapsed)s)"
+}
+
+ev_mirror() {
+    rnd 3
+    local m=${CHAOS_MIRRORS[$R]}
+    rnd_secs 3 20
+    event mirror "kill -9 rssub $m, restart after $S s"
+    sub_stop "$m" KILL
+    sleep "$S"
+    chaos_mirror_start "$m"
+}
+
+ev_source() {
+    rnd_secs 3 20
+    event source "kill -9 rssource, restart after $S s"
+    src_stop s KILL
+    sleep "$S"
+    chaos_src_start || bad "rssource restarts on its port (T+$(elapsed)s)"
+}
+
+ev_redis() {
+    rnd_secs 3 20
+    event redis "kill -9 redis-server, restart after $S s (appendfsync always)"
+    kill -KILL "$REDIS_PID" 2>/dev/null
+    wait "$REDIS_PID" 2>/dev/null
+    sleep "$S"
+    redis_start || bad "redis-server restarts (T+$(elapsed)s)"
+}
+
+# drops: slow-consumer cuts (4002) both hub nodes made (this run of each)
+drops() {
+    local k n t=0
+    for k in A B; do
+        n=$(ht metrics --http "${CH_HUB_HTTP[$k]}" \
+            --get rshub_ws_slow_consumer_drops_total 2>/dev/null)
+        t=$((t + ${n:-0}))
+    done
+    echo "$t"
+}
+# trimmed_past ID: the hub's backlog was trimmed through ID or later
+trimmed_past() {
+    local tt
+    tt=$(ht topic --http "${CH_HUB_HTTP[B]}" --name "$CH_CHAN" \
+        --get backlog.trimmed_through 2>/dev/null)
+    [ -n "$tt" ] && [ "$tt" != null ] && id_ge "$tt" "$1"
+}
+# ev_trim: SIGSTOP the WebSocket mirror and flood the Source until a hub
+# cut it as a slow consumer (its queue over --ws-soft-limit), and then
+# until the backlog is trimmed past the newest id the hub held at that
+# moment: what the mirror did not get is gone from the hub. SIGCONT: it
+# reconnects with since= and must be told 4001 and pull.
+ev_trim() {
+    local last d0 i=0 stop=$TMP/flood.stop cut=no
+    [ -n "${SUB_PID[ws]:-}" ] || { bad "trim: rssub ws is not running"; return; }
+    d0=$(drops)
+    event trim "SIGSTOP rssub ws until cut (4002) and trimmed past"
+    kill -STOP "${SUB_PID[ws]}"
+    rm -f "$stop"
+    rnd 1000
+    bg flood "$PY" -c "$CHAOS_WRITER_PY" "$CHAOS_SRC" "$R" flood "$stop" 6000
+    while [ "$i" -lt 300 ]; do
+        [ "$(drops)" -gt "$d0" ] && { cut=yes; break; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    local t1=$((i / 10))
+    last=$(ht topic --http "${CH_HUB_HTTP[B]}" --name "$CH_CHAN" \
+        --get backlog.last_id 2>/dev/null)
+    [ "$last" != null ] || last=
+    i=0
+    while [ "$i" -lt 300 ] && ! { [ -n "$last" ] && trimmed_past "$last"; }; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    touch "$stop"
+    bg_wait flood 10
+    if [ "$i" -ge 300 ]; then
+        bad "trim: the backlog was not trimmed past ${last:-?} within 30 s"
+    else
+        echo "     chaos T+$(elapsed)s: cut as a slow consumer: $cut (${t1} s); trimmed past $last (+$((i / 10)) s): SIGCONT"
+    fi
+    [ "$cut" = yes ] && CH_CUTS=$((${CH_CUTS:-0} + 1))
+    kill -CONT "${SUB_PID[ws]}"
+}
+
+ev_pause() {
+    rnd 3
+    local m=${CHAOS_MIRRORS[$R]}
+    rnd_secs 20 40
+    event pause "SIGSTOP rssub $m for $S s"
+    [ -n "${SUB_PID[$m]:-}" ] || { bad "pause: rssub $m is not running"; return; }
+    kill -STOP "${SUB_PID[$m]}"
+    sleep "$S"
+    kill -CONT "${SUB_PID[$m]}"
+}
+
+# chaos_run SECS: the writer runs while seeded events are injected for
+# SECS seconds: first each kind once (in a seeded order), then kinds at
+# random, 1-5 s apart.
+chaos_run() {
+    local secs=$1 kinds=(hub mirror source redis trim pause) order=() k i
+    CHAOS_T0=$SECONDS
+    rm -f "$TMP/writer.stop"
+    bg writer "$PY" -c "$CHAOS_WRITER_PY" "$CHAOS_SRC" "$CHAOS_SEED" run \
+        "$TMP/writer.stop" "$TMP/writer.out"
+    # a seeded shuffle (Fisher-Yates) of the kinds: the first round
+    order=("${kinds[@]}")
+    for ((i = ${#order[@]} - 1; i > 0; i--)); do
+        rnd $((i + 1))
+        k=${order[$i]}
+        order[i]=${order[$R]}
+        order[R]=$k
+    done
+    i=0
+    while [ "$(elapsed)" -lt "$secs" ]; do
+        rnd_secs 10 40
+        sleep "$S"
+        chaos_alive
+        if [ "$i" -lt "${#order[@]}" ]; then
+            k=${order[$i]}
+        else
+            rnd "${#kinds[@]}"
+            k=${kinds[$R]}
+        fi
+        i=$((i + 1))
+        "ev_$k"
+    done
+    chaos_alive
+    touch "$TMP/writer.stop"
+    if bg_wait writer 30 && [ "$WAIT_RC" = 0 ]; then
+        ok "the writer stopped: $(cat "$TMP/writer.out")"
+    else
+        bad "the writer ended badly (status $WAIT_RC)"
+    fi
+    CHAOS_WRITES=$(cat "$TMP/writer.out" 2>/dev/null)
+}
+
+# -------------------------------------------------------------- checks
+
+# chaos_converge: every mirror equals the Source (byte for byte, no
+# temp files) within CHAOS_CONVERGE_SECS of the writer's stop; the time
+# each took in CH_CONV.
+chaos_converge() {
+    local t0=$SECONDS m left=("${CHAOS_MIRRORS[@]}") still
+    while [ "${#left[@]}" -gt 0 ] && [ $((SECONDS - t0)) -lt "$CHAOS_CONVERGE_SECS" ]; do
+        still=()
+        for m in "${left[@]}"; do
+            if same_tree "$CHAOS_SRC" "$TMP/$m/mirror" >/dev/null 2>&1; then
+                CH_CONV[$m]=$((SECONDS - t0))
+            else
+                still+=("$m")
+            fi
+        done
+        left=("${still[@]}")
+        [ "${#left[@]}" -eq 0 ] || sleep 0.5
+    done
+    chaos_alive
+    for m in "${CHAOS_MIRRORS[@]}"; do
+        if [ -n "${CH_CONV[$m]:-}" ]; then
+            ok "$m: the mirror equals the Source (diff -r) ${CH_CONV[$m]} s after the writer stopped"
+        else
+            CH_CONV[$m]=never
+            bad "$m: the mirror does not equal the Source $CHAOS_CONVERGE_SECS s after the writer stopped" \
+                "$(same_tree "$CHAOS_SRC" "$TMP/$m/mirror" 2>&1; echo "log:";
+                   grep -v 'framework notification' "${SUB_LOG[$m]}" | tail -n 12)"
+        fi
+    done
+}
+
+# chaos_acked: the change notifications rssource says the hub accepted
+# (its log) are all durable in Redis: each id after the trim mark is in
+# the stream; and the WebSocket mirror's channel position reached the
+# newest of them.
+chaos_acked() {
+    local acked=$TMP/acked.ids stream=$TMP/stream.ids mark pos
+    grep -h 'msg="\?notification accepted' "${SRC_LOG[s]}" |
+        grep 'topic=change ' | sed -n 's/.* id=\([0-9]*-[0-9]*\).*/\1/p' >"$acked"
+    CH_ACKED=$(wc -l <"$acked")
+    if [ "$CH_ACKED" -eq 0 ]; then
+        bad "rssource logged no acknowledged change notification"
+        return
+    fi
+    mark=$(rcli get "rshub:t:$CH_CHAN")
+    rcli xrange "rshub:s:$CH_CHAN" - + COUNT 1000000 |
+        grep -E '^[0-9]+-[0-9]+$' >"$stream"
+    check "every acknowledged change notification ($CH_ACKED) after the trim mark (${mark:-none}) is in Redis's stream" \
+        "$PY" - "$acked" "$stream" "${mark:-0-0}" <<'EOF'
+import sys
+key = lambda s: tuple(int(x) for x in s.split("-"))
+acked = [l.strip() for l in open(sys.argv[1]) if l.strip()]
+have = set(l.strip() for l in open(sys.argv[2]))
+mark = key(sys.argv[3])
+lost = [a for a in acked if key(a) > mark and a not in have]
+if lost:
+    print("%d acknowledged ids are not in the stream: %s" % (len(lost), lost[:10]))
+    sys.exit(1)
+EOF
+    CH_LAST_ACK=$(sort -t- -k1,1n -k2,2n "$acked" | tail -n 1)
+    pos=$(sqlite3 -readonly "$TMP/ws.db" \
+        "select id from pos where channel like '%#change'" 2>&1)
+    check "ws: the mirror's channel position ($pos) reached the newest acknowledged id ($CH_LAST_ACK)" \
+        id_ge "${pos:-0-0}" "$CH_LAST_ACK"
+}
+
+# chaos_scan_logs: no sanitizer report in any log of any run (a daemon
+# killed and restarted appends to its log: every run is scanned).
+chaos_scan_logs() {
+    local pat='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|ERROR: ThreadSanitizer'
+    local f hits=()
+    for f in "${HUB_LOG[@]}" "${SRC_LOG[@]}" "${SUB_LOGS[@]}"; do
+        [ -f "$f" ] && grep -Eq "$pat" "$f" && hits+=("$f")
+    done
+    if [ "${#hits[@]}" -eq 0 ]; then
+        ok "no sanitizer report in any daemon's log (every run)"
+    else
+        bad "sanitizer report in: ${hits[*]}" \
+            "$(grep -E -A14 "$pat" "${hits[@]}" | head -n 40)"
+    fi
+}
+
+# chaos_finish_checks: stop the mirrors (exit 0), audit each, the loss
+# check, the log scan; then the summary.
+chaos_finish_checks() {
+    local m gaps
+    for m in "${CHAOS_MIRRORS[@]}"; do
+        [ -n "${SUB_PID[$m]:-}" ] || continue
+        sub_stop "$m"
+        if [ "$SUB_RC" = 0 ]; then
+            ok "$m: SIGTERM, exit 0"
+        else
+            bad "$m: SIGTERM, exit $SUB_RC, want 0" "$(tail -n 20 "${SUB_LOG[$m]}")"
+        fi
+        sub_cmd "$m.audit" audit "$CH_BASE" "$TMP/$m/mirror" "$TMP/$m.db"
+        if [ "$SUB_RC" = 0 ]; then
+            ok "$m: rssub audit exits 0"
+        else
+            bad "$m: rssub audit exits $SUB_RC, want 0" \
+                "$(head -n 20 "$TMP/$m.audit.out"; tail -n 10 "$TMP/$m.audit.log")"
+        fi
+    done
+    chaos_acked
+    src_stop s
+    expect_eq "rssource: SIGTERM, exit 0" "$SRC_RC" 0
+    SRC_ASAN_DONE[s]=1
+    for m in A B; do
+        hub_stop "$m"
+        expect_eq "rshub $m: SIGTERM, exit 0" "$HUB_RC" 0
+        HUB_ASAN_DONE[$m]=1
+    done
+    chaos_scan_logs
+    gaps=
+    for m in "${CHAOS_MIRRORS[@]}"; do
+        gaps+=" $m=$(grep -c 'gap in the channel' "${SUB_LOG[$m]}")"
+    done
+    echo "==== chaos summary (seed $CHAOS_SEED, $(elapsed) s of chaos)"
+    printf '  events:'
+    for m in hub mirror source redis trim pause; do
+        printf ' %s=%s' "$m" "${CH_COUNT[$m]:-0}"
+    done
+    echo
+    printf '    %s\n' "${CH_EVENTS[@]}"
+    echo "  writer: ${CHAOS_WRITES:-?}"
+    echo "  change notifications acknowledged by the hub: ${CH_ACKED:-?} (newest ${CH_LAST_ACK:-?})"
+    echo "  paused WebSocket mirror cut as a slow consumer: ${CH_CUTS:-0} of ${CH_COUNT[trim]:-0} trim events"
+    echo "  gap pulls (\"gap in the channel\" in rssub's logs):$gaps"
+    echo "  WebSub deliveries the hubs trimmed before sending (\"fell behind the backlog\"): $(cat "${HUB_LOG[@]}" | grep -c 'fell behind the backlog')"
+    echo "  convergence after the writer stopped: ws=${CH_CONV[ws]:-?} s websub=${CH_CONV[websub]:-?} s poll=${CH_CONV[poll]:-?} s"
+    echo "  checks: $pass passed, $fail failed"
+}

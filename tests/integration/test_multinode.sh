@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# test_multinode.sh - three rshub nodes on one private Redis act as one
+# hub (closed mode: [topic] sections with a publisher token):
+#  (a) notifications published round-robin to the three nodes reach a
+#      WebSocket subscriber of every node and a WebSub subscription made
+#      on every node exactly once each, in order, byte for byte;
+#  (c) kill -9 of the node that delivers the WebSub topic: the others
+#      take its deliveries over (lease in Redis) and every notification
+#      published after the kill arrives at least once, in order;
+#  (b) rssource pushing to node 1, rssub following the change channel
+#      on all three nodes (--channel x3): kill -9 of the node rssub is
+#      connected to while files keep changing; rssub reconnects to
+#      another node, resumes with since= (no gap pull), the mirror
+#      converges and `rssub audit` exits 0.
+# Real redis-server, rshub, rssource, rssub, callback server on loopback.
+# Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
+# shellcheck disable=SC2317 # helpers run through check/wait_until
+# shellcheck source-path=SCRIPTDIR
+set -u
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/websub.sh
+. "$(dirname "$0")/lib/websub.sh"
+# shellcheck source=lib/source.sh
+. "$(dirname "$0")/lib/source.sh"
+# shellcheck source=lib/sub.sh
+. "$(dirname "$0")/lib/sub.sh"
+
+for b in "$RSSUB" "$RSSOURCE" "$RSHUB"; do
+    [ -x "$b" ] || { bad "built: $b"; sub_finish; }
+done
+
+T=http://example.com/multi             # the topic of (a) and (c)
+CT=http://example.com/src/changes      # rssource's topics, (b)
+FT=http://example.com/src/framework
+NODES=(N1 N2 N3)
+N=45                                   # notifications in (a)
+M=30                                   # notifications after the kill, (c)
+
+umask 077
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/token"
+umask 022
+TOK=$(cat "$TMP/token")
+cat >"$TMP/hub.conf" <<EOF
+[topic multi]
+uri = $T
+kind = change
+token = $TOK
+
+[topic changes]
+uri = $CT
+kind = change
+token = $TOK
+
+[topic framework]
+uri = $FT
+kind = framework
+token = $TOK
+EOF
+
+# node_start NAME: rshub NAME with the shared config; a restart keeps the
+# ports it had.
+declare -A NODE_HTTP NODE_WS
+node_start() {
+    local n=$1 ports=()
+    [ -n "${NODE_HTTP[$n]:-}" ] &&
+        ports=(--listen "127.0.0.1:${NODE_HTTP[$n]}" --ws-listen "127.0.0.1:${NODE_WS[$n]}")
+    hub_start "$n" --config "$TMP/hub.conf" "${WS_HUB_ARGS[@]}" "${ports[@]}" ||
+        return 1
+    NODE_HTTP[$n]=${HUB_HTTP[$n]}
+    NODE_WS[$n]=${HUB_WS[$n]}
+}
+# publish_rr FIRST COUNT OUT NODE...: COUNT notifications numbered from
+# FIRST, one at a time, to the NODEs in turn; "ID FILE" per acknowledged
+# one appended to OUT.
+publish_rr() {
+    local first=$1 count=$2 out=$3 i k
+    shift 3
+    local nodes=("$@")
+    for ((i = 0; i < count; i++)); do
+        k=${nodes[$((i % ${#nodes[@]}))]}
+        cbs publish --http "${NODE_HTTP[$k]}" --topic "$T" --token "$TOK" \
+            --count 1 --start $((first + i)) --dir "$TMP/docs" \
+            --out "$out.raw" || return 1
+    done
+    cut -d' ' -f1,2 "$out.raw" >"$out"
+}
+# deliverer: the node whose GET /topics lists topic multi's WebSub
+# subscriptions (the holder of rshub:lock:multi).
+deliverer() {
+    local k
+    for k in "${NODES[@]}"; do
+        [ -n "${HUB_PID[$k]:-}" ] || continue
+        [ "$(ht topic --http "${NODE_HTTP[$k]}" --name multi --get websub 2>/dev/null)" \
+            != "[]" ] && { echo "$k"; return 0; }
+    done
+    return 1
+}
+
+# shellcheck disable=SC2119 # no persistence wanted
+redis_start || { bad "redis-server starts"; sub_finish; }
+for k in "${NODES[@]}"; do
+    node_start "$k" || { bad "rshub $k starts"; sub_finish; }
+done
+ok "three rshub nodes on one Redis"
+
+# ====================================================== (a) exactly once
+note "(a) $N notifications round-robin to three nodes ($((SECONDS - T0)) s)"
+for k in "${NODES[@]}"; do
+    bg_ht "ws$k" sub --ws "${NODE_WS[$k]}" --chan multi --count "$N" \
+        --timeout 90 --out "$TMP/ws$k.jsonl" --ready "$TMP/ws$k.ready" \
+        --rcvbuf 1048576 --save-data
+    wait_file "$TMP/ws$k.ready" 10 || bad "WebSocket subscriber on $k connects"
+    ht wait-subs --http "${NODE_HTTP[$k]}" --name multi --n 1 --timeout 10 ||
+        bad "$k counts its WebSocket subscriber"
+done
+cb_start C || { bad "callback server starts"; sub_finish; }
+for k in "${NODES[@]}"; do
+    ws_subscribe_ok "a: WebSub subscription /cb/$k made on node $k" "$k" "$T" \
+        multi C "/cb/$k"
+done
+check "a: $N notifications acknowledged, published round-robin to N1, N2, N3" \
+    publish_rr 0 "$N" "$TMP/a.pairs" N1 N2 N3
+expect_eq "a: $N ids acknowledged" "$(wc -l <"$TMP/a.pairs")" "$N"
+for k in "${NODES[@]}"; do
+    bg_wait "ws$k" 60 || bad "a: WebSocket subscriber on $k ends within 60 s"
+    check "a: WebSocket subscriber on $k: every id exactly once, in order" \
+        ht compare --sub "$TMP/ws$k.jsonl" --want "$TMP/a.pairs"
+    check "a: WebSocket subscriber on $k: each is the published document, annotated" \
+        ht verify --sub "$TMP/ws$k.jsonl" --pairs "$TMP/a.pairs"
+done
+for k in "${NODES[@]}"; do
+    cbq wait C --path "/cb/$k" --method POST --n "$N" --timeout 30 >/dev/null
+done
+sleep 0.5       # a repeat, if any, would arrive now
+for k in "${NODES[@]}"; do
+    check "a: WebSub /cb/$k: every notification exactly once, in order, byte-identical" \
+        cbq check C --path "/cb/$k" --pairs "$TMP/a.pairs" --topic "$T" \
+        --ctype application/xml
+done
+check "a: one node delivers topic multi's WebSub subscriptions" \
+    test "$(for k in "${NODES[@]}"; do
+               ht topic --http "${NODE_HTTP[$k]}" --name multi --get websub
+           done | grep -vc '^\[\]$')" = 1
+
+# ====================================== (c) WebSub deliverer killed
+note "(c) kill -9 of the node delivering WebSub ($((SECONDS - T0)) s)"
+DK=$(deliverer)
+if [ -z "$DK" ]; then
+    bad "c: a node lists topic multi's WebSub subscriptions in GET /topics"
+    DK=N1
+fi
+SURV=()
+for k in "${NODES[@]}"; do [ "$k" = "$DK" ] || SURV+=("$k"); done
+note "node $DK delivers; killing it, publishing on ${SURV[*]}"
+hub_kill9 "$DK"
+check "c: $M more acknowledged by ${SURV[*]}" \
+    publish_rr "$N" "$M" "$TMP/c.pairs" "${SURV[@]}"
+LAST=$(tail -n 1 "$TMP/c.pairs" | cut -d' ' -f1)
+for k in "${NODES[@]}"; do
+    cbq wait C --path "/cb/$k" --method POST --with-id "$LAST" --answered 204 \
+        --timeout 45 >/dev/null
+    # every notification, the ones before the kill too: at least once,
+    # in order (repeats only around the kill, docs/protocol.md 5)
+    check "c: WebSub /cb/$k: all $((N + M)) at least once, in order, after the takeover" \
+        cbq check C --path "/cb/$k" --pairs "$TMP/a.pairs" --pairs "$TMP/c.pairs" \
+        --at-least-once --topic "$T" --ctype application/xml
+done
+NEW=$(deliverer)
+took_over() { [ -n "$NEW" ] && [ "$NEW" != "$DK" ]; }
+check "c: a surviving node took the deliveries over (${NEW:-none})" took_over
+hub_asan_check "$DK"
+node_start "$DK" || bad "c: rshub $DK restarts on its ports"
+
+# ============================== (b) rssub across a node kill
+note "(b) rssub on three nodes, the connected one killed ($((SECONDS - T0)) s)"
+D=$TMP/src
+mkdir -p "$D/a" "$D/b" "$TMP/m"
+for i in $(seq 60); do printf 'file %s\n' "$i" >"$D/a/f$i.txt"; done
+for i in $(seq 20); do head -c $((i * 300)) /dev/urandom >"$D/b/f$i.bin"; done
+if src_start s "$D" --hub "http://127.0.0.1:${NODE_HTTP[N1]}/hub" \
+        --token-file "$TMP/token" --change-topic "$CT" --framework-topic "$FT" \
+        --resourcelist-refresh 0 --retry-max 500ms; then
+    ok "b: rssource starts, pushing to N1 (closed topics, token)"
+else
+    bad "b: rssource starts"
+    sub_finish
+fi
+B=$(src_url s)
+printf 'first\n' >"$D/first.txt"
+check "b: the change channel is advertised" \
+    wait_until 15 caplist_ws s change-notification
+CH=$(caplist_ws s change-notification)
+expect_eq "b: the change channel is the configured topic's" "$CH" changes
+CHANS=()
+for k in "${NODES[@]}"; do
+    CHANS+=(--channel "ws://127.0.0.1:${NODE_WS[$k]}/channel/$CH")
+done
+SUB_READY_SECS=30
+if sub_start r "$B" "$TMP/m/mirror" "$TMP/m.db" "${CHANS[@]}"; then
+    ok "b: rssub run --channel on N1, N2, N3: first sync applied"
+else
+    bad "b: rssub run gets ready" "$(tail -n 20 "${SUB_LOG[r]}")"
+fi
+conv_pat='msg="?channel connected"? uri=ws://127\.0\.0\.1:[0-9]+/channel/changes'
+check "b: the change channel is connected" \
+    wait_until 10 grep -Eq "$conv_pat" "${SUB_LOG[r]}"
+check "b: baseline: the mirror equals the Source" converged 20 "$D" "$TMP/m/mirror"
+# node_of_port PORT: the node whose WebSocket port is PORT
+node_of_port() {
+    local k
+    for k in "${NODES[@]}"; do
+        [ "${NODE_WS[$k]}" = "$1" ] && { echo "$k"; return; }
+    done
+}
+last_conn_port() {
+    grep -E "$conv_pat" "${SUB_LOG[r]}" | tail -n 1 |
+        sed -E 's/.*uri=ws:\/\/127\.0\.0\.1:([0-9]+)\/.*/\1/'
+}
+CONNS=$(grep -Ec "$conv_pat" "${SUB_LOG[r]}")
+X=$(node_of_port "$(last_conn_port)")
+note "rssub is connected to $X; churn, then kill -9 $X"
+bg churn "$PY" -c "$CHURN_PY" "$D" 17 300 0.2 >"$TMP/churn.out"
+sleep 2
+hub_kill9 "$X"
+reconnected() {
+    [ "$(grep -Ec "$conv_pat" "${SUB_LOG[r]}")" -gt "$CONNS" ] &&
+        [ "$(node_of_port "$(last_conn_port)")" != "$X" ]
+}
+check "b: rssub reconnects to another node" wait_until 15 reconnected
+Y=$(node_of_port "$(last_conn_port)")
+note "rssub reconnected to ${Y:-?}"
+# rssource pushes to N1 only: when N1 was the one killed, it retries
+# until N1 is back (restarted on its ports after rssub moved).
+sleep 1
+hub_asan_check "$X"
+node_start "$X" || bad "b: rshub $X restarts on its ports"
+bg_wait churn 90 || bad "b: churn ends within 90 s"
+note "churn: $(cat "$TMP/churn.out")"
+printf 'after the kill\n' >"$D/last.txt"
+check "b: the mirror converges (diff -r)" converged 45 "$D" "$TMP/m/mirror"
+check "b: still connected to $Y (no further reconnect needed)" \
+    test "$(node_of_port "$(last_conn_port)")" = "$Y"
+GAPS=$(sub_metric r rssub_fallbacks_total 'reason="gap"')
+expect_eq "b: no gap pull was needed (rssub_fallbacks_total{reason=\"gap\"})" \
+    "${GAPS:-none}" 0
+check "b: rssub's log has no gap and no 4001" \
+    bash -c "! grep -Eq 'gap in the channel|code=4001' '${SUB_LOG[r]}'"
+sub_stop r
+expect_eq "b: rssub: SIGTERM, exit 0" "$SUB_RC" 0
+sub_cmd audit audit "$B" "$TMP/m/mirror" "$TMP/m.db"
+if [ "$SUB_RC" = 0 ]; then
+    ok "b: rssub audit exits 0"
+else
+    bad "b: rssub audit exits $SUB_RC, want 0" \
+        "$(head -n 20 "$TMP/audit.out"; tail -n 10 "$TMP/audit.log")"
+fi
+sub_finish
