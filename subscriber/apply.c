@@ -235,6 +235,10 @@ job_delete(struct apply *a, struct job *j, const struct ledger_res *old)
     struct ledger_res r = { 0 };
     int rc = mirror_remove(a->o.mirror, j->path);
 
+    /* A path through a symlink in the mirror was never written by us:
+     * nothing of ours to delete there. */
+    if (rc == RS_EDENIED)
+        rc = RS_ENOTFOUND;
     if (rc != 0 && rc != RS_ENOTFOUND) {
         snprintf(j->why, sizeof(j->why), "remove %s: %s", j->path,
                  mirror_errstr(a->o.mirror));
@@ -493,9 +497,23 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
             return 0;
     } else if (rc != RS_ENOTFOUND) {
         return rc;
-    } else if (t->change == LEDGER_DELETE) {
-        /* Never had it: remember the deletion's time all the same, so a
-         * late, older create is known to be older. */
+    }
+    bool had = rc == 0;
+    buf = NULL;
+    rc = ledger_todo_get(a->o.ledger, t->uri, &q, &buf);
+    if (rc == 0) {
+        bool newer = q.change_dt != RS_TIME_NONE &&
+                     t->change_dt != RS_TIME_NONE && q.change_dt > t->change_dt;
+        rs_free(buf);
+        if (newer)
+            return 0;
+        /* A pending create of something now deleted: the deletion
+         * replaces it (else its fetch would 404 until it failed). */
+    } else if (rc != RS_ENOTFOUND) {
+        return rc;
+    } else if (!had && t->change == LEDGER_DELETE) {
+        /* Never had it, nothing pending: remember the deletion's time all
+         * the same, so a late, older create is known to be older. */
         struct ledger_res tomb = { .uri = t->uri, .path = "",
                                    .lastmod = RS_TIME_NONE,
                                    .change_dt = t->change_dt, .length = -1,
@@ -505,17 +523,6 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
         if ((rc = apply_txn(a)) != 0)
             return rc;
         return ledger_res_put(a->o.ledger, &tomb) < 0 ? RS_EIO : 0;
-    }
-    buf = NULL;
-    rc = ledger_todo_get(a->o.ledger, t->uri, &q, &buf);
-    if (rc == 0) {
-        bool newer = q.change_dt != RS_TIME_NONE &&
-                     t->change_dt != RS_TIME_NONE && q.change_dt > t->change_dt;
-        rs_free(buf);
-        if (newer)
-            return 0;
-    } else if (rc != RS_ENOTFOUND) {
-        return rc;
     }
     if ((rc = apply_txn(a)) != 0)
         return rc;
@@ -600,10 +607,16 @@ job_start(struct apply *a, const struct ledger_todo *t)
 
     rc = pathmap_path(a->o.pathmap, j->uri, &j->path, &why);
     if (rc != 0) {
+        /* Not ours to mirror: said once (log, metrics) and dropped, not
+         * kept as a failure - the mirror is not behind for refusing it. */
         snprintf(j->why, sizeof(j->why), "refused: %s",
                  rc == RS_EDENIED ? "outside the Source's prefixes"
                                   : why != NULL ? why : rs_strerror(rc));
-        job_retry(a, j, -1, true);
+        if (apply_txn(a) == 0 &&
+            ledger_todo_done(a->o.ledger, j->uri, j->t.seq) >= 0)
+            report(a, j->uri, t->change == LEDGER_DELETE ? APPLY_UNCHANGED
+                                                         : APPLY_FAILED,
+                   j->why);
         job_end(a, j);
         return true;
     }
@@ -683,7 +696,7 @@ static void
 apply_refill(struct apply *a)
 {
     size_t room = a->o.parallel ? a->o.parallel : APPLY_PARALLEL;
-    int64_t pending = 0;
+    int64_t waiting = 0;
     int rc = 0;
 
     if (a->paused || a->closing)
@@ -707,8 +720,8 @@ apply_refill(struct apply *a)
         evtimer_add(a->ev_kick, &tv);     /* the state is failing: later */
         return;
     }
-    if (a->njobs == 0 && a->o.on_idle != NULL && apply_idle(a, &pending))
-        a->o.on_idle(a->o.ud);
+    if (a->njobs == 0 && a->o.on_idle != NULL && apply_idle(a, &waiting))
+        a->o.on_idle(a->o.ud, waiting);
 }
 
 static void
@@ -801,19 +814,18 @@ apply_pause(struct apply *a, bool pause)
 }
 
 bool
-apply_idle(struct apply *a, int64_t *pending)
+apply_idle(struct apply *a, int64_t *waiting)
 {
-    int64_t due = 0, waiting = 0, failed = 0;
+    int64_t due = 0, later = 0, failed = 0;
 
     if (a->njobs > 0)
         return false;
-    if (pending == NULL)
-        return true;
-    if (ledger_todo_count(a->o.ledger, rs_time_now(), &due, &waiting,
+    if (ledger_todo_count(a->o.ledger, rs_time_now(), &due, &later,
                           &failed) != 0)
         return false;
-    *pending = due + waiting;
-    return *pending == 0;
+    if (waiting != NULL)
+        *waiting = later;
+    return due == 0;
 }
 
 void

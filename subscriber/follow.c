@@ -35,6 +35,8 @@ struct chan {
     struct event *ev_retry;
     unsigned backoff_ms;
     bool open, want_pull;
+    bool pull_on_open;               /* resumed live: the seam needs a pull */
+    unsigned gap_resumes;            /* resumes since a message came */
 };
 
 struct follow {
@@ -135,6 +137,7 @@ take_doc(struct follow *f, struct chan *c, const char *buf, size_t len,
         }
         rs_free(c->last_id);
         c->last_id = nid;
+        c->gap_resumes = 0;
         rc = ledger_pos_set(f->o.ledger, c->poskey, nid, newest);
     }
     if (rc == 0 && newest != RS_TIME_NONE &&
@@ -173,6 +176,13 @@ on_ws_open(void *ud, struct wsclient_conn *conn)
     (void)conn;
     c->open = true;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
+    if (c->pull_on_open) {
+        /* Live from here; what came before the connection opened comes
+         * from the pull this asks for. */
+        c->pull_on_open = false;
+        if (c->f->o.on_live != NULL)
+            c->f->o.on_live(c->f->o.ud);
+    }
     c->f->st.connected[c->kind] = true;
     if (c->kind == DISCOVERY_CHANGE)
         c->f->st.down_since = RS_TIME_NONE;
@@ -397,7 +407,15 @@ follow_resume(struct follow *f, rs_time_t mark)
         c->want_pull = false;
         rs_free(c->last_id);
         c->last_id = NULL;
-        c->mark = mark;
+        /* Replay from the mark the first time; if even that is older than
+         * the backlog (a hub keeping very little), go live and pull once
+         * the connection is open: no moment is left uncovered. */
+        if (c->gap_resumes++ == 0) {
+            c->mark = mark;
+        } else {
+            c->mark = RS_TIME_NONE;
+            c->pull_on_open = true;
+        }
         chan_connect(c);
     }
 }

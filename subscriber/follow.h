@@ -57,6 +57,10 @@ struct follow_opts {
     /* The channel cannot give a gap-free stream from our position (4001,
      * or no position at all): pull Change Lists, then follow_resume. */
     void (*on_gap)(void *ud, const char *why);
+    /* A channel resumed live after a gap (its replay mark was itself too
+     * old): pull Change Lists once more, to cover what came before it
+     * opened. May be NULL. */
+    void (*on_live)(void *ud);
     /* One entry of a framework notification: capability document loc was
      * created/updated/deleted. */
     void (*on_framework)(void *ud, enum rs_capability cap, enum rs_change ch,

@@ -47,6 +47,9 @@
 #define RSSUB_MAX_SETS 16
 #define RSSUB_PROGRESS_MS 250
 #define RSSUB_RECONCILE_MIN_MS (60 * 1000)   /* framework-triggered */
+/* A channel replays from this long before a pull began: the hub's ids are
+ * its clock, the Source's change times are the Source's. */
+#define RSSUB_MARK_MARGIN_US (60 * 1000000LL)
 
 enum cmd { CMD_RUN, CMD_SYNC, CMD_AUDIT, CMD_STATUS };
 
@@ -226,12 +229,14 @@ struct sub {
     size_t nq;
     int pulling;                  /* set index of the pull under way, -1 */
     enum pull_why pull_why;
-    rs_time_t pull_mark;          /* when the pull under way began */
+    rs_time_t pull_mark;          /* when the first pulls began */
+    rs_time_t pull_started;       /* when the pull under way began */
     bool started;                 /* first round of pulls done */
     bool draining;
     bool audit_dirty;             /* audit found differences */
     bool failed;                  /* a pull failed */
     int64_t drain_waited_ms;
+    unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
     int64_t pull_backoff_ms;      /* run: after a failed pull */
     int retry_set;
     enum pull_kind retry_kind;
@@ -529,6 +534,12 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
     }
     s->failed = false;
     s->pull_backoff_ms = 0;
+    /* A channel closed for a gap waits for this: it replays from a moment
+     * before the pull began, so nothing falls between pull and push. The
+     * reconcile a too-short Change List asks for comes first. */
+    if (st->follow != NULL && r->kind != PULL_AUDIT &&
+        (r->kind != PULL_CHANGES || r->reached_back || !st->baselined))
+        follow_resume(st->follow, s->pull_started - RSSUB_MARK_MARGIN_US);
     snprintf(n[0], 24, "%llu", (unsigned long long)r->entries);
     snprintf(n[1], 24, "%llu", (unsigned long long)r->added);
     snprintf(n[2], 24, "%llu", (unsigned long long)r->updated);
@@ -557,7 +568,7 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
     if (apply_flush(s->apply) != 0)
         rs_log_kv(RS_LOG_ERROR, "cannot save state", "error",
                   ledger_errstr(s->ledger), NULL);
-    after_pulls(s);
+    run_queue(s);                     /* the next pull, or after_pulls */
 }
 
 static void
@@ -601,6 +612,7 @@ run_queue(struct sub *s)
             rs_metrics_counter_inc(s->m_fallback[3]);
         s->pull_why = j.why;
         s->pulling = j.set;
+        s->pull_started = rs_time_now();
         if (j.kind == PULL_RECONCILE && !st->baselined && conf.dump &&
             !st->dumped && st->d->resourcedump != NULL) {
             /* The dump first; the reconcile is queued again after it and
@@ -692,6 +704,17 @@ on_follow_gap(void *ud, const char *why)
 }
 
 static void
+on_follow_live(void *ud)
+{
+    struct set *st = ud;
+    struct sub *s = the_sub;
+
+    rs_log_kv(RS_LOG_INFO, "channel live again: pulling change lists to "
+              "cover the seam", "caplist", st->d->caplist, NULL);
+    queue_pull(s, (int)(st - s->sets), PULL_CHANGES, WHY_GAP);
+}
+
+static void
 on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
                     const char *loc)
 {
@@ -773,6 +796,8 @@ on_websub_state(void *ud, const char *topic, enum hubsub_state st,
      * comes from the Change Lists. */
     if (st == HUBSUB_ACTIVE && (i = set_of_follow(s, topic)) >= 0)
         queue_pull(s, i, PULL_CHANGES, WHY_GAP);
+    if (st == HUBSUB_UNSUBSCRIBED && s->unsubscribing > 0)
+        s->unsubscribing--;
 }
 
 static bool
@@ -818,6 +843,7 @@ setup_follow(struct sub *s)
             .change_ws = change_ws,
             .framework_ws = fw,
             .on_gap = on_follow_gap,
+            .on_live = on_follow_live,
             .on_framework = on_follow_framework,
             .on_channel = on_follow_channel,
             .ud = st,
@@ -927,7 +953,7 @@ write_ready(struct sub *s)
 /* Pulls queued are done and the appliers have nothing left: the end of
  * sync and audit, the start of following for run. */
 static void
-on_apply_idle(void *ud)
+on_apply_idle(void *ud, int64_t retrying)
 {
     struct sub *s = ud;
     int64_t failed = 0, due = 0, waiting = 0;
@@ -938,6 +964,10 @@ on_apply_idle(void *ud)
         finish(s, 0);
         return;
     }
+    /* The daemon is ready with retries still waiting (a Source that
+     * churns always has some); sync and audit wait for them. */
+    if (s->cmd != CMD_RUN && retrying > 0)
+        return;
     if (s->cmd == CMD_RUN) {
         if (!s->started && !s->failed) {
             s->started = true;
@@ -976,12 +1006,12 @@ on_apply_idle(void *ud)
 static void
 after_pulls(struct sub *s)
 {
-    int64_t pending = 0;
+    int64_t waiting = 0;
 
     if (s->pulling >= 0 || s->nq > 0)
         return;
-    if (apply_idle(s->apply, &pending))
-        on_apply_idle(s);
+    if (apply_idle(s->apply, &waiting))
+        on_apply_idle(s, waiting);
     else
         apply_kick(s->apply);
 }
@@ -1304,7 +1334,8 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         /* Channels first, from a moment before the pulls: whatever
          * changes while the pulls run is replayed (docs/subscriber.md). */
         for (size_t i = 0; i < s->nsets; i++)
-            follow_start(s->sets[i].follow, s->pull_mark - 60 * 1000000LL);
+            follow_start(s->sets[i].follow,
+                         s->pull_mark - RSSUB_MARK_MARGIN_US);
         event_add(s->ev_poll, &poll);
         if (conf.pull_ms > 0) {
             struct timeval tv = { conf.pull_ms / 1000,
@@ -1333,12 +1364,20 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
     struct sub *s = arg;
     struct timeval tv = { 0, 50000 };
 
+    struct apply_stats as;
+    bool done;
+
     (void)fd;
     (void)what;
-    if (apply_idle(s->apply, NULL) || s->drain_waited_ms >= conf.drain_ms) {
-        if (!apply_idle(s->apply, NULL))
+    apply_stats(s->apply, &as);
+    done = as.in_flight == 0 && s->unsubscribing == 0;
+    if (done || s->drain_waited_ms >= conf.drain_ms) {
+        if (as.in_flight > 0)
             rs_log_kv(RS_LOG_WARN, "drain time over: fetches in flight are "
                       "dropped (they are redone at the next start)", NULL);
+        else if (!done)
+            rs_log_kv(RS_LOG_WARN, "drain time over: a hub did not confirm "
+                      "the WebSub unsubscription (its lease will end)", NULL);
         state_warn(s, apply_flush(s->apply), "commit");
         finish(s, s->exit_code);
         return;
@@ -1374,8 +1413,10 @@ on_signal(evutil_socket_t sig, short what, void *arg)
          * answers 410 until the lease ends. */
         for (int k = 0; k < 2; k++)
             if (s->sets[i].websub[k] && s->hubsub != NULL &&
-                hubsub_unsubscribe(s->hubsub, s->sets[i].d->topic[k]) == 0)
+                hubsub_unsubscribe(s->hubsub, s->sets[i].d->topic[k]) == 0) {
                 s->sets[i].websub[k] = false;
+                s->unsubscribing++;
+            }
     }
     if (s->pulling >= 0) {
         pull_free(s->pull);          /* abandoned: the next start redoes it */
