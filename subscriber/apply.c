@@ -67,6 +67,7 @@ static const char *const outcome_names[APPLY_OUTCOMES] = {
     [APPLY_CREATED] = "created",   [APPLY_UPDATED] = "updated",
     [APPLY_DELETED] = "deleted",   [APPLY_UNCHANGED] = "unchanged",
     [APPLY_RETRY] = "retry",       [APPLY_FAILED] = "failed",
+    [APPLY_REFUSED] = "refused",
 };
 
 const char *
@@ -614,9 +615,7 @@ job_start(struct apply *a, const struct ledger_todo *t)
                                   : why != NULL ? why : rs_strerror(rc));
         if (apply_txn(a) == 0 &&
             ledger_todo_done(a->o.ledger, j->uri, j->t.seq) >= 0)
-            report(a, j->uri, t->change == LEDGER_DELETE ? APPLY_UNCHANGED
-                                                         : APPLY_FAILED,
-                   j->why);
+            report(a, j->uri, APPLY_REFUSED, j->why);
         job_end(a, j);
         return true;
     }

@@ -32,7 +32,9 @@ enum apply_outcome {
     APPLY_DELETED,           /* removed (or moved to the attic) */
     APPLY_UNCHANGED,         /* 304, or already gone, or not newer */
     APPLY_RETRY,             /* failed this time; will be retried */
-    APPLY_FAILED,            /* gave up, or refused: the mirror lacks it */
+    APPLY_FAILED,            /* gave up: the mirror lacks it */
+    APPLY_REFUSED,           /* not ours: outside the prefixes, a hostile
+                                path; logged, not kept as a failure */
     APPLY_OUTCOMES
 };
 

@@ -237,6 +237,7 @@ struct sub {
     bool failed;                  /* a pull failed */
     int64_t drain_waited_ms;
     unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
+    uint64_t refused;             /* URIs refused by this run */
     int64_t pull_backoff_ms;      /* run: after a failed pull */
     int retry_set;
     enum pull_kind retry_kind;
@@ -1000,7 +1001,10 @@ on_apply_idle(void *ud, int64_t retrying)
     if (failed > 0)
         state_warn(s, ledger_todo_each_failed(s->ledger, on_failed_row, s),
                    "failed rows");
-    finish(s, s->failed || failed > 0 ? 1 : 0);
+    /* A refused URI is not kept as a failure, but a sync that met one
+     * says so in its exit status: the Source lists what cannot be
+     * mirrored here (or --prefix is missing). */
+    finish(s, s->failed || failed > 0 || s->refused > 0 ? 1 : 0);
 }
 
 static void
@@ -1185,6 +1189,11 @@ on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
         rs_log_kv(RS_LOG_ERROR, "resource failed", "uri", uri, "error", what,
                   NULL);
         set_last_error(s, what);
+        break;
+    case APPLY_REFUSED:
+        rs_log_kv(RS_LOG_ERROR, "resource refused", "uri", uri, "error", what,
+                  NULL);
+        s->refused++;
         break;
     case APPLY_RETRY:
         rs_log_kv(RS_LOG_WARN, "resource will be retried", "uri", uri,
