@@ -252,6 +252,37 @@ chaos_alive() {
     fi
 }
 
+# explain_diff SRC MIRROR SRCSTATE STREAM SUBSTATE: for a post-mortem,
+# where the first few paths that differ between SRC and MIRROR got lost:
+# the Source's change log (rssource's state), the hub's backlog (Redis
+# stream STREAM: the entries naming the path, with their ids; trimmed ones
+# are gone), and the mirror's ledger (resource row, todo row).
+explain_diff() {
+    local src=$1 mir=$2 sst=$3 key=$4 dst=$5 rel
+    { diff <(cd "$src" && find . -type f ! -name '.rssub-tmp.*' | LC_ALL=C sort) \
+           <(cd "$mir" && find . -type f ! -name '.rssub-tmp.*' | LC_ALL=C sort) |
+          sed -n 's/^[<>] \.\///p'
+      (cd "$src" && find . -type f | while IFS= read -r f; do
+          [ -f "$mir/$f" ] && ! cmp -s "$f" "$mir/$f" && echo "${f#./}"
+      done); } | head -n 4 | while IFS= read -r rel; do
+        echo "$rel:"
+        echo "  source: $(sqlite3 -readonly "$sst/state.db" \
+            "select group_concat(change || '@' || dt, ' ') from (select change, dt from changes where path = '$rel' order by seq)" 2>&1)"
+        echo "  hub backlog: $(rcli xrange "$key" - + 2>/dev/null |
+            "$PY" -c 'import re, sys
+rel = sys.argv[1]
+text = sys.stdin.read()
+out = []
+parts = re.split(r"^([0-9]+-[0-9]+)$", text, flags=re.M)
+for i in range(1, len(parts) - 1, 2):
+    for u in re.finditer(r"<loc>[^<]*/" + re.escape(rel) + r"</loc>\s*(?:<lastmod>[^<]*</lastmod>\s*)?<rs:md change=\"([a-z]+)\" datetime=\"([^\"]+)\"", parts[i + 1]):
+        out.append("%s@%s(%s)" % (u.group(1), u.group(2), parts[i]))
+print(" ".join(out) or "none (trimmed, or never accepted)")' "$rel")"
+        echo "  mirror: $(sqlite3 -readonly "$dst" \
+            "select 'res change_dt=' || ifnull(change_dt, '') || ' deleted=' || deleted from res where uri like '%/$rel'; select 'todo change=' || change || ' attempts=' || attempts || ' failed=' || failed || ' ' || ifnull(last_error, '') from todo where uri like '%/$rel'" 2>&1 | tr '\n' ' ')"
+    done
+}
+
 # ---------------------------------------------------------------- setup
 
 # chaos_setup: Redis (append-only, fsync always), rshub A and B, the
@@ -476,8 +507,10 @@ chaos_converge() {
         else
             CH_CONV[$m]=never
             bad "$m: the mirror does not equal the Source $CHAOS_CONVERGE_SECS s after the writer stopped" \
-                "$(same_tree "$CHAOS_SRC" "$TMP/$m/mirror" 2>&1; echo "log:";
-                   grep -v 'framework notification' "${SUB_LOG[$m]}" | tail -n 12)"
+                "$(same_tree "$CHAOS_SRC" "$TMP/$m/mirror" 2>&1 | head -n 8
+                   echo "where the first differences got lost:"
+                   explain_diff "$CHAOS_SRC" "$TMP/$m/mirror" "$TMP/s.state" \
+                       "rshub:s:$CH_CHAN" "$TMP/$m.db")"
         fi
     done
 }
