@@ -457,7 +457,7 @@ for u in http://evil.example/x "a/%2e%2e/%2e%2e/etc/x" \
          "a/etc/%2E%2E/%2e%2E/%2e%2e/x" "a%2fetc%2fx" "a%2F..%2F..%2Fx" \
          "a%5c..%5c..%5cx" ".rssub-tmp.x" ".RSSUB.db"; do
     check "refused and logged: $u" \
-        logged s "msg=\"?resource failed\"? uri=[^ ]*$u error=\"?refused"
+        logged s "msg=\"?resource refused\"? uri=[^ ]*$u error=\"?refused"
 done
 check "failed and logged: evil/x (a symlink on the way)" \
     logged s 'msg="?resource failed"? uri=[^ ]*/evil/x error=.*symlink'
