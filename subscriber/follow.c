@@ -140,7 +140,11 @@ take_doc(struct follow *f, struct chan *c, const char *buf, size_t len,
         c->gap_resumes = 0;
         rc = ledger_pos_set(f->o.ledger, c->poskey, nid, newest);
     }
-    if (rc == 0 && newest != RS_TIME_NONE &&
+    /* Only a channel that reports its gaps (WebSocket: 4001) may move the
+     * "everything up to here" mark: a WebSub delivery can follow one the
+     * hub dropped, and the next Change List pull must still reach back to
+     * it. */
+    if (rc == 0 && c != NULL && newest != RS_TIME_NONE &&
         (f->source_dt == RS_TIME_NONE || newest > f->source_dt)) {
         f->source_dt = newest;
         rc = ledger_pos_set(f->o.ledger, f->source_key, NULL, newest);

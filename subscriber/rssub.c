@@ -238,6 +238,7 @@ struct sub {
     int64_t drain_waited_ms;
     unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
     uint64_t refused;             /* URIs refused by this run */
+    bool readonly;                /* a report-only audit: applies nothing */
     int64_t pull_backoff_ms;      /* run: after a failed pull */
     int retry_set;
     enum pull_kind retry_kind;
@@ -967,7 +968,7 @@ on_apply_idle(void *ud, int64_t retrying)
     }
     /* The daemon is ready with retries still waiting (a Source that
      * churns always has some); sync and audit wait for them. */
-    if (s->cmd != CMD_RUN && retrying > 0)
+    if (s->cmd != CMD_RUN && retrying > 0 && !s->readonly)
         return;
     if (s->cmd == CMD_RUN) {
         if (!s->started && !s->failed) {
@@ -989,6 +990,11 @@ on_apply_idle(void *ud, int64_t retrying)
         if (failed > 0) {
             printf("failed %lld resources could not be mirrored\n",
                    (long long)failed);
+            s->audit_dirty = true;
+        }
+        if (s->readonly && due + waiting > 0) {
+            printf("pending %lld changes not applied yet\n",
+                   (long long)(due + waiting));
             s->audit_dirty = true;
         }
         finish(s, s->failed ? 3 : s->audit_dirty && !conf.fix ? 1 : 0);
@@ -1014,7 +1020,9 @@ after_pulls(struct sub *s)
 
     if (s->pulling >= 0 || s->nq > 0)
         return;
-    if (apply_idle(s->apply, &waiting))
+    if (s->readonly)
+        on_apply_idle(s, 0);
+    else if (apply_idle(s->apply, &waiting))
         on_apply_idle(s, waiting);
     else
         apply_kick(s->apply);
@@ -1529,7 +1537,7 @@ setup(struct sub *s)
         return 1;
     /* A report-only audit reads the state beside a running daemon and
      * changes nothing, in the state or the mirror. */
-    bool readonly = s->cmd == CMD_AUDIT && !conf.fix;
+    bool readonly = s->readonly = s->cmd == CMD_AUDIT && !conf.fix;
     if ((rc = open_state(s, readonly)) != 0)
         return rc;
     if ((rc = check_source(s, readonly)) != 0)
@@ -1586,6 +1594,10 @@ setup(struct sub *s)
         rs_log_kv(RS_LOG_ERROR, "cannot start", "error", err, NULL);
         return 1;
     }
+    /* A report-only audit reads; the changes a daemon left pending are
+     * reported, never applied from here. */
+    if (readonly)
+        apply_pause(s->apply, true);
     struct pull_opts po = {
         .base = s->base,
         .http = s->http,
