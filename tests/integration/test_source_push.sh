@@ -69,8 +69,16 @@ mv "$D/sub/two.txt" "$D/sub/moved.txt"
 rm "$D/first.txt"
 mkdir "$D/newdir"
 printf 'deep\n' >"$D/newdir/deep.txt"
+# On failure, say what was notified (a flake under load was seen once, and
+# "nothing" is not a diagnosis).
+all_notified() {
+    wait_until 15 notified_has "$TMP/subc.log" "$B" "" "$@" && return 0
+    echo "notified, in order:"
+    notified "$TMP/subc.log" "$B" ""
+    return 1
+}
 check "created, updated, moved, deleted, new directory: all notified" \
-    wait_until 15 notified_has "$TMP/subc.log" "$B" "" "created first.txt" \
+    all_notified "created first.txt" \
     "created c.txt" "updated one.txt" "created sub/moved.txt" \
     "deleted sub/two.txt" "deleted first.txt" "created newdir/deep.txt"
 expect_eq "notifications = the Change Lists (entries, order, datetimes)" \
