@@ -729,6 +729,14 @@ on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
               loc, NULL);
     switch (cap) {
     case RS_CAP_CHANGELIST:
+        /* A gap-free WebSocket channel already brought every change the
+         * new or closed Change List holds; otherwise pull it. */
+        if (st->follow != NULL) {
+            struct follow_stats fs;
+            follow_stats(st->follow, &fs);
+            if (fs.connected[DISCOVERY_CHANGE])
+                break;
+        }
         queue_pull(s, i, PULL_CHANGES, WHY_FRAMEWORK);
         break;
     case RS_CAP_RESOURCELIST:
@@ -790,7 +798,8 @@ on_websub_state(void *ud, const char *topic, enum hubsub_state st,
     struct sub *s = ud;
     int i;
 
-    rs_log_kv(st == HUBSUB_ACTIVE ? RS_LOG_INFO : RS_LOG_WARN,
+    rs_log_kv(st == HUBSUB_ACTIVE || st == HUBSUB_UNSUBSCRIBED
+              ? RS_LOG_INFO : RS_LOG_WARN,
               "websub subscription", "topic", topic, "state", names[st],
               "why", why, NULL);
     /* Until the hub verified us, nothing was delivered: what changed
@@ -1204,7 +1213,10 @@ on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
         s->refused++;
         break;
     case APPLY_RETRY:
-        rs_log_kv(RS_LOG_WARN, "resource will be retried", "uri", uri,
+        /* Routine under churn (a file changed again between its
+         * notification and the fetch: the next change wins); the failure
+         * after the last retry is what an operator must see. */
+        rs_log_kv(RS_LOG_INFO, "resource will be retried", "uri", uri,
                   "error", what, NULL);
         break;
     default:
