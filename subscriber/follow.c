@@ -66,7 +66,9 @@ follow_id_cmp(const char *a, const char *b)
 
 /* ------------------------------------------------------------ messages */
 
-/* Queue the changes of one notification document; id may be NULL. */
+/* Queue the changes of one notification document. c: the WebSocket channel
+ * it came on (its hub id is checked and becomes the position), or NULL
+ * (WebSub: no position, no mark moved). */
 static int
 take_doc(struct follow *f, struct chan *c, const char *buf, size_t len,
          const char *origin)

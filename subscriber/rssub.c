@@ -207,6 +207,8 @@ struct job_q {
     int set;
     enum pull_kind kind;
     enum pull_why why;
+    rs_time_t since;              /* CHANGES: read from no later than this
+                                     (RS_TIME_NONE: the set's mark) */
 };
 
 struct sub {
@@ -449,16 +451,30 @@ on_failed_row(void *ud, const struct ledger_todo *t)
 /* ------------------------------------------------------------- pulls */
 
 static void
-queue_pull(struct sub *s, int set, enum pull_kind kind, enum pull_why why)
+queue_pull_since(struct sub *s, int set, enum pull_kind kind,
+                 enum pull_why why, rs_time_t since)
 {
-    for (size_t i = 0; i < s->nq; i++)
-        if (s->q[i].set == set && s->q[i].kind == kind)
+    for (size_t i = 0; i < s->nq; i++) {
+        struct job_q *q = &s->q[i];
+        if (q->set == set && q->kind == kind) {
+            /* One pull serves both: from the earlier of the two. */
+            if (since != RS_TIME_NONE &&
+                (q->since == RS_TIME_NONE || since < q->since))
+                q->since = since;
             return;
+        }
+    }
     if (s->nq == sizeof(s->q) / sizeof(s->q[0]))
         return;
-    s->q[s->nq++] = (struct job_q){ set, kind, why };
+    s->q[s->nq++] = (struct job_q){ set, kind, why, since };
     if (s->pulling < 0)
         run_queue(s);
+}
+
+static void
+queue_pull(struct sub *s, int set, enum pull_kind kind, enum pull_why why)
+{
+    queue_pull_since(s, set, kind, why, RS_TIME_NONE);
 }
 
 static void
@@ -596,6 +612,11 @@ run_queue(struct sub *s)
         if (j.kind == PULL_CHANGES) {
             url = st->d->changelist;
             since = source_dt(s, st);
+            /* A seam pull reads from where the mark stood when it was
+             * asked for: push may have moved the mark since. */
+            if (j.since != RS_TIME_NONE && since != RS_TIME_NONE &&
+                j.since < since)
+                since = j.since;
             if (since == RS_TIME_NONE)
                 j.kind = PULL_RECONCILE;
         }
@@ -702,7 +723,8 @@ on_follow_gap(void *ud, const char *why)
     rs_log_kv(RS_LOG_WARN, "gap in the channel: pulling change lists",
               "caplist", st->d->caplist, "why", why, NULL);
     rs_metrics_counter_inc(s->m_fallback[0]);
-    queue_pull(s, (int)(st - s->sets), PULL_CHANGES, WHY_GAP);
+    queue_pull_since(s, (int)(st - s->sets), PULL_CHANGES, WHY_GAP,
+                     source_dt(s, st));
 }
 
 static void
@@ -713,7 +735,8 @@ on_follow_live(void *ud)
 
     rs_log_kv(RS_LOG_INFO, "channel live again: pulling change lists to "
               "cover the seam", "caplist", st->d->caplist, NULL);
-    queue_pull(s, (int)(st - s->sets), PULL_CHANGES, WHY_GAP);
+    queue_pull_since(s, (int)(st - s->sets), PULL_CHANGES, WHY_GAP,
+                     source_dt(s, st));
 }
 
 static void
