@@ -14,6 +14,7 @@
 #include "rs_http.h"
 #include "rs_parse.h"
 #include "rs_url.h"
+#include "uriset.h"
 
 #define DW_TIMEOUT_MS 300000
 #define DW_RETRIES 3
@@ -37,8 +38,7 @@ struct docwalk {
     bool retrying;               /* the stack's top is a document to retry */
     char **stack;                /* documents still to read; top read next */
     size_t nstack, capstack;
-    char **seen;                 /* open-addressing set of URLs read */
-    size_t nseen, capseen;
+    struct uriset seen;          /* documents read (loops end here) */
     /* the current document */
     char *url;
     struct rs_parser *p;
@@ -57,62 +57,6 @@ struct docwalk {
 };
 
 static void dw_step(struct docwalk *w);
-
-/* ------------------------------------------------------------ URL set */
-
-static uint64_t
-dw_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s != '\0'; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* 1 when url was in the set, 0 added, RS_ENOMEM. */
-static int
-dw_seen_add(struct docwalk *w, const char *url)
-{
-    size_t i;
-
-    if ((w->nseen + 1) * 2 > w->capseen) {
-        size_t ncap = w->capseen ? w->capseen * 2 : 64;
-        char **t = rs_calloc(ncap, sizeof(*t));
-        if (t == NULL)
-            return RS_ENOMEM;
-        for (i = 0; i < w->capseen; i++) {
-            if (w->seen[i] == NULL)
-                continue;
-            size_t j = dw_hash(w->seen[i]) & (ncap - 1);
-            while (t[j] != NULL)
-                j = (j + 1) & (ncap - 1);
-            t[j] = w->seen[i];
-        }
-        rs_free(w->seen);
-        w->seen = t;
-        w->capseen = ncap;
-    }
-    i = dw_hash(url) & (w->capseen - 1);
-    while (w->seen[i] != NULL) {
-        if (strcmp(w->seen[i], url) == 0)
-            return 1;
-        i = (i + 1) & (w->capseen - 1);
-    }
-    if ((w->seen[i] = rs_strdup(url)) == NULL)
-        return RS_ENOMEM;
-    w->nseen++;
-    return 0;
-}
-
-static void
-dw_seen_clear(struct docwalk *w)
-{
-    for (size_t i = 0; i < w->capseen; i++)
-        rs_free(w->seen[i]);
-    rs_free(w->seen);
-    w->seen = NULL;
-    w->nseen = w->capseen = 0;
-}
 
 /* ------------------------------------------------------------- stack */
 
@@ -159,7 +103,7 @@ dw_clear(struct docwalk *w)
         rs_free(w->stack[--w->nstack]);
     rs_free(w->url);
     w->url = NULL;
-    dw_seen_clear(w);
+    uriset_clear(&w->seen);
 }
 
 static void
@@ -405,7 +349,7 @@ dw_handle_done(struct docwalk *w, struct rs_http_req *req,
         struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
         w->attempt++;
         dw_doc_reset(w);
-        /* Back on the stack; the seen mark is taken off by the step. */
+        /* Back on the stack, still marked seen: the step knows a retry. */
         if (dw_push(w, w->url) != 0) {
             w->url = NULL;
             snprintf(w->err, sizeof(w->err), "out of memory");
@@ -502,7 +446,7 @@ dw_step(struct docwalk *w)
             w->retrying = false;       /* already marked seen */
             break;
         }
-        rc = dw_seen_add(w, w->url);
+        rc = uriset_add(&w->seen, w->url);
         if (rc == 0)
             break;
         if (rc < 0) {

@@ -17,6 +17,7 @@
 #include "pull.h"
 #include "rs_alloc.h"
 #include "rs_hash.h"
+#include "uriset.h"
 
 /* Change Lists are read from a little before the last applied change, so a
  * change stamped slightly out of order is not missed; what the mirror
@@ -35,8 +36,7 @@ struct pull {
     rs_time_t doc_at;            /* the current list's at */
     rs_time_t min_from;          /* CHANGES: earliest from of any list */
     int64_t gen;
-    uint64_t *seen;              /* readonly: hashes of URIs seen, open */
-    size_t nseen, capseen;       /* addressing, 0 = empty slot */
+    struct uriset seen;          /* readonly: the URIs the list named */
     struct pull_report r;
     char err[512];
 };
@@ -53,65 +53,6 @@ diff(struct pull *p, const char *uri, const char *what)
 {
     if (p->o.on_diff != NULL)
         p->o.on_diff(p->o.ud, uri, what);
-}
-
-/* ------------------------------------------------------- seen (readonly) */
-
-/* A 64-bit hash stands for the URI: a collision could only hide one
- * "deleted" finding, at odds of one in 2^64 per pair. */
-static uint64_t
-uri_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-
-    for (; *s != '\0'; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h != 0 ? h : 1;
-}
-
-static int
-seen_add(struct pull *p, const char *uri)
-{
-    uint64_t h = uri_hash(uri);
-    size_t i;
-
-    if ((p->nseen + 1) * 2 > p->capseen) {
-        size_t ncap = p->capseen ? p->capseen * 2 : 4096;
-        uint64_t *t = rs_calloc(ncap, sizeof(*t));
-        if (t == NULL)
-            return RS_ENOMEM;
-        for (i = 0; i < p->capseen; i++) {
-            if (p->seen[i] == 0)
-                continue;
-            size_t j = p->seen[i] & (ncap - 1);
-            while (t[j] != 0)
-                j = (j + 1) & (ncap - 1);
-            t[j] = p->seen[i];
-        }
-        rs_free(p->seen);
-        p->seen = t;
-        p->capseen = ncap;
-    }
-    for (i = h & (p->capseen - 1); p->seen[i] != 0; i = (i + 1) & (p->capseen - 1))
-        if (p->seen[i] == h)
-            return 0;
-    p->seen[i] = h;
-    p->nseen++;
-    return 0;
-}
-
-static bool
-seen_has(const struct pull *p, const char *uri)
-{
-    uint64_t h = uri_hash(uri);
-
-    if (p->capseen == 0)
-        return false;
-    for (size_t i = h & (p->capseen - 1); p->seen[i] != 0;
-         i = (i + 1) & (p->capseen - 1))
-        if (p->seen[i] == h)
-            return true;
-    return false;
 }
 
 /* ------------------------------------------------------------ changes */
@@ -242,7 +183,7 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
             have = false;             /* gone: the mirror lacks it */
     }
     if (p->o.readonly)
-        rc = seen_add(p, loc);
+        rc = uriset_add(&p->seen, loc) < 0 ? RS_ENOMEM : 0;
     else if (rc == 0)
         rc = ledger_res_mark(p->o.ledger, loc, p->gen);
     else
@@ -298,7 +239,7 @@ on_unseen(void *ud, const struct ledger_res *r)
     struct ledger_todo t = { 0 };
     int rc;
 
-    if (p->o.readonly && seen_has(p, r->uri))
+    if (p->o.readonly && uriset_has(&p->seen, r->uri))
         return 0;
     if (r->change_dt != RS_TIME_NONE && r->change_dt > p->r.newest)
         return 0;
@@ -421,9 +362,7 @@ on_walk_done(void *ud, int rc, const char *err)
     if (rc == 0)
         rc = ledger_res_each(p->o.ledger, false, p->o.readonly ? -1 : p->gen,
                              on_unseen, p);
-    rs_free(p->seen);
-    p->seen = NULL;
-    p->nseen = p->capseen = 0;
+    uriset_clear(&p->seen);
     if (rc != 0 && p->err[0] == '\0')
         snprintf(p->err, sizeof(p->err), "state: %s",
                  ledger_errstr(p->o.ledger));
@@ -463,7 +402,7 @@ pull_free(struct pull *p)
     if (p == NULL)
         return;
     docwalk_free(p->walk);
-    rs_free(p->seen);
+    uriset_clear(&p->seen);
     rs_free(p);
 }
 
