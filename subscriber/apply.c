@@ -695,7 +695,7 @@ static void
 apply_refill(struct apply *a)
 {
     size_t room = a->o.parallel ? a->o.parallel : APPLY_PARALLEL;
-    int64_t waiting = 0;
+    bool waiting = false;
     int rc = 0;
 
     if (a->paused || a->closing)
@@ -813,18 +813,20 @@ apply_pause(struct apply *a, bool pause)
 }
 
 bool
-apply_idle(struct apply *a, int64_t *waiting)
+apply_idle(struct apply *a, bool *waiting)
 {
-    int64_t due = 0, later = 0, failed = 0;
+    rs_time_t when = 0;
+    int rc;
 
     if (a->njobs > 0)
         return false;
-    if (ledger_todo_count(a->o.ledger, rs_time_now(), &due, &later,
-                          &failed) != 0)
+    /* One index seek, not a count: this runs whenever the jobs run out. */
+    rc = ledger_todo_next_due(a->o.ledger, &when);
+    if (rc != 0 && rc != RS_ENOTFOUND)
         return false;
     if (waiting != NULL)
-        *waiting = later;
-    return due == 0;
+        *waiting = rc == 0 && when > rs_time_now();
+    return rc == RS_ENOTFOUND || when > rs_time_now();
 }
 
 void

@@ -64,10 +64,10 @@ struct apply_opts {
      * written (in the open batch). what: "" or why it failed. May be NULL. */
     void (*on_result)(void *ud, const char *uri, enum apply_outcome o,
                       const char *what);
-    /* Nothing in flight and no todo row due; waiting: rows whose retry is
-     * not due yet (failed rows aside). Runs again at each refill while it
+    /* Nothing in flight and no todo row due; waiting: some row waits for
+     * a retry not due yet (failed rows aside). Runs again at each refill while it
      * holds. May be NULL. */
-    void (*on_idle)(void *ud, int64_t waiting);
+    void (*on_idle)(void *ud, bool waiting);
     /* A batch could not be committed (disk full, I/O error): its work is
      * redone, nothing is lost, but the operator must know. May be NULL. */
     void (*on_state_error)(void *ud, const char *what);
@@ -110,9 +110,10 @@ void apply_kick(struct apply *a);
  * when they did. */
 void apply_pause(struct apply *a, bool pause);
 
-/* Nothing in flight and no todo row due; *waiting (may be NULL): rows
- * whose retry is not due yet. False also when the ledger cannot say. */
-bool apply_idle(struct apply *a, int64_t *waiting);
+/* Nothing in flight and no todo row due; *waiting (may be NULL): some
+ * row waits for a retry not due yet. False also when the ledger cannot
+ * say. Cheap (an index seek): it runs whenever the jobs run out. */
+bool apply_idle(struct apply *a, bool *waiting);
 
 /* The open batch: apply_txn before any ledger write (opens a transaction
  * when none is, and arms the commit timer); apply_flush commits it now

@@ -796,8 +796,10 @@ on_websub(void *ud, const struct hubsub_msg *m)
     int i = set_of_follow(s, m->topic);
     int rc;
 
-    if (i < 0 || s->sets[i].follow == NULL)
-        return 0;                    /* not ours any more: drop it */
+    if (i < 0)
+        return 0;                    /* not a topic of ours: drop it */
+    if (s->sets[i].follow == NULL)
+        return 1;                    /* stopping: 503, the hub keeps it */
     /* X-Hub-Id is not used to drop repeats: a delivery answered 503 comes
      * again with the same id, and must be taken then. Repeats are cheap:
      * the per-resource rules skip what the mirror holds. */
@@ -987,7 +989,7 @@ write_ready(struct sub *s)
 /* Pulls queued are done and the appliers have nothing left: the end of
  * sync and audit, the start of following for run. */
 static void
-on_apply_idle(void *ud, int64_t retrying)
+on_apply_idle(void *ud, bool retrying)
 {
     struct sub *s = ud;
     int64_t failed = 0, due = 0, waiting = 0;
@@ -1000,7 +1002,7 @@ on_apply_idle(void *ud, int64_t retrying)
     }
     /* The daemon is ready with retries still waiting (a Source that
      * churns always has some); sync and audit wait for them. */
-    if (s->cmd != CMD_RUN && retrying > 0 && !s->readonly)
+    if (s->cmd != CMD_RUN && retrying && !s->readonly)
         return;
     if (s->cmd == CMD_RUN) {
         if (!s->started && !s->failed) {
@@ -1048,12 +1050,12 @@ on_apply_idle(void *ud, int64_t retrying)
 static void
 after_pulls(struct sub *s)
 {
-    int64_t waiting = 0;
+    bool waiting = false;
 
     if (s->pulling >= 0 || s->nq > 0)
         return;
     if (s->readonly)
-        on_apply_idle(s, 0);
+        on_apply_idle(s, false);
     else if (apply_idle(s->apply, &waiting))
         on_apply_idle(s, waiting);
     else
