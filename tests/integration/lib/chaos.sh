@@ -257,6 +257,18 @@ chaos_alive() {
 # the Source's change log (rssource's state), the hub's backlog (Redis
 # stream STREAM: the entries naming the path, with their ids; trimmed ones
 # are gone), and the mirror's ledger (resource row, todo row).
+# sqlq DB SQL: the rows of a read-only query, one per line, columns joined
+# by '|' (Python's sqlite3 module: the sqlite3 CLI is not installed by
+# deploy/install-deps.sh, and need not be).
+sqlq() {
+    "$PY" -c 'import sqlite3, sys
+db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+for sql in sys.argv[2].split(";"):
+    if sql.strip():
+        for row in db.execute(sql):
+            print("|".join("" if v is None else str(v) for v in row))' "$1" "$2"
+}
+
 explain_diff() {
     local src=$1 mir=$2 sst=$3 key=$4 dst=$5 rel
     { diff <(cd "$src" && find . -type f ! -name '.rssub-tmp.*' | LC_ALL=C sort) \
@@ -266,7 +278,7 @@ explain_diff() {
           [ -f "$mir/$f" ] && ! cmp -s "$f" "$mir/$f" && echo "${f#./}"
       done); } | head -n 4 | while IFS= read -r rel; do
         echo "$rel:"
-        echo "  source: $(sqlite3 -readonly "$sst/state.db" \
+        echo "  source: $(sqlq "$sst/state.db" \
             "select group_concat(change || '@' || dt, ' ') from (select change, dt from changes where path = '$rel' order by seq)" 2>&1)"
         echo "  hub backlog: $(rcli xrange "$key" - + 2>/dev/null |
             "$PY" -c 'import re, sys
@@ -278,7 +290,7 @@ for i in range(1, len(parts) - 1, 2):
     for u in re.finditer(r"<loc>[^<]*/" + re.escape(rel) + r"</loc>\s*(?:<lastmod>[^<]*</lastmod>\s*)?<rs:md change=\"([a-z]+)\" datetime=\"([^\"]+)\"", parts[i + 1]):
         out.append("%s@%s(%s)" % (u.group(1), u.group(2), parts[i]))
 print(" ".join(out) or "none (trimmed, or never accepted)")' "$rel")"
-        echo "  mirror: $(sqlite3 -readonly "$dst" \
+        echo "  mirror: $(sqlq "$dst" \
             "select 'res change_dt=' || ifnull(change_dt, '') || ' deleted=' || deleted from res where uri like '%/$rel'; select 'todo change=' || change || ' attempts=' || attempts || ' failed=' || failed || ' ' || ifnull(last_error, '') from todo where uri like '%/$rel'" 2>&1 | tr '\n' ' ')"
     done
 }
@@ -543,7 +555,7 @@ if lost:
     sys.exit(1)
 EOF
     CH_LAST_ACK=$(sort -t- -k1,1n -k2,2n "$acked" | tail -n 1)
-    pos=$(sqlite3 -readonly "$TMP/ws.db" \
+    pos=$(sqlq "$TMP/ws.db" \
         "select id from pos where channel like '%#change'" 2>&1)
     if id_ge "${pos:-0-0}" "$CH_LAST_ACK"; then
         ok "ws: the mirror's channel position ($pos) reached the newest acknowledged id ($CH_LAST_ACK)"
