@@ -208,13 +208,19 @@ caplist_ws() {
     echo "${ws##*/channel/}"
 }
 
-# has_changes NAME WANT...: the change log ends with these lines (in order).
+# has_changes NAME WANT...: the change log ends with these lines, in any
+# order: changes made within one read of inotify's queue are recorded
+# existing-paths-first (catalog_observe_batch), so their order depends on
+# where the kernel's reads fell, which a loaded machine moves. The order of
+# the datetimes is checked on its own. Prints both sides when they differ.
 has_changes() {
     local name=$1 got want
     shift
-    got=$(changes_of "$name" | tail -n $#)
-    want=$(printf '%s\n' "$@")
-    [ "$got" = "$want" ]
+    got=$(changes_of "$name" | tail -n $# | sort)
+    want=$(printf '%s\n' "$@" | sort)
+    [ "$got" = "$want" ] && return 0
+    printf 'got:\n%s\nwant:\n%s\n' "$got" "$want"
+    return 1
 }
 
 # src_cleanup: stop the sources, then common.sh's cleanup.
