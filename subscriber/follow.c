@@ -179,7 +179,6 @@ on_ws_open(void *ud, struct wsclient_conn *conn)
 {
     struct chan *c = ud;
 
-    (void)conn;
     c->open = true;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
     if (c->pull_on_open) {
@@ -193,7 +192,8 @@ on_ws_open(void *ud, struct wsclient_conn *conn)
     if (c->kind == DISCOVERY_CHANGE)
         c->f->st.down_since = RS_TIME_NONE;
     if (c->f->o.on_channel != NULL)
-        c->f->o.on_channel(c->f->o.ud, c->uris[c->cur], true, 0, "");
+        c->f->o.on_channel(c->f->o.ud, c->uris[c->cur],
+                           wsclient_conn_peer(conn), true, 0, "");
 }
 
 static void
@@ -215,7 +215,6 @@ on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
                                          : FOLLOW_BACKOFF_MAX_MS;
     char why[300];
 
-    (void)conn;
     c->conn = NULL;
     c->open = false;
     f->st.connected[c->kind] = false;
@@ -224,7 +223,8 @@ on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
     if (code == WSCLIENT_CANCELLED)
         return;                       /* wsclient_free: we are stopping */
     if (f->o.on_channel != NULL)
-        f->o.on_channel(f->o.ud, c->uris[c->cur], false, code, reason);
+        f->o.on_channel(f->o.ud, c->uris[c->cur], wsclient_conn_peer(conn),
+                        false, code, reason);
     switch (code) {
     case 4001:                        /* gap: our position is gone */
     case 4005:                        /* bad since: start over */

@@ -65,9 +65,10 @@ struct follow_opts {
      * created/updated/deleted. */
     void (*on_framework)(void *ud, enum rs_capability cap, enum rs_change ch,
                          const char *loc);
-    /* A channel went up or down (logs, status). */
-    void (*on_channel)(void *ud, const char *uri, bool up, int code,
-                       const char *why);
+    /* A channel went up or down (logs, status). peer: the address
+     * connected to (wsclient_conn_peer), NULL if none was reached. */
+    void (*on_channel)(void *ud, const char *uri, const char *peer, bool up,
+                       int code, const char *why);
     void *ud;
 };
 

@@ -775,18 +775,21 @@ on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
 }
 
 static void
-on_follow_channel(void *ud, const char *uri, bool up, int code,
-                  const char *why)
+on_follow_channel(void *ud, const char *uri, const char *peer, bool up,
+                  int code, const char *why)
 {
     char c[16];
 
     (void)ud;
     snprintf(c, sizeof(c), "%d", code);
+    if (peer == NULL)
+        peer = "-";
     if (up)
-        rs_log_kv(RS_LOG_INFO, "channel connected", "uri", uri, NULL);
+        rs_log_kv(RS_LOG_INFO, "channel connected", "uri", uri, "peer", peer,
+                  NULL);
     else
-        rs_log_kv(RS_LOG_WARN, "channel closed", "uri", uri, "code", c,
-                  "reason", why, NULL);
+        rs_log_kv(RS_LOG_WARN, "channel closed", "uri", uri, "peer", peer,
+                  "code", c, "reason", why, NULL);
 }
 
 static int

@@ -5,9 +5,11 @@
  * two FIFOs: requests to the lws thread (lws_cancel_service wakes it) and
  * events to the main loop (an eventfd wakes it, once per batch).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <libwebsockets.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -39,6 +41,9 @@
 #define WSC_HOST_MAX 119
 #define WSC_ORIGIN_MAX 117
 #define WSC_PATH_MAX 1024
+#define WSC_ADDRS_MAX 16           /* addresses of one name taken in turn */
+#define WSC_PREFS 8                /* names whose next address is kept */
+#define WSC_PEER_MAX 64            /* numeric IPv6 with a %scope */
 
 /*
  * Lifetime of a connection. The main loop allocates it in wsclient_connect
@@ -118,8 +123,23 @@ struct wsclient_conn {
     int code;
     char reason[WSCLIENT_REASON_MAX];
 
+    char peer[WSC_PEER_MAX];  /* the numeric address connected to, set
+                                 before the lws thread pushes any event */
+    unsigned peer_idx, peer_n;  /* its place among the name's addresses */
+    bool was_open;
+
     struct wsc_ev ev_open, ev_closed;
     char str[];               /* addr, host_hdr, origin, path */
+};
+
+/* A host name's address to try next (lws thread only): a name that
+ * resolves to several (one per hub node behind it) is walked in turn, so
+ * a dead node costs one failed connection, not every one after it. */
+struct wsc_pref {
+    char host[WSC_HOST_MAX + 1];
+    int port;
+    unsigned next;
+    uint64_t used_us;         /* the least recently used one is replaced */
 };
 
 struct wsclient {
@@ -153,6 +173,7 @@ struct wsclient {
     /* lws thread only */
     struct wsclient_conn *live;
     unsigned nlive;
+    struct wsc_pref prefs[WSC_PREFS];
     bool stopping;
     lws_sorted_usec_list_t stop_sul;
 };
@@ -384,6 +405,92 @@ leave_soon(struct wsclient *w)
         lws_cancel_service(w->ctx);
 }
 
+/* ------------------------------------------------------- peer addresses */
+
+static struct wsc_pref *
+pref_get(struct wsclient *w, const char *host, int port)
+{
+    struct wsc_pref *lru = &w->prefs[0];
+    for (size_t i = 0; i < WSC_PREFS; i++) {
+        struct wsc_pref *p = &w->prefs[i];
+        if (p->port == port && strcmp(p->host, host) == 0)
+            return p;
+        if (p->used_us < lru->used_us)
+            lru = p;
+    }
+    memset(lru, 0, sizeof(*lru));
+    snprintf(lru->host, sizeof(lru->host), "%s", host);
+    lru->port = port;
+    return lru;
+}
+
+/* Resolve c's host and choose the address to connect to: the name's next
+ * one (conn_note_peer). A numeric host is taken as it is. Blocks the lws
+ * thread, as lws's own resolving would. 0, or -1 with why set. */
+static int
+conn_pick_peer(struct wsclient *w, struct wsclient_conn *c, char *why,
+               size_t whysz)
+{
+    unsigned char bin[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, c->addr, bin) == 1 ||
+        inet_pton(AF_INET6, c->addr, bin) == 1) {
+        snprintf(c->peer, sizeof(c->peer), "%s", c->addr);
+        c->peer_idx = 0;
+        c->peer_n = 1;
+        return 0;
+    }
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(c->addr, NULL, &hints, &res);
+    if (rc != 0) {
+        snprintf(why, whysz, "cannot resolve %s: %s", c->addr,
+                 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        return -1;
+    }
+    char addrs[WSC_ADDRS_MAX][WSC_PEER_MAX];
+    unsigned n = 0;
+    for (const struct addrinfo *ai = res; ai != NULL && n < WSC_ADDRS_MAX;
+         ai = ai->ai_next) {
+        if (getnameinfo(ai->ai_addr, ai->ai_addrlen, addrs[n],
+                        sizeof(addrs[n]), NULL, 0, NI_NUMERICHOST) != 0)
+            continue;
+        unsigned k = 0;
+        while (k < n && strcmp(addrs[k], addrs[n]) != 0)
+            k++;
+        if (k == n)
+            n++;
+    }
+    freeaddrinfo(res);
+    if (n == 0) {
+        snprintf(why, whysz, "cannot resolve %s: no address", c->addr);
+        return -1;
+    }
+    struct wsc_pref *p = pref_get(w, c->addr, c->port);
+    p->used_us = now_us();
+    c->peer_idx = n > 1 ? p->next % n : 0;
+    c->peer_n = n;
+    snprintf(c->peer, sizeof(c->peer), "%s", addrs[c->peer_idx]);
+    return 0;
+}
+
+/* c is over: when its address failed (never opened, lost without a close
+ * frame, or the server going away) the name's next connection takes the
+ * following one; otherwise the same one again. Our own closes say nothing
+ * about the address. */
+static void
+conn_note_peer(struct wsclient *w, const struct wsclient_conn *c)
+{
+    if (c->peer_n < 2 || c->kill)
+        return;
+    bool failed = !c->was_open || c->code == WSCLIENT_ABNORMAL ||
+                  c->code == LWS_CLOSE_STATUS_GOINGAWAY;
+    struct wsc_pref *p = pref_get(w, c->addr, c->port);
+    p->used_us = now_us();
+    p->next = failed ? (c->peer_idx + 1) % c->peer_n : c->peer_idx;
+}
+
 /* The lws thread's last act for c: hand CLOSED to the main loop, which may
  * free c at once; c must not be touched after this returns. */
 static void
@@ -397,6 +504,7 @@ conn_finish(struct wsclient *w, struct wsclient_conn *c)
     c->rx = NULL;
     live_unlink(w, c);
     set_close(c, WSCLIENT_ABNORMAL, "connection lost");
+    conn_note_peer(w, c);
     c->ev_closed.c = c;
     c->ev_closed.type = WSC_EV_CLOSED;
     pthread_mutex_lock(&w->mu);
@@ -473,10 +581,16 @@ start_stop(struct wsclient *w)
 static void
 conn_start(struct wsclient *w, struct wsclient_conn *c)
 {
+    char why[WSCLIENT_REASON_MAX];
+    if (conn_pick_peer(w, c, why, sizeof(why)) != 0) {
+        set_close(c, WSCLIENT_ABNORMAL, why);
+        conn_finish(w, c);
+        return;
+    }
     struct lws_client_connect_info i;
     memset(&i, 0, sizeof(i));
     i.context = w->ctx;
-    i.address = c->addr;
+    i.address = c->peer;      /* Host, SNI and the certificate: the name */
     i.port = c->port;
     i.path = c->path;
     i.host = c->host_hdr;
@@ -703,6 +817,7 @@ on_established(struct wsclient *w, struct wsclient_conn *c)
     if (c->lstate != L_CONNECTING)
         return;
     conn_set_state(c, L_OPEN);
+    c->was_open = true;
     c->last_rx_us = now_us();
     c->ev_open.c = c;
     c->ev_open.type = WSC_EV_OPEN;
@@ -1117,6 +1232,12 @@ wsclient_conn_close(struct wsclient_conn *c)
     pthread_mutex_unlock(&w->mu);
     if (wake && !w->freeing)
         lws_cancel_service(w->ctx);
+}
+
+const char *
+wsclient_conn_peer(const struct wsclient_conn *c)
+{
+    return c != NULL && c->peer[0] != '\0' ? c->peer : NULL;
 }
 
 void

@@ -93,8 +93,13 @@ void wsclient_free(struct wsclient *w);
  * 128-byte line), User-Agent. RS_EINVAL: not such a URL, user info, control
  * characters or spaces, host over 119 or path over 1024 bytes; RS_ENOMEM;
  * RS_ESTATE during wsclient_free; then no callback runs. Host names are
- * resolved on the lws thread (blocking it, outside connect_timeout_ms).
- * About 250 connections at most. */
+ * resolved on the lws thread (blocking it, outside connect_timeout_ms),
+ * afresh for each connection. A name with several addresses (hub nodes
+ * behind one name) is walked: a connection goes to the address the last
+ * one to that name went to, or to the next one when that one failed to
+ * open, was lost without a close frame or was closed 1001 (going away).
+ * Host header, TLS SNI and certificate check use the name. About 250
+ * connections at most. */
 int wsclient_connect(struct wsclient *w, const char *url,
                      const struct wsclient_cbs *cbs, void *ud,
                      struct wsclient_conn **out) RS_MUST_CHECK;
@@ -104,6 +109,11 @@ int wsclient_connect(struct wsclient *w, const char *url,
  * connection is closed with 1000 in the background (answer awaited up to
  * 1 s). NULL is a no-op. */
 void wsclient_conn_close(struct wsclient_conn *c);
+
+/* The numeric address c connects or connected to ("127.0.0.2", "::1"),
+ * NULL before one was chosen (or if resolving failed). From on_open and
+ * on_close on; valid as long as c. */
+const char *wsclient_conn_peer(const struct wsclient_conn *c);
 
 /* A snapshot; any thread. */
 void wsclient_get_stats(struct wsclient *w, struct wsclient_stats *out);

@@ -12,6 +12,11 @@
 #      connected to while files keep changing; rssub reconnects to
 #      another node, resumes with since= (no gap pull), the mirror
 #      converges and `rssub audit` exits 0.
+#  (d) one channel URI whose host name has two addresses (two more nodes,
+#      on 127.0.0.2 and 127.0.0.3; the name given by a hosts file bound
+#      over /etc/hosts in rssub's own mount namespace): kill -9 of the
+#      node rssub is on; it reconnects to the name's other address and
+#      resumes, no gap pull, the mirror converges, audit exits 0.
 # Real redis-server, rshub, rssource, rssub, callback server on loopback.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
 # shellcheck disable=SC2317 # helpers run through check/wait_until
@@ -60,15 +65,16 @@ kind = framework
 token = $TOK
 EOF
 
-# node_start NAME: rshub NAME with the shared config; a restart keeps the
-# ports it had.
+# node_start NAME [RSHUB-ARGS...]: rshub NAME with the shared config; a
+# restart keeps the ports it had.
 declare -A NODE_HTTP NODE_WS
 node_start() {
     local n=$1 ports=()
+    shift
     [ -n "${NODE_HTTP[$n]:-}" ] &&
         ports=(--listen "127.0.0.1:${NODE_HTTP[$n]}" --ws-listen "127.0.0.1:${NODE_WS[$n]}")
-    hub_start "$n" --config "$TMP/hub.conf" "${WS_HUB_ARGS[@]}" "${ports[@]}" ||
-        return 1
+    hub_start "$n" --config "$TMP/hub.conf" "${WS_HUB_ARGS[@]}" "${ports[@]}" \
+        "$@" || return 1
     NODE_HTTP[$n]=${HUB_HTTP[$n]}
     NODE_WS[$n]=${HUB_WS[$n]}
 }
@@ -263,4 +269,94 @@ else
     bad "b: rssub audit exits $SUB_RC, want 0" \
         "$(head -n 20 "$TMP/audit.out"; tail -n 10 "$TMP/audit.log")"
 fi
+
+# =================================== (d) one channel name, several nodes
+note "(d) a channel name with two addresses, the connected node killed ($((SECONDS - T0)) s)"
+# The name needs two addresses without touching the machine's /etc/hosts:
+# rssub runs in a mount namespace of its own (unshare, as root) where a
+# hosts file of ours is bound over /etc/hosts. Two more nodes serve
+# WebSocket on one port, on 127.0.0.2 and 127.0.0.3.
+if ! unshare --mount true 2>/dev/null; then
+    note "skipped: unshare --mount is not allowed here (needs root)"
+    sub_finish
+fi
+node_start N4 --ws-listen 127.0.0.2:0 || bad "d: rshub N4 on 127.0.0.2"
+P=${NODE_WS[N4]}
+node_start N5 --ws-listen "127.0.0.3:$P" || bad "d: rshub N5 on 127.0.0.3:$P"
+{ cat /etc/hosts; printf '127.0.0.2 hubs.test\n127.0.0.3 hubs.test\n'; } \
+    >"$TMP/hosts"
+# in_ns CMD...: CMD where hubs.test has both addresses (same PID: exec)
+printf '#!/bin/sh\nexec unshare --mount sh -c %s "%s" "$@"\n' \
+    "'mount --bind \"\$0\" /etc/hosts && exec \"\$@\"'" "$TMP/hosts" \
+    >"$TMP/in_ns"
+chmod +x "$TMP/in_ns"
+printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$TMP/in_ns" "$RSSUB" >"$TMP/rssub-ns"
+chmod +x "$TMP/rssub-ns"
+expect_eq "d: inside, hubs.test has both addresses" \
+    "$("$TMP/in_ns" getent ahostsv4 hubs.test | awk '{ print $1 }' | sort -u | xargs)" \
+    "127.0.0.2 127.0.0.3"
+mkdir -p "$TMP/m2"
+if RSSUB=$TMP/rssub-ns sub_start r2 "$B" "$TMP/m2/mirror" "$TMP/m2.db" \
+        --channel "ws://hubs.test:$P/channel/$CH"; then
+    ok "d: rssub run --channel ws://hubs.test:$P/...: first sync applied"
+else
+    bad "d: rssub run gets ready" "$(tail -n 20 "${SUB_LOG[r2]}")"
+fi
+peer_pat="msg=\"?channel connected\"? uri=ws://hubs\\.test:$P/channel/$CH peer=127\\.0\\.0\\.[23]"
+peers() { grep -Eo "$peer_pat" "${SUB_LOG[r2]}" | sed -E 's/.*peer=//'; }
+check "d: connected by name, to one of its addresses" \
+    wait_until 10 grep -Eq "$peer_pat" "${SUB_LOG[r2]}"
+PX=$(peers | tail -n 1)
+if [ "$PX" = 127.0.0.2 ]; then KX=N4 PO=127.0.0.3; else KX=N5 PO=127.0.0.2; fi
+note "rssub r2 is on $PX ($KX); churn, then kill -9 $KX"
+bg churn2 "$PY" -c "$CHURN_PY" "$D" 29 120 0.05 >"$TMP/churn2.out"
+sleep 1
+hub_kill9 "$KX"
+moved() { [ "$(peers | tail -n 1)" = "$PO" ]; }
+check "d: rssub reconnects to the name's other address ($PO)" \
+    wait_until 15 moved
+check "d: the lost connection is logged with the address it was to" \
+    grep -Eq "msg=\"?channel closed\"? uri=ws://hubs\\.test:$P/channel/$CH peer=${PX//./\\.} " \
+    "${SUB_LOG[r2]}"
+hub_asan_check "$KX"
+node_start "$KX" --ws-listen "$PX:$P" || bad "d: rshub $KX restarts on $PX:$P"
+bg_wait churn2 60 || bad "d: churn ends within 60 s"
+note "churn: $(cat "$TMP/churn2.out")"
+
+# A node that accepts connections but never answers (stopped, hung) is
+# the case a resolver's own try-the-next-address cannot help with: the
+# name's first address is stopped and rssub starts afresh; its first
+# connection times out, the next goes to the other address.
+sub_stop r2
+expect_eq "d: rssub stopped for the restart: exit 0" "$SUB_RC" 0
+PF=$("$TMP/in_ns" getent ahostsv4 hubs.test | awk 'NR == 1 { print $1 }')
+if [ "$PF" = 127.0.0.2 ]; then KF=N4 PG=127.0.0.3; else KF=N5 PG=127.0.0.2; fi
+note "the name's first address is $PF ($KF): SIGSTOP $KF, restart rssub r2"
+kill -STOP "${HUB_PID[$KF]}"
+NCONN=$(peers | wc -l)
+if RSSUB=$TMP/rssub-ns sub_start r2 "$B" "$TMP/m2/mirror" "$TMP/m2.db" \
+        --channel "ws://hubs.test:$P/channel/$CH"; then
+    ok "d: rssub r2 restarts"
+else
+    bad "d: rssub r2 restarts" "$(tail -n 20 "${SUB_LOG[r2]}")"
+fi
+moved_on() { [ "$(peers | wc -l)" -gt "$NCONN" ] && [ "$(peers | tail -n 1)" = "$PG" ]; }
+check "d: past the stopped node, to $PG, within one connect timeout" \
+    wait_until 20 moved_on
+check "d: the stopped node's address timed out" \
+    grep -Eq "msg=\"?channel closed\"? uri=ws://hubs\\.test:$P/channel/$CH peer=${PF//./\\.} code=1006 reason=\"connect timeout\"" \
+    "${SUB_LOG[r2]}"
+kill -CONT "${HUB_PID[$KF]}"
+printf 'after the second kill\n' >"$D/last2.txt"
+if converged 45 "$D" "$TMP/m2/mirror" >"$TMP/conv2.out" 2>&1; then
+    ok "d: the mirror converges (diff -r)"
+else
+    bad "d: the mirror converges (diff -r)" "$(head -n 8 "$TMP/conv2.out")"
+fi
+GAPS=$(sub_metric r2 rssub_fallbacks_total 'reason="gap"')
+expect_eq "d: no gap pull was needed" "${GAPS:-none}" 0
+sub_stop r2
+expect_eq "d: rssub: SIGTERM, exit 0" "$SUB_RC" 0
+sub_cmd audit2 audit "$B" "$TMP/m2/mirror" "$TMP/m2.db"
+expect_eq "d: rssub audit exits 0" "$SUB_RC" 0
 sub_finish
