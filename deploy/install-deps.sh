@@ -10,6 +10,7 @@ PKGS=(
   libcurl4-openssl-dev libcmocka-dev libssl-dev libsqlite3-dev
   libinih-dev libjansson-dev libzip-dev
   redis-server curl
+  iproute2 util-linux   # the tests: ss -K (chaos), unshare (test_multinode)
   python3 python3-defusedxml python3-dateutil python3-requests python3-websockets
   python3-distutils   # resync, the interop tests' reference tools, imports it
 )

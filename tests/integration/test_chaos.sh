@@ -4,6 +4,7 @@
 # pushes to two rshub nodes on one persistent Redis; three rssub mirrors
 # follow it (WebSocket over both nodes, WebSub, polling) while seeded
 # events kill -9 and restart a hub node, a mirror, rssource and Redis,
+# reset every connection between the daemons (ss -K, Redis CLIENT KILL),
 # and pause mirrors with SIGSTOP (one until the backlog is trimmed past
 # it). Then every mirror must equal the Source byte for byte within
 # 60 s, audit clean, and no notification the hub acknowledged may be

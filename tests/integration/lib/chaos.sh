@@ -3,8 +3,9 @@
 # (CI, about two minutes) and tests/soak/chaos.sh (--minutes N): a seeded
 # writer changing a 2,000-file Source, two rshub nodes on one persistent
 # Redis, three rssub mirrors (WebSocket over both nodes, WebSub, polling),
-# and seeded kill -9 / restart / SIGSTOP events; then the mirrors must
-# converge, audit clean, and no acknowledged notification may be lost.
+# and seeded kill -9 / restart / SIGSTOP / connection-reset events; then
+# the mirrors must converge, audit clean, and no acknowledged notification
+# may be lost.
 # Sourced after common.sh, source.sh and sub.sh (their trap stops every
 # process started here, by recorded PID). Reproduce a run: RS_CHAOS_SEED.
 # The arrays and counters used here unseen (HUB_PID, HUB_ASAN_DONE,
@@ -327,7 +328,8 @@ chaos_setup() {
     # pull (docs/subscriber.md, Limits known), so this mirror has one
     # well inside the convergence bound; the WebSocket mirror keeps the
     # default (10 min): it must converge by push and gap pulls alone.
-    MIR_ARGS[websub]="--transport websub --callback-listen 127.0.0.1:$(free_port) --pull-interval 20s"
+    CH_CB_PORT=$(free_port)
+    MIR_ARGS[websub]="--transport websub --callback-listen 127.0.0.1:$CH_CB_PORT --pull-interval 20s"
     MIR_ARGS[poll]="--no-push --poll-interval 500ms"
     local m t
     for m in "${CHAOS_MIRRORS[@]}"; do
@@ -440,6 +442,68 @@ ev_trim() {
     kill -CONT "${SUB_PID[ws]}"
 }
 
+# ss_kill_works: `ss -K` destroys TCP sockets here (root, and a kernel
+# with SOCK_DESTROY); probed on a connection of our own.
+ss_kill_works() {
+    "$PY" - <<'EOF'
+import socket, subprocess, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+p = s.getsockname()[1]
+c = socket.create_connection(("127.0.0.1", p))
+a, _ = s.accept()
+subprocess.run(["ss", "-K", "-t", "( dport = :%d )" % p],
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+c.settimeout(2)
+try:
+    sys.exit(0 if c.recv(1) == b"" else 1)
+except OSError:
+    sys.exit(0)
+EOF
+}
+# hub_reconnects: Redis reconnections both hub nodes made (this run of each)
+hub_reconnects() {
+    local k n t=0
+    for k in A B; do
+        n=$(ht metrics --http "${CH_HUB_HTTP[$k]}" \
+            --get rshub_redis_reconnects_total 2>/dev/null)
+        t=$((t + ${n:-0}))
+    done
+    echo "$t"
+}
+# ev_drop: the network between the daemons fails at once, and nobody is
+# restarted: every TCP connection to the hub nodes (WebSocket channels,
+# publishes, WebSub requests), to rssource (fetches, pulls) and to the
+# WebSub mirror's callback (deliveries) is reset (ss -K), and every Redis
+# client link (the hubs') is cut (CLIENT KILL). Each must notice and
+# reconnect by itself; the WebSocket mirror resumes with since=.
+ev_drop() {
+    local p c0 r0 ports=("${CH_HUB_HTTP[A]}" "${CH_HUB_HTTP[B]}"
+                          "${CH_HUB_WS[A]}" "${CH_HUB_WS[B]}" "$CH_SRC_PORT"
+                          "$CH_CB_PORT")
+    event drop "reset every TCP connection between the daemons; CLIENT KILL every Redis client"
+    c0=$(grep -Ec 'msg="?channel closed"?' "${SUB_LOG[ws]}")
+    r0=$(hub_reconnects)
+    if [ "${CH_SS_KILL:-}" = "" ]; then
+        if ss_kill_works; then CH_SS_KILL=yes; else CH_SS_KILL=no; fi
+    fi
+    if [ "$CH_SS_KILL" = yes ]; then
+        for p in "${ports[@]}"; do
+            ss -K -t "( dport = :$p or sport = :$p )" >/dev/null 2>&1
+        done
+    else
+        echo "     chaos: ss -K cannot reset connections here: Redis links only"
+    fi
+    rcli CLIENT KILL TYPE normal >/dev/null 2>&1
+    if [ "$CH_SS_KILL" = yes ]; then
+        wait_until 10 test "$(grep -Ec 'msg="?channel closed"?' "${SUB_LOG[ws]}")" -gt "$c0" ||
+            bad "drop: the ws mirror saw no channel closed (T+$(elapsed)s)"
+    fi
+    wait_until 10 test "$(hub_reconnects)" -gt "$r0" ||
+        bad "drop: no hub reconnected to Redis (T+$(elapsed)s)"
+}
+
 ev_pause() {
     rnd 3
     local m=${CHAOS_MIRRORS[$R]}
@@ -455,7 +519,7 @@ ev_pause() {
 # SECS seconds: first each kind once (in a seeded order), then kinds at
 # random, 1-5 s apart.
 chaos_run() {
-    local secs=$1 kinds=(hub mirror source redis trim pause) order=() k i
+    local secs=$1 kinds=(hub mirror source redis trim pause drop) order=() k i
     CHAOS_T0=$SECONDS
     rm -f "$TMP/writer.stop"
     bg writer "$PY" -c "$CHAOS_WRITER_PY" "$CHAOS_SRC" "$CHAOS_SEED" run \
@@ -641,7 +705,7 @@ chaos_finish_checks() {
     done
     echo "==== chaos summary (seed $CHAOS_SEED, $(elapsed) s of chaos)"
     printf '  events:'
-    for m in hub mirror source redis trim pause; do
+    for m in hub mirror source redis trim pause drop; do
         printf ' %s=%s' "$m" "${CH_COUNT[$m]:-0}"
     done
     echo
