@@ -471,7 +471,7 @@ conn_pick_peer(struct wsclient *w, struct wsclient_conn *c, char *why,
     p->used_us = now_us();
     c->peer_idx = n > 1 ? p->next % n : 0;
     c->peer_n = n;
-    snprintf(c->peer, sizeof(c->peer), "%s", addrs[c->peer_idx]);
+    memcpy(c->peer, addrs[c->peer_idx], sizeof(c->peer));   /* both NUL'd */
     return 0;
 }
 
