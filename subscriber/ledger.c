@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -680,6 +681,34 @@ lg_setup(struct ledger *l, const char *path, unsigned flags, char *err,
         return lg_code(src);
     }
     return fresh ? lg_create(l, path, err, errsz) : 0;
+}
+
+long
+ledger_writer_pid(const char *path)
+{
+    size_t n = strlen(path);
+    char *lp = rs_malloc(n + sizeof(".lock"));
+    char buf[32], *end = NULL;
+    long pid = 0;
+    ssize_t got = -1;
+    int fd;
+
+    if (lp == NULL)
+        return 0;
+    memcpy(lp, path, n);
+    memcpy(lp + n, ".lock", sizeof(".lock"));
+    if ((fd = open(lp, O_RDONLY | O_CLOEXEC)) >= 0) {
+        got = pread(fd, buf, sizeof(buf) - 1, 0);
+        close(fd);
+    }
+    rs_free(lp);
+    if (got <= 0)
+        return 0;
+    buf[got] = '\0';
+    pid = strtol(buf, &end, 10);
+    if (end == buf || pid <= 0 || pid == (long)getpid())
+        return 0;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM ? pid : 0;
 }
 
 struct ledger *

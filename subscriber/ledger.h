@@ -73,6 +73,11 @@ struct ledger *ledger_open(const char *path, unsigned flags, char *err,
                            size_t errsz);
 /* Rolls back an open transaction. NULL ok. */
 void ledger_close(struct ledger *l);
+/* The pid a live writer of the database at path wrote into its lock file,
+ * else 0. Takes no lock (a probe must never make a starting writer fail);
+ * a stale pid that was reused reads as live: callers use it to be careful,
+ * not to be bold. */
+long ledger_writer_pid(const char *path);
 /* The last failure, e.g. "todo put: disk I/O error"; "" after none. */
 const char *ledger_errstr(const struct ledger *l);
 

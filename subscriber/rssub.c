@@ -42,6 +42,7 @@
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "rs_url.h"
+#include "stray.h"
 #include "wsclient.h"
 
 #define RSSUB_MAX_SETS 16
@@ -236,6 +237,7 @@ struct sub {
     bool started;                 /* first round of pulls done */
     bool draining;
     bool audit_dirty;             /* audit found differences */
+    bool strays_due;              /* run: the periodic audit's last step */
     bool failed;                  /* a pull failed */
     int64_t drain_waited_ms;
     unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
@@ -254,6 +256,7 @@ struct sub {
     struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
     struct rs_metrics_counter *m_fallback[4];
     struct rs_metrics_counter *m_notifications;
+    struct rs_metrics_counter *m_strays;
     uint64_t listed;              /* entries read by pulls (progress) */
     uint64_t listed_before;       /* ... by the pulls before this one */
     bool tty;
@@ -496,6 +499,80 @@ on_diff(void *ud, const char *uri, const char *what)
     else
         rs_log_kv(RS_LOG_WARN, "audit: differs", "uri", uri, "what", what,
                   NULL);
+}
+
+/* ------------------------------------------------------------- strays */
+
+/* A report-only audit beside a running daemon (ledger_writer_pid) may see
+ * a file it renamed into place before it committed the file's row: files
+ * that changed this recently are not judged then. */
+#define RSSUB_STRAY_SETTLE_US (60 * 1000000LL)
+
+struct stray_run {
+    struct sub *s;
+    bool fix;
+    uint64_t removed, kept;
+};
+
+static int
+on_stray(void *ud, const char *rel, const struct stat *st)
+{
+    struct stray_run *sr = ud;
+    struct sub *s = sr->s;
+    int rc;
+
+    (void)st;
+    if (s->cmd == CMD_AUDIT)
+        printf("stray %s\n", rel);
+    else
+        rs_log_kv(RS_LOG_WARN, "audit: stray file", "path", rel, "fix",
+                  sr->fix ? "remove" : "no", NULL);
+    if (!sr->fix)
+        return 0;
+    if ((rc = mirror_remove(s->mirror, rel)) == 0 || rc == RS_ENOTFOUND) {
+        sr->removed++;
+        return 0;
+    }
+    sr->kept++;
+    rs_log_kv(RS_LOG_ERROR, "cannot remove a stray file", "path", rel,
+              "error", mirror_errstr(s->mirror), NULL);
+    return 0;
+}
+
+/* An audit's last step: files in the mirror that no resource accounts
+ * for (stray.h), reported, and removed (or moved to the attic) with fix.
+ * False when it could not be completed. */
+static bool
+check_strays(struct sub *s, bool fix)
+{
+    struct stray_run sr = { .s = s, .fix = fix && !s->readonly };
+    struct stray_stats st;
+    char n[4][24];
+    rs_time_t not_before = s->readonly && ledger_writer_pid(s->state_path)
+                           ? rs_time_now() - RSSUB_STRAY_SETTLE_US
+                           : RS_TIME_NONE;
+    int rc;
+
+    if (!s->readonly && apply_txn(s->apply) != 0)
+        return false;
+    rc = stray_scan(s->ledger, s->mirror, not_before, on_stray, &sr, &st);
+    rs_metrics_counter_add(s->m_strays, st.strays);
+    if (st.strays > sr.removed)
+        s->audit_dirty = true;
+    snprintf(n[0], 24, "%llu", (unsigned long long)st.files);
+    snprintf(n[1], 24, "%llu", (unsigned long long)st.strays);
+    snprintf(n[2], 24, "%llu", (unsigned long long)sr.removed);
+    snprintf(n[3], 24, "%llu", (unsigned long long)st.recent);
+    rs_log_kv(st.strays > 0 ? RS_LOG_WARN : RS_LOG_INFO, "mirror walked for "
+              "stray files", "files", n[0], "strays", n[1], "removed", n[2],
+              "too_recent_to_judge", n[3], NULL);
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot look for stray files", "error",
+                  rs_strerror(rc), "state", ledger_errstr(s->ledger),
+                  "mirror", mirror_errstr(s->mirror), NULL);
+        return false;
+    }
+    return sr.kept == 0;
 }
 
 static void after_pulls(struct sub *s);
@@ -967,6 +1044,7 @@ on_audit_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    s->strays_due = true;
     for (size_t i = 0; i < s->nsets; i++)
         queue_pull(s, (int)i, conf.audit_fix ? PULL_RECONCILE : PULL_AUDIT,
                    WHY_AUDIT);
@@ -1034,6 +1112,8 @@ on_apply_idle(void *ud, bool retrying)
                    (long long)(due + waiting));
             s->audit_dirty = true;
         }
+        if (!s->failed && !check_strays(s, conf.fix))
+            s->failed = true;
         finish(s, s->failed ? 3 : s->audit_dirty && !conf.fix ? 1 : 0);
         return;
     }
@@ -1057,6 +1137,12 @@ after_pulls(struct sub *s)
 
     if (s->pulling >= 0 || s->nq > 0)
         return;
+    if (s->strays_due && s->cmd == CMD_RUN && !s->draining) {
+        /* Pending changes need not wait: what a job wrote, it recorded in
+         * the same step, through this connection. */
+        s->strays_due = false;
+        (void)check_strays(s, conf.audit_fix);
+    }
     if (s->readonly)
         on_apply_idle(s, false);
     else if (apply_idle(s->apply, &waiting))
@@ -1180,6 +1266,10 @@ setup_metrics(struct sub *s)
             "rssub_fallbacks_total", "Pulls push could not spare: gaps, "
             "reconciles, change lists too short, polls.", "reason", why[w],
             NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(s->metrics, &s->m_strays,
+            "rssub_audit_strays_total", "Files in the mirror no resource "
+            "accounts for, found by audits.", NULL);
     if (rc == 0)
         rc = rs_metrics_register_gauge_fn(s->metrics, "rssub_fetch_bytes",
             "Resource bytes written to the mirror (a counter).",

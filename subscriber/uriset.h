@@ -1,8 +1,9 @@
 /*
- * uriset.h - a set of URIs kept as 64-bit FNV-1a hashes (8 bytes each, open
- * addressing): the documents a walk has read, the entries an audit has
- * seen. A collision makes two URIs one, at odds of one in 2^64 per pair,
- * which those uses can afford; nothing here needs the URIs back.
+ * uriset.h - a set of strings kept as 64-bit FNV-1a hashes (8 bytes each,
+ * open addressing): the documents a walk has read, the URIs an audit has
+ * seen, the mirror paths a stray scan knows. A collision makes two one, at
+ * odds of one in 2^64 per pair, which those uses can afford; nothing here
+ * needs the strings back.
  */
 #ifndef SUB_URISET_H
 #define SUB_URISET_H

@@ -9,7 +9,7 @@
 # conditional GET answered 304), Change Lists that do not reach back (a
 # reconcile), resource faults (hash mismatch, truncated body, 404, 500
 # then OK, 503 with Retry-After, a body slower than --timeout) and their
-# repair on the next sync, audits (--deep, --fix), hostile documents (URIs
+# repair on the next sync, audits (--deep, --fix, stray files), hostile documents (URIs
 # outside the origin or the mirror, malformed, DOCTYPE, oversized), refused
 # states (inside the mirror, of another Source, in use), and the attic.
 # rssub is an ASan build in CI: no log of it may hold a sanitizer report.
@@ -502,6 +502,27 @@ sub_exit au5 0
 sub au6 audit "$M" "$ST" --deep
 sub_exit au6 0
 check "after audit --fix --deep the mirror equals the Source" same_tree "$M"
+# files no resource accounts for (put there by hand): reported by path,
+# and with --fix removed (here: moved to the attic)
+mkdir -p "$M/data/by-hand"
+printf 'mine\n' >"$M/data/by-hand/x.txt"
+printf 'mine too\n' >"$M/stray-top.txt"
+sub au7 audit "$M" "$ST"
+sub_exit au7 1
+check "audit names the stray files by their paths" \
+    logged au7 "^stray data/by-hand/x.txt\$" "^stray stray-top.txt\$"
+expect_eq "...and no resource as differing" \
+    "$(grep -cE '^(added|updated|deleted) ' "$TMP/au7.log")" 0
+check "a report-only audit leaves them" test -f "$M/data/by-hand/x.txt"
+sub au8 audit "$M" "$ST" --fix --attic "$TMP/attic-strays"
+sub_exit au8 0
+check "audit --fix moves them to the attic" \
+    cmp <(printf 'mine\n') "$TMP/attic-strays/data/by-hand/x.txt"
+check "...both" test -f "$TMP/attic-strays/stray-top.txt"
+check "after it the mirror equals the Source (no empty directory left)" \
+    same_tree "$M"
+sub au9 audit "$M" "$ST"
+sub_exit au9 0
 
 # ======================================================== 6. hostile
 
