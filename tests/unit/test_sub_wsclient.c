@@ -842,6 +842,15 @@ fx_run_for(struct fx *f, unsigned ms)
     assert_false(f->timed_out);
 }
 
+/* The last request head the server read, copied. */
+static void
+srv_request(struct fx *f, char *buf, size_t n)
+{
+    pthread_mutex_lock(&f->srv.mu);
+    snprintf(buf, n, "%s", f->srv.req);
+    pthread_mutex_unlock(&f->srv.mu);
+}
+
 /* ------------------------------------------------------------- the tests */
 
 /* wsclient/null_and_bad_options: NULL is a no-op; bad options are refused
@@ -1487,9 +1496,7 @@ test_handshake_headers(void **state)
     rec_connect(f, r, 'A', sc, url);
     fx_run(f);
     assert_int_equal(r->code, 1000);
-    pthread_mutex_lock(&f->srv.mu);
-    snprintf(req, sizeof(req), "%s", f->srv.req);
-    pthread_mutex_unlock(&f->srv.mu);
+    srv_request(f, req, sizeof(req));
     assert_true(strncmp(req, "GET /t/A?since=42 HTTP/1.1\r\n", 28) == 0);
     lower(req);
     snprintf(want, sizeof(want), "\r\nhost: 127.0.0.1:%d\r\n", f->srv.port);
@@ -1545,9 +1552,7 @@ test_peer(void **state)
     assert_int_equal(r[0].code, 1000);
     assert_string_equal(r[0].peer, "127.0.0.1");
     assert_string_equal(r[0].close_peer, "127.0.0.1");
-    pthread_mutex_lock(&f->srv.mu);
-    snprintf(req, sizeof(req), "%s", f->srv.req);
-    pthread_mutex_unlock(&f->srv.mu);
+    srv_request(f, req, sizeof(req));
     lower(req);
     snprintf(want, sizeof(want), "\r\nhost: localhost:%d\r\n", f->srv.port);
     assert_non_null(strstr(req, want));

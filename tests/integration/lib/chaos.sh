@@ -387,16 +387,17 @@ ev_redis() {
     redis_start || bad "redis-server restarts (T+$(elapsed)s)"
 }
 
-# drops: slow-consumer cuts (4002) both hub nodes made (this run of each)
-drops() {
+# hubs_sum SERIES: SERIES summed over both hub nodes (this run of each)
+hubs_sum() {
     local k n t=0
     for k in A B; do
-        n=$(ht metrics --http "${CH_HUB_HTTP[$k]}" \
-            --get rshub_ws_slow_consumer_drops_total 2>/dev/null)
+        n=$(ht metrics --http "${CH_HUB_HTTP[$k]}" --get "$1" 2>/dev/null)
         t=$((t + ${n:-0}))
     done
     echo "$t"
 }
+# drops: slow-consumer cuts (4002) both hub nodes made
+drops() { hubs_sum rshub_ws_slow_consumer_drops_total; }
 # trimmed_past ID: the hub's backlog was trimmed through ID or later
 trimmed_past() {
     local tt
@@ -462,16 +463,8 @@ except OSError:
     sys.exit(0)
 EOF
 }
-# hub_reconnects: Redis reconnections both hub nodes made (this run of each)
-hub_reconnects() {
-    local k n t=0
-    for k in A B; do
-        n=$(ht metrics --http "${CH_HUB_HTTP[$k]}" \
-            --get rshub_redis_reconnects_total 2>/dev/null)
-        t=$((t + ${n:-0}))
-    done
-    echo "$t"
-}
+# hub_reconnects: Redis reconnections both hub nodes made
+hub_reconnects() { hubs_sum rshub_redis_reconnects_total; }
 # ev_drop: the network between the daemons fails at once, and nobody is
 # restarted: every TCP connection to the hub nodes (WebSocket channels,
 # publishes, WebSub requests), to rssource (fetches, pulls) and to the
