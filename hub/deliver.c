@@ -80,6 +80,12 @@ struct dsub {
     unsigned attempts;
     uint64_t first_fail_ms;
     uint64_t delivered;
+    /* Notifications after gap_after were trimmed before they could be
+     * delivered. The first one queued after that (gap_first) and every
+     * POST after it say so (X-Hub-Gap) until one is answered 2xx
+     * (post_gap: the one in flight said it). */
+    bool gap, gap_first_set, post_gap;
+    struct msg_id gap_after, gap_first;
     bool removing;            /* removal asked of Redis: deliver no more */
     bool seen;                /* reload bookkeeping */
 };
@@ -470,6 +476,10 @@ sub_enqueue(struct deliver *d, struct dsub *s, struct body *b)
     s->q[(s->qhead + s->qlen) % d->o.queue_max] = b;
     s->qlen++;
     s->queued_to = b->id;
+    if (s->gap && !s->gap_first_set) {
+        s->gap_first = b->id;
+        s->gap_first_set = true;
+    }
     return true;
 }
 
@@ -492,9 +502,15 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
         return;   /* forgotten meanwhile; or Redis failed: the tick retries */
     struct dtopic *t = s->t;
     d->st.pages++;
-    if (msg_id_cmp(s->queued_to, mark) < 0 && !msg_id_is_zero(s->queued_to)) {
-        /* WebSub has no gap signal: say so loudly and go on from what the
-         * backlog still holds (the Change Lists cover the rest). */
+    if (msg_id_cmp(s->queued_to, mark) < 0 && !msg_id_is_zero(s->queued_to)
+        && !s->gap) {
+        /* WebSub has no gap signal of its own: the next deliveries carry
+         * X-Hub-Gap until one is taken, so the subscriber pulls what was
+         * lost; meanwhile go on from what the backlog still holds. */
+        s->gap = true;
+        s->gap_first_set = false;
+        s->gap_after = s->queued_to;
+        d->st.gaps++;
         char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ];
         msg_id_format(s->queued_to, a);
         msg_id_format(mark, b);
@@ -550,9 +566,9 @@ sub_post(struct deliver *d, struct dsub *s)
 {
     struct body *b = s->q[s->qhead];
     const struct topic *tp = topics_by_name(d->o.topics, s->t->name);
-    char ctype[200], link[4200], sig[160], idh[80];
+    char ctype[200], link[4200], sig[160], idh[80], gaph[80];
     char id[MSG_ID_BUFSZ];
-    const char *hdrs[6];
+    const char *hdrs[7];
     int nh = 0;
     snprintf(ctype, sizeof(ctype), "Content-Type: %s", b->ctype);
     hdrs[nh++] = ctype;
@@ -568,6 +584,13 @@ sub_post(struct deliver *d, struct dsub *s)
     msg_id_format(b->id, id);
     snprintf(idh, sizeof(idh), "X-Hub-Id: %s", id);
     hdrs[nh++] = idh;
+    s->post_gap = s->gap && s->gap_first_set &&
+                  msg_id_cmp(b->id, s->gap_first) >= 0;
+    if (s->post_gap) {
+        msg_id_format(s->gap_after, id);
+        snprintf(gaph, sizeof(gaph), "X-Hub-Gap: %s", id);
+        hdrs[nh++] = gaph;
+    }
     hdrs[nh++] = "Expect:";   /* no 100-continue round trip */
     hdrs[nh] = NULL;
 
@@ -688,6 +711,8 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         s->delivered++;
         s->cursor = s->q[s->qhead]->id;
         sub_pop(d, s);
+        if (s->post_gap)
+            s->gap = false;   /* told: the subscriber pulls */
         s->attempts = 0;
         s->first_fail_ms = 0;
         if (s->failing)

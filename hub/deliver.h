@@ -49,6 +49,9 @@ struct deliver_stats {
     uint64_t removed_failing;       /* --drop-failing */
     uint64_t removed_expired;       /* leases */
     uint64_t pages;                 /* backlog refills */
+    uint64_t gaps;                  /* refills that found notifications a
+                                       subscription had not been given
+                                       trimmed (told with X-Hub-Gap) */
     size_t subscriptions;           /* delivered by this node */
     size_t failing;
     size_t in_flight;

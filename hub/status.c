@@ -35,7 +35,8 @@ struct hub_metrics {
     struct synced redis_cmds, redis_fail, redis_reconnects;
     struct synced ws_requests, ws_verified, ws_verify_failed, ws_denied;
     struct synced ws_pings, ws_ping_failed;
-    struct synced wd_delivered, wd_failed, wd_gone, wd_failing, wd_expired;
+    struct synced wd_delivered, wd_failed, wd_gone, wd_failing, wd_expired,
+        wd_gaps;
     char *buf;
     size_t cap;
 };
@@ -291,6 +292,10 @@ status_metrics_init(struct hub *h)
     if (rc == 0)
         rc = COUNTER(wd_failed, "rshub_websub_delivery_failures_total",
                      "Delivery attempts that failed and will be retried.");
+    if (rc == 0)
+        rc = COUNTER(wd_gaps, "rshub_websub_gaps_total",
+                     "Times a subscription was found behind the backlog: "
+                     "notifications trimmed before delivery (X-Hub-Gap).");
     for (int i = 0; rc == 0 && i < 3; i++) {
         static const char *const why[3] = { "gone", "failing", "expired" };
         struct synced *sy = i == 0 ? &hm->wd_gone : i == 1 ? &hm->wd_failing
@@ -372,6 +377,7 @@ metrics_sync(struct hub *h)
     synced_set(&hm->ws_ping_failed, ws_st.ping_failed);
     synced_set(&hm->wd_delivered, dl.delivered);
     synced_set(&hm->wd_failed, dl.attempts_failed);
+    synced_set(&hm->wd_gaps, dl.gaps);
     synced_set(&hm->wd_gone, dl.removed_gone);
     synced_set(&hm->wd_failing, dl.removed_failing);
     synced_set(&hm->wd_expired, dl.removed_expired);

@@ -831,6 +831,7 @@ on_content(struct hubsub *h, struct sub *s, struct evhttp_request *req)
         .hub_url = s->hub_url,
         .content_type = evhttp_find_header(hd, "Content-Type"),
         .id = evhttp_find_header(hd, "X-Hub-Id"),
+        .gap_after = evhttp_find_header(hd, "X-Hub-Gap"),
         .body = body,
         .len = len,
     };

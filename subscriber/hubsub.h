@@ -38,6 +38,9 @@ struct hubsub_msg {
     const char *hub_url;        /* where we subscribed */
     const char *content_type;   /* as the hub sent it; NULL if absent */
     const char *id;             /* X-Hub-Id (to drop repeats) or NULL */
+    const char *gap_after;      /* X-Hub-Gap (rshub): notifications after
+                                   this id were trimmed before delivery, so
+                                   the subscriber must pull; NULL: none */
     const char *body;           /* the exact bytes; body[len] == '\0' */
     size_t len;
 };

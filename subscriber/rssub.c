@@ -891,6 +891,16 @@ on_websub(void *ud, const struct hubsub_msg *m)
     }
     if (rc == 0)
         rc = apply_flush(s->apply);  /* durable before the hub hears 2xx */
+    if (rc == 0 && m->gap_after != NULL) {
+        /* The hub trimmed what it had not delivered to us: what came
+         * between is in the Change Lists (WebSub never moves the mark
+         * they are read from). */
+        char why[256];
+        snprintf(why, sizeof(why), "%s: notifications after %.64s were "
+                 "trimmed before delivery (X-Hub-Gap)", m->hub_url,
+                 m->gap_after);
+        on_follow_gap(&s->sets[i], why);
+    }
     return rc != 0;
 }
 

@@ -411,8 +411,9 @@ websub_subs() {
 print(sum(len(t.get("websub") or []) for t in json.load(sys.stdin)
           if t["topic"] == sys.argv[1]))' "$1"
 }
+no_websub_subs() { [ "$(websub_subs "$1")" = 0 ]; }
 check "SIGTERM unsubscribed: the hub holds no subscription for the topic" \
-    wait_until 10 test "$(websub_subs "$B5/changes")" = 0
+    wait_until 10 no_websub_subs "$B5/changes"
 audit_ok w "$B5/" "$M5" "$ST5"
 
 # ================================================ 6. hostile notifications

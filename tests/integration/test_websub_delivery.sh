@@ -7,8 +7,9 @@
 # stalling, a failing and a slow subscriber do not delay a healthy one, nor
 # do a dozen stalling ones on its callback host;
 # after --retry-window a failing subscription is marked failing, and with
-# --drop-failing removed; /metrics counts verifications, deliveries,
-# retries and failures.
+# --drop-failing removed; a subscription the backlog was trimmed past is
+# told with X-Hub-Gap on its next delivery; /metrics counts verifications,
+# deliveries, retries, failures and gaps.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -47,6 +48,10 @@ uri = $U/odd
 
 [topic crowd]
 uri = $U/crowd
+
+[topic behind]
+uri = $U/behind
+backlog-max = 3
 EOF
 cat >"$TMP/b.conf" <<EOF
 [topic drop]
@@ -277,6 +282,50 @@ cat "$TMP/crowd0.pairs" "$TMP/crowd.pairs" >"$TMP/crowd-all.pairs"
 check "crowd/healthy: each once, in order" \
     cbq check C --path /cb/ch --pairs "$TMP/crowd-all.pairs" --hub "$HUB" \
     --topic "$U/crowd" --ctype application/xml
+
+# ----------------------------------------------------- behind the backlog
+note "a subscription the backlog was trimmed past: X-Hub-Gap"
+# Topic behind keeps 3 notifications (trimmed when 64 over); the queue of
+# a subscription holds 64. While /cb/bh answers 503, 150 are published:
+# the queue fills, the subscription lags, the backlog is trimmed past it.
+ws_subscribe_ok "behind/subscribe" A "$U/behind" behind C /cb/bh
+cb_ctl C /cb/bh post=status:503
+check "behind/150 published while its callback answers 503" \
+    pub A "$TMP/bh.pairs" "$U/behind" --start 700 --count 150
+cbq wait C --path /cb/bh --method POST --n 3 --timeout 15 >/dev/null
+cb_ctl C /cb/bh post=ok
+LAST_BH=$(tail -n 1 "$TMP/bh.pairs" | cut -d' ' -f1)
+check "behind/deliveries resume up to the last one published" \
+    cbq wait C --path /cb/bh --method POST --answered 204 --with-id "$LAST_BH" \
+    --timeout 30
+# The first delivery past the 64 queued ones says X-Hub-Gap: the id of
+# the 64th; that delivery is the first one with a later id, and no other
+# one says it (the hub stops once one was answered 2xx).
+check "behind/X-Hub-Gap on the first delivery after the trimmed span, on no other" \
+    "$PY" - "${CB_LOG[C]}" "$TMP/bh.pairs" <<'PYEOF'
+import json, sys
+ids = [l.split()[0] for l in open(sys.argv[2])]
+key = lambda i: tuple(int(x) for x in i.split("-"))
+def hdr(r, n):
+    return next((v for k, v in r["headers"] if k.lower() == n.lower()), None)
+posts = [r for r in map(json.loads, open(sys.argv[1]))
+         if r["method"] == "POST" and r["path"] == "/cb/bh"
+         and 200 <= r.get("answered", 0) < 300]
+gaps = [(hdr(r, "X-Hub-Id"), hdr(r, "X-Hub-Gap")) for r in posts
+        if hdr(r, "X-Hub-Gap") is not None]
+first_after = next(hdr(r, "X-Hub-Id") for r in posts
+                   if key(hdr(r, "X-Hub-Id")) > key(ids[63]))
+want = [(first_after, ids[63])]
+if gaps != want:
+    sys.exit("X-Hub-Gap seen %r, want %r" % (gaps, want))
+got = [hdr(r, "X-Hub-Id") for r in posts]
+if got[:64] != ids[:64]:
+    sys.exit("the 64 queued ones were not delivered first, in order")
+if any(key(a) >= key(b) for a, b in zip(got, got[1:])):
+    sys.exit("deliveries out of order")
+PYEOF
+check "behind/the hub counts the gap (rshub_websub_gaps_total 1)" \
+    test "$(ht metrics --http "$HA" --get rshub_websub_gaps_total)" = 1
 
 # ---------------------------------------------------------------- metrics
 note "/metrics"

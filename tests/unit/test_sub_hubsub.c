@@ -201,6 +201,7 @@ struct note {
     size_t len;
     char ctype[128];
     char id[64];
+    char gap[64];             /* X-Hub-Gap, "" if absent */
     char topic[256];
 };
 
@@ -285,6 +286,8 @@ on_note(void *ud, const struct hubsub_msg *m)
     snprintf(n->ctype, sizeof(n->ctype), "%s",
              m->content_type != NULL ? m->content_type : "");
     snprintf(n->id, sizeof(n->id), "%s", m->id != NULL ? m->id : "");
+    snprintf(n->gap, sizeof(n->gap), "%s",
+             m->gap_after != NULL ? m->gap_after : "");
     snprintf(n->topic, sizeof(n->topic), "%s", m->topic);
     if (f->unsub_in_note)
         assert_int_equal(hubsub_unsubscribe(f->hs, m->topic), 0);
@@ -903,6 +906,7 @@ test_deliver(void **state)
     assert_memory_equal(f->notes[0].body, body, len);
     assert_string_equal(f->notes[0].ctype, "application/xml");
     assert_string_equal(f->notes[0].id, id);
+    assert_string_equal(f->notes[0].gap, "");   /* nothing was trimmed */
     assert_string_equal(f->notes[0].topic, T);
 
     char sig[300];

@@ -322,14 +322,12 @@ chaos_setup() {
     CH_CHAN=$(caplist_ws s change-notification)
     MIR_ARGS[ws]="--channel ws://127.0.0.1:${CH_HUB_WS[A]}/channel/$CH_CHAN --channel ws://127.0.0.1:${CH_HUB_WS[B]}/channel/$CH_CHAN"
     # rssub prefers WebSocket when the Capability List offers it (and
-    # rssource's does): --transport websub makes this one a WebSub mirror
-    # WebSub has no gap signal: a delivery the hub trimmed before it could
-    # send it (it logs "fell behind the backlog") is found by the safety
-    # pull (docs/subscriber.md, Limits known), so this mirror has one
-    # well inside the convergence bound; the WebSocket mirror keeps the
-    # default (10 min): it must converge by push and gap pulls alone.
+    # rssource's does): --transport websub makes this one a WebSub mirror.
+    # Both keep the default safety pull (10 min, beyond the run): they
+    # must converge by push and gap pulls alone - for WebSub, a delivery
+    # the hub trimmed before it could send it is told by X-Hub-Gap.
     CH_CB_PORT=$(free_port)
-    MIR_ARGS[websub]="--transport websub --callback-listen 127.0.0.1:$CH_CB_PORT --pull-interval 20s"
+    MIR_ARGS[websub]="--transport websub --callback-listen 127.0.0.1:$CH_CB_PORT"
     MIR_ARGS[poll]="--no-push --poll-interval 500ms"
     local m t
     for m in "${CHAOS_MIRRORS[@]}"; do
@@ -405,17 +403,34 @@ trimmed_past() {
         --get backlog.trimmed_through 2>/dev/null)
     [ -n "$tt" ] && [ "$tt" != null ] && id_ge "$tt" "$1"
 }
-# ev_trim: SIGSTOP the WebSocket mirror and flood the Source until a hub
-# cut it as a slow consumer (its queue over --ws-soft-limit), and then
-# until the backlog is trimmed past the newest id the hub held at that
-# moment: what the mirror did not get is gone from the hub. SIGCONT: it
-# reconnects with since= and must be told 4001 and pull.
+# fell_behind: WebSub subscriptions the hubs found trimmed past (all runs)
+fell_behind() { cat "${HUB_LOG[A]}" "${HUB_LOG[B]}" | grep -c 'fell behind the backlog'; }
+# told_gaps: X-Hub-Gap deliveries the WebSub mirror acted on (all runs)
+told_gaps() { grep -c 'X-Hub-Gap' "${SUB_LOG[websub]}"; }
+# more_than N CMD...: CMD prints a number over N (for wait_until, which
+# must run CMD each time, not a number expanded once)
+more_than() {
+    local n=$1
+    shift
+    [ "$("$@")" -gt "$n" ]
+}
+# ev_trim: SIGSTOP the WebSocket and WebSub mirrors and flood the Source
+# until a hub cut the first as a slow consumer (its queue over
+# --ws-soft-limit), and then until the backlog is trimmed past the newest
+# id the hub held at that moment: what the mirrors did not get is gone
+# from the hub. SIGCONT: the WebSocket mirror reconnects with since= and
+# must be told 4001 and pull; the WebSub mirror's next delivery must say
+# X-Hub-Gap, and it must pull (its safety pull is 10 min away).
 ev_trim() {
-    local last d0 t0=$SECONDS t1 t2 stop=$TMP/flood.stop cut=no
+    local last d0 t0=$SECONDS t1 t2 stop=$TMP/flood.stop cut=no fb0 tg0 wsub
     [ -n "${SUB_PID[ws]:-}" ] || { bad "trim: rssub ws is not running"; return; }
+    wsub=${SUB_PID[websub]:-}
     d0=$(drops)
-    event trim "SIGSTOP rssub ws until cut (4002) and trimmed past"
+    fb0=$(fell_behind)
+    tg0=$(told_gaps)
+    event trim "SIGSTOP rssub ws and websub until cut (4002) and trimmed past"
     kill -STOP "${SUB_PID[ws]}"
+    [ -n "$wsub" ] && kill -STOP "$wsub"
     rm -f "$stop"
     rnd 1000
     bg flood "$PY" -c "$CHAOS_WRITER_PY" "$CHAOS_SRC" "$R" flood "$stop" 6000
@@ -441,6 +456,15 @@ ev_trim() {
     fi
     [ "$cut" = yes ] && CH_CUTS=$((${CH_CUTS:-0} + 1))
     kill -CONT "${SUB_PID[ws]}"
+    [ -n "$wsub" ] || return 0
+    kill -CONT "$wsub"
+    # deliveries resume after the hub's retry backoff (1 s here)
+    if wait_until 30 more_than "$fb0" fell_behind; then
+        wait_until 30 more_than "$tg0" told_gaps ||
+            bad "trim: a hub fell behind for the WebSub mirror, which was not told (X-Hub-Gap) within 30 s"
+    else
+        echo "     chaos: the WebSub subscription kept up (no hub fell behind for it)"
+    fi
 }
 
 # ss_kill_works: `ss -K` destroys TCP sockets here (root, and a kernel
@@ -465,6 +489,8 @@ EOF
 }
 # hub_reconnects: Redis reconnections both hub nodes made
 hub_reconnects() { hubs_sum rshub_redis_reconnects_total; }
+# ws_closes: channel closes the WebSocket mirror logged (all runs)
+ws_closes() { grep -Ec 'msg="?channel closed"?' "${SUB_LOG[ws]}"; }
 # ev_drop: the network between the daemons fails at once, and nobody is
 # restarted: every TCP connection to the hub nodes (WebSocket channels,
 # publishes, WebSub requests), to rssource (fetches, pulls) and to the
@@ -476,7 +502,7 @@ ev_drop() {
                           "${CH_HUB_WS[A]}" "${CH_HUB_WS[B]}" "$CH_SRC_PORT"
                           "$CH_CB_PORT")
     event drop "reset every TCP connection between the daemons; CLIENT KILL every Redis client"
-    c0=$(grep -Ec 'msg="?channel closed"?' "${SUB_LOG[ws]}")
+    c0=$(ws_closes)
     r0=$(hub_reconnects)
     if [ "${CH_SS_KILL:-}" = "" ]; then
         if ss_kill_works; then CH_SS_KILL=yes; else CH_SS_KILL=no; fi
@@ -490,10 +516,10 @@ ev_drop() {
     fi
     rcli CLIENT KILL TYPE normal >/dev/null 2>&1
     if [ "$CH_SS_KILL" = yes ]; then
-        wait_until 10 test "$(grep -Ec 'msg="?channel closed"?' "${SUB_LOG[ws]}")" -gt "$c0" ||
+        wait_until 10 more_than "$c0" ws_closes ||
             bad "drop: the ws mirror saw no channel closed (T+$(elapsed)s)"
     fi
-    wait_until 10 test "$(hub_reconnects)" -gt "$r0" ||
+    wait_until 10 more_than "$r0" hub_reconnects ||
         bad "drop: no hub reconnected to Redis (T+$(elapsed)s)"
 }
 
@@ -708,6 +734,7 @@ chaos_finish_checks() {
     echo "  paused WebSocket mirror cut as a slow consumer: ${CH_CUTS:-0} of ${CH_COUNT[trim]:-0} trim events"
     echo "  gap pulls (\"gap in the channel\" in rssub's logs):$gaps"
     echo "  WebSub deliveries the hubs trimmed before sending (\"fell behind the backlog\"): $(cat "${HUB_LOG[@]}" | grep -c 'fell behind the backlog')"
+    echo "  ...gap pulls the WebSub mirror made when told (X-Hub-Gap): $(grep -c 'X-Hub-Gap' "${SUB_LOG[websub]}")"
     echo "  convergence after the writer stopped: ws=${CH_CONV[ws]:-?} s websub=${CH_CONV[websub]:-?} s poll=${CH_CONV[poll]:-?} s"
     echo "  checks: $pass passed, $fail failed"
 }
