@@ -257,6 +257,8 @@ struct sub {
     struct rs_metrics_counter *m_fallback[4];
     struct rs_metrics_counter *m_notifications;
     struct rs_metrics_counter *m_strays;
+    rs_time_t counted_at;         /* todo_counts' cache (metrics) */
+    int64_t count_pending, count_failed;
     uint64_t listed;              /* entries read by pulls (progress) */
     uint64_t listed_before;       /* ... by the pulls before this one */
     bool tty;
@@ -1163,28 +1165,42 @@ after_pulls(struct sub *s)
 
 /* ------------------------------------------------------------- metrics */
 
+/* The todo table's counts for the gauges of one scrape: counting is a scan
+ * of the table (a million rows during a large baseline), so it is done
+ * once and shared by the gauges that need it, for up to a second. */
+static int
+todo_counts(struct sub *s, int64_t *pending, int64_t *failed)
+{
+    rs_time_t now = rs_time_now();
+    int64_t due = 0, waiting = 0, f = 0;
+
+    if (s->counted_at == RS_TIME_NONE || now - s->counted_at > 1000000 ||
+        now < s->counted_at) {
+        if (ledger_todo_count(s->ledger, now, &due, &waiting, &f) != 0)
+            return -1;
+        s->count_pending = due + waiting;
+        s->count_failed = f;
+        s->counted_at = now;
+    }
+    *pending = s->count_pending;
+    *failed = s->count_failed;
+    return 0;
+}
+
 static double
 gauge_pending(void *ud)
 {
-    struct sub *s = ud;
-    int64_t due = 0, waiting = 0, failed = 0;
+    int64_t pending, failed;
 
-    if (ledger_todo_count(s->ledger, rs_time_now(), &due, &waiting,
-                          &failed) != 0)
-        return -1;
-    return (double)(due + waiting);
+    return todo_counts(ud, &pending, &failed) != 0 ? -1 : (double)pending;
 }
 
 static double
 gauge_failed(void *ud)
 {
-    struct sub *s = ud;
-    int64_t due = 0, waiting = 0, failed = 0;
+    int64_t pending, failed;
 
-    if (ledger_todo_count(s->ledger, rs_time_now(), &due, &waiting,
-                          &failed) != 0)
-        return -1;
-    return (double)failed;
+    return todo_counts(ud, &pending, &failed) != 0 ? -1 : (double)failed;
 }
 
 /* Lag: how old the newest applied change is while changes wait; 0 when
