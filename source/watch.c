@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_fnv.h"
 
 #define WATCH_READ_BUF (64 * 1024)
 #define WATCH_READS_PER_TURN 64       /* then let the loop breathe */
@@ -61,15 +62,6 @@ struct watch {
     struct watch_stats stats;
     char *buf;
 };
-
-static uint64_t
-hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;     /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 static int64_t
 mono_us(void)
@@ -299,7 +291,7 @@ overflow(struct watch *w, const char *why)
 static void
 pend_touch(struct watch *w, const char *path, bool ready)
 {
-    uint64_t h = hash_str(path);
+    uint64_t h = rs_fnv1a64(path);
     struct pend *p = pend_find(w, path, h);
     if (p != NULL) {
         if (p->ready)

@@ -3,6 +3,7 @@
  * table doubles at half full.
  */
 #include "rs_alloc.h"
+#include "rs_fnv.h"
 #include "uriset.h"
 
 #define URISET_MIN 64
@@ -10,10 +11,8 @@
 static uint64_t
 uriset_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;     /* FNV-1a */
+    uint64_t h = rs_fnv1a64(s);
 
-    for (; *s != '\0'; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h != 0 ? h : 1;                   /* 0 marks an empty slot */
 }
 
