@@ -450,6 +450,43 @@ page_clear(struct page *pg)
     pg->n = 0;
 }
 
+/* The current row of s into out, a struct ledger_pos, _res or _todo as
+ * kind says; its strings in a new *buf. */
+static int
+row_read(struct ledger *l, sqlite3_stmt *s, enum page_kind kind, void *out,
+         char **buf)
+{
+    return kind == PAGE_POS ? pos_read(l, s, out, buf)
+           : kind == PAGE_RES ? res_read(l, s, out, buf)
+                              : todo_read(l, s, out, buf);
+}
+
+/* The one row statement which finds for uri (RS_ENOTFOUND: none). */
+static int
+get_by_uri(struct ledger *l, enum lg_stmt which, enum page_kind kind,
+           const char *uri, void *out, char **buf, const char *what)
+{
+    sqlite3_stmt *s = NULL;
+    int rc, src;
+
+    *buf = NULL;
+    rc = lg_text(l, "uri", uri, LEDGER_URI_MAX, true);
+    if (rc == 0)
+        rc = lg_prep(l, which, &s);
+    if (rc != 0)
+        return rc;
+    bind_text(s, 1, uri);
+    src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        rc = row_read(l, s, kind, out, buf);
+    else if (src == SQLITE_DONE)
+        rc = RS_ENOTFOUND;
+    else
+        rc = lg_fail(l, src, what);
+    lg_done(s);
+    return rc;
+}
+
 static int
 page_read(struct ledger *l, sqlite3_stmt *s, enum page_kind kind,
           size_t cap, struct page *pg, const char *what)
@@ -464,12 +501,12 @@ page_read(struct ledger *l, sqlite3_stmt *s, enum page_kind kind,
             break;
         if (src != SQLITE_ROW)
             rc = lg_fail(l, src, what);
-        else if (kind == PAGE_POS)
-            rc = pos_read(l, s, &pg->u.pos[i], &pg->bufs[i]);
-        else if (kind == PAGE_RES)
-            rc = res_read(l, s, &pg->u.res[i], &pg->bufs[i]);
         else
-            rc = todo_read(l, s, &pg->u.todo[i], &pg->bufs[i]);
+            rc = row_read(l, s, kind,
+                          kind == PAGE_POS ? (void *)&pg->u.pos[i]
+                          : kind == PAGE_RES ? (void *)&pg->u.res[i]
+                                             : (void *)&pg->u.todo[i],
+                          &pg->bufs[i]);
         if (rc == 0)
             pg->n++;
     }
@@ -1012,37 +1049,50 @@ ledger_pos_set(struct ledger *l, const char *channel, const char *id,
     return lg_run(l, s, "position set");
 }
 
-int
-ledger_pos_each(struct ledger *l,
-                int (*cb)(void *ud, const struct ledger_pos *p), void *ud)
+/* A walk's callback, as its kind says. */
+union each_cb {
+    int (*pos)(void *ud, const struct ledger_pos *p);
+    int (*res)(void *ud, const struct ledger_res *r);
+};
+
+/* Every row statement which gives, by keyset paging on the primary key
+ * (?1 the key to start after, ?2 the page size, ?3 arg3 when it is >= 0):
+ * each page is one seek, and the callbacks run with no statement active,
+ * so they may write. kind: PAGE_POS or PAGE_RES. */
+static int
+keyset_each(struct ledger *l, enum lg_stmt which, enum page_kind kind,
+            int64_t arg3, union each_cb cb, void *ud, const char *what)
 {
     struct page *pg = rs_malloc(sizeof(*pg));
     char *after = NULL;        /* buffer of the last row seen: the cursor */
-    const char *after_channel = "";
+    const char *after_key = "";
     int rc = 0;
 
     if (pg == NULL)
-        return lg_err(l, RS_ENOMEM, "positions: out of memory");
-    /* Keyset paging, as ledger_res_each. */
+        return lg_err(l, RS_ENOMEM, "%s: out of memory", what);
     for (;;) {
         sqlite3_stmt *s = NULL;
         size_t n;
-        rc = lg_prep(l, LG_POS_PAGE, &s);
+        rc = lg_prep(l, which, &s);
         if (rc != 0)
             break;
-        sqlite3_bind_text(s, 1, after_channel, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 1, after_key, -1, SQLITE_STATIC);
         sqlite3_bind_int(s, 2, LEDGER_PAGE);
-        rc = page_read(l, s, PAGE_POS, LEDGER_PAGE, pg, "positions");
+        if (arg3 >= 0)
+            sqlite3_bind_int64(s, 3, arg3);
+        rc = page_read(l, s, kind, LEDGER_PAGE, pg, what);
         if (rc != 0)
             break;
         for (size_t i = 0; i < pg->n && rc == 0; i++)
-            rc = cb(ud, &pg->u.pos[i]);
+            rc = kind == PAGE_POS ? cb.pos(ud, &pg->u.pos[i])
+                                  : cb.res(ud, &pg->u.res[i]);
         n = pg->n;
         rs_free(after);
         after = NULL;
         if (rc == 0 && n == LEDGER_PAGE) {
             after = pg->bufs[n - 1];
-            after_channel = pg->u.pos[n - 1].channel;
+            after_key = kind == PAGE_POS ? pg->u.pos[n - 1].channel
+                                         : pg->u.res[n - 1].uri;
             pg->n--;
         }
         page_clear(pg);
@@ -1054,31 +1104,23 @@ ledger_pos_each(struct ledger *l,
     return rc;
 }
 
+int
+ledger_pos_each(struct ledger *l,
+                int (*cb)(void *ud, const struct ledger_pos *p), void *ud)
+{
+    union each_cb u = { .pos = cb };
+
+    return keyset_each(l, LG_POS_PAGE, PAGE_POS, -1, u, ud, "positions");
+}
+
 /* ----------------------------------------------------------- resources */
 
 int
 ledger_res_get(struct ledger *l, const char *uri, struct ledger_res *out,
                char **buf)
 {
-    sqlite3_stmt *s = NULL;
-    int rc, src;
-
-    *buf = NULL;
-    rc = lg_text(l, "uri", uri, LEDGER_URI_MAX, true);
-    if (rc == 0)
-        rc = lg_prep(l, LG_RES_GET, &s);
-    if (rc != 0)
-        return rc;
-    bind_text(s, 1, uri);
-    src = sqlite3_step(s);
-    if (src == SQLITE_ROW)
-        rc = res_read(l, s, out, buf);
-    else if (src == SQLITE_DONE)
-        rc = RS_ENOTFOUND;
-    else
-        rc = lg_fail(l, src, "resource get");
-    lg_done(s);
-    return rc;
+    return get_by_uri(l, LG_RES_GET, PAGE_RES, uri, out, buf,
+                      "resource get");
 }
 
 static int
@@ -1153,45 +1195,11 @@ ledger_res_each(struct ledger *l, bool include_deleted,
     enum lg_stmt which = unseen_before_gen >= 0 ? LG_RES_PAGE_UNSEEN
                          : include_deleted ? LG_RES_PAGE_ALL
                          : LG_RES_PAGE_LIVE;
-    struct page *pg = rs_malloc(sizeof(*pg));
-    char *after = NULL;        /* buffer of the last row seen: the cursor */
-    const char *after_uri = "";
-    int rc = 0;
+    union each_cb u = { .res = cb };
 
-    if (pg == NULL)
-        return lg_err(l, RS_ENOMEM, "resources: out of memory");
-    /* Keyset paging on the primary key: each page is one seek, and the
-     * callbacks run with no statement active, so they may write. */
-    for (;;) {
-        sqlite3_stmt *s = NULL;
-        size_t n;
-        rc = lg_prep(l, which, &s);
-        if (rc != 0)
-            break;
-        sqlite3_bind_text(s, 1, after_uri, -1, SQLITE_STATIC);
-        sqlite3_bind_int(s, 2, LEDGER_PAGE);
-        if (which == LG_RES_PAGE_UNSEEN)
-            sqlite3_bind_int64(s, 3, unseen_before_gen);
-        rc = page_read(l, s, PAGE_RES, LEDGER_PAGE, pg, "resources");
-        if (rc != 0)
-            break;
-        for (size_t i = 0; i < pg->n && rc == 0; i++)
-            rc = cb(ud, &pg->u.res[i]);
-        n = pg->n;
-        rs_free(after);
-        after = NULL;
-        if (rc == 0 && n == LEDGER_PAGE) {
-            after = pg->bufs[n - 1];
-            after_uri = pg->u.res[n - 1].uri;
-            pg->n--;
-        }
-        page_clear(pg);
-        if (after == NULL)
-            break;
-    }
-    rs_free(after);
-    rs_free(pg);
-    return rc;
+    return keyset_each(l, which, PAGE_RES,
+                       which == LG_RES_PAGE_UNSEEN ? unseen_before_gen : -1, u,
+                       ud, "resources");
 }
 
 int
@@ -1264,25 +1272,7 @@ int
 ledger_todo_get(struct ledger *l, const char *uri, struct ledger_todo *out,
                 char **buf)
 {
-    sqlite3_stmt *s = NULL;
-    int rc, src;
-
-    *buf = NULL;
-    rc = lg_text(l, "uri", uri, LEDGER_URI_MAX, true);
-    if (rc == 0)
-        rc = lg_prep(l, LG_TODO_GET, &s);
-    if (rc != 0)
-        return rc;
-    bind_text(s, 1, uri);
-    src = sqlite3_step(s);
-    if (src == SQLITE_ROW)
-        rc = todo_read(l, s, out, buf);
-    else if (src == SQLITE_DONE)
-        rc = RS_ENOTFOUND;
-    else
-        rc = lg_fail(l, src, "todo get");
-    lg_done(s);
-    return rc;
+    return get_by_uri(l, LG_TODO_GET, PAGE_TODO, uri, out, buf, "todo get");
 }
 
 /* Read the next page of todo rows of class failed after *cur, due by
