@@ -222,6 +222,29 @@ entry_bytes(const char *loc, const char *type)
     return strlen(loc) + (type != NULL ? strlen(type) : 0) + 400;
 }
 
+/* Start a notification of capability cap: a urlset whose rel="up" is the
+ * Capability List. x->w is NULL when nothing could be opened (rc says
+ * why); otherwise finish it with wr_close(x, rc), rc possibly an error of
+ * the start. */
+#define NOTIF_HEAD_BYTES 600    /* declaration, root, rs:ln, rs:md */
+
+static int
+notif_open(const struct docs *d, enum rs_capability cap, rs_write_cb cb,
+           void *ud, char *errstr, struct wr *x)
+{
+    struct rs_link up;
+    struct rs_head h;
+    int rc = wr_open(x, cb, ud, errstr);
+
+    if (rc != 0)
+        return rc;
+    link_init(&up, "up", d->caplist);
+    head_init(&h, RS_ROOT_URLSET, cap);
+    h.links = &up;
+    h.nlinks = 1;
+    return rs_writer_begin(x->w, &h);
+}
+
 /* --------------------------------------------------------- documents */
 
 int
@@ -418,22 +441,15 @@ docs_change_notification(const struct docs *d, struct state *st,
         return step;
     }
     struct wr x;
-    rc = wr_open(&x, cb, ud, errstr);
-    if (rc != 0) {
+    rc = notif_open(d, RS_CAP_CHANGELIST_NOTIFICATION, cb, ud, errstr, &x);
+    if (x.w == NULL) {
         state_iter_free(it);
         return rc;
     }
-    struct rs_link up;
-    link_init(&up, "up", d->caplist);
-    struct rs_head h;
-    head_init(&h, RS_ROOT_URLSET, RS_CAP_CHANGELIST_NOTIFICATION);
-    h.links = &up;
-    h.nlinks = 1;
-    rc = rs_writer_begin(x.w, &h);
     char *loc = rc == 0 ? rs_malloc(DOCS_URL_MAX) : NULL;
     if (rc == 0 && loc == NULL)
         rc = RS_ENOMEM;
-    size_t bytes = 600;          /* declaration, root, rs:ln, rs:md */
+    size_t bytes = NOTIF_HEAD_BYTES;
     while (rc == 0 && step == 1) {
         struct rs_entry e;
         rc = change_entry(d, &c, &e, loc);
@@ -478,19 +494,12 @@ docs_framework_notification(const struct docs *d, struct state *st,
         return step;
     }
     struct wr x;
-    rc = wr_open(&x, cb, ud, errstr);
-    if (rc != 0) {
+    rc = notif_open(d, RS_CAP_FRAMEWORK_NOTIFICATION, cb, ud, errstr, &x);
+    if (x.w == NULL) {
         state_iter_free(it);
         return rc;
     }
-    struct rs_link up;
-    link_init(&up, "up", d->caplist);
-    struct rs_head h;
-    head_init(&h, RS_ROOT_URLSET, RS_CAP_FRAMEWORK_NOTIFICATION);
-    h.links = &up;
-    h.nlinks = 1;
-    rc = rs_writer_begin(x.w, &h);
-    size_t bytes = 600;
+    size_t bytes = NOTIF_HEAD_BYTES;
     while (rc == 0 && step == 1) {
         char loc[DOCS_URL_MAX], idx[DOCS_URL_MAX];
         struct rs_link ln;
