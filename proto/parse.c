@@ -705,8 +705,9 @@ static void
 on_characters(void *ctx, const xmlChar *ch, int len)
 {
     struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
-    if (p->capture == CAP_NONE || p->err != 0 || p->skip_depth != 0)
-        return;
+    if (p->capture == CAP_NONE || p->err != 0 || p->skip_depth != 0 ||
+        len <= 0)
+        return;                 /* libxml2 may report 0 bytes; no buffer yet */
     size_t n = (size_t)len;
     if (p->text_len + n > RS_PARSE_MAX_TEXT) {
         parser_fail(p, RS_ETOOBIG, p->capture_line,
