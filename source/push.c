@@ -110,6 +110,8 @@ static int
 body_write(void *ud, const char *buf, size_t len)
 {
     struct lane *l = ud;
+    if (len == 0)
+        return 0;               /* body may still be NULL: NULL + 0 is UB */
     if (len > RS_MAX_DOC_BYTES - l->len)
         return RS_ETOOBIG;
     if (l->len + len > l->cap) {
