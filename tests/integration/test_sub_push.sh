@@ -6,7 +6,8 @@
 # channel, metrics, SIGTERM, audit; (2) kill -9 of rssub in a burst, then
 # a restart on the same state; (3) a gap (the hub's backlog trimmed, the
 # hub killed and restarted while rssub was down): 4001, a Change List
-# pull, the channel back; (4) polling a Source without a hub, and
+# pull, the channel back; (4) polling a Source without a hub, a periodic
+# audit (--audit-fix) repairing a stray and a removed file, and
 # --no-push; (5) WebSub callbacks from a static Source (documents written
 # here, served by lib/static_source.py) with notifications sent by rspub,
 # a deletion racing the resource's first fetch, unsubscribing at SIGTERM;
@@ -265,6 +266,21 @@ check "metrics: rssub_fallbacks_total{reason=\"poll\"} > 1 (got ${N:-none})" \
     test "${N:-0}" -gt 1
 stopped_ok p
 audit_ok p "$B4" "$M4" "$ST4"
+# The periodic audit (--audit-interval, --audit-fix) repairs what was done
+# behind the daemon's back: a file put into the mirror, one removed.
+sub_ok "rssub run --audit-interval 1s --audit-fix" p "$B4" "$M4" "$ST4" \
+    --poll-interval 300ms --audit-interval 1s --audit-fix
+GONE=$(cd "$M4" && find . -type f -name '*.bin' | sort | head -n 1)
+printf 'by hand\n' >"$M4/p1/stray-by-hand.txt"
+rm "$M4/$GONE"
+conv_ok "the periodic audit removes the stray and fetches $GONE again" 20 \
+    "$D4" "$M4"
+check "its log names the stray" \
+    logged p 'msg="?audit: stray file"? path=p1/stray-by-hand.txt fix=remove'
+N=$(sub_metric p rssub_audit_strays_total)
+check "metrics: rssub_audit_strays_total >= 1 (got ${N:-none})" \
+    test "${N:-0}" -ge 1
+stopped_ok p
 src_stop p
 M4B=$TMP/m4b/mirror
 mkdir -p "$TMP/m4b"
