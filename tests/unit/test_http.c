@@ -5,15 +5,14 @@
  * (garbage, bodies cut short, oversized or malformed headers). Every
  * on_done is counted; every test ends with nothing left on the loop. */
 #include "testutil.h"
+#include "tu_httpd.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -29,7 +28,6 @@
 
 #define WATCHDOG_MS 20000u
 #define CONN_MAX 256
-#define RAW_MAX 16
 #define BIG_5MB (5u * 1024u * 1024u)
 
 struct fixture;
@@ -56,17 +54,6 @@ struct srv {
     size_t body_len;
     char token[64], ua[64], ctype[64];
     bool expect_seen;
-};
-
-/* The raw peer: reads one request head, writes reply, then closes or
- * keeps quiet. */
-struct raw {
-    struct evconnlistener *lis;
-    int port;
-    const char *reply;
-    size_t reply_len;
-    struct bufferevent *bevs[RAW_MAX];
-    unsigned nbevs;
 };
 
 /* One request as the test sees it. */
@@ -105,11 +92,9 @@ struct call {
 };
 
 struct fixture {
-    struct event_base *base;
-    struct event *watchdog;
-    bool expired;
+    struct tu_loop loop;
     struct srv srv;
-    struct raw raw;
+    struct tu_raw *raw;             /* or NULL */
     struct rs_http *h;
     unsigned n_done;                /* on_done, all requests */
     unsigned n_canceled;
@@ -124,48 +109,6 @@ now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static void
-on_watchdog(evutil_socket_t fd, short what, void *arg)
-{
-    struct fixture *f = arg;
-    (void)fd;
-    (void)what;
-    f->expired = true;
-}
-
-static void
-wd_start(struct fixture *f, unsigned ms)
-{
-    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-    f->expired = false;
-    assert_int_equal(event_add(f->watchdog, &tv), 0);
-}
-
-static void
-wd_stop(struct fixture *f)
-{
-    event_del(f->watchdog);
-}
-
-/* Run the loop until cond holds; the watchdog turns a hang into a failure. */
-#define LOOP_UNTIL(f, cond, ms)                                             \
-    do {                                                                    \
-        wd_start((f), (ms));                                                \
-        while (!(cond) && !(f)->expired)                                    \
-            event_base_loop((f)->base, EVLOOP_ONCE);                        \
-        wd_stop(f);                                                         \
-        assert_true(cond);                                                  \
-    } while (0)
-
-static void
-run_for(struct fixture *f, unsigned ms)
-{
-    wd_start(f, ms);
-    while (!f->expired)
-        event_base_loop(f->base, EVLOOP_ONCE);
-    wd_stop(f);
 }
 
 static unsigned long
@@ -375,21 +318,14 @@ static void
 srv_start(struct fixture *f)
 {
     struct srv *s = &f->srv;
-    struct evhttp_bound_socket *bs;
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
 
-    s->http = evhttp_new(f->base);
+    s->http = evhttp_new(f->loop.base);
     assert_non_null(s->http);
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
                                             EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE);
     evhttp_set_gencb(s->http, srv_on_request, s);
-    bs = evhttp_bind_socket_with_handle(s->http, "127.0.0.1", 0);
-    assert_non_null(bs);
-    assert_int_equal(getsockname(evhttp_bound_socket_get_fd(bs),
-                                 (struct sockaddr *)&sa, &len), 0);
-    s->port = ntohs(sa.sin_port);
+    s->port = tu_httpd_listen(s->http);
 }
 
 static void
@@ -418,92 +354,19 @@ url_of(struct fixture *f, const char *path)
 
 /* --------------------------------------------------------------- raw peer */
 
-static void
-raw_on_write(struct bufferevent *bev, void *arg)
-{
-    (void)arg;
-    /* All written: hang up (mid-body, for a body announced longer). */
-    bufferevent_disable(bev, EV_READ | EV_WRITE);
-    shutdown(bufferevent_getfd(bev), SHUT_RDWR);
-}
-
-static void
-raw_on_read(struct bufferevent *bev, void *arg)
-{
-    struct raw *r = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    struct evbuffer_ptr p = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-
-    if (p.pos < 0)
-        return;
-    evbuffer_drain(in, evbuffer_get_length(in));
-    if (r->reply == NULL)
-        return;                     /* a peer that never answers */
-    bufferevent_setcb(bev, NULL, raw_on_write, NULL, r);
-    bufferevent_write(bev, r->reply, r->reply_len);
-}
-
-static void
-raw_on_event(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    (void)what;
-    (void)arg;
-}
-
-static void
-raw_on_accept(struct evconnlistener *lis, evutil_socket_t fd,
-              struct sockaddr *sa, int len, void *arg)
-{
-    struct raw *r = arg;
-    struct bufferevent *bev;
-
-    (void)sa;
-    (void)len;
-    bev = bufferevent_socket_new(evconnlistener_get_base(lis), fd,
-                                 BEV_OPT_CLOSE_ON_FREE);
-    assert_non_null(bev);
-    assert_true(r->nbevs < RAW_MAX);
-    r->bevs[r->nbevs++] = bev;
-    bufferevent_setcb(bev, raw_on_read, NULL, raw_on_event, r);
-    bufferevent_enable(bev, EV_READ);
-}
-
+/* A raw peer answering reply; f->url is its /raw. */
 static void
 raw_start(struct fixture *f, const char *reply, size_t len)
 {
-    struct raw *r = &f->raw;
-    struct sockaddr_in sa;
-    socklen_t slen = sizeof(sa);
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    r->reply = reply;
-    r->reply_len = len;
-    r->lis = evconnlistener_new_bind(f->base, raw_on_accept, r,
-                                     LEV_OPT_CLOSE_ON_FREE |
-                                         LEV_OPT_REUSEABLE,
-                                     16, (struct sockaddr *)&sa,
-                                     sizeof(sa));
-    assert_non_null(r->lis);
-    assert_int_equal(getsockname(evconnlistener_get_fd(r->lis),
-                                 (struct sockaddr *)&sa, &slen), 0);
-    r->port = ntohs(sa.sin_port);
-    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d/raw", r->port);
+    f->raw = tu_raw_new(f->loop.base, reply, len);
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d/raw", f->raw->port);
 }
 
 static void
-raw_stop(struct raw *r)
+raw_stop(struct fixture *f)
 {
-    unsigned i;
-
-    for (i = 0; i < r->nbevs; i++)
-        bufferevent_free(r->bevs[i]);
-    r->nbevs = 0;
-    if (r->lis != NULL)
-        evconnlistener_free(r->lis);
-    r->lis = NULL;
+    tu_raw_free(f->raw);
+    f->raw = NULL;
 }
 
 /* ------------------------------------------------------------ the client */
@@ -627,7 +490,7 @@ req_opts(struct call *c, struct fixture *f, const char *url)
 static void
 client_new(struct fixture *f, const struct rs_http_opts *o)
 {
-    f->h = rs_http_new(f->base, o);
+    f->h = rs_http_new(f->loop.base, o);
     assert_non_null(f->h);
 }
 
@@ -646,7 +509,7 @@ static void
 run_one(struct fixture *f, struct call *c, const struct rs_http_req_opts *o)
 {
     start(f, c, o);
-    LOOP_UNTIL(f, c->n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, c->n_done == 1, WATCHDOG_MS);
 }
 
 static void
@@ -663,16 +526,11 @@ setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    f->base = event_base_new();
-    assert_non_null(f->base);
-    f->watchdog = evtimer_new(f->base, on_watchdog, f);
-    assert_non_null(f->watchdog);
+    tu_loop_init(&f->loop);
     srv_start(f);
     *state = f;
     return 0;
 }
-
-static void peers_settle(struct fixture *f);
 
 /* The client goes first (its cancellations still find the fixture), then
  * the peers; after that the loop must hold nothing at all. */
@@ -683,30 +541,10 @@ teardown(void **state)
 
     rs_http_free(f->h);
     srv_stop(&f->srv);
-    raw_stop(&f->raw);
-    peers_settle(f);
-    assert_int_equal(event_base_get_num_events(f->base,
-                                               EVENT_BASE_COUNT_ADDED |
-                                                   EVENT_BASE_COUNT_ACTIVE),
-                     0);
-    event_free(f->watchdog);
-    assert_int_equal(event_base_loop(f->base, EVLOOP_NONBLOCK), 1);
-    event_base_free(f->base);
+    raw_stop(f);
+    tu_loop_cleanup(&f->loop);
     free(f);
     return 0;
-}
-
-/* libevent frees a bufferevent (the peers' connections) through a
- * finalizer that runs on the loop's next turn; let those run. Anything of
- * ours would still be there afterwards (sockets, timer), or would run on
- * freed memory (the kick), which ASan reports. */
-static void
-peers_settle(struct fixture *f)
-{
-    int i;
-
-    for (i = 0; i < 4; i++)
-        event_base_loop(f->base, EVLOOP_NONBLOCK);
 }
 
 /* After rs_http_free and the peers' shutdown, nothing is on the loop. */
@@ -714,9 +552,11 @@ static void
 assert_client_gone(struct fixture *f)
 {
     srv_stop(&f->srv);
-    raw_stop(&f->raw);
-    peers_settle(f);
-    assert_int_equal(event_base_get_num_events(f->base,
+    raw_stop(f);
+    /* anything of ours would still be there now (sockets, timer), or would
+     * have run on freed memory (the kick), which ASan reports */
+    tu_loop_settle(&f->loop);
+    assert_int_equal(event_base_get_num_events(f->loop.base,
                                                EVENT_BASE_COUNT_ADDED), 0);
 }
 
@@ -772,7 +612,7 @@ test_get_buffered(void **state)
     assert_true(c.elapsed_us > 0);
     assert_int_equal(f->srv.method, EVHTTP_REQ_GET);
     assert_true(strncmp(f->srv.ua, "rspush/", 7) == 0);
-    run_for(f, 50);
+    tu_loop_run_for(&f->loop, 50);
     assert_int_equal(c.n_done, 1);
     rs_http_stats(f->h, &st);
     assert_int_equal(st.requests, 1);
@@ -810,7 +650,7 @@ test_post_body_and_headers(void **state)
     c.want = "X-Got-Token";
     start(f, &c, &o);
     body[1] = '#';                      /* copied: the change is not sent */
-    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, c.n_done == 1, WATCHDOG_MS);
     assert_int_equal(c.rc, 0);
     assert_int_equal(c.status, 201);
     assert_int_equal(f->srv.method, EVHTTP_REQ_POST);
@@ -924,7 +764,7 @@ test_on_data_stop(void **state)
     assert_int_equal(c.rc, RS_ESTOPPED);
     assert_int_equal(c.n_data, 2);
     assert_non_null(strstr(c.errstr, "on_data"));
-    run_for(f, 50);
+    tu_loop_run_for(&f->loop, 50);
     assert_int_equal(c.n_data, 2);
     assert_int_equal(c.n_done, 1);
     client_free_and_check(f);
@@ -1117,7 +957,7 @@ test_keepalive_1000_sequential(void **state)
     c.next = &o;
     c.chain_left = 999;
     start(f, &c, &o);
-    LOOP_UNTIL(f, c.n_done == 1000, WATCHDOG_MS * 3);
+    TU_LOOP_UNTIL(&f->loop, c.n_done == 1000, WATCHDOG_MS * 3);
     assert_int_equal(c.rc, 0);
     assert_int_equal(f->srv.hits, 1000);
     rs_http_stats(f->h, &st);
@@ -1147,7 +987,7 @@ test_host_conn_cap(void **state)
     }
     rs_http_stats(f->h, &st);
     assert_int_equal(st.in_flight, 50);
-    LOOP_UNTIL(f, f->n_done == 50, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 50, WATCHDOG_MS);
     for (i = 0; i < 50; i++) {
         assert_int_equal(c[i].n_done, 1);
         assert_int_equal(c[i].rc, 0);
@@ -1177,11 +1017,11 @@ test_cancel_before_start(void **state)
     start(f, &c, &o);
     rs_http_cancel(c.req);
     assert_int_equal(c.n_done, 0);
-    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, c.n_done == 1, WATCHDOG_MS);
     assert_int_equal(c.rc, RS_ECANCELED);
     assert_int_equal(c.status, 0);
     assert_string_equal(c.url, url_of(f, "/hello"));
-    run_for(f, 50);
+    tu_loop_run_for(&f->loop, 50);
     assert_int_equal(c.n_done, 1);
     assert_int_equal(f->srv.hits, 0);
     rs_http_stats(f->h, &st);
@@ -1207,13 +1047,13 @@ test_cancel_during_transfer(void **state)
     client_new(f, NULL);
     o = req_opts(&c, f, url_of(f, "/never"));
     start(f, &c, &o);
-    LOOP_UNTIL(f, f->srv.hits == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->srv.hits == 1, WATCHDOG_MS);
     rs_http_cancel(c.req);
     rs_http_cancel(c.req);
     assert_int_equal(c.n_done, 0);
-    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, c.n_done == 1, WATCHDOG_MS);
     assert_int_equal(c.rc, RS_ECANCELED);
-    run_for(f, 100);
+    tu_loop_run_for(&f->loop, 100);
     assert_int_equal(c.n_done, 1);
     client_free_and_check(f);
     assert_client_gone(f);
@@ -1237,7 +1077,7 @@ test_cancel_from_on_data(void **state)
     run_one(f, &c, &o);
     assert_int_equal(c.rc, RS_ECANCELED);
     assert_int_equal(c.n_data, 1);
-    run_for(f, 100);
+    tu_loop_run_for(&f->loop, 100);
     assert_int_equal(c.n_done, 1);
     assert_int_equal(c.n_data, 1);
     client_free_and_check(f);
@@ -1262,7 +1102,7 @@ test_free_cancels_100(void **state)
         c[i].request_if_canceled = true;
         start(f, &c[i], &o);
     }
-    LOOP_UNTIL(f, f->srv.hits == 10, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->srv.hits == 10, WATCHDOG_MS);
     assert_int_equal(f->n_done, 0);
     rs_http_free(f->h);
     f->h = NULL;
@@ -1297,7 +1137,7 @@ test_free_from_on_done(void **state)
         c[i].request_if_canceled = true;
         start(f, &c[i], &o);
     }
-    LOOP_UNTIL(f, f->n_done == 10, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 10, WATCHDOG_MS);
     assert_null(f->h);
     assert_int_equal(c[0].rc, 0);
     for (i = 1; i < 10; i++) {
@@ -1305,7 +1145,7 @@ test_free_from_on_done(void **state)
         assert_int_equal(c[i].rc, RS_ECANCELED);
         assert_int_equal(c[i].rc_request, RS_ESTATE);
     }
-    run_for(f, 50);
+    tu_loop_run_for(&f->loop, 50);
     assert_int_equal(f->n_done, 10);
     assert_client_gone(f);
 }
@@ -1333,14 +1173,14 @@ test_free_from_on_data(void **state)
         o = req_opts(&c[i], f, url_of(f, "/never"));
         start(f, &c[i], &o);
     }
-    LOOP_UNTIL(f, f->n_done == 3, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 3, WATCHDOG_MS);
     assert_null(f->h);
     for (i = 0; i < 3; i++) {
         assert_int_equal(c[i].n_done, 1);
         assert_int_equal(c[i].rc, RS_ECANCELED);
     }
     assert_int_equal(c[0].n_data, 1);
-    run_for(f, 50);
+    tu_loop_run_for(&f->loop, 50);
     assert_int_equal(f->n_done, 3);
     assert_int_equal(c[0].n_data, 1);
     assert_client_gone(f);
@@ -1424,7 +1264,7 @@ test_bad_requests(void **state)
     assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
     o.headers = nocolon;
     assert_int_equal(rs_http_request(f->h, &o, NULL), RS_EINVAL);
-    run_for(f, 50);
+    tu_loop_run_for(&f->loop, 50);
     assert_int_equal(f->n_done, 0);
     assert_int_equal(f->srv.hits, 0);
     rs_http_stats(f->h, &st);
@@ -1452,7 +1292,7 @@ test_max_requests(void **state)
     }
     o = req_opts(&c[3], f, url_of(f, "/hello"));
     assert_int_equal(rs_http_request(f->h, &o, NULL), RS_ETOOBIG);
-    LOOP_UNTIL(f, f->n_done == 3, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 3, WATCHDOG_MS);
     run_one(f, &c[3], &o);
     assert_int_equal(c[3].rc, 0);
     assert_int_equal(f->n_done, 4);
@@ -1471,11 +1311,11 @@ test_alloc_failure_new(void **state)
 
     for (n = 1; n < 100; n++) {
         tu_alloc_fail_at(n);
-        h = rs_http_new(f->base, NULL);
+        h = rs_http_new(f->loop.base, NULL);
         tu_alloc_fail_at(0);
         if (h != NULL)
             break;
-        assert_int_equal(event_base_get_num_events(f->base,
+        assert_int_equal(event_base_get_num_events(f->loop.base,
                                                    EVENT_BASE_COUNT_ADDED),
                          1);            /* the server's listener only */
     }
@@ -1514,7 +1354,7 @@ test_alloc_failure_request(void **state)
     }
     assert_int_equal(rc, 0);
     assert_true(n > 1);
-    LOOP_UNTIL(f, c.n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, c.n_done == 1, WATCHDOG_MS);
     assert_int_equal(f->n_done, 1);
     assert_int_equal(c.rc, 0);
     assert_string_equal(c.body, "payload");
@@ -1610,7 +1450,7 @@ test_malformed_and_folded_headers(void **state)
     o = req_opts(&c, f, f->url);
     run_one(f, &c, &o);
     assert_int_equal(c.rc, RS_EPROTO);
-    raw_stop(&f->raw);
+    raw_stop(f);
 
     raw_start(f, folded, sizeof(folded) - 1);
     o = req_opts(&c, f, f->url);
@@ -1643,7 +1483,7 @@ test_throughput_keepalive(void **state)
     snprintf(urls[0], sizeof(urls[0]), "%s", url_of(f, "/echo"));
     for (i = 0; i + 1 < NSRV; i++) {
         memset(&sub[i], 0, sizeof(sub[i]));
-        sub[i].base = f->base;
+        sub[i].loop.base = f->loop.base;
         srv_start(&sub[i]);
         snprintf(urls[i + 1], sizeof(urls[0]), "http://127.0.0.1:%d/echo",
                  sub[i].srv.port);
@@ -1661,7 +1501,7 @@ test_throughput_keepalive(void **state)
         start(f, &c[i], &o[i]);
     }
     total = total / INFLIGHT * INFLIGHT;
-    LOOP_UNTIL(f, f->n_done == total, WATCHDOG_MS * 6);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == total, WATCHDOG_MS * 6);
     dt = now_us() - t0;
     for (i = 0; i < INFLIGHT; i++) {
         assert_int_equal(c[i].rc, 0);

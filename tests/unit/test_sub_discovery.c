@@ -1,6 +1,6 @@
 /* test_sub_discovery.c - subscriber/discovery.c (finding a Source's
- * Capability Lists) against a real evhttp server on 127.0.0.1 on the
- * discovery's own event_base, serving a per-test table (path or path
+ * Capability Lists) against a real evhttp server (tu_httpd.h) on 127.0.0.1
+ * on the discovery's own event_base, serving a per-test table (path or path
  * prefix -> status, headers, body, stalls) and counting requests per path:
  * Capability Lists, Source Descriptions, site roots falling back to
  * /.well-known/resourcesync and robots.txt, HTML <link>, Link headers,
@@ -8,21 +8,16 @@
  * big, the client going away). Every test runs under a watchdog and ends
  * with nothing left on the loop, clean under ASan. */
 #include "testutil.h"
+#include "tu_httpd.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
-#include <event2/buffer.h>
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +26,6 @@
 #include "rs_http.h"
 
 #define WATCHDOG_MS 20000u
-#define MAX_ROUTES 32
 
 /* Documents; {B} stands for http://127.0.0.1:PORT of the test's server. */
 #define XMLDECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -53,32 +47,9 @@
 
 /* ------------------------------------------------------------ fixture */
 
-/* One path (or path prefix) the server answers. Strings are expanded
- * ({B}) and owned. */
-struct route {
-    char path[128];
-    bool prefix;                /* path is a prefix */
-    int status;                 /* 0 = 200 */
-    char *headers;              /* "Name: value\n"..., or NULL */
-    char *body;
-    size_t body_len;
-    bool never;                 /* never answer */
-    unsigned hits;
-};
-
 struct fixture {
-    struct event_base *base;
-    struct event *watchdog;
-    bool expired;
-    /* the server */
-    struct evhttp *srv;
-    int port;
-    char b[64];                 /* http://127.0.0.1:PORT */
-    struct route routes[MAX_ROUTES];
-    size_t nroutes;
-    unsigned misses;            /* requests for paths not in the table */
-    unsigned requests;
-    char accept[128];           /* the last request's Accept */
+    struct tu_loop loop;
+    struct tu_httpd *srv;
     /* the client */
     struct rs_http *h;
     struct discovery *d;
@@ -89,208 +60,6 @@ struct fixture {
     bool restart_in_cb;         /* start again from the callback: refused */
     int restart_rc;
 };
-
-static void
-on_watchdog(evutil_socket_t fd, short what, void *arg)
-{
-    struct fixture *f = arg;
-    (void)fd;
-    (void)what;
-    f->expired = true;
-}
-
-static void
-wd_start(struct fixture *f, unsigned ms)
-{
-    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-    f->expired = false;
-    assert_int_equal(event_add(f->watchdog, &tv), 0);
-}
-
-/* Run the loop until cond holds; the watchdog turns a hang into a failure. */
-#define LOOP_UNTIL(f, cond, ms)                                             \
-    do {                                                                    \
-        wd_start((f), (ms));                                                \
-        while (!(cond) && !(f)->expired)                                    \
-            event_base_loop((f)->base, EVLOOP_ONCE);                        \
-        event_del((f)->watchdog);                                           \
-        assert_true(cond);                                                  \
-    } while (0)
-
-static void
-run_for(struct fixture *f, unsigned ms)
-{
-    wd_start(f, ms);
-    while (!f->expired)
-        event_base_loop(f->base, EVLOOP_ONCE);
-    event_del(f->watchdog);
-}
-
-/* tmpl with every {B} replaced by the server's base URL; malloc'ed. */
-static char *
-expand(struct fixture *f, const char *tmpl, size_t *len)
-{
-    size_t blen = strlen(f->b), n = 0, cap = strlen(tmpl) + 1;
-    const char *p;
-    char *out;
-
-    /* by hand: ASan's strstr measures the whole rest each time */
-    for (p = tmpl; *p != '\0'; p++)
-        if (p[0] == '{' && p[1] == 'B' && p[2] == '}')
-            cap += blen;
-    out = malloc(cap);
-    assert_non_null(out);
-    for (p = tmpl; *p != '\0';) {
-        if (p[0] == '{' && p[1] == 'B' && p[2] == '}') {
-            memcpy(out + n, f->b, blen);
-            n += blen;
-            p += 3;
-        } else {
-            out[n++] = *p++;
-        }
-    }
-    out[n] = '\0';
-    if (len != NULL)
-        *len = n;
-    return out;
-}
-
-/* "{B}path" in one of two static buffers, so two can be compared. */
-static const char *
-url_of(struct fixture *f, const char *path)
-{
-    static char buf[2][256];
-    static int which;
-
-    which ^= 1;
-    snprintf(buf[which], sizeof(buf[which]), "%s%s", f->b, path);
-    return buf[which];
-}
-
-/* --------------------------------------------------------- the server */
-
-static struct route *
-route_add(struct fixture *f, const char *path, int status,
-          const char *headers, const char *body)
-{
-    struct route *r;
-
-    assert_true(f->nroutes < MAX_ROUTES);
-    r = &f->routes[f->nroutes++];
-    memset(r, 0, sizeof(*r));
-    snprintf(r->path, sizeof(r->path), "%s", path);
-    r->status = status;
-    r->headers = headers != NULL ? expand(f, headers, NULL) : NULL;
-    r->body = expand(f, body != NULL ? body : "", &r->body_len);
-    return r;
-}
-
-static struct route *
-route_find(struct fixture *f, const char *path)
-{
-    for (size_t i = 0; i < f->nroutes; i++) {
-        struct route *r = &f->routes[i];
-        if (r->prefix ? strncmp(r->path, path, strlen(r->path)) == 0
-                      : strcmp(r->path, path) == 0)
-            return r;
-    }
-    return NULL;
-}
-
-static unsigned
-hits(struct fixture *f, const char *path)
-{
-    struct route *r = route_find(f, path);
-    assert_non_null(r);
-    return r->hits;
-}
-
-static void
-add_headers(struct evkeyvalq *out, const char *lines)
-{
-    char name[128], value[512];
-    const char *p = lines, *colon, *eol;
-
-    while (p != NULL && *p != '\0') {
-        eol = strchr(p, '\n');
-        if (eol == NULL)
-            eol = p + strlen(p);
-        colon = memchr(p, ':', (size_t)(eol - p));
-        assert_non_null(colon);
-        snprintf(name, sizeof(name), "%.*s", (int)(colon - p), p);
-        colon++;
-        while (*colon == ' ')
-            colon++;
-        snprintf(value, sizeof(value), "%.*s", (int)(eol - colon), colon);
-        evhttp_add_header(out, name, value);
-        p = *eol == '\n' ? eol + 1 : eol;
-    }
-}
-
-static void
-srv_send(struct evhttp_request *req, int status, const char *body, size_t len)
-{
-    struct evbuffer *b = evbuffer_new();
-    assert_non_null(b);
-    evbuffer_add(b, body, len);
-    evhttp_send_reply(req, status, status == 200 ? "OK" : "Status", b);
-    evbuffer_free(b);
-}
-
-static void
-srv_on_request(struct evhttp_request *req, void *arg)
-{
-    struct fixture *f = arg;
-    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
-    const char *acc;
-    struct route *r;
-
-    f->requests++;
-    acc = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
-    snprintf(f->accept, sizeof(f->accept), "%s", acc != NULL ? acc : "");
-    r = route_find(f, path != NULL ? path : "/");
-    if (r == NULL) {
-        f->misses++;
-        srv_send(req, 404, "no such route", 13);
-        return;
-    }
-    r->hits++;
-    if (r->never)
-        return;                 /* evhttp frees it with its connection */
-    add_headers(evhttp_request_get_output_headers(req), r->headers);
-    srv_send(req, r->status ? r->status : 200, r->body, r->body_len);
-}
-
-static void
-srv_start(struct fixture *f)
-{
-    struct evhttp_bound_socket *bs;
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-
-    f->srv = evhttp_new(f->base);
-    assert_non_null(f->srv);
-    evhttp_set_gencb(f->srv, srv_on_request, f);
-    bs = evhttp_bind_socket_with_handle(f->srv, "127.0.0.1", 0);
-    assert_non_null(bs);
-    assert_int_equal(getsockname(evhttp_bound_socket_get_fd(bs),
-                                 (struct sockaddr *)&sa, &len), 0);
-    f->port = ntohs(sa.sin_port);
-    snprintf(f->b, sizeof(f->b), "http://127.0.0.1:%d", f->port);
-}
-
-static void
-srv_stop(struct fixture *f)
-{
-    if (f->srv != NULL)
-        evhttp_free(f->srv);
-    f->srv = NULL;
-    for (size_t i = 0; i < f->nroutes; i++) {
-        free(f->routes[i].headers);
-        free(f->routes[i].body);
-    }
-    f->nroutes = 0;
-}
 
 /* ------------------------------------------------------- the discovery */
 
@@ -322,7 +91,7 @@ on_done(void *ud, int rc, const char *err, struct discovery_result *res)
 static void
 disc_new(struct fixture *f)
 {
-    f->d = discovery_new(f->base, f->h, on_done, f);
+    f->d = discovery_new(f->loop.base, f->h, on_done, f);
     assert_non_null(f->d);
 }
 
@@ -332,12 +101,12 @@ static void
 discover(struct fixture *f, const char *path)
 {
     unsigned before = f->n_done;
+    const char *url = path[0] == '/' ? tu_httpd_url(f->srv, path) : path;
 
-    assert_int_equal(discovery_start(f->d, path[0] == '/' ? url_of(f, path)
-                                                          : path), 0);
+    assert_int_equal(discovery_start(f->d, url), 0);
     assert_int_equal(f->n_done, before);
-    LOOP_UNTIL(f, f->n_done == before + 1, WATCHDOG_MS);
-    run_for(f, 20);             /* and not again */
+    TU_LOOP_UNTIL(&f->loop, f->n_done == before + 1, WATCHDOG_MS);
+    tu_loop_run_for(&f->loop, 20);     /* and not again */
     assert_int_equal(f->n_done, before + 1);
 }
 
@@ -358,8 +127,8 @@ static void
 assert_simple_set(struct fixture *f, const struct discovery_set *s,
                   const char *caplist)
 {
-    assert_str(s->caplist, url_of(f, caplist));
-    assert_str(s->resourcelist, url_of(f, "/rl.xml"));
+    assert_str(s->caplist, tu_httpd_url(f->srv, caplist));
+    assert_str(s->resourcelist, tu_httpd_url(f->srv, "/rl.xml"));
     assert_null(s->resourcedump);
     assert_null(s->changelist);
     assert_null(s->changedump);
@@ -378,12 +147,9 @@ setup(void **state)
     struct fixture *f = calloc(1, sizeof(*f));
 
     assert_non_null(f);
-    f->base = event_base_new();
-    assert_non_null(f->base);
-    f->watchdog = evtimer_new(f->base, on_watchdog, f);
-    assert_non_null(f->watchdog);
-    srv_start(f);
-    f->h = rs_http_new(f->base, NULL);
+    tu_loop_init(&f->loop);
+    f->srv = tu_httpd_new(f->loop.base);
+    f->h = rs_http_new(f->loop.base, NULL);
     assert_non_null(f->h);
     *state = f;
     return 0;
@@ -400,34 +166,10 @@ teardown(void **state)
     discovery_free(f->d);
     discovery_result_free(f->res);
     rs_http_free(f->h);
-    srv_stop(f);
-    for (int i = 0; i < 4; i++)
-        event_base_loop(f->base, EVLOOP_NONBLOCK);
-    assert_int_equal(event_base_get_num_events(f->base,
-                                               EVENT_BASE_COUNT_ADDED |
-                                                   EVENT_BASE_COUNT_ACTIVE),
-                     0);
-    event_free(f->watchdog);
-    event_base_free(f->base);
+    tu_httpd_free(f->srv);
+    tu_loop_cleanup(&f->loop);
     free(f);
     return 0;
-}
-
-/* Wait until the client has nothing in flight. */
-static void
-drain(struct fixture *f)
-{
-    struct rs_http_stats st;
-
-    wd_start(f, WATCHDOG_MS);
-    for (;;) {
-        rs_http_stats(f->h, &st);
-        if (st.in_flight == 0 || f->expired)
-            break;
-        event_base_loop(f->base, EVLOOP_ONCE);
-    }
-    event_del(f->watchdog);
-    assert_int_equal(st.in_flight, 0);
 }
 
 /* ------------------------------------------------------------- tests */
@@ -447,19 +189,20 @@ test_api_edges(void **state)
     assert_int_equal(discovery_start(f->d, "ftp://127.0.0.1/"), RS_EINVAL);
     assert_int_equal(discovery_start(f->d, "/cl.xml"), RS_EINVAL);
     assert_int_equal(discovery_start(f->d, "ws://127.0.0.1:9/x"), RS_EINVAL);
-    run_for(f, 30);
+    tu_loop_run_for(&f->loop, 30);
     assert_int_equal(f->n_done, 0);
-    assert_int_equal(f->requests, 0);
+    assert_int_equal(f->srv->requests, 0);
 
-    route_add(f, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
-    assert_int_equal(discovery_start(f->d, url_of(f, "/cl.xml")), 0);
-    assert_int_equal(discovery_start(f->d, url_of(f, "/cl.xml")), RS_ESTATE);
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
+    assert_int_equal(discovery_start(f->d, tu_httpd_url(f->srv, "/cl.xml")), 0);
+    assert_int_equal(discovery_start(f->d, tu_httpd_url(f->srv, "/cl.xml")),
+                     RS_ESTATE);
     f->restart_in_cb = true;
-    LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
     assert_int_equal(f->done_rc, 0);
     /* the callback may start the next discovery */
     assert_int_equal(f->restart_rc, 0);
-    LOOP_UNTIL(f, f->n_done == 2, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 2, WATCHDOG_MS);
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
     assert_non_null(strstr(f->done_err, "http://127.0.0.1:1/"));
     /* and again, from outside */
@@ -467,13 +210,13 @@ test_api_edges(void **state)
     assert_int_equal(f->done_rc, 0);
     assert_int_equal(f->res->nsets, 1);
     assert_simple_set(f, &f->res->sets[0], "/cl.xml");
-    assert_int_equal(hits(f, "/cl.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/cl.xml"), 2);
 
     /* discovery_new under allocation failure */
     for (n = 1; n < 10; n++) {
         struct discovery *d;
         tu_alloc_fail_at(n);
-        d = discovery_new(f->base, f->h, on_done, f);
+        d = discovery_new(f->loop.base, f->h, on_done, f);
         tu_alloc_fail_at(0);
         if (d != NULL) {
             discovery_free(d);
@@ -494,29 +237,29 @@ test_from_caplist(void **state)
     struct fixture *f = *state;
     const struct discovery_set *s;
 
-    route_add(f, "/ds/cl.xml", 0, CT_XML,
-              URLSET
-              "<rs:ln rel=\"up\" href=\"{B}/.well-known/resourcesync\"/>\n"
-              "<rs:md capability=\"capabilitylist\"/>\n"
-              CAP("{B}/ds/rl.xml", "resourcelist")
-              CAP("{B}/ds/rl-second.xml", "resourcelist")
-              CAP("{B}/ds/rd.xml", "resourcedump")
-              CAP("{B}/ds/changes.xml", "changelist")
-              CAP("{B}/ds/cd.xml", "changedump")
-              /* an http notification without a hub is no WebSub topic */
-              CAP("{B}/ds/topic/nohub", "changelist-notification")
-              CAP("ws://127.0.0.1:9/channel/changes", "change-notification")
-              CAP("wss://hub.example:8443/channel/fw",
-                  "framework-notification")
-              CAP("ws://127.0.0.1:9/channel/second", "change-notification")
-              "<url><loc>{B}/ds/topic/changes</loc>"
-              "<rs:md capability=\"changelist-notification\"/>"
-              "<rs:ln rel=\"hub\" href=\"../hub\"/></url>\n"
-              "<url><loc>{B}/ds/topic/fw</loc>"
-              "<rs:md capability=\"framework-notification\"/>"
-              "<rs:ln rel=\"hub\" href=\"https://hub.example/websub\"/>"
-              "</url>\n"
-              END_URLSET);
+    tu_httpd_add(f->srv, "/ds/cl.xml", 0, CT_XML,
+                 URLSET
+                 "<rs:ln rel=\"up\" href=\"{B}/.well-known/resourcesync\"/>\n"
+                 "<rs:md capability=\"capabilitylist\"/>\n"
+                 CAP("{B}/ds/rl.xml", "resourcelist")
+                 CAP("{B}/ds/rl-second.xml", "resourcelist")
+                 CAP("{B}/ds/rd.xml", "resourcedump")
+                 CAP("{B}/ds/changes.xml", "changelist")
+                 CAP("{B}/ds/cd.xml", "changedump")
+                 /* an http notification without a hub is no WebSub topic */
+                 CAP("{B}/ds/topic/nohub", "changelist-notification")
+                 CAP("ws://127.0.0.1:9/channel/changes", "change-notification")
+                 CAP("wss://hub.example:8443/channel/fw",
+                     "framework-notification")
+                 CAP("ws://127.0.0.1:9/channel/second", "change-notification")
+                 "<url><loc>{B}/ds/topic/changes</loc>"
+                 "<rs:md capability=\"changelist-notification\"/>"
+                 "<rs:ln rel=\"hub\" href=\"../hub\"/></url>\n"
+                 "<url><loc>{B}/ds/topic/fw</loc>"
+                 "<rs:md capability=\"framework-notification\"/>"
+                 "<rs:ln rel=\"hub\" href=\"https://hub.example/websub\"/>"
+                 "</url>\n"
+                 END_URLSET);
     disc_new(f);
     discover(f, "/ds/cl.xml");
     assert_int_equal(f->done_rc, 0);
@@ -524,31 +267,34 @@ test_from_caplist(void **state)
     assert_null(f->res->description);
     assert_int_equal(f->res->nsets, 1);
     s = &f->res->sets[0];
-    assert_str(s->caplist, url_of(f, "/ds/cl.xml"));
-    assert_str(s->resourcelist, url_of(f, "/ds/rl.xml"));
-    assert_str(s->resourcedump, url_of(f, "/ds/rd.xml"));
-    assert_str(s->changelist, url_of(f, "/ds/changes.xml"));
-    assert_str(s->changedump, url_of(f, "/ds/cd.xml"));
+    assert_str(s->caplist, tu_httpd_url(f->srv, "/ds/cl.xml"));
+    assert_str(s->resourcelist, tu_httpd_url(f->srv, "/ds/rl.xml"));
+    assert_str(s->resourcedump, tu_httpd_url(f->srv, "/ds/rd.xml"));
+    assert_str(s->changelist, tu_httpd_url(f->srv, "/ds/changes.xml"));
+    assert_str(s->changedump, tu_httpd_url(f->srv, "/ds/cd.xml"));
     assert_str(s->ws[DISCOVERY_CHANGE], "ws://127.0.0.1:9/channel/changes");
     assert_str(s->ws[DISCOVERY_FRAMEWORK],
                "wss://hub.example:8443/channel/fw");
-    assert_str(s->topic[DISCOVERY_CHANGE], url_of(f, "/ds/topic/changes"));
-    assert_str(s->hub[DISCOVERY_CHANGE], url_of(f, "/hub"));
-    assert_str(s->topic[DISCOVERY_FRAMEWORK], url_of(f, "/ds/topic/fw"));
+    assert_str(s->topic[DISCOVERY_CHANGE],
+               tu_httpd_url(f->srv, "/ds/topic/changes"));
+    assert_str(s->hub[DISCOVERY_CHANGE], tu_httpd_url(f->srv, "/hub"));
+    assert_str(s->topic[DISCOVERY_FRAMEWORK],
+               tu_httpd_url(f->srv, "/ds/topic/fw"));
     assert_str(s->hub[DISCOVERY_FRAMEWORK], "https://hub.example/websub");
-    assert_int_equal(hits(f, "/ds/cl.xml"), 1);
-    assert_int_equal(f->requests, 1);   /* up, well-known: not needed */
-    assert_non_null(strstr(f->accept, "application/xml"));
+    assert_int_equal(tu_httpd_hits(f->srv, "/ds/cl.xml"), 1);
+    assert_int_equal(f->srv->requests, 1);   /* up, well-known: not needed */
+    assert_non_null(strstr(f->srv->accept, "application/xml"));
 
     /* the same list served as text/plain, with a BOM or without an XML
      * declaration: still read as XML */
-    route_add(f, "/plain/cl.xml", 0, CT_TEXT, "\xef\xbb\xbf" SIMPLE_CAPLIST);
+    tu_httpd_add(f->srv, "/plain/cl.xml", 0, CT_TEXT,
+                 "\xef\xbb\xbf" SIMPLE_CAPLIST);
     discover(f, "/plain/cl.xml");
     assert_int_equal(f->done_rc, 0);
     assert_simple_set(f, &f->res->sets[0], "/plain/cl.xml");
-    route_add(f, "/bare/cl.xml", 0, NULL,
-              "<urlset " NS "><rs:md capability=\"capabilitylist\"/>"
-              CAP("{B}/rl.xml", "resourcelist") END_URLSET);
+    tu_httpd_add(f->srv, "/bare/cl.xml", 0, NULL,
+                 "<urlset " NS "><rs:md capability=\"capabilitylist\"/>"
+                 CAP("{B}/rl.xml", "resourcelist") END_URLSET);
     discover(f, "/bare/cl.xml");
     assert_int_equal(f->done_rc, 0);
     assert_simple_set(f, &f->res->sets[0], "/bare/cl.xml");
@@ -561,31 +307,34 @@ test_from_description(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/.well-known/resourcesync", 0, CT_XML,
-              DESCRIPTION(CAP("{B}/s1/cl.xml", "capabilitylist")
-                          CAP("{B}/s2/cl.xml", "capabilitylist")));
-    route_add(f, "/s1/cl.xml", 0, CT_XML,
-              CAPLIST(CAP("{B}/s1/rl.xml", "resourcelist")));
-    route_add(f, "/s2/cl.xml", 0, CT_XML,
-              CAPLIST(CAP("{B}/s2/changes.xml", "changelist")
-                      CAP("ws://127.0.0.1:9/channel/s2",
-                          "change-notification")));
+    tu_httpd_add(f->srv, "/.well-known/resourcesync", 0, CT_XML,
+                 DESCRIPTION(CAP("{B}/s1/cl.xml", "capabilitylist")
+                             CAP("{B}/s2/cl.xml", "capabilitylist")));
+    tu_httpd_add(f->srv, "/s1/cl.xml", 0, CT_XML,
+                 CAPLIST(CAP("{B}/s1/rl.xml", "resourcelist")));
+    tu_httpd_add(f->srv, "/s2/cl.xml", 0, CT_XML,
+                 CAPLIST(CAP("{B}/s2/changes.xml", "changelist")
+                         CAP("ws://127.0.0.1:9/channel/s2",
+                             "change-notification")));
     disc_new(f);
     discover(f, "/.well-known/resourcesync");
     assert_int_equal(f->done_rc, 0);
-    assert_str(f->res->description, url_of(f, "/.well-known/resourcesync"));
+    assert_str(f->res->description,
+               tu_httpd_url(f->srv, "/.well-known/resourcesync"));
     assert_int_equal(f->res->nsets, 2);
-    assert_str(f->res->sets[0].caplist, url_of(f, "/s1/cl.xml"));
-    assert_str(f->res->sets[0].resourcelist, url_of(f, "/s1/rl.xml"));
+    assert_str(f->res->sets[0].caplist, tu_httpd_url(f->srv, "/s1/cl.xml"));
+    assert_str(f->res->sets[0].resourcelist,
+               tu_httpd_url(f->srv, "/s1/rl.xml"));
     assert_null(f->res->sets[0].changelist);
-    assert_str(f->res->sets[1].caplist, url_of(f, "/s2/cl.xml"));
+    assert_str(f->res->sets[1].caplist, tu_httpd_url(f->srv, "/s2/cl.xml"));
     assert_null(f->res->sets[1].resourcelist);
-    assert_str(f->res->sets[1].changelist, url_of(f, "/s2/changes.xml"));
+    assert_str(f->res->sets[1].changelist,
+               tu_httpd_url(f->srv, "/s2/changes.xml"));
     assert_str(f->res->sets[1].ws[DISCOVERY_CHANGE],
                "ws://127.0.0.1:9/channel/s2");
-    assert_int_equal(hits(f, "/s1/cl.xml"), 1);
-    assert_int_equal(hits(f, "/s2/cl.xml"), 1);
-    assert_int_equal(f->misses, 0);     /* robots.txt not needed */
+    assert_int_equal(tu_httpd_hits(f->srv, "/s1/cl.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/s2/cl.xml"), 1);
+    assert_int_equal(f->srv->misses, 0);     /* robots.txt not needed */
 }
 
 /* discovery/site_root_fallback: a site root whose page names nothing falls
@@ -595,28 +344,29 @@ test_site_root_fallback(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/", 0, CT_HTML,
-              "<!DOCTYPE html>\n<html><head><title>Home</title>"
-              "<link rel=\"stylesheet\" href=\"/s.css\"></head>"
-              "<body><a href=\"/cl.xml\">not a link element</a></body>"
-              "</html>\n");
-    route_add(f, "/.well-known/resourcesync", 0, CT_XML,
-              DESCRIPTION(CAP("{B}/cl.xml", "capabilitylist")));
-    route_add(f, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
+    tu_httpd_add(f->srv, "/", 0, CT_HTML,
+                 "<!DOCTYPE html>\n<html><head><title>Home</title>"
+                 "<link rel=\"stylesheet\" href=\"/s.css\"></head>"
+                 "<body><a href=\"/cl.xml\">not a link element</a></body>"
+                 "</html>\n");
+    tu_httpd_add(f->srv, "/.well-known/resourcesync", 0, CT_XML,
+                 DESCRIPTION(CAP("{B}/cl.xml", "capabilitylist")));
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
     disc_new(f);
     discover(f, "/");
     assert_int_equal(f->done_rc, 0);
     assert_int_equal(f->res->nsets, 1);
     assert_simple_set(f, &f->res->sets[0], "/cl.xml");
-    assert_str(f->res->description, url_of(f, "/.well-known/resourcesync"));
-    assert_int_equal(hits(f, "/"), 1);
-    assert_int_equal(hits(f, "/.well-known/resourcesync"), 1);
-    assert_int_equal(hits(f, "/cl.xml"), 1);
+    assert_str(f->res->description,
+               tu_httpd_url(f->srv, "/.well-known/resourcesync"));
+    assert_int_equal(tu_httpd_hits(f->srv, "/"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/.well-known/resourcesync"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/cl.xml"), 1);
 
     /* a deep start URL falls back to its origin's well-known */
     discover(f, "/some/where/deep.html?q=1");
     assert_int_equal(f->done_rc, 0);
-    assert_int_equal(hits(f, "/.well-known/resourcesync"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/.well-known/resourcesync"), 2);
 }
 
 /* discovery/html_link: <link rel="resourcesync" href=...> in an HTML page
@@ -627,18 +377,18 @@ test_html_link(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/site/page.html", 0, CT_HTML,
-              "<!DOCTYPE html>\n<html><head>"
-              "<link rel=\"stylesheet\" href=\"/other.xml\">\n"
-              "<link rel=\"alternate ResourceSync\" href=\"../cl.xml\">\n"
-              "</head><body>hello</body></html>\n");
-    route_add(f, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
+    tu_httpd_add(f->srv, "/site/page.html", 0, CT_HTML,
+                 "<!DOCTYPE html>\n<html><head>"
+                 "<link rel=\"stylesheet\" href=\"/other.xml\">\n"
+                 "<link rel=\"alternate ResourceSync\" href=\"../cl.xml\">\n"
+                 "</head><body>hello</body></html>\n");
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
     disc_new(f);
     discover(f, "/site/page.html");
     assert_int_equal(f->done_rc, 0);
     assert_simple_set(f, &f->res->sets[0], "/cl.xml");
-    assert_int_equal(f->requests, 2);
-    assert_int_equal(f->misses, 0);
+    assert_int_equal(f->srv->requests, 2);
+    assert_int_equal(f->srv->misses, 0);
 }
 
 /* discovery/link_header: any resource whose Link header says
@@ -649,24 +399,24 @@ test_link_header(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/res/a.txt", 0,
-              CT_TEXT "\n"
-              "Link: <http://127.0.0.1:1/x>; rel=\"describedby\"\n"
-              "Link: <../cl.xml>; rel=\"resourcesync\"",
-              "just some text\n");
-    route_add(f, "/moved/deep/b.txt", 302, "Location: {B}/res/a.txt",
-              "moved");
-    route_add(f, "/go", 301, "Location: {B}/real/cl.xml", "moved");
-    route_add(f, "/real/cl.xml", 0, CT_XML,
-              CAPLIST("<url><loc>{B}/real/t</loc>"
-                      "<rs:md capability=\"changelist-notification\"/>"
-                      "<rs:ln rel=\"hub\" href=\"hub\"/></url>\n"));
-    route_add(f, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
+    tu_httpd_add(f->srv, "/res/a.txt", 0,
+                 CT_TEXT "\n"
+                 "Link: <http://127.0.0.1:1/x>; rel=\"describedby\"\n"
+                 "Link: <../cl.xml>; rel=\"resourcesync\"",
+                 "just some text\n");
+    tu_httpd_add(f->srv, "/moved/deep/b.txt", 302, "Location: {B}/res/a.txt",
+                 "moved");
+    tu_httpd_add(f->srv, "/go", 301, "Location: {B}/real/cl.xml", "moved");
+    tu_httpd_add(f->srv, "/real/cl.xml", 0, CT_XML,
+                 CAPLIST("<url><loc>{B}/real/t</loc>"
+                         "<rs:md capability=\"changelist-notification\"/>"
+                         "<rs:ln rel=\"hub\" href=\"hub\"/></url>\n"));
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
     disc_new(f);
     discover(f, "/res/a.txt");
     assert_int_equal(f->done_rc, 0);
     assert_simple_set(f, &f->res->sets[0], "/cl.xml");
-    assert_int_equal(f->requests, 2);
+    assert_int_equal(f->srv->requests, 2);
 
     /* ../cl.xml is resolved against where the redirect landed */
     discover(f, "/moved/deep/b.txt");
@@ -676,11 +426,12 @@ test_link_header(void **state)
      * relative hub is resolved against that */
     discover(f, "/go");
     assert_int_equal(f->done_rc, 0);
-    assert_str(f->res->sets[0].caplist, url_of(f, "/real/cl.xml"));
+    assert_str(f->res->sets[0].caplist, tu_httpd_url(f->srv, "/real/cl.xml"));
     assert_str(f->res->sets[0].topic[DISCOVERY_CHANGE],
-               url_of(f, "/real/t"));
-    assert_str(f->res->sets[0].hub[DISCOVERY_CHANGE], url_of(f, "/real/hub"));
-    assert_int_equal(f->misses, 0);
+               tu_httpd_url(f->srv, "/real/t"));
+    assert_str(f->res->sets[0].hub[DISCOVERY_CHANGE],
+               tu_httpd_url(f->srv, "/real/hub"));
+    assert_int_equal(f->srv->misses, 0);
 }
 
 /* discovery/resourcelist_up: a Resource List points rel="up" at its
@@ -690,19 +441,19 @@ test_resourcelist_up(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/rl.xml", 0, CT_XML,
-              URLSET "<rs:ln rel=\"up\" href=\"{B}/cl.xml\"/>\n"
-              "<rs:md capability=\"resourcelist\" "
-              "at=\"2013-01-03T09:00:00Z\"/>\n"
-              "<url><loc>{B}/r1</loc></url>\n" END_URLSET);
-    route_add(f, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
+    tu_httpd_add(f->srv, "/rl.xml", 0, CT_XML,
+                 URLSET "<rs:ln rel=\"up\" href=\"{B}/cl.xml\"/>\n"
+                 "<rs:md capability=\"resourcelist\" "
+                 "at=\"2013-01-03T09:00:00Z\"/>\n"
+                 "<url><loc>{B}/r1</loc></url>\n" END_URLSET);
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
     disc_new(f);
     discover(f, "/rl.xml");
     assert_int_equal(f->done_rc, 0);
     assert_int_equal(f->res->nsets, 1);
     assert_simple_set(f, &f->res->sets[0], "/cl.xml");
     assert_null(f->res->description);
-    assert_int_equal(f->requests, 2);
+    assert_int_equal(f->srv->requests, 2);
 }
 
 /* discovery/robots_sitemap: nothing at the start or the well-known URI,
@@ -712,17 +463,17 @@ test_robots_sitemap(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/robots.txt", 0, CT_TEXT,
-              "# robots\r\nUser-agent: *\r\nDisallow: /private\r\n"
-              "sitemap: not a url at all\r\n"
-              "Sitemap: {B}/cl.xml\r\n");
-    route_add(f, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
+    tu_httpd_add(f->srv, "/robots.txt", 0, CT_TEXT,
+                 "# robots\r\nUser-agent: *\r\nDisallow: /private\r\n"
+                 "sitemap: not a url at all\r\n"
+                 "Sitemap: {B}/cl.xml\r\n");
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
     disc_new(f);
     discover(f, "/start.html");
     assert_int_equal(f->done_rc, 0);
     assert_simple_set(f, &f->res->sets[0], "/cl.xml");
-    assert_int_equal(hits(f, "/robots.txt"), 1);
-    assert_int_equal(f->misses, 2);     /* /start.html, the well-known */
+    assert_int_equal(tu_httpd_hits(f->srv, "/robots.txt"), 1);
+    assert_int_equal(f->srv->misses, 2);     /* /start.html, the well-known */
 }
 
 /* discovery/nothing_found: every probe 404 (or not ResourceSync) ->
@@ -736,27 +487,30 @@ test_nothing_found(void **state)
     discover(f, "/nothing.html");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
     assert_null(f->res);
-    assert_non_null(strstr(f->done_err, url_of(f, "/nothing.html")));
-    assert_non_null(strstr(f->done_err,
-                           url_of(f, "/.well-known/resourcesync: HTTP 404")));
-    assert_non_null(strstr(f->done_err, url_of(f, "/robots.txt: HTTP 404")));
-    assert_int_equal(f->misses, 3);
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/nothing.html")));
+    assert_non_null(
+        strstr(f->done_err,
+               tu_httpd_url(f->srv, "/.well-known/resourcesync: HTTP 404")));
+    assert_non_null(
+        strstr(f->done_err, tu_httpd_url(f->srv, "/robots.txt: HTTP 404")));
+    assert_int_equal(f->srv->misses, 3);
 
     /* an XML page that is no ResourceSync document; a list without up;
      * a Source Description listing nothing */
-    route_add(f, "/feed.xml", 0, CT_XML,
-              XMLDECL "<rss version=\"2.0\"><channel/></rss>\n");
-    route_add(f, "/.well-known/resourcesync", 0, CT_XML,
-              DESCRIPTION(""));
-    route_add(f, "/robots.txt", 0, CT_TEXT, "Sitemap: {B}/lonely.xml\n");
-    route_add(f, "/lonely.xml", 0, CT_XML,
-              URLSET "<rs:md capability=\"resourcelist\" "
-              "at=\"2013-01-03T09:00:00Z\"/>\n" END_URLSET);
+    tu_httpd_add(f->srv, "/feed.xml", 0, CT_XML,
+                 XMLDECL "<rss version=\"2.0\"><channel/></rss>\n");
+    tu_httpd_add(f->srv, "/.well-known/resourcesync", 0, CT_XML,
+                 DESCRIPTION(""));
+    tu_httpd_add(f->srv, "/robots.txt", 0, CT_TEXT,
+                 "Sitemap: {B}/lonely.xml\n");
+    tu_httpd_add(f->srv, "/lonely.xml", 0, CT_XML,
+                 URLSET "<rs:md capability=\"resourcelist\" "
+                 "at=\"2013-01-03T09:00:00Z\"/>\n" END_URLSET);
     discover(f, "/feed.xml");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
     assert_non_null(strstr(f->done_err, "not a ResourceSync document"));
     assert_non_null(strstr(f->done_err, "without Capability Lists"));
-    assert_non_null(strstr(f->done_err, url_of(f, "/lonely.xml")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/lonely.xml")));
     assert_non_null(strstr(f->done_err, "rel=\"up\""));
 }
 
@@ -767,18 +521,19 @@ test_redirect_loop_and_500s(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/loop", 302, "Location: {B}/loop", "again");
-    route_add(f, "/.well-known/resourcesync", 500, CT_TEXT, "oops");
-    route_add(f, "/robots.txt", 503, CT_TEXT, "later");
+    tu_httpd_add(f->srv, "/loop", 302, "Location: {B}/loop", "again");
+    tu_httpd_add(f->srv, "/.well-known/resourcesync", 500, CT_TEXT, "oops");
+    tu_httpd_add(f->srv, "/robots.txt", 503, CT_TEXT, "later");
     disc_new(f);
     discover(f, "/loop");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
-    assert_non_null(strstr(f->done_err, url_of(f, "/loop")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/loop")));
     assert_non_null(strstr(f->done_err, "HTTP 500"));
     assert_non_null(strstr(f->done_err, "HTTP 503"));
-    assert_true(hits(f, "/loop") >= 2 && hits(f, "/loop") <= 7);
-    assert_int_equal(hits(f, "/.well-known/resourcesync"), 1);
-    assert_int_equal(hits(f, "/robots.txt"), 1);
+    assert_true(tu_httpd_hits(f->srv, "/loop") >= 2 &&
+                tu_httpd_hits(f->srv, "/loop") <= 7);
+    assert_int_equal(tu_httpd_hits(f->srv, "/.well-known/resourcesync"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/robots.txt"), 1);
 
     /* a server that is not there at all */
     discover(f, "http://127.0.0.1:1/cl.xml");
@@ -793,42 +548,42 @@ static void
 test_hostile(void **state)
 {
     struct fixture *f = *state;
-    struct route *r;
+    struct tu_route *r;
     char *big;
     size_t n;
 
     /* a Description listing itself and one list twice */
-    route_add(f, "/desc.xml", 0, CT_XML,
-              DESCRIPTION(CAP("{B}/desc.xml", "capabilitylist")
-                          CAP("{B}/cl.xml", "capabilitylist")
-                          CAP("{B}/cl.xml", "capabilitylist")));
-    route_add(f, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
+    tu_httpd_add(f->srv, "/desc.xml", 0, CT_XML,
+                 DESCRIPTION(CAP("{B}/desc.xml", "capabilitylist")
+                             CAP("{B}/cl.xml", "capabilitylist")
+                             CAP("{B}/cl.xml", "capabilitylist")));
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML, SIMPLE_CAPLIST);
     disc_new(f);
     discover(f, "/desc.xml");
     assert_int_equal(f->done_rc, 0);
     assert_int_equal(f->res->nsets, 1);
-    assert_int_equal(hits(f, "/desc.xml"), 1);
-    assert_int_equal(hits(f, "/cl.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/desc.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/cl.xml"), 1);
 
     /* two lists pointing up at each other */
-    route_add(f, "/a.xml", 0, CT_XML,
-              URLSET "<rs:ln rel=\"up\" href=\"{B}/b.xml\"/>\n"
-              "<rs:md capability=\"resourcelist\" "
-              "at=\"2013-01-03T09:00:00Z\"/>\n" END_URLSET);
-    route_add(f, "/b.xml", 0, CT_XML,
-              URLSET "<rs:ln rel=\"up\" href=\"{B}/a.xml\"/>\n"
-              "<rs:md capability=\"changelist\" "
-              "from=\"2013-01-03T09:00:00Z\"/>\n" END_URLSET);
+    tu_httpd_add(f->srv, "/a.xml", 0, CT_XML,
+                 URLSET "<rs:ln rel=\"up\" href=\"{B}/b.xml\"/>\n"
+                 "<rs:md capability=\"resourcelist\" "
+                 "at=\"2013-01-03T09:00:00Z\"/>\n" END_URLSET);
+    tu_httpd_add(f->srv, "/b.xml", 0, CT_XML,
+                 URLSET "<rs:ln rel=\"up\" href=\"{B}/a.xml\"/>\n"
+                 "<rs:md capability=\"changelist\" "
+                 "from=\"2013-01-03T09:00:00Z\"/>\n" END_URLSET);
     discover(f, "/a.xml");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
-    assert_int_equal(hits(f, "/a.xml"), 1);
-    assert_int_equal(hits(f, "/b.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/b.xml"), 1);
 
     /* a Description listing 100 Capability Lists: at most 64 probes */
     {
         size_t cap = 100 * 128 + 1024, len = 0;
         char *desc = malloc(cap);
-        unsigned before = f->requests;
+        unsigned before = f->srv->requests;
         assert_non_null(desc);
         len += (size_t)snprintf(desc + len, cap - len, "%s",
                                 URLSET "<rs:md capability=\"description\"/>\n");
@@ -838,16 +593,17 @@ test_hostile(void **state)
                                     i);
         len += (size_t)snprintf(desc + len, cap - len, "%s", END_URLSET);
         assert_true(len < cap);
-        route_add(f, "/many.xml", 0, CT_XML, desc);
+        tu_httpd_add(f->srv, "/many.xml", 0, CT_XML, desc);
         free(desc);
-        r = route_add(f, "/many/", 0, CT_XML, SIMPLE_CAPLIST);
+        r = tu_httpd_add(f->srv, "/many/", 0, CT_XML, SIMPLE_CAPLIST);
         r->prefix = true;
         discover(f, "/many.xml");
         assert_int_equal(f->done_rc, 0);
         assert_int_equal(f->res->nsets, 63);
-        assert_str(f->res->sets[62].caplist, url_of(f, "/many/062.xml"));
+        assert_str(f->res->sets[62].caplist,
+                   tu_httpd_url(f->srv, "/many/062.xml"));
         assert_int_equal(r->hits, 63);
-        assert_int_equal(f->requests - before, 64);
+        assert_int_equal(f->srv->requests - before, 64);
     }
 
     /* a 9 MB "document": too large, noted, and the walk goes on */
@@ -857,17 +613,17 @@ test_hostile(void **state)
     memset(big, ' ', n);
     memcpy(big, XMLDECL, strlen(XMLDECL));
     big[n] = '\0';
-    route_add(f, "/huge.xml", 0, CT_XML, big);
+    tu_httpd_add(f->srv, "/huge.xml", 0, CT_XML, big);
     free(big);
     discover(f, "/huge.xml");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
     assert_non_null(strstr(f->done_err, "too large"));
 
     /* Link header, HTML and robots.txt targets that are not http(s) */
-    route_add(f, "/badlinks.html", 0,
-              CT_HTML "\nLink: <file:///etc/passwd>; rel=\"resourcesync\"",
-              "<html><head><link rel=\"resourcesync\" "
-              "href=\"javascript:alert(1)\"></head></html>");
+    tu_httpd_add(f->srv, "/badlinks.html", 0,
+                 CT_HTML "\nLink: <file:///etc/passwd>; rel=\"resourcesync\"",
+                 "<html><head><link rel=\"resourcesync\" "
+                 "href=\"javascript:alert(1)\"></head></html>");
     discover(f, "/badlinks.html");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
     assert_null(strstr(f->done_err, "passwd"));
@@ -879,25 +635,25 @@ static void
 test_free_in_flight(void **state)
 {
     struct fixture *f = *state;
-    struct route *r;
+    struct tu_route *r;
 
-    r = route_add(f, "/stall", 0, NULL, NULL);
+    r = tu_httpd_add(f->srv, "/stall", 0, NULL, NULL);
     r->never = true;
     disc_new(f);
-    assert_int_equal(discovery_start(f->d, url_of(f, "/stall")), 0);
-    LOOP_UNTIL(f, r->hits == 1, WATCHDOG_MS);
+    assert_int_equal(discovery_start(f->d, tu_httpd_url(f->srv, "/stall")), 0);
+    TU_LOOP_UNTIL(&f->loop, r->hits == 1, WATCHDOG_MS);
     discovery_free(f->d);
     f->d = NULL;
-    drain(f);
-    run_for(f, 30);
+    tu_loop_drain(&f->loop, f->h, WATCHDOG_MS);
+    tu_loop_run_for(&f->loop, 30);
     assert_int_equal(f->n_done, 0);
 
     /* before the first probe went out */
     disc_new(f);
-    assert_int_equal(discovery_start(f->d, url_of(f, "/stall")), 0);
+    assert_int_equal(discovery_start(f->d, tu_httpd_url(f->srv, "/stall")), 0);
     discovery_free(f->d);
     f->d = NULL;
-    run_for(f, 30);
+    tu_loop_run_for(&f->loop, 30);
     assert_int_equal(r->hits, 1);
     assert_int_equal(f->n_done, 0);
 }
@@ -909,13 +665,13 @@ static void
 test_http_free_in_flight(void **state)
 {
     struct fixture *f = *state;
-    struct route *r;
+    struct tu_route *r;
 
-    r = route_add(f, "/stall", 0, NULL, NULL);
+    r = tu_httpd_add(f->srv, "/stall", 0, NULL, NULL);
     r->never = true;
     disc_new(f);
-    assert_int_equal(discovery_start(f->d, url_of(f, "/stall")), 0);
-    LOOP_UNTIL(f, r->hits == 1, WATCHDOG_MS);
+    assert_int_equal(discovery_start(f->d, tu_httpd_url(f->srv, "/stall")), 0);
+    TU_LOOP_UNTIL(&f->loop, r->hits == 1, WATCHDOG_MS);
     rs_http_free(f->h);
     f->h = NULL;
     assert_int_equal(f->n_done, 1);
@@ -923,7 +679,7 @@ test_http_free_in_flight(void **state)
     assert_null(f->res);
     discovery_free(f->d);
     f->d = NULL;
-    run_for(f, 30);
+    tu_loop_run_for(&f->loop, 30);
     assert_int_equal(f->n_done, 1);
 }
 
@@ -937,16 +693,16 @@ test_alloc_failures(void **state)
     struct fixture *f = *state;
     unsigned long n, total, ok_runs = 0, enomem = 0;
 
-    route_add(f, "/", 0,
-              CT_HTML "\nLink: </.well-known/resourcesync>; "
-                      "rel=\"resourcesync\"",
-              "<html><head><link rel=\"resourcesync\" "
-              "href=\"/.well-known/resourcesync\"></head></html>");
-    route_add(f, "/.well-known/resourcesync", 0, CT_XML,
-              DESCRIPTION(CAP("{B}/cl.xml", "capabilitylist")));
-    route_add(f, "/cl.xml", 0, CT_XML,
-              CAPLIST(CAP("{B}/rl.xml", "resourcelist")
-                      CAP("ws://127.0.0.1:9/c", "change-notification")));
+    tu_httpd_add(f->srv, "/", 0,
+                 CT_HTML "\nLink: </.well-known/resourcesync>; "
+                         "rel=\"resourcesync\"",
+                 "<html><head><link rel=\"resourcesync\" "
+                 "href=\"/.well-known/resourcesync\"></head></html>");
+    tu_httpd_add(f->srv, "/.well-known/resourcesync", 0, CT_XML,
+                 DESCRIPTION(CAP("{B}/cl.xml", "capabilitylist")));
+    tu_httpd_add(f->srv, "/cl.xml", 0, CT_XML,
+                 CAPLIST(CAP("{B}/rl.xml", "resourcelist")
+                         CAP("ws://127.0.0.1:9/c", "change-notification")));
     disc_new(f);
     tu_alloc_fail_at(ULONG_MAX);
     discover(f, "/");
@@ -961,13 +717,13 @@ test_alloc_failures(void **state)
         int rc;
 
         tu_alloc_fail_at(n);
-        rc = discovery_start(f->d, url_of(f, "/"));
+        rc = discovery_start(f->d, tu_httpd_url(f->srv, "/"));
         if (rc != 0) {
             tu_alloc_fail_at(0);
             assert_int_equal(rc, RS_ENOMEM);
             continue;
         }
-        LOOP_UNTIL(f, f->n_done == before + 1, WATCHDOG_MS);
+        TU_LOOP_UNTIL(&f->loop, f->n_done == before + 1, WATCHDOG_MS);
         tu_alloc_fail_at(0);
         if (f->done_rc == 0) {
             assert_int_equal(f->res->nsets, 1);
@@ -978,7 +734,7 @@ test_alloc_failures(void **state)
         }
         discovery_result_free(f->res);
         f->res = NULL;
-        drain(f);
+        tu_loop_drain(&f->loop, f->h, WATCHDOG_MS);
     }
     assert_true(ok_runs >= 1);
     assert_true(enomem > 0);

@@ -1,28 +1,21 @@
 /* test_sub_docwalk.c - subscriber/docwalk.c (streamed walks over
- * ResourceSync documents) against a real evhttp server on 127.0.0.1 on
- * the walk's own event_base, serving a per-test table (path -> status,
- * headers, body, failures before success, stalls, paced chunks) and
- * counting requests per path, plus a raw TCP peer for a body cut short.
+ * ResourceSync documents) against a real evhttp server (tu_httpd.h) on
+ * 127.0.0.1 on the walk's own event_base, serving a per-test table (path ->
+ * status, headers, body, failures before success, stalls, paced chunks)
+ * and counting requests per path, plus a raw TCP peer for a body cut short.
  * Every callback is logged in order; every test runs under a watchdog and
  * ends with nothing left on the loop, clean under ASan. */
 #include "testutil.h"
+#include "tu_httpd.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +24,6 @@
 #include "rs_http.h"
 
 #define WATCHDOG_MS 20000u
-#define MAX_ROUTES 32
 #define LOG_MAX 8192
 #define BIG_ENTRIES 45000u            /* ~6 MB, under RS_MAX_ENTRIES */
 
@@ -51,61 +43,15 @@
 
 /* ------------------------------------------------------------ fixture */
 
-struct fixture;
-
-/* One path the server answers. Strings are expanded ({B}) and owned. */
-struct route {
-    char path[128];
-    int status;                 /* 0 = 200 */
-    char *headers;              /* "Name: value\n"..., or NULL */
-    char *body;
-    size_t body_len;
-    unsigned fail_n;            /* the first fail_n requests get: */
-    int fail_status;
-    char *fail_headers;
-    bool never;                 /* never answer (the client times out) */
-    size_t pace;                /* > 0: chunked, this many bytes a tick */
-    unsigned hits;
-};
-
-/* A paced reply in progress (one at most). */
-struct pacer {
-    struct event *ev;
-    struct evhttp_request *req;
-    const struct route *r;
-    size_t off;
-    bool active;
-};
-
-/* The raw peer: reads one request head, writes reply, hangs up. */
-struct raw {
-    struct evconnlistener *lis;
-    int port;
-    char *reply;
-    size_t reply_len;
-    struct bufferevent *bevs[8];
-    unsigned nbevs, accepts;
-};
-
 enum free_in { FREE_NONE, FREE_ON_HEAD, FREE_ON_ENTRY, FREE_ON_CHILD,
                FREE_ON_DOC_END, FREE_ON_DONE };
 
 struct fixture {
-    struct event_base *base;
-    struct event *watchdog;
-    bool expired;
-    /* the server */
-    struct evhttp *srv;
-    int port;
-    char b[64];                 /* http://127.0.0.1:PORT */
-    struct route routes[MAX_ROUTES];
-    size_t nroutes;
-    unsigned misses;            /* requests for paths not in the table */
-    char accept[128];           /* the last request's Accept */
-    struct pacer pacer;
+    struct tu_loop loop;
+    struct tu_httpd *srv;
     size_t entries_at_paced_end; /* entries the walk had when the server
                                     queued the last paced byte */
-    struct raw raw;
+    struct tu_raw *raw;         /* or NULL */
     /* the client */
     struct rs_http *h;
     struct docwalk *w;
@@ -143,356 +89,13 @@ now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void
-on_watchdog(evutil_socket_t fd, short what, void *arg)
-{
-    struct fixture *f = arg;
-    (void)fd;
-    (void)what;
-    f->expired = true;
-}
-
-static void
-wd_start(struct fixture *f, unsigned ms)
-{
-    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-    f->expired = false;
-    assert_int_equal(event_add(f->watchdog, &tv), 0);
-}
-
-/* Run the loop until cond holds; the watchdog turns a hang into a failure. */
-#define LOOP_UNTIL(f, cond, ms)                                             \
-    do {                                                                    \
-        wd_start((f), (ms));                                                \
-        while (!(cond) && !(f)->expired)                                    \
-            event_base_loop((f)->base, EVLOOP_ONCE);                        \
-        event_del((f)->watchdog);                                           \
-        assert_true(cond);                                                  \
-    } while (0)
-
-static void
-run_for(struct fixture *f, unsigned ms)
-{
-    wd_start(f, ms);
-    while (!f->expired)
-        event_base_loop(f->base, EVLOOP_ONCE);
-    event_del(f->watchdog);
-}
-
-/* tmpl with every {B} replaced by the server's base URL; malloc'ed. */
-static char *
-expand(struct fixture *f, const char *tmpl, size_t *len)
-{
-    size_t blen = strlen(f->b), n = 0, cap = strlen(tmpl) + 1;
-    const char *p;
-    char *out;
-
-    /* by hand: ASan's strstr measures the whole rest each time */
-    for (p = tmpl; *p != '\0'; p++)
-        if (p[0] == '{' && p[1] == 'B' && p[2] == '}')
-            cap += blen;
-    out = malloc(cap);
-    assert_non_null(out);
-    for (p = tmpl; *p != '\0';) {
-        if (p[0] == '{' && p[1] == 'B' && p[2] == '}') {
-            memcpy(out + n, f->b, blen);
-            n += blen;
-            p += 3;
-        } else {
-            out[n++] = *p++;
-        }
-    }
-    out[n] = '\0';
-    if (len != NULL)
-        *len = n;
-    return out;
-}
-
-/* "{B}/x" as a URL in a static buffer (one at a time). */
-static const char *
-url_of(struct fixture *f, const char *path)
-{
-    static char buf[256];
-    snprintf(buf, sizeof(buf), "%s%s", f->b, path);
-    return buf;
-}
-
-/* --------------------------------------------------------- the server */
-
-static struct route *
-route_add(struct fixture *f, const char *path, int status,
-          const char *headers, const char *body)
-{
-    struct route *r;
-
-    assert_true(f->nroutes < MAX_ROUTES);
-    r = &f->routes[f->nroutes++];
-    memset(r, 0, sizeof(*r));
-    snprintf(r->path, sizeof(r->path), "%s", path);
-    r->status = status;
-    r->headers = headers != NULL ? expand(f, headers, NULL) : NULL;
-    r->body = expand(f, body != NULL ? body : "", &r->body_len);
-    return r;
-}
-
-/* Fail the first n requests for r with status (and headers). */
-static void
-route_fail(struct fixture *f, struct route *r, unsigned n, int status,
-           const char *headers)
-{
-    r->fail_n = n;
-    r->fail_status = status;
-    r->fail_headers = headers != NULL ? expand(f, headers, NULL) : NULL;
-}
-
-static struct route *
-route_find(struct fixture *f, const char *path)
-{
-    for (size_t i = 0; i < f->nroutes; i++)
-        if (strcmp(f->routes[i].path, path) == 0)
-            return &f->routes[i];
-    return NULL;
-}
-
-static unsigned
-hits(struct fixture *f, const char *path)
-{
-    struct route *r = route_find(f, path);
-    assert_non_null(r);
-    return r->hits;
-}
-
-static void
-add_headers(struct evkeyvalq *out, const char *lines)
-{
-    char name[128], value[512];
-    const char *p = lines, *colon, *eol;
-
-    while (p != NULL && *p != '\0') {
-        eol = strchr(p, '\n');
-        if (eol == NULL)
-            eol = p + strlen(p);
-        colon = memchr(p, ':', (size_t)(eol - p));
-        assert_non_null(colon);
-        snprintf(name, sizeof(name), "%.*s", (int)(colon - p), p);
-        colon++;
-        while (*colon == ' ')
-            colon++;
-        snprintf(value, sizeof(value), "%.*s", (int)(eol - colon), colon);
-        evhttp_add_header(out, name, value);
-        p = *eol == '\n' ? eol + 1 : eol;
-    }
-}
-
-static void
-srv_send(struct evhttp_request *req, int status, const char *body, size_t len)
-{
-    struct evbuffer *b = evbuffer_new();
-    assert_non_null(b);
-    evbuffer_add(b, body, len);
-    evhttp_send_reply(req, status, status == 200 ? "OK" : "Status", b);
-    evbuffer_free(b);
-}
-
-/* The next slice of a paced reply; the client reads between slices. */
-static void
-pacer_tick(evutil_socket_t fd, short what, void *arg)
-{
-    struct fixture *f = arg;
-    struct pacer *pc = &f->pacer;
-    const struct route *r = pc->r;
-    size_t n = r->body_len - pc->off < r->pace ? r->body_len - pc->off
-                                               : r->pace;
-    struct evbuffer *b = evbuffer_new();
-    struct timeval tv = { 0, 2000 };
-
-    (void)fd;
-    (void)what;
-    assert_non_null(b);
-    evbuffer_add(b, r->body + pc->off, n);
-    evhttp_send_reply_chunk(pc->req, b);
-    evbuffer_free(b);
-    pc->off += n;
-    if (pc->off < r->body_len) {
-        evtimer_add(pc->ev, &tv);
-        return;
-    }
-    f->entries_at_paced_end = f->n_entry;
-    evhttp_send_reply_end(pc->req);
-    pc->active = false;
-}
-
-static void
-srv_on_request(struct evhttp_request *req, void *arg)
-{
-    struct fixture *f = arg;
-    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
-    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
-    const char *acc;
-    struct route *r;
-
-    acc = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
-    snprintf(f->accept, sizeof(f->accept), "%s", acc != NULL ? acc : "");
-    r = route_find(f, path != NULL ? path : "/");
-    if (r == NULL) {
-        f->misses++;
-        srv_send(req, 404, "no such route", 13);
-        return;
-    }
-    r->hits++;
-    if (r->hits <= r->fail_n) {
-        add_headers(out, r->fail_headers);
-        srv_send(req, r->fail_status, "failing", 7);
-        return;
-    }
-    if (r->never)
-        return;                 /* evhttp frees it with its connection */
-    if (r->headers == NULL || strstr(r->headers, "Content-Type") == NULL)
-        evhttp_add_header(out, "Content-Type", "application/xml");
-    add_headers(out, r->headers);
-    if (r->pace > 0) {
-        assert_false(f->pacer.active);
-        f->pacer.active = true;
-        f->pacer.req = req;
-        f->pacer.r = r;
-        f->pacer.off = 0;
-        evhttp_send_reply_start(req, 200, "OK");
-        pacer_tick(-1, 0, f);
-        return;
-    }
-    srv_send(req, r->status ? r->status : 200, r->body, r->body_len);
-}
-
-static void
-srv_start(struct fixture *f)
-{
-    struct evhttp_bound_socket *bs;
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-
-    f->srv = evhttp_new(f->base);
-    assert_non_null(f->srv);
-    evhttp_set_gencb(f->srv, srv_on_request, f);
-    bs = evhttp_bind_socket_with_handle(f->srv, "127.0.0.1", 0);
-    assert_non_null(bs);
-    assert_int_equal(getsockname(evhttp_bound_socket_get_fd(bs),
-                                 (struct sockaddr *)&sa, &len), 0);
-    f->port = ntohs(sa.sin_port);
-    snprintf(f->b, sizeof(f->b), "http://127.0.0.1:%d", f->port);
-    f->pacer.ev = evtimer_new(f->base, pacer_tick, f);
-    assert_non_null(f->pacer.ev);
-}
-
-static void
-srv_stop(struct fixture *f)
-{
-    if (f->pacer.ev != NULL)
-        event_free(f->pacer.ev);
-    f->pacer.ev = NULL;
-    if (f->srv != NULL)
-        evhttp_free(f->srv);
-    f->srv = NULL;
-    for (size_t i = 0; i < f->nroutes; i++) {
-        free(f->routes[i].headers);
-        free(f->routes[i].body);
-        free(f->routes[i].fail_headers);
-    }
-    f->nroutes = 0;
-}
-
-/* ----------------------------------------------------------- raw peer */
-
-static void
-raw_on_write(struct bufferevent *bev, void *arg)
-{
-    (void)arg;
-    bufferevent_disable(bev, EV_READ | EV_WRITE);
-    shutdown(bufferevent_getfd(bev), SHUT_RDWR);
-}
-
-static void
-raw_on_read(struct bufferevent *bev, void *arg)
-{
-    struct raw *r = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-
-    if (evbuffer_search(in, "\r\n\r\n", 4, NULL).pos < 0)
-        return;
-    evbuffer_drain(in, evbuffer_get_length(in));
-    bufferevent_setcb(bev, NULL, raw_on_write, NULL, r);
-    bufferevent_write(bev, r->reply, r->reply_len);
-}
-
-static void
-raw_on_event(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    (void)what;
-    (void)arg;
-}
-
-static void
-raw_on_accept(struct evconnlistener *lis, evutil_socket_t fd,
-              struct sockaddr *sa, int len, void *arg)
-{
-    struct raw *r = arg;
-    struct bufferevent *bev;
-
-    (void)sa;
-    (void)len;
-    bev = bufferevent_socket_new(evconnlistener_get_base(lis), fd,
-                                 BEV_OPT_CLOSE_ON_FREE);
-    assert_non_null(bev);
-    assert_true(r->nbevs < 8);
-    r->bevs[r->nbevs++] = bev;
-    r->accepts++;
-    bufferevent_setcb(bev, raw_on_read, NULL, raw_on_event, r);
-    bufferevent_enable(bev, EV_READ);
-}
-
-/* Start the raw peer answering every request with reply ({B} expanded:
- * the evhttp server's base). */
-static void
-raw_start(struct fixture *f, const char *reply)
-{
-    struct raw *r = &f->raw;
-    struct sockaddr_in sa;
-    socklen_t slen = sizeof(sa);
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    r->reply = expand(f, reply, &r->reply_len);
-    r->lis = evconnlistener_new_bind(f->base, raw_on_accept, r,
-                                     LEV_OPT_CLOSE_ON_FREE |
-                                         LEV_OPT_REUSEABLE,
-                                     16, (struct sockaddr *)&sa, sizeof(sa));
-    assert_non_null(r->lis);
-    assert_int_equal(getsockname(evconnlistener_get_fd(r->lis),
-                                 (struct sockaddr *)&sa, &slen), 0);
-    r->port = ntohs(sa.sin_port);
-}
-
-static void
-raw_stop(struct raw *r)
-{
-    for (unsigned i = 0; i < r->nbevs; i++)
-        bufferevent_free(r->bevs[i]);
-    r->nbevs = 0;
-    if (r->lis != NULL)
-        evconnlistener_free(r->lis);
-    r->lis = NULL;
-    free(r->reply);
-    r->reply = NULL;
-}
-
 /* --------------------------------------------------------- the walker */
 
 static const char *
 short_url(struct fixture *f, const char *url)
 {
-    size_t n = strlen(f->b);
-    return strncmp(url, f->b, n) == 0 ? url + n : url;
+    size_t n = strlen(f->srv->origin);
+    return strncmp(url, f->srv->origin, n) == 0 ? url + n : url;
 }
 
 static void
@@ -618,7 +221,7 @@ on_done(void *ud, int rc, const char *err)
 static void
 walk_new(struct fixture *f)
 {
-    f->o.base = f->base;
+    f->o.base = f->loop.base;
     f->o.http = f->h;
     f->o.on_head = on_head;
     f->o.on_entry = on_entry;
@@ -648,11 +251,19 @@ walk(struct fixture *f, const char *path)
 
     log_reset(f);
     before = f->n_done;
-    assert_int_equal(docwalk_start(f->w, url_of(f, path)), 0);
+    assert_int_equal(docwalk_start(f->w, tu_httpd_url(f->srv, path)), 0);
     assert_true(docwalk_busy(f->w));
     assert_int_equal(f->n_done, before);       /* never inside start */
-    LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
     assert_false(docwalk_busy(f->w));
+}
+
+/* The server queued a paced reply's last byte: how far has the walk got? */
+static void
+on_paced_end(void *ud)
+{
+    struct fixture *f = ud;
+    f->entries_at_paced_end = f->n_entry;
 }
 
 /* ------------------------------------------------- setup / teardown */
@@ -663,12 +274,13 @@ setup(void **state)
     struct fixture *f = calloc(1, sizeof(*f));
 
     assert_non_null(f);
-    f->base = event_base_new();
-    assert_non_null(f->base);
-    f->watchdog = evtimer_new(f->base, on_watchdog, f);
-    assert_non_null(f->watchdog);
-    srv_start(f);
-    f->h = rs_http_new(f->base, NULL);
+    tu_loop_init(&f->loop);
+    f->srv = tu_httpd_new(f->loop.base);
+    /* a route naming no Content-Type is served as XML */
+    f->srv->default_ctype = "application/xml";
+    f->srv->on_paced_end = on_paced_end;
+    f->srv->ud = f;
+    f->h = rs_http_new(f->loop.base, NULL);
     assert_non_null(f->h);
     *state = f;
     return 0;
@@ -688,36 +300,18 @@ teardown(void **state)
     rs_http_stats(f->h, &st);
     rs_http_free(f->h);
     f->h = NULL;
-    srv_stop(f);
-    raw_stop(&f->raw);
-    for (int i = 0; i < 4; i++)
-        event_base_loop(f->base, EVLOOP_NONBLOCK);
-    assert_int_equal(event_base_get_num_events(f->base,
-                                               EVENT_BASE_COUNT_ADDED |
-                                                   EVENT_BASE_COUNT_ACTIVE),
-                     0);
-    event_free(f->watchdog);
-    event_base_free(f->base);
+    tu_httpd_free(f->srv);
+    tu_raw_free(f->raw);
+    tu_loop_cleanup(&f->loop);
     free(f);
     return 0;
 }
 
-/* Wait for whatever the client still has in flight (a cancelled request's
- * on_done runs from the loop). */
-static void
-drain(struct fixture *f)
+/* Serve body at {B}path: 200, application/xml. */
+static struct tu_route *
+serve(struct fixture *f, const char *path, const char *body)
 {
-    struct rs_http_stats st;
-
-    wd_start(f, WATCHDOG_MS);
-    for (;;) {
-        rs_http_stats(f->h, &st);
-        if (st.in_flight == 0 || f->expired)
-            break;
-        event_base_loop(f->base, EVLOOP_ONCE);
-    }
-    event_del(f->watchdog);
-    assert_int_equal(st.in_flight, 0);
+    return tu_httpd_add(f->srv, path, 0, NULL, body);
 }
 
 /* ------------------------------------------------------------- tests */
@@ -740,9 +334,9 @@ test_api_edges(void **state)
     assert_int_equal(docwalk_start(f->w, "file:///etc/passwd"), RS_EINVAL);
     assert_int_equal(docwalk_start(f->w, ""), RS_EINVAL);
     assert_false(docwalk_busy(f->w));
-    run_for(f, 50);
+    tu_loop_run_for(&f->loop, 50);
     assert_int_equal(f->n_done, 0);
-    assert_int_equal(f->misses, 0);
+    assert_int_equal(f->srv->misses, 0);
     docwalk_free(f->w);
     f->w = NULL;
 
@@ -760,11 +354,11 @@ test_api_edges(void **state)
     assert_true(n > 1 && n < 20);
     /* docwalk_start: ENOMEM leaves the walk idle and usable. */
     walk_new(f);
-    route_add(f, "/rl.xml", 0, NULL, URLSET RL_MD URL("{B}/r1") END_URLSET);
+    serve(f, "/rl.xml", URLSET RL_MD URL("{B}/r1") END_URLSET);
     for (n = 1; n < 20; n++) {
         int rc;
         tu_alloc_fail_at(n);
-        rc = docwalk_start(f->w, url_of(f, "/rl.xml"));
+        rc = docwalk_start(f->w, tu_httpd_url(f->srv, "/rl.xml"));
         tu_alloc_fail_at(0);
         if (rc == 0)
             break;
@@ -772,7 +366,7 @@ test_api_edges(void **state)
         assert_false(docwalk_busy(f->w));
     }
     assert_true(n > 1 && n < 20);
-    LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
     assert_int_equal(f->done_rc, 0);
     assert_int_equal(f->n_entry, 1);
 }
@@ -784,9 +378,9 @@ test_resourcelist(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/rl.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/r1") URL("{B}/r2") URL("{B}/r3")
-                  END_URLSET);
+    serve(f, "/rl.xml",
+          URLSET RL_MD URL("{B}/r1") URL("{B}/r2") URL("{B}/r3")
+              END_URLSET);
     walk_new(f);
     walk(f, "/rl.xml");
     assert_int_equal(f->done_rc, 0);
@@ -794,9 +388,9 @@ test_resourcelist(void **state)
     assert_string_equal(f->log, "H /rl.xml E /r1 E /r2 E /r3 D /rl.xml");
     assert_int_equal(docwalk_docs(f->w), 1);
     assert_int_equal(docwalk_entries(f->w), 3);
-    assert_int_equal(hits(f, "/rl.xml"), 1);
-    assert_non_null(strstr(f->accept, "application/xml"));
-    assert_int_equal(f->misses, 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 1);
+    assert_non_null(strstr(f->srv->accept, "application/xml"));
+    assert_int_equal(f->srv->misses, 0);
 }
 
 /* docwalk/index_three_parts: an index's children are visited each once,
@@ -806,13 +400,12 @@ test_index_three_parts(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/p1.xml") KID("{B}/p2.xml")
-                  KID("{B}/p3.xml") END_INDEX);
-    route_add(f, "/p1.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/a1") URL("{B}/a2") END_URLSET);
-    route_add(f, "/p2.xml", 0, NULL, URLSET RL_MD URL("{B}/b1") END_URLSET);
-    route_add(f, "/p3.xml", 0, NULL, URLSET RL_MD URL("{B}/c1") END_URLSET);
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/p1.xml") KID("{B}/p2.xml")
+              KID("{B}/p3.xml") END_INDEX);
+    serve(f, "/p1.xml", URLSET RL_MD URL("{B}/a1") URL("{B}/a2") END_URLSET);
+    serve(f, "/p2.xml", URLSET RL_MD URL("{B}/b1") END_URLSET);
+    serve(f, "/p3.xml", URLSET RL_MD URL("{B}/c1") END_URLSET);
     walk_new(f);
     walk(f, "/idx.xml");
     assert_int_equal(f->done_rc, 0);
@@ -821,10 +414,10 @@ test_index_three_parts(void **state)
                         "H /p1.xml E /a1 E /a2 D /p1.xml "
                         "H /p2.xml E /b1 D /p2.xml "
                         "H /p3.xml E /c1 D /p3.xml");
-    assert_int_equal(hits(f, "/idx.xml"), 1);
-    assert_int_equal(hits(f, "/p1.xml"), 1);
-    assert_int_equal(hits(f, "/p2.xml"), 1);
-    assert_int_equal(hits(f, "/p3.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/idx.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p1.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p2.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p3.xml"), 1);
     assert_int_equal(docwalk_docs(f->w), 4);
     /* the index's 3 children count as entries read, too */
     assert_int_equal(docwalk_entries(f->w), 3 + 4);
@@ -838,7 +431,7 @@ test_index_three_parts(void **state)
     assert_string_equal(f->log,
                         "H /idx.xml D /idx.xml H /p1.xml E /a1 E /a2 D /p1.xml "
                         "H /p2.xml E /b1 D /p2.xml H /p3.xml E /c1 D /p3.xml");
-    assert_int_equal(hits(f, "/p3.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p3.xml"), 2);
 }
 
 /* docwalk/changelist_index_from_order: children that all carry rs:md from
@@ -855,18 +448,18 @@ test_changelist_index_from_order(void **state)
     "<url><loc>" loc "</loc><lastmod>" lastmod "</lastmod>"                  \
     "<rs:md change=\"updated\"/></url>\n" END_URLSET
 
-    route_add(f, "/clidx.xml", 0, NULL,
-              INDEX "<rs:md capability=\"changelist\" "
-                    "from=\"2013-01-01T00:00:00Z\"/>\n"
-              CL_KID("{B}/c3.xml", "2013-01-03T00:00:00Z")
-              CL_KID("{B}/c1.xml", "2013-01-01T00:00:00Z")
-              CL_KID("{B}/c2.xml", "2013-01-02T00:00:00Z") END_INDEX);
-    route_add(f, "/c1.xml", 0, NULL,
-              CL("2013-01-01T00:00:00Z", "{B}/x1", "2013-01-01T10:00:00Z"));
-    route_add(f, "/c2.xml", 0, NULL,
-              CL("2013-01-02T00:00:00Z", "{B}/x2", "2013-01-02T10:00:00Z"));
-    route_add(f, "/c3.xml", 0, NULL,
-              CL("2013-01-03T00:00:00Z", "{B}/x3", "2013-01-03T10:00:00Z"));
+    serve(f, "/clidx.xml",
+          INDEX "<rs:md capability=\"changelist\" "
+                "from=\"2013-01-01T00:00:00Z\"/>\n"
+          CL_KID("{B}/c3.xml", "2013-01-03T00:00:00Z")
+          CL_KID("{B}/c1.xml", "2013-01-01T00:00:00Z")
+          CL_KID("{B}/c2.xml", "2013-01-02T00:00:00Z") END_INDEX);
+    serve(f, "/c1.xml",
+          CL("2013-01-01T00:00:00Z", "{B}/x1", "2013-01-01T10:00:00Z"));
+    serve(f, "/c2.xml",
+          CL("2013-01-02T00:00:00Z", "{B}/x2", "2013-01-02T10:00:00Z"));
+    serve(f, "/c3.xml",
+          CL("2013-01-03T00:00:00Z", "{B}/x3", "2013-01-03T10:00:00Z"));
     walk_new(f);
     walk(f, "/clidx.xml");
     assert_int_equal(f->done_rc, 0);
@@ -876,12 +469,12 @@ test_changelist_index_from_order(void **state)
                         "H /c2.xml E /x2 D /c2.xml H /c3.xml E /x3 D /c3.xml");
 
     /* One child without from: document order for all of them. */
-    route_add(f, "/clidx2.xml", 0, NULL,
-              INDEX "<rs:md capability=\"changelist\" "
-                    "from=\"2013-01-01T00:00:00Z\"/>\n"
-              CL_KID("{B}/c3.xml", "2013-01-03T00:00:00Z")
-              KID("{B}/c1.xml")
-              CL_KID("{B}/c2.xml", "2013-01-02T00:00:00Z") END_INDEX);
+    serve(f, "/clidx2.xml",
+          INDEX "<rs:md capability=\"changelist\" "
+                "from=\"2013-01-01T00:00:00Z\"/>\n"
+          CL_KID("{B}/c3.xml", "2013-01-03T00:00:00Z")
+          KID("{B}/c1.xml")
+          CL_KID("{B}/c2.xml", "2013-01-02T00:00:00Z") END_INDEX);
     walk(f, "/clidx2.xml");
     assert_int_equal(f->done_rc, 0);
     assert_string_equal(f->log,
@@ -900,16 +493,16 @@ test_next_pages(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/p1.xml", 0, NULL,
-              URLSET NEXT("{B}/p2.xml") RL_MD URL("{B}/a") URL("{B}/b")
-                  END_URLSET);
-    route_add(f, "/p2.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/c") URL("{B}/d") NEXT("{B}/p3.xml")
-                  END_URLSET);
+    serve(f, "/p1.xml",
+          URLSET NEXT("{B}/p2.xml") RL_MD URL("{B}/a") URL("{B}/b")
+              END_URLSET);
+    serve(f, "/p2.xml",
+          URLSET RL_MD URL("{B}/c") URL("{B}/d") NEXT("{B}/p3.xml")
+              END_URLSET);
     /* relative next: resolved against the page's URL */
-    route_add(f, "/p3.xml", 0, NULL,
-              URLSET RL_MD NEXT("sub/../p4.xml") URL("{B}/e") END_URLSET);
-    route_add(f, "/p4.xml", 0, NULL, URLSET RL_MD URL("{B}/f") END_URLSET);
+    serve(f, "/p3.xml",
+          URLSET RL_MD NEXT("sub/../p4.xml") URL("{B}/e") END_URLSET);
+    serve(f, "/p4.xml", URLSET RL_MD URL("{B}/f") END_URLSET);
     walk_new(f);
     walk(f, "/p1.xml");
     assert_int_equal(f->done_rc, 0);
@@ -923,16 +516,16 @@ test_next_pages(void **state)
                                                       "/p3.xml", "/p4.xml",
                                                       NULL };
          *p != NULL; p++)
-        assert_int_equal(hits(f, *p), 1);
+        assert_int_equal(tu_httpd_hits(f->srv, *p), 1);
 
     /* index page 1 (children k1, k2) -> index page 2 (child k3) */
-    route_add(f, "/i1.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/k1.xml") KID("{B}/k2.xml")
-                  NEXT("{B}/i2.xml") END_INDEX);
-    route_add(f, "/i2.xml", 0, NULL, INDEX RL_MD KID("{B}/k3.xml") END_INDEX);
-    route_add(f, "/k1.xml", 0, NULL, URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_add(f, "/k2.xml", 0, NULL, URLSET RL_MD URL("{B}/2") END_URLSET);
-    route_add(f, "/k3.xml", 0, NULL, URLSET RL_MD URL("{B}/3") END_URLSET);
+    serve(f, "/i1.xml",
+          INDEX RL_MD KID("{B}/k1.xml") KID("{B}/k2.xml")
+              NEXT("{B}/i2.xml") END_INDEX);
+    serve(f, "/i2.xml", INDEX RL_MD KID("{B}/k3.xml") END_INDEX);
+    serve(f, "/k1.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    serve(f, "/k2.xml", URLSET RL_MD URL("{B}/2") END_URLSET);
+    serve(f, "/k3.xml", URLSET RL_MD URL("{B}/3") END_URLSET);
     walk(f, "/i1.xml");
     assert_int_equal(f->done_rc, 0);
     assert_string_equal(f->log,
@@ -949,37 +542,37 @@ test_loops(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/p1.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/a") NEXT("{B}/p2.xml") END_URLSET);
-    route_add(f, "/p2.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/b") NEXT("{B}/p1.xml") END_URLSET);
+    serve(f, "/p1.xml",
+          URLSET RL_MD URL("{B}/a") NEXT("{B}/p2.xml") END_URLSET);
+    serve(f, "/p2.xml",
+          URLSET RL_MD URL("{B}/b") NEXT("{B}/p1.xml") END_URLSET);
     walk_new(f);
     walk(f, "/p1.xml");
     assert_int_equal(f->done_rc, 0);
     assert_string_equal(f->log, "H /p1.xml E /a D /p1.xml "
                                 "H /p2.xml E /b D /p2.xml");
-    assert_int_equal(hits(f, "/p1.xml"), 1);
-    assert_int_equal(hits(f, "/p2.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p1.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p2.xml"), 1);
 
     /* a page whose next is itself */
-    route_add(f, "/self.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/s") NEXT("{B}/self.xml") END_URLSET);
+    serve(f, "/self.xml",
+          URLSET RL_MD URL("{B}/s") NEXT("{B}/self.xml") END_URLSET);
     walk(f, "/self.xml");
     assert_int_equal(f->done_rc, 0);
-    assert_int_equal(hits(f, "/self.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/self.xml"), 1);
     assert_int_equal(f->n_entry, 1);
 
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/a.xml") KID("{B}/idx.xml")
-                  KID("{B}/a.xml") KID("{B}/b.xml") END_INDEX);
-    route_add(f, "/a.xml", 0, NULL, URLSET RL_MD URL("{B}/1") END_URLSET);
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/a.xml") KID("{B}/idx.xml")
+              KID("{B}/a.xml") KID("{B}/b.xml") END_INDEX);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
     /* b is an index pointing back at the top index */
-    route_add(f, "/b.xml", 0, NULL, INDEX RL_MD KID("{B}/idx.xml") END_INDEX);
+    serve(f, "/b.xml", INDEX RL_MD KID("{B}/idx.xml") END_INDEX);
     walk(f, "/idx.xml");
     assert_int_equal(f->done_rc, 0);
-    assert_int_equal(hits(f, "/idx.xml"), 1);
-    assert_int_equal(hits(f, "/a.xml"), 1);
-    assert_int_equal(hits(f, "/b.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/idx.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/b.xml"), 1);
     assert_int_equal(docwalk_docs(f->w), 3);
     assert_string_equal(f->log,
                         "H /idx.xml C /a.xml C /idx.xml C /a.xml C /b.xml "
@@ -994,21 +587,21 @@ test_max_docs(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") KID("{B}/c.xml")
-                  END_INDEX);
-    route_add(f, "/a.xml", 0, NULL, URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_add(f, "/b.xml", 0, NULL, URLSET RL_MD URL("{B}/2") END_URLSET);
-    route_add(f, "/c.xml", 0, NULL, URLSET RL_MD URL("{B}/3") END_URLSET);
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") KID("{B}/c.xml")
+              END_INDEX);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    serve(f, "/b.xml", URLSET RL_MD URL("{B}/2") END_URLSET);
+    serve(f, "/c.xml", URLSET RL_MD URL("{B}/3") END_URLSET);
     f->o.max_docs = 2;
     walk_new(f);
     walk(f, "/idx.xml");
     assert_int_equal(f->done_rc, RS_ETOOBIG);
     assert_non_null(strstr(f->done_err, "more than 2 documents"));
-    assert_non_null(strstr(f->done_err, url_of(f, "/b.xml")));
-    assert_int_equal(hits(f, "/a.xml"), 1);
-    assert_int_equal(hits(f, "/b.xml"), 0);
-    assert_int_equal(hits(f, "/c.xml"), 0);
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/b.xml")));
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/b.xml"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/c.xml"), 0);
     assert_int_equal(docwalk_docs(f->w), 2);
 
     /* exactly max_docs documents is fine */
@@ -1027,17 +620,17 @@ test_on_head_skip(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") KID("{B}/c.xml")
-                  END_INDEX);
-    route_add(f, "/a.xml", 0, NULL, URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_add(f, "/b.xml", 0, NULL,
-              URLSET RL_MD NEXT("{B}/b2.xml") URL("{B}/2") URL("{B}/2b")
-                  END_URLSET);
-    route_add(f, "/b2.xml", 0, NULL, URLSET RL_MD URL("{B}/22") END_URLSET);
-    route_add(f, "/c.xml", 0, NULL, URLSET RL_MD URL("{B}/3") END_URLSET);
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") KID("{B}/c.xml")
+              END_INDEX);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    serve(f, "/b.xml",
+          URLSET RL_MD NEXT("{B}/b2.xml") URL("{B}/2") URL("{B}/2b")
+              END_URLSET);
+    serve(f, "/b2.xml", URLSET RL_MD URL("{B}/22") END_URLSET);
+    serve(f, "/c.xml", URLSET RL_MD URL("{B}/3") END_URLSET);
     /* a skipped child index: its children are not read either */
-    route_add(f, "/ci.xml", 0, NULL, INDEX RL_MD KID("{B}/a.xml") END_INDEX);
+    serve(f, "/ci.xml", INDEX RL_MD KID("{B}/a.xml") END_INDEX);
     f->skip_head = "/b.xml";
     walk_new(f);
     walk(f, "/idx.xml");
@@ -1046,14 +639,15 @@ test_on_head_skip(void **state)
                         "H /idx.xml C /a.xml C /b.xml C /c.xml D /idx.xml "
                         "H /a.xml E /1 D /a.xml H /b.xml "
                         "H /c.xml E /3 D /c.xml");
-    assert_int_equal(hits(f, "/b.xml"), 1);
-    assert_int_equal(hits(f, "/b2.xml"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/b.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/b2.xml"), 0);
 
     f->skip_head = "/ci.xml";
     walk(f, "/ci.xml");
     assert_int_equal(f->done_rc, 0);
     assert_string_equal(f->log, "H /ci.xml");
-    assert_int_equal(hits(f, "/a.xml"), 1);   /* only from the first walk */
+    /* only from the first walk */
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 1);
 
     /* abort */
     f->skip_head = NULL;
@@ -1061,8 +655,9 @@ test_on_head_skip(void **state)
     f->head_rc = RS_EDENIED;
     walk(f, "/idx.xml");
     assert_int_equal(f->done_rc, RS_EDENIED);
-    assert_non_null(strstr(f->done_err, url_of(f, "/b.xml")));
-    assert_int_equal(hits(f, "/c.xml"), 1);   /* not reached this time */
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/b.xml")));
+    /* not reached this time */
+    assert_int_equal(tu_httpd_hits(f->srv, "/c.xml"), 1);
     assert_null(strstr(f->log, "H /c.xml"));
 }
 
@@ -1072,12 +667,12 @@ test_on_child_skip(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") KID("{B}/c.xml")
-                  END_INDEX);
-    route_add(f, "/a.xml", 0, NULL, URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_add(f, "/b.xml", 0, NULL, URLSET RL_MD URL("{B}/2") END_URLSET);
-    route_add(f, "/c.xml", 0, NULL, URLSET RL_MD URL("{B}/3") END_URLSET);
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") KID("{B}/c.xml")
+              END_INDEX);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    serve(f, "/b.xml", URLSET RL_MD URL("{B}/2") END_URLSET);
+    serve(f, "/c.xml", URLSET RL_MD URL("{B}/3") END_URLSET);
     f->skip_child = "/b.xml";
     walk_new(f);
     walk(f, "/idx.xml");
@@ -1085,7 +680,7 @@ test_on_child_skip(void **state)
     assert_string_equal(f->log,
                         "H /idx.xml C /a.xml C /b.xml C /c.xml D /idx.xml "
                         "H /a.xml E /1 D /a.xml H /c.xml E /3 D /c.xml");
-    assert_int_equal(hits(f, "/b.xml"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/b.xml"), 0);
 
     f->skip_child = NULL;
     f->fail_child = "/b.xml";
@@ -1094,15 +689,15 @@ test_on_child_skip(void **state)
     assert_non_null(strstr(f->done_err, "stopped by the reader"));
     /* the index is abandoned: none of its children is read */
     assert_string_equal(f->log, "H /idx.xml C /a.xml C /b.xml");
-    assert_int_equal(hits(f, "/a.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 1);
 
     /* on_entry's error aborts too */
     f->fail_child = NULL;
     f->fail_entry_at = 2;
     walk(f, "/idx.xml");
     assert_int_equal(f->done_rc, RS_EIO);
-    assert_non_null(strstr(f->done_err, url_of(f, "/b.xml")));
-    assert_int_equal(hits(f, "/c.xml"), 1);
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/b.xml")));
+    assert_int_equal(tu_httpd_hits(f->srv, "/c.xml"), 1);
 }
 
 /* docwalk/loc_resolution: on_entry gets e->loc as written and loc resolved
@@ -1113,20 +708,18 @@ test_loc_resolution(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/dir/rl.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/x/../y/./z") END_URLSET);
-    route_add(f, "/dir/bare.xml", 0, NULL,
-              URLSET RL_MD URL("http://example.com") END_URLSET);
-    route_add(f, "/dir/rel.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/ok") "<url><loc>res1</loc></url>\n"
-                  END_URLSET);
-    route_add(f, "/dir/ridx.xml", 0, NULL,
-              INDEX RL_MD KID("part1.xml") END_INDEX);
+    serve(f, "/dir/rl.xml", URLSET RL_MD URL("{B}/x/../y/./z") END_URLSET);
+    serve(f, "/dir/bare.xml",
+          URLSET RL_MD URL("http://example.com") END_URLSET);
+    serve(f, "/dir/rel.xml",
+          URLSET RL_MD URL("{B}/ok") "<url><loc>res1</loc></url>\n"
+              END_URLSET);
+    serve(f, "/dir/ridx.xml", INDEX RL_MD KID("part1.xml") END_INDEX);
     walk_new(f);
     walk(f, "/dir/rl.xml");
     assert_int_equal(f->done_rc, 0);
-    assert_string_equal(f->last_loc, url_of(f, "/y/z"));
-    assert_string_equal(f->last_raw_loc, url_of(f, "/x/../y/./z"));
+    assert_string_equal(f->last_loc, tu_httpd_url(f->srv, "/y/z"));
+    assert_string_equal(f->last_raw_loc, tu_httpd_url(f->srv, "/x/../y/./z"));
 
     walk(f, "/dir/bare.xml");
     assert_int_equal(f->done_rc, 0);
@@ -1136,14 +729,15 @@ test_loc_resolution(void **state)
     walk(f, "/dir/rel.xml");
     assert_int_equal(f->done_rc, RS_EINVALID);
     assert_int_equal(f->n_entry, 1);
-    assert_non_null(strstr(f->done_err, url_of(f, "/dir/rel.xml:5:")));
+    assert_non_null(
+        strstr(f->done_err, tu_httpd_url(f->srv, "/dir/rel.xml:5:")));
     assert_non_null(strstr(f->done_err, "res1"));
 
     walk(f, "/dir/ridx.xml");
     assert_int_equal(f->done_rc, RS_EINVALID);
     assert_int_equal(f->n_child, 0);
     assert_non_null(strstr(f->done_err, "part1.xml"));
-    assert_int_equal(f->misses, 0);
+    assert_int_equal(f->srv->misses, 0);
 }
 
 /* docwalk/non_http_loc: a <loc>, child or next page that is not http(s)
@@ -1153,32 +747,32 @@ test_non_http_loc(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/rl.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/1") URL("ftp://example.com/x")
-                  URL("{B}/3") END_URLSET);
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/a.xml") KID("file:///etc/passwd")
-                  END_INDEX);
-    route_add(f, "/a.xml", 0, NULL, URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_add(f, "/nx.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/1") NEXT("file:///etc/passwd")
-                  END_URLSET);
+    serve(f, "/rl.xml",
+          URLSET RL_MD URL("{B}/1") URL("ftp://example.com/x")
+              URL("{B}/3") END_URLSET);
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/a.xml") KID("file:///etc/passwd")
+              END_INDEX);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    serve(f, "/nx.xml",
+          URLSET RL_MD URL("{B}/1") NEXT("file:///etc/passwd")
+              END_URLSET);
     walk_new(f);
     walk(f, "/rl.xml");
     assert_int_equal(f->done_rc, RS_EINVALID);
     assert_int_equal(f->n_entry, 1);
-    assert_non_null(strstr(f->done_err, url_of(f, "/rl.xml")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/rl.xml")));
     assert_non_null(strstr(f->done_err, "ftp://example.com/x"));
 
     walk(f, "/idx.xml");
     assert_int_equal(f->done_rc, RS_EINVALID);
     assert_non_null(strstr(f->done_err, "file:///etc/passwd"));
-    assert_int_equal(hits(f, "/a.xml"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 0);
 
     walk(f, "/nx.xml");
     assert_int_equal(f->done_rc, RS_EINVAL);
     assert_non_null(strstr(f->done_err, "file:///etc/passwd"));
-    assert_int_equal(f->misses, 0);
+    assert_int_equal(f->srv->misses, 0);
 }
 
 /* docwalk/not_found: a 404 (or 410) document ends the walk with
@@ -1188,31 +782,31 @@ test_not_found(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/a.xml") KID("{B}/missing.xml")
-                  KID("{B}/c.xml") END_INDEX);
-    route_add(f, "/a.xml", 0, NULL, URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_add(f, "/c.xml", 0, NULL, URLSET RL_MD URL("{B}/3") END_URLSET);
-    route_add(f, "/gone.xml", 410, NULL, "gone");
-    route_add(f, "/denied.xml", 403, NULL, "<html>no</html>");
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/a.xml") KID("{B}/missing.xml")
+              KID("{B}/c.xml") END_INDEX);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    serve(f, "/c.xml", URLSET RL_MD URL("{B}/3") END_URLSET);
+    tu_httpd_add(f->srv, "/gone.xml", 410, NULL, "gone");
+    tu_httpd_add(f->srv, "/denied.xml", 403, NULL, "<html>no</html>");
     walk_new(f);
     walk(f, "/idx.xml");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
-    assert_non_null(strstr(f->done_err, url_of(f, "/missing.xml")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/missing.xml")));
     assert_non_null(strstr(f->done_err, "404"));
-    assert_int_equal(f->misses, 1);
-    assert_int_equal(hits(f, "/c.xml"), 0);
+    assert_int_equal(f->srv->misses, 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/c.xml"), 0);
 
     walk(f, "/gone.xml");
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
     assert_non_null(strstr(f->done_err, "410"));
-    assert_int_equal(hits(f, "/gone.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/gone.xml"), 1);
     assert_int_equal(f->n_head, 0);
 
     walk(f, "/denied.xml");
     assert_int_equal(f->done_rc, RS_EPROTO);
     assert_non_null(strstr(f->done_err, "403"));
-    assert_int_equal(hits(f, "/denied.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/denied.xml"), 1);
 }
 
 /* docwalk/retry_after: a 503 twice then 200 is retried and succeeds;
@@ -1222,12 +816,12 @@ static void
 test_retry_after(void **state)
 {
     struct fixture *f = *state;
-    struct route *r;
+    struct tu_route *r;
     uint64_t t0, el;
 
-    r = route_add(f, "/slow.xml", 0, NULL,
-                  URLSET RL_MD URL("{B}/1") URL("{B}/2") END_URLSET);
-    route_fail(f, r, 2, 503, "Retry-After: 1");
+    r = serve(f, "/slow.xml",
+              URLSET RL_MD URL("{B}/1") URL("{B}/2") END_URLSET);
+    tu_httpd_fail(f->srv, r, 2, 503, "Retry-After: 1");
     walk_new(f);
     t0 = now_us();
     walk(f, "/slow.xml");
@@ -1240,9 +834,8 @@ test_retry_after(void **state)
     assert_true(el >= 1900000);
     assert_true(el < 5000000);
 
-    r = route_add(f, "/quick.xml", 0, NULL,
-                  URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_fail(f, r, 2, 503, "Retry-After: 0");
+    r = serve(f, "/quick.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    tu_httpd_fail(f->srv, r, 2, 503, "Retry-After: 0");
     t0 = now_us();
     walk(f, "/quick.xml");
     el = now_us() - t0;
@@ -1251,9 +844,8 @@ test_retry_after(void **state)
     assert_true(el < 450000);
 
     /* no Retry-After: the default backoff, 500 ms then 1 s */
-    r = route_add(f, "/backoff.xml", 0, NULL,
-                  URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_fail(f, r, 2, 500, NULL);
+    r = serve(f, "/backoff.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    tu_httpd_fail(f->srv, r, 2, 500, NULL);
     t0 = now_us();
     walk(f, "/backoff.xml");
     el = now_us() - t0;
@@ -1269,22 +861,21 @@ static void
 test_retries_exhausted(void **state)
 {
     struct fixture *f = *state;
-    struct route *r;
+    struct tu_route *r;
 
-    r = route_add(f, "/down.xml", 0, NULL, URLSET RL_MD END_URLSET);
-    route_fail(f, r, 100, 503, "Retry-After: 0");
+    r = serve(f, "/down.xml", URLSET RL_MD END_URLSET);
+    tu_httpd_fail(f->srv, r, 100, 503, "Retry-After: 0");
     f->o.retries = 2;
     walk_new(f);
     walk(f, "/down.xml");
     assert_int_equal(f->done_rc, RS_EPROTO);
     assert_non_null(strstr(f->done_err, "503"));
-    assert_non_null(strstr(f->done_err, url_of(f, "/down.xml")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/down.xml")));
     assert_int_equal(r->hits, 3);
 
     /* the next walk starts from a fresh attempt count */
-    r = route_add(f, "/busy.xml", 0, NULL,
-                  URLSET RL_MD URL("{B}/1") END_URLSET);
-    route_fail(f, r, 2, 429, "Retry-After: 0");
+    r = serve(f, "/busy.xml", URLSET RL_MD URL("{B}/1") END_URLSET);
+    tu_httpd_fail(f->srv, r, 2, 429, "Retry-After: 0");
     walk(f, "/busy.xml");
     assert_int_equal(f->done_rc, 0);
     assert_int_equal(r->hits, 3);
@@ -1293,8 +884,8 @@ test_retries_exhausted(void **state)
     docwalk_free(f->w);
     f->o.retries = 0;
     walk_new(f);
-    r = route_add(f, "/down2.xml", 0, NULL, URLSET RL_MD END_URLSET);
-    route_fail(f, r, 100, 502, "Retry-After: 0");
+    r = serve(f, "/down2.xml", URLSET RL_MD END_URLSET);
+    tu_httpd_fail(f->srv, r, 100, 502, "Retry-After: 0");
     walk(f, "/down2.xml");
     assert_int_equal(f->done_rc, RS_EPROTO);
     assert_int_equal(r->hits, 4);
@@ -1307,20 +898,26 @@ static void
 test_cut_after_entries(void **state)
 {
     struct fixture *f = *state;
-    char url[128];
+    char url[128], *reply;
+    size_t len;
 
-    raw_start(f, "HTTP/1.1 200 OK\r\n"
-                 "Content-Type: application/xml\r\n"
-                 "Content-Length: 100000\r\n\r\n"
-                 URLSET RL_MD URL("{B}/1") URL("{B}/2") "<url><loc>");
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/cut.xml", f->raw.port);
+    /* {B}: the evhttp server, which the entries name */
+    reply = tu_httpd_expand(f->srv,
+                            "HTTP/1.1 200 OK\r\n"
+                            "Content-Type: application/xml\r\n"
+                            "Content-Length: 100000\r\n\r\n"
+                            URLSET RL_MD URL("{B}/1") URL("{B}/2") "<url><loc>",
+                            &len);
+    f->raw = tu_raw_new(f->loop.base, reply, len);
+    free(reply);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/cut.xml", f->raw->port);
     walk_new(f);
     log_reset(f);
     assert_int_equal(docwalk_start(f->w, url), 0);
-    LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
     assert_int_equal(f->done_rc, RS_EIO);
     assert_int_equal(f->n_entry, 2);
-    assert_int_equal(f->raw.accepts, 1);
+    assert_int_equal(f->raw->accepts, 1);
     assert_non_null(strstr(f->done_err, url));
     assert_int_equal(f->n_docend, 0);
 }
@@ -1331,12 +928,12 @@ static void
 test_later_page_retried(void **state)
 {
     struct fixture *f = *state;
-    struct route *r;
+    struct tu_route *r;
 
-    route_add(f, "/p1.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/a") NEXT("{B}/p2.xml") END_URLSET);
-    r = route_add(f, "/p2.xml", 0, NULL, URLSET RL_MD URL("{B}/b") END_URLSET);
-    route_fail(f, r, 1, 500, "Retry-After: 0");
+    serve(f, "/p1.xml",
+          URLSET RL_MD URL("{B}/a") NEXT("{B}/p2.xml") END_URLSET);
+    r = serve(f, "/p2.xml", URLSET RL_MD URL("{B}/b") END_URLSET);
+    tu_httpd_fail(f->srv, r, 1, 500, "Retry-After: 0");
     walk_new(f);
     walk(f, "/p1.xml");
     assert_int_equal(f->done_rc, 0);
@@ -1351,10 +948,10 @@ static void
 test_timeout(void **state)
 {
     struct fixture *f = *state;
-    struct route *r;
+    struct tu_route *r;
     uint64_t t0, el;
 
-    r = route_add(f, "/stall.xml", 0, NULL, NULL);
+    r = serve(f, "/stall.xml", NULL);
     r->never = true;
     f->o.timeout_ms = 300;
     f->o.retries = 1;
@@ -1364,7 +961,7 @@ test_timeout(void **state)
     el = now_us() - t0;
     assert_int_equal(f->done_rc, RS_ETIMEDOUT);
     assert_int_equal(r->hits, 2);
-    assert_non_null(strstr(f->done_err, url_of(f, "/stall.xml")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/stall.xml")));
     assert_true(el >= 600000);
 }
 
@@ -1377,44 +974,44 @@ test_malformed(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/bad.xml", 0, NULL,
-              URLSET RL_MD           /* lines 1-3 */
-              URL("{B}/1")           /* line 4 */
-              "<url><loc>{B}/2</loc></urlx>\n"  /* line 5 */
-              END_URLSET);
-    route_add(f, "/page.html", 0, "Content-Type: text/html",
-              "<!DOCTYPE html>\n<html><body>hello</body></html>\n");
-    route_add(f, "/empty.xml", 0, NULL, "");
-    route_add(f, "/short.xml", 0, NULL, URLSET RL_MD URL("{B}/1"));
-    route_add(f, "/unordered.xml", 0, NULL,
-              URLSET "<rs:md capability=\"changelist\" "
-                     "from=\"2013-01-01T00:00:00Z\"/>\n"
-              "<url><loc>{B}/1</loc><lastmod>2013-01-05T00:00:00Z</lastmod>"
-              "<rs:md change=\"updated\"/></url>\n"
-              "<url><loc>{B}/2</loc><lastmod>2013-01-04T00:00:00Z</lastmod>"
-              "<rs:md change=\"updated\"/></url>\n" END_URLSET);
+    serve(f, "/bad.xml",
+          URLSET RL_MD           /* lines 1-3 */
+          URL("{B}/1")           /* line 4 */
+          "<url><loc>{B}/2</loc></urlx>\n"  /* line 5 */
+          END_URLSET);
+    tu_httpd_add(f->srv, "/page.html", 0, "Content-Type: text/html",
+                 "<!DOCTYPE html>\n<html><body>hello</body></html>\n");
+    serve(f, "/empty.xml", "");
+    serve(f, "/short.xml", URLSET RL_MD URL("{B}/1"));
+    serve(f, "/unordered.xml",
+          URLSET "<rs:md capability=\"changelist\" "
+                 "from=\"2013-01-01T00:00:00Z\"/>\n"
+          "<url><loc>{B}/1</loc><lastmod>2013-01-05T00:00:00Z</lastmod>"
+          "<rs:md change=\"updated\"/></url>\n"
+          "<url><loc>{B}/2</loc><lastmod>2013-01-04T00:00:00Z</lastmod>"
+          "<rs:md change=\"updated\"/></url>\n" END_URLSET);
     walk_new(f);
     walk(f, "/bad.xml");
     assert_int_equal(f->done_rc, RS_EPARSE);
     assert_int_equal(f->n_entry, 1);
-    assert_non_null(strstr(f->done_err, url_of(f, "/bad.xml:5:")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/bad.xml:5:")));
 
     walk(f, "/page.html");
     assert_int_equal(f->done_rc, RS_EINVALID);
-    assert_non_null(strstr(f->done_err, url_of(f, "/page.html")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/page.html")));
     assert_int_equal(f->n_entry, 0);
 
     walk(f, "/empty.xml");
     assert_int_equal(f->done_rc, RS_EPARSE);
-    assert_non_null(strstr(f->done_err, url_of(f, "/empty.xml")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/empty.xml")));
 
     walk(f, "/short.xml");
     assert_int_equal(f->done_rc, RS_EPARSE);
-    assert_non_null(strstr(f->done_err, url_of(f, "/short.xml")));
+    assert_non_null(strstr(f->done_err, tu_httpd_url(f->srv, "/short.xml")));
     assert_int_equal(f->n_entry, 1);
     assert_int_equal(f->n_docend, 0);
     /* a document the parser refused is not retried */
-    assert_int_equal(hits(f, "/short.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/short.xml"), 1);
 
     walk(f, "/unordered.xml");
     assert_int_equal(f->done_rc, 0);
@@ -1424,7 +1021,8 @@ test_malformed(void **state)
     walk_new(f);
     walk(f, "/unordered.xml");
     assert_int_equal(f->done_rc, RS_EINVALID);
-    assert_non_null(strstr(f->done_err, url_of(f, "/unordered.xml:5:")));
+    assert_non_null(
+        strstr(f->done_err, tu_httpd_url(f->srv, "/unordered.xml:5:")));
     assert_int_equal(f->n_entry, 1);
 }
 
@@ -1437,7 +1035,7 @@ test_big_streamed(void **state)
     struct fixture *f = *state;
     size_t cap = (size_t)BIG_ENTRIES * 120 + 4096, n = 0;
     char *doc = malloc(cap);
-    struct route *r;
+    struct tu_route *r;
 
     assert_non_null(doc);
     n += (size_t)snprintf(doc + n, cap - n, "%s", URLSET RL_MD);
@@ -1449,7 +1047,7 @@ test_big_streamed(void **state)
                               i, i);
     n += (size_t)snprintf(doc + n, cap - n, "%s", END_URLSET);
     assert_true(n < cap);
-    r = route_add(f, "/big.xml", 0, NULL, doc);
+    r = serve(f, "/big.xml", doc);
     free(doc);
     assert_true(r->body_len > 5u * 1024 * 1024);
     r->pace = 256 * 1024;
@@ -1476,10 +1074,10 @@ free_case(struct fixture *f, enum free_in where, unsigned at,
     f->free_at = at;
     walk_new(f);
     log_reset(f);
-    assert_int_equal(docwalk_start(f->w, url_of(f, start)), 0);
-    LOOP_UNTIL(f, f->w == NULL, WATCHDOG_MS);
-    run_for(f, 30);
-    drain(f);
+    assert_int_equal(docwalk_start(f->w, tu_httpd_url(f->srv, start)), 0);
+    TU_LOOP_UNTIL(&f->loop, f->w == NULL, WATCHDOG_MS);
+    tu_loop_run_for(&f->loop, 30);
+    tu_loop_drain(&f->loop, f->h, WATCHDOG_MS);
     assert_int_equal(f->n_done, where == FREE_ON_DONE ? 1 : 0);
     assert_string_equal(f->log, want_log);
     f->free_in = FREE_NONE;
@@ -1492,13 +1090,13 @@ test_free_in_callbacks(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/idx.xml", 0, NULL,
-              INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") END_INDEX);
-    route_add(f, "/a.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/1") URL("{B}/2") URL("{B}/3")
-                  END_URLSET);
-    route_add(f, "/b.xml", 0, NULL, URLSET RL_MD END_URLSET);
-    route_add(f, "/empty.xml", 0, NULL, URLSET RL_MD END_URLSET);
+    serve(f, "/idx.xml",
+          INDEX RL_MD KID("{B}/a.xml") KID("{B}/b.xml") END_INDEX);
+    serve(f, "/a.xml",
+          URLSET RL_MD URL("{B}/1") URL("{B}/2") URL("{B}/3")
+              END_URLSET);
+    serve(f, "/b.xml", URLSET RL_MD END_URLSET);
+    serve(f, "/empty.xml", URLSET RL_MD END_URLSET);
 
     free_case(f, FREE_ON_HEAD, 1, "/idx.xml", "H /idx.xml");
     free_case(f, FREE_ON_HEAD, 2, "/idx.xml",
@@ -1520,41 +1118,44 @@ test_free_in_callbacks(void **state)
 
     /* free while a retry is waiting on its timer */
     {
-        struct route *r = route_add(f, "/later.xml", 0, NULL,
-                                    URLSET RL_MD END_URLSET);
-        route_fail(f, r, 5, 503, "Retry-After: 5");
+        struct tu_route *r = serve(f, "/later.xml",
+                                URLSET RL_MD END_URLSET);
+        tu_httpd_fail(f->srv, r, 5, 503, "Retry-After: 5");
         walk_new(f);
-        assert_int_equal(docwalk_start(f->w, url_of(f, "/later.xml")), 0);
-        LOOP_UNTIL(f, r->hits == 1, WATCHDOG_MS);
-        run_for(f, 50);
+        assert_int_equal(
+            docwalk_start(f->w, tu_httpd_url(f->srv, "/later.xml")), 0);
+        TU_LOOP_UNTIL(&f->loop, r->hits == 1, WATCHDOG_MS);
+        tu_loop_run_for(&f->loop, 50);
         assert_true(docwalk_busy(f->w));
         docwalk_free(f->w);
         f->w = NULL;
-        drain(f);
+        tu_loop_drain(&f->loop, f->h, WATCHDOG_MS);
         assert_int_equal(r->hits, 1);
     }
     /* free while the request is in flight, from outside any callback */
     {
-        struct route *r = route_add(f, "/stall.xml", 0, NULL, NULL);
+        struct tu_route *r = serve(f, "/stall.xml", NULL);
         r->never = true;
         walk_new(f);
         log_reset(f);
-        assert_int_equal(docwalk_start(f->w, url_of(f, "/stall.xml")), 0);
-        LOOP_UNTIL(f, r->hits == 1, WATCHDOG_MS);
+        assert_int_equal(
+            docwalk_start(f->w, tu_httpd_url(f->srv, "/stall.xml")), 0);
+        TU_LOOP_UNTIL(&f->loop, r->hits == 1, WATCHDOG_MS);
         docwalk_free(f->w);
         f->w = NULL;
-        drain(f);
+        tu_loop_drain(&f->loop, f->h, WATCHDOG_MS);
         assert_int_equal(f->n_done, 0);
     }
     /* free before the walk's first step ran */
     {
-        unsigned before = hits(f, "/a.xml");
+        unsigned before = tu_httpd_hits(f->srv, "/a.xml");
         walk_new(f);
-        assert_int_equal(docwalk_start(f->w, url_of(f, "/a.xml")), 0);
+        assert_int_equal(docwalk_start(f->w, tu_httpd_url(f->srv, "/a.xml")),
+                         0);
         docwalk_free(f->w);
         f->w = NULL;
-        run_for(f, 30);
-        assert_int_equal(hits(f, "/a.xml"), before);
+        tu_loop_run_for(&f->loop, 30);
+        assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), before);
     }
 }
 
@@ -1566,28 +1167,28 @@ test_busy_and_restart(void **state)
 {
     struct fixture *f = *state;
 
-    route_add(f, "/a.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/1") URL("{B}/2") END_URLSET);
-    route_add(f, "/b.xml", 0, NULL, URLSET RL_MD URL("{B}/3") END_URLSET);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") URL("{B}/2") END_URLSET);
+    serve(f, "/b.xml", URLSET RL_MD URL("{B}/3") END_URLSET);
     walk_new(f);
     log_reset(f);
-    assert_int_equal(docwalk_start(f->w, url_of(f, "/a.xml")), 0);
-    assert_int_equal(docwalk_start(f->w, url_of(f, "/b.xml")), RS_ESTATE);
+    assert_int_equal(docwalk_start(f->w, tu_httpd_url(f->srv, "/a.xml")), 0);
+    assert_int_equal(docwalk_start(f->w, tu_httpd_url(f->srv, "/b.xml")),
+                     RS_ESTATE);
     assert_int_equal(docwalk_start(f->w, "ftp://x/"), RS_ESTATE);
     f->start_in_head = "http://127.0.0.1:1/b.xml";
-    LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
     assert_null(f->start_in_head);
     assert_true(f->busy_in_head);
     assert_int_equal(f->start_in_head_rc, RS_ESTATE);
     assert_int_equal(f->done_rc, 0);
     assert_string_equal(f->log, "H /a.xml E /1 E /2 D /a.xml");
-    assert_int_equal(hits(f, "/b.xml"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/b.xml"), 0);
     assert_int_equal(docwalk_entries(f->w), 2);
 
     /* the same URL again: the seen set was cleared */
     walk(f, "/a.xml");
     assert_int_equal(f->done_rc, 0);
-    assert_int_equal(hits(f, "/a.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 2);
     walk(f, "/b.xml");
     assert_int_equal(f->done_rc, 0);
     assert_int_equal(docwalk_docs(f->w), 1);
@@ -1596,18 +1197,19 @@ test_busy_and_restart(void **state)
     /* restart from on_done, after a failure */
     {
         static char again[128];
-        snprintf(again, sizeof(again), "%s", url_of(f, "/a.xml"));
+        snprintf(again, sizeof(again), "%s", tu_httpd_url(f->srv, "/a.xml"));
         f->restart_url = again;
     }
     log_reset(f);
-    assert_int_equal(docwalk_start(f->w, url_of(f, "/missing.xml")), 0);
-    LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+    assert_int_equal(docwalk_start(f->w, tu_httpd_url(f->srv, "/missing.xml")),
+                     0);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
     assert_int_equal(f->done_rc, RS_ENOTFOUND);
     assert_int_equal(f->restart_rc, 0);
     assert_true(docwalk_busy(f->w));
-    LOOP_UNTIL(f, f->n_done == 2, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 2, WATCHDOG_MS);
     assert_int_equal(f->done_rc, 0);
-    assert_int_equal(hits(f, "/a.xml"), 3);
+    assert_int_equal(tu_httpd_hits(f->srv, "/a.xml"), 3);
     assert_int_equal(docwalk_entries(f->w), 2);
 }
 
@@ -1620,15 +1222,14 @@ test_alloc_failures(void **state)
     struct fixture *f = *state;
     unsigned long n, total, ok_runs = 0, enomem = 0;
 
-    route_add(f, "/idx.xml", 0, NULL, INDEX RL_MD KID("{B}/a.xml") END_INDEX);
-    route_add(f, "/a.xml", 0, NULL,
-              URLSET RL_MD URL("{B}/1") URL("{B}/2") END_URLSET);
+    serve(f, "/idx.xml", INDEX RL_MD KID("{B}/a.xml") END_INDEX);
+    serve(f, "/a.xml", URLSET RL_MD URL("{B}/1") URL("{B}/2") END_URLSET);
     /* How many allocations a clean walk makes (start to on_done). */
     walk_new(f);
     log_reset(f);
     tu_alloc_fail_at(ULONG_MAX);
-    assert_int_equal(docwalk_start(f->w, url_of(f, "/idx.xml")), 0);
-    LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+    assert_int_equal(docwalk_start(f->w, tu_httpd_url(f->srv, "/idx.xml")), 0);
+    TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
     total = tu_alloc_count();
     tu_alloc_fail_at(0);
     assert_int_equal(f->done_rc, 0);
@@ -1641,12 +1242,12 @@ test_alloc_failures(void **state)
         walk_new(f);
         log_reset(f);
         tu_alloc_fail_at(n);
-        rc = docwalk_start(f->w, url_of(f, "/idx.xml"));
+        rc = docwalk_start(f->w, tu_httpd_url(f->srv, "/idx.xml"));
         if (rc != 0) {
             tu_alloc_fail_at(0);
             assert_int_equal(rc, RS_ENOMEM);
         } else {
-            LOOP_UNTIL(f, f->n_done == 1, WATCHDOG_MS);
+            TU_LOOP_UNTIL(&f->loop, f->n_done == 1, WATCHDOG_MS);
             tu_alloc_fail_at(0);
             if (f->done_rc == 0) {
                 assert_int_equal(f->n_entry, 2);
@@ -1659,7 +1260,7 @@ test_alloc_failures(void **state)
         }
         docwalk_free(f->w);
         f->w = NULL;
-        drain(f);
+        tu_loop_drain(&f->loop, f->h, WATCHDOG_MS);
     }
     assert_true(ok_runs >= 1);          /* at least the run past the end */
     assert_true(enomem > 0);
