@@ -53,6 +53,8 @@ enum lg_stmt {
     LG_TODO_AT,
     LG_TODO_AFTER,
     LG_TODO_NEXT_DUE,
+    LG_TODO_MAX_SEQ,
+    LG_TODO_DUE_UPTO,
     LG_TODO_COUNT,
     LG_TODO_REQUEUE,
     LG_COUNT_,
@@ -129,6 +131,9 @@ static const char *const lg_sql[LG_COUNT_] = {
                       "not_before > ?2 AND not_before <= ?5 "
                       "ORDER BY not_before, seq LIMIT ?4",
     [LG_TODO_NEXT_DUE] = "SELECT min(not_before) FROM todo WHERE failed = 0",
+    [LG_TODO_MAX_SEQ] = "SELECT coalesce(max(seq), 0) FROM todo",
+    [LG_TODO_DUE_UPTO] = "SELECT EXISTS(SELECT 1 FROM todo WHERE seq <= ?1 "
+                         "AND failed = 0 AND not_before <= ?2)",
     [LG_TODO_COUNT] = "SELECT coalesce(sum(failed = 0 AND not_before <= ?1), "
                       "0), coalesce(sum(failed = 0 AND not_before > ?1), 0), "
                       "coalesce(sum(failed != 0), 0) FROM todo",
@@ -1379,6 +1384,47 @@ ledger_todo_next_due(struct ledger *l, rs_time_t *when)
     else
         rc = lg_fail(l, src, "todo next due");
     lg_done(s);
+    return rc;
+}
+
+/* The one integer statement which answers, binding nargs of a1, a2. */
+static int
+todo_scalar(struct ledger *l, enum lg_stmt which, int nargs, int64_t a1,
+            int64_t a2, int64_t *out, const char *what)
+{
+    sqlite3_stmt *s = NULL;
+    int rc, src;
+
+    rc = lg_prep(l, which, &s);
+    if (rc != 0)
+        return rc;
+    if (nargs > 0)
+        sqlite3_bind_int64(s, 1, a1);
+    if (nargs > 1)
+        sqlite3_bind_int64(s, 2, a2);
+    src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    else
+        rc = lg_fail(l, src, what);
+    lg_done(s);
+    return rc;
+}
+
+int
+ledger_todo_max_seq(struct ledger *l, int64_t *seq)
+{
+    return todo_scalar(l, LG_TODO_MAX_SEQ, 0, 0, 0, seq, "todo max seq");
+}
+
+int
+ledger_todo_due_upto(struct ledger *l, int64_t seq, rs_time_t now, bool *any)
+{
+    int64_t v = 0;
+    int rc = todo_scalar(l, LG_TODO_DUE_UPTO, 2, seq, now, &v,
+                         "todo due up to");
+
+    *any = rc == 0 && v != 0;
     return rc;
 }
 

@@ -242,6 +242,13 @@ int ledger_todo_next(struct ledger *l, rs_time_t now,
 /* The earliest not_before of a row not failed (to arm a timer);
  * RS_ENOTFOUND when there is none. */
 int ledger_todo_next_due(struct ledger *l, rs_time_t *when) RS_MUST_CHECK;
+/* The newest row's seq (0: none). Every later put gets a greater one
+ * (AUTOINCREMENT), even after rows were taken off. */
+int ledger_todo_max_seq(struct ledger *l, int64_t *seq) RS_MUST_CHECK;
+/* *any: a row not failed, due by now, with a seq at or below seq remains
+ * (the work known at some moment is not all done yet). */
+int ledger_todo_due_upto(struct ledger *l, int64_t seq, rs_time_t now,
+                         bool *any) RS_MUST_CHECK;
 
 /*
  * The job of (uri, seq) ended. Each acts only while the row still has

@@ -47,6 +47,7 @@
 
 #define RSSUB_MAX_SETS 16
 #define RSSUB_PROGRESS_MS 250
+#define RSSUB_READY_TICK_MS 200   /* run: is the first sync applied yet? */
 #define RSSUB_RECONCILE_MIN_MS (60 * 1000)   /* framework-triggered */
 /* A channel replays from this long before a pull began: the hub's ids are
  * its clock, the Source's change times are the Source's. */
@@ -235,6 +236,9 @@ struct sub {
     rs_time_t pull_mark;          /* when the first pulls began */
     rs_time_t pull_started;       /* when the pull under way began */
     bool started;                 /* first round of pulls done */
+    int64_t first_round_seq;      /* run: the todo rows up to this seq are
+                                     what the first pulls queued; -1 until
+                                     they are done */
     bool draining;
     bool audit_dirty;             /* audit found differences */
     bool strays_due;              /* run: the periodic audit's last step */
@@ -249,7 +253,7 @@ struct sub {
     rs_time_t last_reconcile;
     char *state_path;
     struct event *ev_sig[3], *ev_poll, *ev_pull, *ev_audit, *ev_progress,
-        *ev_drain, *ev_retry_pull;
+        *ev_drain, *ev_retry_pull, *ev_ready;
     struct evhttp *mhttp;
     int metrics_port;
     struct rs_metrics *metrics;
@@ -1079,6 +1083,38 @@ write_ready(struct sub *s)
     return 0;
 }
 
+/* run: the first sync is applied; say so (log, ready-file). */
+static void
+become_ready(struct sub *s)
+{
+    s->started = true;
+    if (s->ev_ready != NULL)
+        event_del(s->ev_ready);
+    progress_end(s);
+    summary(s, "synced");
+    if (conf.ready_file != NULL && write_ready(s) != 0)
+        rs_log_kv(RS_LOG_WARN, "cannot write the ready file", "path",
+                  conf.ready_file, "error", strerror(errno), NULL);
+}
+
+/* run: while the Source keeps changing, the appliers may never run out of
+ * work; the first sync is applied once no due row it queued is left
+ * (rows waiting for a retry do not hold it, as in on_apply_idle). */
+static void
+on_ready_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct sub *s = arg;
+    bool any = true;
+
+    (void)fd;
+    (void)what;
+    if (s->started || s->failed || s->draining)
+        return;
+    if (ledger_todo_due_upto(s->ledger, s->first_round_seq, rs_time_now(),
+                             &any) == 0 && !any)
+        become_ready(s);
+}
+
 /* Pulls queued are done and the appliers have nothing left: the end of
  * sync and audit, the start of following for run. */
 static void
@@ -1098,14 +1134,8 @@ on_apply_idle(void *ud, bool retrying)
     if (s->cmd != CMD_RUN && retrying && !s->readonly)
         return;
     if (s->cmd == CMD_RUN) {
-        if (!s->started && !s->failed) {
-            s->started = true;
-            progress_end(s);
-            summary(s, "synced");
-            if (conf.ready_file != NULL && write_ready(s) != 0)
-                rs_log_kv(RS_LOG_WARN, "cannot write the ready file", "path",
-                          conf.ready_file, "error", strerror(errno), NULL);
-        }
+        if (!s->started && !s->failed)
+            become_ready(s);
         return;
     }
     if (s->cmd == CMD_AUDIT) {
@@ -1149,6 +1179,12 @@ after_pulls(struct sub *s)
 
     if (s->pulling >= 0 || s->nq > 0)
         return;
+    if (s->cmd == CMD_RUN && !s->started && !s->failed &&
+        s->first_round_seq < 0 && s->ev_ready != NULL &&
+        ledger_todo_max_seq(s->ledger, &s->first_round_seq) == 0) {
+        static const struct timeval tick = { 0, RSSUB_READY_TICK_MS * 1000 };
+        event_add(s->ev_ready, &tick);
+    }
     if (s->strays_due && s->cmd == CMD_RUN && !s->draining) {
         /* Pending changes need not wait: what a job wrote, it recorded in
          * the same step, through this connection. */
@@ -1845,6 +1881,7 @@ setup(struct sub *s)
     s->ev_audit = event_new(s->base, -1, EV_PERSIST, on_audit_timer, s);
     s->ev_drain = evtimer_new(s->base, on_drain_tick, s);
     s->ev_retry_pull = evtimer_new(s->base, on_retry_pull, s);
+    s->ev_ready = event_new(s->base, -1, EV_PERSIST, on_ready_tick, s);
     s->ev_sig[0] = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_sig[1] = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_sig[2] = evsignal_new(s->base, SIGHUP, on_signal, s);
@@ -1852,7 +1889,7 @@ setup(struct sub *s)
         if (s->ev_sig[i] == NULL || event_add(s->ev_sig[i], NULL) != 0)
             return 1;
     if (s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
-        s->ev_drain == NULL || s->ev_retry_pull == NULL)
+        s->ev_drain == NULL || s->ev_retry_pull == NULL || s->ev_ready == NULL)
         return 1;
     if ((rc = discovery_start(s->discovery, conf.source)) != 0) {
         rs_log_kv(RS_LOG_ERROR, "bad --source", "source", conf.source,
@@ -1886,7 +1923,8 @@ teardown(struct sub *s)
     rs_metrics_free(s->metrics);
     struct event *evs[] = { s->ev_sig[0], s->ev_sig[1], s->ev_sig[2],
                             s->ev_poll, s->ev_pull, s->ev_audit,
-                            s->ev_progress, s->ev_drain, s->ev_retry_pull };
+                            s->ev_progress, s->ev_drain, s->ev_retry_pull,
+                            s->ev_ready };
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i] != NULL)
             event_free(evs[i]);
@@ -1978,7 +2016,7 @@ parse_cmd(const char *a, enum cmd *out)
 int
 main(int argc, char **argv)
 {
-    static struct sub s = { .pulling = -1 };
+    static struct sub s = { .pulling = -1, .first_round_seq = -1 };
     struct rs_config_info info = {
         .program = "rssub",
         .usage = "Usage: rssub COMMAND --source URL --mirror DIR [OPTION]...\n"

@@ -949,6 +949,39 @@ test_todo_order(void **state)
     assert_int_equal(s.n, 0);
 }
 
+/* ledger/todo_first_round: max_seq marks the work known at a moment;
+ * due_upto says whether any of it is still due: rows due later (a retry
+ * backing off) and failed rows do not count, rows put afterwards neither,
+ * and max_seq never goes back when rows are taken off. */
+static void
+test_todo_first_round(void **state)
+{
+    struct fx *f = *state;
+    int64_t mark, sa, sb, sc, again;
+    bool any;
+
+    assert_int_equal(ledger_todo_max_seq(f->l, &mark), 0);
+    assert_int_equal(mark, 0);
+    put_todo(f->l, "a", LEDGER_CREATE, 0, &sa);
+    put_todo(f->l, "b", LEDGER_CREATE, 0, &sb);
+    put_todo(f->l, "c", LEDGER_CREATE, 0, &sc);
+    assert_int_equal(ledger_todo_max_seq(f->l, &mark), 0);
+    assert_int_equal(mark, sc);
+    put_todo(f->l, "later", LEDGER_CREATE, 0, NULL);   /* after the mark */
+    assert_int_equal(ledger_todo_due_upto(f->l, mark, 1000, &any), 0);
+    assert_true(any);
+    assert_int_equal(ledger_todo_done(f->l, "a", sa), 1);
+    assert_int_equal(ledger_todo_retry(f->l, "b", sb, 5000, "HTTP 503"), 1);
+    assert_int_equal(ledger_todo_fail(f->l, "c", sc, "HTTP 404"), 1);
+    assert_int_equal(ledger_todo_due_upto(f->l, mark, 1000, &any), 0);
+    assert_false(any);               /* b waits, c failed, later is new */
+    assert_int_equal(ledger_todo_due_upto(f->l, mark, 5000, &any), 0);
+    assert_true(any);                /* b is due again */
+    assert_int_equal(ledger_todo_done(f->l, "b", sb), 1);
+    assert_int_equal(ledger_todo_max_seq(f->l, &again), 0);
+    assert_true(again > mark);       /* "later" */
+}
+
 /* ledger/todo_failed: a failed row is no longer due but counted and
  * listed (in failure order) with its attempts and error, cut at
  * LEDGER_ERROR_MAX on a UTF-8 boundary; requeue makes failed rows due
@@ -1668,6 +1701,7 @@ main(void)
         TS("ledger/unseen_walk_writes", test_unseen_walk),
         TS("ledger/todo_upsert_supersedes", test_todo_upsert),
         TS("ledger/todo_due_order", test_todo_order),
+        TS("ledger/todo_first_round", test_todo_first_round),
         TS("ledger/todo_failed", test_todo_failed),
         TS("ledger/todo_paging_100k", test_todo_paging),
         TS("ledger/crash_mid_transaction", test_crash_mid_txn),
