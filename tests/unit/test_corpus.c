@@ -139,7 +139,7 @@ manifest_line(struct corpus_case *c, char *line, unsigned mline)
     if (i == sizeof(expect_names) / sizeof(expect_names[0]))
         fail_msg("corpus.tsv:%u: unknown expect '%s'", mline, f[1]);
     c->expect = (enum expect)i;
-    unsigned long v;
+    unsigned long v = 0;
     if (!parse_ulong(f[2], 1000000, &v))
         fail_msg("corpus.tsv:%u: bad line number '%s'", mline, f[2]);
     c->line = (unsigned)v;

@@ -692,9 +692,11 @@ test_corrupt_data(void **state)
             if (rd32(zb + i) == 0x04034b50 && zb[i + 30] == 'r' &&
                 rd16(zb + i + 26) == 1)
                 hit = zb + i + 30 + 1 + rd16(zb + i + 28);
-        assert_non_null(hit);
-        for (int k = 0; k < 16; k++)
-            hit[200 + k] ^= 0x5a;
+        if (hit == NULL)
+            fail_msg("no local header of member r in the test zip");
+        else
+            for (int k = 0; k < 16; k++)
+                hit[200 + k] ^= 0x5a;
         write_file(f->zip, zb, zlen);
         free(zb);
         struct dumpzip *z = open_ok(f, NULL);
