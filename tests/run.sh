@@ -23,9 +23,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" -L 'unit|integration' --output-on-failure -j "$jobs"
 
 # The README's quickstart, non-interactively, on an optimised -Werror build
-# (some warnings only appear with the optimiser on).
+# (some warnings only appear with the optimiser on), which also compiles
+# the tests and benchmarks, so that their -O2 warnings fail here too.
 RS_BUILD_DIR=${RS_RELEASE_BUILD_DIR:-$root/build-release-test} \
-RS_RUN_DIR=$(mktemp -d /tmp/rs-quickstart.XXXXXX) RS_CMAKE_ARGS=-DRS_WERROR=ON \
+RS_RUN_DIR=$(mktemp -d /tmp/rs-quickstart.XXXXXX) \
+RS_CMAKE_ARGS="-DRS_WERROR=ON -DRS_TESTS=ON -DRS_BENCH=ON" \
   deploy/quickstart.sh --smoke
 
 if command -v clang >/dev/null 2>&1; then
