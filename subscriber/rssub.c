@@ -270,6 +270,7 @@ struct sub {
 };
 
 static void run_queue(struct sub *s);
+static void mark_first_round(struct sub *s);
 static struct sub *the_sub;          /* one per process, for set callbacks */
 static struct rs_config *the_cfg;
 
@@ -670,6 +671,7 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
         rs_log_kv(RS_LOG_ERROR, "cannot save state", "error",
                   ledger_errstr(s->ledger), NULL);
     run_queue(s);                     /* the next pull, or after_pulls */
+    mark_first_round(s);
 }
 
 static void
@@ -1115,6 +1117,27 @@ on_ready_tick(evutil_socket_t fd, short what, void *arg)
         become_ready(s);
 }
 
+/* run: the pulls that make the first sync are over when nothing but
+ * periodic polls is under way or queued (with --poll-interval shorter than
+ * a pull, the queue is never empty); then the todo rows they queued are
+ * marked, and on_ready_tick waits for them. */
+static void
+mark_first_round(struct sub *s)
+{
+    static const struct timeval tick = { 0, RSSUB_READY_TICK_MS * 1000 };
+
+    if (s->cmd != CMD_RUN || s->started || s->failed ||
+        s->first_round_seq >= 0 || s->ev_ready == NULL)
+        return;
+    if (s->pulling >= 0 && s->pull_why != WHY_POLL)
+        return;
+    for (size_t i = 0; i < s->nq; i++)
+        if (s->q[i].why != WHY_POLL)
+            return;
+    if (ledger_todo_max_seq(s->ledger, &s->first_round_seq) == 0)
+        event_add(s->ev_ready, &tick);
+}
+
 /* Pulls queued are done and the appliers have nothing left: the end of
  * sync and audit, the start of following for run. */
 static void
@@ -1179,12 +1202,7 @@ after_pulls(struct sub *s)
 
     if (s->pulling >= 0 || s->nq > 0)
         return;
-    if (s->cmd == CMD_RUN && !s->started && !s->failed &&
-        s->first_round_seq < 0 && s->ev_ready != NULL &&
-        ledger_todo_max_seq(s->ledger, &s->first_round_seq) == 0) {
-        static const struct timeval tick = { 0, RSSUB_READY_TICK_MS * 1000 };
-        event_add(s->ev_ready, &tick);
-    }
+    mark_first_round(s);
     if (s->strays_due && s->cmd == CMD_RUN && !s->draining) {
         /* Pending changes need not wait: what a job wrote, it recorded in
          * the same step, through this connection. */
