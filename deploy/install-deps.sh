@@ -6,6 +6,8 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config clang llvm
+  libclang-rt-14-dev   # libFuzzer and clang's sanitizer runtimes: only
+                       # recommended by clang, and we install no recommends
   libevent-dev libwebsockets-dev libxml2-dev libhiredis-dev
   libcurl4-openssl-dev libcmocka-dev libssl-dev libsqlite3-dev
   libinih-dev libjansson-dev libzip-dev
