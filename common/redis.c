@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_hex.h"
 #include "rs_redis.h"
 
 #include <curl/curl.h>
@@ -174,18 +175,6 @@ redis_parse_ulong(const char *s, size_t len, unsigned long max,
     return 0;
 }
 
-static int
-redis_hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode s[0..len) into a new string. Embedded NULs are refused:
  * every decoded part ends up in a C string. */
 static int
@@ -207,8 +196,8 @@ redis_pct_decode(const char *s, size_t len, char **out)
                 rc = RS_EINVAL;
                 goto out;
             }
-            hi = redis_hexval(s[i + 1]);
-            lo = redis_hexval(s[i + 2]);
+            hi = rs_hexval(s[i + 1]);
+            lo = rs_hexval(s[i + 2]);
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
                 rc = RS_EINVAL;
                 goto out;

@@ -14,6 +14,7 @@
 
 #include "rs_alloc.h"
 #include "rs_discover.h"
+#include "rs_hex.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -145,17 +146,6 @@ lh_quoted(struct lh_parser *lp, char *dst, size_t *dlen)
     return 0;
 }
 
-static int
-lh_hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)disc_lower((unsigned char)c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Is [s, s + n) well-formed UTF-8 (no overlongs, surrogates or values past
  * U+10FFFF)? */
 static bool
@@ -211,8 +201,8 @@ lh_ext_decode(char *s)
     char *w = s;
     while (*r != '\0') {
         if (*r == '%') {
-            int hi = lh_hexval(r[1]);
-            int lo = hi < 0 ? -1 : lh_hexval(r[2]);
+            int hi = rs_hexval(r[1]);
+            int lo = hi < 0 ? -1 : rs_hexval(r[2]);
             if (lo < 0 || (hi == 0 && lo == 0))
                 return false;
             *w++ = (char)(hi << 4 | lo);

@@ -10,6 +10,7 @@
 
 #include "rs_alloc.h"
 #include "rs_hash.h"
+#include "rs_hex.h"
 
 #define HASH_NALGOS 5   /* enum rs_hash_algo values, OTHER included */
 
@@ -35,18 +36,6 @@ static bool
 attr_is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-static int
-attr_hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* One NAME:HEX item spanning [p, e) into *d. */
@@ -83,8 +72,8 @@ attr_parse_item(const char *p, const char *e, struct rs_digest *d)
     if (d->algo != RS_HASH_OTHER && hlen / 2 != hash_algos[d->algo].len)
         return RS_EINVAL;
     for (size_t i = 0; i < hlen / 2; i++) {
-        int hi = attr_hexval(h[2 * i]);
-        int lo = attr_hexval(h[2 * i + 1]);
+        int hi = rs_hexval(h[2 * i]);
+        int lo = rs_hexval(h[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return RS_EINVAL;
         d->bytes[i] = (uint8_t)(hi << 4 | lo);

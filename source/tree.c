@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_hex.h"
 
 struct tree {
     int rootfd;            /* O_DIRECTORY, owned */
@@ -549,18 +550,6 @@ tree_url_encode(const char *rel, char *buf, size_t len)
     return (int)o;
 }
 
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int
 tree_url_decode(const char *path, char *buf, size_t len)
 {
@@ -568,7 +557,7 @@ tree_url_decode(const char *path, char *buf, size_t len)
     for (const char *p = path; *p; p++) {
         char c = *p;
         if (c == '%') {
-            int hi = hexval(p[1]), lo = hi >= 0 ? hexval(p[2]) : -1;
+            int hi = rs_hexval(p[1]), lo = hi >= 0 ? rs_hexval(p[2]) : -1;
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                 return RS_EINVAL;
             c = (char)(hi * 16 + lo);

@@ -27,6 +27,7 @@
 
 #define RS_LOG_MODULE "hubsub"
 #include "rs_alloc.h"
+#include "rs_hex.h"
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_url.h"
@@ -132,18 +133,6 @@ random_hex(char *out, size_t nbytes)
     out[2 * nbytes] = '\0';
     OPENSSL_cleanse(rnd, sizeof(rnd));
     return 0;
-}
-
-static int
-hex_val(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static uint64_t
@@ -276,8 +265,8 @@ sig_ok(const char *secret, const char *hdr, const char *body, size_t len)
         return false;
     unsigned char got[EVP_MAX_MD_SIZE], want[EVP_MAX_MD_SIZE];
     for (int i = 0; i < mdlen; i++) {
-        int hi = hex_val((unsigned char)hex[2 * i]);
-        int lo = hex_val((unsigned char)hex[2 * i + 1]);
+        int hi = rs_hexval((unsigned char)hex[2 * i]);
+        int lo = rs_hexval((unsigned char)hex[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return false;
         got[i] = (unsigned char)(hi << 4 | lo);

@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "rs_alloc.h"
+#include "rs_hex.h"
 
 /* A parsed URI or prefix. The curl strings are curl_free'd; seg points into
  * one rs_malloc'd block that also holds the decoded bytes. */
@@ -81,18 +82,6 @@ pm_seg_check(const char *s, size_t n)
     return NULL;
 }
 
-static int
-pm_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode raw[0..n) into dst (room for n bytes); the decoded length
  * in *len. NULL, or why it is not a valid escape sequence. */
 static const char *
@@ -104,8 +93,8 @@ pm_decode(const char *raw, size_t n, char *dst, size_t *len)
             dst[o++] = raw[i];
             continue;
         }
-        int hi = i + 2 < n ? pm_hex(raw[i + 1]) : -1;
-        int lo = i + 2 < n ? pm_hex(raw[i + 2]) : -1;
+        int hi = i + 2 < n ? rs_hexval(raw[i + 1]) : -1;
+        int lo = i + 2 < n ? rs_hexval(raw[i + 2]) : -1;
         if (hi < 0 || lo < 0)
             return "bad percent-escape in path";
         dst[o++] = (char)(hi * 16 + lo);
