@@ -28,6 +28,7 @@
 #include "rs_alloc.h"
 #include "rs_http.h"
 #include "rs_log.h"
+#include "rs_sock.h"
 #include "subs.h"
 #include "websub.h"
 
@@ -343,21 +344,6 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 /* ------------------------------------------------------------------- main */
 
 static int
-bound_port(struct evhttp_bound_socket *bs)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    evutil_socket_t fd = evhttp_bound_socket_get_fd(bs);
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-        return -1;
-    if (ss.ss_family == AF_INET)
-        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return -1;
-}
-
-static int
 write_ready_file(const char *path, int http, int ws)
 {
     char tmp[4200];
@@ -588,7 +574,9 @@ main(int argc, char **argv)
     const char *lhost = conf.listen.host[0] != '\0' ? conf.listen.host : "0.0.0.0";
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(h.http, lhost, conf.listen.port);
-    if (bs == NULL || (h.http_port = bound_port(bs)) < 0) {
+    if (bs != NULL)
+        h.http_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
+    if (bs == NULL || h.http_port < 0) {
         rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", lhost,
                conf.listen.port, strerror(errno));
         goto out;

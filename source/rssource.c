@@ -34,6 +34,7 @@
 #include "rs_config.h"
 #include "rs_http.h"
 #include "rs_log.h"
+#include "rs_sock.h"
 #include "rs_url.h"
 #include "serve.h"
 #include "snapshot.h"
@@ -525,21 +526,6 @@ setup_state_dir(struct src *s)
 }
 
 static int
-bound_port(struct evhttp_bound_socket *bs)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
-                    &len) != 0)
-        return -1;
-    if (ss.ss_family == AF_INET)
-        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return -1;
-}
-
-static int
 setup_http(struct src *s)
 {
     s->http = evhttp_new(s->base);
@@ -556,7 +542,9 @@ setup_http(struct src *s)
                                                     : "0.0.0.0";
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(s->http, host, conf.listen.port);
-    if (bs == NULL || (s->http_port = bound_port(bs)) < 0) {
+    if (bs != NULL)
+        s->http_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
+    if (bs == NULL || s->http_port < 0) {
         rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", host,
                conf.listen.port, strerror(errno));
         return RS_EIO;

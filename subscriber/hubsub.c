@@ -30,6 +30,7 @@
 #include "rs_hex.h"
 #include "rs_http.h"
 #include "rs_log.h"
+#include "rs_sock.h"
 #include "rs_url.h"
 
 #define HUBSUB_ID_BYTES 16               /* callback path: /cb/<32 hex> */
@@ -863,21 +864,6 @@ on_request(struct evhttp_request *req, void *arg)
 
 /* -------------------------------------------------------------------- API */
 
-static int
-bound_port(struct evhttp_bound_socket *bs)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
-                    &len) != 0)
-        return -1;
-    if (ss.ss_family == AF_INET)
-        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return -1;
-}
-
 __attribute__((format(printf, 3, 4))) static void
 set_err(char *err, size_t errsz, const char *fmt, ...)
 {
@@ -954,7 +940,9 @@ hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
     evhttp_set_gencb(h->http, on_request, h);
     struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(
         h->http, o->listen_host, (ev_uint16_t)o->listen_port);
-    if (bs == NULL || (h->port = bound_port(bs)) < 0) {
+    if (bs != NULL)
+        h->port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
+    if (bs == NULL || h->port < 0) {
         set_err(err, errsz, "hubsub: cannot listen on %.200s:%d: %s",
                 o->listen_host, o->listen_port, strerror(errno));
         hubsub_free(h);

@@ -41,6 +41,7 @@
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_sock.h"
 #include "rs_url.h"
 #include "stray.h"
 #include "wsclient.h"
@@ -1382,11 +1383,7 @@ setup_metrics(struct sub *s)
         conf.metrics_listen.port);
     if (bs == NULL)
         return RS_EIO;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
-                    &sl) == 0)
-        s->metrics_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    s->metrics_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
     evhttp_set_gencb(s->mhttp, on_metrics_request, s);
     return 0;
 }
