@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_sqlite.h"
 
 #define STATE_SCHEMA 1
 
@@ -195,22 +196,6 @@ bind_text(sqlite3_stmt *s, int i, const char *t)
         sqlite3_bind_text(s, i, t, -1, SQLITE_TRANSIENT);
     else
         sqlite3_bind_null(s, i);
-}
-
-static void
-bind_time(sqlite3_stmt *s, int i, rs_time_t t)
-{
-    if (t != RS_TIME_NONE)
-        sqlite3_bind_int64(s, i, t);
-    else
-        sqlite3_bind_null(s, i);
-}
-
-static rs_time_t
-col_time(sqlite3_stmt *s, int i)
-{
-    return sqlite3_column_type(s, i) == SQLITE_NULL
-               ? RS_TIME_NONE : sqlite3_column_int64(s, i);
 }
 
 /* Both digests or none: a row with only one is treated as unhashed. */
@@ -712,7 +697,7 @@ state_change_add(struct state *st, struct state_change *c)
     bind_blob(s, 6, c->hashed, c->md5, 16);
     bind_blob(s, 7, c->hashed, c->sha256, 32);
     bind_text(s, 8, c->type);
-    bind_time(s, 9, c->lastmod);
+    rs_sql_bind_time(s, 9, c->lastmod);
     int rc = st_exec(st, s, "change add");
     if (rc == 0)
         c->seq = sqlite3_last_insert_rowid(st->db);
@@ -790,7 +775,7 @@ state_change_next(struct state_iter *it, struct state_change *out)
                     ? -1 : sqlite3_column_int64(s, 5);
     out->hashed = col_hashes(s, 6, out->md5, out->sha256);
     out->type = (const char *)sqlite3_column_text(s, 8);
-    out->lastmod = col_time(s, 9);
+    out->lastmod = rs_sql_col_time(s, 9);
     return 1;
 }
 
@@ -801,7 +786,7 @@ clist_from_row(sqlite3_stmt *s, struct state_clist *c)
 {
     c->num = sqlite3_column_int64(s, 0);
     c->from = sqlite3_column_int64(s, 1);
-    c->until = col_time(s, 2);
+    c->until = rs_sql_col_time(s, 2);
     c->count = sqlite3_column_int64(s, 3);
 }
 
@@ -844,7 +829,7 @@ state_clist_add(struct state *st, const struct state_clist *c)
         return RS_EIO;
     sqlite3_bind_int64(s, 1, c->num);
     sqlite3_bind_int64(s, 2, c->from);
-    bind_time(s, 3, c->until);
+    rs_sql_bind_time(s, 3, c->until);
     sqlite3_bind_int64(s, 4, c->count);
     return st_exec(st, s, "change list add");
 }
@@ -856,7 +841,7 @@ state_clist_set(struct state *st, const struct state_clist *c)
     if (s == NULL)
         return RS_EIO;
     sqlite3_bind_int64(s, 1, c->num);
-    bind_time(s, 2, c->until);
+    rs_sql_bind_time(s, 2, c->until);
     sqlite3_bind_int64(s, 3, c->count);
     return st_exec(st, s, "change list set");
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_sqlite.h"
 
 #define LG_APP_ID 0x72537562     /* "rSub": PRAGMA application_id */
 #define LG_BUSY_MS 5000
@@ -304,22 +305,6 @@ bind_text(sqlite3_stmt *s, int i, const char *t)
         sqlite3_bind_null(s, i);
 }
 
-static void
-bind_time(sqlite3_stmt *s, int i, rs_time_t t)
-{
-    if (t != RS_TIME_NONE)
-        sqlite3_bind_int64(s, i, t);
-    else
-        sqlite3_bind_null(s, i);
-}
-
-static rs_time_t
-col_time(sqlite3_stmt *s, int i)
-{
-    return sqlite3_column_type(s, i) == SQLITE_NULL
-               ? RS_TIME_NONE : sqlite3_column_int64(s, i);
-}
-
 /* Due times are never negative, so that the cursor {0, 0} is before
  * every row. */
 static int64_t
@@ -391,8 +376,8 @@ pos_read(struct ledger *l, sqlite3_stmt *s, struct ledger_pos *p, char **buf)
     static const int cols[] = { 0, 1 };
     const char **const dst[] = { &p->channel, &p->id };
 
-    p->dt = col_time(s, 2);
-    p->updated_at = col_time(s, 3);
+    p->dt = rs_sql_col_time(s, 2);
+    p->updated_at = rs_sql_col_time(s, 3);
     return lg_copy(l, s, cols, dst, 2, buf);
 }
 
@@ -403,8 +388,8 @@ res_read(struct ledger *l, sqlite3_stmt *s, struct ledger_res *r, char **buf)
     const char **const dst[] = { &r->uri, &r->path, &r->hash, &r->etag,
                                  &r->last_modified };
 
-    r->lastmod = col_time(s, 2);
-    r->change_dt = col_time(s, 3);
+    r->lastmod = rs_sql_col_time(s, 2);
+    r->change_dt = rs_sql_col_time(s, 3);
     r->length = sqlite3_column_int64(s, 4);
     r->deleted = sqlite3_column_int(s, 8) != 0;
     r->gen = sqlite3_column_int64(s, 9);
@@ -421,8 +406,8 @@ todo_read(struct ledger *l, sqlite3_stmt *s, struct ledger_todo *t,
 
     t->seq = sqlite3_column_int64(s, 0);
     t->change = (enum ledger_change)sqlite3_column_int(s, 2);
-    t->change_dt = col_time(s, 3);
-    t->lastmod = col_time(s, 4);
+    t->change_dt = rs_sql_col_time(s, 3);
+    t->lastmod = rs_sql_col_time(s, 4);
     t->length = sqlite3_column_int64(s, 5);
     t->attempts = sqlite3_column_int(s, 8);
     t->not_before = sqlite3_column_int64(s, 9);
@@ -1019,7 +1004,7 @@ ledger_pos_get(struct ledger *l, const char *channel, char **id,
     src = sqlite3_step(s);
     if (src == SQLITE_ROW) {
         if (dt != NULL)
-            *dt = col_time(s, 2);
+            *dt = rs_sql_col_time(s, 2);
         if (id != NULL)
             rc = col_dup(l, s, 1, id);
     } else if (src == SQLITE_DONE) {
@@ -1049,7 +1034,7 @@ ledger_pos_set(struct ledger *l, const char *channel, const char *id,
         return rc;
     bind_text(s, 1, channel);
     bind_text(s, 2, id);
-    bind_time(s, 3, dt);
+    rs_sql_bind_time(s, 3, dt);
     sqlite3_bind_int64(s, 4, rs_time_now());
     return lg_run(l, s, "position set");
 }
@@ -1160,8 +1145,8 @@ ledger_res_put(struct ledger *l, const struct ledger_res *r)
         return rc;
     bind_text(s, 1, r->uri);
     bind_text(s, 2, r->path);
-    bind_time(s, 3, r->lastmod);
-    bind_time(s, 4, r->change_dt);
+    rs_sql_bind_time(s, 3, r->lastmod);
+    rs_sql_bind_time(s, 4, r->change_dt);
     sqlite3_bind_int64(s, 5, r->length >= 0 ? r->length : -1);
     bind_text(s, 6, r->hash);
     bind_text(s, 7, r->etag);
@@ -1261,8 +1246,8 @@ ledger_todo_put(struct ledger *l, const struct ledger_todo *t,
         return rc;
     bind_text(s, 1, t->uri);
     sqlite3_bind_int(s, 2, (int)t->change);
-    bind_time(s, 3, t->change_dt);
-    bind_time(s, 4, t->lastmod);
+    rs_sql_bind_time(s, 3, t->change_dt);
+    rs_sql_bind_time(s, 4, t->lastmod);
     sqlite3_bind_int64(s, 5, t->length >= 0 ? t->length : -1);
     bind_text(s, 6, t->hash);
     bind_text(s, 7, t->origin);
