@@ -93,6 +93,29 @@ rs_log_init(const struct rs_log_opts *opts)
 }
 
 int
+rs_log_setup(const char *app, const char *level, const char *format,
+             const char *path, char *err, size_t errsz)
+{
+    struct rs_log_opts lo = { .app = app, .path = path };
+    int rc;
+
+    if (rs_log_level_from(level, &lo.level) != 0) {
+        snprintf(err, errsz, "--log-level %s: expected debug, info, warn or "
+                 "error", level != NULL ? level : "(none)");
+        return RS_EINVAL;
+    }
+    if (rs_log_format_from(format, &lo.format) != 0) {
+        snprintf(err, errsz, "--log-format %s: expected auto, text, logfmt "
+                 "or json", format != NULL ? format : "(none)");
+        return RS_EINVAL;
+    }
+    if ((rc = rs_log_init(&lo)) != 0)
+        snprintf(err, errsz, "cannot open the log file %s: %s",
+                 path != NULL ? path : "(stderr)", strerror(errno));
+    return rc;
+}
+
+int
 rs_log_reopen(void)
 {
     if (log_path == NULL)

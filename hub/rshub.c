@@ -98,12 +98,7 @@ static const struct rs_config_opt options[] = {
                   100000000, "WebSub subscriptions per callback host (0: no cap)"),
     RS_CONFIG_INT("delivery-host-conns", 0, &conf.delivery_host_conns, "8", 1, 1024,
                   "parallel connections to one callback host"),
-    RS_CONFIG_STRING("log-level", 0, &conf.log_level, "LEVEL", "info",
-                     "debug, info, warn or error"),
-    RS_CONFIG_STRING("log-format", 0, &conf.log_format, "FORMAT", "auto",
-                     "auto, text, logfmt or json"),
-    RS_CONFIG_STRING("log-file", 0, &conf.log_file, "PATH", NULL,
-                     "append logs to PATH (default stderr; SIGHUP reopens)"),
+    RS_CONFIG_LOG(&conf.log_level, &conf.log_format, &conf.log_file),
     RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
                      "write {\"http\":PORT,\"ws\":PORT} here once listening"),
     RS_CONFIG_END,
@@ -360,17 +355,11 @@ write_ready_file(const char *path, int http, int ws)
 static int
 setup_log(void)
 {
-    struct rs_log_opts lo = { .app = "rshub", .path = conf.log_file };
-    if (rs_log_level_from(conf.log_level, &lo.level) != 0) {
-        fprintf(stderr, "rshub: --log-level: expected debug, info, warn or error\n");
-        return 2;
-    }
-    if (rs_log_format_from(conf.log_format, &lo.format) != 0) {
-        fprintf(stderr, "rshub: --log-format: expected auto, text, logfmt or json\n");
-        return 2;
-    }
-    if (rs_log_init(&lo) != 0) {
-        fprintf(stderr, "rshub: cannot open log file %s\n", conf.log_file);
+    char err[512];
+
+    if (rs_log_setup("rshub", conf.log_level, conf.log_format, conf.log_file,
+                     err, sizeof(err)) != 0) {
+        fprintf(stderr, "rshub: %s\n", err);
         return 2;
     }
     return 0;

@@ -138,12 +138,7 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
                        "on SIGTERM, how long to wait for notifications in "
                        "flight"),
-    RS_CONFIG_STRING("log-level", 0, &conf.log_level, "LEVEL", "info",
-                     "debug, info, warn or error"),
-    RS_CONFIG_STRING("log-format", 0, &conf.log_format, "FORMAT", "auto",
-                     "auto, text, logfmt or json"),
-    RS_CONFIG_STRING("log-file", 0, &conf.log_file, "PATH", NULL,
-                     "append logs to PATH (default stderr; SIGHUP reopens)"),
+    RS_CONFIG_LOG(&conf.log_level, &conf.log_format, &conf.log_file),
     RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
                      "write {\"http\":PORT} here once serving"),
     RS_CONFIG_END,
@@ -397,19 +392,11 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 static int
 setup_log(void)
 {
-    struct rs_log_opts lo = { .app = "rssource", .path = conf.log_file };
-    if (rs_log_level_from(conf.log_level, &lo.level) != 0) {
-        fprintf(stderr, "rssource: --log-level: expected debug, info, warn "
-                        "or error\n");
-        return 2;
-    }
-    if (rs_log_format_from(conf.log_format, &lo.format) != 0) {
-        fprintf(stderr, "rssource: --log-format: expected auto, text, logfmt "
-                        "or json\n");
-        return 2;
-    }
-    if (rs_log_init(&lo) != 0) {
-        fprintf(stderr, "rssource: cannot open log file %s\n", conf.log_file);
+    char err[512];
+
+    if (rs_log_setup("rssource", conf.log_level, conf.log_format,
+                     conf.log_file, err, sizeof(err)) != 0) {
+        fprintf(stderr, "rssource: %s\n", err);
         return 2;
     }
     return 0;

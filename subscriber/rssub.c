@@ -183,12 +183,7 @@ static const struct rs_config_opt options[] = {
                        "on SIGTERM, how long to let fetches in flight finish"),
     RS_CONFIG_BOOL("progress", 0, &conf.progress, "true",
                    "a progress line on a terminal"),
-    RS_CONFIG_STRING("log-level", 0, &conf.log_level, "LEVEL", "info",
-                     "debug, info, warn or error"),
-    RS_CONFIG_STRING("log-format", 0, &conf.log_format, "FORMAT", "auto",
-                     "auto, text, logfmt or json"),
-    RS_CONFIG_STRING("log-file", 0, &conf.log_file, "PATH", NULL,
-                     "append logs to PATH (default stderr; SIGHUP reopens)"),
+    RS_CONFIG_LOG(&conf.log_level, &conf.log_format, &conf.log_file),
     RS_CONFIG_END,
 };
 
@@ -1657,16 +1652,11 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 static int
 setup_log(void)
 {
-    struct rs_log_opts lo = { .app = "rssub", .path = conf.log_file };
+    char err[512];
 
-    if (rs_log_level_from(conf.log_level, &lo.level) != 0 ||
-        rs_log_format_from(conf.log_format, &lo.format) != 0) {
-        fprintf(stderr, "rssub: bad --log-level or --log-format\n");
-        return -1;
-    }
-    if (rs_log_init(&lo) != 0) {
-        fprintf(stderr, "rssub: cannot open the log %s: %s\n",
-                conf.log_file ? conf.log_file : "stderr", strerror(errno));
+    if (rs_log_setup("rssub", conf.log_level, conf.log_format, conf.log_file,
+                     err, sizeof(err)) != 0) {
+        fprintf(stderr, "rssub: %s\n", err);
         return -1;
     }
     return 0;

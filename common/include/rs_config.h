@@ -101,6 +101,14 @@ struct rs_config_opt {
     { (name), (letter), RS_CONFIG_TYPE_LIST,                                 \
       RS_CONFIG_CHECK_(char ***, ptr), (def), (help), (metavar), 0, 0,       \
       false }
+/* The three logging options every daemon has (rs_log_setup applies them). */
+#define RS_CONFIG_LOG(level_ptr, format_ptr, file_ptr)                      \
+    RS_CONFIG_STRING("log-level", 0, (level_ptr), "LEVEL", "info",           \
+                     "debug, info, warn or error"),                          \
+    RS_CONFIG_STRING("log-format", 0, (format_ptr), "FORMAT", "auto",        \
+                     "auto, text, logfmt or json"),                          \
+    RS_CONFIG_STRING("log-file", 0, (file_ptr), "PATH", NULL,                \
+                     "append logs to PATH (default stderr; SIGHUP reopens)")
 #define RS_CONFIG_END { NULL, 0, RS_CONFIG_TYPE_STRING, NULL, NULL, NULL,    \
                         NULL, 0, 0, false }
 

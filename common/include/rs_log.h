@@ -48,6 +48,12 @@ struct rs_log_opts {
  */
 int rs_log_init(const struct rs_log_opts *opts) RS_MUST_CHECK;
 
+/* A daemon's --log-level, --log-format and --log-file (RS_CONFIG_LOG in
+ * rs_config.h) checked and applied: rs_log_init for app. 0, or an error
+ * with a one-line reason naming the option in err. */
+int rs_log_setup(const char *app, const char *level, const char *format,
+                 const char *path, char *err, size_t errsz) RS_MUST_CHECK;
+
 /* Reopen the log file (for SIGHUP after rotation); a no-op on stderr. The
  * new file takes the old descriptor's number (dup2), so threads logging
  * meanwhile never write to a closed descriptor. Not async-signal-safe:
