@@ -34,8 +34,9 @@ if [ ! -f "$RS_RESYNC_DIR/resync-build" ]; then
 fi
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/sub.sh
+. "$(dirname "$0")/lib/sub.sh"
 
-RSSUB=$RS_BUILD_DIR/subscriber/rssub
 RSDOC=$RS_BUILD_DIR/proto/rsdoc
 WWW=$TMP/www          # the web server's root
 D=$WWW/data           # the resources: URIs $B/data/...
@@ -189,34 +190,6 @@ sub() {
     SUB_RC=$?
     SUB_LOGS+=("$TMP/$name.log")
 }
-SUB_LOGS=()
-
-# sub_exit NAME WANT: rssub run NAME exited WANT (its log on failure).
-sub_exit() {
-    if [ "$SUB_RC" = "$2" ]; then
-        ok "$1: exit $2"
-    else
-        bad "$1: exit $SUB_RC, want $2" "$(tail -n 30 "$TMP/$1.log")"
-    fi
-}
-
-# synced_is NAME "fetched=N deleted=N failed=N": the counts of the final
-# msg=synced line of run NAME (a field left out is not checked; logfmt
-# may quote the message).
-synced_is() {
-    local name=$1 line kv
-    line=$(grep -E 'msg="?synced"?( |$)' "$TMP/$name.log" | tail -n 1)
-    if [ -z "$line" ]; then
-        bad "$name: a msg=synced line" "$(tail -n 20 "$TMP/$name.log")"
-        return
-    fi
-    for kv in $2; do
-        case " $line " in
-            *" $kv "*) ok "$name: $kv" ;;
-            *) bad "$name: $kv" "$line" ;;
-        esac
-    done
-}
 
 # same_tree MIRROR: the mirror holds exactly the Source's files, byte for
 # byte (rssub's own ".rssub*" names aside; empty directories are not
@@ -238,21 +211,6 @@ same_tree() {
     [ -z "$extra" ] || { echo "not from the Source: $extra"; return 1; }
     tmpf=$(find "$m" -name '.rssub-tmp.*')
     [ -z "$tmpf" ] || { echo "temp files left: $tmpf"; return 1; }
-}
-
-# sub_asan_check: no sanitizer report in any rssub log.
-sub_asan_check() {
-    local pat='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' f
-    local hits=()
-    for f in "${SUB_LOGS[@]}"; do
-        grep -Eq "$pat" "$f" && hits+=("$f")
-    done
-    if [ "${#hits[@]}" -eq 0 ]; then
-        ok "no sanitizer report in rssub's logs"
-    else
-        bad "sanitizer report in rssub's logs: ${hits[*]}" \
-            "$(grep -E -A14 "$pat" "${hits[@]}" | head -n 40)"
-    fi
 }
 
 # ------------------------------------------------------------ baseline
@@ -391,5 +349,4 @@ sub_exit audit4 0
 
 sub status status "$MIR" "$TMP/sub.db"
 sub_exit status 0
-sub_asan_check
-finish
+sub_finish

@@ -17,8 +17,9 @@
 set -u
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/sub.sh
+. "$(dirname "$0")/lib/sub.sh"
 
-RSSUB=$RS_BUILD_DIR/subscriber/rssub
 RSDOC=$RS_BUILD_DIR/proto/rsdoc
 SS=$RS_SOURCE_DIR/tests/integration/lib/static_source.py
 WWW=$TMP/www          # the Source's web root
@@ -80,34 +81,6 @@ sub() {
     SUB_RC=$?
     SUB_LOGS+=("$TMP/$name.log")
 }
-SUB_LOGS=()
-
-# sub_exit NAME WANT: rssub run NAME exited WANT (its log on failure).
-sub_exit() {
-    if [ "$SUB_RC" = "$2" ]; then
-        ok "$1: exit $2"
-    else
-        bad "$1: exit $SUB_RC, want $2" "$(tail -n 30 "$TMP/$1.log")"
-    fi
-}
-
-# synced_is NAME "fetched=N deleted=N failed=N": the counts of run NAME's
-# final msg=synced line (a field left out is not checked; logfmt may quote
-# the message).
-synced_is() {
-    local name=$1 line kv
-    line=$(grep -E 'msg="?synced"?( |$)' "$TMP/$name.log" | tail -n 1)
-    if [ -z "$line" ]; then
-        bad "$name: a msg=synced line" "$(tail -n 20 "$TMP/$name.log")"
-        return
-    fi
-    for kv in $2; do
-        case " $line " in
-            *" $kv "*) ok "$name: $kv" ;;
-            *) bad "$name: $kv" "$line" ;;
-        esac
-    done
-}
 
 # logged NAME PATTERN...: every (grep -E) PATTERN is in run NAME's log.
 logged() {
@@ -161,21 +134,6 @@ data_paths() { ctl s paths /data/ "$@"; }
 
 # st_field NAME FIELD: a field of `rssub status` run NAME ("failed 0").
 st_field() { sed -n "s/^$2 //p" "$TMP/$1.log" | head -n 1; }
-
-# sub_asan_check: no sanitizer report in any rssub log.
-sub_asan_check() {
-    local pat='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' f
-    local hits=()
-    for f in "${SUB_LOGS[@]}"; do
-        grep -Eq "$pat" "$f" && hits+=("$f")
-    done
-    if [ "${#hits[@]}" -eq 0 ]; then
-        ok "no sanitizer report in rssub's ${#SUB_LOGS[@]} logs"
-    else
-        bad "sanitizer report in rssub's logs: ${hits[*]}" \
-            "$(grep -E -A14 "$pat" "${hits[@]}" | head -n 40)"
-    fi
-}
 
 # ------------------------------------------------------------ the tree
 
@@ -731,5 +689,4 @@ check "the mirror equals the Source" same_tree "$M"
 check "the deleted file is in the attic" cmp "$TMP/f9.old" "$TMP/attic/data/n/f9.txt"
 check "...and the other one" test -f "$TMP/attic/data/sub/d.json"
 
-sub_asan_check
-finish
+sub_finish

@@ -218,6 +218,34 @@ print(" ".join("%s=%d" % kv for kv in cnt.items()))
 EOF
 )
 
+# sub_exit NAME WANT: the one-shot run NAME (its log $TMP/NAME.log, its
+# status in SUB_RC) exited WANT (the log's tail on failure).
+sub_exit() {
+    if [ "$SUB_RC" = "$2" ]; then
+        ok "$1: exit $2"
+    else
+        bad "$1: exit $SUB_RC, want $2" "$(tail -n 30 "$TMP/$1.log")"
+    fi
+}
+
+# synced_is NAME "fetched=N deleted=N failed=N": the counts of the final
+# msg=synced line of run NAME ($TMP/NAME.log; a field left out is not
+# checked; logfmt may quote the message).
+synced_is() {
+    local name=$1 line kv
+    line=$(grep -E 'msg="?synced"?( |$)' "$TMP/$name.log" | tail -n 1)
+    if [ -z "$line" ]; then
+        bad "$name: a msg=synced line" "$(tail -n 20 "$TMP/$name.log")"
+        return
+    fi
+    for kv in $2; do
+        case " $line " in
+            *" $kv "*) ok "$name: $kv" ;;
+            *) bad "$name: $kv" "$line" ;;
+        esac
+    done
+}
+
 # sub_asan_check: no sanitizer report in any rssub log (all runs).
 sub_asan_check() {
     local pat='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' f
