@@ -1584,7 +1584,7 @@ test_ipv6_literal(void **state)
     f->srv_up = true;
     fx_client(f, NULL);
     struct rec *r = f->r;
-    char url[64], want[64];
+    char url[64], want[64], req[4096];
     snprintf(url, sizeof(url), "ws://[::1]:%d/t/A", f->srv.port);
     rec_connect(f, r, 'A', sc, url);
     fx_run(f);
@@ -1593,9 +1593,8 @@ test_ipv6_literal(void **state)
     assert_int_equal(r->code, 1000);
     assert_string_equal(r->reason, "v6");
     snprintf(want, sizeof(want), "\r\nHost: [::1]:%d\r\n", f->srv.port);
-    pthread_mutex_lock(&f->srv.mu);
-    assert_non_null(strstr(f->srv.req, want));
-    pthread_mutex_unlock(&f->srv.mu);
+    srv_request(f, req, sizeof(req));
+    assert_non_null(strstr(req, want));
 }
 
 /* wsclient/alloc_failures: every allocation of wsclient_new and
