@@ -81,10 +81,11 @@ struct dsub {
     uint64_t first_fail_ms;
     uint64_t delivered;
     /* Notifications after gap_after were trimmed before they could be
-     * delivered. The first one queued after that (gap_first) and every
-     * POST after it say so (X-Hub-Gap) until one is answered 2xx
-     * (post_gap: the one in flight said it). */
-    bool gap, gap_first_set, post_gap;
+     * delivered. The first one queued after that (gap_first; 0-0 until
+     * there is one: no entry has that id) and every POST after it say so
+     * (X-Hub-Gap) until one is answered 2xx (post_gap: the one in flight
+     * said it). */
+    bool gap, post_gap;
     struct msg_id gap_after, gap_first;
     bool removing;            /* removal asked of Redis: deliver no more */
     bool seen;                /* reload bookkeeping */
@@ -476,10 +477,8 @@ sub_enqueue(struct deliver *d, struct dsub *s, struct body *b)
     s->q[(s->qhead + s->qlen) % d->o.queue_max] = b;
     s->qlen++;
     s->queued_to = b->id;
-    if (s->gap && !s->gap_first_set) {
+    if (s->gap && msg_id_is_zero(s->gap_first))
         s->gap_first = b->id;
-        s->gap_first_set = true;
-    }
     return true;
 }
 
@@ -508,7 +507,7 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
          * X-Hub-Gap until one is taken, so the subscriber pulls what was
          * lost; meanwhile go on from what the backlog still holds. */
         s->gap = true;
-        s->gap_first_set = false;
+        s->gap_first = (struct msg_id){ 0, 0 };
         s->gap_after = s->queued_to;
         d->st.gaps++;
         char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ];
@@ -584,7 +583,7 @@ sub_post(struct deliver *d, struct dsub *s)
     msg_id_format(b->id, id);
     snprintf(idh, sizeof(idh), "X-Hub-Id: %s", id);
     hdrs[nh++] = idh;
-    s->post_gap = s->gap && s->gap_first_set &&
+    s->post_gap = s->gap && !msg_id_is_zero(s->gap_first) &&
                   msg_id_cmp(b->id, s->gap_first) >= 0;
     if (s->post_gap) {
         msg_id_format(s->gap_after, id);
