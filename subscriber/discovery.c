@@ -48,28 +48,13 @@ struct discovery {
 
 /* ------------------------------------------------------------- result */
 
-static void
-set_clear(struct discovery_set *s)
-{
-    rs_free(s->caplist);
-    rs_free(s->resourcelist);
-    rs_free(s->resourcedump);
-    rs_free(s->changelist);
-    rs_free(s->changedump);
-    for (int k = 0; k < 2; k++) {
-        rs_free(s->ws[k]);
-        rs_free(s->topic[k]);
-        rs_free(s->hub[k]);
-    }
-}
-
 void
 discovery_result_free(struct discovery_result *r)
 {
     if (r == NULL)
         return;
     for (size_t i = 0; i < r->nsets; i++)
-        set_clear(&r->sets[i]);
+        discovery_set_clear(&r->sets[i]);
     rs_free(r->sets);
     rs_free(r->description);
     rs_free(r);
@@ -132,21 +117,32 @@ dup_abs(const char *base, const char *ref, char **out)
     return rs_url_resolve(base, ref, out);
 }
 
-static int
-read_caplist(struct discovery *d, const char *url, const struct rs_doc *doc)
+/* ------------------------------------------------------------ sets */
+
+void
+discovery_set_clear(struct discovery_set *s)
 {
-    struct discovery_result *r = d->res;
-    struct discovery_set *s, *t;
+    if (s == NULL)
+        return;
+    rs_free(s->caplist);
+    rs_free(s->resourcelist);
+    rs_free(s->resourcedump);
+    rs_free(s->changelist);
+    rs_free(s->changedump);
+    for (int k = 0; k < 2; k++) {
+        rs_free(s->ws[k]);
+        rs_free(s->topic[k]);
+        rs_free(s->hub[k]);
+    }
+    memset(s, 0, sizeof(*s));
+}
+
+int
+discovery_set_read(struct discovery_set *s, const char *url,
+                   const struct rs_doc *doc)
+{
     int rc = 0;
 
-    for (size_t i = 0; i < r->nsets; i++)
-        if (strcmp(r->sets[i].caplist, url) == 0)
-            return 0;
-    t = rs_realloc(r->sets, (r->nsets + 1) * sizeof(*t));
-    if (t == NULL)
-        return RS_ENOMEM;
-    r->sets = t;
-    s = &r->sets[r->nsets++];
     memset(s, 0, sizeof(*s));
     if ((s->caplist = rs_strdup(url)) == NULL)
         return RS_ENOMEM;
@@ -190,8 +186,92 @@ read_caplist(struct discovery *d, const char *url, const struct rs_doc *doc)
         default:
             break;
         }
+        if (rc == RS_EINVAL)
+            rc = 0;                    /* an unusable entry is skipped */
     }
-    return rc == RS_EINVAL ? 0 : rc;
+    if (rc != 0)
+        discovery_set_clear(s);
+    return rc;
+}
+
+static int
+dup_or_null(const char *v, char **out)
+{
+    *out = NULL;
+    if (v != NULL && (*out = rs_strdup(v)) == NULL)
+        return RS_ENOMEM;
+    return 0;
+}
+
+int
+discovery_set_copy(struct discovery_set *dst, const struct discovery_set *src)
+{
+    int rc;
+
+    memset(dst, 0, sizeof(*dst));
+    rc = dup_or_null(src->caplist, &dst->caplist);
+    if (rc == 0)
+        rc = dup_or_null(src->resourcelist, &dst->resourcelist);
+    if (rc == 0)
+        rc = dup_or_null(src->resourcedump, &dst->resourcedump);
+    if (rc == 0)
+        rc = dup_or_null(src->changelist, &dst->changelist);
+    if (rc == 0)
+        rc = dup_or_null(src->changedump, &dst->changedump);
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        rc = dup_or_null(src->ws[k], &dst->ws[k]);
+        if (rc == 0)
+            rc = dup_or_null(src->topic[k], &dst->topic[k]);
+        if (rc == 0)
+            rc = dup_or_null(src->hub[k], &dst->hub[k]);
+    }
+    if (rc != 0)
+        discovery_set_clear(dst);
+    return rc;
+}
+
+static bool
+same_str(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+bool
+discovery_set_same(const struct discovery_set *a,
+                   const struct discovery_set *b)
+{
+    if (!same_str(a->caplist, b->caplist) ||
+        !same_str(a->resourcelist, b->resourcelist) ||
+        !same_str(a->resourcedump, b->resourcedump) ||
+        !same_str(a->changelist, b->changelist) ||
+        !same_str(a->changedump, b->changedump))
+        return false;
+    for (int k = 0; k < 2; k++)
+        if (!same_str(a->ws[k], b->ws[k]) ||
+            !same_str(a->topic[k], b->topic[k]) ||
+            !same_str(a->hub[k], b->hub[k]))
+            return false;
+    return true;
+}
+
+static int
+read_caplist(struct discovery *d, const char *url, const struct rs_doc *doc)
+{
+    struct discovery_result *r = d->res;
+    struct discovery_set *t;
+    int rc;
+
+    for (size_t i = 0; i < r->nsets; i++)
+        if (strcmp(r->sets[i].caplist, url) == 0)
+            return 0;
+    t = rs_realloc(r->sets, (r->nsets + 1) * sizeof(*t));
+    if (t == NULL)
+        return RS_ENOMEM;
+    r->sets = t;
+    if ((rc = discovery_set_read(&r->sets[r->nsets], url, doc)) != 0)
+        return rc;
+    r->nsets++;
+    return 0;
 }
 
 static int

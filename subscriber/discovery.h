@@ -9,6 +9,7 @@
 #ifndef SUB_DISCOVERY_H
 #define SUB_DISCOVERY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "rs_error.h"
@@ -53,5 +54,21 @@ void discovery_free(struct discovery *d);
 int discovery_start(struct discovery *d, const char *url) RS_MUST_CHECK;
 
 void discovery_result_free(struct discovery_result *r);
+
+/* One Capability List document (read from url) into *s, which it then
+ * owns (discovery_set_clear); entries that cannot be used are skipped.
+ * RS_ENOMEM leaves *s empty. */
+struct rs_doc;
+int discovery_set_read(struct discovery_set *s, const char *url,
+                       const struct rs_doc *doc) RS_MUST_CHECK;
+/* A deep copy of src into *dst (its own strings). RS_ENOMEM leaves *dst
+ * empty. */
+int discovery_set_copy(struct discovery_set *dst,
+                       const struct discovery_set *src) RS_MUST_CHECK;
+/* Frees what *s holds and zeroes it. NULL ok. */
+void discovery_set_clear(struct discovery_set *s);
+/* Do a and b offer the same documents and channels? */
+bool discovery_set_same(const struct discovery_set *a,
+                        const struct discovery_set *b);
 
 #endif

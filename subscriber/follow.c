@@ -236,7 +236,12 @@ on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
             f->o.on_gap(f->o.ud, why);
         return;                       /* follow_resume reconnects */
     case 4004:
-        chan_retry_in(c, FOLLOW_UNKNOWN_MS);
+        /* The hub does not know the channel yet (an open-mode hub learns
+         * a topic at its first publish): look again soon, then less
+         * often. */
+        chan_retry_in(c, c->backoff_ms < 1000 ? 1000 : c->backoff_ms);
+        c->backoff_ms = c->backoff_ms * 2 > FOLLOW_UNKNOWN_MS
+                        ? FOLLOW_UNKNOWN_MS : c->backoff_ms * 2;
         return;
     default:
         /* Hub restart (1001), slow consumer (4002), Redis down (4003),
@@ -280,6 +285,52 @@ on_retry(evutil_socket_t fd, short what, void *arg)
     chan_connect(arg);
 }
 
+static void
+chan_free_uris(struct chan *c)
+{
+    for (size_t i = 0; i < c->nuris; i++)
+        rs_free(c->uris[i]);
+    rs_free(c->uris);
+    c->uris = NULL;
+    c->nuris = c->cur = 0;
+}
+
+/* Replace the channel's URIs with a copy of uris (NULL-ended, may be NULL
+ * or empty). On RS_ENOMEM the channel has none. */
+static int
+chan_set_uris(struct chan *c, const char *const *uris)
+{
+    size_t n = 0;
+
+    chan_free_uris(c);
+    while (uris != NULL && uris[n] != NULL)
+        n++;
+    if (n == 0)
+        return 0;
+    if ((c->uris = rs_calloc(n, sizeof(*c->uris))) == NULL)
+        return RS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if ((c->uris[i] = rs_strdup(uris[i])) == NULL) {
+            c->nuris = i;
+            chan_free_uris(c);
+            return RS_ENOMEM;
+        }
+    }
+    c->nuris = n;
+    return 0;
+}
+
+static bool
+chan_same_uris(const struct chan *c, const char *const *uris)
+{
+    size_t n = 0;
+
+    for (; uris != NULL && uris[n] != NULL; n++)
+        if (n >= c->nuris || strcmp(c->uris[n], uris[n]) != 0)
+            return false;
+    return n == c->nuris;
+}
+
 static int
 chan_init(struct follow *f, struct chan *c, int kind, const char *const *uris,
           const char *key_base)
@@ -290,15 +341,8 @@ chan_init(struct follow *f, struct chan *c, int kind, const char *const *uris,
     c->kind = kind;
     c->mark = RS_TIME_NONE;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
-    for (size_t n = 0; uris != NULL && uris[n] != NULL; n++) {
-        char **t = rs_realloc(c->uris, (c->nuris + 1) * sizeof(*t));
-        if (t == NULL)
-            return RS_ENOMEM;
-        c->uris = t;
-        if ((c->uris[c->nuris] = rs_strdup(uris[n])) == NULL)
-            return RS_ENOMEM;
-        c->nuris++;
-    }
+    if (chan_set_uris(c, uris) != 0)
+        return RS_ENOMEM;
     snprintf(key, sizeof(key), "%s#%s", key_base,
              kind == DISCOVERY_CHANGE ? "change" : "framework");
     if ((c->poskey = rs_strdup(key)) == NULL)
@@ -315,9 +359,7 @@ chan_clear(struct chan *c)
         wsclient_conn_close(c->conn);
     if (c->ev_retry != NULL)
         event_free(c->ev_retry);
-    for (size_t i = 0; i < c->nuris; i++)
-        rs_free(c->uris[i]);
-    rs_free(c->uris);
+    chan_free_uris(c);
     rs_free(c->poskey);
     rs_free(c->last_id);
 }
@@ -424,6 +466,41 @@ follow_resume(struct follow *f, rs_time_t mark)
         }
         chan_connect(c);
     }
+}
+
+int
+follow_set_uris(struct follow *f, int kind, const char *const *uris,
+                rs_time_t mark)
+{
+    struct chan *c = &f->ch[kind];
+    int rc = 0;
+
+    if (chan_same_uris(c, uris))
+        return 0;
+    if (c->conn != NULL) {
+        wsclient_conn_close(c->conn);     /* no callback from it after */
+        c->conn = NULL;
+    }
+    evtimer_del(c->ev_retry);
+    c->open = c->want_pull = c->pull_on_open = false;
+    c->gap_resumes = 0;
+    c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
+    f->st.connected[kind] = false;
+    /* The id taken belongs to the stream of the channel left behind; the
+     * new one replays from a time (hub ids are times, docs/protocol.md
+     * 2), which the caller's pulls cover up to. */
+    rs_free(c->last_id);
+    c->last_id = NULL;
+    c->mark = mark;
+    if ((rc = apply_txn(f->o.apply)) == 0)
+        rc = ledger_pos_set(f->o.ledger, c->poskey, NULL, RS_TIME_NONE);
+    if (chan_set_uris(c, uris) != 0 && rc == 0)
+        rc = RS_ENOMEM;
+    if (kind == DISCOVERY_CHANGE)
+        f->st.down_since = c->nuris > 0 ? rs_time_now() : RS_TIME_NONE;
+    if (c->nuris > 0)
+        chan_connect(c);
+    return rc;
 }
 
 void

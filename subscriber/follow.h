@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rs_doc.h"
+#include "rs_error.h"
 #include "rs_time.h"
 
 struct event_base;
@@ -84,6 +85,15 @@ void follow_start(struct follow *f, rs_time_t mark);
 
 /* After the pull that a gap asked for: reconnect, replaying from mark. */
 void follow_resume(struct follow *f, rs_time_t mark);
+
+/* The channel `kind` (DISCOVERY_CHANGE, _FRAMEWORK) is now reached at
+ * uris (NULL-ended, copied; NULL or empty: not followed). Unchanged URIs
+ * change nothing. Otherwise the connection closes (no callback from it)
+ * and the channel starts afresh, replaying from `mark` (the position held
+ * belongs to the stream left behind). Returns 0, or RS_ENOMEM / a ledger
+ * error (the channel then holds what could be copied). */
+int follow_set_uris(struct follow *f, int kind, const char *const *uris,
+                    rs_time_t mark) RS_MUST_CHECK;
 
 /* A notification document that came by WebSub (or any other way): taken
  * as if from the change or framework channel, without an id. Returns 0

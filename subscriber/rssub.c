@@ -28,6 +28,7 @@
 
 #define RS_LOG_MODULE "rssub"
 #include "apply.h"
+#include "capwatch.h"
 #include "discovery.h"
 #include "dump.h"
 #include "follow.h"
@@ -187,14 +188,32 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_END,
 };
 
+/* How a set's changes come now. Push is preferred (WebSocket, then
+ * WebSub); polling Change Lists stands in while push cannot give a
+ * gap-free stream: no channel offered (yet), the channel down longer than
+ * --push-timeout, a WebSub subscription refused. Every change goes
+ * through set_transport, which logs it with its reason. */
+enum transport { TR_NONE, TR_WEBSOCKET, TR_WEBSUB, TR_POLL, TR_COUNT };
+
+static const char *const transport_names[TR_COUNT] = {
+    "none", "websocket", "websub", "poll"
+};
+
 /* One Capability List followed. */
 struct set {
-    struct discovery_set *d;      /* in sub.disc */
+    struct discovery_set *d;      /* in sub.disc; replaced when the list
+                                     is read again and offers otherwise */
     char *key;                    /* positions: "<caplist>" */
     char *source_key;             /* "<caplist>#source" */
     struct follow *follow;
-    bool websub[2];               /* subscribed by WebSub */
-    bool polling;                 /* no push: Change Lists on a timer */
+    struct capwatch *cw;          /* run: re-reads the Capability List */
+    enum transport tr;
+    char *websub_topic[2];        /* subscribed by WebSub (copies), or NULL */
+    bool websub_failing;          /* the change topic's subscription was
+                                     refused, failed or expired */
+    rs_time_t covered;            /* when the last pull that read the
+                                     Source to the end began: a channel
+                                     taken up later replays from before it */
     bool baselined;
     bool dumped;                  /* --dump: the dump was unpacked */
 };
@@ -254,6 +273,7 @@ struct sub {
     int metrics_port;
     struct rs_metrics *metrics;
     struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
+    struct rs_metrics_counter *m_transport[TR_COUNT];
     struct rs_metrics_counter *m_fallback[4];
     struct rs_metrics_counter *m_notifications;
     struct rs_metrics_counter *m_strays;
@@ -632,6 +652,8 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
     }
     s->failed = false;
     s->pull_backoff_ms = 0;
+    if (r->kind != PULL_AUDIT)
+        st->covered = s->pull_started;
     /* A channel closed for a gap waits for this: it replays from a moment
      * before the pull began, so nothing falls between pull and push. The
      * reconcile a too-short Change List asks for comes first. */
@@ -788,12 +810,168 @@ set_of_follow(struct sub *s, const char *topic)
 {
     for (size_t i = 0; i < s->nsets; i++)
         for (int k = 0; k < 2; k++)
-            if (s->sets[i].d->topic[k] != NULL &&
-                strcmp(s->sets[i].d->topic[k], topic) == 0)
+            if ((s->sets[i].websub_topic[k] != NULL &&
+                 strcmp(s->sets[i].websub_topic[k], topic) == 0) ||
+                (s->sets[i].d->topic[k] != NULL &&
+                 strcmp(s->sets[i].d->topic[k], topic) == 0))
                 return (int)i;
     return -1;
 }
 
+static bool
+want_ws(void)
+{
+    return conf.push && (strcmp(conf.transport, "auto") == 0 ||
+                         strcmp(conf.transport, "websocket") == 0);
+}
+
+static bool
+want_websub(void)
+{
+    return conf.push && (strcmp(conf.transport, "auto") == 0 ||
+                         strcmp(conf.transport, "websub") == 0);
+}
+
+/* The WebSocket URIs of a set's channel kind k, as far as we follow them:
+ * --channel overrides the first set's change channel; NULL-ended, in
+ * buf (2 slots) or the configuration. */
+static const char *const *
+set_ws_uris(struct sub *s, struct set *st, int k, const char **buf)
+{
+    buf[0] = buf[1] = NULL;
+    if (!want_ws() || s->ws == NULL)
+        return buf;
+    if (k == DISCOVERY_CHANGE && st == &s->sets[0] &&
+        !list_empty(conf.channels))
+        return (const char *const *)conf.channels;
+    buf[0] = st->d->ws[k];
+    return buf;
+}
+
+/* Where a channel taken up now replays from: a moment before the last
+ * pull that covered the Source began (docs/subscriber.md). */
+static rs_time_t
+set_mark(struct sub *s, struct set *st)
+{
+    rs_time_t t = st->covered != RS_TIME_NONE ? st->covered : s->pull_mark;
+
+    return t - RSSUB_MARK_MARGIN_US;
+}
+
+/* The one place a set's transport changes: logged once, with why, and
+ * counted. Polling takes over at once (it does not wait a poll interval). */
+static void
+set_transport(struct sub *s, struct set *st, enum transport to,
+              const char *why)
+{
+    enum transport from = st->tr;
+    const char *buf[2], *ck = NULL, *cv = NULL;
+
+    if (from == to)
+        return;
+    st->tr = to;
+    rs_metrics_counter_inc(s->m_transport[to]);
+    if (to == TR_WEBSOCKET) {
+        ck = "websocket";
+        cv = set_ws_uris(s, st, DISCOVERY_CHANGE, buf)[0];
+    } else if (to == TR_WEBSUB) {
+        ck = "websub";
+        cv = st->websub_topic[DISCOVERY_CHANGE];
+    }
+    rs_log_kv(RS_LOG_INFO, to == TR_POLL ? "polling change lists"
+              : "following", "caplist", st->d->caplist, "from",
+              transport_names[from], "to", transport_names[to], "reason",
+              why, cv != NULL ? ck : NULL, cv, NULL);
+    if (to == TR_POLL && from != TR_NONE && s->started)
+        queue_pull(s, (int)(st - s->sets), PULL_CHANGES, WHY_POLL);
+}
+
+/* Which transport the set can use now, from what its Capability List
+ * offers and how its channels fare; why says so in a phrase. */
+static enum transport
+transport_now(struct sub *s, struct set *st, const char **why)
+{
+    const char *buf[2];
+    struct follow_stats fs;
+
+    if (set_ws_uris(s, st, DISCOVERY_CHANGE, buf)[0] != NULL) {
+        follow_stats(st->follow, &fs);
+        if (fs.connected[DISCOVERY_CHANGE]) {
+            *why = "channel connected";
+            return TR_WEBSOCKET;
+        }
+        /* Connecting or reconnecting: trusted for --push-timeout, then
+         * polling stands in until the channel is back. */
+        if (fs.down_since == RS_TIME_NONE ||
+            rs_time_now() - fs.down_since <=
+            (rs_time_t)conf.push_timeout_ms * 1000) {
+            *why = "channel offered, connecting";
+            return st->tr == TR_POLL ? TR_POLL : TR_WEBSOCKET;
+        }
+        *why = "channel down longer than --push-timeout";
+        return TR_POLL;
+    }
+    if (st->websub_topic[DISCOVERY_CHANGE] != NULL) {
+        *why = st->websub_failing ? "websub subscription not active"
+                                  : "websub subscription";
+        return st->websub_failing ? TR_POLL : TR_WEBSUB;
+    }
+    *why = !conf.push ? "--no-push"
+         : strcmp(conf.transport, "poll") == 0 ? "--transport poll"
+         : st->d->topic[DISCOVERY_CHANGE] != NULL && want_websub()
+           ? "no websocket channel offered; websub needs --callback-listen"
+         : "no push channel offered";
+    return TR_POLL;
+}
+
+static void
+transport_update(struct sub *s, struct set *st)
+{
+    const char *why = "";
+    enum transport to;
+
+    if (st->follow == NULL)
+        return;                       /* draining */
+    to = transport_now(s, st, &why);
+    set_transport(s, st, to, why);
+}
+
+/* Subscribe by WebSub where the set should (no WebSocket channel, a
+ * topic offered, a callback listener), and drop subscriptions that
+ * should not be (a channel came, the topic moved or went). */
+static void
+websub_update(struct sub *s, struct set *st)
+{
+    const char *buf[2];
+    bool ws = set_ws_uris(s, st, DISCOVERY_CHANGE, buf)[0] != NULL;
+
+    for (int k = 0; k < 2; k++) {
+        const char *want = !ws && want_websub() && s->hubsub != NULL
+                           ? st->d->topic[k] : NULL;
+        char *have = st->websub_topic[k];
+
+        if (have != NULL && want != NULL && strcmp(have, want) == 0)
+            continue;
+        if (have != NULL) {
+            if (hubsub_unsubscribe(s->hubsub, have) == 0)
+                s->unsubscribing++;
+            rs_free(have);
+            st->websub_topic[k] = NULL;
+        }
+        if (want == NULL)
+            continue;
+        if (hubsub_subscribe(s->hubsub, st->d->hub[k], want) != 0 ||
+            (st->websub_topic[k] = rs_strdup(want)) == NULL) {
+            rs_log_kv(RS_LOG_WARN, "cannot subscribe by websub", "topic",
+                      want, "hub", st->d->hub[k], NULL);
+            continue;
+        }
+        if (k == DISCOVERY_CHANGE)
+            st->websub_failing = false;
+        rs_log_kv(RS_LOG_INFO, "subscribing by websub", "caplist",
+                  st->d->caplist, "topic", want, "hub", st->d->hub[k], NULL);
+    }
+}
 
 static void
 on_follow_gap(void *ud, const char *why)
@@ -850,6 +1028,11 @@ on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
             (rs_time_t)RSSUB_RECONCILE_MIN_MS * 1000)
             queue_pull(s, i, PULL_RECONCILE, WHY_FRAMEWORK);
         break;
+    case RS_CAP_CAPABILITYLIST:
+        /* Its channels or documents may have moved: read it again. */
+        if (st->cw != NULL && strcmp(loc, st->d->caplist) == 0)
+            capwatch_check(st->cw);
+        break;
     default:
         break;
     }
@@ -859,9 +1042,9 @@ static void
 on_follow_channel(void *ud, const char *uri, const char *peer, bool up,
                   int code, const char *why)
 {
+    struct set *st = ud;
     char c[16];
 
-    (void)ud;
     snprintf(c, sizeof(c), "%d", code);
     if (peer == NULL)
         peer = "-";
@@ -871,6 +1054,7 @@ on_follow_channel(void *ud, const char *uri, const char *peer, bool up,
     else
         rs_log_kv(RS_LOG_WARN, "channel closed", "uri", uri, "peer", peer,
                   "code", c, "reason", why, NULL);
+    transport_update(the_sub, st);
 }
 
 static int
@@ -909,73 +1093,105 @@ on_websub(void *ud, const struct hubsub_msg *m)
 }
 
 static void
-on_websub_state(void *ud, const char *topic, enum hubsub_state st,
+on_websub_state(void *ud, const char *topic, enum hubsub_state hs,
                 const char *why)
 {
     static const char *const names[] = { "active", "denied", "failed",
                                          "expired", "unsubscribed" };
     struct sub *s = ud;
-    int i;
+    int i = set_of_follow(s, topic);
 
-    rs_log_kv(st == HUBSUB_ACTIVE || st == HUBSUB_UNSUBSCRIBED
+    rs_log_kv(hs == HUBSUB_ACTIVE || hs == HUBSUB_UNSUBSCRIBED
               ? RS_LOG_INFO : RS_LOG_WARN,
-              "websub subscription", "topic", topic, "state", names[st],
+              "websub subscription", "topic", topic, "state", names[hs],
               "why", why, NULL);
+    if (hs == HUBSUB_UNSUBSCRIBED && s->unsubscribing > 0)
+        s->unsubscribing--;
+    if (i < 0)
+        return;
+    struct set *st = &s->sets[i];
+    const char *change = st->websub_topic[DISCOVERY_CHANGE];
+    if (change != NULL && strcmp(change, topic) == 0 &&
+        hs != HUBSUB_UNSUBSCRIBED) {
+        st->websub_failing = hs != HUBSUB_ACTIVE;
+        transport_update(s, st);
+    }
     /* Until the hub verified us, nothing was delivered: what changed
      * before (since the pull at start, or while the lease had run out)
      * comes from the Change Lists. */
-    if (st == HUBSUB_ACTIVE && (i = set_of_follow(s, topic)) >= 0)
+    if (hs == HUBSUB_ACTIVE)
         queue_pull(s, i, PULL_CHANGES, WHY_GAP);
-    if (st == HUBSUB_UNSUBSCRIBED && s->unsubscribing > 0)
-        s->unsubscribing--;
 }
 
-static bool
-want_ws(void)
+/* The set's Capability List offers something else now: its channels are
+ * taken up, moved or dropped, then the transport follows. */
+static void
+on_caplist_change(void *ud, struct discovery_set *now)
 {
-    return conf.push && (strcmp(conf.transport, "auto") == 0 ||
-                         strcmp(conf.transport, "websocket") == 0);
+    struct set *st = ud;
+    struct sub *s = the_sub;
+    const char *buf[2];
+    rs_time_t mark = set_mark(s, st);
+    int rc = 0;
+
+    rs_log_kv(RS_LOG_INFO, "capability list changed", "url", now->caplist,
+              "resourcelist", now->resourcelist ? now->resourcelist : "-",
+              "changelist", now->changelist ? now->changelist : "-",
+              "websocket", now->ws[0] ? now->ws[0] : "-",
+              "websub", now->topic[0] ? now->topic[0] : "-", NULL);
+    discovery_set_clear(st->d);
+    *st->d = *now;                    /* taken: now is left empty */
+    memset(now, 0, sizeof(*now));
+    if (st->follow == NULL)
+        return;                       /* draining */
+    for (int k = 0; k < 2 && rc == 0; k++)
+        rc = follow_set_uris(st->follow, k, set_ws_uris(s, st, k, buf),
+                             mark);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot follow the new channels", "error",
+                  rs_strerror(rc), NULL);
+    websub_update(s, st);
+    transport_update(s, st);
 }
 
-static bool
-want_websub(void)
+static void
+on_caplist_error(void *ud, const char *why)
 {
-    return conf.push && (strcmp(conf.transport, "auto") == 0 ||
-                         strcmp(conf.transport, "websub") == 0);
+    struct set *st = ud;
+
+    rs_log_kv(RS_LOG_WARN, "cannot read the capability list again (kept "
+              "as it was)", "caplist", st->d->caplist, "error", why, NULL);
 }
 
-/* Set up how each set is followed: WebSocket when offered, else WebSub
- * when we can receive callbacks, else polling (--transport narrows it). */
+/* Set up how each set is followed: its channels from the Capability
+ * List, WebSub where no WebSocket channel is offered, and a watch on the
+ * list that takes up channels as they come and go. */
 static int
 setup_follow(struct sub *s)
 {
     for (size_t i = 0; i < s->nsets; i++) {
         struct set *st = &s->sets[i];
-        const char *chg[2] = { st->d->ws[DISCOVERY_CHANGE], NULL };
-        const char *fw[2] = { st->d->ws[DISCOVERY_FRAMEWORK], NULL };
-        const char *const *change_ws = chg;
+        const char *chg[2], *fw[2];
         char err[256];
-        bool ws = want_ws() && s->ws != NULL &&
-                  (chg[0] != NULL || (!list_empty(conf.channels) && i == 0));
-
-        if (!list_empty(conf.channels) && i == 0)
-            change_ws = (const char *const *)conf.channels;
-        if (!ws) {
-            chg[0] = fw[0] = NULL;
-            change_ws = chg;
-        }
         struct follow_opts fo = {
             .base = s->base,
             .ledger = s->ledger,
             .apply = s->apply,
             .ws = s->ws,
             .key = st->key,
-            .change_ws = change_ws,
-            .framework_ws = fw,
+            .change_ws = set_ws_uris(s, st, DISCOVERY_CHANGE, chg),
+            .framework_ws = set_ws_uris(s, st, DISCOVERY_FRAMEWORK, fw),
             .on_gap = on_follow_gap,
             .on_live = on_follow_live,
             .on_framework = on_follow_framework,
             .on_channel = on_follow_channel,
+            .ud = st,
+        };
+        struct capwatch_opts co = {
+            .base = s->base,
+            .http = s->http,
+            .on_change = on_caplist_change,
+            .on_error = on_caplist_error,
             .ud = st,
         };
         st->follow = follow_new(&fo, err, sizeof(err));
@@ -983,33 +1199,10 @@ setup_follow(struct sub *s)
             rs_log_kv(RS_LOG_ERROR, "cannot follow", "error", err, NULL);
             return -1;
         }
-        if (ws) {
-            rs_log_kv(RS_LOG_INFO, "following", "caplist", st->d->caplist,
-                      "websocket", change_ws[0] != NULL ? change_ws[0] : "",
-                      NULL);
-            continue;
-        }
-        if (want_websub() && s->hubsub != NULL) {
-            for (int k = 0; k < 2; k++) {
-                if (st->d->topic[k] == NULL)
-                    continue;
-                if (hubsub_subscribe(s->hubsub, st->d->hub[k],
-                                     st->d->topic[k]) == 0)
-                    st->websub[k] = true;
-            }
-            if (st->websub[0]) {
-                rs_log_kv(RS_LOG_INFO, "following", "caplist", st->d->caplist,
-                          "websub", st->d->topic[0], "hub", st->d->hub[0],
-                          NULL);
-                continue;
-            }
-        }
-        st->polling = true;
-        rs_log_kv(RS_LOG_INFO, "polling change lists", "caplist",
-                  st->d->caplist, "reason", !conf.push ? "--no-push"
-                  : strcmp(conf.transport, "poll") == 0 ? "--transport poll"
-                  : st->d->topic[0] != NULL ? "websub offered but no "
-                  "--callback-listen" : "no push channel offered", NULL);
+        if ((st->cw = capwatch_new(&co, st->d)) == NULL)
+            return -1;
+        websub_update(s, st);
+        transport_update(s, st);
     }
     return 0;
 }
@@ -1024,18 +1217,17 @@ on_poll(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     for (size_t i = 0; i < s->nsets; i++) {
-        struct follow_stats fs;
-        bool down = false;
+        struct set *st = &s->sets[i];
 
-        if (s->sets[i].follow != NULL) {
-            follow_stats(s->sets[i].follow, &fs);
-            down = fs.down_since != RS_TIME_NONE &&
-                   rs_time_now() - fs.down_since >
-                   (rs_time_t)conf.push_timeout_ms * 1000;
-        }
-        /* A hub out of reach must not stall the mirror: pull meanwhile. */
-        if (s->sets[i].polling || down)
+        /* A hub out of reach must not stall the mirror. */
+        transport_update(s, st);
+        if (st->tr == TR_POLL)
             queue_pull(s, (int)i, PULL_CHANGES, WHY_POLL);
+        /* A channel may have come (a hub that learned the topic, a Source
+         * that added one), moved or gone since: an unchanged list costs a
+         * 304 once per poll interval. */
+        if (st->cw != NULL)
+            capwatch_check(st->cw);
     }
 }
 
@@ -1046,9 +1238,10 @@ on_safety_pull(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    for (size_t i = 0; i < s->nsets; i++)
-        if (!s->sets[i].polling)
+    for (size_t i = 0; i < s->nsets; i++) {
+        if (s->sets[i].tr != TR_POLL)
             queue_pull(s, (int)i, PULL_CHANGES, WHY_POLL);
+    }
 }
 
 static void
@@ -1342,6 +1535,11 @@ setup_metrics(struct sub *s)
             "rssub_fallbacks_total", "Pulls push could not spare: gaps, "
             "reconciles, change lists too short, polls.", "reason", why[w],
             NULL);
+    for (int t = TR_WEBSOCKET; t < TR_COUNT && rc == 0; t++)
+        rc = rs_metrics_register_counter(s->metrics, &s->m_transport[t],
+            "rssub_transport_changes_total", "Capability Lists that changed "
+            "how they are followed, by the transport taken up.", "to",
+            transport_names[t], NULL);
     if (rc == 0)
         rc = rs_metrics_register_counter(s->metrics, &s->m_strays,
             "rssub_audit_strays_total", "Files in the mirror no resource "
@@ -1511,6 +1709,7 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         if (!set_wanted(d->caplist))
             continue;
         st->d = d;
+        st->covered = RS_TIME_NONE;
         snprintf(key, sizeof(key), "%s%s", d->caplist, FOLLOW_POS_SOURCE);
         st->key = rs_strdup(d->caplist);
         st->source_key = rs_strdup(key);
@@ -1624,18 +1823,23 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     s->draining = true;
     s->exit_code = s->cmd == CMD_RUN ? 0 : 1;
     for (size_t i = 0; i < s->nsets; i++) {
-        follow_free(s->sets[i].follow);
-        s->sets[i].follow = NULL;
+        struct set *st = &s->sets[i];
+
+        follow_free(st->follow);
+        st->follow = NULL;
+        capwatch_free(st->cw);
+        st->cw = NULL;
         /* The next start subscribes afresh (and pulls what it missed):
          * tell the hub to stop delivering to this callback now, best
          * effort within the drain, rather than have it retry a path that
          * answers 410 until the lease ends. */
-        for (int k = 0; k < 2; k++)
-            if (s->sets[i].websub[k] && s->hubsub != NULL &&
-                hubsub_unsubscribe(s->hubsub, s->sets[i].d->topic[k]) == 0) {
-                s->sets[i].websub[k] = false;
+        for (int k = 0; k < 2; k++) {
+            if (st->websub_topic[k] != NULL && s->hubsub != NULL &&
+                hubsub_unsubscribe(s->hubsub, st->websub_topic[k]) == 0)
                 s->unsubscribing++;
-            }
+            rs_free(st->websub_topic[k]);
+            st->websub_topic[k] = NULL;
+        }
     }
     if (s->pulling >= 0) {
         pull_free(s->pull);          /* abandoned: the next start redoes it */
@@ -1909,6 +2113,9 @@ teardown(struct sub *s)
 {
     for (size_t i = 0; i < s->nsets; i++) {
         follow_free(s->sets[i].follow);
+        capwatch_free(s->sets[i].cw);
+        rs_free(s->sets[i].websub_topic[0]);
+        rs_free(s->sets[i].websub_topic[1]);
         rs_free(s->sets[i].key);
         rs_free(s->sets[i].source_key);
     }

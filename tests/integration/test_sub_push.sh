@@ -142,7 +142,7 @@ check "the WebSocket channel is in the Capability List" \
     wait_until 15 caplist_ws s change-notification
 sub_ok "rssub run: first sync applied (ready-file)" s "$B" "$M" "$ST"
 check "rssub follows the hub's WebSocket channel" \
-    logged s 'msg="?following"? .*websocket=ws://'
+    logged s 'msg="?following"? .*to=websocket'
 conv_ok "baseline: the mirror equals the Source" 20 "$D" "$M"
 check "the change channel is connected" \
     wait_until 10 logged s 'msg="?channel connected"? uri=ws://.*changes'
@@ -385,7 +385,7 @@ check "rspub: a first notification makes the hub carry the topic" \
 sub_ok "rssub run --callback-listen 127.0.0.1:0" w "$B5/" "$M5" "$ST5" \
     --callback-listen 127.0.0.1:0
 check "rssub follows the topic by WebSub (no ws:// offered)" \
-    logged w 'msg="?following"? .*websub='"$B5/changes"
+    logged w 'msg="?subscribing by websub"? .*topic='"$B5/changes"
 check "the subscription becomes active" \
     wait_until 15 logged w 'msg="?websub subscription"? .*state=active'
 conv_ok "baseline: converged" 20 "$D5" "$M5/data"
