@@ -36,6 +36,7 @@ struct hub_conf {
     char *public_url;         /* base of advertised http URIs */
     char *ws_public_url;      /* base of advertised ws URIs */
     bool open;
+    int64_t max_topics;       /* topics (and channels) a node holds */
     uint64_t max_body;
     int64_t backlog_max;
     int64_t backlog_max_age_ms;
@@ -79,7 +80,24 @@ enum hub_reject {
     REJ_UNAVAILABLE,
     REJ_TIMEOUT,
     REJ_METHOD,
+    REJ_TOO_MANY_TOPICS,
     REJ_COUNT,
+};
+
+/* POST /topics outcomes, for /metrics. */
+enum hub_reg {
+    REG_FOUND = 0,          /* a topic this node knew: looked up */
+    REG_CLAIMED,            /* open mode: the registry claim ran */
+    REG_BAD_REQUEST,        /* form, topic URI or kind refused */
+    REG_UNKNOWN_TOPIC,
+    REG_WRONG_KIND,
+    REG_NO_TOKEN,
+    REG_BAD_TOKEN,
+    REG_TOO_BIG,
+    REG_MEDIA_TYPE,
+    REG_UNAVAILABLE,
+    REG_TOO_MANY_TOPICS,
+    REG_COUNT,
 };
 
 struct hub {
@@ -105,6 +123,7 @@ struct hub {
     uint64_t accepted;
     uint64_t rejected[REJ_COUNT];
     uint64_t bytes_in;
+    uint64_t registrations[REG_COUNT];
     struct rs_metrics *metrics;
     struct rs_metrics_histogram *publish_seconds;  /* request -> persisted */
     struct hub_metrics *hm;   /* status.c's synced counters */
@@ -122,6 +141,15 @@ int hub_channel_uri(const struct hub *h, const struct topic *t, char *buf,
 
 /* POST /hub */
 void ingest_handle(struct hub *h, struct evhttp_request *req);
+
+/* POST /topics: register (open mode) or look up a topic before any
+ * publish (docs/source.md 8). */
+void ingest_register(struct hub *h, struct evhttp_request *req);
+
+/* Answer 200 with t's GET /topics element (its backlog figures read from
+ * Redis first, null when Redis does not answer). */
+void hub_reply_topic(struct hub *h, struct evhttp_request *req,
+                     const struct topic *t);
 
 /* GET /healthz, /readyz, /metrics, /topics, /topics/NAME/... ; returns
  * false when the path is not a status path. */

@@ -1,8 +1,11 @@
 /*
- * ingest.c - POST /hub: a Source publishes a notification (docs/protocol.md
- * 3). The body is validated by proto, the topic found from Link rel="self",
- * the publisher authenticated, and the reply sent only once Redis has
- * acknowledged the append: an accepted notification is a stored one.
+ * ingest.c - what a Source sends the hub. POST /hub: a notification
+ * (docs/protocol.md 3); the body is validated by proto, the topic found
+ * from Link rel="self", the publisher authenticated, and the reply sent
+ * only once Redis has acknowledged the append: an accepted notification is
+ * a stored one. POST /topics: a topic registered (open mode) or looked up
+ * before any publish, under the same rules (docs/source.md 8). The answer's
+ * JSON is status.c's.
  */
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -18,7 +21,12 @@
 #include "rs_discover.h"
 #include "rs_log.h"
 #include "rs_parse.h"
+#include "rs_url.h"
 #include "websub.h"
+
+/* A POST /topics form: a topic URI of at most TOPIC_URI_MAX bytes,
+ * percent-encoded (up to three bytes each), and a kind. */
+#define INGEST_REGISTER_MAX_BODY 8192
 
 /* One publish waiting for Redis. */
 struct publish {
@@ -90,6 +98,45 @@ on_head(void *ud, const struct rs_head *head)
     if (hs->annotated)
         return RS_EINVALID;
     return rs_capability_is_notification(hs->cap) ? 0 : RS_EINVALID;
+}
+
+/* ------------------------------------------------------- shared rules */
+
+enum auth { AUTH_OK, AUTH_MISSING, AUTH_WRONG };
+
+/* The request's bearer token against t's (topics without tokens take
+ * anything): the same rule for publishing and for POST /topics. */
+static enum auth
+topic_auth(struct evhttp_request *req, const struct topic *t)
+{
+    if (!topic_needs_token(t))
+        return AUTH_OK;
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                          "Authorization");
+    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+        return AUTH_MISSING;
+    return topic_token_ok(t, auth + 7) ? AUTH_OK : AUTH_WRONG;
+}
+
+static void
+reply_auth(struct evhttp_request *req, enum auth a)
+{
+    if (a == AUTH_MISSING) {
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "WWW-Authenticate", "Bearer realm=\"rshub\"");
+        hub_reply_text(req, 401, "Unauthorized",
+                       "error: this topic needs Authorization: Bearer TOKEN");
+    } else {
+        hub_reply_text(req, 403, "Forbidden", "error: wrong token for this topic");
+    }
+}
+
+static void
+reply_full(struct hub *h, struct evhttp_request *req)
+{
+    hub_reply_text(req, 503, "Service Unavailable",
+                   "error: this hub holds %zu topics already (--max-topics)",
+                   topics_max(h->topics));
 }
 
 /* ---------------------------------------------------------------- reply */
@@ -317,6 +364,12 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     struct topic *t = topics_by_uri(h->topics, self);
     if (t == NULL)
         t = topics_learn(h->topics, self, &created);
+    if (t == NULL && topics_full(h->topics)) {
+        rs_free(self);
+        h->rejected[REJ_TOO_MANY_TOPICS]++;
+        reply_full(h, req);
+        return;
+    }
     if (t == NULL) {
         snprintf(msg, sizeof(msg), "unknown topic %.300s", self);
         rs_free(self);
@@ -325,21 +378,11 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     }
     rs_free(self);
 
-    if (topic_needs_token(t)) {
-        const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
-                                              "Authorization");
-        if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0) {
-            evhttp_add_header(evhttp_request_get_output_headers(req),
-                              "WWW-Authenticate", "Bearer realm=\"rshub\"");
-            reject(h, req, REJ_NO_TOKEN, 401, "Unauthorized",
-                   "this topic needs Authorization: Bearer TOKEN");
-            return;
-        }
-        if (!topic_token_ok(t, auth + 7)) {
-            reject(h, req, REJ_BAD_TOKEN, 403, "Forbidden",
-                   "wrong token for this topic");
-            return;
-        }
+    enum auth au = topic_auth(req, t);
+    if (au != AUTH_OK) {
+        h->rejected[au == AUTH_MISSING ? REJ_NO_TOKEN : REJ_BAD_TOKEN]++;
+        reply_auth(req, au);
+        return;
     }
     struct publish *pub = rs_calloc(1, sizeof(*pub));
     if (pub == NULL) {
@@ -374,4 +417,242 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
         publish_fail(pub, 503, "Service Unavailable", REJ_UNAVAILABLE,
                      "not stored: the backlog (Redis) is unavailable");
     rs_free(rec);
+}
+
+/* ------------------------------------------------------- POST /topics */
+
+/* One registration waiting for the registry claim. */
+struct reg {
+    struct hub *h;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    struct topic *topic;       /* topics are never freed before the hub */
+    enum topic_kind kind;      /* asked for */
+    bool gone;
+};
+
+static void
+reg_reply(struct hub *h, struct evhttp_request *req, enum hub_reg r,
+          int status, const char *reason, const char *msg)
+{
+    h->registrations[r]++;
+    if (status == 503)
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", "1");
+    hub_reply_text(req, status, reason, "error: %s", msg);
+}
+
+/* The topic is known and the caller authorized: the kind decides. */
+static void
+reg_finish(struct hub *h, struct evhttp_request *req, const struct topic *t,
+           enum topic_kind kind, enum hub_reg ok)
+{
+    char msg[300];
+    if (t->kind != TOPIC_ANY && t->kind != kind) {
+        snprintf(msg, sizeof(msg), "topic %s is a %s topic, not %s", t->name,
+                 topic_kind_name(t->kind), topic_kind_name(kind));
+        h->registrations[REG_WRONG_KIND]++;
+        hub_reply_text(req, 409, "Conflict", "error: %s", msg);
+        return;
+    }
+    h->registrations[ok]++;
+    hub_reply_topic(h, req, t);
+}
+
+static void
+on_reg_gone(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    ((struct reg *)arg)->gone = true;
+}
+
+static void
+on_reg_claimed(void *ud, int rc, const char *rec, size_t len)
+{
+    struct reg *r = ud;
+    char *uri = NULL;
+    enum topic_kind kind;
+    bool parsed = rc == 0 && topic_record_parse(rec, len, &uri, &kind) == 0;
+    rs_free(uri);
+    if (parsed) {
+        /* what the registry holds wins, whoever asks next */
+        r->topic->kind = kind;
+        r->topic->registered = true;
+    }
+    if (!r->gone)
+        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    if (r->gone || rc == RS_ECANCELED) {
+        rs_free(r);
+        return;
+    }
+    if (!parsed)
+        reg_reply(r->h, r->req, REG_UNAVAILABLE, 503, "Service Unavailable",
+                  "the topic registry (Redis) failed");
+    else
+        reg_finish(r->h, r->req, r->topic, r->kind, REG_CLAIMED);
+    rs_free(r);
+}
+
+/* The single value of key in the form; *why when absent or repeated. */
+static const char *
+form_one(struct evkeyvalq *form, const char *key, const char **why)
+{
+    const char *v = NULL;
+    for (struct evkeyval *kv = form->tqh_first; kv != NULL;
+         kv = kv->next.tqe_next) {
+        if (strcmp(kv->key, key) != 0)
+            continue;
+        if (v != NULL) {
+            *why = strcmp(key, "topic") == 0 ? "topic given more than once"
+                                             : "kind given more than once";
+            return NULL;
+        }
+        v = kv->value;
+    }
+    if (v == NULL)
+        *why = strcmp(key, "topic") == 0 ? "missing topic=URI"
+                                         : "missing kind=change|framework";
+    return v;
+}
+
+/* Parse and check the form: on success *uri (rs_free it) and *kind. */
+static const char *
+reg_parse(struct evhttp_request *req, char **uri, enum topic_kind *kind)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    struct evkeyvalq form;
+    const char *why = NULL;
+    *uri = NULL;
+    memset(&form, 0, sizeof(form));   /* evhttp_parse_query_str initialises it */
+    char *body = rs_malloc(len + 1);
+    if (body == NULL)
+        return "out of memory";
+    evbuffer_copyout(in, body, len);
+    body[len] = '\0';
+    /* A NUL, raw or encoded, would cut a value short without a trace. */
+    if (strlen(body) != len || strstr(body, "%00") != NULL) {
+        rs_free(body);
+        return "the form holds a NUL byte";
+    }
+    int prc = evhttp_parse_query_str(body, &form);
+    rs_free(body);
+    if (prc != 0) {
+        evhttp_clear_headers(&form);
+        return "malformed form body (expected topic=URI&kind=change|framework)";
+    }
+    const char *t = form_one(&form, "topic", &why);
+    const char *k = t != NULL ? form_one(&form, "kind", &why) : NULL;
+    if (k != NULL && (topic_kind_from(k, kind) != 0 || *kind == TOPIC_ANY))
+        why = "kind must be change or framework";
+    if (why == NULL)
+        (void)topic_uri_ok(t, &why);
+    if (why == NULL && (*uri = rs_strdup(t)) == NULL)
+        why = "out of memory";
+    evhttp_clear_headers(&form);
+    return why;
+}
+
+void
+ingest_register(struct hub *h, struct evhttp_request *req)
+{
+    char msg[400];
+    if (h->draining) {
+        reg_reply(h, req, REG_UNAVAILABLE, 503, "Service Unavailable",
+                  "hub is shutting down");
+        return;
+    }
+    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                        "Content-Type");
+    size_t ctlen = ct != NULL ? strcspn(ct, "; \t") : 0;
+    if (ct == NULL || ctlen != 33 ||
+        strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
+        h->registrations[REG_MEDIA_TYPE]++;
+        hub_reply_text(req, 415, "Unsupported Media Type",
+                       "error: Content-Type must be "
+                       "application/x-www-form-urlencoded");
+        return;
+    }
+    if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) >
+        INGEST_REGISTER_MAX_BODY) {
+        h->registrations[REG_TOO_BIG]++;
+        hub_reply_text(req, 413, "Payload Too Large",
+                       "error: the form is larger than %d bytes",
+                       INGEST_REGISTER_MAX_BODY);
+        return;
+    }
+    char *uri = NULL;
+    enum topic_kind kind = TOPIC_ANY;
+    const char *why = reg_parse(req, &uri, &kind);
+    if (why != NULL) {
+        h->registrations[REG_BAD_REQUEST]++;
+        hub_reply_text(req, 400, "Bad Request", "error: %s", why);
+        return;
+    }
+    struct topic *t = topics_by_uri(h->topics, uri);
+    if (t == NULL && !topics_open(h->topics)) {
+        snprintf(msg, sizeof(msg), "unknown topic %.300s", uri);
+        rs_free(uri);
+        h->registrations[REG_UNKNOWN_TOPIC]++;
+        hub_reply_text(req, 404, "Not Found", "error: %s", msg);
+        return;
+    }
+    if (t == NULL && !rs_url_is_http(uri)) {
+        rs_free(uri);
+        h->registrations[REG_BAD_REQUEST]++;
+        hub_reply_text(req, 400, "Bad Request", "error: a new topic must be "
+                       "an absolute http(s) URI");
+        return;
+    }
+    bool created = false;
+    if (t == NULL)
+        t = topics_learn(h->topics, uri, &created);
+    rs_free(uri);
+    if (t == NULL && topics_full(h->topics)) {
+        h->registrations[REG_TOO_MANY_TOPICS]++;
+        reply_full(h, req);
+        return;
+    }
+    if (t == NULL) {
+        reg_reply(h, req, REG_UNAVAILABLE, 503, "Service Unavailable",
+                  "out of memory");
+        return;
+    }
+    enum auth au = topic_auth(req, t);
+    if (au != AUTH_OK) {
+        h->registrations[au == AUTH_MISSING ? REG_NO_TOKEN : REG_BAD_TOKEN]++;
+        reply_auth(req, au);
+        return;
+    }
+    if (t->configured || t->registered) {
+        reg_finish(h, req, t, kind, REG_FOUND);
+        return;
+    }
+    /* Open mode, not yet in the registry as this node knows it: claim it
+     * exactly as a first publish would; the first claim fixes the kind. */
+    if (t->kind == TOPIC_ANY)
+        t->kind = kind;
+    struct reg *r = NULL;
+    char *rec = NULL;
+    if (backlog_ready(h->backlog)) {
+        r = rs_calloc(1, sizeof(*r));
+        rec = topic_record(t);
+    }
+    if (r != NULL && rec != NULL) {
+        r->h = h;
+        r->req = req;
+        r->evcon = evhttp_request_get_connection(req);
+        r->topic = t;
+        r->kind = kind;
+        evhttp_connection_set_closecb(r->evcon, on_reg_gone, r);
+        if (backlog_topic_claim(h->backlog, t->name, rec, on_reg_claimed, r) == 0) {
+            rs_free(rec);
+            return;
+        }
+        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    }
+    rs_free(r);
+    rs_free(rec);
+    reg_reply(h, req, REG_UNAVAILABLE, 503, "Service Unavailable",
+              "the topic registry (Redis) is unavailable");
 }

@@ -52,6 +52,9 @@ static const struct rs_config_opt options[] = {
                      "base of advertised WebSocket URIs (default ws://WS-LISTEN)"),
     RS_CONFIG_BOOL("open", 0, &conf.open, "false",
                    "accept any topic without a token (development)"),
+    RS_CONFIG_INT("max-topics", 0, &conf.max_topics, "100000", 1, 10000000,
+                  "topics, and WebSocket channels, a node holds (open mode: "
+                  "publishing to or registering one more is refused)"),
     RS_CONFIG_SIZE("max-body", 0, &conf.max_body, "10M", 1024, 52428800,
                    "largest notification accepted"),
     RS_CONFIG_INT("backlog-max", 0, &conf.backlog_max, "100000", 0,
@@ -237,7 +240,13 @@ on_http(struct evhttp_request *req, void *arg)
         return;
     }
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd == EVHTTP_REQ_POST && strcmp(path, "/topics") == 0) {
+        ingest_register(h, req);
+        return;
+    }
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET, HEAD");
         hub_reply_text(req, 405, "Method Not Allowed", "error: method not allowed");
         return;
     }
@@ -369,7 +378,8 @@ static int
 setup_topics(struct hub *h)
 {
     h->topics = topics_new(conf.open, (uint64_t)conf.backlog_max,
-                           (uint64_t)conf.backlog_max_age_ms);
+                           (uint64_t)conf.backlog_max_age_ms,
+                           (size_t)conf.max_topics);
     if (h->topics == NULL)
         return RS_ENOMEM;
     for (struct topic_conf *t = topic_confs; t != NULL; t = t->next) {
@@ -536,6 +546,7 @@ main(int argc, char **argv)
         .base = h.base,
         .backlog = h.backlog,
         .topics = h.topics,
+        .max_channels = (size_t)conf.max_topics,
         /* a page must fit under both client limits */
         .page_bytes = (size_t)((conf.ws_soft_limit < conf.ws_hard_limit
                                 ? conf.ws_soft_limit : conf.ws_hard_limit) / 2),

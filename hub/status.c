@@ -1,7 +1,8 @@
 /*
  * status.c - the hub's read-only HTTP endpoints (docs/protocol.md 6):
  * liveness, readiness, Prometheus metrics, the topic list with backlog and
- * subscriber figures, and the Capability List entries a Source pastes.
+ * subscriber figures (also the answer to POST /topics, ingest.c), and the
+ * Capability List entries a Source pastes.
  * Counters live where they are counted (plain fields on the main loop,
  * atomics on the service threads) and are synced into the registry by
  * delta at scrape time, so no hot path touches the registry.
@@ -29,6 +30,7 @@ struct synced {
 struct hub_metrics {
     struct synced accepted, bytes_in;
     struct synced rejected[REJ_COUNT];
+    struct synced registrations[REG_COUNT];
     struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
     struct synced ws_refused;
     struct synced dispatched, replayed, gaps, bad_entries;
@@ -54,6 +56,21 @@ static const char *const reject_names[REJ_COUNT] = {
     [REJ_UNAVAILABLE] = "unavailable",
     [REJ_TIMEOUT] = "outcome_unknown",
     [REJ_METHOD] = "method",
+    [REJ_TOO_MANY_TOPICS] = "too_many_topics",
+};
+
+static const char *const reg_names[REG_COUNT] = {
+    [REG_FOUND] = "found",
+    [REG_CLAIMED] = "claimed",
+    [REG_BAD_REQUEST] = "bad_request",
+    [REG_UNKNOWN_TOPIC] = "unknown_topic",
+    [REG_WRONG_KIND] = "wrong_kind",
+    [REG_NO_TOKEN] = "no_token",
+    [REG_BAD_TOKEN] = "bad_token",
+    [REG_TOO_BIG] = "too_big",
+    [REG_MEDIA_TYPE] = "media_type",
+    [REG_UNAVAILABLE] = "unavailable",
+    [REG_TOO_MANY_TOPICS] = "too_many_topics",
 };
 
 const char *
@@ -205,6 +222,12 @@ status_metrics_init(struct hub *h)
                                          "413s of --max-body are libevent's own "
                                          "and not counted).",
                                          "reason", reject_names[r], NULL);
+    for (int r = 0; rc == 0 && r < REG_COUNT; r++)
+        rc = rs_metrics_register_counter(h->metrics, &hm->registrations[r].c,
+                                         "rshub_topic_registrations_total",
+                                         "POST /topics requests, by result "
+                                         "(found and claimed answered 200).",
+                                         "result", reg_names[r], NULL);
     if (rc == 0)
         rc = COUNTER(bytes_in, "rshub_publish_bytes_total",
                      "Bytes of notification bodies received.");
@@ -351,6 +374,8 @@ metrics_sync(struct hub *h)
     synced_set(&hm->bytes_in, h->bytes_in);
     for (int r = 0; r < REJ_COUNT; r++)
         synced_set(&hm->rejected[r], h->rejected[r]);
+    for (int r = 0; r < REG_COUNT; r++)
+        synced_set(&hm->registrations[r], h->registrations[r]);
     synced_set(&hm->ws_accepted, ws.accepted);
     synced_set(&hm->ws_frames, ws.frames);
     synced_set(&hm->ws_writes, ws.writes);
@@ -437,12 +462,14 @@ hub_reload_topics(struct hub *h, void (*done)(void *ud), void *ud)
         done(ud);
 }
 
-/* GET /topics: one backlog_info per topic, answered when all are back. */
+/* GET /topics: one backlog_info per topic, answered when all are back.
+ * POST /topics answers with one element of that array (single). */
 struct topics_req {
     struct hub *h;
     struct evhttp_request *req;
     struct evhttp_connection *evcon;
     bool gone;
+    bool single;
     size_t pending;
     json_t *arr;
 };
@@ -457,7 +484,8 @@ topics_req_finish(struct topics_req *tr)
 {
     if (!tr->gone) {
         evhttp_connection_set_closecb(tr->evcon, NULL, NULL);
-        char *s = json_dumps(tr->arr, JSON_INDENT(2));
+        const json_t *out = tr->single ? json_array_get(tr->arr, 0) : tr->arr;
+        char *s = out != NULL ? json_dumps(out, JSON_INDENT(2)) : NULL;
         if (s == NULL) {
             hub_reply_text(tr->req, 500, "Internal Server Error", "error: out of memory");
         } else {
@@ -580,55 +608,88 @@ on_websub_info(void *ud, const struct deliver_sub_info *si)
     json_array_append_new(arr, o);
 }
 
-static void
-serve_topics_now(struct hub *h, struct evhttp_request *req)
+static struct topics_req *
+topics_req_new(struct hub *h, struct evhttp_request *req)
 {
     struct topics_req *tr = rs_calloc(1, sizeof(*tr));
     if (tr == NULL || (tr->arr = json_array()) == NULL) {
         rs_free(tr);
         hub_reply_text(req, 500, "Internal Server Error", "error: out of memory");
-        return;
+        return NULL;
     }
     tr->h = h;
     tr->req = req;
     tr->evcon = evhttp_request_get_connection(req);
-    tr->pending = 1;   /* held until the loop below is done */
+    tr->pending = 1;   /* held until every element is started */
+    return tr;
+}
+
+/* Append t's element; its backlog figures follow from Redis. */
+static void
+topics_req_add(struct topics_req *tr, const struct topic *t)
+{
+    struct hub *h = tr->h;
     char uri[512];
-    for (size_t i = 0; i < topics_count(h->topics); i++) {
-        const struct topic *t = topics_at(h->topics, i);
-        json_t *o = json_object();
-        if (o == NULL)
-            continue;
-        json_object_set_new(o, "name", json_string(t->name));
-        json_object_set_new(o, "topic", json_string(t->uri));
-        json_object_set_new(o, "kind", json_string(topic_kind_name(t->kind)));
-        if (hub_channel_uri(h, t, uri, sizeof(uri)) == 0)
-            json_object_set_new(o, "websocket", json_string(uri));
-        json_object_set_new(o, "hub", json_string(h->hub_url));
-        json_object_set_new(o, "configured", json_boolean(t->configured));
-        json_object_set_new(o, "subscribers",
-                            json_integer((json_int_t)fanout_subscribers(h->fanout, t->name)));
-        json_object_set_new(o, "backlog", json_null());
-        json_t *subs = json_array();
-        if (subs != NULL) {
-            deliver_foreach(h->deliver, t->name, on_websub_info, subs);
-            json_object_set_new(o, "websub", subs);
-        }
-        json_array_append_new(tr->arr, o);
-        struct topic_slot *slot = rs_malloc(sizeof(*slot));
-        if (slot == NULL)
-            continue;
-        slot->tr = tr;
-        slot->obj = o;
-        tr->pending++;
-        if (backlog_info(h->backlog, t->name, on_topic_info, slot) != 0) {
-            tr->pending--;
-            rs_free(slot);
-        }
+    json_t *o = json_object();
+    if (o == NULL)
+        return;
+    json_object_set_new(o, "name", json_string(t->name));
+    json_object_set_new(o, "topic", json_string(t->uri));
+    json_object_set_new(o, "kind", json_string(topic_kind_name(t->kind)));
+    if (hub_channel_uri(h, t, uri, sizeof(uri)) == 0)
+        json_object_set_new(o, "websocket", json_string(uri));
+    json_object_set_new(o, "hub", json_string(h->hub_url));
+    json_object_set_new(o, "configured", json_boolean(t->configured));
+    json_object_set_new(o, "subscribers",
+                        json_integer((json_int_t)fanout_subscribers(h->fanout, t->name)));
+    json_object_set_new(o, "backlog", json_null());
+    json_t *subs = json_array();
+    if (subs != NULL) {
+        deliver_foreach(h->deliver, t->name, on_websub_info, subs);
+        json_object_set_new(o, "websub", subs);
     }
+    json_array_append_new(tr->arr, o);
+    struct topic_slot *slot = rs_malloc(sizeof(*slot));
+    if (slot == NULL)
+        return;
+    slot->tr = tr;
+    slot->obj = o;
+    tr->pending++;
+    if (backlog_info(h->backlog, t->name, on_topic_info, slot) != 0) {
+        tr->pending--;
+        rs_free(slot);
+    }
+}
+
+static void
+topics_req_start(struct topics_req *tr)
+{
     evhttp_connection_set_closecb(tr->evcon, on_topics_gone, tr);
     if (--tr->pending == 0)
         topics_req_finish(tr);
+}
+
+static void
+serve_topics_now(struct hub *h, struct evhttp_request *req)
+{
+    struct topics_req *tr = topics_req_new(h, req);
+    if (tr == NULL)
+        return;
+    for (size_t i = 0; i < topics_count(h->topics); i++)
+        topics_req_add(tr, topics_at(h->topics, i));
+    topics_req_start(tr);
+}
+
+void
+hub_reply_topic(struct hub *h, struct evhttp_request *req,
+                const struct topic *t)
+{
+    struct topics_req *tr = topics_req_new(h, req);
+    if (tr == NULL)
+        return;
+    tr->single = true;
+    topics_req_add(tr, t);
+    topics_req_start(tr);
 }
 
 /* XML text escaping for the entries snippet. */

@@ -1,6 +1,7 @@
 /*
  * topic.c - the hub's topic registry (topic.h). A small array: topics are
- * configured by hand or created by publishing, so lookups stay cheap.
+ * configured by hand or created by publishing (or POST /topics), at most
+ * max_topics of them, so lookups stay cheap.
  */
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -18,18 +19,21 @@
 struct topics {
     bool open;
     uint64_t def_max_entries, def_max_age_ms;
+    size_t max;                 /* topics_learn stops at this many */
     struct topic **v;
     size_t n, cap;
 };
 
 struct topics *
-topics_new(bool open, uint64_t default_max_entries, uint64_t default_max_age_ms)
+topics_new(bool open, uint64_t default_max_entries, uint64_t default_max_age_ms,
+           size_t max_topics)
 {
     struct topics *ts = rs_calloc(1, sizeof(*ts));
     if (ts != NULL) {
         ts->open = open;
         ts->def_max_entries = default_max_entries;
         ts->def_max_age_ms = default_max_age_ms;
+        ts->max = max_topics != 0 ? max_topics : TOPICS_MAX_DEFAULT;
     }
     return ts;
 }
@@ -168,6 +172,23 @@ topics_at(const struct topics *ts, size_t i)
     return i < ts->n ? ts->v[i] : NULL;
 }
 
+bool
+topic_uri_ok(const char *uri, const char **why)
+{
+    size_t n = strlen(uri);
+    *why = NULL;
+    if (n == 0)
+        *why = "topic is empty";
+    else if (n > TOPIC_URI_MAX)
+        *why = "topic is longer than 2048 bytes";
+    for (size_t i = 0; *why == NULL && i < n; i++) {
+        unsigned char c = (unsigned char)uri[i];
+        if (c <= 0x20 || c == 0x7f)
+            *why = "topic holds a space or a control character";
+    }
+    return *why == NULL;
+}
+
 int
 topics_derive_name(const char *uri, char *buf, size_t bufsz)
 {
@@ -200,12 +221,24 @@ topics_derive_name(const char *uri, char *buf, size_t bufsz)
     return 0;
 }
 
+bool
+topics_full(const struct topics *ts)
+{
+    return ts->open && ts->n >= ts->max;
+}
+
+size_t
+topics_max(const struct topics *ts)
+{
+    return ts->max;
+}
+
 struct topic *
 topics_learn(struct topics *ts, const char *uri, bool *created)
 {
     *created = false;
     struct topic *t = topics_by_uri(ts, uri);
-    if (t != NULL || !ts->open)
+    if (t != NULL || !ts->open || topics_full(ts))
         return t;
     char name[128];
     if (topics_derive_name(uri, name, sizeof(name)) != 0)

@@ -1,9 +1,9 @@
 /*
  * topic.h - the hub's topics: configured ones (name, topic URI, kind,
  * publish tokens, backlog bounds) and, in open mode, ones created by
- * publishing, with a readable name derived from the topic URI. Lookup by
- * name and by URI. No I/O: registering open-mode topics in Redis is the
- * caller's job.
+ * publishing or by POST /topics, with a readable name derived from the
+ * topic URI; how many a node holds is capped. Lookup by name and by URI.
+ * No I/O: registering open-mode topics in Redis is the caller's job.
  */
 #ifndef HUB_TOPIC_H
 #define HUB_TOPIC_H
@@ -35,9 +35,13 @@ struct topic {
 
 struct topics;
 
-/* Defaults applied to topics created in open mode. */
+#define TOPICS_MAX_DEFAULT 100000   /* fanout's max_channels default, too */
+#define TOPIC_URI_MAX 2048          /* what POST /topics accepts */
+
+/* Defaults applied to topics created in open mode; max_topics bounds how
+ * many topics the node holds in all (0 = TOPICS_MAX_DEFAULT). */
 struct topics *topics_new(bool open, uint64_t default_max_entries,
-                          uint64_t default_max_age_ms);
+                          uint64_t default_max_age_ms, size_t max_topics);
 void topics_free(struct topics *ts);
 
 bool topics_open(const struct topics *ts);
@@ -58,12 +62,19 @@ struct topic *topics_at(const struct topics *ts, size_t i);
  * Open mode: the topic for uri, created if new (name derived from the URI:
  * host and path folded to [a-z0-9._-], cut to 80 bytes, plus "-" and 8 hex
  * digits of its SHA-256 so that different URIs never share a name).
- * *created tells whether it is new. NULL on ENOMEM or when not open.
+ * *created tells whether it is new. NULL on ENOMEM, when not open, or when
+ * the node holds max_topics already (topics_full says which).
  */
 struct topic *topics_learn(struct topics *ts, const char *uri, bool *created);
 
+/* Open mode and no room for one more topic. */
+bool topics_full(const struct topics *ts);
+size_t topics_max(const struct topics *ts);
+
 /* Record a topic known from Redis (another node's open-mode topic), or
- * mark a local one registered with the kind Redis holds. */
+ * mark a local one registered with the kind Redis holds. Not capped: a
+ * topic another node accepted must be servable here too, and the registry
+ * grows only as fast as every node's own cap lets it. */
 int topics_remember(struct topics *ts, const char *name, const char *uri,
                     enum topic_kind kind) RS_MUST_CHECK;
 
@@ -76,6 +87,12 @@ int topic_kind_from(const char *s, enum topic_kind *out) RS_MUST_CHECK;
  * 1 ok, 0 wrong; topics without tokens accept anything. */
 int topic_token_ok(const struct topic *t, const char *token);
 bool topic_needs_token(const struct topic *t);
+
+/* Is uri acceptable as a topic named in a request (POST /topics): 1 to
+ * TOPIC_URI_MAX bytes, no control characters, no space; creating one
+ * (open mode) needs an absolute http(s) URI on top, which the caller
+ * checks. NULL *why when ok. */
+bool topic_uri_ok(const char *uri, const char **why);
 
 /* Derive the open-mode name of uri into buf (at least 100 bytes). */
 int topics_derive_name(const char *uri, char *buf, size_t bufsz) RS_MUST_CHECK;
