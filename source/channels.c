@@ -1,14 +1,17 @@
 /*
  * channels.c - learning the hub's channels for our topics (see
- * channels.h). A small state machine: IDLE -> TOPICS (GET /topics) ->
- * ENTRIES (one GET per topic the hub knows) -> IDLE; failures go to a
- * retry timer, success to a slow refresh timer.
+ * channels.h). A small state machine: IDLE -> REGISTER (one POST /topics
+ * per topic) -> [TOPICS (GET /topics, for the topics a hub without POST
+ * /topics could not name)] -> ENTRIES (one GET per topic the hub named)
+ * -> IDLE; failures go to a retry timer, success to a slow refresh timer.
  */
 #include "channels.h"
 
 #include <event2/event.h>
+#include <event2/http.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RS_LOG_MODULE "channels"
@@ -23,28 +26,58 @@
 #define CH_RETRY_MAX_MS (5 * 60 * 1000)
 #define CH_NAME_MAX 256
 
-enum ch_state { CH_IDLE = 0, CH_TOPICS, CH_ENTRIES };
+enum ch_state { CH_IDLE = 0, CH_REGISTER, CH_TOPICS, CH_ENTRIES };
+
+static const char *const ch_state_names[] = { "idle", "register", "topics",
+                                              "entries" };
 
 struct ch_lane {
     char name[CH_NAME_MAX];        /* the hub's name for the topic, or "" */
     char *ws;                      /* the WebSocket channel, or NULL */
     char *hub;                     /* rel="hub" as the hub gives it */
+    bool lookup;                   /* REGISTER did not name it: GET /topics */
+    long refused;                  /* the status of the hub's last refusal
+                                      (401, 403, 409), 0 if none: logged
+                                      when it changes */
 };
 
 struct channels {
     struct channels_opts o;
     enum ch_state state;
-    int lane;                      /* ENTRIES: the lane being asked about */
+    int lane;                      /* REGISTER, ENTRIES: the lane asked about */
     char *topics_url;
+    char *auth;                    /* "Authorization: Bearer ...", or NULL */
     struct ch_lane lanes[PUSH_LANES];
     struct docs_channel out[2 * PUSH_LANES];
     size_t nout;
     struct event *timer;
     int64_t retry_ms;
     struct rs_http_req *req;
+    bool settled;                  /* the first round is over */
 };
 
 static void ch_next(struct channels *ch);
+static void ch_register_next(struct channels *ch);
+
+static void
+ch_set_state(struct channels *ch, enum ch_state to)
+{
+    if (ch->state != to)
+        rs_log_kv(RS_LOG_DEBUG, "hub channels", "from",
+                  ch_state_names[ch->state], "to", ch_state_names[to], NULL);
+    ch->state = to;
+}
+
+/* A round ended (IDLE again): the first one lets rssource serve. */
+static void
+round_over(struct channels *ch)
+{
+    if (ch->settled)
+        return;
+    ch->settled = true;
+    if (ch->o.on_settled != NULL)
+        ch->o.on_settled(ch->o.ud);
+}
 
 /* ------------------------------------------------------------ the set */
 
@@ -109,10 +142,11 @@ fail(struct channels *ch, const char *why)
 {
     rs_log_kv(RS_LOG_DEBUG, "cannot learn the hub's channels yet", "why", why,
               NULL);
-    ch->state = CH_IDLE;
+    ch_set_state(ch, CH_IDLE);
     arm(ch, ch->retry_ms);
     ch->retry_ms = ch->retry_ms * 2 > CH_RETRY_MAX_MS ? CH_RETRY_MAX_MS
                                                       : ch->retry_ms * 2;
+    round_over(ch);
 }
 
 static void
@@ -124,6 +158,18 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ------------------------------------------------------------ answers */
+
+/* A hub's topic name goes into a URL path: [A-Za-z0-9._-] only. */
+static bool
+name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= CH_NAME_MAX)
+        return false;
+    return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789._-") == n &&
+           strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
 
 static void
 on_topics(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
@@ -146,14 +192,17 @@ on_topics(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     }
     bool any = false;
     for (int k = 0; k < PUSH_LANES; k++) {
-        ch->lanes[k].name[0] = '\0';
+        if (!ch->lanes[k].lookup) {
+            any |= ch->lanes[k].name[0] != '\0';
+            continue;
+        }
         size_t i;
         json_t *t;
         json_array_foreach(arr, i, t) {
             const char *uri = json_string_value(json_object_get(t, "topic"));
             const char *name = json_string_value(json_object_get(t, "name"));
             if (uri != NULL && name != NULL && strcmp(uri, ch->o.topic[k]) == 0 &&
-                strlen(name) < CH_NAME_MAX) {
+                name_ok(name)) {
                 snprintf(ch->lanes[k].name, CH_NAME_MAX, "%s", name);
                 any = true;
             }
@@ -161,13 +210,72 @@ on_topics(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     }
     json_decref(arr);
     if (!any) {
-        /* open-mode hubs learn a topic at its first publish */
+        /* a hub without POST /topics, in open mode, learns a topic at its
+         * first publish */
         fail(ch, "the hub does not know our topics yet");
         return;
     }
-    ch->state = CH_ENTRIES;
+    ch_set_state(ch, CH_ENTRIES);
     ch->lane = -1;
     ch_next(ch);
+}
+
+/* The answer to POST /topics for ch->lane. */
+static void
+on_registered(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
+{
+    (void)req;
+    struct channels *ch = ud;
+    struct ch_lane *l = &ch->lanes[ch->lane];
+    ch->req = NULL;
+    if (res->rc == RS_ECANCELED)
+        return;
+    if (res->rc != 0 || res->status >= 500 || res->status == 429 ||
+        res->status == 408) {
+        fail(ch, res->rc != 0 ? res->errstr : "POST /topics: the hub failed");
+        return;
+    }
+    if (res->status == 401 || res->status == 403 || res->status == 409) {
+        /* A configuration problem the Source's operator must see, once:
+         * our token, or a topic the hub holds with the other kind. */
+        if (l->refused != res->status) {
+            char st[16];
+            snprintf(st, sizeof(st), "%ld", res->status);
+            size_t n = res->body != NULL ? strcspn(res->body, "\r\n") : 0;
+            char why[256];
+            snprintf(why, sizeof(why), "%.*s", (int)(n < 200 ? n : 200),
+                     res->body != NULL ? res->body : "");
+            rs_log_kv(RS_LOG_WARN, "the hub refuses our topic: no channel "
+                      "advertised for it", "topic", ch->o.topic[ch->lane],
+                      "status", st, "hub_says", why, NULL);
+        }
+        l->refused = res->status;
+        ch_register_next(ch);
+        return;
+    }
+    l->refused = 0;
+    if (res->status < 200 || res->status > 299) {
+        /* No POST /topics (not an rshub, or an older one), or a topic it
+         * does not know: the list may still name it. */
+        l->lookup = true;
+        ch_register_next(ch);
+        return;
+    }
+    json_error_t jerr;
+    json_t *o = res->body != NULL ? json_loadb(res->body, res->body_len, 0, &jerr)
+                                  : NULL;
+    const char *uri = json_string_value(json_object_get(o, "topic"));
+    const char *name = json_string_value(json_object_get(o, "name"));
+    bool good = uri != NULL && name != NULL &&
+                strcmp(uri, ch->o.topic[ch->lane]) == 0 && name_ok(name);
+    if (good)
+        snprintf(l->name, CH_NAME_MAX, "%s", name);
+    json_decref(o);
+    if (!good) {
+        fail(ch, "POST /topics: not the JSON object of our topic");
+        return;
+    }
+    ch_register_next(ch);
 }
 
 struct entries_ctx {
@@ -234,9 +342,11 @@ on_entries(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
 
 /* ---------------------------------------------------------- requests */
 
+typedef void (*ch_done_cb)(void *, struct rs_http_req *,
+                           const struct rs_http_result *);
+
 static void
-ch_get(struct channels *ch, const char *url,
-       void (*done)(void *, struct rs_http_req *, const struct rs_http_result *))
+ch_get(struct channels *ch, const char *url, ch_done_cb done)
 {
     struct rs_http_req_opts ro = {
         .url = url,
@@ -249,6 +359,57 @@ ch_get(struct channels *ch, const char *url,
         ch->req = NULL;
         fail(ch, "cannot start a request");
     }
+}
+
+/* REGISTER: POST /topics for the next lane; then look up what it could
+ * not name, or ask for the entries. */
+static void
+ch_register_next(struct channels *ch)
+{
+    if (++ch->lane < PUSH_LANES) {
+        static const char *const kinds[PUSH_LANES] = { "change", "framework" };
+        char *enc = evhttp_uriencode(ch->o.topic[ch->lane], -1, 1);
+        size_t n = enc != NULL ? strlen(enc) + 32 : 0;
+        char *body = enc != NULL ? rs_malloc(n) : NULL;
+        if (body == NULL) {
+            free(enc);
+            fail(ch, "out of memory");
+            return;
+        }
+        int len = snprintf(body, n, "topic=%s&kind=%s", enc, kinds[ch->lane]);
+        free(enc);
+        const char *headers[3] = {
+            "Content-Type: application/x-www-form-urlencoded", ch->auth, NULL
+        };
+        struct rs_http_req_opts ro = {
+            .method = "POST",
+            .url = ch->topics_url,
+            .headers = headers,
+            .body = body,
+            .body_len = (size_t)len,
+            .timeout_ms = 5000,
+            .max_body = 1024 * 1024,
+            .on_done = on_registered,
+            .ud = ch,
+        };
+        int rc = rs_http_request(ch->o.http, &ro, &ch->req);
+        rs_free(body);
+        if (rc != 0) {
+            ch->req = NULL;
+            fail(ch, "cannot start a request");
+        }
+        return;
+    }
+    for (int k = 0; k < PUSH_LANES; k++) {
+        if (ch->lanes[k].lookup) {
+            ch_set_state(ch, CH_TOPICS);
+            ch_get(ch, ch->topics_url, on_topics);
+            return;
+        }
+    }
+    ch_set_state(ch, CH_ENTRIES);
+    ch->lane = -1;
+    ch_next(ch);
 }
 
 /* ENTRIES: ask about the next lane the hub named, or finish. */
@@ -270,12 +431,13 @@ ch_next(struct channels *ch)
         rs_free(url);
         return;
     }
-    ch->state = CH_IDLE;
+    ch_set_state(ch, CH_IDLE);
     ch->retry_ms = CH_RETRY_MIN_MS;
     bool all = true;
     for (int k = 0; k < PUSH_LANES; k++)
         all &= ch->lanes[k].ws != NULL;
     arm(ch, all ? CH_REFRESH_MS : CH_RETRY_MIN_MS * 5);
+    round_over(ch);
 }
 
 /* ------------------------------------------------------------- public */
@@ -293,6 +455,13 @@ channels_new(const struct channels_opts *o, const char **err)
     if (rs_url_resolve(o->hub, "topics", &ch->topics_url) != 0) {
         *err = "--hub: not a URL";
         goto fail;
+    }
+    if (o->token != NULL) {
+        size_t n = strlen(o->token) + 32;
+        ch->auth = rs_malloc(n);
+        if (ch->auth == NULL)
+            goto fail;
+        snprintf(ch->auth, n, "Authorization: Bearer %s", o->token);
     }
     ch->timer = event_new(o->base, -1, 0, on_timer, ch);
     if (ch->timer == NULL)
@@ -317,6 +486,9 @@ channels_free(struct channels *ch)
         rs_free(ch->lanes[k].hub);
     }
     rs_free(ch->topics_url);
+    if (ch->auth != NULL)
+        explicit_bzero(ch->auth, strlen(ch->auth));
+    rs_free(ch->auth);
     rs_free(ch);
 }
 
@@ -326,8 +498,14 @@ channels_refresh(struct channels *ch)
     if (ch->state != CH_IDLE)
         return;
     event_del(ch->timer);
-    ch->state = CH_TOPICS;
-    ch_get(ch, ch->topics_url, on_topics);
+    /* Every round asks afresh: the hub may have been replaced since. */
+    for (int k = 0; k < PUSH_LANES; k++) {
+        ch->lanes[k].name[0] = '\0';
+        ch->lanes[k].lookup = false;
+    }
+    ch_set_state(ch, CH_REGISTER);
+    ch->lane = -1;
+    ch_register_next(ch);
 }
 
 void

@@ -2,11 +2,14 @@
  * channels.h - the notification channels rssource advertises in its
  * Capability List, learned from the hub: for each topic, the WebSub entry
  * (the topic URI with rel="hub") and the hub's WebSocket channel (ws://).
- * The hub says which ones it gives: GET HUB/../topics finds the hub's name
- * for each of our topic URIs, and GET .../topics/NAME/capabilitylist-entries
- * the entries themselves (docs/protocol.md 6); the X-Hub-Channel header of
- * an accepted publish fills in meanwhile. Until the hub has answered, the
- * WebSub entries built from the configuration are advertised.
+ * The hub says which ones it gives: POST HUB/../topics registers each of
+ * our topics (open mode) or looks it up (closed mode) and gives the hub's
+ * name for it, before anything was published (docs/source.md 8); a hub
+ * without that endpoint is asked GET HUB/../topics instead. Then GET
+ * .../topics/NAME/capabilitylist-entries gives the entries themselves
+ * (docs/protocol.md 6); the X-Hub-Channel header of an accepted publish
+ * fills in meanwhile. Until the hub has answered, the WebSub entries built
+ * from the configuration are advertised.
  */
 #ifndef SOURCE_CHANNELS_H
 #define SOURCE_CHANNELS_H
@@ -24,8 +27,13 @@ struct channels_opts {
     struct rs_http *http;
     const char *hub;                   /* publish URL */
     const char *topic[PUSH_LANES];
+    const char *token;                 /* bearer token, or NULL */
     /* The advertised set changed (the Capability List was updated). */
     void (*on_change)(void *ud);
+    /* The first round of questions to the hub is over, whatever its
+     * outcome (learned, refused, hub down): called once, after any
+     * on_change it caused. NULL ok. */
+    void (*on_settled)(void *ud);
     void *ud;
 };
 

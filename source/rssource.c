@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -46,6 +47,9 @@
 #define RSSOURCE_TICK_MS 10000
 /* Rescan period when the inotify watch limit left directories unwatched. */
 #define RSSOURCE_UNWATCHED_MS (10 * 60 * 1000)
+/* At start-up with --hub, serving waits for the hub to name our channels,
+ * at most this long (see serve_start). */
+#define RSSOURCE_HUB_WAIT_MS 2000
 
 static struct {
     char *dir;
@@ -148,6 +152,7 @@ static const struct rs_config_opt options[] = {
 struct src {
     struct event_base *base;
     struct evhttp *http;
+    struct evconnlistener *listener;   /* the HTTP socket's; evhttp owns it */
     int http_port;
     struct tree *tree;
     struct state *st;
@@ -160,12 +165,14 @@ struct src {
     struct rs_http *httpc;
     struct push *push;
     struct channels *channels;
-    struct event *ev_tick, *ev_rescan, *ev_drain, *ev_sig[3];
+    struct event *ev_tick, *ev_rescan, *ev_drain, *ev_hubwait, *ev_sig[3];
     char *state_dir, *state_db, *rl_dir;
     char *topic[PUSH_LANES];
     char token[RSSOURCE_TOKEN_MAX + 1];
     bool have_token;
     bool draining;
+    bool serving;            /* the listener accepts; the ready-file is out */
+    double started;          /* mono_s() when setup began */
     bool rescan_due;
     bool unwatched;          /* some directory has no inotify watch */
     int64_t last_rescan_us;
@@ -314,6 +321,22 @@ on_channels_change(void *ud)
     };
     if (state_fw_add(s->st, &f) == 0)
         kick(s);
+}
+
+static void serve_start(struct src *s, const char *channels);
+
+static void
+on_channels_settled(void *ud)
+{
+    serve_start(ud, "asked");
+}
+
+static void
+on_hubwait(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    serve_start(arg, "wait_expired");
 }
 
 static void
@@ -536,6 +559,7 @@ setup_http(struct src *s)
                conf.listen.port, strerror(errno));
         return RS_EIO;
     }
+    s->listener = evhttp_bound_socket_get_listener(bs);
     if (conf.base_url == NULL) {
         char buf[600];
         const char *h = conf.listen.host[0] != '\0' &&
@@ -668,11 +692,51 @@ write_ready_file(const char *path, int http)
     return 0;
 }
 
+/*
+ * Start answering HTTP and say so (log, ready-file); once. With --hub this
+ * waits until the hub has named our channels (or refused, or cannot be
+ * reached), at most RSSOURCE_HUB_WAIT_MS: the first Capability List served
+ * then carries the hub's ws:// channels, so a subscriber started right
+ * after rssource chooses push, not polling. Meanwhile the socket listens
+ * (the kernel queues connections) and nothing else waits: the watch,
+ * the outbox and the hub's answers run on the loop.
+ */
+static void
+serve_start(struct src *s, const char *channels)
+{
+    if (s->serving)
+        return;
+    s->serving = true;
+    if (s->ev_hubwait != NULL)
+        event_del(s->ev_hubwait);
+    if (s->listener != NULL && evconnlistener_enable(s->listener) != 0) {
+        rs_log(RS_LOG_ERROR, "cannot accept HTTP connections");
+        s->exit_code = 1;
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    char port[16], pending[32], waited[32];
+    snprintf(port, sizeof(port), "%d", s->http_port);
+    struct push_stats ps;
+    push_get_stats(s->push, &ps);
+    snprintf(pending, sizeof(pending), "%lld", (long long)ps.backlog[0]);
+    snprintf(waited, sizeof(waited), "%.3f", mono_s() - s->started);
+    rs_log_kv(RS_LOG_INFO, "serving", "dir", tree_root(s->tree), "base",
+              docs_base(s->docs), "http_port", port, "hub",
+              conf.hub != NULL ? conf.hub : "none", "change_topic",
+              s->topic[0], "state", s->state_dir, "unpushed", pending,
+              "hub_channels", channels, "startup_seconds", waited, NULL);
+    if (conf.ready_file != NULL &&
+        write_ready_file(conf.ready_file, s->http_port) != 0)
+        rs_log(RS_LOG_WARN, "cannot write %s", conf.ready_file);
+}
+
 static int
 setup(struct src *s)
 {
     char err[512];
     const char *e;
+    s->started = mono_s();
     struct tree_opts to = {
         .dir = conf.dir,
         .excludes = (const char *const *)conf.excludes,
@@ -779,7 +843,9 @@ setup(struct src *s)
             .http = s->httpc,
             .hub = conf.hub,
             .topic = { s->topic[0], s->topic[1] },
+            .token = s->have_token ? s->token : NULL,
             .on_change = on_channels_change,
+            .on_settled = on_channels_settled,
             .ud = s,
         };
         s->channels = channels_new(&cho, &e);
@@ -833,8 +899,16 @@ setup(struct src *s)
         if (s->ev_sig[i] == NULL || event_add(s->ev_sig[i], NULL) != 0)
             return 1;
     }
-    if (s->channels != NULL)
+    if (s->channels != NULL) {
+        /* Ask the hub before serving; serve_start says why. */
+        struct timeval wait = { RSSOURCE_HUB_WAIT_MS / 1000,
+                                (RSSOURCE_HUB_WAIT_MS % 1000) * 1000 };
+        s->ev_hubwait = evtimer_new(s->base, on_hubwait, s);
+        if (s->ev_hubwait == NULL || evconnlistener_disable(s->listener) != 0 ||
+            evtimer_add(s->ev_hubwait, &wait) != 0)
+            return 1;
         channels_refresh(s->channels);
+    }
     kick(s);          /* what changed while down, and what was queued */
     return 0;
 }
@@ -882,6 +956,8 @@ teardown(struct src *s)
         event_free(s->ev_rescan);
     if (s->ev_drain != NULL)
         event_free(s->ev_drain);
+    if (s->ev_hubwait != NULL)
+        event_free(s->ev_hubwait);
     if (s->base != NULL)
         event_base_free(s->base);
     for (int k = 0; k < PUSH_LANES; k++)
@@ -934,18 +1010,8 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     s.exit_code = setup(&s);
     if (s.exit_code == 0) {
-        char port[16], pending[32];
-        snprintf(port, sizeof(port), "%d", s.http_port);
-        struct push_stats ps;
-        push_get_stats(s.push, &ps);
-        snprintf(pending, sizeof(pending), "%lld", (long long)ps.backlog[0]);
-        rs_log_kv(RS_LOG_INFO, "serving", "dir", tree_root(s.tree), "base",
-                  docs_base(s.docs), "http_port", port, "hub",
-                  conf.hub != NULL ? conf.hub : "none", "change_topic",
-                  s.topic[0], "state", s.state_dir, "unpushed", pending, NULL);
-        if (conf.ready_file != NULL &&
-            write_ready_file(conf.ready_file, s.http_port) != 0)
-            rs_log(RS_LOG_WARN, "cannot write %s", conf.ready_file);
+        if (s.channels == NULL)
+            serve_start(&s, "none");
         event_base_dispatch(s.base);
         rs_log(RS_LOG_INFO, "shutting down");
     }
