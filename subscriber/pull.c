@@ -1,8 +1,19 @@
 /*
  * pull.c - entries from a docwalk turned into offers (apply_offer) or
- * audit findings. A Resource List walk marks every ledger row it sees
- * with a fresh generation; rows left unmarked at the end are what the
- * Source no longer has, unless they changed after the list's snapshot.
+ * audit findings. An incremental pull is one walk of the Change Lists. A
+ * reconcile or an audit is three, one phase each:
+ *   PEEK     the Resource List's head (and an index's parts) for its at:
+ *            the moment it describes (the snapshot);
+ *   CHANGES  the Change Lists since the snapshot, into a changeset (and,
+ *            for a reconcile, offered like an incremental pull);
+ *   LIST     the Resource List itself, each entry judged against the
+ *            mirror unless a later change supersedes it, then the mirror's
+ *            rows the list did not name, then (audit) the changes that
+ *            named neither.
+ * A Resource List walk marks every ledger row it sees with a fresh
+ * generation; rows left unmarked at the end are what the Source no longer
+ * has, unless a later change or a change too recent to judge says
+ * otherwise.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +22,7 @@
 #include <unistd.h>
 
 #include "apply.h"
+#include "changeset.h"
 #include "docwalk.h"
 #include "ledger.h"
 #include "mirror.h"
@@ -25,21 +37,31 @@
 #define PULL_OVERLAP_US (5 * 1000000LL)
 #define PULL_PROGRESS_EVERY 10000
 
+enum pull_phase { PHASE_IDLE, PHASE_PEEK, PHASE_CHANGES, PHASE_LIST };
+
 struct pull {
     struct pull_opts o;
     struct docwalk *walk;
-    bool busy;
+    enum pull_phase phase;
     enum pull_kind kind;
-    rs_time_t since;
+    char *url;                   /* the list pulled */
+    char *changes_url;           /* RECONCILE/AUDIT: its Change Lists */
+    rs_time_t since;             /* CHANGES phase: read from here */
     rs_time_t started;
     rs_time_t index_at;          /* the index's at (children may lack it) */
     rs_time_t doc_at;            /* the current list's at */
     rs_time_t min_from;          /* CHANGES: earliest from of any list */
+    rs_time_t changes_newest;    /* CHANGES: newest change datetime read */
+    struct changeset *cs;        /* RECONCILE/AUDIT: changes since the
+                                    snapshot; NULL when none were read */
+    bool cs_full;                /* the changeset reached its cap */
     int64_t gen;
     struct uriset seen;          /* readonly: the URIs the list named */
     struct pull_report r;
     char err[512];
 };
+
+static void pull_end(struct pull *p, int rc, const char *err);
 
 static void
 progress(struct pull *p)
@@ -68,11 +90,24 @@ on_change_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     if (p->since != RS_TIME_NONE && t.change_dt != RS_TIME_NONE &&
         t.change_dt < p->since - PULL_OVERLAP_US)
         return 0;
+    if (t.change_dt != RS_TIME_NONE && t.change_dt > p->changes_newest)
+        p->changes_newest = t.change_dt;
+    if (p->kind != PULL_CHANGES) {
+        /* Bringing a Resource List forward: what happened to each. */
+        p->r.changes++;
+        if (p->cs != NULL && !p->cs_full) {
+            rc = changeset_put(p->cs, loc, t.change, t.change_dt);
+            if (rc == RS_ETOOBIG)
+                p->cs_full = true;
+            else if (rc != 0)
+                return rc;
+        }
+        if (p->kind == PULL_AUDIT)
+            return 0;
+    }
     rc = apply_offer(p->o.apply, &t);
     if (rc < 0)
         return rc;
-    if (t.change_dt != RS_TIME_NONE && t.change_dt > p->r.newest)
-        p->r.newest = t.change_dt;
     if (rc == 0)
         p->r.unchanged++;
     else if (t.change == LEDGER_DELETE)
@@ -85,6 +120,44 @@ on_change_entry(struct pull *p, const struct rs_entry *e, const char *loc)
 }
 
 /* ---------------------------------------------------------- snapshots */
+
+/* The newest time the documents read speak for: the snapshot, brought
+ * forward by the Change Lists when they were read. */
+static rs_time_t
+horizon(const struct pull *p)
+{
+    rs_time_t h = p->r.snapshot;
+
+    if (p->cs != NULL && p->changes_newest != RS_TIME_NONE &&
+        (h == RS_TIME_NONE || p->changes_newest > h))
+        h = p->changes_newest;
+    return h;
+}
+
+/* Can a mirror change made at t be judged against the documents? Yes
+ * when the Resource List was made after it (as of `at`), or when Change
+ * Lists cover t: read, reaching back over the span after `at`, and
+ * holding changes as late. A change no document covers is too recent to
+ * judge: the Source may not have published it yet. */
+static bool
+judgeable(const struct pull *p, rs_time_t t, rs_time_t at)
+{
+    if (t == RS_TIME_NONE || at == RS_TIME_NONE || t <= at)
+        return true;
+    if (p->cs == NULL || t > horizon(p))
+        return false;
+    return p->r.changes_reach_back ||
+           (p->min_from != RS_TIME_NONE && t >= p->min_from);
+}
+
+/* Does the change o (read from the Change Lists) come after a list made
+ * at `at`? A change of unknown time does not: a list's at is a fact. */
+static bool
+supersedes(const struct changeset_entry *o, rs_time_t at)
+{
+    return o != NULL && o->dt != RS_TIME_NONE &&
+           (at == RS_TIME_NONE || o->dt >= at);
+}
 
 /* Does the mirror's file hold what the ledger row says? Cheap (size)
  * unless deep (hash). */
@@ -104,7 +177,7 @@ file_agrees(struct pull *p, const struct ledger_res *r,
         return false;
     if (r->length >= 0 && sb.st_size != r->length)
         return false;
-    if (!p->o.deep)
+    if (!p->o.deep || want == NULL)
         return true;
     if (mirror_open_read(p->o.mirror, r->path, &fd) != 0)
         return false;
@@ -135,6 +208,16 @@ file_agrees(struct pull *p, const struct ledger_res *r,
     return ok;
 }
 
+/* The mirror's own record of r as a set of hashes, for file_agrees when
+ * no list entry says what to expect. */
+static const struct rs_hashes *
+recorded_hashes(const struct ledger_res *r, struct rs_hashes *buf)
+{
+    if (r->hash == NULL || rs_hashes_parse(r->hash, strlen(r->hash), buf) != 0)
+        return NULL;
+    return buf;
+}
+
 /* Does the ledger row agree with the list's entry? */
 static bool
 entry_agrees(const struct ledger_res *r, const struct rs_entry *e)
@@ -158,11 +241,45 @@ entry_agrees(const struct ledger_res *r, const struct rs_entry *e)
     return e->md.length >= 0;
 }
 
+/* AUDIT: the Change Lists say uri changed (o) after the list's snapshot;
+ * r: the mirror's row (NULL: never had it). The mirror is in step when it
+ * is in the state the change left and has taken that change (or a later
+ * one: then too recent to judge if no document covers it yet). */
+static void
+judge_change(struct pull *p, const char *uri, const struct changeset_entry *o,
+             const struct ledger_res *r)
+{
+    bool exists = o->change != LEDGER_DELETE;
+    rs_time_t mdt = r != NULL ? r->change_dt : RS_TIME_NONE;
+    bool later = mdt != RS_TIME_NONE && o->dt != RS_TIME_NONE && mdt > o->dt;
+    bool taken = later || (mdt != RS_TIME_NONE && mdt == o->dt);
+    struct rs_hashes hb;
+    bool have = r != NULL && !r->deleted &&
+                file_agrees(p, r, recorded_hashes(r, &hb));
+
+    if (later && !judgeable(p, mdt, p->r.snapshot)) {
+        p->r.recent++;
+        return;
+    }
+    if (exists == have && (taken || !exists)) {
+        p->r.unchanged++;
+        return;
+    }
+    if (exists && have)
+        p->r.updated++;
+    else if (exists)
+        p->r.added++;
+    else
+        p->r.deleted++;
+    diff(p, uri, exists && have ? "updated" : exists ? "added" : "deleted");
+}
+
 static int
 on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
 {
     struct ledger_res r;
     struct ledger_todo t = { 0 };
+    struct changeset_entry *o;
     char *buf = NULL, hbuf[RS_HASHES_BUFSZ];
     bool have, same, repair;
     int rc;
@@ -172,7 +289,30 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     rc = ledger_res_get(p->o.ledger, loc, &r, &buf);
     if (rc != 0 && rc != RS_ENOTFOUND)
         return rc;
-    have = rc == 0 && !r.deleted;
+    bool row = rc == 0;
+    if (p->o.readonly)
+        rc = uriset_add(&p->seen, loc) < 0 ? RS_ENOMEM : 0;
+    else if (row)
+        rc = ledger_res_mark(p->o.ledger, loc, p->gen);
+    else
+        rc = 0;                       /* no row yet: nothing to mark */
+    if (rc != 0) {
+        rs_free(buf);
+        return rc;
+    }
+    o = p->cs != NULL ? changeset_find(p->cs, loc) : NULL;
+    if (o != NULL)
+        o->seen = true;
+    if (supersedes(o, p->doc_at)) {
+        /* A later change says what the Source holds now: a reconcile
+         * offered it already; an audit judges the mirror against it. */
+        p->r.explained++;
+        if (p->kind == PULL_AUDIT)
+            judge_change(p, loc, o, row ? &r : NULL);
+        rs_free(buf);
+        return 0;
+    }
+    have = row && !r.deleted;
     same = have && entry_agrees(&r, e);
     /* The ledger agrees, the file does not: changed behind our back. */
     repair = same && !file_agrees(p, &r, &e->md.hash);
@@ -182,27 +322,22 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
         if (mirror_stat(p->o.mirror, r.path, &sb) != 0)
             have = false;             /* gone: the mirror lacks it */
     }
-    if (p->o.readonly)
-        rc = uriset_add(&p->seen, loc) < 0 ? RS_ENOMEM : 0;
-    else if (rc == 0)
-        rc = ledger_res_mark(p->o.ledger, loc, p->gen);
-    else
-        rc = 0;                       /* no row yet: nothing to mark */
-    if (rc != 0) {
-        rs_free(buf);
-        return rc;
-    }
+    /* The mirror's last change of it, when the list cannot speak for it:
+     * after the list's snapshot and not covered by a Change List. */
+    bool recent = row && !repair && !judgeable(p, r.change_dt, p->doc_at);
+    rs_time_t mdt = row ? r.change_dt : RS_TIME_NONE;
     rs_free(buf);
     if (same) {
         p->r.unchanged++;
         return 0;
     }
+    if (recent) {
+        /* Not a difference; and a reconcile must not undo it (its offer,
+         * as of the snapshot, would be older than the mirror's change). */
+        p->r.recent++;
+        return 0;
+    }
     if (p->kind == PULL_AUDIT) {
-        if (have && r.change_dt != RS_TIME_NONE && p->doc_at != RS_TIME_NONE
-            && r.change_dt > p->doc_at) {
-            p->r.unchanged++;         /* changed since the snapshot */
-            return 0;
-        }
         if (have)
             p->r.updated++;
         else
@@ -213,6 +348,12 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     t.uri = loc;
     t.change = have ? LEDGER_UPDATE : LEDGER_CREATE;
     t.change_dt = p->doc_at != RS_TIME_NONE ? p->doc_at : e->lastmod;
+    /* The mirror changed it after the snapshot, in a span the Change
+     * Lists cover without a word about it: the documents' state wins, as
+     * of the newest time they speak for. */
+    if (!recent && mdt != RS_TIME_NONE && t.change_dt != RS_TIME_NONE &&
+        mdt > t.change_dt)
+        t.change_dt = horizon(p);
     t.lastmod = e->lastmod;
     t.length = e->md.length;
     t.hash = e->md.hash.n > 0 && rs_hashes_format(&e->md.hash, hbuf) > 0
@@ -231,18 +372,32 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
 }
 
 /* After the list: live rows it did not name are gone at the Source -
- * unless they changed after the snapshot (a push created them). */
+ * unless a later change says otherwise, or they changed after every
+ * document read (a push brought them). */
 static int
 on_unseen(void *ud, const struct ledger_res *r)
 {
     struct pull *p = ud;
     struct ledger_todo t = { 0 };
+    struct changeset_entry *o;
+    rs_time_t at = p->r.snapshot != RS_TIME_NONE ? p->r.snapshot : p->started;
     int rc;
 
     if (p->o.readonly && uriset_has(&p->seen, r->uri))
         return 0;
-    if (r->change_dt != RS_TIME_NONE && r->change_dt > p->r.newest)
+    o = p->cs != NULL ? changeset_find(p->cs, r->uri) : NULL;
+    if (o != NULL)
+        o->seen = true;
+    if (supersedes(o, at)) {
+        p->r.explained++;             /* a reconcile offered it already */
+        if (p->kind == PULL_AUDIT)
+            judge_change(p, r->uri, o, r);
         return 0;
+    }
+    if (!judgeable(p, r->change_dt, at)) {
+        p->r.recent++;
+        return 0;
+    }
     p->r.deleted++;
     if (p->kind == PULL_AUDIT) {
         diff(p, r->uri, "deleted");
@@ -250,12 +405,33 @@ on_unseen(void *ud, const struct ledger_res *r)
     }
     t.uri = r->uri;
     t.change = LEDGER_DELETE;
-    t.change_dt = p->r.newest;
+    t.change_dt = r->change_dt != RS_TIME_NONE && r->change_dt > at
+                  ? horizon(p) : at;
     t.length = -1;
     t.lastmod = RS_TIME_NONE;
     t.origin = "resourcelist";
     rc = apply_offer(p->o.apply, &t);
     return rc < 0 ? rc : 0;
+}
+
+/* AUDIT, last: changes to resources neither the list nor the mirror's
+ * live rows named (created after the snapshot, or deleted in both). */
+static int
+on_unnamed_change(void *ud, struct changeset_entry *o)
+{
+    struct pull *p = ud;
+    struct ledger_res r;
+    char *buf = NULL;
+    int rc;
+
+    if (o->seen)
+        return 0;
+    rc = ledger_res_get(p->o.ledger, o->uri, &r, &buf);
+    if (rc != 0 && rc != RS_ENOTFOUND)
+        return rc;
+    judge_change(p, o->uri, o, rc == 0 ? &r : NULL);
+    rs_free(buf);
+    return 0;
 }
 
 /* ---------------------------------------------------- walk callbacks */
@@ -264,8 +440,8 @@ static int
 on_head(void *ud, const char *url, const struct rs_head *h)
 {
     struct pull *p = ud;
-    enum rs_capability want = p->kind == PULL_CHANGES ? RS_CAP_CHANGELIST
-                                                      : RS_CAP_RESOURCELIST;
+    enum rs_capability want = p->phase == PHASE_CHANGES ? RS_CAP_CHANGELIST
+                                                        : RS_CAP_RESOURCELIST;
 
     if (h->has_md && h->md.capability != want &&
         h->md.capability != RS_CAP_NONE) {
@@ -274,21 +450,35 @@ on_head(void *ud, const char *url, const struct rs_head *h)
                  rs_capability_name(want));
         return RS_EINVALID;
     }
-    p->r.docs++;
-    if (p->kind == PULL_CHANGES) {
+    if (p->phase == PHASE_PEEK) {
+        /* The snapshot: the list's at; an index's, and its parts' (read
+         * from the index's entries, on_child). */
+        rs_time_t at = h->md.at;
+        if (at != RS_TIME_NONE &&
+            (p->r.snapshot == RS_TIME_NONE || at < p->r.snapshot))
+            p->r.snapshot = at;
+        return h->root == RS_ROOT_SITEMAPINDEX ? 0 : DOCWALK_SKIP;
+    }
+    if (p->phase == PHASE_CHANGES) {
+        if (p->kind == PULL_CHANGES)
+            p->r.docs++;
         if (h->md.from != RS_TIME_NONE &&
             (p->min_from == RS_TIME_NONE || h->md.from < p->min_from))
             p->min_from = h->md.from;
         return 0;
     }
+    p->r.docs++;
     if (h->root == RS_ROOT_SITEMAPINDEX) {
         p->index_at = h->md.at;
         p->doc_at = h->md.at;
     } else {
         p->doc_at = h->md.at != RS_TIME_NONE ? h->md.at : p->index_at;
     }
-    if (p->r.docs == 1)
-        p->r.newest = p->doc_at != RS_TIME_NONE ? p->doc_at : p->started;
+    /* Without a peek (no Change Lists), or if the Source made a new list
+     * since: the earliest time any part describes. */
+    if (p->doc_at != RS_TIME_NONE &&
+        (p->r.snapshot == RS_TIME_NONE || p->doc_at < p->r.snapshot))
+        p->r.snapshot = p->doc_at;
     return 0;
 }
 
@@ -300,8 +490,14 @@ on_child(void *ud, const char *index_url, const struct rs_entry *e,
 
     (void)index_url;
     (void)loc;
+    if (p->phase == PHASE_PEEK) {
+        if (e->has_md && e->md.at != RS_TIME_NONE &&
+            (p->r.snapshot == RS_TIME_NONE || e->md.at < p->r.snapshot))
+            p->r.snapshot = e->md.at;
+        return 0;                     /* the head is all the peek wants */
+    }
     /* A closed Change List that ended before `since` has nothing new. */
-    if (p->kind == PULL_CHANGES && p->since != RS_TIME_NONE && e->has_md &&
+    if (p->phase == PHASE_CHANGES && p->since != RS_TIME_NONE && e->has_md &&
         e->md.until != RS_TIME_NONE && e->md.until < p->since - PULL_OVERLAP_US) {
         if (e->md.from != RS_TIME_NONE &&
             (p->min_from == RS_TIME_NONE || e->md.from < p->min_from))
@@ -318,9 +514,11 @@ on_entry(void *ud, const char *url, const struct rs_entry *e, const char *loc)
     int rc;
 
     (void)url;
+    if (p->phase == PHASE_PEEK)
+        return 0;
     p->r.entries++;
-    rc = p->kind == PULL_CHANGES ? on_change_entry(p, e, loc)
-                                 : on_snapshot_entry(p, e, loc);
+    rc = p->phase == PHASE_CHANGES ? on_change_entry(p, e, loc)
+                                   : on_snapshot_entry(p, e, loc);
     progress(p);
     if (rc < 0 && p->err[0] == '\0')
         snprintf(p->err, sizeof(p->err), "%s: %s", loc, rs_strerror(rc));
@@ -329,17 +527,115 @@ on_entry(void *ud, const char *url, const struct rs_entry *e, const char *loc)
     return rc;
 }
 
-static void
-pull_end(struct pull *p, int rc, const char *err)
-{
-    char e[sizeof(p->err)];
+/* --------------------------------------------------------------- phases */
 
-    snprintf(e, sizeof(e), "%s", p->err[0] != '\0' ? p->err : err);
-    p->busy = false;
-    apply_kick(p->o.apply);
-    if (p->o.on_progress != NULL)
-        p->o.on_progress(p->o.ud, p->r.entries);
-    p->o.on_done(p->o.ud, rc, rc == 0 ? "" : e, &p->r);
+static void
+pull_set_phase(struct pull *p, enum pull_phase to)
+{
+    p->phase = to;
+}
+
+/* Walk url in the current phase; on failure the pull ends. */
+static void
+phase_walk(struct pull *p, const char *url)
+{
+    int rc = docwalk_start(p->walk, url);
+
+    if (rc != 0) {
+        snprintf(p->err, sizeof(p->err), "%s: %s", url, rs_strerror(rc));
+        pull_end(p, rc, "");
+    }
+}
+
+static void
+phase_list(struct pull *p)
+{
+    pull_set_phase(p, PHASE_LIST);
+    p->index_at = p->doc_at = RS_TIME_NONE;
+    p->r.docs = 0;
+    phase_walk(p, p->url);
+}
+
+/* The Change Lists could not bring the list forward: say why, and judge
+ * against the list alone (a reconcile has offered what it read: those
+ * changes are real). */
+static void
+changes_unusable(struct pull *p, const char *why)
+{
+    snprintf(p->r.changes_error, sizeof(p->r.changes_error), "%s", why);
+    changeset_free(p->cs);
+    p->cs = NULL;
+    p->r.changes_read = p->r.changes_reach_back = false;
+}
+
+static void
+after_peek(struct pull *p)
+{
+    if (p->r.snapshot == RS_TIME_NONE) {
+        changes_unusable(p, "the resource list has no at: its age is "
+                         "unknown");
+        phase_list(p);
+        return;
+    }
+    if ((p->cs = changeset_new(0)) == NULL) {
+        pull_end(p, RS_ENOMEM, "out of memory");
+        return;
+    }
+    pull_set_phase(p, PHASE_CHANGES);
+    p->since = p->r.snapshot;
+    p->min_from = p->changes_newest = RS_TIME_NONE;
+    phase_walk(p, p->changes_url);
+}
+
+static void
+after_changes(struct pull *p, int rc, const char *err)
+{
+    char why[300];
+
+    p->err[0] = '\0';                 /* the list is what fails a pull */
+    if (rc != 0) {
+        snprintf(why, sizeof(why), "cannot read the change lists: %s", err);
+        changes_unusable(p, why);
+    } else if (p->cs_full) {
+        snprintf(why, sizeof(why), "more than %d changes since the "
+                 "resource list", CHANGESET_MAX);
+        if (p->kind == PULL_AUDIT) {
+            snprintf(p->err, sizeof(p->err), "%s: too many to audit "
+                     "against; audit after the Source's next resource list",
+                     why);
+            pull_end(p, RS_ETOOBIG, "");
+            return;
+        }
+        changes_unusable(p, why);
+    } else {
+        p->r.changes_read = true;
+        p->r.changes_reach_back = p->min_from != RS_TIME_NONE &&
+                                  p->min_from <= p->r.snapshot;
+    }
+    phase_list(p);
+}
+
+static void
+after_list(struct pull *p)
+{
+    int rc = p->o.readonly ? 0 : apply_txn(p->o.apply);
+
+    if (rc == 0)
+        rc = ledger_res_each(p->o.ledger, false, p->o.readonly ? -1 : p->gen,
+                             on_unseen, p);
+    if (rc != 0 && p->err[0] == '\0')
+        snprintf(p->err, sizeof(p->err), "state: %s",
+                 ledger_errstr(p->o.ledger));
+    if (rc == 0 && p->kind == PULL_AUDIT && p->cs != NULL)
+        rc = changeset_each(p->cs, on_unnamed_change, p);
+    if (rc != 0 && p->err[0] == '\0')
+        snprintf(p->err, sizeof(p->err), "state: %s",
+                 ledger_errstr(p->o.ledger));
+    uriset_clear(&p->seen);
+    p->r.newest = horizon(p);
+    if (p->r.newest == RS_TIME_NONE)
+        p->r.newest = p->started;
+    pull_end(p, rc, "");
 }
 
 static void
@@ -347,26 +643,49 @@ on_walk_done(void *ud, int rc, const char *err)
 {
     struct pull *p = ud;
 
-    if (rc != 0) {
-        pull_end(p, rc, err);
+    switch (p->phase) {
+    case PHASE_PEEK:
+        if (rc != 0)
+            pull_end(p, rc, err);
+        else
+            after_peek(p);
         return;
-    }
-    if (p->kind == PULL_CHANGES) {
+    case PHASE_CHANGES:
+        if (p->kind != PULL_CHANGES) {
+            after_changes(p, rc, err);
+            return;
+        }
+        p->r.newest = p->changes_newest;
         p->r.reached_back = p->since != RS_TIME_NONE &&
                             p->min_from != RS_TIME_NONE &&
                             p->min_from <= p->since;
-        pull_end(p, 0, "");
+        pull_end(p, rc, err);
+        return;
+    case PHASE_LIST:
+        if (rc != 0)
+            pull_end(p, rc, err);
+        else
+            after_list(p);
+        return;
+    case PHASE_IDLE:
         return;
     }
-    rc = p->o.readonly ? 0 : apply_txn(p->o.apply);
-    if (rc == 0)
-        rc = ledger_res_each(p->o.ledger, false, p->o.readonly ? -1 : p->gen,
-                             on_unseen, p);
+}
+
+static void
+pull_end(struct pull *p, int rc, const char *err)
+{
+    char e[sizeof(p->err)];
+
+    snprintf(e, sizeof(e), "%s", p->err[0] != '\0' ? p->err : err);
+    pull_set_phase(p, PHASE_IDLE);
+    changeset_free(p->cs);
+    p->cs = NULL;
     uriset_clear(&p->seen);
-    if (rc != 0 && p->err[0] == '\0')
-        snprintf(p->err, sizeof(p->err), "state: %s",
-                 ledger_errstr(p->o.ledger));
-    pull_end(p, rc, "");
+    apply_kick(p->o.apply);
+    if (p->o.on_progress != NULL)
+        p->o.on_progress(p->o.ud, p->r.entries);
+    p->o.on_done(p->o.ud, rc, rc == 0 ? "" : e, &p->r);
 }
 
 /* ---------------------------------------------------------------- API */
@@ -402,24 +721,41 @@ pull_free(struct pull *p)
     if (p == NULL)
         return;
     docwalk_free(p->walk);
+    changeset_free(p->cs);
     uriset_clear(&p->seen);
+    rs_free(p->url);
+    rs_free(p->changes_url);
     rs_free(p);
 }
 
 int
-pull_start(struct pull *p, enum pull_kind k, const char *url, rs_time_t since)
+pull_start(struct pull *p, enum pull_kind k, const char *url,
+           const char *changes, rs_time_t since)
 {
+    char *u = NULL, *c = NULL;
     int rc;
 
-    if (p->busy)
+    if (p->phase != PHASE_IDLE)
         return RS_ESTATE;
+    if ((u = rs_strdup(url)) == NULL ||
+        (k != PULL_CHANGES && changes != NULL &&
+         (c = rs_strdup(changes)) == NULL)) {
+        rs_free(u);
+        return RS_ENOMEM;
+    }
+    rs_free(p->url);
+    rs_free(p->changes_url);
+    p->url = u;
+    p->changes_url = c;
     memset(&p->r, 0, sizeof(p->r));
     p->r.kind = k;
-    p->r.newest = RS_TIME_NONE;
+    p->r.newest = p->r.snapshot = RS_TIME_NONE;
     p->kind = k;
-    p->since = since;
+    p->since = k == PULL_CHANGES ? since : RS_TIME_NONE;
     p->started = rs_time_now();
     p->index_at = p->doc_at = p->min_from = RS_TIME_NONE;
+    p->changes_newest = RS_TIME_NONE;
+    p->cs_full = false;
     p->err[0] = '\0';
     if (k == PULL_AUDIT && p->o.readonly) {
         p->gen = 0;
@@ -429,14 +765,17 @@ pull_start(struct pull *p, enum pull_kind k, const char *url, rs_time_t since)
             return rc;
         apply_set_gen(p->o.apply, p->gen);
     }
-    if ((rc = docwalk_start(p->walk, url)) != 0)
+    pull_set_phase(p, k == PULL_CHANGES ? PHASE_CHANGES
+                      : c != NULL ? PHASE_PEEK : PHASE_LIST);
+    if ((rc = docwalk_start(p->walk, p->url)) != 0) {
+        pull_set_phase(p, PHASE_IDLE);
         return rc;
-    p->busy = true;
+    }
     return 0;
 }
 
 bool
 pull_busy(const struct pull *p)
 {
-    return p->busy;
+    return p->phase != PHASE_IDLE;
 }

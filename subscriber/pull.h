@@ -3,8 +3,11 @@
  * the last applied change (incremental), a Resource List walk that makes
  * the mirror match it (baseline and reconcile: fetch what is new or
  * different, delete what is gone), and the same walk as a report only
- * (audit). Changes are handed to apply as todo rows; applying them, and
- * deciding when to pull, are the caller's.
+ * (audit). A Resource List is the Source at its `at`; reconcile and audit
+ * bring it forward with the Change Lists since then, so that what they
+ * explain is neither a difference nor undone. Changes are handed to apply
+ * as todo rows; applying them, and deciding when to pull, are the
+ * caller's.
  */
 #ifndef SUB_PULL_H
 #define SUB_PULL_H
@@ -39,9 +42,24 @@ struct pull_report {
     /* CHANGES: the Change Lists reach back to `since` (else a reconcile
      * is needed: what happened between is unknown). */
     bool reached_back;
-    /* CHANGES: the newest change seen; RECONCILE/AUDIT: the snapshot time
-     * (the Resource List's `at`, else when the walk began). */
+    /* CHANGES: the newest change seen; RECONCILE/AUDIT: the time the
+     * documents read speak for: the Resource List's `at` brought forward
+     * by the Change Lists (their newest change), else when the walk
+     * began. */
     rs_time_t newest;
+    /* RECONCILE and AUDIT: */
+    rs_time_t snapshot;      /* the Resource List's at (the earliest of an
+                                index's parts); RS_TIME_NONE: it has none */
+    bool changes_read;       /* the Change Lists since then were read ... */
+    bool changes_reach_back; /* ... and reach back to the snapshot */
+    uint64_t changes;        /* their entries since the snapshot */
+    uint64_t explained;      /* entries of the Resource List (or mirror
+                                rows) the Change Lists brought forward */
+    uint64_t recent;         /* AUDIT: mirror resources changed after every
+                                document read (or in a span no Change List
+                                covers): too recent to judge */
+    char changes_error[256]; /* why the Change Lists could not be used, or
+                                "" */
 };
 
 struct pull_opts {
@@ -71,10 +89,12 @@ struct pull *pull_new(const struct pull_opts *o);
 void pull_free(struct pull *p);     /* abandons a pull without on_done */
 
 /* Start a pull of the document at url (a Change List or its index for
- * CHANGES, a Resource List or its index otherwise). since: CHANGES only,
- * RS_TIME_NONE for everything. RS_ESTATE when one is under way. */
+ * CHANGES, a Resource List or its index otherwise). changes: RECONCILE
+ * and AUDIT, the Source's Change List (or index) to bring the Resource
+ * List forward with, or NULL. since: CHANGES only, RS_TIME_NONE for
+ * everything. Strings are copied. RS_ESTATE when one is under way. */
 int pull_start(struct pull *p, enum pull_kind k, const char *url,
-               rs_time_t since) RS_MUST_CHECK;
+               const char *changes, rs_time_t since) RS_MUST_CHECK;
 bool pull_busy(const struct pull *p);
 
 #endif

@@ -158,7 +158,9 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_DURATION("lease", 0, &conf.lease_ms, "1d", 0, 0,
                        "WebSub lease asked for (0: the hub's choice)"),
     RS_CONFIG_DURATION("poll-interval", 0, &conf.poll_ms, "30s", 100, 86400000,
-                       "without push, pull Change Lists this often"),
+                       "without push, pull Change Lists this often; with or "
+                       "without, read the Capability List again this often "
+                       "(channels come and go)"),
     RS_CONFIG_DURATION("push-timeout", 0, &conf.push_timeout_ms, "30s", 0,
                        86400000, "a WebSocket channel down this long: poll "
                        "Change Lists (every --poll-interval) until it is back"),
@@ -625,6 +627,43 @@ retry_pull_later(struct sub *s, int set, enum pull_kind kind)
     evtimer_add(s->ev_retry_pull, &tv);
 }
 
+/* A reconcile or audit read: what it found, and what its judgement
+ * rests on - the Resource List's age, and whether Change Lists brought
+ * it forward (docs/subscriber.md, Audit). */
+static void
+log_snapshot_read(struct set *st, const struct pull_report *r,
+                  char n[][24])
+{
+    char at[RS_TIME_BUFSZ] = "-", age[32] = "-", ch[24], ex[24], rc[24];
+
+    if (r->snapshot != RS_TIME_NONE) {
+        rs_time_format(r->snapshot, at);
+        snprintf(age, sizeof(age), "%.0f",
+                 (double)(rs_time_now() - r->snapshot) / 1e6);
+    }
+    snprintf(ch, sizeof(ch), "%llu", (unsigned long long)r->changes);
+    snprintf(ex, sizeof(ex), "%llu", (unsigned long long)r->explained);
+    snprintf(rc, sizeof(rc), "%llu", (unsigned long long)r->recent);
+    rs_log_kv(RS_LOG_INFO, r->kind == PULL_AUDIT ? "audited"
+              : "resource list read", "caplist", st->d->caplist, "entries",
+              n[0], "added", n[1], "updated", n[2], "deleted", n[3],
+              "unchanged", n[4], "resourcelist_at", at, "age_seconds", age,
+              "changes_since", ch, "brought_forward", ex,
+              "too_recent_to_judge", rc, NULL);
+    if (r->changes_error[0] != '\0')
+        rs_log_kv(RS_LOG_WARN, "the resource list is judged alone",
+                  "caplist", st->d->caplist, "why", r->changes_error, NULL);
+    else if (st->d->changelist == NULL)
+        rs_log_kv(RS_LOG_INFO, "no change list: the resource list is judged "
+                  "alone; resources the mirror changed after it are too "
+                  "recent to judge", "caplist", st->d->caplist,
+                  "age_seconds", age, NULL);
+    else if (r->changes_read && !r->changes_reach_back)
+        rs_log_kv(RS_LOG_WARN, "the change lists do not reach back to the "
+                  "resource list: changes in between are too recent to "
+                  "judge", "caplist", st->d->caplist, NULL);
+}
+
 static void
 on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
 {
@@ -665,10 +704,12 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
     snprintf(n[2], 24, "%llu", (unsigned long long)r->updated);
     snprintf(n[3], 24, "%llu", (unsigned long long)r->deleted);
     snprintf(n[4], 24, "%llu", (unsigned long long)r->unchanged);
-    rs_log_kv(RS_LOG_INFO, r->kind == PULL_CHANGES ? "change lists read"
-              : r->kind == PULL_AUDIT ? "audited" : "resource list read",
-              "caplist", st->d->caplist, "entries", n[0], "added", n[1],
-              "updated", n[2], "deleted", n[3], "unchanged", n[4], NULL);
+    if (r->kind == PULL_CHANGES)
+        rs_log_kv(RS_LOG_INFO, "change lists read", "caplist",
+                  st->d->caplist, "entries", n[0], "added", n[1], "updated",
+                  n[2], "deleted", n[3], "unchanged", n[4], NULL);
+    else
+        log_snapshot_read(st, r, n);
     if (r->kind == PULL_CHANGES && !r->reached_back) {
         /* What happened before the oldest Change List is unknown. */
         rs_log_kv(RS_LOG_WARN, "change lists do not reach back far enough: "
@@ -756,7 +797,9 @@ run_queue(struct sub *s)
             rs_log_kv(RS_LOG_WARN, "cannot start the dump", "error",
                       rs_strerror(rc), NULL);
         }
-        rc = pull_start(s->pull, j.kind, url, since);
+        rc = pull_start(s->pull, j.kind, url,
+                        j.kind != PULL_CHANGES ? st->d->changelist : NULL,
+                        since);
         if (rc != 0) {
             s->pulling = -1;
             rs_log_kv(RS_LOG_ERROR, "cannot start a pull", "url", url,
