@@ -110,10 +110,14 @@ parse_field(const char **pp, const char *e, char sep)
 }
 
 /* The time part after 'T': hh:mm[:ss[.f+]]TZD, up to exactly e. Sets *us to
- * microseconds of the local day and *off to the zone offset in minutes. */
+ * microseconds of the local day and *off to the zone offset in minutes;
+ * with RS_TIME_ZONELESS a missing TZD is offset 0. Adds RS_TIME_FORM_* bits
+ * to *form. */
 static int
-parse_clock(const char *p, const char *e, int64_t *us, int64_t *off)
+parse_clock(const char *p, const char *e, unsigned flags, int64_t *us,
+            int64_t *off, unsigned *form)
 {
+    bool secs = false;
     if (e - p < 5 || p[2] != ':')
         return RS_EINVAL;
     int hh = parse_digits(p, 2);
@@ -125,6 +129,7 @@ parse_clock(const char *p, const char *e, int64_t *us, int64_t *off)
     int ss = 0;
     int64_t frac = 0;
     if (p < e && *p == ':') {
+        secs = true;
         ss = parse_field(&p, e, ':');
         if (ss < 0 || ss > 59)      /* leap seconds are not representable */
             return RS_EINVAL;
@@ -148,11 +153,18 @@ parse_clock(const char *p, const char *e, int64_t *us, int64_t *off)
         }
     }
 
-    if (p == e)
-        return RS_EINVAL;           /* the zone is mandatory with a time */
-    if (*p == 'Z') {
+    if (p == e) {
+        /* The zone is mandatory with a time; only a reader that asked
+         * takes its absence for UTC. */
+        if (!(flags & RS_TIME_ZONELESS))
+            return RS_EINVAL;
+        *off = 0;
+        *form |= RS_TIME_FORM_ZONELESS;
+    } else if (*p == 'Z') {
         p++;
         *off = 0;
+        if (secs)
+            *form |= RS_TIME_FORM_FULL_UTC;
     } else if (*p == '+' || *p == '-') {
         if (e - p < 6 || p[3] != ':')
             return RS_EINVAL;
@@ -174,6 +186,14 @@ parse_clock(const char *p, const char *e, int64_t *us, int64_t *off)
 int
 rs_time_parse(const char *s, size_t len, rs_time_t *out)
 {
+    return rs_time_parse_ex(s, len, 0, out, NULL);
+}
+
+int
+rs_time_parse_ex(const char *s, size_t len, unsigned flags, rs_time_t *out,
+                 unsigned *formp)
+{
+    unsigned form = 0;
     if (s == NULL || out == NULL)
         return RS_EINVAL;
     const char *p = s, *e = s + len;
@@ -202,7 +222,7 @@ rs_time_parse(const char *s, size_t len, rs_time_t *out)
             if (p < e) {
                 if (*p != 'T')
                     return RS_EINVAL;
-                int rc = parse_clock(p + 1, e, &us, &off);
+                int rc = parse_clock(p + 1, e, flags, &us, &off, &form);
                 if (rc < 0)
                     return rc;
             }
@@ -213,6 +233,8 @@ rs_time_parse(const char *s, size_t len, rs_time_t *out)
     if (t < TIME_MIN || t > TIME_MAX)
         return RS_EINVAL;
     *out = t;
+    if (formp != NULL)
+        *formp = form;
     return 0;
 }
 

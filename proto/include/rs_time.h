@@ -31,6 +31,24 @@ typedef int64_t rs_time_t;
  */
 int rs_time_parse(const char *s, size_t len, rs_time_t *out) RS_MUST_CHECK;
 
+/* rs_time_parse_ex flags. */
+#define RS_TIME_ZONELESS 0x1u   /* take a time with no zone designator as UTC */
+
+/* What rs_time_parse_ex reports about the form of an accepted value. */
+#define RS_TIME_FORM_ZONELESS 0x1u  /* a time with no zone, taken as UTC */
+#define RS_TIME_FORM_FULL_UTC 0x2u  /* YYYY-MM-DDThh:mm:ss[.s]Z exactly: the
+                                     * form core section 7 recommends */
+
+/*
+ * rs_time_parse, with what a reader needs to judge the value: with
+ * RS_TIME_ZONELESS in flags, a time of day without a zone designator
+ * (2013-01-02T13:00, 2013-01-02T13:00:00) is accepted as UTC, which W3C
+ * Datetime does not allow but real Sources write. *form (may be NULL) gets
+ * RS_TIME_FORM_* bits for an accepted value.
+ */
+int rs_time_parse_ex(const char *s, size_t len, unsigned flags, rs_time_t *out,
+                     unsigned *form) RS_MUST_CHECK;
+
 /*
  * Format t as YYYY-MM-DDThh:mm:ssZ, or with a fraction of 1..6 digits
  * (trailing zeros dropped) when t has sub-second microseconds. buf must hold

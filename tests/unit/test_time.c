@@ -209,6 +209,56 @@ test_malformed(void **state)
     assert_true(t == 7);
 }
 
+/* time/zoneless: with RS_TIME_ZONELESS a time without a zone designator
+ * (seconds, minutes only, a fraction) is taken as UTC and said to be
+ * zoneless; without the flag it stays refused; what is refused for other
+ * reasons stays refused with it; the form bits tell the recommended
+ * YYYY-MM-DDThh:mm:ss[.s]Z from the other accepted forms. */
+static void
+test_zoneless(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        rs_time_t want;
+        unsigned form;
+    } ok[] = {
+        { "2013-01-01T00:00:00", T_2013, RS_TIME_FORM_ZONELESS },
+        { "2013-01-01T00:00", T_2013, RS_TIME_FORM_ZONELESS },
+        { " 2013-01-01T00:00:00.5 ", T_2013 + SEC / 2, RS_TIME_FORM_ZONELESS },
+        { "2013-01-01T00:00:00Z", T_2013, RS_TIME_FORM_FULL_UTC },
+        { "2013-01-01T00:00:00.25Z", T_2013 + SEC / 4, RS_TIME_FORM_FULL_UTC },
+        { "2013-01-01T00:00Z", T_2013, 0 },
+        { "2013-01-01T01:00:00+01:00", T_2013, 0 },
+        { "2013-01-01", T_2013, 0 },
+        { "2013", T_2013, 0 },
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        rs_time_t t = 0;
+        unsigned form = 99;
+        int rc = rs_time_parse_ex(ok[i].s, strlen(ok[i].s), RS_TIME_ZONELESS,
+                                  &t, &form);
+        if (rc != 0 || t != ok[i].want || form != ok[i].form)
+            fail_msg("\"%s\": rc %d form %u", ok[i].s, rc, form);
+        bool zoneless = (ok[i].form & RS_TIME_FORM_ZONELESS) != 0;
+        rc = rs_time_parse_ex(ok[i].s, strlen(ok[i].s), 0, &t, NULL);
+        if ((rc != 0) != zoneless)
+            fail_msg("\"%s\" without the flag: rc %d", ok[i].s, rc);
+    }
+    static const char *const still_bad[] = {
+        "2013-01-01T10", "2013-01-01T24:00", "2013-01-01T10:00:60",
+        "2013-01-01T10:00:00.", "2013-01-01 10:00", "2013-02-30T10:00",
+        "2013-01-01T10:00:00+01", "2013-01-01T10:00:00 Z",
+    };
+    for (size_t i = 0; i < sizeof(still_bad) / sizeof(still_bad[0]); i++) {
+        rs_time_t t = 42;
+        int rc = rs_time_parse_ex(still_bad[i], strlen(still_bad[i]),
+                                  RS_TIME_ZONELESS, &t, NULL);
+        if (rc != RS_EINVAL || t != 42)
+            fail_msg("\"%s\" accepted as zoneless (%d)", still_bad[i], rc);
+    }
+}
+
 /* time/length_bound: only len bytes are read, whatever follows them, and a
  * NUL inside the span is an ordinary bad byte. */
 static void
@@ -338,6 +388,7 @@ main(void)
         TT("time/leap_years", test_leap_years),
         TT("time/whitespace", test_whitespace),
         TT("time/malformed", test_malformed),
+        TT("time/zoneless", test_zoneless),
         TT("time/length_bound", test_length_bound),
         TT("time/format", test_format),
         TT("time/every_day", test_every_day),
