@@ -1,8 +1,10 @@
 /*
  * check.c - the ResourceSync document rules (rs_check.h), shared by the
- * parser and the writer so that what we read leniently and what we write
- * strictly are judged by the same code. Messages name the element or
- * attribute at fault; the caller adds the file and line.
+ * parser and the writer so that what we read and what we write are judged
+ * by the same code, and the one place that says how bad each broken rule
+ * is. Messages name the element or attribute at fault and, where the spec
+ * says it, the section; the caller adds the file and line. The table of
+ * rules in docs/protocol.md (section 1.1) follows this file.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,43 +13,93 @@
 
 #include "rs_check.h"
 
+/* How bad a broken rule is; rs_check.h says what each means per mode. */
+enum level {
+    LV_ERROR,
+    LV_MUST,
+    LV_SHOULD,
+};
+
 void
-rs_check_init(struct rs_check *c, bool strict, size_t max_entries,
+rs_check_init(struct rs_check *c, enum rs_check_mode mode, size_t max_entries,
               rs_check_report_cb report, void *ud)
 {
     memset(c, 0, sizeof(*c));
-    c->strict = strict;
+    c->mode = mode;
     c->max_entries = max_entries ? max_entries : RS_MAX_ENTRIES;
     c->report = report;
     c->ud = ud;
     c->last_time = RS_TIME_NONE;
+    /* Until the head says what the document is, judge it as strictly as
+     * the strictest kind: a notification. */
+    c->notification = true;
+}
+
+static enum rs_severity
+level_severity(const struct rs_check *c, enum level lv)
+{
+    switch (lv) {
+    case LV_MUST:
+        return c->mode == RS_CHECK_READER && !c->notification ? RS_SEV_WARNING
+                                                               : RS_SEV_ERROR;
+    case LV_SHOULD:
+        return c->mode == RS_CHECK_STRICT ? RS_SEV_ERROR : RS_SEV_WARNING;
+    case LV_ERROR:
+    default:
+        return RS_SEV_ERROR;
+    }
+}
+
+/* Report a problem at its level: 0 for a warning, RS_EINVALID for an
+ * error. */
+static int
+check_vreport(struct rs_check *c, enum level lv, const char *fmt, va_list ap)
+{
+    char msg[256];
+    enum rs_severity sev = level_severity(c, lv);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (sev == RS_SEV_ERROR)
+        c->nerrors++;
+    else
+        c->nwarnings++;
+    if (c->report != NULL)
+        c->report(c->ud, sev, msg);
+    return sev == RS_SEV_ERROR ? RS_EINVALID : 0;
 }
 
 __attribute__((format(printf, 3, 4))) static int
-check_fail(struct rs_check *c, int rc, const char *fmt, ...)
+check_at(struct rs_check *c, enum level lv, const char *fmt, ...)
 {
-    char msg[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int rc = check_vreport(c, lv, fmt, ap);
     va_end(ap);
-    if (c->report != NULL)
-        c->report(c->ud, RS_SEV_ERROR, msg);
     return rc;
 }
 
-/* A warning, or under strict an error: returns what the caller returns. */
-__attribute__((format(printf, 2, 3))) static int
-check_warn(struct rs_check *c, const char *fmt, ...)
+/* An error after which nothing more can be judged. */
+__attribute__((format(printf, 3, 4))) static int
+check_fatal(struct rs_check *c, int rc, const char *fmt, ...)
 {
-    char msg[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    (void)check_vreport(c, LV_ERROR, fmt, ap);
     va_end(ap);
-    if (c->report != NULL)
-        c->report(c->ud, c->strict ? RS_SEV_ERROR : RS_SEV_WARNING, msg);
-    return c->strict ? RS_EINVALID : 0;
+    c->broken = true;
+    return rc;
+}
+
+/* The first error of several rules checked in a row. */
+static int
+first_error(int rc, int next)
+{
+    return rc != 0 ? rc : next;
+}
+
+static const char *
+cap_text(const struct rs_check *c)
+{
+    return c->cap_alpha ? "change-notification" : rs_capability_name(c->cap);
 }
 
 /* ------------------------------------------------------------------ URIs */
@@ -98,27 +150,66 @@ rs_check_url(const char *s)
     return check_uri(s, false);
 }
 
+/* --------------------------------------------------------- parser rules */
+
+int
+rs_check_rule(struct rs_check *c, enum rs_rule rule, const char *msg)
+{
+    enum level lv = LV_ERROR;
+    switch (rule) {
+    case RS_RULE_TIME_ZONE:
+    case RS_RULE_LINK:
+    case RS_RULE_ENTRY_ORDER:
+    case RS_RULE_ATTR:
+        lv = LV_MUST;
+        break;
+    case RS_RULE_HASH:
+        /* "a hex-encoded digest" (core 7); the D-Lib 2013 Change List
+         * prints a placeholder that is not hex, so in lists a bad hash is
+         * ignored with a warning. A notification is what a Destination
+         * fetches against right now: there it stays a must. */
+        lv = c->notification ? LV_MUST : LV_SHOULD;
+        break;
+    case RS_RULE_TIME_FORM:
+    case RS_RULE_LOC_SPACE:
+    case RS_RULE_CHANGEFREQ:
+        lv = LV_SHOULD;
+        break;
+    }
+    return check_at(c, lv, "%s", msg);
+}
+
 /* ----------------------------------------------------------------- links */
 
+/* Links that came through the parser always have rel and href (it drops
+ * the others under RS_RULE_LINK); these rules are for documents built in
+ * memory and written. */
 static int
 check_links(struct rs_check *c, const struct rs_link *links, size_t n,
             const char *where)
 {
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
         const struct rs_link *l = &links[i];
-        if (l->rel == NULL || l->rel[0] == '\0')
-            return check_fail(c, RS_EINVALID,
-                              "<rs:ln> in %s without rel attribute", where);
+        if (l->rel == NULL || l->rel[0] == '\0') {
+            rc = first_error(rc, check_at(c, LV_MUST, "<rs:ln> in %s without "
+                                          "rel attribute (core 7: rel and "
+                                          "href are mandatory)", where));
+            continue;
+        }
         if (l->href == NULL || l->href[0] == '\0')
-            return check_fail(c, RS_EINVALID,
-                              "<rs:ln rel=\"%s\"> in %s without href attribute",
-                              l->rel, where);
+            rc = first_error(rc, check_at(c, LV_MUST,
+                                          "<rs:ln rel=\"%s\"> in %s without "
+                                          "href attribute (core 7: rel and "
+                                          "href are mandatory)", l->rel,
+                                          where));
         if (l->pri > 999999)
-            return check_fail(c, RS_EINVALID,
-                              "<rs:ln rel=\"%s\"> pri %u is outside 1..999999",
-                              l->rel, l->pri);
+            rc = first_error(rc, check_at(c, LV_ERROR,
+                                          "<rs:ln rel=\"%s\"> pri %u is "
+                                          "outside 1..999999 (core 7)",
+                                          l->rel, l->pri));
     }
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ head */
@@ -147,82 +238,101 @@ cap_is_change(enum rs_capability cap)
            cap == RS_CAP_CHANGEDUMP_MANIFEST;
 }
 
+/* The spec gives no order between at and completed, from and until, but
+ * an interval that ends before it starts describes nothing a Destination
+ * can act on: a warning (where says whose rs:md). */
+static int
+check_intervals(struct rs_check *c, const struct rs_md *md, const char *where)
+{
+    int rc = 0;
+    if (md->at != RS_TIME_NONE && md->completed != RS_TIME_NONE &&
+        md->completed < md->at)
+        rc = first_error(rc, check_at(c, LV_SHOULD, "%s: \"completed\" is "
+                                      "before \"at\"", where));
+    if (md->from != RS_TIME_NONE && md->until != RS_TIME_NONE &&
+        md->until < md->from)
+        rc = first_error(rc, check_at(c, LV_SHOULD, "%s: \"until\" is before "
+                                      "\"from\"", where));
+    return rc;
+}
+
 int
 rs_check_head(struct rs_check *c, const struct rs_head *h)
 {
     const struct rs_md *md = &h->md;
     const char *root = rs_root_name(h->root);
-    int rc;
+    int rc = 0;
 
     c->head_done = true;
     c->root = h->root;
     c->cap = md->capability;
     c->cap_alpha = md->capability_alpha;
+    c->notification = rs_capability_is_notification(md->capability);
     c->has_up = rs_links_find(h->links, h->nlinks, "up") != NULL;
     if (h->root == RS_ROOT_NONE)
-        return check_fail(c, RS_EINVALID,
-                          "root element must be <urlset> or <sitemapindex>");
+        return check_fatal(c, RS_EINVALID,
+                           "root element must be <urlset> or <sitemapindex>");
     if (!h->has_md)
-        return check_fail(c, RS_EINVALID,
-                          "<%s> has no <rs:md> element: not a ResourceSync "
-                          "document (a plain sitemap?)", root);
+        return check_fatal(c, RS_EINVALID,
+                           "<%s> has no <rs:md> element: not a ResourceSync "
+                           "document (a plain sitemap?)", root);
     if (md->capability == RS_CAP_NONE)
-        return check_fail(c, RS_EINVALID,
-                          "root <rs:md> has no capability attribute");
+        return check_fatal(c, RS_EINVALID,
+                           "root <rs:md> has no capability attribute (core 7: "
+                           "mandatory)");
     if (md->capability == RS_CAP_OTHER)
-        return check_fail(c, RS_EINVALID,
-                          "unknown capability \"%s\" on the root <rs:md>",
-                          md->capability_other ? md->capability_other : "");
-    const char *cap = md->capability_alpha ? "change-notification"
-                                           : rs_capability_name(md->capability);
+        return check_fatal(c, RS_EINVALID,
+                           "unknown capability \"%s\" on the root <rs:md>",
+                           md->capability_other ? md->capability_other : "");
+    const char *cap = cap_text(c);
+    /* The parser reads "changelistindex" on a <sitemapindex> as an index
+     * of changelist: what the Source meant is clear. */
+    if (md->capability_index_alias)
+        rc = first_error(rc, check_at(c, LV_MUST,
+                                      "capability \"%sindex\" is not a "
+                                      "ResourceSync capability: an index "
+                                      "says \"%s\" on a <sitemapindex> (core "
+                                      "6.1); a reader reads it as a %s index", cap, cap,
+                                      cap));
     /* Core section 9: Sources "should not" publish Capability List
-     * Indexes; a should, so read it with a warning. */
+     * Indexes. */
     if (h->root == RS_ROOT_SITEMAPINDEX &&
-        md->capability == RS_CAP_CAPABILITYLIST &&
-        (rc = check_warn(c, "a Capability List should not be a "
-                         "<sitemapindex> (core section 9)")) != 0)
-        return rc;
+        md->capability == RS_CAP_CAPABILITYLIST)
+        rc = first_error(rc, check_at(c, LV_SHOULD, "a Capability List should "
+                                      "not be a <sitemapindex> (core 9)"));
     if (h->root == RS_ROOT_SITEMAPINDEX && !cap_has_index(md->capability) &&
         md->capability != RS_CAP_CAPABILITYLIST)
-        return check_fail(c, RS_EINVALID,
-                          "capability \"%s\" cannot be a <sitemapindex> "
-                          "(only Source Descriptions, Resource Lists, Change "
-                          "Lists and dumps have indexes)", cap);
+        return check_fatal(c, RS_EINVALID,
+                           "capability \"%s\" cannot be a <sitemapindex> "
+                           "(only Source Descriptions, Resource Lists, Change "
+                           "Lists and dumps have indexes)", cap);
 
-    rc = check_links(c, h->links, h->nlinks, "the root");
-    if (rc != 0)
-        return rc;
+    rc = first_error(rc, check_links(c, h->links, h->nlinks, "the root"));
 
     /* Time attributes: which are mandatory, which do not belong. */
     if (cap_is_snapshot(md->capability)) {
-        if (md->at == RS_TIME_NONE &&
-            (rc = check_warn(c, "%s: root <rs:md> has no \"at\" attribute",
-                             cap)) != 0)
-            return rc;
-        if (md->at != RS_TIME_NONE && md->completed != RS_TIME_NONE &&
-            md->completed < md->at)
-            return check_fail(c, RS_EINVALID,
-                              "root <rs:md> \"completed\" is before \"at\"");
-        if ((md->from != RS_TIME_NONE || md->until != RS_TIME_NONE) &&
-            (rc = check_warn(c, "%s: \"from\"/\"until\" belong to change "
-                             "documents, not snapshots", cap)) != 0)
-            return rc;
+        if (md->at == RS_TIME_NONE)
+            rc = first_error(rc, check_at(c, LV_MUST, "%s: root <rs:md> has "
+                                          "no \"at\" attribute (core 10-11: "
+                                          "it must have one)", cap));
+        if (md->from != RS_TIME_NONE || md->until != RS_TIME_NONE)
+            rc = first_error(rc, check_at(c, LV_SHOULD, "%s: \"from\"/"
+                                          "\"until\" belong to change "
+                                          "documents, not snapshots (core 7)",
+                                          cap));
     } else if (cap_is_change(md->capability)) {
-        if (md->from == RS_TIME_NONE &&
-            (rc = check_warn(c, "%s: root <rs:md> has no \"from\" attribute",
-                             cap)) != 0)
-            return rc;
-        if (md->from != RS_TIME_NONE && md->until != RS_TIME_NONE &&
-            md->until < md->from)
-            return check_fail(c, RS_EINVALID,
-                              "root <rs:md> \"until\" is before \"from\"");
-        if ((md->at != RS_TIME_NONE || md->completed != RS_TIME_NONE) &&
-            (rc = check_warn(c, "%s: \"at\"/\"completed\" belong to snapshot "
-                             "documents, not change documents", cap)) != 0)
-            return rc;
+        if (md->from == RS_TIME_NONE)
+            rc = first_error(rc, check_at(c, LV_MUST, "%s: root <rs:md> has "
+                                          "no \"from\" attribute (core 12-13: "
+                                          "mandatory)", cap));
+        if (md->at != RS_TIME_NONE || md->completed != RS_TIME_NONE)
+            rc = first_error(rc, check_at(c, LV_SHOULD, "%s: \"at\"/"
+                                          "\"completed\" belong to snapshot "
+                                          "documents, not change documents "
+                                          "(core 7)", cap));
     }
-
-    return 0;
+    rc = first_error(rc, check_intervals(c, md, "root <rs:md>"));
+    return rc;
 }
 
 /* ----------------------------------------------------------------- entries */
@@ -247,6 +357,47 @@ framework_change_ok(enum rs_capability cap, enum rs_change ch)
     }
 }
 
+static bool
+loc_is_ws(const char *loc)
+{
+    return url_scheme_is(loc, "ws://", 5) || url_scheme_is(loc, "wss://", 6);
+}
+
+/* Core 9: "A Capability List must only contain one entry per capability."
+ * A channel is counted per transport: the alpha draft's WebSocket channel
+ * (a ws:// <loc>) and the 2017 WebSub topic of the same capability are
+ * two ways to receive it, not one capability listed twice. */
+static int
+check_capability_once(struct rs_check *c, const struct rs_entry *e)
+{
+    const struct rs_md *md = &e->md;
+    bool ws = loc_is_ws(e->loc);
+    bool twice;
+    if (md->capability == RS_CAP_OTHER) {
+        const char *name = md->capability_other ? md->capability_other : "";
+        twice = false;
+        for (unsigned i = 0; i < c->nother_caps && !twice; i++)
+            twice = strcmp(c->other_caps[i], name) == 0;
+        if (!twice && c->nother_caps < RS_CHECK_MAX_OTHER_CAPS &&
+            strlen(name) < sizeof(c->other_caps[0]))
+            snprintf(c->other_caps[c->nother_caps++], sizeof(c->other_caps[0]),
+                     "%s", name);
+    } else {
+        unsigned bit = (unsigned)md->capability * 4u +
+                       (md->capability_alpha ? 2u : 0u) + (ws ? 1u : 0u);
+        twice = (c->caps_seen >> bit) & 1u;
+        c->caps_seen |= 1ull << bit;
+    }
+    if (!twice)
+        return 0;
+    return check_at(c, LV_MUST, "Capability List entry %s: capability \"%s\" "
+                    "is listed twice (core 9: one entry per capability)",
+                    e->loc,
+                    md->capability == RS_CAP_OTHER ? md->capability_other
+                    : md->capability_alpha ? "change-notification"
+                                           : rs_capability_name(md->capability));
+}
+
 static int
 check_entry_capability(struct rs_check *c, const struct rs_entry *e)
 {
@@ -254,39 +405,170 @@ check_entry_capability(struct rs_check *c, const struct rs_entry *e)
     enum rs_capability ecap = e->has_md ? md->capability : RS_CAP_NONE;
 
     if (c->cap == RS_CAP_DESCRIPTION) {
+        /* Core 8: the entry's <rs:md> is optional, but if there "must
+         * have a capability attribute with a value of capabilitylist". */
+        if (!e->has_md)
+            return 0;
         if (ecap == RS_CAP_NONE)
-            return check_warn(c, "Source Description entry %s has no "
-                              "capability=\"capabilitylist\"", e->loc);
+            return check_at(c, LV_MUST, "Source Description entry %s: its "
+                            "<rs:md> has no capability=\"capabilitylist\" "
+                            "(core 8)", e->loc);
         if (ecap != RS_CAP_CAPABILITYLIST)
-            return check_fail(c, RS_EINVALID,
-                              "Source Description entry %s has capability "
-                              "\"%s\", expected \"capabilitylist\"", e->loc,
-                              ecap == RS_CAP_OTHER ? md->capability_other
-                                                   : rs_capability_name(ecap));
+            return check_at(c, LV_ERROR,
+                            "Source Description entry %s has capability "
+                            "\"%s\", expected \"capabilitylist\"", e->loc,
+                            ecap == RS_CAP_OTHER ? md->capability_other
+                                                 : rs_capability_name(ecap));
         return 0;
     }
     /* c->cap == RS_CAP_CAPABILITYLIST */
     switch (ecap) {
     case RS_CAP_NONE:
-        return check_fail(c, RS_EINVALID,
-                          "Capability List entry %s has no capability "
-                          "attribute", e->loc);
+        return check_at(c, LV_ERROR, "Capability List entry %s has no "
+                        "capability attribute: what it is cannot be known "
+                        "(core 9)", e->loc);
     case RS_CAP_RESOURCELIST:
     case RS_CAP_RESOURCEDUMP:
     case RS_CAP_CHANGELIST:
     case RS_CAP_CHANGEDUMP:
     case RS_CAP_CHANGELIST_NOTIFICATION:
     case RS_CAP_FRAMEWORK_NOTIFICATION:
-        return 0;
     case RS_CAP_OTHER:
         /* extensions (e.g. the archives' resourcelist-archive): fine */
-        return 0;
+        return check_capability_once(c, e);
     default:
-        return check_fail(c, RS_EINVALID,
-                          "Capability List entry %s has capability \"%s\", "
-                          "which a Capability List cannot list", e->loc,
-                          rs_capability_name(ecap));
+        return check_at(c, LV_ERROR,
+                        "Capability List entry %s has capability \"%s\", "
+                        "which a Capability List cannot list", e->loc,
+                        rs_capability_name(ecap));
     }
+}
+
+static int
+check_framework_entry(struct rs_check *c, const struct rs_entry *e)
+{
+    const struct rs_md *md = &e->md;
+    int rc = 0;
+    if (!e->has_md || md->capability == RS_CAP_NONE)
+        rc = first_error(rc, check_at(c, LV_ERROR, "framework notification "
+                                      "entry %s has no capability attribute",
+                                      e->loc));
+    if (md->change == RS_CHANGE_NONE)
+        rc = first_error(rc, check_at(c, LV_ERROR, "framework notification "
+                                      "entry %s has no change attribute",
+                                      e->loc));
+    else if (md->capability != RS_CAP_NONE &&
+             md->capability != RS_CAP_OTHER &&
+             !framework_change_ok(md->capability, md->change))
+        rc = first_error(rc, check_at(c, LV_ERROR, "framework notification: "
+                                      "change \"%s\" is not permitted for a "
+                                      "%s", rs_change_name(md->change),
+                                      rs_capability_name(md->capability)));
+    return rc;
+}
+
+/* Forward chronological order: each entry's time t against the latest so
+ * far. Told once per document, with the first entry out of order. */
+static int
+check_order(struct rs_check *c, const struct rs_entry *e, rs_time_t t,
+            enum level lv, const char *section)
+{
+    int rc = 0;
+    if (t == RS_TIME_NONE)
+        return 0;
+    if (c->last_time != RS_TIME_NONE && t < c->last_time && !c->order_warned) {
+        char a[RS_TIME_BUFSZ], b[RS_TIME_BUFSZ];
+        rs_time_format(t, a);
+        rs_time_format(c->last_time, b);
+        c->order_warned = true;
+        rc = check_at(c, lv, "entries are not in forward chronological order "
+                      "(%s): %s at %s comes after %s; a reader applies them "
+                      "by time", section, e->loc, a, b);
+    }
+    if (c->last_time == RS_TIME_NONE || t > c->last_time)
+        c->last_time = t;
+    return rc;
+}
+
+/* An entry of a Change List, Change Dump Manifest or change notification. */
+static int
+check_change_entry(struct rs_check *c, const struct rs_entry *e)
+{
+    const struct rs_md *md = &e->md;
+    if (!e->has_md || md->change == RS_CHANGE_NONE)
+        return check_at(c, LV_ERROR, "entry %s has no change attribute "
+                        "(created|updated|deleted): what happened cannot be "
+                        "known", e->loc);
+    /* 1.1 orders by datetime; 1.0 by the then-mandatory lastmod. */
+    rs_time_t t = md->datetime != RS_TIME_NONE ? md->datetime : e->lastmod;
+    if (c->cap == RS_CAP_CHANGELIST_NOTIFICATION)
+        return check_order(c, e, t, LV_SHOULD,
+                           "expected as in Change Lists, core 12.1");
+    if (t == RS_TIME_NONE) {
+        /* A deletion says all that matters without its time (a reader
+         * takes the time as unknown, as for 1.0 deletions); a creation or
+         * update with no time cannot be placed among the others. */
+        if (md->change == RS_CHANGE_DELETED)
+            return check_at(c, LV_MUST, "entry %s (deleted) has neither "
+                            "<lastmod> nor a datetime attribute (core 7: "
+                            "mandatory in %s); its time is unknown", e->loc,
+                            cap_text(c));
+        return check_at(c, LV_ERROR, "entry %s has neither <lastmod> nor a "
+                        "datetime attribute: when it changed cannot be known "
+                        "(core 7, 12.1)", e->loc);
+    }
+    return check_order(c, e, t, LV_MUST,
+                       c->cap == RS_CAP_CHANGELIST ? "core 12.1"
+                                                   : "core 13.2, as 12.1");
+}
+
+/* A manifest path is where the bitstream sits in the ZIP, "relative to the
+ * root of the package" with a leading slash (core 11.2, 13.2). A ".."
+ * segment climbs out of the package: what a ZIP-slip attack on a
+ * Destination that unpacks dumps looks like. */
+static int
+check_manifest_path(struct rs_check *c, const struct rs_entry *e)
+{
+    const struct rs_md *md = &e->md;
+    /* A deleted resource has no bitstream in a Change Dump, so no path. */
+    if (!e->has_md || md->path == NULL || md->path[0] == '\0') {
+        if (c->cap == RS_CAP_CHANGEDUMP_MANIFEST &&
+            md->change == RS_CHANGE_DELETED)
+            return 0;
+        return check_at(c, LV_ERROR, "manifest entry %s has no path "
+                        "attribute: where its bitstream is cannot be known "
+                        "(core 11.2)", e->loc);
+    }
+    const char *p = md->path;
+    for (const char *seg = p; seg != NULL; seg = strchr(seg, '/')) {
+        if (*seg == '/')
+            seg++;
+        if (seg[0] == '.' && seg[1] == '.' && (seg[2] == '/' || seg[2] == '\0'))
+            return check_at(c, LV_ERROR, "manifest entry %s: path \"%.100s\" "
+                            "climbs out of the package with \"..\"", e->loc,
+                            p);
+    }
+    if (p[0] != '/')
+        return check_at(c, LV_SHOULD, "manifest entry %s: path \"%.100s\" "
+                        "should start with \"/\" (the package root, core "
+                        "11.2)", e->loc, p);
+    return 0;
+}
+
+/* Entries of an index: the parts. Their times may be given; a Change List
+ * Index "must enumerate Change Lists in forward chronological order" (core
+ * 12.2), by the from of each. */
+static int
+check_index_entry(struct rs_check *c, const struct rs_entry *e)
+{
+    int rc = 0;
+    if (e->has_md) {
+        rc = check_intervals(c, &e->md, e->loc);
+        if (c->cap == RS_CAP_CHANGELIST)
+            rc = first_error(rc, check_order(c, e, e->md.from, LV_MUST,
+                                             "core 12.2"));
+    }
+    return rc;
 }
 
 int
@@ -294,143 +576,69 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
 {
     const struct rs_md *md = &e->md;
     const char *elem = c->root == RS_ROOT_SITEMAPINDEX ? "<sitemap>" : "<url>";
-    bool is_index = c->root == RS_ROOT_SITEMAPINDEX;
-    int rc;
+    int rc = 0;
 
     if (!c->head_done)
-        return check_fail(c, RS_EINVALID, "entry before the document head");
+        return check_fatal(c, RS_EINVALID, "entry before the document head");
     if (++c->nentries > c->max_entries)
-        return check_fail(c, RS_ETOOBIG,
-                          "more than %zu entries in one document (the "
-                          "ResourceSync limit; publish an index)",
-                          c->max_entries);
+        return check_fatal(c, RS_ETOOBIG,
+                           "more than %zu entries in one document (the "
+                           "ResourceSync limit; publish an index)",
+                           c->max_entries);
     if (e->loc == NULL || e->loc[0] == '\0')
-        return check_fail(c, RS_EINVALID, "%s without <loc>", elem);
+        return check_at(c, LV_ERROR, "%s without <loc>", elem);
 
     /* Notification channels in a Capability List are ws:// or wss://. */
     bool allow_ws = c->cap == RS_CAP_CAPABILITYLIST && e->has_md &&
                     rs_capability_is_notification(md->capability);
     if (check_uri(e->loc, allow_ws) != 0)
-        return check_fail(c, RS_EINVALID,
-                          "<loc> \"%.160s\" is not an absolute %s URI", e->loc,
-                          allow_ws ? "http(s) or ws(s)" : "http(s)");
+        rc = check_at(c, LV_ERROR, "<loc> \"%.160s\" is not an absolute %s "
+                      "URI", e->loc, allow_ws ? "http(s) or ws(s)" : "http(s)");
 
-    rc = check_links(c, e->links, e->nlinks, elem);
-    if (rc != 0)
-        return rc;
+    rc = first_error(rc, check_links(c, e->links, e->nlinks, elem));
 
-    /* In an index, entries are the parts: no per-entry capability rules. */
-    if (is_index)
-        return 0;
+    if (c->root == RS_ROOT_SITEMAPINDEX)
+        return first_error(rc, check_index_entry(c, e));
     if (c->cap == RS_CAP_DESCRIPTION || c->cap == RS_CAP_CAPABILITYLIST)
-        return check_entry_capability(c, e);
+        return first_error(rc, check_entry_capability(c, e));
+    if (c->cap == RS_CAP_FRAMEWORK_NOTIFICATION)
+        return first_error(rc, check_framework_entry(c, e));
 
-    if (c->cap == RS_CAP_FRAMEWORK_NOTIFICATION) {
-        if (!e->has_md || md->capability == RS_CAP_NONE)
-            return check_fail(c, RS_EINVALID,
-                              "framework notification entry %s has no "
-                              "capability attribute", e->loc);
-        if (md->change == RS_CHANGE_NONE)
-            return check_fail(c, RS_EINVALID,
-                              "framework notification entry %s has no change "
-                              "attribute", e->loc);
-        if (md->capability != RS_CAP_OTHER &&
-            !framework_change_ok(md->capability, md->change))
-            return check_fail(c, RS_EINVALID,
-                              "framework notification: change \"%s\" is not "
-                              "permitted for a %s", rs_change_name(md->change),
-                              rs_capability_name(md->capability));
-        return 0;
-    }
-
-    bool changes = !is_index && (c->cap == RS_CAP_CHANGELIST ||
-                                 c->cap == RS_CAP_CHANGEDUMP_MANIFEST ||
-                                 c->cap == RS_CAP_CHANGELIST_NOTIFICATION);
-    if (changes) {
-        if (!e->has_md || md->change == RS_CHANGE_NONE)
-            return check_fail(c, RS_EINVALID,
-                              "entry %s has no change attribute "
-                              "(created|updated|deleted)", e->loc);
-        /* 1.1 orders by datetime; 1.0 by the then-mandatory lastmod. */
-        rs_time_t t = md->datetime != RS_TIME_NONE ? md->datetime : e->lastmod;
-        if (t == RS_TIME_NONE) {
-            if (c->cap != RS_CAP_CHANGELIST_NOTIFICATION)
-                return check_fail(c, RS_EINVALID,
-                                  "entry %s has neither <lastmod> nor a "
-                                  "datetime attribute", e->loc);
-        } else {
-            /* Out of order is a warning: each entry still says what
-             * happened when, and real Sources (resync groups its Change
-             * Lists by change type) write them so. Readers that apply
-             * changes compare times per resource anyway. */
-            if (c->last_time != RS_TIME_NONE && t < c->last_time &&
-                !c->order_warned) {
-                char a[RS_TIME_BUFSZ], b[RS_TIME_BUFSZ];
-                int wrc;
-                rs_time_format(t, a);
-                rs_time_format(c->last_time, b);
-                c->order_warned = true;
-                wrc = check_warn(c, "entries are not in forward chronological "
-                                 "order: %s at %s comes after %s", e->loc, a,
-                                 b);
-                if (wrc != 0)
-                    return wrc;
-            }
-            if (c->last_time == RS_TIME_NONE || t > c->last_time)
-                c->last_time = t;
-        }
-    }
-    /* A manifest path is where the bitstream sits in the ZIP, "relative to
-     * the root of the package" with a leading slash (core 11.2, 13.2). A
-     * ".." segment climbs out of the package: what a ZIP-slip attack on a
-     * Destination that unpacks dumps looks like. */
-    if (!is_index && e->has_md && md->path != NULL &&
-        (c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
-         c->cap == RS_CAP_CHANGEDUMP_MANIFEST)) {
-        const char *p = md->path;
-        for (const char *seg = p; seg != NULL; seg = strchr(seg, '/')) {
-            if (*seg == '/')
-                seg++;
-            if (seg[0] == '.' && seg[1] == '.' && (seg[2] == '/' || seg[2] == '\0'))
-                return check_fail(c, RS_EINVALID,
-                                  "manifest entry %s: path \"%.100s\" climbs "
-                                  "out of the package with \"..\"", e->loc, p);
-        }
-        if (p[0] != '/' &&
-            (rc = check_warn(c, "manifest entry %s: path \"%.100s\" should "
-                             "start with \"/\" (the package root)", e->loc,
-                             p)) != 0)
-            return rc;
-    }
-    /* A deleted resource has no bitstream in a Change Dump, so no path. */
-    if (!is_index && (c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
-                      (c->cap == RS_CAP_CHANGEDUMP_MANIFEST &&
-                       md->change != RS_CHANGE_DELETED)) &&
-        (!e->has_md || md->path == NULL || md->path[0] == '\0'))
-        return check_fail(c, RS_EINVALID,
-                          "manifest entry %s has no path attribute", e->loc);
-    return 0;
+    if (c->cap == RS_CAP_CHANGELIST || c->cap == RS_CAP_CHANGEDUMP_MANIFEST ||
+        c->cap == RS_CAP_CHANGELIST_NOTIFICATION)
+        rc = first_error(rc, check_change_entry(c, e));
+    /* Core 13.1: Change Dump entries "should be provided in forward
+     * chronological order", the packages by the interval they cover. */
+    if (c->cap == RS_CAP_CHANGEDUMP && e->has_md)
+        rc = first_error(rc, check_order(c, e, md->from != RS_TIME_NONE
+                                                   ? md->from : e->lastmod,
+                                         LV_SHOULD, "core 13.1"));
+    if (c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
+        c->cap == RS_CAP_CHANGEDUMP_MANIFEST)
+        rc = first_error(rc, check_manifest_path(c, e));
+    if (e->has_md)
+        rc = first_error(rc, check_intervals(c, md, e->loc));
+    return rc;
 }
 
 int
 rs_check_end(struct rs_check *c, const struct rs_link *links, size_t nlinks)
 {
     if (!c->head_done)
-        return check_fail(c, RS_EINVALID, "no ResourceSync root element");
+        return check_fatal(c, RS_EINVALID, "no ResourceSync root element");
     /* Root links after the entries obey the same rules as the others. */
     int rc = check_links(c, links, nlinks, "the root");
-    if (rc != 0)
-        return rc;
     if (rs_links_find(links, nlinks, "up") != NULL)
         c->has_up = true;
-    /* Every document but a Source Description links up to its parent.
-     * Checked at the end because some Sources put their links after the
-     * entries. Real Sources often leave it out; the meaning stays clear. */
+    /* Every document but a Source Description links up to its parent
+     * (core 9-13: "mandatory"). Checked at the end because some Sources
+     * put their links after the entries. The spec's own walkthrough
+     * (core examples 1-5, 8) leaves it out: a should here. */
     if (c->cap != RS_CAP_DESCRIPTION && !c->has_up)
-        return check_warn(c, "%s: no <rs:ln rel=\"up\"> link to the %s",
-                          c->cap_alpha ? "change-notification"
-                                       : rs_capability_name(c->cap),
-                          c->cap == RS_CAP_CAPABILITYLIST ? "Source Description"
-                                                          : "Capability List");
-    return 0;
+        rc = first_error(rc, check_at(c, LV_SHOULD, "%s: no <rs:ln "
+                                      "rel=\"up\"> link to the %s", cap_text(c),
+                                      c->cap == RS_CAP_CAPABILITYLIST
+                                          ? "Source Description"
+                                          : "Capability List"));
+    return rc;
 }

@@ -20,6 +20,8 @@
 #include "rs_parse.h"
 
 #define PARSE_PROLOGUE_MAX 512
+/* Root-level problems held until the head says what the document is. */
+#define PARSE_PENDING_MAX 16
 
 enum capture {
     CAP_NONE = 0,
@@ -34,6 +36,14 @@ struct link_vec {
     size_t n, cap;
 };
 
+/* A problem found at the root before the head was checked: its level
+ * depends on what the document is (rs_check.h), known only then. */
+struct pending_rule {
+    enum rs_rule rule;
+    unsigned line;
+    char msg[256];
+};
+
 struct rs_parser {
     struct rs_parse_opts opts;
     struct rs_parser_cbs cbs;
@@ -45,9 +55,16 @@ struct rs_parser {
     char prologue[PARSE_PROLOGUE_MAX];
     size_t prologue_len;
 
-    int err;                       /* first error, 0 while fine */
+    /* Errors. The first is the verdict (err, diag); once there is one,
+     * nothing more is delivered to the callbacks, but the parse may go
+     * on to find more (opts.max_errors) until it is stopped. */
+    int err;
     struct rs_diag diag;
+    unsigned nerrors;
+    unsigned max_errors;           /* >= 1 */
+    bool stopped;                  /* libxml2 stopped: nothing more parsed */
     bool finished;
+    bool finishing;                /* inside the terminating parse */
 
     size_t bytes;                  /* fed so far */
     size_t nentries;               /* delivered so far */
@@ -55,10 +72,12 @@ struct rs_parser {
     unsigned skip_depth;           /* > 0: inside an ignored subtree */
     bool seen_root, root_closed;
     unsigned root_line, md_line;   /* where head problems are blamed */
-    int xml_code;                  /* libxml2's code of the first XML error */
 
     struct rs_check check;
     unsigned check_line;           /* line to blame for check messages */
+    struct pending_rule pending[PARSE_PENDING_MAX];
+    unsigned npending;
+    bool attr_told;                /* RS_RULE_ATTR: once per document */
 
     /* head */
     struct rs_arena *head_arena;
@@ -72,6 +91,11 @@ struct rs_parser {
     struct link_vec entry_links;
     bool in_entry;
     bool entry_has_loc;
+    bool entry_bad;                /* a value error: neither checked nor
+                                    * delivered (one error, no cascade) */
+    unsigned entry_rank;           /* sitemap.xsd rank of the last child */
+    const char *entry_rank_name;   /* ... and its name (static string) */
+    bool entry_order_told;
 
     /* text capture for <loc>, <lastmod>, <changefreq> */
     enum capture capture;
@@ -83,8 +107,9 @@ struct rs_parser {
 /* ------------------------------------------------------------------ errors */
 
 static void
-parser_stop(struct rs_parser *p)
+parser_halt(struct rs_parser *p)
 {
+    p->stopped = true;
     if (p->ctx != NULL)
         xmlStopParser(p->ctx);
 }
@@ -97,20 +122,55 @@ parser_line(const struct rs_parser *p)
     return (unsigned)p->ctx->input->line;
 }
 
-/* Record the first error and stop libxml2; later errors are ignored. */
+/* Count an error; the first becomes the verdict. Every one goes to
+ * on_error. */
+static void
+parser_record(struct rs_parser *p, int code, unsigned line, const char *msg)
+{
+    p->nerrors++;
+    if (p->err == 0) {
+        p->err = code;
+        p->diag.code = code;
+        p->diag.line = line;
+        snprintf(p->diag.msg, sizeof(p->diag.msg), "%s", msg);
+    }
+    if (p->opts.on_error != NULL)
+        p->opts.on_error(p->opts.warning_ud, line, msg);
+}
+
+/* An error after which nothing can be parsed: record it and stop. */
 __attribute__((format(printf, 4, 5))) static void
 parser_fail(struct rs_parser *p, int code, unsigned line, const char *fmt, ...)
 {
-    if (p->err != 0)
+    char msg[256];
+    if (p->stopped)
         return;
-    p->err = code;
-    p->diag.code = code;
-    p->diag.line = line;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->diag.msg, sizeof(p->diag.msg), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    parser_stop(p);
+    parser_record(p, code, line, msg);
+    parser_halt(p);
+}
+
+/* A broken rule or value the parse can go past: record it, and stop once
+ * enough errors are found. In an entry, the entry is then neither checked
+ * (its other rules would only repeat this one) nor delivered. */
+__attribute__((format(printf, 3, 4))) static void
+parser_error(struct rs_parser *p, unsigned line, const char *fmt, ...)
+{
+    char msg[256];
+    if (p->stopped)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    parser_record(p, RS_EINVALID, line, msg);
+    if (p->in_entry)
+        p->entry_bad = true;
+    if (p->nerrors >= p->max_errors)
+        parser_halt(p);
 }
 
 static void
@@ -124,23 +184,61 @@ static void
 on_check_report(void *ud, enum rs_severity sev, const char *msg)
 {
     struct rs_parser *p = ud;
+    if (p->stopped)
+        return;
     if (sev == RS_SEV_WARNING)
         parser_warn(p, p->check_line, msg);
     else
-        parser_fail(p, RS_EINVALID, p->check_line, "%s", msg);
+        parser_record(p, RS_EINVALID, p->check_line, msg);
 }
 
-/* The check reports errors through on_check_report; keep its code (it may
- * be RS_ETOOBIG rather than RS_EINVALID). */
+/* After a check call that started with `before` errors counted: keep the
+ * check's own code when its error is the first (RS_ETOOBIG rather than
+ * RS_EINVALID), and stop when the check cannot go on or enough errors
+ * are found. True to go on. */
 static bool
-parser_checked(struct rs_parser *p, int rc)
+parser_checked(struct rs_parser *p, int rc, unsigned before)
 {
     if (rc == 0)
-        return true;
-    if (p->err == RS_EINVALID || p->err == 0)
+        return !p->stopped;
+    if (p->err == 0)
+        parser_record(p, rc, p->check_line, rs_strerror(rc));
+    else if (before == 0 && rc != RS_EINVALID)
         p->err = p->diag.code = rc;
-    parser_stop(p);
-    return false;
+    if (p->check.broken || p->nerrors >= p->max_errors)
+        parser_halt(p);
+    return !p->stopped;
+}
+
+/* A problem the check judges (rs_check_rule). The reader's repair (take
+ * UTC, drop the link, ignore the hash...) is applied either way: when it
+ * is an error, nothing is delivered anyway. Root-level problems wait for
+ * the head. Returns true when it was only a warning. */
+__attribute__((format(printf, 4, 5))) static bool
+parser_rule(struct rs_parser *p, enum rs_rule rule, unsigned line,
+            const char *fmt, ...)
+{
+    char msg[256];
+    if (p->stopped)
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (!p->head_delivered && p->npending < PARSE_PENDING_MAX) {
+        struct pending_rule *pr = &p->pending[p->npending++];
+        pr->rule = rule;
+        pr->line = line;
+        snprintf(pr->msg, sizeof(pr->msg), "%s", msg);
+        return true;
+    }
+    /* (more than PARSE_PENDING_MAX at the root: judged now, as strictly
+     * as a notification - rs_check_rule before the head) */
+    unsigned before = p->nerrors;
+    p->check_line = line;
+    int rc = rs_check_rule(&p->check, rule, msg);
+    (void)parser_checked(p, rc, before);
+    return rc == 0;
 }
 
 /* A callback asked to stop: its negative value, or RS_ESTOPPED. */
@@ -199,29 +297,64 @@ attr_dup(struct rs_parser *p, struct rs_arena *ar, const struct attr *a)
     return s;
 }
 
-static bool
-attr_time(struct rs_parser *p, const char *elem, const struct attr *a,
-          rs_time_t *out)
+static int
+attr_show(const struct attr *a, size_t max)
 {
-    if (rs_time_parse(a->value, a->len, out) == 0)
-        return true;
-    parser_fail(p, RS_EINVALID, parser_line(p),
-                "<%s> %s=\"%.*s\" is not a W3C datetime", elem, a->name,
-                (int)(a->len > 64 ? 64 : a->len), a->value);
-    return false;
+    return (int)(a->len > max ? max : a->len);
 }
 
-static bool
+/* Core 7: attributes that communities add "must use an XML Namespace
+ * other than that of ResourceSync"; one without any namespace that
+ * ResourceSync does not define (the 2013 drafts' modified=, etag=) is
+ * ignored. Told once per document. */
+static void
+attr_unknown(struct rs_parser *p, const char *elem, const struct attr *a)
+{
+    if (p->attr_told)
+        return;
+    p->attr_told = true;
+    (void)parser_rule(p, RS_RULE_ATTR, parser_line(p),
+                      "<%s> attribute %.40s=\"%.*s\" is not ResourceSync's "
+                      "and has no namespace (core 7: community attributes "
+                      "must have one); a reader ignores it", elem, a->name,
+                      attr_show(a, 40), a->value);
+}
+
+/* A datetime attribute. Time attributes of <rs:md> (at, completed, from,
+ * until, datetime) are expected in the form core 7 recommends. */
+static void
+attr_time(struct rs_parser *p, const char *elem, const struct attr *a,
+          bool recommended, rs_time_t *out)
+{
+    unsigned form = 0;
+    if (rs_time_parse_ex(a->value, a->len, RS_TIME_ZONELESS, out, &form) != 0) {
+        parser_error(p, parser_line(p), "<%s> %s=\"%.*s\" is not a W3C "
+                     "datetime", elem, a->name, attr_show(a, 64), a->value);
+        return;
+    }
+    if (form & RS_TIME_FORM_ZONELESS)
+        (void)parser_rule(p, RS_RULE_TIME_ZONE, parser_line(p),
+                          "<%s> %s=\"%.*s\" has no time zone (W3C Datetime "
+                          "needs one with a time); a reader takes it as UTC",
+                          elem, a->name,
+                          attr_show(a, 64), a->value);
+    else if (recommended && !(form & RS_TIME_FORM_FULL_UTC))
+        (void)parser_rule(p, RS_RULE_TIME_FORM, parser_line(p),
+                          "<%s> %s=\"%.*s\" is not in the form core 7 "
+                          "recommends, YYYY-MM-DDThh:mm:ss[.s]Z", elem,
+                          a->name, attr_show(a, 64), a->value);
+}
+
+static void
 attr_hash(struct rs_parser *p, const char *elem, const struct attr *a,
           struct rs_hashes *out)
 {
     if (rs_hashes_parse(a->value, a->len, out) == 0)
-        return true;
-    parser_fail(p, RS_EINVALID, parser_line(p),
-                "<%s> hash=\"%.*s\" is not a list of algorithm:hexdigest "
-                "with the algorithm's digest length", elem,
-                (int)(a->len > 80 ? 80 : a->len), a->value);
-    return false;
+        return;
+    (void)parser_rule(p, RS_RULE_HASH, parser_line(p),
+                      "<%s> hash=\"%.*s\" is not a list of algorithm:"
+                      "hexdigest with the algorithm's digest length (core 7); "
+                      "a reader ignores it", elem, attr_show(a, 80), a->value);
 }
 
 /* A decimal integer in [min, max], optional surrounding whitespace. */
@@ -249,25 +382,47 @@ attr_uint(const struct attr *a, int64_t min, int64_t max, int64_t *out)
     return true;
 }
 
-static bool
+static void
 attr_length(struct rs_parser *p, const char *elem, const struct attr *a,
             int64_t *out)
 {
-    if (attr_uint(a, 0, INT64_MAX, out))
-        return true;
-    parser_fail(p, RS_EINVALID, parser_line(p),
-                "<%s> length=\"%.*s\" is not a non-negative integer", elem,
-                (int)(a->len > 32 ? 32 : a->len), a->value);
-    return false;
+    if (!attr_uint(a, 0, INT64_MAX, out))
+        parser_error(p, parser_line(p), "<%s> length=\"%.*s\" is not a "
+                     "non-negative integer", elem, attr_show(a, 32), a->value);
+}
+
+/* "changelistindex" and friends on an index root: what the Source meant
+ * is <capability> (the check says it is not the spec's spelling). */
+static void
+md_index_alias(struct rs_md *md)
+{
+    static const char suffix[] = "index";
+    const char *v = md->capability_other;
+    size_t n = v != NULL ? strlen(v) : 0;
+    char base[32];
+    if (n <= sizeof(suffix) - 1 || n - (sizeof(suffix) - 1) >= sizeof(base) ||
+        strcmp(v + n - (sizeof(suffix) - 1), suffix) != 0)
+        return;
+    memcpy(base, v, n - (sizeof(suffix) - 1));
+    base[n - (sizeof(suffix) - 1)] = '\0';
+    enum rs_capability c = rs_capability_from(base, NULL);
+    if (c == RS_CAP_RESOURCELIST || c == RS_CAP_CHANGELIST ||
+        c == RS_CAP_RESOURCEDUMP || c == RS_CAP_CHANGEDUMP ||
+        c == RS_CAP_DESCRIPTION) {
+        md->capability = c;
+        md->capability_other = NULL;
+        md->capability_index_alias = true;
+    }
 }
 
 /* Fill md from the attributes of an <rs:md>. Only un-namespaced attributes
- * are ResourceSync's; others belong to communities and are ignored. */
-static bool
+ * are ResourceSync's; others belong to communities and are ignored. A bad
+ * value is reported and the attribute left absent; the others are read. */
+static void
 parse_md(struct rs_parser *p, struct rs_arena *ar, struct rs_md *md,
          int nattrs, const xmlChar **attrs)
 {
-    for (int i = 0; i < nattrs; i++) {
+    for (int i = 0; i < nattrs && !p->stopped; i++) {
         struct attr a = attr_at(attrs, i);
         if (a.uri != NULL)
             continue;
@@ -275,7 +430,7 @@ parse_md(struct rs_parser *p, struct rs_arena *ar, struct rs_md *md,
         if (strcmp(n, "capability") == 0) {
             const char *v = attr_dup(p, ar, &a);
             if (v == NULL)
-                return false;
+                return;
             md->capability = rs_capability_from(v, &md->capability_alpha);
             if (md->capability == RS_CAP_OTHER)
                 md->capability_other = v;
@@ -285,49 +440,42 @@ parse_md(struct rs_parser *p, struct rs_arena *ar, struct rs_md *md,
             memcpy(v, a.value, len);
             v[len] = '\0';
             md->change = a.len < sizeof(v) ? rs_change_from(v) : RS_CHANGE_NONE;
-            if (md->change == RS_CHANGE_NONE) {
-                parser_fail(p, RS_EINVALID, parser_line(p),
-                            "<rs:md> change=\"%.*s\" is not created, updated "
-                            "or deleted", (int)(a.len > 32 ? 32 : a.len),
-                            a.value);
-                return false;
-            }
+            if (md->change == RS_CHANGE_NONE)
+                parser_error(p, parser_line(p), "<rs:md> change=\"%.*s\" is "
+                             "not created, updated or deleted",
+                             attr_show(&a, 32), a.value);
         } else if (strcmp(n, "datetime") == 0) {
-            if (!attr_time(p, "rs:md", &a, &md->datetime))
-                return false;
+            attr_time(p, "rs:md", &a, true, &md->datetime);
         } else if (strcmp(n, "at") == 0) {
-            if (!attr_time(p, "rs:md", &a, &md->at))
-                return false;
+            attr_time(p, "rs:md", &a, true, &md->at);
         } else if (strcmp(n, "completed") == 0) {
-            if (!attr_time(p, "rs:md", &a, &md->completed))
-                return false;
+            attr_time(p, "rs:md", &a, true, &md->completed);
         } else if (strcmp(n, "from") == 0) {
-            if (!attr_time(p, "rs:md", &a, &md->from))
-                return false;
+            attr_time(p, "rs:md", &a, true, &md->from);
         } else if (strcmp(n, "until") == 0) {
-            if (!attr_time(p, "rs:md", &a, &md->until))
-                return false;
+            attr_time(p, "rs:md", &a, true, &md->until);
         } else if (strcmp(n, "hash") == 0) {
-            if (!attr_hash(p, "rs:md", &a, &md->hash))
-                return false;
+            attr_hash(p, "rs:md", &a, &md->hash);
         } else if (strcmp(n, "length") == 0) {
-            if (!attr_length(p, "rs:md", &a, &md->length))
-                return false;
+            attr_length(p, "rs:md", &a, &md->length);
         } else if (strcmp(n, "type") == 0) {
             if ((md->type = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
         } else if (strcmp(n, "encoding") == 0) {
             if ((md->encoding = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
         } else if (strcmp(n, "path") == 0) {
             if ((md->path = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
+        } else {
+            attr_unknown(p, "rs:md", &a);
         }
     }
-    return true;
 }
 
-static bool
+/* An <rs:ln>. One without rel or href cannot be followed: the reader
+ * drops it (RS_RULE_LINK), so no link handed over lacks either. */
+static void
 parse_ln(struct rs_parser *p, struct rs_arena *ar, struct link_vec *lv,
          int nattrs, const xmlChar **attrs)
 {
@@ -335,55 +483,72 @@ parse_ln(struct rs_parser *p, struct rs_arena *ar, struct link_vec *lv,
         parser_fail(p, RS_ETOOBIG, parser_line(p),
                     "more than %d <rs:ln> elements in one place",
                     RS_PARSE_MAX_LINKS);
-        return false;
+        return;
     }
     struct rs_link *l = link_vec_push(lv);
     if (l == NULL) {
         parser_fail(p, RS_ENOMEM, 0, "out of memory");
-        return false;
+        return;
     }
-    for (int i = 0; i < nattrs; i++) {
+    for (int i = 0; i < nattrs && !p->stopped; i++) {
         struct attr a = attr_at(attrs, i);
         if (a.uri != NULL)
             continue;
         const char *n = a.name;
         if (strcmp(n, "rel") == 0) {
             if ((l->rel = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
         } else if (strcmp(n, "href") == 0) {
             if ((l->href = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
         } else if (strcmp(n, "pri") == 0) {
             int64_t v;
-            if (!attr_uint(&a, 1, 999999, &v)) {
-                parser_fail(p, RS_EINVALID, parser_line(p),
-                            "<rs:ln> pri=\"%.*s\" is not an integer in "
-                            "1..999999", (int)(a.len > 32 ? 32 : a.len),
-                            a.value);
-                return false;
-            }
-            l->pri = (uint32_t)v;
+            if (attr_uint(&a, 1, 999999, &v))
+                l->pri = (uint32_t)v;
+            else
+                parser_error(p, parser_line(p), "<rs:ln> pri=\"%.*s\" is not "
+                             "an integer in 1..999999", attr_show(&a, 32),
+                             a.value);
         } else if (strcmp(n, "modified") == 0) {
-            if (!attr_time(p, "rs:ln", &a, &l->modified))
-                return false;
+            attr_time(p, "rs:ln", &a, false, &l->modified);
         } else if (strcmp(n, "hash") == 0) {
-            if (!attr_hash(p, "rs:ln", &a, &l->hash))
-                return false;
+            attr_hash(p, "rs:ln", &a, &l->hash);
         } else if (strcmp(n, "length") == 0) {
-            if (!attr_length(p, "rs:ln", &a, &l->length))
-                return false;
+            attr_length(p, "rs:ln", &a, &l->length);
         } else if (strcmp(n, "type") == 0) {
             if ((l->type = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
         } else if (strcmp(n, "encoding") == 0) {
             if ((l->encoding = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
         } else if (strcmp(n, "path") == 0) {
             if ((l->path = attr_dup(p, ar, &a)) == NULL)
-                return false;
+                return;
+        } else {
+            attr_unknown(p, "rs:ln", &a);
         }
     }
-    return true;
+    if (p->stopped)
+        return;
+    bool rel = l->rel != NULL && l->rel[0] != '\0';
+    bool href = l->href != NULL && l->href[0] != '\0';
+    if (rel && href)
+        return;
+    if (!rel && !href)
+        (void)parser_rule(p, RS_RULE_LINK, parser_line(p), "empty <rs:ln/>: "
+                          "no rel and no href attribute (core 7: both are "
+                          "mandatory); a reader ignores it");
+    else if (!rel)
+        (void)parser_rule(p, RS_RULE_LINK, parser_line(p), "<rs:ln "
+                          "href=\"%.100s\"> without rel attribute (core 7: "
+                          "rel and href are mandatory); a reader ignores it",
+                          l->href);
+    else
+        (void)parser_rule(p, RS_RULE_LINK, parser_line(p), "<rs:ln "
+                          "rel=\"%.60s\"> without href attribute (core 7: "
+                          "rel and href are mandatory); a reader ignores it",
+                          l->rel);
+    lv->n--;
 }
 
 /* ------------------------------------------------------------ head & entry */
@@ -394,19 +559,30 @@ is_ns(const xmlChar *uri, const char *ns)
     return uri != NULL && strcmp((const char *)uri, ns) == 0;
 }
 
-/* Run the head rules and hand the head to the caller, once. */
+/* Run the head rules, judge the root problems held for them, and hand the
+ * head to the caller, once. False when the parse stopped. */
 static bool
 head_deliver(struct rs_parser *p)
 {
     if (p->head_delivered)
-        return true;
+        return !p->stopped;
     p->head_delivered = true;
     p->check_line = p->md_line ? p->md_line : p->root_line;
     p->head.links = p->head_links.v;
     p->head.nlinks = p->head_links.n;
-    if (!parser_checked(p, rs_check_head(&p->check, &p->head)))
+    unsigned before = p->nerrors;
+    if (!parser_checked(p, rs_check_head(&p->check, &p->head), before))
         return false;
-    if (p->cbs.on_head != NULL) {
+    for (unsigned i = 0; i < p->npending; i++) {
+        const struct pending_rule *pr = &p->pending[i];
+        before = p->nerrors;
+        p->check_line = pr->line;
+        if (!parser_checked(p, rs_check_rule(&p->check, pr->rule, pr->msg),
+                            before))
+            return false;
+    }
+    p->npending = 0;
+    if (p->err == 0 && p->cbs.on_head != NULL) {
         int rc = p->cbs.on_head(p->ud, &p->head);
         if (rc != 0) {
             parser_cb_stop(p, rc);
@@ -424,27 +600,32 @@ entry_begin(struct rs_parser *p)
     p->entry.line = parser_line(p);
     p->entry_links.n = 0;
     p->entry_has_loc = false;
+    p->entry_bad = false;
+    p->entry_rank = 0;
+    p->entry_rank_name = NULL;
+    p->entry_order_told = false;
     p->in_entry = true;
 }
 
-static bool
+static void
 entry_end(struct rs_parser *p)
 {
     p->in_entry = false;
+    if (p->entry_bad)
+        return;
     p->entry.links = p->entry_links.v;
     p->entry.nlinks = p->entry_links.n;
     p->check_line = p->entry.line;
-    if (!parser_checked(p, rs_check_entry(&p->check, &p->entry)))
-        return false;
+    unsigned before = p->nerrors;
+    if (!parser_checked(p, rs_check_entry(&p->check, &p->entry), before) ||
+        p->err != 0)
+        return;
     p->nentries++;
     if (p->cbs.on_entry != NULL) {
         int rc = p->cbs.on_entry(p->ud, &p->entry);
-        if (rc != 0) {
+        if (rc != 0)
             parser_cb_stop(p, rc);
-            return false;
-        }
     }
-    return true;
 }
 
 static bool
@@ -454,11 +635,12 @@ is_xml_space(char c)
 }
 
 /* Finish a captured text element: <loc>, <lastmod> or <changefreq>. */
-static bool
+static void
 capture_end(struct rs_parser *p)
 {
     const char *s = p->text;
     size_t n = p->text_len;
+    unsigned form = 0;
     while (n > 0 && is_xml_space(*s)) {
         s++;
         n--;
@@ -466,26 +648,42 @@ capture_end(struct rs_parser *p)
     while (n > 0 && is_xml_space(s[n - 1]))
         n--;
 
-    switch (p->capture) {
+    enum capture c = p->capture;
+    p->capture = CAP_NONE;
+    switch (c) {
     case CAP_LOC:
         if (p->entry_has_loc) {
-            parser_fail(p, RS_EINVALID, p->capture_line,
-                        "more than one <loc> in an entry");
-            return false;
+            parser_error(p, p->capture_line, "more than one <loc> in an "
+                         "entry");
+            return;
         }
         p->entry_has_loc = true;
         if ((p->entry.loc = rs_arena_strndup(p->entry_arena, s, n)) == NULL) {
             parser_fail(p, RS_ENOMEM, 0, "out of memory");
-            return false;
+            return;
         }
+        /* xs:anyURI collapses the whitespace, so the URI is clear; but
+         * the Sitemaps protocol's URL begins with its scheme, and a
+         * reader that does not trim gets another URL. */
+        if (n > 0 && n != p->text_len)
+            (void)parser_rule(p, RS_RULE_LOC_SPACE, p->capture_line,
+                              "<loc> \"%.100s\" has whitespace around the URL "
+                              "(the Sitemaps protocol: a URL begins with its "
+                              "scheme); a reader trims it", p->entry.loc);
         break;
     case CAP_LASTMOD:
-        if (rs_time_parse(s, n, &p->entry.lastmod) != 0) {
-            parser_fail(p, RS_EINVALID, p->capture_line,
-                        "<lastmod>%.*s</lastmod> is not a W3C datetime",
-                        (int)(n > 64 ? 64 : n), s);
-            return false;
+        if (rs_time_parse_ex(s, n, RS_TIME_ZONELESS, &p->entry.lastmod,
+                             &form) != 0) {
+            parser_error(p, p->capture_line, "<lastmod>%.*s</lastmod> is not "
+                         "a W3C datetime", (int)(n > 64 ? 64 : n), s);
+            return;
         }
+        if (form & RS_TIME_FORM_ZONELESS)
+            (void)parser_rule(p, RS_RULE_TIME_ZONE, p->capture_line,
+                              "<lastmod>%.*s</lastmod> has no time zone (W3C "
+                              "Datetime needs one with a time); a reader takes "
+                              "it as UTC",
+                              (int)(n > 64 ? 64 : n), s);
         break;
     case CAP_CHANGEFREQ: {
         char v[16];
@@ -494,20 +692,16 @@ capture_end(struct rs_parser *p)
             v[n] = '\0';
             p->entry.changefreq = rs_changefreq_from(v);
         }
-        if (p->entry.changefreq == RS_FREQ_NONE) {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "<changefreq> \"%.*s\" is not a "
-                     "Sitemap change frequency; ignored",
-                     (int)(n > 32 ? 32 : n), s);
-            parser_warn(p, p->capture_line, msg);
-        }
+        if (p->entry.changefreq == RS_FREQ_NONE)
+            (void)parser_rule(p, RS_RULE_CHANGEFREQ, p->capture_line,
+                              "<changefreq> \"%.*s\" is not a Sitemap change "
+                              "frequency (Sitemaps protocol); a reader ignores "
+                              "it", (int)(n > 32 ? 32 : n), s);
         break;
     }
     case CAP_NONE:
         break;
     }
-    p->capture = CAP_NONE;
-    return true;
 }
 
 /* ------------------------------------------------------------ SAX handlers */
@@ -551,26 +745,29 @@ on_root_child(struct rs_parser *p, const char *name, const xmlChar *uri,
 {
     if (is_ns(uri, RS_NS_RS)) {
         if (strcmp(name, "md") == 0) {
+            p->skip_depth = p->depth;
             if (p->head.has_md) {
-                parser_fail(p, RS_EINVALID, parser_line(p),
-                            "more than one root <rs:md>");
+                parser_error(p, parser_line(p), "more than one root <rs:md>");
                 return;
             }
             if (p->head_delivered) {
-                parser_fail(p, RS_EINVALID, parser_line(p),
-                            "root <rs:md> must come before the entries");
+                parser_error(p, parser_line(p),
+                             "root <rs:md> must come before the entries");
                 return;
             }
             p->head.has_md = true;
             p->md_line = parser_line(p);
             parse_md(p, p->head_arena, &p->head.md, nattrs, attrs);
+            if (p->head.root == RS_ROOT_SITEMAPINDEX &&
+                p->head.md.capability == RS_CAP_OTHER)
+                md_index_alias(&p->head.md);
         } else if (strcmp(name, "ln") == 0) {
+            p->skip_depth = p->depth;
             /* Links after the entries (rel="next" at the end of a page)
              * still belong to the head; on_end sees them. */
-            if (parse_ln(p, p->head_arena, &p->head_links, nattrs, attrs)) {
-                p->head.links = p->head_links.v;
-                p->head.nlinks = p->head_links.n;
-            }
+            parse_ln(p, p->head_arena, &p->head_links, nattrs, attrs);
+            p->head.links = p->head_links.v;
+            p->head.nlinks = p->head_links.n;
         } else {
             p->skip_depth = p->depth;
         }
@@ -595,26 +792,58 @@ on_root_child(struct rs_parser *p, const char *name, const xmlChar *uri,
     p->skip_depth = p->depth;   /* foreign or unknown: ignore the subtree */
 }
 
+/* The Sitemaps schema (sitemap.xsd, siteindex.xsd) makes an entry a
+ * sequence: loc, lastmod, changefreq, priority, then elements of other
+ * namespaces (rs:md, rs:ln). Told once per entry. */
+static void
+entry_order(struct rs_parser *p, unsigned rank, const char *name)
+{
+    if (rank < p->entry_rank && !p->entry_order_told) {
+        p->entry_order_told = true;
+        (void)parser_rule(p, RS_RULE_ENTRY_ORDER, parser_line(p),
+                          "%s after %s in an entry: the Sitemaps schema "
+                          "orders loc, lastmod, changefreq, priority, then "
+                          "other namespaces (rs:md, rs:ln)", name,
+                          p->entry_rank_name);
+    }
+    if (rank > p->entry_rank) {
+        p->entry_rank = rank;
+        p->entry_rank_name = name;
+    }
+}
+
 static void
 on_entry_child(struct rs_parser *p, const char *name, const xmlChar *uri,
                int nattrs, const xmlChar **attrs)
 {
     if (is_ns(uri, RS_NS_SITEMAP)) {
-        enum capture c = strcmp(name, "loc") == 0          ? CAP_LOC
-                         : strcmp(name, "lastmod") == 0    ? CAP_LASTMOD
-                         : strcmp(name, "changefreq") == 0 ? CAP_CHANGEFREQ
-                                                           : CAP_NONE;
-        if (c != CAP_NONE) {
-            p->capture = c;
+        static const struct {
+            const char *name, *tag;
+            enum capture cap;
+        } kids[] = {
+            { "loc", "<loc>", CAP_LOC },
+            { "lastmod", "<lastmod>", CAP_LASTMOD },
+            { "changefreq", "<changefreq>", CAP_CHANGEFREQ },
+            { "priority", "<priority>", CAP_NONE },
+        };
+        for (unsigned i = 0; i < sizeof(kids) / sizeof(kids[0]); i++) {
+            if (strcmp(name, kids[i].name) != 0)
+                continue;
+            entry_order(p, i + 1, kids[i].tag);
+            if (kids[i].cap == CAP_NONE)
+                break;
+            p->capture = kids[i].cap;
             p->capture_line = parser_line(p);
             p->text_len = 0;
             return;
         }
     } else if (is_ns(uri, RS_NS_RS)) {
         if (strcmp(name, "md") == 0) {
+            entry_order(p, 5, "<rs:md>");
+            p->skip_depth = p->depth;
             if (p->entry.has_md) {
-                parser_fail(p, RS_EINVALID, parser_line(p),
-                            "more than one <rs:md> in an entry");
+                parser_error(p, parser_line(p),
+                             "more than one <rs:md> in an entry");
                 return;
             }
             p->entry.has_md = true;
@@ -622,9 +851,13 @@ on_entry_child(struct rs_parser *p, const char *name, const xmlChar *uri,
             return;
         }
         if (strcmp(name, "ln") == 0) {
+            entry_order(p, 5, "<rs:ln>");
+            p->skip_depth = p->depth;
             parse_ln(p, p->entry_arena, &p->entry_links, nattrs, attrs);
             return;
         }
+    } else {
+        entry_order(p, 5, "an element of another namespace");
     }
     p->skip_depth = p->depth;
 }
@@ -640,7 +873,7 @@ on_start_element(void *ctx, const xmlChar *localname, const xmlChar *prefix,
     (void)namespaces;
     (void)nb_defaulted;
     struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
-    if (p->err != 0)
+    if (p->stopped)
         return;
     p->depth++;
     if (p->depth > RS_PARSE_MAX_DEPTH) {
@@ -653,8 +886,9 @@ on_start_element(void *ctx, const xmlChar *localname, const xmlChar *prefix,
         return;
     if (p->capture != CAP_NONE) {
         /* markup inside <loc> and friends: not a plain value */
-        parser_fail(p, RS_EINVALID, parser_line(p),
-                    "element <%s> inside a text element", localname);
+        parser_error(p, parser_line(p), "element <%s> inside a text element",
+                     localname);
+        p->skip_depth = p->depth;
         return;
     }
     const char *name = (const char *)localname;
@@ -685,7 +919,7 @@ on_end_element(void *ctx, const xmlChar *localname, const xmlChar *prefix,
     (void)prefix;
     (void)uri;
     struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
-    if (p->err != 0)
+    if (p->stopped)
         return;
     unsigned depth = p->depth--;
     if (p->skip_depth != 0) {
@@ -705,7 +939,7 @@ static void
 on_characters(void *ctx, const xmlChar *ch, int len)
 {
     struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
-    if (p->capture == CAP_NONE || p->err != 0 || p->skip_depth != 0 ||
+    if (p->capture == CAP_NONE || p->stopped || p->skip_depth != 0 ||
         len <= 0)
         return;                 /* libxml2 may report 0 bytes; no buffer yet */
     size_t n = (size_t)len;
@@ -762,6 +996,17 @@ on_xml_error(void *ctx, xmlErrorPtr e)
     struct rs_parser *p = ((xmlParserCtxtPtr)ctx)->_private;
     if (e == NULL || e->level < XML_ERR_ERROR)
         return;
+    /* libxml2 words a cut-off document in many ways ("Extra content",
+     * "Premature end"); say what happened. */
+    if (p->finishing && p->seen_root && !p->root_closed &&
+        (e->code == XML_ERR_TAG_NOT_FINISHED ||
+         e->code == XML_ERR_DOCUMENT_END ||
+         e->code == XML_ERR_LTSLASH_REQUIRED)) {
+        parser_fail(p, RS_EPARSE, (unsigned)(e->line > 0 ? e->line : 0),
+                    "not well-formed XML: document is truncated (the root "
+                    "element is never closed)");
+        return;
+    }
     char msg[200];
     snprintf(msg, sizeof(msg), "%s", e->message ? e->message : "XML error");
     /* libxml2 messages may span lines ("...encoding !\nBytes: 0xE9"): a
@@ -772,8 +1017,6 @@ on_xml_error(void *ctx, xmlErrorPtr e)
     size_t n = strlen(msg);
     while (n > 0 && msg[n - 1] == ' ')
         msg[--n] = '\0';
-    if (p->err == 0)
-        p->xml_code = e->code;
     parser_fail(p, RS_EPARSE, (unsigned)(e->line > 0 ? e->line : 0),
                 "not well-formed XML: %s", msg);
 }
@@ -820,8 +1063,10 @@ rs_parser_new(const struct rs_parse_opts *opts, const struct rs_parser_cbs *cbs,
         return NULL;
     }
     rs_head_init(&p->head);
-    rs_check_init(&p->check, p->opts.strict, p->opts.max_entries,
-                  on_check_report, p);
+    p->max_errors = p->opts.max_errors > 1 ? p->opts.max_errors : 1;
+    rs_check_init(&p->check,
+                  p->opts.strict ? RS_CHECK_STRICT : p->opts.mode,
+                  p->opts.max_entries, on_check_report, p);
     return p;
 }
 
@@ -948,7 +1193,7 @@ parser_ctx_create(struct rs_parser *p)
 int
 rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
 {
-    if (p->err != 0)
+    if (p->stopped)
         return p->err;
     if (p->finished)
         return RS_ESTATE;
@@ -972,28 +1217,29 @@ rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
         if (parser_ctx_create(p) != 0)
             return p->err;
         /* the prologue was handed over at creation; parse it now */
-        if (xmlParseChunk(p->ctx, NULL, 0, 0) != 0 && p->err == 0)
+        if (xmlParseChunk(p->ctx, NULL, 0, 0) != 0)
             parser_fail(p, RS_EPARSE, parser_line(p), "not well-formed XML");
     }
     /* Feed libxml2 in pieces: 2.9 refuses more than 10,000,000 bytes in
      * one call ("Huge input lookup") without XML_PARSE_HUGE, which we do
      * not want. 1 MiB pieces cost nothing measurable. */
-    while (len > 0 && p->err == 0) {
+    while (len > 0 && !p->stopped) {
         int n = len > (1u << 20) ? (1 << 20) : (int)len;
         int xrc = xmlParseChunk(p->ctx, buf, n, 0);
-        if (xrc != 0 && p->err == 0)
+        if (xrc != 0)
             parser_fail(p, RS_EPARSE, parser_line(p),
                         "not well-formed XML (libxml2 error %d)", xrc);
         buf += n;
         len -= (size_t)n;
     }
-    return p->err;
+    /* Errors that let the parse go on are told at finish. */
+    return p->stopped ? p->err : 0;
 }
 
 int
 rs_parser_finish(struct rs_parser *p)
 {
-    if (p->err != 0)
+    if (p->stopped)
         return p->err;
     if (p->finished)
         return RS_ESTATE;
@@ -1004,18 +1250,10 @@ rs_parser_finish(struct rs_parser *p)
     }
     if (p->ctx == NULL && parser_ctx_create(p) != 0)
         return p->err;
+    p->finishing = true;
     int xrc = xmlParseChunk(p->ctx, NULL, 0, 1);
-    if (p->err == RS_EPARSE && p->seen_root && !p->root_closed &&
-        (p->xml_code == XML_ERR_TAG_NOT_FINISHED ||
-         p->xml_code == XML_ERR_DOCUMENT_END ||
-         p->xml_code == XML_ERR_LTSLASH_REQUIRED)) {
-        /* libxml2 words a cut-off document in many ways ("Extra content",
-         * "Premature end"); say what happened. */
-        snprintf(p->diag.msg, sizeof(p->diag.msg),
-                 "not well-formed XML: document is truncated (the root "
-                 "element is never closed)");
-    }
-    if (p->err != 0)
+    p->finishing = false;
+    if (p->stopped)
         return p->err;
     if (xrc != 0 || !p->seen_root || !p->root_closed) {
         parser_fail(p, RS_EPARSE, parser_line(p),
@@ -1028,7 +1266,10 @@ rs_parser_finish(struct rs_parser *p)
     p->check_line = p->md_line ? p->md_line : p->root_line;
     p->head.links = p->head_links.v;
     p->head.nlinks = p->head_links.n;
-    if (!parser_checked(p, rs_check_end(&p->check, p->head_links.v, p->head_links.n)))
+    unsigned before = p->nerrors;
+    if (!parser_checked(p, rs_check_end(&p->check, p->head_links.v,
+                                        p->head_links.n), before) ||
+        p->err != 0)
         return p->err;
     if (p->cbs.on_end != NULL) {
         int rc = p->cbs.on_end(p->ud, &p->head);
@@ -1067,6 +1308,12 @@ const struct rs_diag *
 rs_parser_error(const struct rs_parser *p)
 {
     return p->err != 0 ? &p->diag : NULL;
+}
+
+unsigned
+rs_parser_errors(const struct rs_parser *p)
+{
+    return p->nerrors;
 }
 
 size_t

@@ -38,11 +38,13 @@
 #define RSDOC_MAX_DEPTH 32             /* explore: tree depth */
 #define RSDOC_HTML_MAX (1024 * 1024)   /* HTML kept to look for <link> */
 #define RSDOC_TEXT_MAX (512 * 1024)    /* robots.txt kept */
+#define RSDOC_MAX_ERRORS 100           /* validate: errors told per document */
 
 /* Options of one run; every command reads the ones it accepts. */
 struct cli {
     const char *cmd;
-    bool strict;
+    enum rs_check_mode mode;  /* RS_CHECK_SPEC unless --lenient/--strict */
+    unsigned max_errors;      /* validate: errors told per document */
     bool json;
     size_t max_bytes;       /* 0 = RS_MAX_DOC_BYTES */
     long timeout_ms;        /* 0 = rs_fetch's default */
@@ -220,19 +222,25 @@ struct outcome {
     unsigned line;
     char msg[512];
     size_t nentries;
+    unsigned nerrors;       /* parser errors (each told through on_error) */
 };
 
-/* Parse NAME through a streaming parser with the given callbacks. */
+/* Parse NAME through a streaming parser with the given callbacks; with
+ * on_error, every error the parser finds (up to cli->max_errors) is told
+ * as found, else the parse stops at the first. */
 static void
 parse_source(const struct cli *cli, const char *name,
              const struct rs_parser_cbs *cbs, void *ud,
-             rs_parse_warning_cb on_warning, void *wud, struct outcome *out)
+             rs_parse_warning_cb on_warning, rs_parse_warning_cb on_error,
+             void *wud, struct outcome *out)
 {
     struct rs_parse_opts po = {
-        .strict = cli->strict,
+        .mode = cli->mode,
         .max_bytes = cli->max_bytes,
         .on_warning = on_warning,
         .warning_ud = wud,
+        .on_error = on_error,
+        .max_errors = on_error != NULL ? cli->max_errors : 1,
     };
     memset(out, 0, sizeof(*out));
     struct rs_parser *p = rs_parser_new(&po, cbs, ud);
@@ -251,6 +259,7 @@ parse_source(const struct cli *cli, const char *name,
     }
     out->rc = rc;
     out->nentries = rs_parser_entries(p);
+    out->nerrors = rs_parser_errors(p);
     rs_parser_free(p);
 }
 
@@ -269,7 +278,15 @@ print_diag(FILE *f, const char *name, unsigned line, const char *sev,
 static void
 on_warning_stderr(void *ud, unsigned line, const char *msg)
 {
+    fflush(stdout);     /* errors and warnings of a document in order */
     print_diag(stderr, ud, line, "warning", msg);
+}
+
+/* validate: each error on stdout as the parser finds it. */
+static void
+on_error_stdout(void *ud, unsigned line, const char *msg)
+{
+    print_diag(stdout, ud, line, "error", msg);
 }
 
 /* ============================================================== validate */
@@ -300,9 +317,15 @@ cmd_validate(const struct cli *cli, int argc, char **argv)
          * only if stdout is flushed before stderr gets the next warning. */
         fflush(stdout);
         parse_source(cli, argv[i], &cbs, &v, on_warning_stderr,
-                     (void *)argv[i], &o);
+                     on_error_stdout, (void *)argv[i], &o);
         if (o.rc != 0) {
-            print_diag(stdout, argv[i], o.line, "error", o.msg);
+            /* The parser's errors are printed already; what is left is
+             * a document that could not be read or fetched. */
+            if (o.nerrors == 0)
+                print_diag(stdout, argv[i], o.line, "error", o.msg);
+            else if (o.nerrors >= cli->max_errors)
+                printf("%s: error: stopped looking after %u errors "
+                       "(--max-errors)\n", argv[i], o.nerrors);
             status = EXIT_FAIL;
         } else {
             printf("%s: OK %s %s %zu entries\n", argv[i], v.cap,
@@ -676,7 +699,7 @@ cmd_show(const struct cli *cli, int argc, char **argv)
     struct show_run s = { .name = argv[0] };
     struct outcome o;
     parse_source(cli, argv[0], cli->json ? &json_cbs : &text_cbs, &s,
-                 on_warning_stderr, argv[0], &o);
+                 on_warning_stderr, NULL, argv[0], &o);
     if (o.rc != 0) {
         if (cli->json)
             show_json_error(&s, &o);
@@ -942,7 +965,7 @@ ex_load(struct explorer *ex, struct ex_node *n, bool as_text)
     struct rs_fetch_result res;
     struct rs_fetch_opts fo;
     struct rs_parse_opts po = {
-        .strict = ex->cli->strict,
+        .mode = ex->cli->mode,
         .max_bytes = ex->cli->max_bytes,
         .on_warning = ex_on_warning,
         .warning_ud = n,
@@ -1320,19 +1343,21 @@ static const char usage_text[] =
 "http(s) URLs. Documents are parsed as they stream in, in constant memory.\n"
 "\n"
 "Commands:\n"
-"  validate [--strict] FILE|URL|- ...\n"
-"      Check each document; print one line per document on stdout:\n"
+"  validate [--lenient|--strict] [--max-errors N] FILE|URL|- ...\n"
+"      Check each document against the spec: every MUST broken is an\n"
+"      error, every SHOULD a warning. On stdout, a valid document gets one\n"
+"      line, an invalid one a line per error (up to --max-errors):\n"
 "        NAME: OK CAPABILITY ROOT N entries\n"
 "        NAME:LINE: error: MESSAGE      (NAME: error: MESSAGE without a line)\n"
 "      Warnings go to stderr as NAME:LINE: warning: MESSAGE.\n"
-"  show [--strict] [--json] FILE|URL|-\n"
+"  show [--lenient|--strict] [--json] FILE|URL|-\n"
 "      Print the parsed document: root, capability, metadata, root links and\n"
 "      every entry with all its attributes. --json prints one object\n"
 "      {\"document\",\"root\",\"capability\",\"md\",\"entries\":[...],\"links\",\"count\"}\n"
 "      with the entries streamed one per line; root links come after them\n"
 "      (a Source may put rel=\"next\" last). A document that fails half-way\n"
 "      ends the object with an \"error\" member.\n"
-"  explore [--strict] [--max-docs N] URL\n"
+"  explore [--lenient|--strict] [--max-docs N] URL\n"
 "      Discover a Source from URL (a site root, via /.well-known/resourcesync;\n"
 "      a Source Description or Capability List; any resource whose Link\n"
 "      header or HTML page names rel=\"resourcesync\"; or robots.txt Sitemap:\n"
@@ -1344,8 +1369,15 @@ static const char usage_text[] =
 "  help                 this text\n"
 "\n"
 "Options:\n"
-"  --strict             treat warnings (omissions real Sources make, such as\n"
-"                       a missing rel=\"up\" link) as errors\n"
+"  --lenient            read as a Destination (rssub) does: a broken MUST whose\n"
+"                       meaning stays clear (a Change List newest first, no\n"
+"                       time zone, no at) is a warning; what cannot be read\n"
+"                       stays an error\n"
+"  --strict             treat warnings (SHOULDs, and omissions the spec's own\n"
+"                       examples make, such as a missing rel=\"up\" link) as\n"
+"                       errors\n"
+"  --max-errors N       validate: report at most N errors per document\n"
+"                       (default 100)\n"
 "  --json               show: print JSON\n"
 "  --max-docs N         explore: fetch at most N documents (default 1000)\n"
 "  --max-bytes N        refuse documents larger than N bytes (default 50 MB)\n"
@@ -1357,13 +1389,15 @@ static const char usage_text[] =
 "  -V, --version        print the version\n"
 "\n"
 "Exit status:\n"
-"  0  every document was read and is valid\n"
+"  0  every document was read and is valid (warnings allowed)\n"
 "  1  a document is invalid, could not be read or fetched, or explore\n"
 "     met a problem\n"
 "  2  usage error\n";
 
 enum {
     OPT_STRICT = 256,
+    OPT_LENIENT,
+    OPT_MAX_ERRORS,
     OPT_JSON,
     OPT_MAX_DOCS,
     OPT_MAX_BYTES,
@@ -1373,6 +1407,8 @@ enum {
 
 static const struct option long_opts[] = {
     { "strict", no_argument, NULL, OPT_STRICT },
+    { "lenient", no_argument, NULL, OPT_LENIENT },
+    { "max-errors", required_argument, NULL, OPT_MAX_ERRORS },
     { "json", no_argument, NULL, OPT_JSON },
     { "max-docs", required_argument, NULL, OPT_MAX_DOCS },
     { "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
@@ -1410,13 +1446,26 @@ parse_options(struct cli *cli, int argc, char **argv, struct rs_log_opts *lo,
 {
     size_t n;
     int c;
-    bool json = false, max_docs = false;
+    bool json = false, max_docs = false, max_errors = false;
+    bool strict = false, lenient = false;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "hvV", long_opts, NULL)) != -1) {
         switch (c) {
         case OPT_STRICT:
-            cli->strict = true;
+            strict = true;
+            cli->mode = RS_CHECK_STRICT;
+            break;
+        case OPT_LENIENT:
+            lenient = true;
+            cli->mode = RS_CHECK_READER;
+            break;
+        case OPT_MAX_ERRORS:
+            if (!parse_size(optarg, &n) || n > 100000)
+                return usage_error("--max-errors needs a number "
+                                   "(1..100000)");
+            cli->max_errors = (unsigned)n;
+            max_errors = true;
             break;
         case OPT_JSON:
             json = cli->json = true;
@@ -1471,6 +1520,10 @@ parse_options(struct cli *cli, int argc, char **argv, struct rs_log_opts *lo,
         return usage_error("--json is an option of show");
     if (max_docs && strcmp(cli->cmd, "explore") != 0)
         return usage_error("--max-docs is an option of explore");
+    if (max_errors && strcmp(cli->cmd, "validate") != 0)
+        return usage_error("--max-errors is an option of validate");
+    if (strict && lenient)
+        return usage_error("--lenient and --strict exclude each other");
     *first = optind + 1;
     return -1;
 }
@@ -1478,7 +1531,11 @@ parse_options(struct cli *cli, int argc, char **argv, struct rs_log_opts *lo,
 int
 main(int argc, char **argv)
 {
-    struct cli cli = { .max_docs = RSDOC_MAX_DOCS };
+    struct cli cli = {
+        .mode = RS_CHECK_SPEC,
+        .max_errors = RSDOC_MAX_ERRORS,
+        .max_docs = RSDOC_MAX_DOCS,
+    };
     struct rs_log_opts lo = { .level = RS_LOG_WARN, .app = "rsdoc" };
     int first = 0, rc;
 

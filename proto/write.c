@@ -83,13 +83,13 @@ wr_fail(struct rs_writer *w, int rc, const char *fmt, ...)
         snprintf(w->errstr, sizeof(w->errstr), "%s", msg);
 }
 
-/* The check reports before it returns; keep the problem that failed it (the
- * first error, or in strict mode the first warning too). */
+/* The check reports before it returns; keep the problem that failed it
+ * (the first error; in strict mode warnings come as errors too). */
 static void
 wr_on_report(void *ud, enum rs_severity sev, const char *msg)
 {
     struct rs_writer *w = ud;
-    if (w->check_msg_set || (sev != RS_SEV_ERROR && !w->check.strict))
+    if (w->check_msg_set || sev != RS_SEV_ERROR)
         return;
     snprintf(w->check_msg, sizeof(w->check_msg), "%s", msg);
     w->check_msg_set = true;
@@ -512,7 +512,11 @@ wr_new(rs_write_cb cb, void *ud, const struct rs_write_opts *opts)
         }
         w->cap = WR_GROW_INIT;
     }
-    rs_check_init(&w->check, !w->opts.lenient, 0, wr_on_report, w);
+    /* Lenient writing accepts what a reader accepts (the round trip of a
+     * quirky document); otherwise every problem, warnings too, refuses. */
+    rs_check_init(&w->check, w->opts.lenient ? RS_CHECK_READER
+                                             : RS_CHECK_STRICT,
+                  0, wr_on_report, w);
     return w;
 }
 
@@ -540,7 +544,11 @@ rs_writer_begin(struct rs_writer *w, const struct rs_head *h)
         return w->err;
     }
     w->check_msg_set = false;
-    int rc = rs_check_head(&w->check, h);
+    /* What is written is the capability's own name, whatever spelling
+     * the model was read from. */
+    struct rs_head hc = *h;
+    hc.md.capability_index_alias = false;
+    int rc = rs_check_head(&w->check, &hc);
     if (rc != 0) {
         wr_check_failed(w, rc);
         return w->err;

@@ -76,6 +76,8 @@ enum rs_changefreq {
 struct rs_md {
     enum rs_capability capability;
     bool capability_alpha;        /* spelled "change-notification" (2013) */
+    bool capability_index_alias;  /* root of an index spelled "<cap>index"
+                                   * ("changelistindex"), read as <cap> */
     const char *capability_other; /* the raw value when RS_CAP_OTHER */
     enum rs_change change;
     rs_time_t at;

@@ -3,7 +3,8 @@
  * parser underneath). Feed bytes in any chunking; the head is delivered once
  * before the first entry, each entry is delivered as soon as it closes, and
  * memory stays bounded whatever the document size. Validation (rs_check.h)
- * runs as it goes, so the first problem is reported with its line.
+ * runs as it goes, so each problem is reported with its line; the mode
+ * (zero: the reader's view) says which problems are errors.
  *
  * Safe by construction: no network, no DTD (any DOCTYPE is refused), no
  * entity expansion, a byte limit checked before the bytes are parsed, a
@@ -26,14 +27,23 @@
 typedef void (*rs_parse_warning_cb)(void *ud, unsigned line, const char *msg);
 
 struct rs_parse_opts {
-    bool strict;                 /* warnings become errors */
+    bool strict;                 /* every problem is an error: the same as
+                                  * mode RS_CHECK_STRICT, whatever mode says */
     size_t max_bytes;            /* 0 = RS_MAX_DOC_BYTES */
     size_t max_entries;          /* 0 = RS_MAX_ENTRIES */
     rs_parse_warning_cb on_warning; /* may be NULL */
-    void *warning_ud;
+    void *warning_ud;            /* for on_warning and on_error */
+    enum rs_check_mode mode;     /* 0: RS_CHECK_READER, what rssub accepts */
+    /* Errors to find before stopping; 0 or 1: stop at the first, as a
+     * reader does. Above 1 (a validator), the parse goes on after an error
+     * that leaves the document readable (a rule, a bad value) to find the
+     * next ones, delivering nothing more to the callbacks; an XML error,
+     * a limit or a document that is not ResourceSync still stops it. */
+    unsigned max_errors;
+    rs_parse_warning_cb on_error;   /* each error as found; may be NULL */
 };
 
-/* The first error of a parse. */
+/* The first error of a parse (on_error hears of every one). */
 struct rs_diag {
     int code;                    /* RS_EPARSE, RS_EINVALID, RS_ETOOBIG, ... */
     /* 1-based line of the element at fault: the element carrying a bad
@@ -68,7 +78,9 @@ struct rs_parser *rs_parser_new(const struct rs_parse_opts *opts,
                                 const struct rs_parser_cbs *cbs, void *ud);
 
 /* Parse the next len bytes. 0, or the error (then rs_parser_error() says
- * why, and every later call returns the same error). */
+ * why, and every later call returns the same error). While more errors are
+ * being looked for (max_errors), 0 until the parse stops; finish then
+ * returns the first error. */
 int rs_parser_feed(struct rs_parser *p, const char *buf, size_t len) RS_MUST_CHECK;
 
 /* End of input: checks the document is complete and valid. */
@@ -83,6 +95,10 @@ size_t rs_diag_line(char *buf, size_t bufsz, const char *name, unsigned line,
 
 /* The first error, or NULL if there was none. */
 const struct rs_diag *rs_parser_error(const struct rs_parser *p);
+
+/* Errors found so far (the first is rs_parser_error(); with max_errors
+ * above 1, the parse stopped looking when this reached it). */
+unsigned rs_parser_errors(const struct rs_parser *p);
 
 /* Entries delivered so far, and bytes fed so far. */
 size_t rs_parser_entries(const struct rs_parser *p);

@@ -1,7 +1,7 @@
 /*
  * rs_write.h - serializer for every ResourceSync document type. Strict:
- * everything written passes rs_check with strict on, and strings are
- * escaped for XML (a string holding a character XML cannot carry is
+ * everything written passes rs_check in RS_CHECK_STRICT mode, and strings
+ * are escaped for XML (a string holding a character XML cannot carry is
  * refused, never written). Byte-stable: the same model always gives the
  * same bytes, so parse -> write -> parse round-trips.
  *
@@ -21,7 +21,7 @@ typedef int (*rs_write_cb)(void *ud, const char *buf, size_t len);
 struct rs_write_opts {
     bool pretty;      /* newline + 2-space indentation (default: on) */
     bool no_decl;     /* omit <?xml version="1.0" encoding="UTF-8"?> */
-    bool lenient;     /* check with strict off (warnings allowed) */
+    bool lenient;     /* check as a reader does (RS_CHECK_READER) */
 };
 
 struct rs_writer;

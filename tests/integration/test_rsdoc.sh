@@ -285,6 +285,7 @@ EOF
 # --------------------------------------------------------------- the CLI
 check_rc "help" 0 "$rsdoc" --help
 has "help lists every command" '^  explore '
+has "help: --lenient" '^  --lenient '
 has "help lists exit codes" '^  2  usage error'
 check_rc "version" 0 "$rsdoc" --version
 has "version line" '^rsdoc [0-9]+\.[0-9]+'
@@ -362,6 +363,41 @@ out=$("$rsdoc" validate "$tmp/noup.xml" 2>&1 >/dev/null)
 has "lenient: warning on stderr" "^$tmp/noup.xml:1: warning: "
 check_rc "strict: warning becomes an error" 1 "$rsdoc" validate --strict "$tmp/noup.xml"
 has "strict: error line" "^$tmp/noup.xml:1: error: "
+
+# The default is the spec: a Change List out of forward chronological
+# order breaks a MUST (core 12.1) and is an error; --lenient reads it as
+# rssub does, with a warning.
+printf '<urlset %s>\n<rs:ln rel="up" href="%s/capabilitylist.xml"/>\n<rs:md capability="changelist" from="2013-01-01T00:00:00Z"/>\n<url><loc>%s/b</loc><rs:md change="updated" datetime="2013-01-02T10:00:00Z"/></url>\n<url><loc>%s/a</loc><rs:md change="created" datetime="2013-01-02T09:00:00Z"/></url>\n</urlset>\n' "$ns" "$base" "$base" "$base" >"$tmp/unordered.xml"
+check_rc "spec: a Change List newest first is invalid" 1 "$rsdoc" validate "$tmp/unordered.xml"
+has "spec: the order is the error, on the entry's line" "^$tmp/unordered.xml:5: error: entries are not in forward chronological order \\(core 12.1\\)"
+check_rc "lenient: the same list is read" 0 "$rsdoc" validate --lenient "$tmp/unordered.xml"
+has "lenient: a warning names the order" "^$tmp/unordered.xml:5: warning: entries are not in forward chronological order"
+has "lenient: the verdict" "^$tmp/unordered.xml: OK changelist urlset 2 entries\$"
+check_rc "--lenient and --strict exclude each other" 2 "$rsdoc" validate --lenient --strict "$tmp/noup.xml"
+check_rc "--max-errors is an option of validate" 2 "$rsdoc" show --max-errors 3 "$tmp/noup.xml"
+check_rc "--max-errors wants a number" 2 "$rsdoc" validate --max-errors 0 "$tmp/noup.xml"
+
+# Every problem is reported, not only the first: three entries, three
+# errors (a relative loc, an unknown change, a pri out of range), then the
+# limit.
+cat >"$tmp/three.xml" <<EOF3
+<urlset $ns>
+<rs:ln rel="up" href="$base/capabilitylist.xml"/>
+<rs:md capability="changelist" from="2013-01-01T00:00:00Z"/>
+<url><loc>relative/a</loc><rs:md change="updated" datetime="2013-01-02T09:00:00Z"/></url>
+<url><loc>$base/b</loc><rs:md change="moved" datetime="2013-01-02T10:00:00Z"/></url>
+<url><loc>$base/c</loc><rs:md change="created" datetime="2013-01-02T11:00:00Z"/><rs:ln rel="duplicate" href="$base/m/c" pri="0"/></url>
+</urlset>
+EOF3
+out=$("$rsdoc" validate "$tmp/three.xml" 2>/dev/null); rc=$?
+[ $rc -eq 1 ] && ok "three errors: exit 1" || bad "three errors: exit $rc" "$out"
+[ "$(printf '%s\n' "$out" | grep -c ': error: ')" -eq 3 ] && ok "three errors: three lines" || bad "three errors: lines" "$out"
+has "three errors: the loc (line 4)" "^$tmp/three.xml:4: error: .*relative/a"
+has "three errors: the change (line 5)" "^$tmp/three.xml:5: error: .*change=\"moved\""
+has "three errors: the pri (line 6)" "^$tmp/three.xml:6: error: .*pri=\"0\""
+out=$("$rsdoc" validate --max-errors 2 "$tmp/three.xml" 2>/dev/null); rc=$?
+[ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c ':[0-9]*: error: ')" -eq 2 ] && ok "--max-errors 2: two errors" || bad "--max-errors 2" "$out"
+has "--max-errors: the stop is said" "^$tmp/three.xml: error: stopped looking after 2 errors"
 
 # -------------------------------------------------------------------- show
 check_rc "show text" 0 "$rsdoc" show "$base/resourcelist-1.xml"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # test_rsdoc_corpus.sh - the `rsdoc validate` command over every document of
-# tests/data/corpus.tsv, default and --strict: exit code, the one stdout line
-# per document (NAME: OK CAPABILITY ROOT N entries / NAME:LINE: error: MSG),
-# warnings on stderr; then whole-corpus runs (one line per document, in
-# order; exit 0 only when all are valid). Last line: "N passed, M failed".
+# tests/data/corpus.tsv in its three modes (default: the spec; --lenient:
+# the reader's view; --strict): exit code, the stdout verdict (NAME: OK
+# CAPABILITY ROOT N entries, or a NAME:LINE: error: MSG line per error, the
+# first the manifest's), warnings on stderr; then whole-corpus runs (each
+# document's lines together, in order; exit 0 only when all are valid), and
+# the spec's own examples valid by default in one run. Last line: "N
+# passed, M failed".
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +47,7 @@ contains() {
     [[ "$h" == *"$n"* ]]
 }
 
-# run_one PATH [--strict]: sets rc, out (stdout), err (stderr)
+# run_one PATH [--lenient|--strict]: sets rc, out (stdout), err (stderr)
 run_one() {
     local path=$1
     shift
@@ -54,20 +57,22 @@ run_one() {
     err=$(cat "$tmp/err")
 }
 
-# check_error PATH MODE LINE MSG: rsdoc rejected PATH with the manifest's
-# line and message, on exactly one stdout line.
+# check_error PATH MODE LINE MSG: rsdoc rejected PATH; its first stdout
+# line has the manifest's line and message, and every line is an error of
+# PATH.
 check_error() {
     local path=$1 mode=$2 line=$3 msg=$4
-    local nlines
-    nlines=$(printf '%s\n' "$out" | grep -c '')
+    local others
     if [ "$rc" -eq 0 ]; then
         bad "$path [$mode]: exit 0, want non-zero; stdout: $out"
         return
     fi
-    if [ "$nlines" -ne 1 ]; then
-        bad "$path [$mode]: $nlines stdout lines, want 1: $out"
+    others=$(printf '%s\n' "$out" | grep -v -F -e "$path:" | head -3)
+    if [ -n "$others" ]; then
+        bad "$path [$mode]: stdout lines not about $path: $others"
         return
     fi
+    out=$(printf '%s\n' "$out" | head -n 1)
     local want_prefix
     if [ "$line" -ne 0 ]; then
         want_prefix="$path:$line: error: "
@@ -86,6 +91,7 @@ check_error() {
 }
 
 # check_ok PATH MODE CAP ROOT N: rsdoc accepted PATH with exactly this line.
+# (A warning's output: stderr.)
 check_ok() {
     local path=$1 mode=$2 cap=$3 root=$4 n=$5
     local want="$path: OK $cap $root $n entries"
@@ -96,9 +102,27 @@ check_ok() {
     ok
 }
 
+# check_warning PATH MODE LINE MSG: the first warning on stderr has the
+# manifest's line and message.
+check_warning() {
+    local path=$1 mode=$2 line=$3 msg=$4 first
+    first=$(printf '%s\n' "$err" | grep -m1 ': warning: ')
+    if [ -z "$first" ]; then
+        bad "$path [$mode]: no warning on stderr"
+    elif [ "$line" -ne 0 ] && [[ "$first" != "$path:$line: warning: "* ]]; then
+        bad "$path [$mode]: want warning at line $line, got: $first"
+    elif ! contains "${first#*: warning: }" "$msg"; then
+        bad "$path [$mode]: warning lacks '$msg': $first"
+    else
+        ok
+    fi
+}
+
 ndocs=0
 : >"$tmp/all-paths"
 : >"$tmp/ok-paths"
+: >"$tmp/spec-paths"
+: >"$tmp/lenient-paths"
 while IFS=$'\t' read -r path expect line msg cap entries root; do
     case $path in '' | '#'*) continue ;; esac
     ndocs=$((ndocs + 1))
@@ -106,8 +130,9 @@ while IFS=$'\t' read -r path expect line msg cap entries root; do
     case $expect in
     ok)
         printf '%s\n' "$path" >>"$tmp/ok-paths"
-        for mode in default strict; do
-            if [ "$mode" = strict ]; then run_one "$path" --strict; else run_one "$path"; fi
+        printf '%s\n' "$path" >>"$tmp/spec-paths"
+        for mode in default lenient strict; do
+            if [ "$mode" = default ]; then run_one "$path"; else run_one "$path" "--$mode"; fi
             check_ok "$path" "$mode" "$cap" "$root" "$entries"
             if [ -n "$err" ]; then
                 bad "$path [$mode]: unexpected stderr: $err"
@@ -117,26 +142,31 @@ while IFS=$'\t' read -r path expect line msg cap entries root; do
         done
         ;;
     warn)
+        printf '%s\n' "$path" >>"$tmp/spec-paths"
         run_one "$path"
         check_ok "$path" default "$cap" "$root" "$entries"
-        first=$(printf '%s\n' "$err" | grep -m1 ': warning: ')
-        if [ -z "$first" ]; then
-            bad "$path [default]: no warning on stderr"
-        elif [ "$line" -ne 0 ] && [[ "$first" != "$path:$line: warning: "* ]]; then
-            bad "$path [default]: want warning at line $line, got: $first"
-        elif ! contains "${first#*: warning: }" "$msg"; then
-            bad "$path [default]: warning lacks '$msg': $first"
-        else
-            ok
-        fi
+        check_warning "$path" default "$line" "$msg"
+        run_one "$path" --lenient
+        check_ok "$path" lenient "$cap" "$root" "$entries"
+        check_warning "$path" lenient "$line" "$msg"
         run_one "$path" --strict
         check_error "$path" strict "$line" "$msg"
         ;;
-    error-*)
+    lenient)
+        printf '%s\n' "$path" >>"$tmp/lenient-paths"
+        run_one "$path" --lenient
+        check_ok "$path" lenient "$cap" "$root" "$entries"
+        check_warning "$path" lenient "$line" "$msg"
         run_one "$path"
         check_error "$path" default "$line" "$msg"
         run_one "$path" --strict
         check_error "$path" strict "$line" "$msg"
+        ;;
+    error-*)
+        for mode in default lenient strict; do
+            if [ "$mode" = default ]; then run_one "$path"; else run_one "$path" "--$mode"; fi
+            check_error "$path" "$mode" "$line" "$msg"
+        done
         ;;
     *)
         bad "corpus.tsv: unknown expect '$expect' for $path"
@@ -148,8 +178,8 @@ if [ "$ndocs" -lt 50 ]; then
     bad "corpus.tsv lists only $ndocs documents"
 fi
 
-# Every document in one run: one stdout line per document, in order, and a
-# non-zero exit because some are invalid.
+# Every document in one run: each document's lines together, in order, and
+# a non-zero exit because some are invalid.
 mapfile -t all <"$tmp/all-paths"
 "$rsdoc" validate "${all[@]}" >"$tmp/out" 2>/dev/null
 rc=$?
@@ -159,11 +189,11 @@ else
     ok
 fi
 cut_names() { sed -E 's/^(.*): OK .*$/\1/; s/^(.*):[0-9]+: error: .*$/\1/; s/^(.*): error: .*$/\1/'; }
-if cut_names <"$tmp/out" | diff -q - "$tmp/all-paths" >/dev/null; then
+if cut_names <"$tmp/out" | uniq | diff -q - "$tmp/all-paths" >/dev/null; then
     ok
 else
-    bad "whole corpus: stdout is not one line per document in order:"
-    cut_names <"$tmp/out" | diff - "$tmp/all-paths" | head -20
+    bad "whole corpus: stdout is not each document's lines, in order:"
+    cut_names <"$tmp/out" | uniq | diff - "$tmp/all-paths" | head -20
 fi
 
 # The valid documents together: exit 0.
@@ -173,6 +203,31 @@ if "$rsdoc" validate --strict "${oks[@]}" >"$tmp/out" 2>&1; then
 else
     bad "all ok documents with --strict: exit non-zero:"
     grep -v ': OK ' "$tmp/out" | head -20
+fi
+
+# Everything valid by default (the ok and warn documents, the spec's own
+# examples among them) in one default run: exit 0; and what the reader
+# accepts (lenient documents too) in one --lenient run.
+mapfile -t specs <"$tmp/spec-paths"
+if "$rsdoc" validate "${specs[@]}" >"$tmp/out" 2>/dev/null; then
+    ok
+else
+    bad "ok and warn documents by default: exit non-zero:"
+    grep -v ': OK ' "$tmp/out" | head -20
+fi
+nex=$(grep -cE '/(core|notif-alpha|notif-2017|userguide)-' "$tmp/spec-paths")
+if [ "$nex" -ge 42 ]; then ok; else bad "only $nex spec examples among the valid documents"; fi
+mapfile -t lens <"$tmp/lenient-paths"
+if "$rsdoc" validate --lenient "${specs[@]}" "${lens[@]}" >"$tmp/out" 2>/dev/null; then
+    ok
+else
+    bad "ok, warn and lenient documents with --lenient: exit non-zero:"
+    grep -v ': OK ' "$tmp/out" | head -20
+fi
+if "$rsdoc" validate "${lens[0]}" >/dev/null 2>&1; then
+    bad "a lenient document is valid by default: ${lens[0]}"
+else
+    ok
 fi
 
 # Standard input is a document too.

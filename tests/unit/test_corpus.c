@@ -1,11 +1,12 @@
 /*
  * test_corpus.c - the document corpus (tests/data/corpus.tsv) against the
- * parser: every committed document through rs_doc_parse (default and
- * strict) and the streaming parser in 1-, 7- and 4096-byte chunks, which
- * must agree with each other and with the manifest; round trips through
- * rs_doc_write; and generated hostile inputs (entry and byte limits, deep
- * nesting, entity bombs) that must fail fast. Each table test checks every
- * file and lists every disagreement before failing.
+ * parser: every committed document through rs_doc_parse in the three modes
+ * of rs_check.h (the reader's view, the spec, strict) and the streaming
+ * parser in 1-, 7- and 4096-byte chunks, which must agree with each other
+ * and with the manifest; round trips through rs_doc_write; the spec's own
+ * examples valid by default; and generated hostile inputs (entry and byte
+ * limits, deep nesting, entity bombs) that must fail fast. Each table test
+ * checks every file and lists every disagreement before failing.
  */
 #include "testutil.h"
 
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "rs_alloc.h"
+#include "rs_check.h"
 #include "rs_doc.h"
 #include "rs_error.h"
 #include "rs_parse.h"
@@ -28,6 +30,7 @@
 enum expect {
     EXP_OK,
     EXP_WARN,
+    EXP_LENIENT,
     EXP_PARSE,
     EXP_INVALID,
     EXP_TOOBIG,
@@ -52,19 +55,28 @@ struct corpus {
 static const char *const expect_names[] = {
     [EXP_OK] = "ok",
     [EXP_WARN] = "warn",
+    [EXP_LENIENT] = "lenient",
     [EXP_PARSE] = "error-parse",
     [EXP_INVALID] = "error-invalid",
     [EXP_TOOBIG] = "error-toobig",
 };
 
+static const char *const mode_names[] = {
+    [RS_CHECK_READER] = "reader",
+    [RS_CHECK_SPEC] = "spec",
+    [RS_CHECK_STRICT] = "strict",
+};
+
 static int
-expect_code(enum expect e, bool strict)
+expect_code(enum expect e, enum rs_check_mode mode)
 {
     switch (e) {
     case EXP_OK:
         return RS_OK;
     case EXP_WARN:
-        return strict ? RS_EINVALID : RS_OK;
+        return mode == RS_CHECK_STRICT ? RS_EINVALID : RS_OK;
+    case EXP_LENIENT:
+        return mode == RS_CHECK_READER ? RS_OK : RS_EINVALID;
     case EXP_PARSE:
         return RS_EPARSE;
     case EXP_INVALID:
@@ -75,10 +87,11 @@ expect_code(enum expect e, bool strict)
     return RS_OK;
 }
 
+/* Accepted in the reader's view (the 7-column lines). */
 static bool
 accepted(enum expect e)
 {
-    return e == EXP_OK || e == EXP_WARN;
+    return e == EXP_OK || e == EXP_WARN || e == EXP_LENIENT;
 }
 
 /* Copy field [b, e) into dst (size n); false when it does not fit. */
@@ -147,8 +160,8 @@ manifest_line(struct corpus_case *c, char *line, unsigned mline)
         !field_copy(c->msg, sizeof(c->msg), f[3], f[3] + strlen(f[3])))
         fail_msg("corpus.tsv:%u: message too long", mline);
     if (accepted(c->expect) != (nf == 7))
-        fail_msg("corpus.tsv:%u: ok/warn lines have 7 columns, errors 4",
-                 mline);
+        fail_msg("corpus.tsv:%u: ok/warn/lenient lines have 7 columns, "
+                 "errors 4", mline);
     if (nf == 7) {
         if (!field_copy(c->cap, sizeof(c->cap), f[4], f[4] + strlen(f[4])) ||
             !parse_ulong(f[5], RS_MAX_ENTRIES, &v) ||
@@ -160,8 +173,10 @@ manifest_line(struct corpus_case *c, char *line, unsigned mline)
             fail_msg("corpus.tsv:%u: root must be urlset or sitemapindex",
                      mline);
     }
-    if (c->expect == EXP_WARN && c->msg[0] == '\0')
-        fail_msg("corpus.tsv:%u: a warn line needs a message", mline);
+    if ((c->expect == EXP_WARN || c->expect == EXP_LENIENT) &&
+        c->msg[0] == '\0')
+        fail_msg("corpus.tsv:%u: a warn or lenient line needs a message",
+                 mline);
 }
 
 static int
@@ -280,11 +295,11 @@ st_on_end(void *ud, const struct rs_head *h)
 }
 
 static struct rs_parse_opts
-opts_for(struct outcome *o, bool strict)
+opts_for(struct outcome *o, enum rs_check_mode mode)
 {
     struct rs_parse_opts opts;
     memset(&opts, 0, sizeof(opts));
-    opts.strict = strict;
+    opts.mode = mode;
     opts.on_warning = on_warning;
     opts.warning_ud = o;
     return opts;
@@ -292,11 +307,11 @@ opts_for(struct outcome *o, bool strict)
 
 /* rs_doc_parse; *docp gets the document when accepted (caller frees). */
 static void
-run_whole(const char *buf, size_t len, bool strict, struct outcome *o,
-          struct rs_doc **docp)
+run_whole(const char *buf, size_t len, enum rs_check_mode mode,
+          struct outcome *o, struct rs_doc **docp)
 {
     memset(o, 0, sizeof(*o));
-    struct rs_parse_opts opts = opts_for(o, strict);
+    struct rs_parse_opts opts = opts_for(o, mode);
     struct rs_diag diag;
     memset(&diag, 0, sizeof(diag));
     struct rs_doc *doc = NULL;
@@ -324,12 +339,13 @@ run_whole(const char *buf, size_t len, bool strict, struct outcome *o,
 
 /* The streaming parser, fed chunk bytes at a time. */
 static void
-run_stream(const char *buf, size_t len, size_t chunk, bool strict,
-           size_t max_bytes, const struct rs_doc *want, struct outcome *o)
+run_stream(const char *buf, size_t len, size_t chunk,
+           enum rs_check_mode mode, size_t max_bytes,
+           const struct rs_doc *want, struct outcome *o)
 {
     memset(o, 0, sizeof(*o));
     o->want = want;
-    struct rs_parse_opts opts = opts_for(o, strict);
+    struct rs_parse_opts opts = opts_for(o, mode);
     opts.max_bytes = max_bytes;
     const struct rs_parser_cbs cbs = { st_on_head, st_on_entry, st_on_end };
     struct rs_parser *p = rs_parser_new(&opts, &cbs, o);
@@ -404,15 +420,15 @@ one_line(const char *m)
     return true;
 }
 
-/* Does o match the manifest line c (parsed with strict or not)? Prints
- * each disagreement; returns the number found. */
+/* Does o match the manifest line c (parsed in mode m)? Prints each
+ * disagreement; returns the number found. */
 static unsigned
-check_outcome(const struct corpus_case *c, bool strict, const char *how,
-              const struct outcome *o)
+check_outcome(const struct corpus_case *c, enum rs_check_mode m,
+              const char *how, const struct outcome *o)
 {
     unsigned bad = 0;
-    int want = expect_code(c->expect, strict);
-    const char *mode = strict ? "strict" : "default";
+    int want = expect_code(c->expect, m);
+    const char *mode = mode_names[m];
     if (o->rc != want) {
         print_error("%s [%s, %s]: want %s, got %s at line %u: %s\n", c->path,
                     how, mode, rc_name(want), rc_name(o->rc), o->line,
@@ -468,13 +484,14 @@ check_outcome(const struct corpus_case *c, bool strict, const char *how,
                     "parse\n", c->path, how, mode, o->loc_mismatch);
         bad++;
     }
-    /* warnings: none for ok; for warn at least one, naming the problem */
+    /* warnings: none for ok; for warn and lenient at least one, the
+     * first naming the problem */
     if (c->expect == EXP_OK && o->nwarn != 0) {
         print_error("%s [%s, %s]: unexpected warning at line %u: %s\n",
                     c->path, how, mode, o->warn_line, o->warn_msg);
         bad++;
     }
-    if (c->expect == EXP_WARN) {
+    if (c->expect == EXP_WARN || c->expect == EXP_LENIENT) {
         if (o->nwarn == 0) {
             print_error("%s [%s, %s]: accepted without any warning\n",
                         c->path, how, mode);
@@ -492,15 +509,15 @@ check_outcome(const struct corpus_case *c, bool strict, const char *how,
 
 /* Do two parses of the same bytes agree exactly (code, line, message)? */
 static unsigned
-check_agree(const struct corpus_case *c, bool strict, const char *how,
-            const struct outcome *a, const struct outcome *b)
+check_agree(const struct corpus_case *c, enum rs_check_mode m,
+            const char *how, const struct outcome *a, const struct outcome *b)
 {
     if (a->rc == b->rc && a->line == b->line && strcmp(a->msg, b->msg) == 0 &&
         a->nwarn == b->nwarn)
         return 0;
     print_error("%s [%s, %s]: disagrees with the whole parse: %s line %u "
                 "'%s' (%u warnings) vs %s line %u '%s' (%u warnings)\n",
-                c->path, how, strict ? "strict" : "default", rc_name(b->rc),
+                c->path, how, mode_names[m], rc_name(b->rc),
                 b->line, b->msg, b->nwarn, rc_name(a->rc), a->line, a->msg,
                 a->nwarn);
     return 1;
@@ -516,15 +533,32 @@ report(unsigned bad, const char *what)
 /* ---------------------------------------------------------- the table */
 
 /* corpus/manifest_complete: every committed document under valid/,
- * lenient/ and invalid/ is in corpus.tsv, and every listed file exists. */
+ * warn/, lenient/ and invalid/ is in corpus.tsv under the expectation its
+ * directory stands for, and every listed file exists. */
 static void
 test_manifest_complete(void **state)
 {
     const struct corpus *cp = *state;
-    static const char *const dirs[] = { "valid", "lenient", "invalid" };
+    static const char *const dirs[] = { "valid", "warn", "lenient",
+                                        "invalid" };
     unsigned bad = 0;
     size_t nfiles = 0;
-    for (size_t d = 0; d < 3; d++) {
+    for (size_t i = 0; i < cp->n; i++) {
+        const struct corpus_case *c = &cp->c[i];
+        static const char *const want_dir[] = {
+            [EXP_OK] = "valid/", [EXP_WARN] = "warn/",
+            [EXP_LENIENT] = "lenient/", [EXP_PARSE] = "invalid/",
+            [EXP_INVALID] = "invalid/", [EXP_TOOBIG] = "invalid/",
+        };
+        if (strncmp(c->path, want_dir[c->expect],
+                    strlen(want_dir[c->expect])) != 0) {
+            print_error("corpus.tsv:%u: %s is %s, so it belongs in %s\n",
+                        c->mline, c->path, expect_names[c->expect],
+                        want_dir[c->expect]);
+            bad++;
+        }
+    }
+    for (size_t d = 0; d < 4; d++) {
         DIR *dir = opendir(tu_data_path(dirs[d]));
         assert_non_null(dir);
         struct dirent *de;
@@ -567,36 +601,80 @@ test_manifest_complete(void **state)
 }
 
 static void
-whole_all(const struct corpus *cp, bool strict)
+whole_all(const struct corpus *cp, enum rs_check_mode mode)
 {
     unsigned bad = 0;
+    char what[64];
     for (size_t i = 0; i < cp->n; i++) {
         const struct corpus_case *c = &cp->c[i];
         size_t len;
         char *buf = tu_read_data(c->path, &len);
         struct outcome o;
-        run_whole(buf, len, strict, &o, NULL);
-        bad += check_outcome(c, strict, "rs_doc_parse", &o);
+        run_whole(buf, len, mode, &o, NULL);
+        bad += check_outcome(c, mode, "rs_doc_parse", &o);
         free(buf);
     }
-    report(bad, strict ? "strict whole parses" : "default whole parses");
+    snprintf(what, sizeof(what), "%s whole parses", mode_names[mode]);
+    report(bad, what);
 }
 
-/* corpus/whole_default: rs_doc_parse with default options gives each
- * file's expected code, line, message, capability, root and entry count;
- * ok files warn about nothing, warn files warn about their problem. */
+/* corpus/whole_reader: rs_doc_parse with zeroed options (the reader's
+ * view) gives each file's expected code, line, message, capability, root
+ * and entry count; ok files warn about nothing, warn and lenient files
+ * warn about their problem. */
 static void
-test_whole_default(void **state)
+test_whole_reader(void **state)
 {
-    whole_all(*state, false);
+    whole_all(*state, RS_CHECK_READER);
 }
 
-/* corpus/whole_strict: the same with strict on: warn files become
- * RS_EINVALID at the warning's line, everything else is unchanged. */
+/* corpus/whole_spec: the same in the spec's mode: lenient files become
+ * RS_EINVALID at the warning's line; warn files still only warn. */
+static void
+test_whole_spec(void **state)
+{
+    whole_all(*state, RS_CHECK_SPEC);
+}
+
+/* corpus/whole_strict: the same in strict mode: warn files become
+ * RS_EINVALID at the warning's line too. */
 static void
 test_whole_strict(void **state)
 {
-    whole_all(*state, true);
+    whole_all(*state, RS_CHECK_STRICT);
+}
+
+/* corpus/spec_examples_valid: every example of the spec texts (core-*,
+ * notif-*, userguide-*) validates by default: ok or warn, never lenient
+ * or an error; and there are as many as the texts print. */
+static void
+test_spec_examples_valid(void **state)
+{
+    const struct corpus *cp = *state;
+    static const char *const prefixes[] = { "core-", "notif-alpha-",
+                                            "notif-2017-", "userguide-" };
+    unsigned bad = 0, n = 0;
+    for (size_t i = 0; i < cp->n; i++) {
+        const struct corpus_case *c = &cp->c[i];
+        const char *base = strchr(c->path, '/');
+        base = base != NULL ? base + 1 : c->path;
+        bool example = false;
+        for (size_t k = 0; k < sizeof(prefixes) / sizeof(prefixes[0]); k++)
+            example = example ||
+                      strncmp(base, prefixes[k], strlen(prefixes[k])) == 0;
+        if (!example)
+            continue;
+        n++;
+        if (c->expect != EXP_OK && c->expect != EXP_WARN) {
+            print_error("%s: a spec example that does not validate by "
+                        "default (%s)\n", c->path, expect_names[c->expect]);
+            bad++;
+        }
+    }
+    /* core 1-8 and 12-21, 12 rebuilt sections, alpha 3.1-5.2, five 2017
+     * documents, three user guide pages */
+    assert_true(n >= 18 + 12 + 4 + 5 + 3);
+    report(bad, "the spec's examples");
 }
 
 /* corpus/stream_chunks: the streaming parser fed 1, 7 and 4096 bytes at a
@@ -613,17 +691,18 @@ test_stream_chunks(void **state)
         const struct corpus_case *c = &cp->c[i];
         size_t len;
         char *buf = tu_read_data(c->path, &len);
-        for (int strict = 0; strict <= 1; strict++) {
+        for (int m = RS_CHECK_READER; m <= RS_CHECK_STRICT; m++) {
+            enum rs_check_mode mode = (enum rs_check_mode)m;
             struct outcome whole, st;
             struct rs_doc *doc = NULL;
-            run_whole(buf, len, strict, &whole, &doc);
+            run_whole(buf, len, mode, &whole, &doc);
             for (size_t k = 0; k < 3; k++) {
                 char how[32];
                 snprintf(how, sizeof(how), "stream %zu-byte chunks",
                          chunks[k]);
-                run_stream(buf, len, chunks[k], strict, 0, doc, &st);
-                unsigned b = check_outcome(c, strict, how, &st);
-                b += check_agree(c, strict, how, &whole, &st);
+                run_stream(buf, len, chunks[k], mode, 0, doc, &st);
+                unsigned b = check_outcome(c, mode, how, &st);
+                b += check_agree(c, mode, how, &whole, &st);
                 bad += b;
                 if (b != 0)
                     break; /* one report per file and mode is enough */
@@ -635,10 +714,11 @@ test_stream_chunks(void **state)
     report(bad, "streaming parses");
 }
 
-/* corpus/round_trip: every accepted file survives parse -> rs_doc_write
- * -> parse with the same root, capability, entry count and locs; what the
- * writer produces from an ok file passes strict parsing without warnings
- * (warn files are written with the writer's lenient option). */
+/* corpus/round_trip: every file the reader accepts survives parse ->
+ * rs_doc_write -> parse with the same root, capability, entry count and
+ * locs; what the writer produces from an ok file passes strict parsing
+ * without warnings (warn and lenient files are written with the writer's
+ * lenient option, and re-read as a reader does). */
 static void
 test_round_trip(void **state)
 {
@@ -652,12 +732,12 @@ test_round_trip(void **state)
         char *buf = tu_read_data(c->path, &len);
         struct outcome o1, o2;
         struct rs_doc *d1 = NULL, *d2 = NULL;
-        run_whole(buf, len, false, &o1, &d1);
+        run_whole(buf, len, RS_CHECK_READER, &o1, &d1);
         free(buf);
         if (d1 == NULL)
             continue; /* already reported by corpus/whole_default */
         struct rs_write_opts wo = { .pretty = true, .lenient =
-                                    c->expect == EXP_WARN };
+                                    c->expect != EXP_OK };
         char *out = NULL;
         size_t olen = 0;
         int rc = rs_doc_write(d1, &wo, &out, &olen);
@@ -668,7 +748,9 @@ test_round_trip(void **state)
             rs_doc_free(d1);
             continue;
         }
-        run_whole(out, olen, c->expect == EXP_OK, &o2, &d2);
+        run_whole(out, olen,
+                  c->expect == EXP_OK ? RS_CHECK_STRICT : RS_CHECK_READER,
+                  &o2, &d2);
         if (o2.rc != 0) {
             print_error("%s [round trip]: re-parse: %s line %u: %s\n--- "
                         "written:\n%s\n---\n", c->path, rc_name(o2.rc),
@@ -794,8 +876,8 @@ test_model_details(void **state)
     rs_doc_free(d);
 
     d = parse_ok("valid/xml-escapes-whitespace.xml");
-    assert_string_equal(d->entries[0].loc,
-                        "http://example.com/padded-with-whitespace");
+    assert_string_equal(d->entries[1].loc,
+                        "http://example.com/q?x=1&y=2&name=O'Brien");
     assert_string_equal(d->entries[2].loc, "http://example.com/res3");
     rs_doc_free(d);
 
@@ -807,6 +889,70 @@ test_model_details(void **state)
 
     d = parse_ok("valid/foreign-namespaces-ignored.xml");
     assert_string_equal(d->entries[0].loc, "http://example.com/page1.html");
+    rs_doc_free(d);
+}
+
+/* corpus/reader_repairs: what the reader's view does with what it
+ * tolerates reaches the model: a padded <loc> trimmed, a time without a
+ * zone taken as UTC, an empty <rs:ln/> dropped, a hash that is not hex
+ * ignored (the rest of its rs:md kept), "changelistindex" read as a
+ * changelist index, an rs:md before the loc read all the same, a deletion
+ * without a time kept with no time. */
+static void
+test_reader_repairs(void **state)
+{
+    (void)state;
+    rs_time_t t;
+    struct rs_doc *d = parse_ok("warn/loc-padded-with-whitespace.xml");
+    assert_string_equal(d->entries[1].loc,
+                        "http://example.com/padded-with-whitespace");
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/datetime-no-timezone.xml");
+    assert_int_equal(rs_time_parse("2013-01-02T14:00:00Z", 20, &t), 0);
+    assert_true(d->entries[1].lastmod == t);
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/datetime-minutes-no-timezone.xml");
+    assert_true(d->entries[1].lastmod == t);
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/at-no-timezone.xml");
+    assert_int_equal(rs_time_parse("2013-01-03T09:00:00Z", 20, &t), 0);
+    assert_true(d->head.md.at == t);
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/ln-empty.xml");
+    assert_int_equal(d->nentries, 2);
+    assert_int_equal(d->entries[1].nlinks, 0);
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/ln-without-href.xml");
+    for (size_t i = 0; i < d->entries[1].nlinks; i++)
+        assert_non_null(d->entries[1].links[i].href);
+    rs_doc_free(d);
+
+    d = parse_ok("warn/hash-not-hex.xml");
+    assert_int_equal(d->entries[1].md.hash.n, 0);
+    assert_true(d->entries[1].has_md);
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/changelistindex-root.xml");
+    assert_int_equal(d->head.root, RS_ROOT_SITEMAPINDEX);
+    assert_int_equal(d->head.md.capability, RS_CAP_CHANGELIST);
+    assert_true(d->head.md.capability_index_alias);
+    assert_null(d->head.md.capability_other);
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/entry-md-before-loc.xml");
+    assert_string_equal(d->entries[1].loc, "http://example.com/res2");
+    assert_int_equal(d->entries[1].md.length, 42);
+    rs_doc_free(d);
+
+    d = parse_ok("lenient/changelist-deleted-without-time.xml");
+    assert_int_equal(d->entries[1].md.change, RS_CHANGE_DELETED);
+    assert_true(d->entries[1].lastmod == RS_TIME_NONE);
+    assert_true(d->entries[1].md.datetime == RS_TIME_NONE);
     rs_doc_free(d);
 }
 
@@ -890,7 +1036,7 @@ test_entries_limit(void **state)
     gen_list(&b, RS_MAX_ENTRIES, 0);
     struct outcome o;
     struct rs_doc *doc = NULL;
-    run_whole(b.p, b.len, true, &o, &doc);
+    run_whole(b.p, b.len, RS_CHECK_STRICT, &o, &doc);
     assert_int_equal(o.rc, RS_OK);
     assert_int_equal(doc->nentries, RS_MAX_ENTRIES);
     rs_doc_free(doc);
@@ -898,12 +1044,12 @@ test_entries_limit(void **state)
 
     memset(&b, 0, sizeof(b));
     gen_list(&b, RS_MAX_ENTRIES + 1, 0);
-    run_whole(b.p, b.len, false, &o, NULL);
+    run_whole(b.p, b.len, RS_CHECK_READER, &o, NULL);
     assert_int_equal(o.rc, RS_ETOOBIG);
     assert_int_equal(o.line, GEN_HEAD_LINES + RS_MAX_ENTRIES + 1);
     assert_true(ci_contains(o.msg, "entries"));
     struct outcome st;
-    run_stream(b.p, b.len, 4096, false, 0, NULL, &st);
+    run_stream(b.p, b.len, 4096, RS_CHECK_READER, 0, NULL, &st);
     assert_int_equal(st.rc, RS_ETOOBIG);
     assert_int_equal(st.line, o.line);
     assert_string_equal(st.msg, o.msg);
@@ -945,7 +1091,7 @@ test_bytes_limit(void **state)
 
     struct outcome o;
     double t0 = now_s();
-    run_whole(b.p, b.len, false, &o, NULL);
+    run_whole(b.p, b.len, RS_CHECK_READER, &o, NULL);
     double dt = now_s() - t0;
     assert_int_equal(o.rc, RS_ETOOBIG);
     assert_true(o.msg[0] != '\0');
@@ -974,14 +1120,14 @@ test_bytes_limit(void **state)
     assert_true(b.len > 2u * 1000 * 1000);
     const size_t lim = 1000 * 1000;
     struct outcome st;
-    run_stream(b.p, b.len, 4096, false, lim, NULL, &st);
+    run_stream(b.p, b.len, 4096, RS_CHECK_READER, lim, NULL, &st);
     assert_int_equal(st.rc, RS_ETOOBIG);
     assert_true(st.entries < 1000);
     /* exactly at the limit is fine, one byte over is not */
-    run_stream(b.p, b.len, 4096, false, b.len, NULL, &st);
+    run_stream(b.p, b.len, 4096, RS_CHECK_READER, b.len, NULL, &st);
     assert_int_equal(st.rc, RS_OK);
     assert_int_equal(st.entries, 2000);
-    run_stream(b.p, b.len, 4096, false, b.len - 1, NULL, &st);
+    run_stream(b.p, b.len, 4096, RS_CHECK_READER, b.len - 1, NULL, &st);
     assert_int_equal(st.rc, RS_ETOOBIG);
     free(b.p);
 }
@@ -1006,9 +1152,9 @@ test_deep_nesting(void **state)
 
     struct outcome o, st;
     double t0 = now_s();
-    run_whole(b.p, b.len, false, &o, NULL);
+    run_whole(b.p, b.len, RS_CHECK_READER, &o, NULL);
     double dt = now_s() - t0;
-    run_stream(b.p, b.len, 4096, false, 0, NULL, &st);
+    run_stream(b.p, b.len, 4096, RS_CHECK_READER, 0, NULL, &st);
     free(b.p);
     if (dt > 0.5)
         fail_msg("10,000-deep nesting took %.3f s", dt);
@@ -1024,7 +1170,7 @@ test_deep_nesting(void **state)
     for (int i = 0; i < 10000; i++)
         gb_str(&b, "<url>");
     gb_str(&b, "\n");
-    run_whole(b.p, b.len, false, &o, NULL);
+    run_whole(b.p, b.len, RS_CHECK_READER, &o, NULL);
     free(b.p);
     assert_int_equal(o.rc, RS_EINVALID);
     assert_true(ci_contains(o.msg, "nest"));
@@ -1049,8 +1195,8 @@ test_text_and_link_limits(void **state)
         for (size_t i = 0; i < n; i++)
             gb_str(&b, "x");
         gb_str(&b, "</loc></url>\n</urlset>\n");
-        run_whole(b.p, b.len, false, &o, NULL);
-        run_stream(b.p, b.len, 7, false, 0, NULL, &st);
+        run_whole(b.p, b.len, RS_CHECK_READER, &o, NULL);
+        run_stream(b.p, b.len, 7, RS_CHECK_READER, 0, NULL, &st);
         free(b.p);
         assert_int_equal(o.rc, over ? RS_ETOOBIG : RS_OK);
         assert_int_equal(st.rc, o.rc);
@@ -1068,8 +1214,8 @@ test_text_and_link_limits(void **state)
             gb_str(&b, "<rs:ln rel=\"duplicate\" "
                        "href=\"http://mirror.example.com/r\"/>");
         gb_str(&b, "\n  </url>\n</urlset>\n");
-        run_whole(b.p, b.len, false, &o, NULL);
-        run_stream(b.p, b.len, 4096, false, 0, NULL, &st);
+        run_whole(b.p, b.len, RS_CHECK_READER, &o, NULL);
+        run_stream(b.p, b.len, 4096, RS_CHECK_READER, 0, NULL, &st);
         free(b.p);
         assert_int_equal(o.rc, over ? RS_ETOOBIG : RS_OK);
         assert_int_equal(st.rc, o.rc);
@@ -1086,7 +1232,7 @@ test_text_and_link_limits(void **state)
             gb_str(&b, "<rs:ln rel=\"next\" "
                        "href=\"http://example.com/page2\"/>");
         gb_str(&b, "\n</urlset>\n");
-        run_whole(b.p, b.len, false, &o, NULL);
+        run_whole(b.p, b.len, RS_CHECK_READER, &o, NULL);
         free(b.p);
         assert_int_equal(o.rc, over ? RS_ETOOBIG : RS_OK);
     }
@@ -1145,8 +1291,8 @@ test_entity_bombs(void **state)
         }
         struct outcome o, st;
         double t0 = now_s();
-        run_whole(buf, len, false, &o, NULL);
-        run_stream(buf, len, 1, false, 0, NULL, &st);
+        run_whole(buf, len, RS_CHECK_READER, &o, NULL);
+        run_stream(buf, len, 1, RS_CHECK_READER, 0, NULL, &st);
         double dt = now_s() - t0;
         free(buf);
         const char *name = files[i] ? files[i] : "attribute bomb";
@@ -1168,11 +1314,14 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         CORPUS_TEST("manifest_complete", test_manifest_complete),
-        CORPUS_TEST("whole_default", test_whole_default),
+        CORPUS_TEST("whole_reader", test_whole_reader),
+        CORPUS_TEST("whole_spec", test_whole_spec),
         CORPUS_TEST("whole_strict", test_whole_strict),
+        CORPUS_TEST("spec_examples_valid", test_spec_examples_valid),
         CORPUS_TEST("stream_chunks", test_stream_chunks),
         CORPUS_TEST("round_trip", test_round_trip),
         CORPUS_TEST("model_details", test_model_details),
+        CORPUS_TEST("reader_repairs", test_reader_repairs),
         CORPUS_TEST("entries_limit", test_entries_limit),
         CORPUS_TEST("bytes_limit", test_bytes_limit),
         CORPUS_TEST("deep_nesting", test_deep_nesting),

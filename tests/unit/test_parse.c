@@ -1,8 +1,11 @@
 /*
  * test_parse.c - the streaming parser's contracts: callback order, any
  * chunking, limits checked before work, sticky errors, the callback stop
- * rule, hostile XML, foreign namespaces, every model field, allocation
- * failure. The spec-example corpus lives in test_corpus.c.
+ * rule, hostile XML, foreign namespaces, every model field, the three
+ * check modes and what each makes of a problem, notifications judged by
+ * the spec in the reader's view, every error of a document found (and
+ * nothing delivered after the first), allocation failure. The
+ * spec-example corpus lives in test_corpus.c.
  */
 #include "testutil.h"
 
@@ -49,6 +52,8 @@ struct rec {
     int stop_rc;
     int warnings;
     unsigned warn_line;
+    int errors;
+    unsigned error_lines[8];
 };
 
 static void
@@ -99,6 +104,16 @@ on_warning(void *ud, unsigned line, const char *msg)
     struct rec *r = ud;
     r->warnings++;
     r->warn_line = line;
+}
+
+static void
+on_error(void *ud, unsigned line, const char *msg)
+{
+    (void)msg;
+    struct rec *r = ud;
+    if (r->errors < 8)
+        r->error_lines[r->errors] = line;
+    r->errors++;
 }
 
 static const struct rs_parser_cbs CBS = { on_head, on_entry, on_end };
@@ -318,7 +333,7 @@ test_warnings_and_strict(void **state)
     (void)state;
     static const char doc[] =
         "<urlset " NS ">\n"
-        "<rs:md capability=\"resourcelist\" at=\"2013-01-01\"/>\n"
+        "<rs:md capability=\"resourcelist\" at=\"2013-01-01T00:00:00Z\"/>\n"
         "<url><loc>http://e.com/a</loc></url>\n"
         "</urlset>";
     struct rec r = { 0 };
@@ -436,20 +451,224 @@ test_structure_errors(void **state)
           3, "<url> without <loc>" },
         { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc><lastmod/></url></urlset>",
           3, "<lastmod></lastmod> is not" },
-        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\"/>\n<url><loc>http://a/</loc></url>\n<rs:ln href=\"http://b/\"/></urlset>",
-          2, "without rel" },
+        /* (judged in the spec's mode: the reader ignores the link) */
+        { "<urlset " NS ">\n<rs:md capability=\"resourcelist\" at=\"2013-01-01T00:00:00Z\"/>\n<url><loc>http://a/</loc></url>\n<rs:ln href=\"http://b/\"/></urlset>",
+          4, "without rel" },
         { "<urlset xmlns=\"urn:wrong\">\n</urlset>", 1, "Sitemap namespace" },
         { "<feed xmlns=\"http://www.w3.org/2005/Atom\"/>", 1, "root element <feed>" },
     };
+    const struct rs_parse_opts spec = { .mode = RS_CHECK_SPEC };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct rs_doc *d = NULL;
         struct rs_diag diag;
-        int rc = parse_str(cases[i].doc, NULL, &d, &diag);
+        memset(&diag, 0, sizeof(diag));
+        bool in_spec = strstr(cases[i].msg, "without rel") != NULL;
+        int rc = parse_str(cases[i].doc, in_spec ? &spec : NULL, &d, &diag);
         if (rc != RS_EINVALID || diag.line != cases[i].line ||
             strstr(diag.msg, cases[i].msg) == NULL)
             fail_msg("case %zu: rc %d line %u '%s'; want line %u with '%s'",
                      i, rc, diag.line, diag.msg, cases[i].line, cases[i].msg);
     }
+}
+
+/* One parse of doc in mode m: its code, warnings, errors and entries. */
+static int
+parse_mode(const char *doc, enum rs_check_mode m, unsigned max_errors,
+           struct rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    struct rs_parse_opts o = { .mode = m, .on_warning = on_warning,
+                               .on_error = on_error, .warning_ud = r,
+                               .max_errors = max_errors };
+    struct rs_parser *p = rs_parser_new(&o, &CBS, r);
+    assert_non_null(p);
+    int rc = feed_chunked(p, doc, strlen(doc), 7);
+    rs_parser_free(p);
+    return rc;
+}
+
+/* parse/modes: a MUST whose meaning stays clear (a Change List newest
+ * first) is a warning to the reader and an error to the spec and strict;
+ * a SHOULD (no rel="up") a warning to both, an error under strict; the
+ * `strict` flag is RS_CHECK_STRICT whatever the mode says. */
+static void
+test_modes(void **state)
+{
+    (void)state;
+    static const char must[] =
+        "<urlset " NS ">\n"
+        "<rs:ln rel=\"up\" href=\"http://e.com/cl\"/>\n"
+        "<rs:md capability=\"changelist\" from=\"2013-01-01T00:00:00Z\"/>\n"
+        "<url><loc>http://e.com/b</loc><rs:md change=\"updated\" "
+        "datetime=\"2013-01-02T10:00:00Z\"/></url>\n"
+        "<url><loc>http://e.com/a</loc><rs:md change=\"created\" "
+        "datetime=\"2013-01-02T09:00:00Z\"/></url>\n"
+        "</urlset>";
+    static const char should[] =
+        "<urlset " NS ">\n"
+        "<rs:md capability=\"resourcelist\" at=\"2013-01-01T00:00:00Z\"/>\n"
+        "<url><loc>http://e.com/a</loc></url>\n"
+        "</urlset>";
+    struct rec r;
+    assert_int_equal(parse_mode(must, RS_CHECK_READER, 0, &r), 0);
+    assert_int_equal(r.warnings, 1);
+    assert_int_equal(r.warn_line, 5);
+    assert_int_equal(r.entries, 2);
+    assert_int_equal(parse_mode(must, RS_CHECK_SPEC, 0, &r), RS_EINVALID);
+    assert_int_equal(r.errors, 1);
+    assert_int_equal(r.error_lines[0], 5);
+    assert_int_equal(r.entries, 1);   /* delivered before the problem */
+    assert_int_equal(r.ends, 0);
+    assert_int_equal(parse_mode(must, RS_CHECK_STRICT, 0, &r), RS_EINVALID);
+
+    assert_int_equal(parse_mode(should, RS_CHECK_READER, 0, &r), 0);
+    assert_int_equal(r.warnings, 1);
+    assert_int_equal(parse_mode(should, RS_CHECK_SPEC, 0, &r), 0);
+    assert_int_equal(r.warnings, 1);
+    assert_int_equal(r.ends, 1);
+    assert_int_equal(parse_mode(should, RS_CHECK_STRICT, 0, &r),
+                     RS_EINVALID);
+
+    struct rs_parse_opts o = { .strict = true, .mode = RS_CHECK_READER };
+    struct rs_doc *d = NULL;
+    assert_int_equal(parse_str(should, &o, &d, NULL), RS_EINVALID);
+    assert_null(d);
+}
+
+/* parse/notifications_as_spec: in the reader's view a notification is
+ * judged as the spec judges it (a hub, reading with zeroed options, must
+ * refuse what breaks a MUST): a time without a zone, an empty <rs:ln/>, a
+ * hash that is not hex are errors there, while the same in a Change List
+ * is a warning; a notification's missing rel="up" stays a warning. */
+static void
+test_notifications_as_spec(void **state)
+{
+    (void)state;
+    static const char *const quirks[] = {
+        "<rs:md change=\"updated\" datetime=\"2013-01-02T10:00:00\"/>",
+        "<rs:md change=\"updated\" datetime=\"2013-01-02T10:00:00Z\"/><rs:ln/>",
+        "<rs:md change=\"updated\" datetime=\"2013-01-02T10:00:00Z\" "
+        "hash=\"md5:xyz\"/>",
+    };
+    char doc[1024];
+    struct rec r;
+    for (size_t i = 0; i < sizeof(quirks) / sizeof(quirks[0]); i++) {
+        snprintf(doc, sizeof(doc), "<urlset " NS ">\n"
+                 "<rs:ln rel=\"up\" href=\"http://e.com/cl\"/>\n"
+                 "<rs:md capability=\"%s\"%s/>\n"
+                 "<url><loc>http://e.com/a</loc>%s</url>\n</urlset>",
+                 "changelist-notification", "", quirks[i]);
+        if (parse_mode(doc, RS_CHECK_READER, 0, &r) != RS_EINVALID)
+            fail_msg("notification, quirk %zu: accepted", i);
+        snprintf(doc, sizeof(doc), "<urlset " NS ">\n"
+                 "<rs:ln rel=\"up\" href=\"http://e.com/cl\"/>\n"
+                 "<rs:md capability=\"%s\"%s/>\n"
+                 "<url><loc>http://e.com/a</loc>%s</url>\n</urlset>",
+                 "changelist", " from=\"2013-01-01T00:00:00Z\"", quirks[i]);
+        if (parse_mode(doc, RS_CHECK_READER, 0, &r) != 0 || r.warnings != 1)
+            fail_msg("Change List, quirk %zu: not a single warning", i);
+    }
+    static const char noup[] =
+        "<urlset " NS "><rs:md capability=\"changelist-notification\"/>"
+        "<url><loc>http://e.com/a</loc><rs:md change=\"deleted\"/></url>"
+        "</urlset>";
+    assert_int_equal(parse_mode(noup, RS_CHECK_READER, 0, &r), 0);
+    assert_int_equal(r.warnings, 1);
+}
+
+/* parse/root_rules_wait_for_the_head: a root-level problem found before
+ * the root rs:md (an empty <rs:ln/> first, as Sources put their links) is
+ * judged once the document has said what it is: a warning in a Resource
+ * List, an error in a framework notification, on the link's own line. */
+static void
+test_root_rules_wait_for_the_head(void **state)
+{
+    (void)state;
+    char doc[512];
+    struct rec r;
+    snprintf(doc, sizeof(doc), "<urlset " NS ">\n<rs:ln/>\n"
+             "<rs:ln rel=\"up\" href=\"http://e.com/cl\"/>\n"
+             "<rs:md capability=\"resourcelist\" at=\"2013-01-01T00:00:00Z\"/>"
+             "\n<url><loc>http://e.com/a</loc></url>\n</urlset>");
+    assert_int_equal(parse_mode(doc, RS_CHECK_READER, 0, &r), 0);
+    assert_int_equal(r.warnings, 1);
+    assert_int_equal(r.warn_line, 2);
+    assert_int_equal(r.head_links, 1);
+    snprintf(doc, sizeof(doc), "<urlset " NS ">\n<rs:ln/>\n"
+             "<rs:ln rel=\"up\" href=\"http://e.com/cl\"/>\n"
+             "<rs:md capability=\"framework-notification\"/>\n"
+             "<url><loc>http://e.com/rl</loc><rs:md capability="
+             "\"resourcelist\" change=\"created\"/></url>\n</urlset>");
+    assert_int_equal(parse_mode(doc, RS_CHECK_READER, 0, &r), RS_EINVALID);
+    assert_int_equal(r.errors, 1);
+    assert_int_equal(r.error_lines[0], 2);
+    assert_int_equal(r.heads, 0);
+}
+
+/* parse/every_error: with max_errors a validator hears of every error,
+ * each with its line, while nothing more is delivered after the first
+ * (the head, if it broke a rule, is not delivered at all); feed says 0
+ * until finish says the first error; at max_errors the parse stops. */
+static void
+test_every_error(void **state)
+{
+    (void)state;
+    static const char doc[] =
+        "<urlset " NS ">\n"
+        "<rs:md capability=\"changelist\"/>\n"
+        "<url><loc>http://e.com/a</loc><rs:md change=\"updated\" "
+        "datetime=\"2013-01-02T09:00:00Z\"/></url>\n"
+        "<url><loc>rel/b</loc><rs:md change=\"updated\" "
+        "datetime=\"2013-01-02T10:00:00Z\"/></url>\n"
+        "<url><loc>http://e.com/c</loc><rs:md change=\"gone\"/></url>\n"
+        "<url><loc>http://e.com/d</loc><rs:md change=\"created\" "
+        "datetime=\"2013-01-02T08:00:00Z\" length=\"x\"/></url>\n"
+        "</urlset>";
+    struct rec r;
+    /* no from (2), a relative loc (4), an unknown change (5), a bad
+     * length (6); the order of d is not judged: its entry is broken */
+    assert_int_equal(parse_mode(doc, RS_CHECK_SPEC, 100, &r), RS_EINVALID);
+    assert_int_equal(r.errors, 4);
+    assert_int_equal(r.error_lines[0], 2);
+    assert_int_equal(r.error_lines[1], 4);
+    assert_int_equal(r.error_lines[2], 5);
+    assert_int_equal(r.error_lines[3], 6);
+    assert_int_equal(r.heads, 0);
+    assert_int_equal(r.entries, 0);
+    assert_int_equal(r.ends, 0);
+
+    /* the reader's view takes the missing from as a warning: the first
+     * error is then the loc, and the entry before it was delivered */
+    assert_int_equal(parse_mode(doc, RS_CHECK_READER, 100, &r), RS_EINVALID);
+    assert_int_equal(r.errors, 3);
+    assert_int_equal(r.heads, 1);
+    assert_int_equal(r.entries, 1);
+
+    /* the limit */
+    assert_int_equal(parse_mode(doc, RS_CHECK_SPEC, 2, &r), RS_EINVALID);
+    assert_int_equal(r.errors, 2);
+
+    /* feed in one piece: 0 while errors are collected */
+    memset(&r, 0, sizeof(r));
+    struct rs_parse_opts o = { .mode = RS_CHECK_SPEC, .max_errors = 100,
+                               .on_error = on_error, .warning_ud = &r };
+    struct rs_parser *p = rs_parser_new(&o, &CBS, &r);
+    assert_non_null(p);
+    assert_int_equal(rs_parser_feed(p, doc, strlen(doc)), 0);
+    assert_int_equal(rs_parser_finish(p), RS_EINVALID);
+    assert_int_equal(rs_parser_errors(p), 4);
+    const struct rs_diag *dg = rs_parser_error(p);
+    assert_non_null(dg);
+    assert_int_equal(dg->line, 2);
+    assert_non_null(strstr(dg->msg, "from"));
+    rs_parser_free(p);
+
+    /* an XML error still stops at once, after what was found before it */
+    static const char broken[] =
+        "<urlset " NS ">\n<rs:md capability=\"changelist\"/>\n"
+        "<url><loc>http://e.com/a</loc></url>\n<oops></urlset>";
+    assert_int_equal(parse_mode(broken, RS_CHECK_SPEC, 100, &r), RS_EINVALID);
+    assert_int_equal(r.errors, 3);   /* from, change, the XML */
 }
 
 /* parse/utf8_only: documents must be UTF-8 (Sitemaps); another declared
@@ -591,6 +810,10 @@ main(void)
         cmocka_unit_test(test_warnings_and_strict),
         cmocka_unit_test(test_hostile_xml),
         cmocka_unit_test(test_structure_errors),
+        cmocka_unit_test(test_modes),
+        cmocka_unit_test(test_notifications_as_spec),
+        cmocka_unit_test(test_root_rules_wait_for_the_head),
+        cmocka_unit_test(test_every_error),
         cmocka_unit_test(test_utf8_only),
         cmocka_unit_test(test_big_in_one_call),
         cmocka_unit_test(test_from_fd),

@@ -1294,6 +1294,53 @@ test_strict_and_lenient(void **state)
     rs_free(out);
 }
 
+/* write/new_rules: the writer refuses what the spec forbids and a reader
+ * only tolerates: a Capability List naming a capability twice (a
+ * WebSocket channel and a WebSub topic of one capability are two, not one
+ * twice), a Change List newest first, a deletion without a time; and a
+ * model read from "changelistindex" is written as the spec spells it. */
+static void
+test_new_rules(void **state)
+{
+    (void)state;
+    struct tdoc d;
+    build_capability_list(&d);
+    struct rs_entry *e = td_entry(&d, "http://example.com/dataset1/cl2.xml");
+    e->has_md = true;
+    e->md.capability = RS_CAP_CHANGELIST;
+    expect_refused(&d, RS_EINVALID, "entry 5: ", "listed twice");
+    build_capability_list(&d);
+    e = td_entry(&d, "ws://example.com/channels/dataset1/changes");
+    e->has_md = true;
+    e->md.capability = RS_CAP_CHANGELIST_NOTIFICATION;
+    char *out = td_write(&d, NULL, NULL);
+    rs_free(out);
+
+    build_change_list(&d);
+    d.e[1].md.datetime = tm("2013-01-02T12:00:00Z");
+    expect_refused(&d, RS_EINVALID, "entry 2: ", "chronological");
+    struct rs_write_opts lenient = { .pretty = true, .lenient = true };
+    out = td_write(&d, &lenient, NULL);
+    rs_free(out);
+
+    build_change_list(&d);
+    d.e[1].md.datetime = RS_TIME_NONE;
+    expect_refused(&d, RS_EINVALID, "entry 2: ", "deleted");
+
+    build_change_list(&d);
+    d.head.root = RS_ROOT_SITEMAPINDEX;
+    d.head.md.capability_index_alias = true;
+    for (size_t i = 0; i < d.n; i++) {
+        d.e[i].has_md = true;
+        rs_md_init(&d.e[i].md);
+        d.e[i].lastmod = RS_TIME_NONE;
+    }
+    out = td_write(&d, NULL, NULL);
+    assert_non_null(strstr(out, "<rs:md capability=\"changelist\""));
+    assert_null(strstr(out, "changelistindex"));
+    rs_free(out);
+}
+
 /* write/refuse_unwritable_values: values the model can hold but XML cannot
  * show (a year past 9999, a negative length, an unknown enum) are refused,
  * not written wrongly. */
@@ -1639,6 +1686,7 @@ main(void)
         cmocka_unit_test(test_refuse_control_chars),
         cmocka_unit_test(test_refuse_invalid_docs),
         cmocka_unit_test(test_strict_and_lenient),
+        cmocka_unit_test(test_new_rules),
         cmocka_unit_test(test_refuse_unwritable_values),
         cmocka_unit_test(test_entry_limit),
         cmocka_unit_test(test_size_limit),
