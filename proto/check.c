@@ -52,7 +52,7 @@ level_severity(const struct rs_check *c, enum level lv)
 
 /* Report a problem at its level: 0 for a warning, RS_EINVALID for an
  * error. */
-static int
+__attribute__((format(printf, 3, 0))) static int
 check_vreport(struct rs_check *c, enum level lv, const char *fmt, va_list ap)
 {
     char msg[256];
