@@ -38,7 +38,8 @@ struct docwalk {
     bool retrying;               /* the stack's top is a document to retry */
     char **stack;                /* documents still to read; top read next */
     size_t nstack, capstack;
-    struct uriset seen;          /* documents read (loops end here) */
+    struct uriset seen;          /* documents read: one read twice is a
+                                    loop, and fails the walk */
     /* the current document */
     char *url;
     struct rs_parser *p;
@@ -454,6 +455,15 @@ dw_step(struct docwalk *w)
             dw_finish(w, rc);
             return;
         }
+        /* Read already: the documents loop (an index listing itself or
+         * an ancestor, a rel="next" back to an earlier page) or list a
+         * part twice. Skipping it would make the list look shorter than
+         * the Source says, and a short list deletes; the walk fails. */
+        dw_fail(w, RS_EINVALID, "read twice in one walk: the documents "
+                "loop (an index listing itself or an ancestor, a rel=\"next\" "
+                "back to an earlier page) or list a part twice", NULL);
+        dw_finish(w, RS_EINVALID);
+        return;
     }
     if (w->docs >= (w->o.max_docs ? w->o.max_docs : DW_MAX_DOCS)) {
         snprintf(w->err, sizeof(w->err), "more than %zu documents in one "

@@ -3,6 +3,8 @@
  * document at a time over rs_http, parsed as it streams in (memory stays
  * bounded whatever the list size), following an index's children and
  * rel="next" pages to the end, retrying a document that could not be had.
+ * A document met twice in one walk (a loop, a part listed twice) fails
+ * the walk: a list read short must not look complete.
  * What the documents and entries mean is the caller's business.
  */
 #ifndef SUB_DOCWALK_H

@@ -26,6 +26,7 @@
 #include "docwalk.h"
 #include "ledger.h"
 #include "mirror.h"
+#include "pathmap.h"
 #include "pull.h"
 #include "rs_alloc.h"
 #include "rs_hash.h"
@@ -70,11 +71,26 @@ progress(struct pull *p)
         p->o.on_progress(p->o.ud, p->r.entries);
 }
 
-static void
+/* An audit finding. A resource the mirror lacks but may not hold anyway
+ * (outside the prefixes, an unsafe path) is not a difference: a mirror
+ * that holds everything it may is in sync. False for those. */
+static bool
 diff(struct pull *p, const char *uri, const char *what)
 {
+    char *path = NULL;
+    int rc;
+
+    if (strcmp(what, "added") == 0 && p->o.pathmap != NULL) {
+        rc = pathmap_path(p->o.pathmap, uri, &path, NULL);
+        rs_free(path);
+        if (rc == RS_EDENIED || rc == RS_EINVAL) {
+            p->r.refused++;
+            what = "refused";
+        }
+    }
     if (p->o.on_diff != NULL)
         p->o.on_diff(p->o.ud, uri, what);
+    return strcmp(what, "refused") != 0;
 }
 
 /* ------------------------------------------------------------ changes */
@@ -265,13 +281,15 @@ judge_change(struct pull *p, const char *uri, const struct changeset_entry *o,
         p->r.unchanged++;
         return;
     }
+    if (!diff(p, uri, exists && have ? "updated"
+                      : exists ? "added" : "deleted"))
+        return;
     if (exists && have)
         p->r.updated++;
     else if (exists)
         p->r.added++;
     else
         p->r.deleted++;
-    diff(p, uri, exists && have ? "updated" : exists ? "added" : "deleted");
 }
 
 static int
@@ -338,11 +356,12 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
         return 0;
     }
     if (p->kind == PULL_AUDIT) {
-        if (have)
-            p->r.updated++;
-        else
-            p->r.added++;
-        diff(p, loc, have ? "updated" : "added");
+        if (diff(p, loc, have ? "updated" : "added")) {
+            if (have)
+                p->r.updated++;
+            else
+                p->r.added++;
+        }
         return 0;
     }
     t.uri = loc;
@@ -374,35 +393,66 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
 /* After the list: live rows it did not name are gone at the Source -
  * unless a later change says otherwise, or they changed after every
  * document read (a push brought them). */
-static int
-on_unseen(void *ud, const struct ledger_res *r)
+enum unseen { UNSEEN_KEEP, UNSEEN_DELETE };
+
+static enum unseen
+unseen_class(struct pull *p, const struct ledger_res *r, rs_time_t at,
+             bool count)
 {
-    struct pull *p = ud;
-    struct ledger_todo t = { 0 };
     struct changeset_entry *o;
-    rs_time_t at = p->r.snapshot != RS_TIME_NONE ? p->r.snapshot : p->started;
-    int rc;
 
     if (p->o.readonly && uriset_has(&p->seen, r->uri))
-        return 0;
+        return UNSEEN_KEEP;
     o = p->cs != NULL ? changeset_find(p->cs, r->uri) : NULL;
     if (o != NULL)
         o->seen = true;
     if (supersedes(o, at)) {
-        p->r.explained++;             /* a reconcile offered it already */
-        if (p->kind == PULL_AUDIT)
-            judge_change(p, r->uri, o, r);
-        return 0;
+        if (count) {
+            p->r.explained++;         /* a reconcile offered it already */
+            if (p->kind == PULL_AUDIT)
+                judge_change(p, r->uri, o, r);
+        }
+        return UNSEEN_KEEP;
     }
     if (!judgeable(p, r->change_dt, at)) {
-        p->r.recent++;
-        return 0;
+        if (count)
+            p->r.recent++;
+        return UNSEEN_KEEP;
     }
+    return UNSEEN_DELETE;
+}
+
+static rs_time_t
+unseen_at(const struct pull *p)
+{
+    return p->r.snapshot != RS_TIME_NONE ? p->r.snapshot : p->started;
+}
+
+/* The first pass: counts, and an audit's findings. */
+static int
+on_unseen(void *ud, const struct ledger_res *r)
+{
+    struct pull *p = ud;
+
+    if (unseen_class(p, r, unseen_at(p), true) != UNSEEN_DELETE)
+        return 0;
     p->r.deleted++;
-    if (p->kind == PULL_AUDIT) {
+    if (p->kind == PULL_AUDIT)
         diff(p, r->uri, "deleted");
+    return 0;
+}
+
+/* A reconcile's second pass, once the valve let the deletions through. */
+static int
+on_unseen_delete(void *ud, const struct ledger_res *r)
+{
+    struct pull *p = ud;
+    struct ledger_todo t = { 0 };
+    rs_time_t at = unseen_at(p);
+    int rc;
+
+    if (unseen_class(p, r, at, false) != UNSEEN_DELETE)
         return 0;
-    }
     t.uri = r->uri;
     t.change = LEDGER_DELETE;
     t.change_dt = r->change_dt != RS_TIME_NONE && r->change_dt > at
@@ -412,6 +462,32 @@ on_unseen(void *ud, const struct ledger_res *r)
     t.origin = "resourcelist";
     rc = apply_offer(p->o.apply, &t);
     return rc < 0 ? rc : 0;
+}
+
+/* The safety valve: may a reconcile delete what its list left out? */
+static int
+deletions_allowed(struct pull *p, bool *allowed)
+{
+    uint64_t n = p->r.deleted;
+    int rc;
+
+    *allowed = true;
+    if (n == 0 || p->o.force_delete)
+        return 0;
+    if (p->o.max_delete > 0 && n > p->o.max_delete)
+        *allowed = false;
+    if (*allowed && p->o.max_delete_share > 0) {
+        if ((rc = ledger_res_count(p->o.ledger, &p->r.mirror_live, NULL)) != 0)
+            return rc;
+        if ((double)n * 100.0 >
+            (double)p->r.mirror_live * (double)p->o.max_delete_share)
+            *allowed = false;
+    }
+    if (!*allowed) {
+        p->r.deletions_held = n;
+        p->r.deleted = 0;
+    }
+    return 0;
 }
 
 /* AUDIT, last: changes to resources neither the list nor the mirror's
@@ -623,6 +699,12 @@ after_list(struct pull *p)
     if (rc == 0)
         rc = ledger_res_each(p->o.ledger, false, p->o.readonly ? -1 : p->gen,
                              on_unseen, p);
+    if (rc == 0 && p->kind == PULL_RECONCILE) {
+        bool allowed;
+        if ((rc = deletions_allowed(p, &allowed)) == 0 && allowed)
+            rc = ledger_res_each(p->o.ledger, false, p->gen,
+                                 on_unseen_delete, p);
+    }
     if (rc != 0 && p->err[0] == '\0')
         snprintf(p->err, sizeof(p->err), "state: %s",
                  ledger_errstr(p->o.ledger));
@@ -750,6 +832,7 @@ pull_start(struct pull *p, enum pull_kind k, const char *url,
     memset(&p->r, 0, sizeof(p->r));
     p->r.kind = k;
     p->r.newest = p->r.snapshot = RS_TIME_NONE;
+    p->r.mirror_live = -1;
     p->kind = k;
     p->since = k == PULL_CHANGES ? since : RS_TIME_NONE;
     p->started = rs_time_now();

@@ -23,6 +23,7 @@ struct rs_http;
 struct ledger;
 struct mirror;
 struct apply;
+struct pathmap;
 struct pull;
 
 enum pull_kind {
@@ -60,6 +61,15 @@ struct pull_report {
                                 covers): too recent to judge */
     char changes_error[256]; /* why the Change Lists could not be used, or
                                 "" */
+    uint64_t refused;        /* AUDIT: entries the mirror may not hold
+                                (outside the prefixes, unsafe paths):
+                                reported through on_diff as "refused",
+                                not differences */
+    /* RECONCILE: deletions the list asked for (mirror resources it does
+     * not name, no change explaining them) that the safety valve held
+     * back: all of them, or none (deletions_allowed). */
+    uint64_t deletions_held;
+    int64_t mirror_live;     /* ...of this many live resources */
 };
 
 struct pull_opts {
@@ -73,8 +83,20 @@ struct pull_opts {
     bool readonly;           /* AUDIT on a read-only ledger (beside a
                                 running daemon): the URIs seen are kept in
                                 memory (8 bytes each) instead of marked */
+    const struct pathmap *pathmap;   /* AUDIT: what may be mirrored; NULL:
+                                        everything */
+    /* The safety valve (like rsync's --max-delete): a reconcile whose
+     * list would delete more than max_delete resources (0: no count
+     * limit) or more than max_delete_share percent of the mirror's live
+     * resources (0: no share limit) deletes none of them, unless
+     * force_delete. Deletions Change Lists announce are not counted:
+     * they are the Source's own word, one resource at a time. */
+    uint64_t max_delete;
+    unsigned max_delete_share;
+    bool force_delete;
     /* AUDIT: one differing URI; what is "added", "updated" or "deleted"
-     * (from the Source's point of view). May be NULL. */
+     * (from the Source's point of view), or "refused" (listed, but not
+     * for this mirror: not a difference). May be NULL. */
     void (*on_diff)(void *ud, const char *uri, const char *what);
     /* Progress: entries read so far (every 10,000 and at the end). May be
      * NULL. */

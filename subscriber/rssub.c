@@ -87,6 +87,9 @@ static struct {
     int64_t audit_ms;
     bool audit_fix;
     bool fix;
+    int64_t max_delete;
+    int64_t max_delete_share;
+    bool force_delete;
     bool deep;
     struct rs_config_hostport metrics_listen;
     char *ready_file;
@@ -174,6 +177,16 @@ static const struct rs_config_opt options[] = {
                    "run: repair what a periodic audit finds"),
     RS_CONFIG_BOOL("fix", 0, &conf.fix, "false",
                    "audit: repair the differences (fetch, delete)"),
+    RS_CONFIG_INT("max-delete", 0, &conf.max_delete, "0", 0, INT64_MAX,
+                  "a reconcile or --fix whose Resource List leaves out more "
+                  "than N mirrored resources deletes none of them (0: no "
+                  "count limit)"),
+    RS_CONFIG_INT("max-delete-share", 0, &conf.max_delete_share, "50", 0,
+                  100, "...nor when it leaves out more than this percent of "
+                  "the mirror (0: no share limit)"),
+    RS_CONFIG_BOOL("force-delete", 0, &conf.force_delete, "false",
+                   "delete whatever the Resource List leaves out, past "
+                   "--max-delete and --max-delete-share"),
     RS_CONFIG_BOOL("deep", 0, &conf.deep, "false",
                    "audit: hash every mirrored file (default: sizes and "
                    "the recorded hashes)"),
@@ -258,6 +271,7 @@ struct sub {
                                      they are done */
     bool draining;
     bool audit_dirty;             /* audit found differences */
+    bool deletions_held;          /* a reconcile hit the --max-delete valve */
     bool strays_due;              /* run: the periodic audit's last step */
     bool failed;                  /* a pull failed */
     int64_t drain_waited_ms;
@@ -279,6 +293,7 @@ struct sub {
     struct rs_metrics_counter *m_fallback[4];
     struct rs_metrics_counter *m_notifications;
     struct rs_metrics_counter *m_strays;
+    struct rs_metrics_counter *m_held;
     rs_time_t counted_at;         /* todo_counts' cache (metrics) */
     int64_t count_pending, count_failed;
     uint64_t listed;              /* entries read by pulls (progress) */
@@ -518,6 +533,13 @@ on_diff(void *ud, const char *uri, const char *what)
 {
     struct sub *s = ud;
 
+    if (strcmp(what, "refused") == 0) {
+        /* Listed, but not for this mirror (--prefix, --map, an unsafe
+         * path): said, and not a difference. */
+        rs_log_kv(RS_LOG_WARN, "audit: listed but refused here", "uri", uri,
+                  NULL);
+        return;
+    }
     s->audit_dirty = true;
     if (s->cmd == CMD_AUDIT)
         printf("%s %s\n", what, uri);
@@ -710,6 +732,19 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
                   n[2], "deleted", n[3], "unchanged", n[4], NULL);
     else
         log_snapshot_read(st, r, n);
+    if (r->deletions_held > 0) {
+        char h[24], live[24];
+        snprintf(h, sizeof(h), "%llu", (unsigned long long)r->deletions_held);
+        snprintf(live, sizeof(live), "%lld", (long long)r->mirror_live);
+        rs_log_kv(RS_LOG_ERROR, "the resource list leaves out too much of "
+                  "the mirror: deleting none of it (a broken Source must not "
+                  "wipe a mirror; --force-delete, --max-delete and "
+                  "--max-delete-share decide)", "caplist", st->d->caplist,
+                  "would_delete", h, "mirror_live", r->mirror_live >= 0 ? live : "-", NULL);
+        rs_metrics_counter_add(s->m_held, r->deletions_held);
+        s->deletions_held = true;
+        set_last_error(s, "deletions held back by --max-delete(-share)");
+    }
     if (r->kind == PULL_CHANGES && !r->reached_back) {
         /* What happened before the oldest Change List is unknown. */
         rs_log_kv(RS_LOG_WARN, "change lists do not reach back far enough: "
@@ -1411,7 +1446,9 @@ on_apply_idle(void *ud, bool retrying)
         }
         if (!s->failed && !check_strays(s, conf.fix))
             s->failed = true;
-        finish(s, s->failed ? 3 : s->audit_dirty && !conf.fix ? 1 : 0);
+        finish(s, s->failed ? 3
+                  : (s->audit_dirty && !conf.fix) || s->deletions_held ? 1
+                  : 0);
         return;
     }
     progress_end(s);
@@ -1424,7 +1461,8 @@ on_apply_idle(void *ud, bool retrying)
     /* A refused URI is not kept as a failure, but a sync that met one
      * says so in its exit status: the Source lists what cannot be
      * mirrored here (or --prefix is missing). */
-    finish(s, s->failed || failed > 0 || s->refused > 0 ? 1 : 0);
+    finish(s, s->failed || failed > 0 || s->refused > 0 ||
+              s->deletions_held ? 1 : 0);
 }
 
 static void
@@ -1583,6 +1621,10 @@ setup_metrics(struct sub *s)
             "rssub_transport_changes_total", "Capability Lists that changed "
             "how they are followed, by the transport taken up.", "to",
             transport_names[t], NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(s->metrics, &s->m_held,
+            "rssub_deletions_held_total", "Deletions a Resource List asked "
+            "for that --max-delete or --max-delete-share held back.", NULL);
     if (rc == 0)
         rc = rs_metrics_register_counter(s->metrics, &s->m_strays,
             "rssub_audit_strays_total", "Files in the mirror no resource "
@@ -2051,6 +2093,10 @@ setup(struct sub *s)
         .strict = conf.strict,
         .deep = conf.deep,
         .readonly = readonly,
+        .pathmap = s->pathmap,
+        .max_delete = (uint64_t)conf.max_delete,
+        .max_delete_share = (unsigned)conf.max_delete_share,
+        .force_delete = conf.force_delete,
         .on_diff = on_diff,
         .on_progress = on_pull_progress,
         .on_done = on_pull_done,

@@ -486,6 +486,97 @@ check "after it the mirror equals the Source (no empty directory left)" \
 sub au9 audit "$M" "$ST"
 sub_exit au9 0
 
+# ============================ 5b. a broken Resource List never wipes a mirror
+
+note "5b. a Resource List that loops or leaves out most of the mirror"
+cp "$WWW/resourcelist.xml" "$TMP/rl.good"
+NS_RS='xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"'
+# rl_index FILE KID...: FILE (under $WWW) a Resource List Index of KIDs.
+rl_index() {
+    local f=$1 k
+    shift
+    {
+        echo '<?xml version="1.0" encoding="UTF-8"?>'
+        echo "<sitemapindex $NS_RS>"
+        echo "<rs:ln rel=\"up\" href=\"$B/capabilitylist.xml\"/>"
+        echo "<rs:md capability=\"resourcelist\" at=\"$(ss now)\"/>"
+        for k in "$@"; do echo "<sitemap><loc>$B/$k</loc></sitemap>"; done
+        echo '</sitemapindex>'
+    } >"$WWW/$f"
+}
+no_diff_lines() { [ "$(grep -cE '^(added|updated|deleted) ' "$TMP/$1.log")" = 0 ]; }
+rl_index resourcelist.xml resourcelist.xml
+sub lp1 audit "$M" "$ST"
+sub_exit lp1 3
+check "an index listing itself: an error naming the loop" \
+    logged lp1 'resourcelist.xml: read twice in one walk'
+check "...and no resource reported deleted" no_diff_lines lp1
+sub lp2 audit "$M" "$ST" --fix
+sub_exit lp2 3
+check "audit --fix on it deletes nothing" same_tree "$M"
+rl_index resourcelist.xml rl-b.xml
+rl_index rl-b.xml resourcelist.xml
+sub lp3 audit "$M" "$ST" --fix
+sub_exit lp3 3
+check "A -> B -> A: an error, nothing deleted" same_tree "$M"
+# A list that names one resource of the mirror's many: held back.
+"$PY" - "$TMP/rl.good" "$WWW/resourcelist.xml" <<'PYEOF'
+import re, sys
+doc = open(sys.argv[1]).read()
+urls = re.findall(r"<url>.*?</url>", doc, re.S)
+head = doc[:doc.index("<url>")]
+open(sys.argv[2], "w").write(head + urls[0] + "\n</urlset>\n")
+PYEOF
+NRES=$(grep -c '<url>' "$TMP/rl.good")
+sub mv1 audit "$M" "$ST" --fix
+sub_exit mv1 1
+check "a list leaving out $((NRES - 1)) of $NRES: nothing deleted" same_tree "$M"
+check "...and said: would_delete=$((NRES - 1))" \
+    logged mv1 "leaves out too much of the mirror.*would_delete=$((NRES - 1)) mirror_live=$NRES"
+sub mv2 audit "$M" "$ST" --fix --max-delete-share 0 --max-delete 2
+sub_exit mv2 1
+check "--max-delete 2 holds them back as well" same_tree "$M"
+# The daemon keeps following, says so, and counts.
+SUB_READY_SECS=20
+if sub_start dv "$B/" "$M" "$ST" --audit-interval 1s --audit-fix \
+        --poll-interval 500ms --log-format logfmt; then
+    ok "rssub run --audit-fix against the thin list"
+else
+    bad "rssub run --audit-fix against the thin list" "$(tail -n 20 "${SUB_LOG[dv]}")"
+fi
+check "the daemon holds the deletions back and says so" wait_until 10 \
+    grep -q 'leaves out too much of the mirror' "${SUB_LOG[dv]}"
+N=$(sub_metric dv rssub_deletions_held_total)
+check "metrics: rssub_deletions_held_total >= $((NRES - 1)) (got ${N:-none})" \
+    test "${N:-0}" -ge $((NRES - 1))
+check "...and keeps running" sub_alive dv
+sub_stop dv
+check "the mirror is whole" same_tree "$M"
+# A Source that really means it is one explicit flag away.
+sub mv3 audit "$M" "$ST" --fix --force-delete
+sub_exit mv3 0
+expect_eq "--force-delete: the mirror holds what the list names" \
+    "$(cd "$M/data" && find . -type f ! -name '.rssub*' | wc -l)" 1
+cp "$TMP/rl.good" "$WWW/resourcelist.xml"
+sub mv4 audit "$M" "$ST" --fix
+sub_exit mv4 0
+check "the list whole again: audit --fix restores the mirror" same_tree "$M"
+# A listed resource this mirror may not hold (another origin): said, and
+# not a difference.
+"$PY" - "$WWW/resourcelist.xml" <<'PYEOF'
+import sys
+p = sys.argv[1]
+doc = open(p).read().replace(
+    "</urlset>", "<url><loc>http://127.0.0.1:1/foreign.txt</loc></url>\n</urlset>")
+open(p, "w").write(doc)
+PYEOF
+sub rf1 audit "$M" "$ST"
+sub_exit rf1 0
+check "a listed URI refused here: logged as refused, not a difference" \
+    logged rf1 'listed but refused here.*foreign.txt'
+check "...and not printed as added" no_diff_lines rf1
+cp "$TMP/rl.good" "$WWW/resourcelist.xml"
+
 # ======================================================== 6. hostile
 
 note "6. hostile documents"
@@ -640,9 +731,9 @@ check "nothing written outside the mirrors after all that" outside_ok
 } >"$H/resourcelist.xml"
 ctl h reset
 SUB_SOURCE=$HB/ sub h6 sync "$HM/h6" "$TMP/hs6.db"
-sub_exit h6 0
-check "a rel=next loop: read once, the resource mirrored" \
-    cmp "$H/data/ok.txt" "$HM/h6/data/ok.txt"
+sub_exit h6 1
+check "a rel=next loop: an error for the list, which names the loop" \
+    logged h6 'pull failed.*resourcelist.xml: read twice in one walk'
 expect_eq "...the page read once" "$(ctl h count /resourcelist.xml)" 1
 
 note "6b. refused states"
