@@ -306,12 +306,6 @@ port[source]=$(port_of "$run/source.ready" http)
 save_ports
 source_url="http://127.0.0.1:${port[source]}/"
 
-# The hub learns each topic's WebSocket channel with the first publish;
-# touching one file gets the Capability List its channels now.
-mkdir -p "$src/papers"
-date +%s > "$src/papers/started.txt"
-sleep 0.5
-
 # rssub's state belongs to one Source address: a new address (a port taken
 # meanwhile, an RS_SOURCE_PORT) is a new Source, so a new mirror.
 if [ -e "$run/mirror.state" ] &&
@@ -323,7 +317,10 @@ fi
 echo "$source_url" > "$run/mirror.source"
 if [ -e "$run/mirror.state" ]; then
   # rssub does not watch its mirror: files changed there by hand since the
-  # last run stay as they are unless an audit compares every one.
+  # last run stay as they are unless an audit compares every one. Before
+  # started.txt changes: the audit would then get rssource to build and
+  # announce a new Resource List, which rssub, starting, pulls while the
+  # first changes arrive (and one of them arrived 5 s late, seen 2 in 10).
   echo "== rssub audit --fix --deep: is the mirror as the last run left it?"
   touch "$run/audit.log"
   log_of[rssub audit]=$run/audit.log
@@ -337,6 +334,12 @@ if [ -e "$run/mirror.state" ]; then
   # 0: in sync (after repairs), 1: differences left (the diff below shows them)
   [ $rc -le 1 ] || fail "rssub audit" "exited (status $rc)"
 fi
+# The hub learns each topic's WebSocket channel with the first publish;
+# touching one file gets the Capability List its channels now.
+mkdir -p "$src/papers"
+date +%s > "$src/papers/started.txt"
+sleep 0.5
+
 echo "== rssub mirroring $source_url into $mir"
 start rssub "$run/sub.ready" 30 \
   "$bin/subscriber/rssub" run --source "$source_url" --mirror "$mir" \
