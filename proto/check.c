@@ -292,8 +292,8 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
                                       "capability \"%sindex\" is not a "
                                       "ResourceSync capability: an index "
                                       "says \"%s\" on a <sitemapindex> (core "
-                                      "6.1); a reader reads it as a %s index", cap, cap,
-                                      cap));
+                                      "6.1); a reader reads it as a %s "
+                                      "index", cap, cap, cap));
     /* Core section 9: Sources "should not" publish Capability List
      * Indexes. */
     if (h->root == RS_ROOT_SITEMAPINDEX &&
@@ -390,12 +390,14 @@ check_capability_once(struct rs_check *c, const struct rs_entry *e)
     }
     if (!twice)
         return 0;
+    const char *name = rs_capability_name(md->capability);
+    if (md->capability == RS_CAP_OTHER)
+        name = md->capability_other;
+    else if (md->capability_alpha)
+        name = "change-notification";
     return check_at(c, LV_MUST, "Capability List entry %s: capability \"%s\" "
                     "is listed twice (core 9: one entry per capability)",
-                    e->loc,
-                    md->capability == RS_CAP_OTHER ? md->capability_other
-                    : md->capability_alpha ? "change-notification"
-                                           : rs_capability_name(md->capability));
+                    e->loc, name);
 }
 
 static int

@@ -39,6 +39,7 @@
 #define RSDOC_HTML_MAX (1024 * 1024)   /* HTML kept to look for <link> */
 #define RSDOC_TEXT_MAX (512 * 1024)    /* robots.txt kept */
 #define RSDOC_MAX_ERRORS 100           /* validate: errors told per document */
+#define RSDOC_MAX_WARNINGS 100         /* warnings told per document */
 
 /* Options of one run; every command reads the ones it accepts. */
 struct cli {
@@ -275,18 +276,39 @@ print_diag(FILE *f, const char *name, unsigned line, const char *sev,
     fprintf(f, "%s\n", out);
 }
 
+/* What the diagnostics of one document are told with. */
+struct diag_ctx {
+    const char *name;
+    unsigned nwarnings;
+};
+
+/* Warnings on stderr; a document whose 50,000 entries each pad their
+ * <loc> says so RSDOC_MAX_WARNINGS times, then how many more there were
+ * (diag_done). */
 static void
 on_warning_stderr(void *ud, unsigned line, const char *msg)
 {
+    struct diag_ctx *dc = ud;
+    if (dc->nwarnings++ >= RSDOC_MAX_WARNINGS)
+        return;
     fflush(stdout);     /* errors and warnings of a document in order */
-    print_diag(stderr, ud, line, "warning", msg);
+    print_diag(stderr, dc->name, line, "warning", msg);
+}
+
+static void
+diag_done(const struct diag_ctx *dc)
+{
+    if (dc->nwarnings > RSDOC_MAX_WARNINGS)
+        fprintf(stderr, "%s: warning: %u more warnings not shown\n",
+                dc->name, dc->nwarnings - RSDOC_MAX_WARNINGS);
 }
 
 /* validate: each error on stdout as the parser finds it. */
 static void
 on_error_stdout(void *ud, unsigned line, const char *msg)
 {
-    print_diag(stdout, ud, line, "error", msg);
+    const struct diag_ctx *dc = ud;
+    print_diag(stdout, dc->name, line, "error", msg);
 }
 
 /* ============================================================== validate */
@@ -312,12 +334,15 @@ cmd_validate(const struct cli *cli, int argc, char **argv)
     const struct rs_parser_cbs cbs = { .on_head = validate_on_head };
     for (int i = 0; i < argc; i++) {
         struct validate_run v = { .root = RS_ROOT_NONE, .cap = "-" };
+        struct diag_ctx dc = { .name = argv[i] };
         struct outcome o;
         /* Warnings and results interleave correctly on a shared terminal
          * only if stdout is flushed before stderr gets the next warning. */
         fflush(stdout);
         parse_source(cli, argv[i], &cbs, &v, on_warning_stderr,
-                     on_error_stdout, (void *)argv[i], &o);
+                     on_error_stdout, &dc, &o);
+        fflush(stdout);
+        diag_done(&dc);
         if (o.rc != 0) {
             /* The parser's errors are printed already; what is left is
              * a document that could not be read or fetched. */
@@ -697,9 +722,12 @@ cmd_show(const struct cli *cli, int argc, char **argv)
         return EXIT_USAGE;
     }
     struct show_run s = { .name = argv[0] };
+    struct diag_ctx dc = { .name = argv[0] };
     struct outcome o;
     parse_source(cli, argv[0], cli->json ? &json_cbs : &text_cbs, &s,
-                 on_warning_stderr, NULL, argv[0], &o);
+                 on_warning_stderr, NULL, &dc, &o);
+    fflush(stdout);
+    diag_done(&dc);
     if (o.rc != 0) {
         if (cli->json)
             show_json_error(&s, &o);
@@ -1369,10 +1397,10 @@ static const char usage_text[] =
 "  help                 this text\n"
 "\n"
 "Options:\n"
-"  --lenient            read as a Destination (rssub) does: a broken MUST whose\n"
-"                       meaning stays clear (a Change List newest first, no\n"
-"                       time zone, no at) is a warning; what cannot be read\n"
-"                       stays an error\n"
+"  --lenient            read as a Destination (rssub) does: a broken MUST\n"
+"                       whose meaning stays clear (a Change List newest\n"
+"                       first, no time zone, no at) is a warning; what\n"
+"                       cannot be read stays an error\n"
 "  --strict             treat warnings (SHOULDs, and omissions the spec's own\n"
 "                       examples make, such as a missing rel=\"up\" link) as\n"
 "                       errors\n"

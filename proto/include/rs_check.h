@@ -47,11 +47,12 @@ enum rs_check_mode {
  * rs_check_rule() (levels in docs/protocol.md, section 1.1). */
 enum rs_rule {
     RS_RULE_TIME_ZONE,     /* a time without a zone: read as UTC (must) */
-    RS_RULE_TIME_FORM,     /* a time attribute not YYYY-MM-DDThh:mm:ssZ (should) */
+    RS_RULE_TIME_FORM,     /* an rs:md time not YYYY-MM-DDThh:mm:ssZ (should) */
     RS_RULE_HASH,          /* hash not algo:hexdigest: ignored (should;
                             * must in notifications) */
     RS_RULE_LINK,          /* <rs:ln> without rel or href: ignored (must) */
-    RS_RULE_ENTRY_ORDER,   /* entry children out of sitemap.xsd's order (must) */
+    RS_RULE_ENTRY_ORDER,   /* entry children not in sitemap.xsd's order
+                            * (must) */
     RS_RULE_LOC_SPACE,     /* whitespace around a <loc>: trimmed (should) */
     RS_RULE_CHANGEFREQ,    /* an unknown <changefreq>: ignored (should) */
     RS_RULE_ATTR,          /* an un-namespaced attribute ResourceSync does

@@ -398,6 +398,15 @@ has "three errors: the pri (line 6)" "^$tmp/three.xml:6: error: .*pri=\"0\""
 out=$("$rsdoc" validate --max-errors 2 "$tmp/three.xml" 2>/dev/null); rc=$?
 [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c ':[0-9]*: error: ')" -eq 2 ] && ok "--max-errors 2: two errors" || bad "--max-errors 2" "$out"
 has "--max-errors: the stop is said" "^$tmp/three.xml: error: stopped looking after 2 errors"
+# Warnings are capped per document: 150 padded locs, 100 warnings told.
+{
+    printf '<urlset %s><rs:ln rel="up" href="%s/c"/><rs:md capability="resourcelist" at="2013-01-01T00:00:00Z"/>\n' "$ns" "$base"
+    for i in $(seq 150); do printf '<url><loc> %s/r%s </loc></url>\n' "$base" "$i"; done
+    printf '</urlset>\n'
+} >"$tmp/padded.xml"
+out=$("$rsdoc" validate "$tmp/padded.xml" 2>&1 >/dev/null)
+[ "$(printf '%s\n' "$out" | grep -c ':[0-9]*: warning: ')" -eq 100 ] && ok "warnings: 100 told" || bad "warnings: not 100 told" "$(printf '%s\n' "$out" | tail -3)"
+has "warnings: the rest counted" "^$tmp/padded.xml: warning: 50 more warnings not shown\$"
 
 # -------------------------------------------------------------------- show
 check_rc "show text" 0 "$rsdoc" show "$base/resourcelist-1.xml"
