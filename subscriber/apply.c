@@ -1,9 +1,11 @@
 /*
  * apply.c - the jobs that make the mirror match the todo rows. A refill
- * pages forward through the due rows (by seq) and starts a job for each
+ * pages forward through the due rows - first the retries whose time has
+ * come, then the rows due at once (ledger.h) - and starts a job for each
  * URI not already in flight; a row for a URI in flight is a newer change,
- * which cancels the job (its temp file goes) so the row is taken next.
- * Jobs end by writing the ledger in the open batch, committed on a timer.
+ * which cancels the job (its temp file goes) so the row is taken next. A
+ * timer wakes the refill when the next retry comes due. Jobs end by
+ * writing the ledger in the open batch, committed on a timer.
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -26,7 +28,10 @@
 #define APPLY_MAX_BODY (1ull << 30)
 #define APPLY_COMMIT_MS 20
 #define APPLY_BATCH_MAX 5000      /* ledger writes per transaction */
-#define APPLY_TICK_MS 500         /* look again for rows whose retry is due */
+/* The wake-up for the next retry sleeps at most this long: the due times
+ * are wall-clock times, and a clock set forward makes rows due sooner
+ * than the (monotonic) timer was told. */
+#define APPLY_WAKE_MAX_S 60
 #define APPLY_BACKOFF_MAX_S 300
 #define APPLY_RETRY_AFTER_MAX_S 3600
 
@@ -50,10 +55,12 @@ struct job {
 
 struct apply {
     struct apply_opts o;
-    struct event *ev_kick, *ev_commit, *ev_tick;
+    struct event *ev_kick, *ev_commit;
+    struct event *ev_due;        /* the next retry comes due (refill) */
     struct job **jobs;           /* in flight */
     size_t njobs;
-    struct ledger_cursor cursor; /* refill pages forward from here */
+    /* refill pages forward from here through each queue (ledger.h) */
+    struct ledger_cursor cur_retry, cur_now;
     int64_t gen;                 /* the reconcile under way: rows written
                                     now count as seen by it */
     bool paused, txn_open, closing;
@@ -691,24 +698,60 @@ on_todo_row(void *ud, const struct ledger_todo *t)
     return job_start(a, t) ? 0 : 2;
 }
 
+/* Walk one queue from its cursor; when the walk runs dry, once more from
+ * the start (rows that sort before where the cursor was are then seen). */
+static int
+refill_queue(struct apply *a, enum ledger_due which,
+             struct ledger_cursor *cur, rs_time_t now)
+{
+    size_t room = a->o.parallel ? a->o.parallel : APPLY_PARALLEL;
+    int rc = 0;
+
+    for (int pass = 0; pass < 2 && a->njobs < room; pass++) {
+        rc = ledger_todo_next(a->o.ledger, which, now, cur, room + a->njobs,
+                              on_todo_row, a);
+        if (rc != 0 || cur->seq != 0)
+            break;
+    }
+    return rc;
+}
+
+/* Wake the refill when the next retry comes due (none waits: no timer). */
+static void
+arm_due(struct apply *a, rs_time_t now)
+{
+    rs_time_t when = 0;
+    int rc = ledger_todo_due_after(a->o.ledger, now, &when);
+    rs_time_t us = rc == 0 ? when - now : 1000000;   /* failing: later */
+    struct timeval tv;
+
+    if (rc == RS_ENOTFOUND) {
+        evtimer_del(a->ev_due);
+        return;
+    }
+    if (us > (rs_time_t)APPLY_WAKE_MAX_S * 1000000)
+        us = (rs_time_t)APPLY_WAKE_MAX_S * 1000000;
+    tv.tv_sec = (time_t)(us / 1000000);
+    tv.tv_usec = (suseconds_t)(us % 1000000);
+    evtimer_add(a->ev_due, &tv);
+}
+
 static void
 apply_refill(struct apply *a)
 {
-    size_t room = a->o.parallel ? a->o.parallel : APPLY_PARALLEL;
+    rs_time_t now = rs_time_now();
     bool waiting = false;
-    int rc = 0;
+    int rc;
 
     if (a->paused || a->closing)
         return;
-    /* Two passes: when the first runs dry the cursor starts over, and
-     * rows due before it (retries come due) are seen at once. Rows in
-     * flight are still in the table; the walk reads past them. */
-    for (int pass = 0; pass < 2 && a->njobs < room; pass++) {
-        rc = ledger_todo_next(a->o.ledger, rs_time_now(), &a->cursor,
-                              room + a->njobs, on_todo_row, a);
-        if (rc != 0 || a->cursor.seq != 0)
-            break;
-    }
+    /* Retries whose time has come before the rows due at once: rows put
+     * after a retry came due (a Source that never stops changing, a
+     * polling pull) must not keep it waiting. A full house (1) leaves
+     * the rest to the next refill, when a job ends. */
+    rc = refill_queue(a, LEDGER_DUE_RETRY, &a->cur_retry, now);
+    if (rc == 0)
+        rc = refill_queue(a, LEDGER_DUE_NOW, &a->cur_now, now);
     if (rc == 2) {
         struct timeval tv = { 0, 20000 };
         evtimer_add(a->ev_kick, &tv);     /* the rate limit */
@@ -719,6 +762,7 @@ apply_refill(struct apply *a)
         evtimer_add(a->ev_kick, &tv);     /* the state is failing: later */
         return;
     }
+    arm_due(a, now);
     if (a->njobs == 0 && a->o.on_idle != NULL && apply_idle(a, &waiting))
         a->o.on_idle(a->o.ud, waiting);
 }
@@ -731,21 +775,12 @@ on_kick(evutil_socket_t fd, short what, void *arg)
     apply_refill(arg);
 }
 
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    apply_refill(arg);
-}
-
 /* ---------------------------------------------------------------- API */
 
 struct apply *
 apply_new(const struct apply_opts *o, char *err, size_t errsz)
 {
     struct apply *a = rs_calloc(1, sizeof(*a));
-    struct timeval tick = { 0, APPLY_TICK_MS * 1000 };
 
     if (a == NULL) {
         snprintf(err, errsz, "out of memory");
@@ -756,13 +791,12 @@ apply_new(const struct apply_opts *o, char *err, size_t errsz)
     a->tokens_at = rs_time_now();
     a->ev_kick = evtimer_new(o->base, on_kick, a);
     a->ev_commit = evtimer_new(o->base, on_commit, a);
-    a->ev_tick = event_new(o->base, -1, EV_PERSIST, on_tick, a);
-    if (a->ev_kick == NULL || a->ev_commit == NULL || a->ev_tick == NULL) {
+    a->ev_due = evtimer_new(o->base, on_kick, a);
+    if (a->ev_kick == NULL || a->ev_commit == NULL || a->ev_due == NULL) {
         snprintf(err, errsz, "out of memory");
         apply_free(a);
         return NULL;
     }
-    event_add(a->ev_tick, &tick);
     return a;
 }
 
@@ -789,8 +823,8 @@ apply_free(struct apply *a)
         event_free(a->ev_kick);
     if (a->ev_commit != NULL)
         event_free(a->ev_commit);
-    if (a->ev_tick != NULL)
-        event_free(a->ev_tick);
+    if (a->ev_due != NULL)
+        event_free(a->ev_due);
     rs_free(a->jobs);
     rs_free(a);
 }

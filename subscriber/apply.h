@@ -3,8 +3,10 @@
  * rows ask for: fetch (rs_http, bounded parallelism, rate limit, retries
  * with backoff, Retry-After, conditional GET), verify length and hashes,
  * write atomically (mirror), delete or move to the attic, and record the
- * result (ledger). One job per resource at a time, in todo order; a newer
- * change supersedes the job in flight. Also the ledger's write batching:
+ * result (ledger). One job per resource at a time: the retries whose
+ * time has come first, then the rows due at once in todo order, and a
+ * timer wakes the appliers when the next retry comes due; a newer change
+ * supersedes the job in flight. Also the ledger's write batching:
  * every writer in the process opens its writes with apply_txn and the
  * batch is committed on a short timer (or at once with apply_flush).
  * Where the todo rows come from is the caller's business.

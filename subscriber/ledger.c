@@ -54,6 +54,7 @@ enum lg_stmt {
     LG_TODO_AT,
     LG_TODO_AFTER,
     LG_TODO_NEXT_DUE,
+    LG_TODO_DUE_AFTER,
     LG_TODO_MAX_SEQ,
     LG_TODO_DUE_UPTO,
     LG_TODO_COUNT,
@@ -71,11 +72,13 @@ enum lg_stmt {
  * paging from a cursor (nb, seq). SQLite does not seek an index with a
  * row-value comparison "(not_before, seq) > (?, ?)" (it scans from
  * not_before >= ?), so the walk is two seeks: the rest of the cursor's
- * not_before (LG_TODO_AT), then the later ones (LG_TODO_AFTER).
- * Parameters: ?1 failed, ?2 cursor not_before, ?3 cursor seq, ?4 limit,
- * ?5 now. LG_TODO_AT must not also say "not_before <= ?5": the planner
- * then takes that range and sorts every due row (10 ms a page at
- * 100,000 rows); whether the cursor's not_before is due is checked in C.
+ * not_before (LG_TODO_AT), then the later ones (LG_TODO_AFTER). The queue
+ * of rows due at once is LG_TODO_AT alone (not_before 0); the queue of
+ * retries starts after 0. Parameters: ?1 failed, ?2 cursor not_before,
+ * ?3 cursor seq, ?4 limit, ?5 now. LG_TODO_AT must not also say
+ * "not_before <= ?5": the planner then takes that range and sorts every
+ * due row (10 ms a page at 100,000 rows); whether the cursor's not_before
+ * is due is checked in C.
  */
 static const char *const lg_sql[LG_COUNT_] = {
     [LG_BEGIN] = "BEGIN IMMEDIATE",
@@ -132,6 +135,8 @@ static const char *const lg_sql[LG_COUNT_] = {
                       "not_before > ?2 AND not_before <= ?5 "
                       "ORDER BY not_before, seq LIMIT ?4",
     [LG_TODO_NEXT_DUE] = "SELECT min(not_before) FROM todo WHERE failed = 0",
+    [LG_TODO_DUE_AFTER] = "SELECT min(not_before) FROM todo WHERE "
+                          "failed = 0 AND not_before > ?1",
     [LG_TODO_MAX_SEQ] = "SELECT coalesce(max(seq), 0) FROM todo",
     [LG_TODO_DUE_UPTO] = "SELECT EXISTS(SELECT 1 FROM todo WHERE seq <= ?1 "
                          "AND failed = 0 AND not_before <= ?2)",
@@ -1265,10 +1270,17 @@ ledger_todo_get(struct ledger *l, const char *uri, struct ledger_todo *out,
     return get_by_uri(l, LG_TODO_GET, PAGE_TODO, uri, out, buf, "todo get");
 }
 
-/* Read the next page of todo rows of class failed after *cur, due by
- * now: the rest of the cursor's not_before first, then later ones. */
+/* Which rows of a class a walk reads, in (not_before, seq) order. */
+enum todo_span {
+    SPAN_NOW,                  /* not_before 0: due since their put */
+    SPAN_RETRY,                /* 0 < not_before <= now */
+    SPAN_ALL,                  /* not_before <= now */
+};
+
+/* Read the next page of todo rows of class failed in span after *cur:
+ * the rest of the cursor's not_before first, then later ones. */
 static int
-todo_page(struct ledger *l, int failed, rs_time_t now,
+todo_page(struct ledger *l, int failed, enum todo_span span, rs_time_t now,
           const struct ledger_cursor *cur, size_t cap, struct page *pg)
 {
     static const enum lg_stmt order[] = { LG_TODO_AT, LG_TODO_AFTER };
@@ -1277,7 +1289,11 @@ todo_page(struct ledger *l, int failed, rs_time_t now,
     pg->n = 0;
     for (size_t k = 0; k < 2 && rc == 0 && pg->n == 0; k++) {
         sqlite3_stmt *s = NULL;
-        if (order[k] == LG_TODO_AT && cur->not_before > now)
+        if (order[k] == LG_TODO_AT &&
+            (cur->not_before > now ||
+             (span == SPAN_RETRY && cur->not_before == 0)))
+            continue;
+        if (order[k] == LG_TODO_AFTER && span == SPAN_NOW)
             continue;
         rc = lg_prep(l, order[k], &s);
         if (rc != 0)
@@ -1294,11 +1310,12 @@ todo_page(struct ledger *l, int failed, rs_time_t now,
 }
 
 /*
- * Walk todo rows of class failed from *cur: cb for at most max rows,
- * the cursor past each it returned 0 for. *dry: the walk reached the end.
+ * Walk todo rows of class failed in span from *cur: cb for at most max
+ * rows, the cursor past each it returned 0 for. *dry: the walk reached
+ * the end.
  */
 static int
-todo_walk(struct ledger *l, int failed, rs_time_t now,
+todo_walk(struct ledger *l, int failed, enum todo_span span, rs_time_t now,
           struct ledger_cursor *cur, size_t max,
           int (*cb)(void *ud, const struct ledger_todo *t), void *ud,
           bool *dry)
@@ -1315,7 +1332,7 @@ todo_walk(struct ledger *l, int failed, rs_time_t now,
         return lg_err(l, RS_ENOMEM, "todo walk: out of memory");
     while (rc == 0 && seen < max) {
         size_t cap = max - seen < LEDGER_PAGE ? max - seen : LEDGER_PAGE;
-        rc = todo_page(l, failed, now, cur, cap, pg);
+        rc = todo_page(l, failed, span, now, cur, cap, pg);
         if (rc != 0)
             break;
         if (pg->n == 0) {
@@ -1338,12 +1355,13 @@ todo_walk(struct ledger *l, int failed, rs_time_t now,
 }
 
 int
-ledger_todo_next(struct ledger *l, rs_time_t now, struct ledger_cursor *cur,
-                 size_t max, int (*cb)(void *ud, const struct ledger_todo *t),
-                 void *ud)
+ledger_todo_next(struct ledger *l, enum ledger_due which, rs_time_t now,
+                 struct ledger_cursor *cur, size_t max,
+                 int (*cb)(void *ud, const struct ledger_todo *t), void *ud)
 {
     bool dry;
-    int rc = todo_walk(l, 0, now, cur, max, cb, ud, &dry);
+    int rc = todo_walk(l, 0, which == LEDGER_DUE_NOW ? SPAN_NOW : SPAN_RETRY,
+                       now, cur, max, cb, ud, &dry);
 
     if (rc == 0 && dry) {
         cur->not_before = 0;
@@ -1352,24 +1370,42 @@ ledger_todo_next(struct ledger *l, rs_time_t now, struct ledger_cursor *cur,
     return rc;
 }
 
-int
-ledger_todo_next_due(struct ledger *l, rs_time_t *when)
+/* The least not_before of the rows not failed (after `after` when it is
+ * not RS_TIME_NONE); RS_ENOTFOUND when there is none. */
+static int
+todo_min_due(struct ledger *l, enum lg_stmt which, rs_time_t after,
+             rs_time_t *when, const char *what)
 {
     sqlite3_stmt *s = NULL;
     int rc, src;
 
-    rc = lg_prep(l, LG_TODO_NEXT_DUE, &s);
+    rc = lg_prep(l, which, &s);
     if (rc != 0)
         return rc;
+    if (after != RS_TIME_NONE)
+        sqlite3_bind_int64(s, 1, after);
     src = sqlite3_step(s);
     if (src == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
         *when = sqlite3_column_int64(s, 0);
     else if (src == SQLITE_ROW || src == SQLITE_DONE)
         rc = RS_ENOTFOUND;
     else
-        rc = lg_fail(l, src, "todo next due");
+        rc = lg_fail(l, src, what);
     lg_done(s);
     return rc;
+}
+
+int
+ledger_todo_next_due(struct ledger *l, rs_time_t *when)
+{
+    return todo_min_due(l, LG_TODO_NEXT_DUE, RS_TIME_NONE, when,
+                        "todo next due");
+}
+
+int
+ledger_todo_due_after(struct ledger *l, rs_time_t now, rs_time_t *when)
+{
+    return todo_min_due(l, LG_TODO_DUE_AFTER, now, when, "todo due after");
 }
 
 /* The one integer statement which answers, binding nargs of a1, a2. */
@@ -1499,7 +1535,7 @@ ledger_todo_each_failed(struct ledger *l,
     struct ledger_cursor cur = { 0, 0 };
     bool dry;
 
-    return todo_walk(l, 1, INT64_MAX, &cur, SIZE_MAX, cb, ud, &dry);
+    return todo_walk(l, 1, SPAN_ALL, INT64_MAX, &cur, SIZE_MAX, cb, ud, &dry);
 }
 
 int

@@ -217,31 +217,44 @@ int ledger_todo_get(struct ledger *l, const char *uri, struct ledger_todo *out,
                     char **buf) RS_MUST_CHECK;
 
 /*
- * Due rows (not failed, not_before <= now) in (not_before, seq) order:
- * rows due at once first, oldest put first, then delayed ones by due
- * time. *cur ({0, 0} is the start) is where the previous call left off;
- * each call is one index seek, so paging stays cheap with millions of
- * rows. cb is called for at most max rows; the cursor moves past every
- * row cb returns 0 for. A nonzero return stops the walk and is returned,
- * and that row is offered again by the next call (a rate limit); rows the
- * engine has in flight it skips by returning 0. When the walk reaches the
- * last due row *cur goes back to {0, 0} (so cur->seq == 0 afterwards says
- * "ran dry"): the next call then starts over and sees rows that sort
- * before where the cursor was (a row put with not_before 0 while the
- * walk was among delayed rows). Returns 0, cb's nonzero value, or an
- * error (the cursor then stays before the failing page).
+ * Due rows (not failed, not_before <= now) are two queues, which the
+ * engine serves in the order it chooses:
+ *  LEDGER_DUE_NOW:   rows due at once (not_before 0), oldest put first;
+ *  LEDGER_DUE_RETRY: rows due from a time on (a retry after a failed
+ *                    attempt, a requeued failed row) whose time has come
+ *                    (0 < not_before <= now), by (not_before, seq).
+ * Kept apart so that rows put after a retry came due cannot keep it
+ * waiting: a Source that never stops changing (or a polling pull that
+ * queues its backlog) always has rows due at once.
+ * *cur ({0, 0} is the start of either queue; one cursor per queue) is
+ * where the previous call left off; each call is one index seek, so
+ * paging stays cheap with millions of rows. cb is called for at most max
+ * rows; the cursor moves past every row cb returns 0 for. A nonzero
+ * return stops the walk and is returned, and that row is offered again by
+ * the next call (a rate limit); rows the engine has in flight it skips by
+ * returning 0. When the walk reaches the last due row of its queue *cur
+ * goes back to {0, 0} (so cur->seq == 0 afterwards says "ran dry"): the
+ * next call then starts over and sees rows that sort before where the
+ * cursor was (a row passed while a job held its uri, a row requeued at an
+ * earlier time). Returns 0, cb's nonzero value, or an error (the cursor
+ * then stays before the failing page).
  */
 struct ledger_cursor {
     rs_time_t not_before;
     int64_t seq;
 };
-int ledger_todo_next(struct ledger *l, rs_time_t now,
+enum ledger_due { LEDGER_DUE_NOW, LEDGER_DUE_RETRY };
+int ledger_todo_next(struct ledger *l, enum ledger_due which, rs_time_t now,
                      struct ledger_cursor *cur, size_t max,
                      int (*cb)(void *ud, const struct ledger_todo *t),
                      void *ud) RS_MUST_CHECK;
-/* The earliest not_before of a row not failed (to arm a timer);
+/* The earliest not_before of a row not failed (0: one is due at once);
  * RS_ENOTFOUND when there is none. */
 int ledger_todo_next_due(struct ledger *l, rs_time_t *when) RS_MUST_CHECK;
+/* The earliest not_before after now of a row not failed: when the next
+ * retry comes due (to arm a timer); RS_ENOTFOUND when none waits. */
+int ledger_todo_due_after(struct ledger *l, rs_time_t now, rs_time_t *when)
+    RS_MUST_CHECK;
 /* The newest row's seq (0: none). Every later put gets a greater one
  * (AUTOINCREMENT), even after rows were taken off. */
 int ledger_todo_max_seq(struct ledger *l, int64_t *seq) RS_MUST_CHECK;

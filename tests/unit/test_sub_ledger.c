@@ -408,7 +408,8 @@ test_corrupt_file(void **state)
     struct ledger_cursor cur = { 0, 0 };
     struct seen s;
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 1, &cur, 10, on_seen, &s),
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1, &cur, 10,
+                                      on_seen, &s),
                      RS_EINVAL);
     int64_t live;
     assert_int_equal(ledger_res_count(f->l, &live, NULL), RS_EINVAL);
@@ -847,39 +848,55 @@ test_todo_upsert(void **state)
                      RS_ENOTFOUND);
 }
 
-/* ledger/todo_due_order: due rows come at-once-first in put order, then
- * delayed ones by due time; a retried row waits for its not_before; the
- * cursor pages, a stopping callback gets the same row again, and a walk
- * that ran dry starts over (so a row put behind the cursor is found). */
+/* ledger/todo_due_order: due rows are two queues. Rows due at once come
+ * in put order; retries whose time has come by due time, whatever was put
+ * at once meanwhile; a retried row waits for its not_before, and
+ * due_after says when the next one comes due. The cursor pages, a
+ * stopping callback gets the same row again, and a walk that ran dry
+ * starts over (so a row that sorts behind the cursor is found). */
 static void
 test_todo_order(void **state)
 {
     struct fx *f = *state;
-    struct ledger_cursor cur = { 0, 0 };
+    struct ledger_cursor cur = { 0, 0 }, rcur = { 0, 0 };
     struct seen s;
     int64_t sa, sb, sc, due, waiting, failed;
     rs_time_t when;
 
     assert_int_equal(ledger_todo_next_due(f->l, &when), RS_ENOTFOUND);
+    assert_int_equal(ledger_todo_due_after(f->l, 0, &when), RS_ENOTFOUND);
     put_todo(f->l, "a", LEDGER_CREATE, 0, &sa);
     put_todo(f->l, "b", LEDGER_CREATE, RS_TIME_NONE, &sb);
     put_todo(f->l, "c", LEDGER_UPDATE, -7, &sc);
     put_todo(f->l, "later", LEDGER_UPDATE, 9000, NULL);
 
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 1000, &cur, 10, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 10,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.uri[0], "a");
     assert_string_equal(s.uri[1], "b");
     assert_string_equal(s.uri[2], "c");
     assert_int_equal(cur.seq, 0);                 /* ran dry: start over */
+    /* "later" is not due by 1000, and due_after says when it will be */
+    seen_reset(&s);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 1000, &rcur, 10,
+                                      on_seen, &s), 0);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(rcur.seq, 0);
+    assert_int_equal(ledger_todo_next_due(f->l, &when), 0);
+    assert_int_equal(when, 0);
+    assert_int_equal(ledger_todo_due_after(f->l, 1000, &when), 0);
+    assert_int_equal(when, 9000);
 
     /* paging: two at a time */
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 1000, &cur, 2, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 2,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 2);
     assert_int_equal(cur.seq, sb);
-    assert_int_equal(ledger_todo_next(f->l, 1000, &cur, 2, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 2,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.uri[2], "c");
     assert_int_equal(cur.seq, 0);
@@ -888,14 +905,16 @@ test_todo_order(void **state)
     seen_reset(&s);
     s.stop_at = 1;
     s.stop_rc = 5;
-    assert_int_equal(ledger_todo_next(f->l, 1000, &cur, 10, on_seen, &s), 5);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 10,
+                                      on_seen, &s), 5);
     assert_int_equal(cur.seq, sa);
     s.stop_at = -1;
-    assert_int_equal(ledger_todo_next(f->l, 1000, &cur, 10, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 10,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.uri[1], "b");
 
-    /* b fails an attempt: due again at 5000 */
+    /* b fails an attempt: due again at 5000, in the retry queue */
     assert_int_equal(ledger_todo_retry(f->l, "b", sb, 5000, "HTTP 503"), 1);
     assert_int_equal(ledger_todo_count(f->l, 1000, &due, &waiting, &failed),
                      0);
@@ -903,7 +922,8 @@ test_todo_order(void **state)
     assert_int_equal(waiting, 2);
     assert_int_equal(failed, 0);
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 1000, &cur, 10, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 10,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.uri[0], "a");
     assert_string_equal(s.uri[1], "c");
@@ -911,41 +931,61 @@ test_todo_order(void **state)
     assert_int_equal(ledger_todo_done(f->l, "c", sc), 1);
     assert_int_equal(ledger_todo_next_due(f->l, &when), 0);
     assert_int_equal(when, 5000);
+    assert_int_equal(ledger_todo_due_after(f->l, 1000, &when), 0);
+    assert_int_equal(when, 5000);
+    assert_int_equal(ledger_todo_due_after(f->l, 5000, &when), 0);
+    assert_int_equal(when, 9000);
+    assert_int_equal(ledger_todo_due_after(f->l, 9000, &when), RS_ENOTFOUND);
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 4999, &cur, 10, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 4999, &rcur, 10,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 0);
-    assert_int_equal(ledger_todo_next(f->l, 5000, &cur, 10, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 5000, &rcur, 10,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 1);
     assert_string_equal(s.uri[0], "b");
     assert_int_equal(s.attempts[0], 1);
 
-    /* at once first, then by due time: d (0) before b (5000), later
-     * (9000) last */
+    /* d, put at once after b came due, is in the other queue: the retry
+     * queue has b (5000), then later (9000), and nothing due at once */
     put_todo(f->l, "d", LEDGER_CREATE, 0, NULL);
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 10000, &cur, 10, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 10,
+                                      on_seen, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.uri[0], "b");
+    assert_string_equal(s.uri[1], "later");
+    assert_int_equal(rcur.seq, 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 10000, &cur, 10,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 3);
-    assert_string_equal(s.uri[0], "d");
-    assert_string_equal(s.uri[1], "b");
-    assert_string_equal(s.uri[2], "later");
+    assert_string_equal(s.uri[2], "d");
 
-    /* a row put behind a cursor among delayed rows: found after the walk
-     * ran dry and started over */
+    /* a row that sorts behind the cursor (requeued at an earlier time):
+     * found after the walk ran dry and started over */
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 10000, &cur, 2, on_seen, &s), 0);
-    assert_int_equal(cur.seq, sb);
-    put_todo(f->l, "e", LEDGER_CREATE, 0, NULL);
-    assert_int_equal(ledger_todo_next(f->l, 10000, &cur, 10, on_seen, &s), 0);
-    assert_int_equal(s.n, 3);
-    assert_string_equal(s.uri[2], "later");
-    assert_int_equal(cur.seq, 0);
-    assert_int_equal(ledger_todo_next(f->l, 10000, &cur, 10, on_seen, &s), 0);
-    assert_string_equal(s.uri[3], "d");
-    assert_string_equal(s.uri[4], "e");
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 1,
+                                      on_seen, &s), 0);
+    assert_int_equal(rcur.seq, sb);
+    put_todo(f->l, "e", LEDGER_CREATE, 3000, NULL);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 10,
+                                      on_seen, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.uri[1], "later");
+    assert_int_equal(rcur.seq, 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 10,
+                                      on_seen, &s), 0);
+    assert_int_equal(s.n, 5);
+    assert_string_equal(s.uri[2], "e");
+    assert_string_equal(s.uri[3], "b");
+    assert_string_equal(s.uri[4], "later");
 
     /* max 0 does nothing */
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, 10000, &cur, 0, on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 10000, &cur, 0,
+                                      on_seen, &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 0,
+                                      on_seen, &s), 0);
     assert_int_equal(s.n, 0);
 }
 
@@ -1014,8 +1054,8 @@ test_todo_failed(void **state)
     assert_int_equal(ledger_todo_fail(f->l, "z", sz - 100, "stale"), 0);
 
     seen_reset(&s);
-    assert_int_equal(ledger_todo_next(f->l, INT64_MAX - 1, &cur, 10, on_seen,
-                                      &s), 0);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, INT64_MAX - 1, &cur,
+                                      10, on_seen, &s), 0);
     assert_int_equal(s.n, 1);
     assert_string_equal(s.uri[0], "x");
     assert_int_equal(ledger_todo_count(f->l, 1, &due, &waiting, &failed), 0);
@@ -1109,7 +1149,8 @@ on_engine_row(void *ud, const struct ledger_todo *t)
 /* ledger/todo_paging_100k: 100,000 due rows (plus delayed ones that must
  * not show) are handed out by an engine that keeps 256 in flight: each
  * row exactly once, in seq order, each done with its seq; the ledger's
- * own memory stays at one page however many rows there are. */
+ * own memory stays at one page however many rows there are. The delayed
+ * rows, once due, are a queue of their own, not behind the 100,000. */
 static void
 test_todo_paging(void **state)
 {
@@ -1137,6 +1178,15 @@ test_todo_paging(void **state)
     }
     double t1 = now_s();
 
+    struct ledger_cursor rcur = { 0, 0 };
+    struct seen s;
+    seen_reset(&s);
+    assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, now + 1, &rcur,
+                                      64, on_seen, &s), 0);
+    assert_int_equal(s.n, 64);
+    assert_string_equal(s.uri[0], "http://s.example/later/0");
+    assert_string_equal(s.uri[63], "http://s.example/later/63000");
+
     long ran_dry = 0;
     sqlite3_memory_highwater(1);
     long long sq_base = sqlite3_memory_used();
@@ -1144,8 +1194,8 @@ test_todo_paging(void **state)
     while (e->taken < PAGING_N || e->nflight > 0) {
         e->calls++;
         assert_true(e->calls < 10 * PAGING_N / PAGING_CAP + 100);
-        int rc = ledger_todo_next(f->l, now, &cur, PAGING_CAP + 1,
-                                  on_engine_row, e);
+        int rc = ledger_todo_next(f->l, LEDGER_DUE_NOW, now, &cur,
+                                  PAGING_CAP + 1, on_engine_row, e);
         assert_true(rc == 0 || rc == 1);
         if (cur.seq == 0) {
             ran_dry++;
@@ -1598,7 +1648,8 @@ test_alloc_failures(void **state)
         struct ledger_cursor cur = { 0, 0 };
         seen_reset(&s);
         tu_alloc_fail_at(k);
-        assert_int_equal(ledger_todo_next(f->l, 1, &cur, 10, on_seen, &s),
+        assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1, &cur, 10,
+                                      on_seen, &s),
                          RS_ENOMEM);
         tu_alloc_fail_at(0);
         assert_int_equal(s.n, 0);

@@ -1,0 +1,323 @@
+/* test_sub_apply.c - the appliers (subscriber/apply.c) on a real event
+ * loop, a real ledger (SQLite in a temp dir), a real mirror directory and
+ * a real HTTP server on 127.0.0.1 (tu_httpd): a failed fetch is retried
+ * when its backoff says, whether the appliers are idle, busy with a
+ * stream of fresh changes, or behind a backlog that is offered again
+ * while it waits (a polling pull); a newer change supersedes the job in
+ * flight; apply_free(NULL) is a no-op. Every wait is bounded by a
+ * watchdog, and every test ends with nothing left on the loop. */
+#include "testutil.h"
+#include "tu_httpd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "apply.h"
+#include "ledger.h"
+#include "mirror.h"
+#include "pathmap.h"
+#include "rs_alloc.h"
+#include "rs_http.h"
+
+#define WATCHDOG_MS 20000u
+
+struct fx {
+    struct tu_loop l;
+    struct tu_httpd *srv;
+    char *dir;
+    char db[4200], mdir[4200];
+    struct ledger *ledger;
+    struct mirror *mirror;
+    struct pathmap *pm;
+    struct rs_http *http;
+    struct apply *a;
+    /* what on_result saw */
+    unsigned results[APPLY_OUTCOMES];
+    char watch[256];             /* a URI whose outcomes are timed */
+    rs_time_t watch_at[8];       /* when each of its outcomes came */
+    enum apply_outcome watch_o[8];
+    unsigned nwatch;
+    /* a stream of fresh changes: each result offers this many new ones */
+    unsigned feed;
+    unsigned fed;
+    unsigned idle;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static void offer(struct fx *f, const char *uri);
+
+/* The stream of fresh changes: offered from the loop, not from inside the
+ * appliers' callback. */
+static void
+on_feed(evutil_socket_t fd, short what, void *arg)
+{
+    struct fx *f = arg;
+    char u[256];
+
+    (void)fd;
+    (void)what;
+    for (unsigned i = 0; i < f->feed; i++) {
+        snprintf(u, sizeof(u), "%s/fresh/%u", f->srv->origin, f->fed++);
+        offer(f, u);
+    }
+}
+
+static void
+on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
+{
+    struct fx *f = ud;
+
+    (void)what;
+    f->results[o]++;
+    if (f->feed > 0 && strncmp(uri, f->srv->origin, strlen(f->srv->origin)) == 0
+        && strstr(uri, "/fresh/") != NULL)
+        assert_int_equal(event_base_once(f->l.base, -1, EV_TIMEOUT, on_feed,
+                                         f, &(struct timeval){ 0, 0 }), 0);
+    if (strcmp(uri, f->watch) == 0 && f->nwatch < 8) {
+        f->watch_at[f->nwatch] = rs_time_now();
+        f->watch_o[f->nwatch++] = o;
+    }
+}
+
+static void
+on_idle(void *ud, bool waiting)
+{
+    struct fx *f = ud;
+
+    (void)waiting;
+    f->idle++;
+}
+
+static void
+fx_apply(struct fx *f, unsigned parallel)
+{
+    char err[512];
+    struct apply_opts ao = {
+        .base = f->l.base,
+        .http = f->http,
+        .ledger = f->ledger,
+        .mirror = f->mirror,
+        .pathmap = f->pm,
+        .parallel = parallel,
+        .retries = 20,
+        .timeout_ms = 10000,
+        .on_result = on_result,
+        .on_idle = on_idle,
+        .ud = f,
+    };
+
+    f->a = apply_new(&ao, err, sizeof(err));
+    if (f->a == NULL)
+        fail_msg("apply_new: %s", err);
+}
+
+static int
+fx_setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    struct mirror_opts mo = { .fsync = MIRROR_FSYNC_NONE };
+    char err[512];
+    const char *why = NULL;
+
+    assert_non_null(f);
+    tu_loop_init(&f->l);
+    f->srv = tu_httpd_new(f->l.base);
+    f->dir = tu_mkdtemp();
+    snprintf(f->db, sizeof(f->db), "%s/state.db", f->dir);
+    snprintf(f->mdir, sizeof(f->mdir), "%s/mirror", f->dir);
+    assert_int_equal(mkdir(f->mdir, 0755), 0);
+    f->ledger = ledger_open(f->db, 0, err, sizeof(err));
+    if (f->ledger == NULL)
+        fail_msg("ledger_open: %s", err);
+    f->mirror = mirror_open(f->mdir, &mo, err, sizeof(err));
+    if (f->mirror == NULL)
+        fail_msg("mirror_open: %s", err);
+    f->pm = pathmap_new();
+    assert_non_null(f->pm);
+    assert_int_equal(pathmap_add_prefix(f->pm, f->srv->origin, &why), 0);
+    f->http = rs_http_new(f->l.base, &(struct rs_http_opts){ 0 });
+    assert_non_null(f->http);
+    *state = f;
+    return 0;
+}
+
+static int
+fx_teardown(void **state)
+{
+    struct fx *f = *state;
+
+    apply_free(f->a);
+    rs_http_free(f->http);
+    mirror_close(f->mirror);
+    pathmap_free(f->pm);
+    ledger_close(f->ledger);
+    tu_httpd_free(f->srv);
+    tu_loop_cleanup(&f->l);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Offer a change of uri dated dt (created or updated) and kick; the
+ * offer's return (1 queued, 0 not needed). */
+static int
+offer_dt(struct fx *f, const char *uri, rs_time_t dt)
+{
+    struct ledger_todo t = {
+        .uri = uri,
+        .change = LEDGER_UPDATE,
+        .change_dt = dt,
+        .lastmod = RS_TIME_NONE,
+        .length = -1,
+        .origin = "changelist",
+    };
+    int rc = apply_offer(f->a, &t);
+
+    assert_true(rc == 0 || rc == 1);
+    apply_kick(f->a);
+    return rc;
+}
+
+static void
+offer(struct fx *f, const char *uri)
+{
+    assert_int_equal(offer_dt(f, uri, rs_time_now()), 1);
+}
+
+static struct ledger_todo
+todo_of(struct fx *f, const char *uri, char **buf)
+{
+    struct ledger_todo t;
+
+    assert_int_equal(ledger_todo_get(f->ledger, uri, &t, buf), 0);
+    return t;
+}
+
+/* Watch uri; offer it; run until its first outcome, a retry: returns when
+ * the retry is due. */
+static rs_time_t
+first_attempt_fails(struct fx *f, const char *path)
+{
+    struct ledger_todo t;
+    char *buf = NULL;
+    rs_time_t due;
+
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, path));
+    offer(f, f->watch);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_RETRY);
+    t = todo_of(f, f->watch, &buf);
+    assert_int_equal(t.attempts, 1);
+    due = t.not_before;
+    rs_free(buf);
+    assert_true(due > rs_time_now());
+    return due;
+}
+
+/* Start the stream of fresh changes: each one applied offers two more. */
+static void
+feed_start(struct fx *f)
+{
+    char u[256];
+
+    tu_httpd_add(f->srv, "/fresh/", 0, NULL, "fresh\n")->prefix = true;
+    f->feed = 2;
+    for (unsigned i = 0; i < 8; i++) {
+        snprintf(u, sizeof(u), "%s/fresh/%u", f->srv->origin, f->fed++);
+        offer(f, u);
+    }
+}
+
+/* The file the mirror holds for path, or "" */
+static const char *
+mirrored(struct fx *f, const char *path, char *buf, size_t n)
+{
+    char p[8400];
+    FILE *fp;
+    size_t got = 0;
+
+    snprintf(p, sizeof(p), "%s%s", f->mdir, path);
+    if ((fp = fopen(p, "rb")) != NULL) {
+        got = fread(buf, 1, n - 1, fp);
+        fclose(fp);
+    }
+    buf[got] = '\0';
+    return buf;
+}
+
+/* ------------------------------------------------------------- tests */
+
+/* apply/retry_due_when_idle: with nothing else to do, a failed fetch is
+ * tried again when its backoff (1 s) is over - not before, and not much
+ * after: a timer wakes the appliers for it. */
+static void
+test_retry_due_when_idle(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/once", 0, NULL, "body\n");
+    char buf[64];
+    rs_time_t due;
+
+    tu_httpd_fail(f->srv, r, 1, 503, NULL);
+    fx_apply(f, 0);
+    due = first_attempt_fails(f, "/once");
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[1], APPLY_CREATED);
+    assert_int_equal(tu_httpd_hits(f->srv, "/once"), 2);
+    assert_true(f->watch_at[1] >= due);
+    if (f->watch_at[1] > due + 1000000)
+        fail_msg("the retry ran %.2f s after it was due",
+                 (double)(f->watch_at[1] - due) / 1e6);
+    assert_string_equal(mirrored(f, "/once", buf, sizeof(buf)), "body\n");
+}
+
+/* apply/retry_not_starved: a failed fetch whose retry comes due while
+ * fresh changes keep arriving (each one applied brings two more, as
+ * from a Source that never stops changing, or a polling pull queueing its
+ * backlog) is tried again within a second of its due time - not once the
+ * fresh rows run out, which they never do. */
+static void
+test_retry_not_starved_by_fresh_rows(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/retry", 0, NULL, "late\n");
+    rs_time_t due;
+
+    tu_httpd_fail(f->srv, r, 1, 503, NULL);
+    fx_apply(f, 4);
+    due = first_attempt_fails(f, "/retry");
+    feed_start(f);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
+    f->feed = 0;
+    assert_int_equal(f->watch_o[1], APPLY_CREATED);
+    if (f->watch_at[1] > due + 1000000)
+        fail_msg("the retry ran %.1f s after it was due",
+                 (double)(f->watch_at[1] - due) / 1e6);
+    assert_true(f->results[APPLY_CREATED] > 20);   /* the stream ran */
+}
+
+/* apply/free_null: apply_free(NULL) is a no-op. */
+static void
+test_free_null(void **state)
+{
+    (void)state;
+    apply_free(NULL);
+}
+
+#define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        TS("apply/retry_due_when_idle", test_retry_due_when_idle),
+        TS("apply/retry_not_starved", test_retry_not_starved_by_fresh_rows),
+        { "apply/free_null", test_free_null, NULL, NULL, NULL },
+    };
+
+    return cmocka_run_group_tests_name("sub_apply", tests, NULL, NULL);
+}
