@@ -227,11 +227,36 @@ job_record(struct apply *a, struct job *j, const struct ledger_res *r)
 
 static void apply_refill(struct apply *a);
 
+/* A superseded job ended. Its uri's newer row was passed by the walk
+ * while this job held the uri (job_start), so its queue's cursor goes
+ * back before that row: else the row would wait until its queue ran dry,
+ * which a queue of rows due at once never does while the Source keeps
+ * changing. */
+static void
+cursor_rewind(struct apply *a, const char *uri)
+{
+    struct ledger_todo t;
+    struct ledger_cursor *c;
+    char *buf = NULL;
+
+    if (ledger_todo_get(a->o.ledger, uri, &t, &buf) != 0)
+        return;                       /* gone, or the state fails: later */
+    c = t.not_before == 0 ? &a->cur_now : &a->cur_retry;
+    if (!t.failed && (c->not_before > t.not_before ||
+                      (c->not_before == t.not_before && c->seq >= t.seq))) {
+        c->not_before = t.not_before;
+        c->seq = t.seq - 1;
+    }
+    rs_free(buf);
+}
+
 static void
 job_end(struct apply *a, struct job *j)
 {
     job_unlink(a, j);
     a->st.in_flight = (unsigned)a->njobs;
+    if (j->superseded && !a->closing)
+        cursor_rewind(a, j->uri);
     job_free(j);
     if (!a->closing)
         apply_kick(a);

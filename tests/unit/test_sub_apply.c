@@ -300,6 +300,41 @@ test_retry_not_starved_by_fresh_rows(void **state)
     assert_true(f->results[APPLY_CREATED] > 20);   /* the stream ran */
 }
 
+/* apply/superseded_taken: a newer change of a resource whose fetch is in
+ * flight cancels that fetch, and the newer change is fetched as soon as
+ * the old job has ended, although fresh changes keep arriving. */
+static void
+test_superseded_taken_under_stream(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/doc", 0, NULL, "v2\n");
+    struct apply_stats st;
+    rs_time_t t0, dt = rs_time_now();
+    char buf[64];
+
+    r->never = true;                  /* the first GET hangs */
+    fx_apply(f, 4);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/doc"));
+    assert_int_equal(offer_dt(f, f->watch, dt), 1);
+    TU_LOOP_UNTIL(&f->l, r->hits == 1, WATCHDOG_MS);
+    r->never = false;
+    feed_start(f);
+    tu_loop_run_for(&f->l, 200);
+    assert_int_equal(f->nwatch, 0);
+    t0 = rs_time_now();
+    assert_int_equal(offer_dt(f, f->watch, dt + 1000000), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    f->feed = 0;
+    assert_int_equal(f->watch_o[0], APPLY_CREATED);
+    if (f->watch_at[0] > t0 + 2000000)
+        fail_msg("the newer change was fetched %.1f s after it came",
+                 (double)(f->watch_at[0] - t0) / 1e6);
+    assert_int_equal(r->hits, 2);
+    apply_stats(f->a, &st);
+    assert_int_equal(st.superseded, 1);
+    assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "v2\n");
+}
+
 /* apply/free_null: apply_free(NULL) is a no-op. */
 static void
 test_free_null(void **state)
@@ -316,6 +351,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         TS("apply/retry_due_when_idle", test_retry_due_when_idle),
         TS("apply/retry_not_starved", test_retry_not_starved_by_fresh_rows),
+        TS("apply/superseded_taken", test_superseded_taken_under_stream),
         { "apply/free_null", test_free_null, NULL, NULL, NULL },
     };
 
