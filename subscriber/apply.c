@@ -509,6 +509,29 @@ holds(const struct ledger_res *r, const struct ledger_todo *t)
            (t->length < 0 || t->length == r->length);
 }
 
+static bool
+same_text(const char *x, const char *y)
+{
+    return x == NULL || y == NULL ? x == y : strcmp(x, y) == 0;
+}
+
+static bool
+is_repair(const char *origin)
+{
+    return origin != NULL && strcmp(origin, APPLY_ORIGIN_REPAIR) == 0;
+}
+
+/* Does the pending row q ask for what t describes? A repair is not the
+ * same as the change it repairs: it fetches without conditions. */
+static bool
+same_change(const struct ledger_todo *q, const struct ledger_todo *t)
+{
+    return q->change == t->change && q->change_dt == t->change_dt &&
+           q->lastmod == t->lastmod && q->length == t->length &&
+           same_text(q->hash, t->hash) &&
+           (is_repair(q->origin) || !is_repair(t->origin));
+}
+
 int
 apply_offer(struct apply *a, const struct ledger_todo *t)
 {
@@ -537,8 +560,15 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
     if (rc == 0) {
         bool newer = q.change_dt != RS_TIME_NONE &&
                      t->change_dt != RS_TIME_NONE && q.change_dt > t->change_dt;
+        /* The same change again (a polling pull reads the same Change List
+         * entries at every poll; push and a pull both bring it): the row
+         * keeps its place, its job in flight and its backoff. Put again,
+         * it would cancel that job each time, and a failing fetch would
+         * be due at once whatever its backoff. A failed row is taken
+         * again. */
+        bool same = !q.failed && same_change(&q, t);
         rs_free(buf);
-        if (newer)
+        if (newer || same)
             return 0;
         /* A pending create of something now deleted: the deletion
          * replaces it (else its fetch would 404 until it failed). */

@@ -87,8 +87,10 @@ void apply_free(struct apply *a);
 /* A change to make (t->uri, change, change_dt, lastmod, length, hash,
  * origin; seq and attempts ignored): queued as a todo row in the open
  * batch unless the mirror already holds this state or a newer one, or a
- * newer change is already queued. Returns 1 queued, 0 not needed, or a
- * ledger error. Call apply_kick after a run of offers. */
+ * newer change, or this very change, is already queued (then the queued
+ * row keeps its job in flight and its backoff; a failed row is queued
+ * again). Returns 1 queued, 0 not needed, or a ledger error. Call
+ * apply_kick after a run of offers. */
 struct ledger_todo;
 /* The origin of a change that repairs the mirror's file (an audit found
  * it differs from what the ledger recorded): always fetched, without

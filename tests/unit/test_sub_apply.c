@@ -335,6 +335,75 @@ test_superseded_taken_under_stream(void **state)
     assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "v2\n");
 }
 
+/* apply/same_offer_keeps_backoff: the same change offered again and again
+ * (a polling pull reads the same Change List entries at every poll)
+ * while its fetch keeps failing: the row keeps its attempts and backoff
+ * (tries at 0, 1 and 3 s), not one try per offer. */
+static void
+test_same_offer_keeps_backoff(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/down", 0, NULL, "never\n");
+    struct ledger_todo t;
+    rs_time_t dt = rs_time_now(), t0;
+    char *buf = NULL;
+    int queued = 0;
+
+    tu_httpd_fail(f->srv, r, 1000, 503, NULL);
+    fx_apply(f, 0);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/down"));
+    assert_int_equal(offer_dt(f, f->watch, dt), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    t0 = rs_time_now();
+    while (rs_time_now() < t0 + 3500000) {
+        queued += offer_dt(f, f->watch, dt);
+        tu_loop_run_for(&f->l, 100);
+    }
+    t = todo_of(f, f->watch, &buf);
+    if (r->hits != 3)
+        fail_msg("%u tries in 3.5 s, want 3 (at 0, 1 and 3 s)", r->hits);
+    assert_int_equal(queued, 0);
+    assert_int_equal(t.attempts, 3);
+    assert_false(t.failed);
+    assert_true(t.not_before > rs_time_now());
+    rs_free(buf);
+}
+
+/* apply/same_offer_keeps_job: the same change offered again while its
+ * fetch is in flight leaves that fetch alone (not canceled, not started
+ * again), and a newer change still supersedes it. */
+static void
+test_same_offer_keeps_job(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/slow", 0, NULL, "new\n");
+    struct apply_stats st;
+    rs_time_t dt = rs_time_now();
+    int queued = 0;
+
+    r->never = true;
+    fx_apply(f, 0);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/slow"));
+    assert_int_equal(offer_dt(f, f->watch, dt), 1);
+    TU_LOOP_UNTIL(&f->l, r->hits == 1, WATCHDOG_MS);
+    for (int i = 0; i < 5; i++) {
+        queued += offer_dt(f, f->watch, dt);
+        tu_loop_run_for(&f->l, 50);
+    }
+    apply_stats(f->a, &st);
+    assert_int_equal(st.superseded, 0);
+    assert_int_equal(r->hits, 1);
+    assert_int_equal(st.in_flight, 1);
+    assert_int_equal(queued, 0);
+    r->never = false;
+    assert_int_equal(offer_dt(f, f->watch, dt + 1), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_CREATED);
+    apply_stats(f->a, &st);
+    assert_int_equal(st.superseded, 1);
+    assert_int_equal(r->hits, 2);
+}
+
 /* apply/free_null: apply_free(NULL) is a no-op. */
 static void
 test_free_null(void **state)
@@ -352,6 +421,8 @@ main(void)
         TS("apply/retry_due_when_idle", test_retry_due_when_idle),
         TS("apply/retry_not_starved", test_retry_not_starved_by_fresh_rows),
         TS("apply/superseded_taken", test_superseded_taken_under_stream),
+        TS("apply/same_offer_keeps_backoff", test_same_offer_keeps_backoff),
+        TS("apply/same_offer_keeps_job", test_same_offer_keeps_job),
         { "apply/free_null", test_free_null, NULL, NULL, NULL },
     };
 
