@@ -51,13 +51,18 @@ level_severity(const struct rs_check *c, enum level lv)
 }
 
 /* Report a problem at its level: 0 for a warning, RS_EINVALID for an
- * error. */
-__attribute__((format(printf, 3, 0))) static int
-check_vreport(struct rs_check *c, enum level lv, const char *fmt, va_list ap)
+ * error. repair (may be NULL) says what a reader does about it, told with
+ * a warning only: an error is refused, not repaired. */
+__attribute__((format(printf, 4, 0))) static int
+check_vreport(struct rs_check *c, enum level lv, const char *repair,
+              const char *fmt, va_list ap)
 {
     char msg[256];
     enum rs_severity sev = level_severity(c, lv);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (repair != NULL && sev == RS_SEV_WARNING && n >= 0 &&
+        (size_t)n < sizeof(msg))
+        snprintf(msg + n, sizeof(msg) - (size_t)n, "; %s", repair);
     if (sev == RS_SEV_ERROR)
         c->nerrors++;
     else
@@ -72,7 +77,19 @@ check_at(struct rs_check *c, enum level lv, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int rc = check_vreport(c, lv, fmt, ap);
+    int rc = check_vreport(c, lv, NULL, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* A problem the reader repairs (the repair told with the warning). */
+__attribute__((format(printf, 4, 5))) static int
+check_fix(struct rs_check *c, enum level lv, const char *repair,
+          const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = check_vreport(c, lv, repair, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -83,7 +100,7 @@ check_fatal(struct rs_check *c, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    (void)check_vreport(c, LV_ERROR, fmt, ap);
+    (void)check_vreport(c, LV_ERROR, NULL, fmt, ap);
     va_end(ap);
     c->broken = true;
     return rc;
@@ -153,7 +170,8 @@ rs_check_url(const char *s)
 /* --------------------------------------------------------- parser rules */
 
 int
-rs_check_rule(struct rs_check *c, enum rs_rule rule, const char *msg)
+rs_check_rule(struct rs_check *c, enum rs_rule rule, const char *msg,
+              const char *repair)
 {
     enum level lv = LV_ERROR;
     switch (rule) {
@@ -176,7 +194,7 @@ rs_check_rule(struct rs_check *c, enum rs_rule rule, const char *msg)
         lv = LV_SHOULD;
         break;
     }
-    return check_at(c, lv, "%s", msg);
+    return check_fix(c, lv, repair, "%s", msg);
 }
 
 /* ----------------------------------------------------------------- links */
@@ -287,13 +305,14 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
     const char *cap = cap_text(c);
     /* The parser reads "changelistindex" on a <sitemapindex> as an index
      * of changelist: what the Source meant is clear. */
+    char fix[64];
+    snprintf(fix, sizeof(fix), "a reader reads it as a %s index", cap);
     if (md->capability_index_alias)
-        rc = first_error(rc, check_at(c, LV_MUST,
-                                      "capability \"%sindex\" is not a "
-                                      "ResourceSync capability: an index "
-                                      "says \"%s\" on a <sitemapindex> (core "
-                                      "6.1); a reader reads it as a %s "
-                                      "index", cap, cap, cap));
+        rc = first_error(rc, check_fix(c, LV_MUST, fix,
+                                       "capability \"%sindex\" is not a "
+                                       "ResourceSync capability: an index "
+                                       "says \"%s\" on a <sitemapindex> "
+                                       "(core 6.1)", cap, cap));
     /* Core section 9: Sources "should not" publish Capability List
      * Indexes. */
     if (h->root == RS_ROOT_SITEMAPINDEX &&
@@ -395,9 +414,10 @@ check_capability_once(struct rs_check *c, const struct rs_entry *e)
         name = md->capability_other;
     else if (md->capability_alpha)
         name = "change-notification";
-    return check_at(c, LV_MUST, "Capability List entry %s: capability \"%s\" "
-                    "is listed twice (core 9: one entry per capability)",
-                    e->loc, name);
+    return check_fix(c, LV_MUST, "a reader uses one of them",
+                     "Capability List entry %s: capability \"%s\" is listed "
+                     "twice (core 9: one entry per capability)", e->loc,
+                     name);
 }
 
 static int
@@ -483,9 +503,10 @@ check_order(struct rs_check *c, const struct rs_entry *e, rs_time_t t,
         rs_time_format(t, a);
         rs_time_format(c->last_time, b);
         c->order_warned = true;
-        rc = check_at(c, lv, "entries are not in forward chronological order "
-                      "(%s): %s at %s comes after %s; a reader applies them "
-                      "by time", section, e->loc, a, b);
+        rc = check_fix(c, lv, "a reader applies them by time",
+                       "entries are not in forward chronological order "
+                       "(%s): %s at %s comes after %s", section, e->loc, a,
+                       b);
     }
     if (c->last_time == RS_TIME_NONE || t > c->last_time)
         c->last_time = t;
@@ -511,10 +532,10 @@ check_change_entry(struct rs_check *c, const struct rs_entry *e)
          * takes the time as unknown, as for 1.0 deletions); a creation or
          * update with no time cannot be placed among the others. */
         if (md->change == RS_CHANGE_DELETED)
-            return check_at(c, LV_MUST, "entry %s (deleted) has neither "
-                            "<lastmod> nor a datetime attribute (core 7: "
-                            "mandatory in %s); its time is unknown", e->loc,
-                            cap_text(c));
+            return check_fix(c, LV_MUST, "a reader takes its time as unknown",
+                             "entry %s (deleted) has neither <lastmod> nor a "
+                             "datetime attribute (core 7: mandatory in %s)",
+                             e->loc, cap_text(c));
         return check_at(c, LV_ERROR, "entry %s has neither <lastmod> nor a "
                         "datetime attribute: when it changed cannot be known "
                         "(core 7, 12.1)", e->loc);

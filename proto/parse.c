@@ -42,6 +42,7 @@ struct pending_rule {
     enum rs_rule rule;
     unsigned line;
     char msg[256];
+    const char *repair;            /* a string literal, or NULL */
 };
 
 struct rs_parser {
@@ -211,12 +212,13 @@ parser_checked(struct rs_parser *p, int rc, unsigned before)
 }
 
 /* A problem the check judges (rs_check_rule). The reader's repair (take
- * UTC, drop the link, ignore the hash...) is applied either way: when it
- * is an error, nothing is delivered anyway. Root-level problems wait for
- * the head. Returns true when it was only a warning. */
-__attribute__((format(printf, 4, 5))) static bool
+ * UTC, drop the link, ignore the hash...; repair says which, a string
+ * literal) is applied either way: when it is an error, nothing is
+ * delivered anyway. Root-level problems wait for the head. Returns true
+ * when it was only a warning. */
+__attribute__((format(printf, 5, 6))) static bool
 parser_rule(struct rs_parser *p, enum rs_rule rule, unsigned line,
-            const char *fmt, ...)
+            const char *repair, const char *fmt, ...)
 {
     char msg[256];
     if (p->stopped)
@@ -229,6 +231,7 @@ parser_rule(struct rs_parser *p, enum rs_rule rule, unsigned line,
         struct pending_rule *pr = &p->pending[p->npending++];
         pr->rule = rule;
         pr->line = line;
+        pr->repair = repair;
         snprintf(pr->msg, sizeof(pr->msg), "%s", msg);
         return true;
     }
@@ -236,7 +239,7 @@ parser_rule(struct rs_parser *p, enum rs_rule rule, unsigned line,
      * as a notification - rs_check_rule before the head) */
     unsigned before = p->nerrors;
     p->check_line = line;
-    int rc = rs_check_rule(&p->check, rule, msg);
+    int rc = rs_check_rule(&p->check, rule, msg, repair);
     (void)parser_checked(p, rc, before);
     return rc == 0;
 }
@@ -313,11 +316,11 @@ attr_unknown(struct rs_parser *p, const char *elem, const struct attr *a)
     if (p->attr_told)
         return;
     p->attr_told = true;
-    (void)parser_rule(p, RS_RULE_ATTR, parser_line(p),
+    (void)parser_rule(p, RS_RULE_ATTR, parser_line(p), "a reader ignores it",
                       "<%s> attribute %.40s=\"%.*s\" is not ResourceSync's "
                       "and has no namespace (core 7: community attributes "
-                      "must have one); a reader ignores it", elem, a->name,
-                      attr_show(a, 40), a->value);
+                      "must have one)", elem, a->name, attr_show(a, 40),
+                      a->value);
 }
 
 /* A datetime attribute. Time attributes of <rs:md> (at, completed, from,
@@ -334,12 +337,12 @@ attr_time(struct rs_parser *p, const char *elem, const struct attr *a,
     }
     if (form & RS_TIME_FORM_ZONELESS)
         (void)parser_rule(p, RS_RULE_TIME_ZONE, parser_line(p),
+                          "a reader takes it as UTC",
                           "<%s> %s=\"%.*s\" has no time zone (W3C Datetime "
-                          "needs one with a time); a reader takes it as UTC",
-                          elem, a->name,
+                          "needs one with a time)", elem, a->name,
                           attr_show(a, 64), a->value);
     else if (recommended && !(form & RS_TIME_FORM_FULL_UTC))
-        (void)parser_rule(p, RS_RULE_TIME_FORM, parser_line(p),
+        (void)parser_rule(p, RS_RULE_TIME_FORM, parser_line(p), NULL,
                           "<%s> %s=\"%.*s\" is not in the form core 7 "
                           "recommends, YYYY-MM-DDThh:mm:ss[.s]Z", elem,
                           a->name, attr_show(a, 64), a->value);
@@ -351,10 +354,10 @@ attr_hash(struct rs_parser *p, const char *elem, const struct attr *a,
 {
     if (rs_hashes_parse(a->value, a->len, out) == 0)
         return;
-    (void)parser_rule(p, RS_RULE_HASH, parser_line(p),
+    (void)parser_rule(p, RS_RULE_HASH, parser_line(p), "a reader ignores it",
                       "<%s> hash=\"%.*s\" is not a list of algorithm:"
-                      "hexdigest with the algorithm's digest length (core 7); "
-                      "a reader ignores it", elem, attr_show(a, 80), a->value);
+                      "hexdigest with the algorithm's digest length (core 7)",
+                      elem, attr_show(a, 80), a->value);
 }
 
 /* A decimal integer in [min, max], optional surrounding whitespace. */
@@ -535,19 +538,19 @@ parse_ln(struct rs_parser *p, struct rs_arena *ar, struct link_vec *lv,
     if (rel && href)
         return;
     if (!rel && !href)
-        (void)parser_rule(p, RS_RULE_LINK, parser_line(p), "empty <rs:ln/>: "
-                          "no rel and no href attribute (core 7: both are "
-                          "mandatory); a reader ignores it");
+        (void)parser_rule(p, RS_RULE_LINK, parser_line(p),
+                          "a reader ignores it", "empty <rs:ln/>: no rel and "
+                          "no href attribute (core 7: both are mandatory)");
     else if (!rel)
-        (void)parser_rule(p, RS_RULE_LINK, parser_line(p), "<rs:ln "
-                          "href=\"%.100s\"> without rel attribute (core 7: "
-                          "rel and href are mandatory); a reader ignores it",
-                          l->href);
+        (void)parser_rule(p, RS_RULE_LINK, parser_line(p),
+                          "a reader ignores it", "<rs:ln href=\"%.100s\"> "
+                          "without rel attribute (core 7: rel and href are "
+                          "mandatory)", l->href);
     else
-        (void)parser_rule(p, RS_RULE_LINK, parser_line(p), "<rs:ln "
-                          "rel=\"%.60s\"> without href attribute (core 7: "
-                          "rel and href are mandatory); a reader ignores it",
-                          l->rel);
+        (void)parser_rule(p, RS_RULE_LINK, parser_line(p),
+                          "a reader ignores it", "<rs:ln rel=\"%.60s\"> "
+                          "without href attribute (core 7: rel and href are "
+                          "mandatory)", l->rel);
     lv->n--;
 }
 
@@ -577,7 +580,8 @@ head_deliver(struct rs_parser *p)
         const struct pending_rule *pr = &p->pending[i];
         before = p->nerrors;
         p->check_line = pr->line;
-        if (!parser_checked(p, rs_check_rule(&p->check, pr->rule, pr->msg),
+        if (!parser_checked(p, rs_check_rule(&p->check, pr->rule, pr->msg,
+                                             pr->repair),
                             before))
             return false;
     }
@@ -667,9 +671,10 @@ capture_end(struct rs_parser *p)
          * reader that does not trim gets another URL. */
         if (n > 0 && n != p->text_len)
             (void)parser_rule(p, RS_RULE_LOC_SPACE, p->capture_line,
-                              "<loc> \"%.100s\" has whitespace around the URL "
-                              "(the Sitemaps protocol: a URL begins with its "
-                              "scheme); a reader trims it", p->entry.loc);
+                              "a reader trims it", "<loc> \"%.100s\" has "
+                              "whitespace around the URL (the Sitemaps "
+                              "protocol: a URL begins with its scheme)",
+                              p->entry.loc);
         break;
     case CAP_LASTMOD:
         if (rs_time_parse_ex(s, n, RS_TIME_ZONELESS, &p->entry.lastmod,
@@ -680,9 +685,9 @@ capture_end(struct rs_parser *p)
         }
         if (form & RS_TIME_FORM_ZONELESS)
             (void)parser_rule(p, RS_RULE_TIME_ZONE, p->capture_line,
+                              "a reader takes it as UTC",
                               "<lastmod>%.*s</lastmod> has no time zone (W3C "
-                              "Datetime needs one with a time); a reader takes "
-                              "it as UTC",
+                              "Datetime needs one with a time)",
                               (int)(n > 64 ? 64 : n), s);
         break;
     case CAP_CHANGEFREQ: {
@@ -694,9 +699,9 @@ capture_end(struct rs_parser *p)
         }
         if (p->entry.changefreq == RS_FREQ_NONE)
             (void)parser_rule(p, RS_RULE_CHANGEFREQ, p->capture_line,
-                              "<changefreq> \"%.*s\" is not a Sitemap change "
-                              "frequency (Sitemaps protocol); a reader ignores "
-                              "it", (int)(n > 32 ? 32 : n), s);
+                              "a reader ignores it", "<changefreq> \"%.*s\" "
+                              "is not a Sitemap change frequency (Sitemaps "
+                              "protocol)", (int)(n > 32 ? 32 : n), s);
         break;
     }
     case CAP_NONE:
@@ -801,6 +806,7 @@ entry_order(struct rs_parser *p, unsigned rank, const char *name)
     if (rank < p->entry_rank && !p->entry_order_told) {
         p->entry_order_told = true;
         (void)parser_rule(p, RS_RULE_ENTRY_ORDER, parser_line(p),
+                          "a reader reads it all the same",
                           "%s after %s in an entry: the Sitemaps schema "
                           "orders loc, lastmod, changefreq, priority, then "
                           "other namespaces (rs:md, rs:ln)", name,

@@ -109,13 +109,14 @@ int rs_check_entry(struct rs_check *c, const struct rs_entry *e) RS_MUST_CHECK;
 int rs_check_end(struct rs_check *c, const struct rs_link *links,
                  size_t nlinks) RS_MUST_CHECK;
 
-/* A problem the parser found (msg says what, and what a reader does about
- * it). Before rs_check_head the document's kind is unknown and the rule is
- * judged as strictly as for a notification; the parser holds root-level
- * problems until the head is checked. Returns 0 when it was a warning (the
- * reader's repair applies), RS_EINVALID when it was reported as an error. */
-int rs_check_rule(struct rs_check *c, enum rs_rule rule, const char *msg)
-    RS_MUST_CHECK;
+/* A problem the parser found: msg says what, repair (may be NULL) what a
+ * reader does about it, told with a warning only. Before rs_check_head the
+ * document's kind is unknown and the rule is judged as strictly as for a
+ * notification; the parser holds root-level problems until the head is
+ * checked. Returns 0 when it was a warning (the reader's repair applies),
+ * RS_EINVALID when it was reported as an error. */
+int rs_check_rule(struct rs_check *c, enum rs_rule rule, const char *msg,
+                  const char *repair) RS_MUST_CHECK;
 
 /* 0 if s is an absolute http or https URI with a host (RS_EINVAL otherwise). */
 int rs_check_url(const char *s) RS_MUST_CHECK;
