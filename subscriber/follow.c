@@ -4,38 +4,68 @@
  * ledger) and its reconnect timer. Messages are parsed whole (one
  * notification is one document), checked against the position, and
  * offered; the position moves in the same batch.
+ *
+ * A channel is a small state machine, changed only by chan_set:
+ *
+ *   OFF --start/uris--> CONNECTING --open--> OPEN
+ *   CONNECTING/OPEN --close 1001, 4002, 4003, 1013, network--> BACKOFF
+ *   CONNECTING/OPEN --close 4004--> BACKOFF (longer)
+ *   CONNECTING/OPEN --close 4001, 4005--> GAP --follow_resume--> CONNECTING
+ *   BACKOFF --timer--> CONNECTING
+ *   any --no URIs--> OFF
+ *
+ * How a connection replays is its own field: from the id held, from a
+ * time mark, or live (then the seam needs a pull once it is open).
  */
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define RS_LOG_MODULE "follow"
 #include "apply.h"
 #include "discovery.h"
 #include "follow.h"
 #include "ledger.h"
 #include "rs_alloc.h"
+#include "rs_log.h"
 #include "rs_parse.h"
 #include "rs_url.h"
+#include "rs_wsclose.h"
 #include "wsclient.h"
 
 #define FOLLOW_BACKOFF_MIN_MS 100
 #define FOLLOW_BACKOFF_MAX_MS 30000
-#define FOLLOW_UNKNOWN_MS 60000      /* 4004: the channel may come back */
+#define FOLLOW_UNKNOWN_MIN_MS 1000   /* 4004: the hub may learn it soon */
+#define FOLLOW_UNKNOWN_MAX_MS 60000
+
+enum chan_state { CH_OFF, CH_CONNECTING, CH_OPEN, CH_BACKOFF, CH_GAP };
+
+static const char *const chan_state_names[] = {
+    "off", "connecting", "open", "backoff", "gap"
+};
+
+/* Where the next connection replays from. */
+enum chan_replay {
+    REPLAY_ID,        /* since= the id held (none: from the mark) */
+    REPLAY_MARK,      /* since= a time mark, after a gap */
+    REPLAY_LIVE,      /* no since: even the mark was older than the
+                         backlog; the caller pulls once it is open */
+};
 
 struct chan {
     struct follow *f;
     int kind;                        /* DISCOVERY_CHANGE, _FRAMEWORK */
+    enum chan_state state;
+    enum chan_replay replay;
     char **uris;
     size_t nuris, cur;
     char *poskey;
     char *last_id;                   /* NULL: none yet */
     rs_time_t mark;                  /* replay from here when no id */
-    struct wsclient_conn *conn;
-    struct event *ev_retry;
+    struct wsclient_conn *conn;      /* CONNECTING, OPEN */
+    struct event *ev_retry;          /* BACKOFF */
     unsigned backoff_ms;
-    bool open, want_pull;
-    bool pull_on_open;               /* resumed live: the seam needs a pull */
     unsigned gap_resumes;            /* resumes since a message came */
 };
 
@@ -46,6 +76,30 @@ struct follow {
     rs_time_t source_dt;             /* its datetime */
     struct follow_stats st;
 };
+
+static void
+chan_set(struct chan *c, enum chan_state to, const char *why)
+{
+    struct follow *f = c->f;
+
+    if (c->state == to)
+        return;
+    if (rs_log_enabled(RS_LOG_DEBUG))
+        rs_log_kv(RS_LOG_DEBUG, "channel", "kind",
+                  c->kind == DISCOVERY_CHANGE ? "change" : "framework",
+                  "from", chan_state_names[c->state], "to",
+                  chan_state_names[to], "why", why, NULL);
+    c->state = to;
+    f->st.connected[c->kind] = to == CH_OPEN;
+    if (c->kind != DISCOVERY_CHANGE)
+        return;
+    /* down_since: when the change channel last stopped being open while
+     * followed (RS_TIME_NONE: open, or not followed) */
+    if (to == CH_OPEN || to == CH_OFF)
+        f->st.down_since = RS_TIME_NONE;
+    else if (f->st.down_since == RS_TIME_NONE)
+        f->st.down_since = rs_time_now();
+}
 
 int
 follow_id_cmp(const char *a, const char *b)
@@ -167,10 +221,11 @@ follow_take(struct follow *f, const char *body, size_t len, const char *origin)
 static void chan_connect(struct chan *c);
 
 static void
-chan_retry_in(struct chan *c, unsigned ms)
+chan_backoff(struct chan *c, unsigned ms, const char *why)
 {
     struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000 };
 
+    chan_set(c, CH_BACKOFF, why);
     evtimer_add(c->ev_retry, &tv);
 }
 
@@ -178,22 +233,18 @@ static void
 on_ws_open(void *ud, struct wsclient_conn *conn)
 {
     struct chan *c = ud;
+    bool seam = c->replay == REPLAY_LIVE;
 
-    c->open = true;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
-    if (c->pull_on_open) {
-        /* Live from here; what came before the connection opened comes
-         * from the pull this asks for. */
-        c->pull_on_open = false;
-        if (c->f->o.on_live != NULL)
-            c->f->o.on_live(c->f->o.ud);
-    }
-    c->f->st.connected[c->kind] = true;
-    if (c->kind == DISCOVERY_CHANGE)
-        c->f->st.down_since = RS_TIME_NONE;
+    c->replay = REPLAY_ID;
+    chan_set(c, CH_OPEN, "connected");
     if (c->f->o.on_channel != NULL)
         c->f->o.on_channel(c->f->o.ud, c->uris[c->cur],
                            wsclient_conn_peer(conn), true, 0, "");
+    /* Live from here; what came before the connection opened comes from
+     * the pull this asks for. */
+    if (seam && c->f->o.on_live != NULL)
+        c->f->o.on_live(c->f->o.ud);
 }
 
 static void
@@ -216,38 +267,38 @@ on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
     char why[300];
 
     c->conn = NULL;
-    c->open = false;
-    f->st.connected[c->kind] = false;
-    if (c->kind == DISCOVERY_CHANGE && f->st.down_since == RS_TIME_NONE)
-        f->st.down_since = rs_time_now();
-    if (code == WSCLIENT_CANCELLED)
-        return;                       /* wsclient_free: we are stopping */
+    if (code == WSCLIENT_CANCELLED) {  /* wsclient_free: we are stopping */
+        chan_set(c, CH_OFF, "stopping");
+        return;
+    }
     if (f->o.on_channel != NULL)
         f->o.on_channel(f->o.ud, c->uris[c->cur], wsclient_conn_peer(conn),
                         false, code, reason);
+    snprintf(why, sizeof(why), "%s closed %d: %s", c->uris[c->cur], code,
+             reason);
     switch (code) {
-    case 4001:                        /* gap: our position is gone */
-    case 4005:                        /* bad since: start over */
+    case RS_WSCLOSE_GAP:               /* our position is gone */
+    case RS_WSCLOSE_BAD_SINCE:         /* the hub refuses it: start over */
         f->st.gaps++;
-        c->want_pull = true;
-        snprintf(why, sizeof(why), "%s closed %d: %s", c->uris[c->cur], code,
-                 reason);
+        chan_set(c, CH_GAP, why);
         if (f->o.on_gap != NULL)
             f->o.on_gap(f->o.ud, why);
-        return;                       /* follow_resume reconnects */
-    case 4004:
+        return;                        /* follow_resume reconnects */
+    case RS_WSCLOSE_UNKNOWN_CHANNEL:
         /* The hub does not know the channel yet (an open-mode hub learns
          * a topic at its first publish): look again soon, then less
          * often. */
-        chan_retry_in(c, c->backoff_ms < 1000 ? 1000 : c->backoff_ms);
-        c->backoff_ms = c->backoff_ms * 2 > FOLLOW_UNKNOWN_MS
-                        ? FOLLOW_UNKNOWN_MS : c->backoff_ms * 2;
+        if (c->backoff_ms < FOLLOW_UNKNOWN_MIN_MS)
+            c->backoff_ms = FOLLOW_UNKNOWN_MIN_MS;
+        chan_backoff(c, c->backoff_ms, why);
+        c->backoff_ms = c->backoff_ms * 2 > FOLLOW_UNKNOWN_MAX_MS
+                        ? FOLLOW_UNKNOWN_MAX_MS : c->backoff_ms * 2;
         return;
     default:
         /* Hub restart (1001), slow consumer (4002), Redis down (4003),
          * full (1013), network: another node, after a pause. */
         c->cur = (c->cur + 1) % c->nuris;
-        chan_retry_in(c, c->backoff_ms);
+        chan_backoff(c, c->backoff_ms, why);
         c->backoff_ms = c->backoff_ms * 2 > max ? max : c->backoff_ms * 2;
         return;
     }
@@ -258,14 +309,15 @@ chan_connect(struct chan *c)
 {
     static const struct wsclient_cbs cbs = { on_ws_open, on_ws_message,
                                              on_ws_close };
-    const char *uri = c->uris[c->cur];
+    const char *uri;
     char url[4096], since[64] = "";
 
-    if (c->conn != NULL || c->f->o.ws == NULL)
+    if (c->conn != NULL || c->f->o.ws == NULL || c->nuris == 0)
         return;
-    if (c->last_id != NULL)
+    uri = c->uris[c->cur];
+    if (c->replay == REPLAY_ID && c->last_id != NULL)
         snprintf(since, sizeof(since), "since=%s", c->last_id);
-    else if (c->mark != RS_TIME_NONE)
+    else if (c->replay != REPLAY_LIVE && c->mark != RS_TIME_NONE)
         snprintf(since, sizeof(since), "since=%lld-0",
                  (long long)(c->mark / 1000));
     snprintf(url, sizeof(url), "%s%s%s", uri,
@@ -273,8 +325,10 @@ chan_connect(struct chan *c)
     c->f->st.reconnects++;
     if (wsclient_connect(c->f->o.ws, url, &cbs, c, &c->conn) != 0) {
         c->conn = NULL;
-        chan_retry_in(c, c->backoff_ms);
+        chan_backoff(c, c->backoff_ms, "cannot start a connection");
+        return;
     }
+    chan_set(c, CH_CONNECTING, uri);
 }
 
 static void
@@ -438,8 +492,7 @@ follow_start(struct follow *f, rs_time_t mark)
             rs_free(id);
         }
         c->mark = mark;
-        if (k == DISCOVERY_CHANGE)
-            f->st.down_since = rs_time_now();   /* until it opens */
+        c->replay = REPLAY_ID;
         chan_connect(c);
     }
 }
@@ -450,9 +503,8 @@ follow_resume(struct follow *f, rs_time_t mark)
     for (int k = 0; k < 2; k++) {
         struct chan *c = &f->ch[k];
 
-        if (c->nuris == 0 || !c->want_pull)
+        if (c->state != CH_GAP)
             continue;
-        c->want_pull = false;
         rs_free(c->last_id);
         c->last_id = NULL;
         /* Replay from the mark the first time; if even that is older than
@@ -460,9 +512,10 @@ follow_resume(struct follow *f, rs_time_t mark)
          * the connection is open: no moment is left uncovered. */
         if (c->gap_resumes++ == 0) {
             c->mark = mark;
+            c->replay = REPLAY_MARK;
         } else {
             c->mark = RS_TIME_NONE;
-            c->pull_on_open = true;
+            c->replay = REPLAY_LIVE;
         }
         chan_connect(c);
     }
@@ -482,24 +535,21 @@ follow_set_uris(struct follow *f, int kind, const char *const *uris,
         c->conn = NULL;
     }
     evtimer_del(c->ev_retry);
-    c->open = c->want_pull = c->pull_on_open = false;
+    chan_set(c, CH_OFF, "its URIs changed");
     c->gap_resumes = 0;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
-    f->st.connected[kind] = false;
     /* The id taken belongs to the stream of the channel left behind; the
      * new one replays from a time (hub ids are times, docs/protocol.md
      * 2), which the caller's pulls cover up to. */
     rs_free(c->last_id);
     c->last_id = NULL;
     c->mark = mark;
+    c->replay = REPLAY_MARK;
     if ((rc = apply_txn(f->o.apply)) == 0)
         rc = ledger_pos_set(f->o.ledger, c->poskey, NULL, RS_TIME_NONE);
     if (chan_set_uris(c, uris) != 0 && rc == 0)
         rc = RS_ENOMEM;
-    if (kind == DISCOVERY_CHANGE)
-        f->st.down_since = c->nuris > 0 ? rs_time_now() : RS_TIME_NONE;
-    if (c->nuris > 0)
-        chan_connect(c);
+    chan_connect(c);
     return rc;
 }
 
