@@ -27,16 +27,24 @@
 #include "netpolicy.h"
 #include "rs_alloc.h"
 #include "rs_http.h"
+#include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
 #include "subs.h"
 #include "websub.h"
 
 static struct hub_conf conf;
+/* The HTTP listeners' guard (rs_httpguard.h) and the publisher listener:
+ * their own options, kept out of hub_conf (no handler needs them). */
+static struct rs_httpguard_limits http_limits;
+static struct rs_config_hostport publish_listen;
 
 static const struct rs_config_opt options[] = {
     RS_CONFIG_HOSTPORT("listen", 'l', &conf.listen, "127.0.0.1:8080",
                        "HTTP address (publish, WebSub, status)"),
+    RS_CONFIG_HOSTPORT("publish-listen", 0, &publish_listen, NULL,
+                       "a second HTTP address with connection caps of its "
+                       "own, for Sources and health checks (same routes)"),
     RS_CONFIG_HOSTPORT("ws-listen", 'w', &conf.ws_listen, NULL,
                        "WebSocket address (default: listen host, port + 1; "
                        "port 0 if listen port is 0)"),
@@ -57,6 +65,7 @@ static const struct rs_config_opt options[] = {
                   "publishing to or registering one more is refused)"),
     RS_CONFIG_SIZE("max-body", 0, &conf.max_body, "10M", 1024, 52428800,
                    "largest notification accepted"),
+    RS_HTTPGUARD_CONFIG(&http_limits, "30s"),
     RS_CONFIG_INT("backlog-max", 0, &conf.backlog_max, "100000", 0,
                   1000000000, "default bound of each backlog, entries (0: none)"),
     RS_CONFIG_DURATION("backlog-max-age", 0, &conf.backlog_max_age_ms, "7d", 0,
@@ -103,7 +112,8 @@ static const struct rs_config_opt options[] = {
                   "parallel connections to one callback host"),
     RS_CONFIG_LOG(&conf.log_level, &conf.log_format, &conf.log_file),
     RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
-                     "write {\"http\":PORT,\"ws\":PORT} here once listening"),
+                     "write {\"http\":PORT,\"ws\":PORT} here once listening "
+                     "(and \"publish\":PORT with --publish-listen)"),
     RS_CONFIG_END,
 };
 
@@ -348,14 +358,18 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 /* ------------------------------------------------------------------- main */
 
 static int
-write_ready_file(const char *path, int http, int ws)
+write_ready_file(const char *path, int http, int ws, int publish)
 {
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (f == NULL)
         return RS_EIO;
-    fprintf(f, "{\"http\":%d,\"ws\":%d}\n", http, ws);
+    if (publish >= 0)
+        fprintf(f, "{\"http\":%d,\"ws\":%d,\"publish\":%d}\n", http, ws,
+                publish);
+    else
+        fprintf(f, "{\"http\":%d,\"ws\":%d}\n", http, ws);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         return RS_EIO;
     return 0;
@@ -475,13 +489,97 @@ strip_slash(char *s)
         s[--n] = '\0';
 }
 
+/* ---------------------------------------------------------- listeners */
+
+/* One HTTP listener: evhttp, its guard (deadlines, connection caps) and
+ * its accept guard (EMFILE); torn down in that order after evhttp_free. */
+struct http_listener {
+    struct evhttp *http;
+    struct rs_httpguard *guard;
+    struct acceptguard *accept;
+    int port;
+};
+
+static void
+on_guard_log(void *ud, const struct rs_httpguard_note *n)
+{
+    (void)ud;
+    char events[24], unlogged[24];
+    bool refused = n->event == RS_HTTPGUARD_EV_PER_ADDR ||
+                   n->event == RS_HTTPGUARD_EV_FULL;
+    snprintf(events, sizeof(events), "%llu", (unsigned long long)n->events);
+    snprintf(unlogged, sizeof(unlogged), "%llu",
+             (unsigned long long)n->unlogged);
+    rs_log_kv(RS_LOG_WARN, refused ? "http connection refused"
+                                   : "http connection closed",
+              "listener", n->listener, "client", n->addr, "reason",
+              rs_httpguard_event_name(n->event), "client_events", events,
+              "others_unlogged", unlogged, NULL);
+}
+
+static int
+http_listen(struct hub *h, struct http_listener *l,
+            const struct rs_config_hostport *hp, const char *name)
+{
+    const char *err = NULL;
+    l->http = evhttp_new(h->base);
+    if (l->http == NULL)
+        return RS_ENOMEM;
+    evhttp_set_max_body_size(l->http, (ev_ssize_t)conf.max_body);
+    evhttp_set_max_headers_size(l->http, 64 * 1024);
+    evhttp_set_allowed_methods(l->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+                                        EVHTTP_REQ_HEAD);
+    struct rs_httpguard_opts go = {
+        .base = h->base,
+        .http = l->http,
+        .name = name,
+        .limits = http_limits,
+        .on_request = on_http,
+        .request_arg = h,
+        .metrics = h->metrics,
+        .metrics_prefix = "rshub_http",
+        .on_log = on_guard_log,
+    };
+    l->guard = rs_httpguard_new(&go, &err);
+    if (l->guard == NULL) {
+        rs_log(RS_LOG_ERROR, "%s listener: %s", name, err);
+        return RS_ENOMEM;
+    }
+    const char *host = hp->host[0] != '\0' ? hp->host : "0.0.0.0";
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(l->http, host, hp->port);
+    if (bs != NULL)
+        l->port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
+    if (bs == NULL || l->port < 0) {
+        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", host, hp->port,
+               strerror(errno));
+        return RS_EIO;
+    }
+    l->accept = acceptguard_new(h->base, evhttp_bound_socket_get_listener(bs),
+                                name);
+    return l->accept != NULL ? 0 : RS_ENOMEM;
+}
+
+static void
+http_listener_close(struct http_listener *l)
+{
+    acceptguard_free(l->accept);
+    if (l->http != NULL)
+        evhttp_free(l->http);
+    rs_httpguard_free(l->guard);   /* after evhttp_free: rs_httpguard.h */
+    memset(l, 0, sizeof(*l));
+}
+
 int
 main(int argc, char **argv)
 {
     int exit_code = 1;
     struct hub h;
     struct event *ev_sig[3] = { NULL, NULL, NULL }, *ev_janitor = NULL;
-    struct acceptguard *http_guard = NULL;
+    struct http_listener main_l, pub_l;
+    memset(&main_l, 0, sizeof(main_l));
+    memset(&pub_l, 0, sizeof(pub_l));
+    pub_l.port = -1;
     memset(&h, 0, sizeof(h));
     h.conf = &conf;
 
@@ -562,27 +660,12 @@ main(int argc, char **argv)
     }
 
     /* HTTP first: the WebSocket default port follows it. */
-    h.http = evhttp_new(h.base);
-    if (h.http == NULL)
+    if (http_listen(&h, &main_l, &conf.listen, "http") != 0)
         goto out;
-    evhttp_set_max_body_size(h.http, (ev_ssize_t)conf.max_body);
-    evhttp_set_max_headers_size(h.http, 64 * 1024);
-    evhttp_set_timeout(h.http, 30);
-    evhttp_set_allowed_methods(h.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
-                                       EVHTTP_REQ_HEAD);
-    evhttp_set_gencb(h.http, on_http, &h);
-    const char *lhost = conf.listen.host[0] != '\0' ? conf.listen.host : "0.0.0.0";
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(h.http, lhost, conf.listen.port);
-    if (bs != NULL)
-        h.http_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
-    if (bs == NULL || h.http_port < 0) {
-        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", lhost,
-               conf.listen.port, strerror(errno));
-        goto out;
-    }
-    http_guard = acceptguard_new(h.base, evhttp_bound_socket_get_listener(bs), "http");
-    if (http_guard == NULL)
+    h.http = main_l.http;
+    h.http_port = main_l.port;
+    if (rs_config_is_set(cfg, "publish-listen") &&
+        http_listen(&h, &pub_l, &publish_listen, "publish") != 0)
         goto out;
 
     struct rs_config_hostport wl = conf.ws_listen;
@@ -659,13 +742,17 @@ main(int argc, char **argv)
         goto out;
 
     char hp[32], wp[32];
+    char pp[32];
     snprintf(hp, sizeof(hp), "%d", h.http_port);
     snprintf(wp, sizeof(wp), "%d", h.ws_port);
+    snprintf(pp, sizeof(pp), "%d", pub_l.port);
     rs_log_kv(RS_LOG_INFO, "listening", "http_port", hp, "ws_port", wp,
+              "publish_port", pub_l.http != NULL ? pp : "none",
               "hub", h.hub_url, "ws", conf.ws_public_url, "redis", conf.redis,
               "mode", conf.open ? "open" : "closed", NULL);
     if (conf.ready_file != NULL &&
-        write_ready_file(conf.ready_file, h.http_port, h.ws_port) != 0)
+        write_ready_file(conf.ready_file, h.http_port, h.ws_port,
+                         pub_l.http != NULL ? pub_l.port : -1) != 0)
         rs_log(RS_LOG_WARN, "cannot write %s", conf.ready_file);
 
     event_base_dispatch(h.base);
@@ -676,9 +763,9 @@ out:
      * (HTTP client, DNS, Redis) is freed while what their cancelled
      * callbacks touch (deliveries, WebSub requests, fan-out) still lives. */
     ws_server_free(h.ws, 2000);
-    acceptguard_free(http_guard);
-    if (h.http != NULL)
-        evhttp_free(h.http);
+    http_listener_close(&pub_l);
+    http_listener_close(&main_l);
+    h.http = NULL;
     deliver_close(h.deliver);
     rs_http_free(h.httpc);
     if (h.dns != NULL)
