@@ -52,6 +52,9 @@ struct pull {
     rs_time_t index_at;          /* the index's at (children may lack it) */
     rs_time_t doc_at;            /* the current list's at */
     rs_time_t min_from;          /* CHANGES: earliest from of any list */
+    rs_time_t newest_lastmod;    /* RECONCILE/AUDIT: the newest <lastmod>
+                                    the list named: its age when it has no
+                                    at */
     rs_time_t changes_newest;    /* CHANGES: newest change datetime read */
     struct changeset *cs;        /* RECONCILE/AUDIT: changes since the
                                     snapshot; NULL when none were read */
@@ -302,6 +305,9 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     bool have, same, repair;
     int rc;
 
+    if (e->lastmod != RS_TIME_NONE &&
+        (p->newest_lastmod == RS_TIME_NONE || e->lastmod > p->newest_lastmod))
+        p->newest_lastmod = e->lastmod;
     if (!p->o.readonly && (rc = apply_txn(p->o.apply)) != 0)
         return rc;
     rc = ledger_res_get(p->o.ledger, loc, &r, &buf);
@@ -715,8 +721,12 @@ after_list(struct pull *p)
                  ledger_errstr(p->o.ledger));
     uriset_clear(&p->seen);
     p->r.newest = horizon(p);
+    /* A list without `at` is at least as new as its newest lastmod, and
+     * may be much older than this walk (a list made weekly): the Change
+     * Lists are read from there, or what changed between is skipped. */
     if (p->r.newest == RS_TIME_NONE)
-        p->r.newest = p->started;
+        p->r.newest = p->newest_lastmod != RS_TIME_NONE ? p->newest_lastmod
+                                                       : p->started;
     pull_end(p, rc, "");
 }
 
@@ -837,6 +847,7 @@ pull_start(struct pull *p, enum pull_kind k, const char *url,
     p->since = k == PULL_CHANGES ? since : RS_TIME_NONE;
     p->started = rs_time_now();
     p->index_at = p->doc_at = p->min_from = RS_TIME_NONE;
+    p->newest_lastmod = RS_TIME_NONE;
     p->changes_newest = RS_TIME_NONE;
     p->cs_full = false;
     p->err[0] = '\0';

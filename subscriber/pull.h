@@ -45,8 +45,8 @@ struct pull_report {
     bool reached_back;
     /* CHANGES: the newest change seen; RECONCILE/AUDIT: the time the
      * documents read speak for: the Resource List's `at` brought forward
-     * by the Change Lists (their newest change), else when the walk
-     * began. */
+     * by the Change Lists (their newest change), else the newest
+     * <lastmod> the list named, else when the walk began. */
     rs_time_t newest;
     /* RECONCILE and AUDIT: */
     rs_time_t snapshot;      /* the Resource List's at (the earliest of an
