@@ -3,8 +3,10 @@
  * operations on it: append a notification (exactly bounded, with the trim
  * mark), read a page of replay with the trim mark atomically, stream info,
  * the blocking tail read (XREAD) that drives live fan-out on every node,
- * the topic registry. Two Redis links: one for commands, one for the
- * blocking tail. It knows nothing of WebSockets or HTTP.
+ * the topic registry. Three Redis links: one for publishes (appends and
+ * topic claims, so that they never queue behind other work), one for
+ * other commands, one for the blocking tail. It knows nothing of
+ * WebSockets or HTTP.
  */
 #ifndef HUB_BACKLOG_H
 #define HUB_BACKLOG_H
@@ -20,12 +22,16 @@ struct event_base;
 struct backlog;
 
 #define BACKLOG_NAME_MAX 100   /* channel names: [A-Za-z0-9._-], 1..100 */
+#define BACKLOG_PAGE_BYTES (512 * 1024)  /* default page budget */
 
 struct backlog_opts {
     const char *redis_url;
     const char *prefix;              /* key prefix; NULL = "rshub:" */
     unsigned command_timeout_ms;     /* 0 = 2000 */
-    /* link state changes, for readiness and logs; which = "command"/"tail" */
+    size_t page_bytes;               /* page budget, body bytes; 0 =
+                                        BACKLOG_PAGE_BYTES */
+    /* link state changes, for readiness and logs; which = "command",
+     * "publish" or "tail" */
     void (*on_state)(void *ud, const char *which, enum rs_redis_state st,
                      const char *errstr);
     void *ud;
@@ -76,9 +82,11 @@ struct backlog *backlog_new(struct event_base *base,
                             const struct backlog_opts *o, const char **err);
 void backlog_free(struct backlog *b);    /* pending callbacks: RS_ECANCELED */
 
-bool backlog_ready(const struct backlog *b);      /* command link READY */
+/* The command and publish links are READY. */
+bool backlog_ready(const struct backlog *b);
 bool backlog_tail_ready(const struct backlog *b); /* tail link READY */
 void backlog_stats(const struct backlog *b, struct rs_redis_stats *out);
+void backlog_publish_stats(const struct backlog *b, struct rs_redis_stats *out);
 
 /* The command link and key prefix, for other stores of the hub's Redis
  * layout (subs.c). */
@@ -89,14 +97,20 @@ const char *backlog_prefix(const struct backlog *b);
 bool backlog_name_ok(const char *name);
 
 /* Append body to channel's stream; keep at most max_entries (0 =
- * unbounded). The callback's id is the stream id Redis assigned: the
- * notification is then stored. */
+ * unbounded), on the publish link. The callback's id is the stream id
+ * Redis assigned: the notification is then stored. */
 int backlog_append(struct backlog *b, const char *chan, const char *body,
                    size_t len, const char *ctype, uint64_t max_entries,
                    backlog_append_cb cb, void *ud) RS_MUST_CHECK;
 
 /* Up to count entries with id > after ("since=0" reads from the oldest),
- * with the trim mark read atomically with them. */
+ * with the trim mark read atomically with them. The page also stops
+ * before the entry that would take the bodies past max_bytes (the first
+ * entry is always included): a page can be short while more entries
+ * follow. max_bytes 0 = the backlog's page_bytes. */
+int backlog_page_bytes(struct backlog *b, const char *chan,
+                       struct msg_id after, unsigned count, size_t max_bytes,
+                       backlog_page_cb cb, void *ud) RS_MUST_CHECK;
 int backlog_page(struct backlog *b, const char *chan, struct msg_id after,
                  unsigned count, backlog_page_cb cb, void *ud) RS_MUST_CHECK;
 
@@ -123,7 +137,8 @@ int backlog_trims(struct backlog *b, const char *const *chans, size_t n,
                   backlog_trims_cb cb, void *ud) RS_MUST_CHECK;
 
 /* Topic registry. claim: store value for name unless a record exists;
- * the callback gets the record that holds (ours or the first node's). */
+ * the callback gets the record that holds (ours or the first node's). On
+ * the publish link: the first publish to a topic claims it. */
 typedef void (*backlog_value_cb)(void *ud, int rc, const char *value,
                                  size_t len);
 int backlog_topic_claim(struct backlog *b, const char *name, const char *value,
