@@ -22,8 +22,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#define RS_LOG_MODULE "httpguard"
 #include "rs_alloc.h"
 #include "rs_httpguard.h"
+#include "rs_log.h"
 #include "rs_metrics.h"
 
 #define LOG_SLOTS 256            /* addresses whose last line we remember */
@@ -251,6 +253,23 @@ note(struct rs_httpguard *g, const struct addr_key *k,
     s->last_ms = now;
     g->unlogged = 0;
     g->on_log(g->log_ud, &n);
+}
+
+void
+rs_httpguard_log_warn(void *ud, const struct rs_httpguard_note *n)
+{
+    (void)ud;
+    char events[24], unlogged[24];
+    bool refused = n->event == RS_HTTPGUARD_EV_PER_ADDR ||
+                   n->event == RS_HTTPGUARD_EV_FULL;
+    snprintf(events, sizeof(events), "%llu", (unsigned long long)n->events);
+    snprintf(unlogged, sizeof(unlogged), "%llu",
+             (unsigned long long)n->unlogged);
+    rs_log_kv(RS_LOG_WARN, refused ? "http connection refused"
+                                   : "http connection closed",
+              "listener", n->listener, "client", n->addr, "reason",
+              rs_httpguard_event_name(n->event), "client_events", events,
+              "others_unlogged", unlogged, NULL);
 }
 
 /* ------------------------------------------------------------ connections */

@@ -500,23 +500,6 @@ struct http_listener {
     int port;
 };
 
-static void
-on_guard_log(void *ud, const struct rs_httpguard_note *n)
-{
-    (void)ud;
-    char events[24], unlogged[24];
-    bool refused = n->event == RS_HTTPGUARD_EV_PER_ADDR ||
-                   n->event == RS_HTTPGUARD_EV_FULL;
-    snprintf(events, sizeof(events), "%llu", (unsigned long long)n->events);
-    snprintf(unlogged, sizeof(unlogged), "%llu",
-             (unsigned long long)n->unlogged);
-    rs_log_kv(RS_LOG_WARN, refused ? "http connection refused"
-                                   : "http connection closed",
-              "listener", n->listener, "client", n->addr, "reason",
-              rs_httpguard_event_name(n->event), "client_events", events,
-              "others_unlogged", unlogged, NULL);
-}
-
 static int
 http_listen(struct hub *h, struct http_listener *l,
             const struct rs_config_hostport *hp, const char *name)
@@ -538,7 +521,7 @@ http_listen(struct hub *h, struct http_listener *l,
         .request_arg = h,
         .metrics = h->metrics,
         .metrics_prefix = "rshub_http",
-        .on_log = on_guard_log,
+        .on_log = rs_httpguard_log_warn,
     };
     l->guard = rs_httpguard_new(&go, &err);
     if (l->guard == NULL) {

@@ -34,6 +34,7 @@
 #include "rs_alloc.h"
 #include "rs_config.h"
 #include "rs_http.h"
+#include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
 #include "rs_url.h"
@@ -79,6 +80,7 @@ static struct {
     char *log_format;
     char *log_file;
     char *ready_file;
+    struct rs_httpguard_limits http_limits;
 } conf;
 
 static const struct rs_config_opt options[] = {
@@ -89,6 +91,7 @@ static const struct rs_config_opt options[] = {
                      "(default http://LISTEN/)"),
     RS_CONFIG_HOSTPORT("listen", 'l', &conf.listen, "127.0.0.1:8080",
                        "HTTP address"),
+    RS_HTTPGUARD_CONFIG(&conf.http_limits, "60s"),
     RS_CONFIG_STRING("hub", 0, &conf.hub, "URL", NULL,
                      "the hub's publish URL (e.g. https://hub.example/hub); "
                      "none: no push"),
@@ -153,6 +156,7 @@ struct src {
     struct event_base *base;
     struct evhttp *http;
     struct evconnlistener *listener;   /* the HTTP socket's; evhttp owns it */
+    struct rs_httpguard *guard;        /* deadlines and caps of http */
     int http_port;
     struct tree *tree;
     struct state *st;
@@ -543,7 +547,19 @@ setup_http(struct src *s)
         return RS_ENOMEM;
     evhttp_set_max_headers_size(s->http, 64 * 1024);
     evhttp_set_max_body_size(s->http, 64 * 1024);
-    evhttp_set_timeout(s->http, 60);
+    struct rs_httpguard_opts go = {
+        .base = s->base,
+        .http = s->http,
+        .name = "http",
+        .limits = conf.http_limits,
+        .on_log = rs_httpguard_log_warn,
+    };
+    const char *gerr = NULL;
+    s->guard = rs_httpguard_new(&go, &gerr);
+    if (s->guard == NULL) {
+        rs_log(RS_LOG_ERROR, "HTTP listener: %s", gerr);
+        return RS_ENOMEM;
+    }
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE |
@@ -875,7 +891,7 @@ setup(struct src *s)
         return 1;
     }
     struct serve_opts sv = {
-        .http = s->http,
+        .guard = s->guard,
         .tree = s->tree,
         .docs = s->docs,
         .st = s->st,
@@ -922,6 +938,7 @@ teardown(struct src *s)
     serve_free(s->serve);
     if (s->http != NULL)
         evhttp_free(s->http);
+    rs_httpguard_free(s->guard);
     watch_free(s->watch);
     rs_http_free(s->httpc);
     if (s->push != NULL) {

@@ -23,6 +23,7 @@
 #include "changelog.h"
 #include "mime.h"
 #include "rs_alloc.h"
+#include "rs_httpguard.h"
 #include "rs_log.h"
 
 #define SERVE_PARK_MAX 256        /* requests waiting for a Resource List */
@@ -445,7 +446,7 @@ serve_new(const struct serve_opts *o)
     if (s == NULL)
         return NULL;
     s->o = *o;
-    evhttp_set_gencb(o->http, on_request, s);
+    rs_httpguard_set_handler(o->guard, on_request, s);
     return s;
 }
 
@@ -457,7 +458,7 @@ serve_free(struct serve *s)
     for (size_t i = 0; i < s->nparked; i++)
         reply_text(s, s->parked[i], 503, "Service Unavailable",
                    "shutting down");
-    evhttp_set_gencb(s->o.http, NULL, NULL);
+    rs_httpguard_set_handler(s->o.guard, NULL, NULL);
     rs_free(s);
 }
 

@@ -18,10 +18,11 @@
 #include "state.h"
 #include "tree.h"
 
-struct evhttp;
+struct rs_httpguard;
 
 struct serve_opts {
-    struct evhttp *http;           /* handlers are installed on it */
+    struct rs_httpguard *guard;    /* the guarded server: handlers are
+                                      installed on it */
     struct tree *tree;
     const struct docs *docs;
     struct state *st;
@@ -45,8 +46,8 @@ struct serve_stats {
 struct serve;
 
 struct serve *serve_new(const struct serve_opts *o);
-/* Requests waiting for a Resource List get 503. Call before evhttp_free.
- * NULL ok. */
+/* Requests waiting for a Resource List get 503; the guard's handler is
+ * unset. Call before evhttp_free. NULL ok. */
 void serve_free(struct serve *s);
 
 /* Tell the server a snapshot build ended (snapshot's on_done). */

@@ -126,6 +126,11 @@ struct rs_httpguard_note {
 typedef void (*rs_httpguard_log_cb)(void *ud,
                                     const struct rs_httpguard_note *n);
 
+/* A ready-made on_log for the daemons: one WARN line through rs_log
+ * ("http connection refused" or "http connection closed", with listener,
+ * client, reason, client_events and others_unlogged). ud is unused. */
+void rs_httpguard_log_warn(void *ud, const struct rs_httpguard_note *n);
+
 typedef void (*rs_httpguard_request_cb)(struct evhttp_request *req,
                                         void *arg);
 
