@@ -29,6 +29,7 @@
 #include "rs_alloc.h"
 #include "rs_hex.h"
 #include "rs_http.h"
+#include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
 #include "rs_url.h"
@@ -40,7 +41,6 @@
 #define HUBSUB_MAX_BODY ((size_t)10 << 20)
 #define HUBSUB_VERIFY_WAIT_MS 60000u
 #define HUBSUB_REQ_TIMEOUT_MS 30000u     /* one request to a hub */
-#define HUBSUB_IO_TIMEOUT_S 30           /* evhttp: a caller that stalls */
 #define HUBSUB_MAX_HEADERS 65536
 #define HUBSUB_RETRY_AFTER_MAX_MS (3600u * 1000u)
 #define HUBSUB_UNSUB_TRIES 4             /* then the 410s do the job */
@@ -108,6 +108,7 @@ struct hubsub {
     char *listen_host;
     char *cb_base;               /* public base URL, ends with '/' */
     struct evhttp *http;
+    struct rs_httpguard *guard;  /* http's deadlines and caps */
     int port;
     struct sub *subs, *tail;     /* oldest first, GONE ones included */
     unsigned ngone;              /* subs in SUB_GONE */
@@ -918,6 +919,7 @@ hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
         goto nomem;
     h->o = *o;
     h->o.callback_base = NULL;
+    h->o.http_limits = NULL;     /* copied into the guard below */
     if (h->o.max_body == 0)
         h->o.max_body = HUBSUB_MAX_BODY;
     if (h->o.verify_wait_ms == 0)
@@ -935,9 +937,26 @@ hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
         goto nomem;
     evhttp_set_max_body_size(h->http, (ev_ssize_t)h->o.max_body);
     evhttp_set_max_headers_size(h->http, HUBSUB_MAX_HEADERS);
-    evhttp_set_timeout(h->http, HUBSUB_IO_TIMEOUT_S);
     evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
-    evhttp_set_gencb(h->http, on_request, h);
+    static const struct rs_httpguard_limits def = RS_HTTPGUARD_LIMITS_DEFAULT;
+    struct rs_httpguard_opts go = {
+        .base = o->base,
+        .http = h->http,
+        .name = "callback",
+        .limits = o->http_limits != NULL ? *o->http_limits : def,
+        .on_request = on_request,
+        .request_arg = h,
+        .metrics = o->metrics,
+        .metrics_prefix = "rssub_http",
+        .on_log = rs_httpguard_log_warn,
+    };
+    const char *gerr = NULL;
+    h->guard = rs_httpguard_new(&go, &gerr);
+    if (h->guard == NULL) {
+        set_err(err, errsz, "hubsub: %s", gerr);
+        hubsub_free(h);
+        return NULL;
+    }
     struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(
         h->http, o->listen_host, (ev_uint16_t)o->listen_port);
     if (bs != NULL)
@@ -977,6 +996,7 @@ hubsub_free(struct hubsub *h)
     }
     if (h->http != NULL)
         evhttp_free(h->http);
+    rs_httpguard_free(h->guard);   /* after evhttp_free */
     if (h->reap != NULL)
         event_free(h->reap);
     rs_free(h->listen_host);

@@ -14,6 +14,8 @@
 
 struct event_base;
 struct rs_http;
+struct rs_httpguard_limits;
+struct rs_metrics;
 struct hubsub;
 
 /* The retry schedule (see hubsub_subscribe). */
@@ -56,6 +58,11 @@ struct hubsub_opts {
     unsigned lease_seconds;        /* asked for; 0 = let the hub choose */
     size_t max_body;               /* 0 = 10 MiB; larger POST -> 413 */
     unsigned verify_wait_ms;       /* 202 -> verification; 0 = 60 s */
+    /* The callback listener's deadlines and connection caps (copied;
+     * NULL: RS_HTTPGUARD_LIMITS_DEFAULT of rs_httpguard.h), and where its
+     * counters go (rssub_http_*{listener="callback"}; NULL: nowhere). */
+    const struct rs_httpguard_limits *http_limits;
+    struct rs_metrics *metrics;
     /* Return 0 only once it is durably taken (persisted BEFORE returning):
      * 204. Non-zero: 503, the hub delivers it again later. Runs on the
      * loop; may call hubsub_subscribe/_unsubscribe, never hubsub_free. */

@@ -40,6 +40,7 @@
 #include "rs_alloc.h"
 #include "rs_config.h"
 #include "rs_http.h"
+#include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "rs_sock.h"
@@ -92,6 +93,7 @@ static struct {
     bool force_delete;
     bool deep;
     struct rs_config_hostport metrics_listen;
+    struct rs_httpguard_limits http_limits;   /* --metrics-listen's */
     char *ready_file;
     int64_t drain_ms;
     bool progress;
@@ -192,6 +194,7 @@ static const struct rs_config_opt options[] = {
                    "the recorded hashes)"),
     RS_CONFIG_HOSTPORT("metrics-listen", 0, &conf.metrics_listen, NULL,
                        "serve Prometheus metrics at http://HOST:PORT/metrics"),
+    RS_HTTPGUARD_CONFIG(&conf.http_limits, "30s"),
     RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
                      "run: write {\"metrics\":PORT} here once the first "
                      "sync is done and push is followed"),
@@ -286,6 +289,7 @@ struct sub {
     struct event *ev_sig[3], *ev_poll, *ev_pull, *ev_audit, *ev_progress,
         *ev_drain, *ev_retry_pull, *ev_ready;
     struct evhttp *mhttp;
+    struct rs_httpguard *mguard;  /* mhttp's deadlines and caps */
     int metrics_port;
     struct rs_metrics *metrics;
     struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
@@ -1655,6 +1659,22 @@ setup_metrics(struct sub *s)
     s->mhttp = evhttp_new(s->base);
     if (s->mhttp == NULL)
         return RS_ENOMEM;
+    evhttp_set_max_headers_size(s->mhttp, 16 * 1024);
+    evhttp_set_allowed_methods(s->mhttp, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    struct rs_httpguard_opts go = {
+        .base = s->base,
+        .http = s->mhttp,
+        .name = "metrics",
+        .limits = conf.http_limits,
+        .on_request = on_metrics_request,
+        .request_arg = s,
+        .metrics = s->metrics,
+        .metrics_prefix = "rssub_http",
+        .on_log = rs_httpguard_log_warn,
+    };
+    s->mguard = rs_httpguard_new(&go, NULL);
+    if (s->mguard == NULL)
+        return RS_ENOMEM;
     struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(
         s->mhttp, conf.metrics_listen.host[0] ? conf.metrics_listen.host
                                               : "0.0.0.0",
@@ -1662,7 +1682,6 @@ setup_metrics(struct sub *s)
     if (bs == NULL)
         return RS_EIO;
     s->metrics_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
-    evhttp_set_gencb(s->mhttp, on_metrics_request, s);
     return 0;
 }
 
@@ -2221,6 +2240,7 @@ teardown(struct sub *s)
     ledger_close(s->ledger);
     if (s->mhttp != NULL)
         evhttp_free(s->mhttp);
+    rs_httpguard_free(s->mguard);   /* after evhttp_free */
     rs_metrics_free(s->metrics);
     struct event *evs[] = { s->ev_sig[0], s->ev_sig[1], s->ev_sig[2],
                             s->ev_poll, s->ev_pull, s->ev_audit,
