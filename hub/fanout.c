@@ -5,6 +5,15 @@
  * pulled by each client's service thread page by page; each page carries
  * the trim mark, so "gone from the backlog" is detected, never skipped.
  *
+ * Replay is the one thing anonymous clients can make Redis do at will, so
+ * it is scheduled: every page read waits in one FIFO and at most
+ * replay_reads run at once per node, whatever the number of clients (a
+ * queue, not a fan-out); a page is bounded in bytes by the page script; a
+ * client that leaves is dropped from the queue, so nothing is read for it
+ * after it has gone; and reads are started only after a whole inbox batch
+ * is handled, so a client that connects and hangs up at once costs no
+ * read at all (docs/internals/fanout.md, "Replay under load").
+ *
  * The seam rule that keeps the join gap-free: main counts a client in a
  * channel when it sends ATTACH, and every live message it posts afterwards
  * follows that ATTACH in the thread's FIFO. A live client skips ids <= the
@@ -21,6 +30,7 @@
 #include "fanout.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "rs_metrics.h"
 
 enum chan_state {
     CH_IDLE = 0,
@@ -34,6 +44,32 @@ struct join {
     uint64_t client;
     bool has_since;
     struct msg_id since;
+    struct seam_addr addr;
+};
+
+enum replay_state {
+    RP_JOINING = 0,   /* JOIN seen; waiting for the channel to activate */
+    RP_QUEUED,        /* waiting for a page read slot */
+    RP_READING,       /* its page read is in flight */
+    RP_DRAINING,      /* page handed over; waiting for the client's MORE */
+};
+
+/* One client in replay mode, from its JOIN until its last page or its
+ * LEAVE. Indexed by client id (LEAVE and MORE find it); queued in the FIFO
+ * while RP_QUEUED. A record whose read is in flight is owned by that read
+ * once the client left (gone): the read's callback frees it. */
+struct replay {
+    struct replay *hnext;          /* client map chain */
+    struct replay *prev, *next;    /* FIFO links; valid while RP_QUEUED */
+    uint64_t client;
+    unsigned thread;
+    unsigned chan;                 /* SEAM_NO_CHAN while RP_JOINING */
+    enum replay_state state;
+    bool gone;                     /* left while RP_READING */
+    bool empty_once;               /* the last page was empty, the cursor
+                                      past it */
+    struct msg_id after;           /* the next page: ids after this */
+    struct seam_addr addr;         /* counted in the per-address cap */
 };
 
 struct chan {
@@ -73,16 +109,13 @@ struct fanout {
     const char **tail_names;       /* scratch for the XREAD arguments */
     struct msg_id *tail_after;
     size_t tail_cap;
+    /* replay: client id -> record (chained; power-of-two buckets), and
+     * the FIFO of records waiting for a read slot */
+    struct replay **rmap;
+    size_t rmap_cap;
+    struct replay *rq_head, *rq_tail;
     struct fanout_stats st;
-};
-
-/* One replay page in flight. */
-struct page_req {
-    struct fanout *f;
-    unsigned chan;
-    unsigned thread;
-    uint64_t client;
-    struct msg_id after;
+    struct rs_metrics_counter *m_pages, *m_cancelled, *m_refused, *m_future;
 };
 
 struct info_req {
@@ -167,8 +200,223 @@ chan_close_all(struct fanout *f, struct chan *ch, uint16_t code,
 
 /* --------------------------------------------------------------- replay */
 
-static void replay_request(struct fanout *f, struct chan *ch, unsigned thread,
-                           uint64_t client, struct msg_id after);
+static size_t
+rmap_slot(const struct fanout *f, uint64_t client)
+{
+    uint64_t k = client;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k & (f->rmap_cap - 1);
+}
+
+static struct replay *
+replay_find(const struct fanout *f, uint64_t client)
+{
+    if (f->rmap_cap == 0)
+        return NULL;
+    for (struct replay *r = f->rmap[rmap_slot(f, client)]; r; r = r->hnext)
+        if (r->client == client)
+            return r;
+    return NULL;
+}
+
+/* Index r by its client; the map doubles when it holds more records than
+ * buckets, so chains stay short. Records are bounded by connections. */
+static int
+replay_index(struct fanout *f, struct replay *r)
+{
+    if (f->st.replays >= f->rmap_cap) {
+        size_t ncap = f->rmap_cap ? f->rmap_cap * 2 : 64;
+        struct replay **nm = rs_calloc(ncap, sizeof(*nm));
+        if (nm == NULL)
+            return RS_ENOMEM;
+        size_t ocap = f->rmap_cap;
+        struct replay **om = f->rmap;
+        f->rmap = nm;
+        f->rmap_cap = ncap;
+        for (size_t i = 0; i < ocap; i++) {
+            struct replay *x = om[i];
+            while (x != NULL) {
+                struct replay *next = x->hnext;
+                size_t j = rmap_slot(f, x->client);
+                x->hnext = nm[j];
+                nm[j] = x;
+                x = next;
+            }
+        }
+        rs_free(om);
+    }
+    size_t j = rmap_slot(f, r->client);
+    r->hnext = f->rmap[j];
+    f->rmap[j] = r;
+    f->st.replays++;
+    return 0;
+}
+
+static void
+replay_unindex(struct fanout *f, struct replay *r)
+{
+    struct replay **pp = &f->rmap[rmap_slot(f, r->client)];
+    while (*pp != NULL && *pp != r)
+        pp = &(*pp)->hnext;
+    if (*pp == r) {
+        *pp = r->hnext;
+        f->st.replays--;
+    }
+}
+
+static void
+rq_push(struct fanout *f, struct replay *r)
+{
+    r->state = RP_QUEUED;
+    r->next = NULL;
+    r->prev = f->rq_tail;
+    if (f->rq_tail != NULL)
+        f->rq_tail->next = r;
+    else
+        f->rq_head = r;
+    f->rq_tail = r;
+    f->st.replay_queued++;
+}
+
+static void
+rq_unlink(struct fanout *f, struct replay *r)
+{
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        f->rq_head = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    else
+        f->rq_tail = r->prev;
+    r->prev = r->next = NULL;
+    f->st.replay_queued--;
+}
+
+/* The replay is over (done, failed, or the client left): forget the
+ * client and give its address's slot back. A record whose read is in
+ * flight is only marked; the read's callback frees it. */
+static void
+replay_end(struct fanout *f, struct replay *r)
+{
+    replay_unindex(f, r);
+    if (f->ws != NULL)
+        ws_server_replay_end(f->ws, &r->addr);
+    if (r->state == RP_QUEUED)
+        rq_unlink(f, r);
+    if (r->state == RP_READING) {
+        r->gone = true;
+        return;
+    }
+    rs_free(r);
+}
+
+struct page_req {
+    struct fanout *f;
+    struct replay *r;
+};
+
+static void
+page_handle(struct page_req *q, int rc, struct msg_id mark,
+            const struct backlog_entry *e, size_t n)
+{
+    struct fanout *f = q->f;
+    struct replay *r = q->r;
+    struct chan *ch = f->chans[r->chan];
+    char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ], reason[SEAM_TEXT];
+
+    rs_free(q);
+    f->st.replay_reading--;
+    if (rc == RS_ECANCELED) {
+        /* Shutting down: the WebSocket server is already gone, so neither
+         * post nor give the address's slot back. */
+        if (!r->gone)
+            replay_unindex(f, r);
+        rs_free(r);
+        return;
+    }
+    if (r->gone) {
+        /* It left while this page was read: Redis did the work, nobody
+         * gets it. Counted, so a flood of such clients shows. */
+        f->st.replay_cancelled++;
+        rs_metrics_counter_inc(f->m_cancelled);
+        rs_free(r);
+        return;
+    }
+    r->state = RP_DRAINING;
+    if (rc != 0) {
+        post_close(f, r->thread, r->client, ch->idx, 4003,
+                   "backlog unavailable; retry later with since");
+        replay_end(f, r);
+        return;
+    }
+    if (!msg_id_is_zero(r->after) && msg_id_cmp(r->after, mark) < 0) {
+        msg_id_format(r->after, a);
+        msg_id_format(mark, b);
+        snprintf(reason, sizeof(reason),
+                 "gap: since=%s is older than the backlog (trimmed through %s)",
+                 a, b);
+        f->st.gaps++;
+        post_close(f, r->thread, r->client, ch->idx, 4001, reason);
+        replay_end(f, r);
+        return;
+    }
+    /* An empty page with the cursor past it is a read that ran before
+     * entries the tail has already seen, so the next read finds them. Two
+     * in a row mean entries this node delivered are gone from Redis
+     * without a trim mark (the stream was deleted): a gap. */
+    bool behind = n == 0 && msg_id_cmp(ch->cursor, r->after) > 0;
+    if (behind && r->empty_once) {
+        msg_id_format(r->after, a);
+        msg_id_format(ch->cursor, b);
+        snprintf(reason, sizeof(reason),
+                 "gap: entries between %s and %s are gone from the backlog", a, b);
+        f->st.gaps++;
+        post_close(f, r->thread, r->client, ch->idx, 4001, reason);
+        replay_end(f, r);
+        return;
+    }
+    r->empty_once = behind;
+    struct seam_ev *ev = seam_ev_new(SEAM_REPLAY);
+    if (ev == NULL || (n > 0 && (ev->msgs = rs_calloc(n, sizeof(*ev->msgs))) == NULL)) {
+        seam_ev_free(ev);
+        post_close(f, r->thread, r->client, ch->idx, 1011, "out of memory");
+        replay_end(f, r);
+        return;
+    }
+    /* The page script bounded the page in bytes already (one entry at
+     * least), so all of it goes. */
+    for (size_t i = 0; i < n; i++) {
+        int mrc;
+        ev->msgs[i] = msg_new(e[i].id, ch->idx, e[i].body, e[i].len, &mrc);
+        if (ev->msgs[i] == NULL) {
+            seam_ev_free(ev);
+            post_close(f, r->thread, r->client, ch->idx, 1011, "out of memory");
+            replay_end(f, r);
+            return;
+        }
+        ev->nmsgs++;
+    }
+    f->st.replayed += ev->nmsgs;
+    ev->client = r->client;
+    ev->chan = ch->idx;
+    ev->id = n > 0 ? e[n - 1].id : r->after;
+    /* Done once the live cursor has not gone past what this page covers:
+     * every live message the client ignored so far is <= the cursor, so
+     * it was in the pages, and live messages <= id are skipped from now
+     * on. Whether the page was full does not matter (a page may be short
+     * for its bytes while more follow). */
+    ev->flag = msg_id_cmp(ch->cursor, ev->id) <= 0;
+    r->after = ev->id;
+    bool done = ev->flag;
+    ws_server_post(f->ws, r->thread, ev);
+    if (done)
+        replay_end(f, r);
+}
+
+static void replay_pump(struct fanout *f);
 
 static void
 on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
@@ -176,80 +424,50 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
 {
     struct page_req *q = ud;
     struct fanout *f = q->f;
-    struct chan *ch = f->chans[q->chan];
-    char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ], reason[SEAM_TEXT];
+    page_handle(q, rc, mark, e, n);
+    if (rc != RS_ECANCELED)
+        replay_pump(f);   /* a slot is free */
+}
 
-    if (rc == RS_ECANCELED)
-        goto out;
-    if (rc != 0) {
-        post_close(f, q->thread, q->client, ch->idx, 4003,
-                   "backlog unavailable; retry later with since");
-        goto out;
-    }
-    if (!msg_id_is_zero(q->after) && msg_id_cmp(q->after, mark) < 0) {
-        msg_id_format(q->after, a);
-        msg_id_format(mark, b);
-        snprintf(reason, sizeof(reason),
-                 "gap: since=%s is older than the backlog (trimmed through %s)",
-                 a, b);
-        f->st.gaps++;
-        post_close(f, q->thread, q->client, ch->idx, 4001, reason);
-        goto out;
-    }
-    struct seam_ev *ev = seam_ev_new(SEAM_REPLAY);
-    if (ev == NULL || (n > 0 && (ev->msgs = rs_calloc(n, sizeof(*ev->msgs))) == NULL)) {
-        seam_ev_free(ev);
-        post_close(f, q->thread, q->client, ch->idx, 1011, "out of memory");
-        goto out;
-    }
-    /* A page is also bounded in bytes (one entry at least), so a backlog of
-     * large notifications never floods a resuming client's queue. */
-    size_t bytes = 0;
-    for (size_t i = 0; i < n && (i == 0 || bytes + e[i].len <= f->o.page_bytes); i++) {
-        int mrc;
-        ev->msgs[i] = msg_new(e[i].id, ch->idx, e[i].body, e[i].len, &mrc);
-        if (ev->msgs[i] == NULL) {
-            seam_ev_free(ev);
-            post_close(f, q->thread, q->client, ch->idx, 1011, "out of memory");
-            goto out;
+/* Start queued page reads while slots are free. Called once per inbox
+ * batch and after each read, never from inside an event handler, so that
+ * a LEAVE in the same batch as its JOIN or MORE cancels the read first. */
+static void
+replay_pump(struct fanout *f)
+{
+    while (f->rq_head != NULL && f->st.replay_reading < f->o.replay_reads) {
+        struct replay *r = f->rq_head;
+        rq_unlink(f, r);
+        struct page_req *q = rs_malloc(sizeof(*q));
+        struct chan *ch = f->chans[r->chan];
+        int rc = RS_ENOMEM;
+        if (q != NULL) {
+            q->f = f;
+            q->r = r;
+            rc = backlog_page_bytes(f->o.backlog, ch->name, r->after,
+                                    f->o.page_size, f->o.page_bytes, on_page, q);
         }
-        bytes += e[i].len;
-        ev->nmsgs++;
+        if (rc != 0) {
+            rs_free(q);
+            r->state = RP_DRAINING;
+            post_close(f, r->thread, r->client, ch->idx,
+                       rc == RS_ENOMEM ? 1011 : 4003,
+                       rc == RS_ENOMEM ? "out of memory"
+                                       : "backlog unavailable; retry later with since");
+            replay_end(f, r);
+            continue;
+        }
+        r->state = RP_READING;
+        f->st.replay_reading++;
+        f->st.replay_pages++;
+        rs_metrics_counter_inc(f->m_pages);
     }
-    f->st.replayed += ev->nmsgs;
-    ev->client = q->client;
-    ev->chan = ch->idx;
-    ev->id = ev->nmsgs > 0 ? e[ev->nmsgs - 1].id : q->after;
-    /* Done when the backlog is exhausted (a short page, all of it sent) and
-     * the live cursor has not gone past what this page covers: live
-     * messages <= id are then skipped. */
-    ev->flag = n < f->o.page_size && ev->nmsgs == n &&
-               msg_id_cmp(ch->cursor, ev->id) <= 0;
-    ws_server_post(f->ws, q->thread, ev);
-out:
-    rs_free(q);
 }
 
 static void
-replay_request(struct fanout *f, struct chan *ch, unsigned thread,
-               uint64_t client, struct msg_id after)
+addr_format(const struct seam_addr *a, char *buf, size_t len)
 {
-    struct page_req *q = rs_malloc(sizeof(*q));
-    if (q == NULL) {
-        post_close(f, thread, client, ch->idx, 1011, "out of memory");
-        return;
-    }
-    q->f = f;
-    q->chan = ch->idx;
-    q->thread = thread;
-    q->client = client;
-    q->after = after;
-    if (backlog_page(f->o.backlog, ch->name, after, f->o.page_size, on_page,
-                     q) != 0) {
-        rs_free(q);
-        post_close(f, thread, client, ch->idx, 4003,
-                   "backlog unavailable; retry later with since");
-    }
+    ws_server_addr_format(a, buf, len);
 }
 
 /* ----------------------------------------------------------------- joins */
@@ -257,9 +475,37 @@ replay_request(struct fanout *f, struct chan *ch, unsigned thread,
 static void
 join_process(struct fanout *f, struct chan *ch, struct join *j)
 {
+    struct replay *r = NULL;
+    bool replay = j->has_since;
+    if (replay) {
+        r = replay_find(f, j->client);
+        if (r == NULL)
+            return;   /* it left before the channel was ready: no attach */
+    }
+    /* A since beyond the newest id this node has seen cannot be a position
+     * a client was given (or is one a moment ahead of this node's tail):
+     * read it as "now" rather than hold live messages back until the
+     * clock passes it. The client gets everything after the cursor, which
+     * includes all after since; what it already has it drops as repeats. */
+    if (replay && msg_id_cmp(j->since, ch->cursor) > 0) {
+        char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ], who[64];
+        msg_id_format(j->since, a);
+        msg_id_format(ch->cursor, b);
+        addr_format(&j->addr, who, sizeof(who));
+        rs_log_kv(RS_LOG_INFO, "since is beyond the newest id: read as now",
+                  "channel", ch->name, "since", a, "newest", b, "client", who,
+                  NULL);
+        f->st.since_future++;
+        rs_metrics_counter_inc(f->m_future);
+        replay_end(f, r);
+        r = NULL;
+        replay = false;
+    }
     struct seam_ev *ev = seam_ev_new(SEAM_ATTACH);
     if (ev == NULL) {
         post_close(f, j->thread, j->client, ch->idx, 1011, "out of memory");
+        if (r != NULL)
+            replay_end(f, r);
         return;
     }
     ch->subs[j->thread]++;
@@ -267,11 +513,14 @@ join_process(struct fanout *f, struct chan *ch, struct join *j)
     ch->idle_since = 0;
     ev->client = j->client;
     ev->chan = ch->idx;
-    ev->flag = j->has_since;
-    ev->id = j->has_since ? j->since : ch->cursor;
+    ev->flag = replay;
+    ev->id = replay ? j->since : ch->cursor;
     ws_server_post(f->ws, j->thread, ev);
-    if (j->has_since)
-        replay_request(f, ch, j->thread, j->client, j->since);
+    if (r != NULL) {
+        r->chan = ch->idx;
+        r->after = j->since;
+        rq_push(f, r);   /* read by replay_pump at the end of the batch */
+    }
 }
 
 static void
@@ -281,8 +530,12 @@ chan_fail_joins(struct fanout *f, struct chan *ch)
     ch->joins = NULL;
     while (j != NULL) {
         struct join *next = j->next;
-        post_close(f, j->thread, j->client, ch->idx, 4003,
-                   "backlog unavailable; retry later");
+        struct replay *r = j->has_since ? replay_find(f, j->client) : NULL;
+        if (!j->has_since || r != NULL)
+            post_close(f, j->thread, j->client, ch->idx, 4003,
+                       "backlog unavailable; retry later");
+        if (r != NULL)
+            replay_end(f, r);
         rs_free(j);
         j = next;
     }
@@ -323,6 +576,7 @@ on_chan_info(void *ud, int rc, const struct backlog_info *info)
         rev = next;
     }
     fanout_kick(f);
+    replay_pump(f);
 }
 
 static void
@@ -365,6 +619,39 @@ on_join(struct fanout *f, struct seam_ev *ev)
     j->client = ev->client;
     j->has_since = ev->flag;
     j->since = ev->id;
+    j->addr = ev->addr;
+    if (j->has_since) {
+        /* One replay slot of its address from now until it is live or
+         * gone; an address over its cap is told to come back later. */
+        struct replay *r = NULL;
+        int rc = ws_server_replay_begin(f->ws, &ev->addr);
+        if (rc == 0) {
+            r = rs_calloc(1, sizeof(*r));
+            if (r != NULL) {
+                r->client = ev->client;
+                r->thread = ev->thread;
+                r->chan = SEAM_NO_CHAN;
+                r->addr = ev->addr;
+                r->state = RP_JOINING;
+            }
+            if (r == NULL || replay_index(f, r) != 0) {
+                rs_free(r);
+                r = NULL;
+                ws_server_replay_end(f->ws, &ev->addr);
+            }
+        }
+        if (r == NULL) {
+            rs_free(j);
+            if (rc != 0) {
+                f->st.replay_refused++;
+                rs_metrics_counter_inc(f->m_refused);
+            }
+            post_close(f, ev->thread, ev->client, SEAM_NO_CHAN, 1013,
+                       rc != 0 ? "too many replays from this address; retry later"
+                               : "out of memory");
+            return;
+        }
+    }
     if (ch->state == CH_ACTIVE) {
         join_process(f, ch, j);
         rs_free(j);
@@ -379,6 +666,16 @@ on_join(struct fanout *f, struct seam_ev *ev)
 static void
 on_leave(struct fanout *f, struct seam_ev *ev)
 {
+    struct replay *r = replay_find(f, ev->client);
+    if (r != NULL) {
+        /* Nothing more is read for it; a read in flight is let finish and
+         * thrown away (Redis cannot cancel one command). */
+        if (r->state != RP_READING) {
+            f->st.replay_cancelled++;
+            rs_metrics_counter_inc(f->m_cancelled);
+        }
+        replay_end(f, r);
+    }
     if (ev->chan >= f->nchans)
         return;
     struct chan *ch = f->chans[ev->chan];
@@ -393,9 +690,11 @@ on_leave(struct fanout *f, struct seam_ev *ev)
 static void
 on_more(struct fanout *f, struct seam_ev *ev)
 {
-    if (ev->chan >= f->nchans)
+    struct replay *r = replay_find(f, ev->client);
+    if (r == NULL || r->state != RP_DRAINING)
         return;
-    replay_request(f, f->chans[ev->chan], ev->thread, ev->client, ev->id);
+    r->after = ev->id;
+    rq_push(f, r);
 }
 
 static void
@@ -416,6 +715,7 @@ on_inbox(evutil_socket_t fd, short what, void *arg)
         seam_ev_free(ev);
         ev = next;
     }
+    replay_pump(f);
 }
 
 /* ------------------------------------------------------------------ tail */
@@ -611,6 +911,62 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------------- lifecycle */
 
+static double
+gauge_queued(void *ud)
+{
+    return (double)((struct fanout *)ud)->st.replay_queued;
+}
+
+static double
+gauge_reading(void *ud)
+{
+    return (double)((struct fanout *)ud)->st.replay_reading;
+}
+
+static double
+gauge_replays(void *ud)
+{
+    return (double)((struct fanout *)ud)->st.replays;
+}
+
+/* Its own series: counted where they happen (main loop), rendered by the
+ * status page. */
+static int
+fanout_metrics(struct fanout *f, struct rs_metrics *m)
+{
+    int rc = rs_metrics_register_counter(m, &f->m_pages, "rshub_replay_pages_total",
+                                         "Replay pages read from Redis.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(
+            m, &f->m_cancelled, "rshub_replay_cancelled_total",
+            "Replays ended by the client leaving before their last page "
+            "(reads not made, or thrown away).", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(
+            m, &f->m_refused, "rshub_ws_replays_refused_total",
+            "Replays refused with close 1013: the client's address had "
+            "--ws-replays-per-addr replays going.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(
+            m, &f->m_future, "rshub_ws_since_future_total",
+            "Clients whose since was beyond the newest id: attached as now.",
+            NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(
+            m, "rshub_replay_queued",
+            "Replay page reads waiting for a slot (--replay-concurrency).",
+            gauge_queued, f, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rshub_replay_reading",
+                                          "Replay page reads in flight.",
+                                          gauge_reading, f, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rshub_replays",
+                                          "Clients replaying the backlog.",
+                                          gauge_replays, f, NULL);
+    return rc;
+}
+
 struct fanout *
 fanout_new(const struct fanout_opts *o, const char **err)
 {
@@ -629,6 +985,13 @@ fanout_new(const struct fanout_opts *o, const char **err)
         f->o.page_bytes = 512 * 1024;
     if (f->o.max_channels == 0)
         f->o.max_channels = 100000;
+    if (f->o.replay_reads == 0)
+        f->o.replay_reads = 4;
+    if (o->metrics != NULL && fanout_metrics(f, o->metrics) != 0) {
+        *err = "cannot register the fan-out metrics";
+        rs_free(f);
+        return NULL;
+    }
     f->efd = seam_eventfd_new();
     if (f->efd < 0) {
         *err = "cannot create an eventfd";
@@ -728,6 +1091,17 @@ fanout_free(struct fanout *f)
         rs_free(f->chans[i]);
     }
     rs_free(f->chans);
+    /* Reads in flight were cancelled by backlog_free (called first),
+     * whose callbacks freed their records; what is left is indexed. */
+    for (size_t i = 0; i < f->rmap_cap; i++) {
+        struct replay *r = f->rmap[i];
+        while (r != NULL) {
+            struct replay *next = r->hnext;
+            rs_free(r);
+            r = next;
+        }
+    }
+    rs_free(f->rmap);
     rs_free(f->batch);
     rs_free(f->tail_names);
     rs_free(f->tail_after);

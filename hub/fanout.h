@@ -3,8 +3,9 @@
  * channel with its live cursor (the last stream id dispatched), per-thread
  * subscriber counts, the tail loop that reads new entries from Redis
  * (whichever node accepted them) and hands them to the service threads,
- * and the replay of backlogs to clients that resume with since=ID. It owns
- * the main end of the seam; sockets are wsserver.c's.
+ * and the replay of backlogs to clients that resume with since=ID: a queue
+ * of page reads, a few in flight at once per node, none for a client that
+ * has gone. It owns the main end of the seam; sockets are wsserver.c's.
  */
 #ifndef HUB_FANOUT_H
 #define HUB_FANOUT_H
@@ -19,6 +20,7 @@
 
 struct event_base;
 struct fanout;
+struct rs_metrics;
 
 /* Every batch of new entries the tail read for a channel, in stream order
  * (valid during the call). WebSub delivery listens here. */
@@ -31,6 +33,9 @@ struct fanout_opts {
     struct topics *topics;
     unsigned page_size;          /* replay page, entries; 0 = 256 */
     size_t page_bytes;           /* and bytes (one entry at least); 0 = 512 KiB */
+    unsigned replay_reads;       /* replay pages read from Redis at once;
+                                    the others wait in a queue; 0 = 4 */
+    struct rs_metrics *metrics;  /* registers its series here; may be NULL */
     size_t max_channels;         /* 0 = 100000 */
     unsigned tail_count;         /* entries per XREAD; 0 = 1000 */
     unsigned idle_secs;          /* drop a channel from the tail set after
@@ -44,6 +49,14 @@ struct fanout_stats {
     uint64_t bad_entries;        /* stream entries that could not be framed */
     uint64_t tail_reads;
     size_t channels_active;
+    uint64_t replay_pages;       /* replay pages read from Redis */
+    uint64_t replay_cancelled;   /* replays dropped because the client left
+                                    before its next page was read */
+    uint64_t replay_refused;     /* replays refused: address over its cap */
+    uint64_t since_future;       /* since beyond the newest id: read as now */
+    size_t replay_queued;        /* page reads waiting for a slot */
+    size_t replay_reading;       /* page reads in flight */
+    size_t replays;              /* clients replaying (not yet live) */
 };
 
 /* The seam queue wsserver posts to must be fanout_inbox(); so create the

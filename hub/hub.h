@@ -45,6 +45,10 @@ struct hub_conf {
     int64_t ws_soft_ms;
     uint64_t ws_hard_limit;
     int64_t ws_ping_ms;
+    int64_t ws_conn_rate;        /* new connections/s per address; 0 = none */
+    int64_t ws_conn_burst;
+    int64_t ws_replays_per_addr; /* 0 = no cap */
+    int64_t replay_concurrency;  /* replay page reads in flight per node */
     int64_t redis_timeout_ms;
     int64_t drain_ms;
     char **callback_allow;

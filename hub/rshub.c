@@ -80,6 +80,17 @@ static const struct rs_config_opt options[] = {
                    "queued bytes per client that cut it at once"),
     RS_CONFIG_DURATION("ws-ping", 0, &conf.ws_ping_ms, "30s", 1000, 3600000,
                        "WebSocket keepalive ping interval"),
+    RS_CONFIG_INT("ws-conn-rate", 0, &conf.ws_conn_rate, "200", 0, 1000000,
+                  "new WebSocket connections per second per client address; "
+                  "more are refused with 429 (0: no limit)"),
+    RS_CONFIG_INT("ws-conn-burst", 0, &conf.ws_conn_burst, "2000", 1, 1000000,
+                  "new WebSocket connections a client address may open at once"),
+    RS_CONFIG_INT("ws-replays-per-addr", 0, &conf.ws_replays_per_addr, "16", 0,
+                  1000000, "replays (since=) a client address may have going; "
+                  "more are closed with 1013 (0: no limit)"),
+    RS_CONFIG_INT("replay-concurrency", 0, &conf.replay_concurrency, "4", 1, 1024,
+                  "replay pages read from Redis at once on this node; the "
+                  "others wait their turn"),
     RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
                        "on SIGTERM, how long to wait for in-flight work"),
     RS_CONFIG_LIST("callback-allow", 0, &conf.callback_allow, "CIDR", NULL,
@@ -610,10 +621,14 @@ main(int argc, char **argv)
         goto out;
 
     const char *err = NULL;
+    /* a replay page must fit under both client limits */
+    size_t page_bytes = (size_t)((conf.ws_soft_limit < conf.ws_hard_limit
+                                  ? conf.ws_soft_limit : conf.ws_hard_limit) / 2);
     struct backlog_opts bo = {
         .redis_url = conf.redis,
         .prefix = conf.prefix,
         .command_timeout_ms = (unsigned)conf.redis_timeout_ms,
+        .page_bytes = page_bytes,
         .on_state = on_backlog_state,
         .ud = &h,
     };
@@ -628,9 +643,9 @@ main(int argc, char **argv)
         .backlog = h.backlog,
         .topics = h.topics,
         .max_channels = (size_t)conf.max_topics,
-        /* a page must fit under both client limits */
-        .page_bytes = (size_t)((conf.ws_soft_limit < conf.ws_hard_limit
-                                ? conf.ws_soft_limit : conf.ws_hard_limit) / 2),
+        .page_bytes = page_bytes,
+        .replay_reads = (unsigned)conf.replay_concurrency,
+        .metrics = h.metrics,
     };
     h.fanout = fanout_new(&fo, &err);
     if (h.fanout == NULL) {
@@ -666,6 +681,10 @@ main(int argc, char **argv)
         .hard_limit = conf.ws_hard_limit,
         .ping_secs = (unsigned)((conf.ws_ping_ms + 999) / 1000),
         .to_main = fanout_inbox(h.fanout),
+        .conn_rate = (unsigned)conf.ws_conn_rate,
+        .conn_burst = (unsigned)conf.ws_conn_burst,
+        .replays_per_addr = (unsigned)conf.ws_replays_per_addr,
+        .metrics = h.metrics,
     };
     h.ws = ws_server_new(&wo, &err);
     if (h.ws == NULL) {

@@ -20,6 +20,13 @@
 #define SEAM_NO_CHAN 0xffffffffu
 #define SEAM_TEXT 160
 
+/* A client's address as the per-address limits count it: IPv4 as an
+ * IPv4-mapped IPv6 address, IPv6 cut to its /64 (one host is often given a
+ * whole /64). All zero when unknown. */
+struct seam_addr {
+    uint8_t b[16];
+};
+
 enum seam_type {
     /* main -> service thread */
     SEAM_MSG = 1,   /* live notification m for channel m->chan */
@@ -33,7 +40,7 @@ enum seam_type {
     SEAM_ADOPT,     /* thread: take the accepted socket fd */
     /* service thread -> main */
     SEAM_JOIN,      /* client connected to channel name `text`; flag: since
-                       given as id */
+                       given as id; addr: where from */
     SEAM_LEAVE,     /* client gone; chan is SEAM_NO_CHAN if never attached */
     SEAM_MORE,      /* client drained its replay: send more after id */
 };
@@ -47,6 +54,7 @@ struct seam_ev {
     struct msg_id id;
     bool flag;
     uint16_t code;
+    struct seam_addr addr;    /* SEAM_ADOPT, SEAM_JOIN: the peer */
     int fd;                   /* SEAM_ADOPT: owned by the event until adopted */
     struct msg *m;            /* SEAM_MSG: one reference owned by the event */
     struct msg **msgs;        /* SEAM_REPLAY: references owned by the event */

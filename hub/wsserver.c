@@ -12,7 +12,13 @@
  * queued frames as fit into a 64 KiB scratch buffer and hand it to
  * lws_write(LWS_WRITE_HTTP), which sends raw bytes and buffers a partial
  * send itself. One write per subscriber per loop turn, whatever the rate.
+ *
+ * Anonymous clients are limited per address on the main loop: a token
+ * bucket refuses a burst of new connections at accept (a 429, before any
+ * handshake or thread work), and fanout.c asks here before it starts a
+ * replay, so one address cannot hold many replays at once.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/listener.h>
@@ -30,11 +36,13 @@
 #include "acceptguard.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "rs_metrics.h"
 #include "wsserver.h"
 
 #define WS_SCRATCH (64 * 1024)
 #define WS_REPLAY_LOW 64        /* ask for more replay below this many queued */
 #define WS_CLIENT_TEXT 124      /* a close reason: 123 bytes at most (RFC 6455) */
+#define WS_ADDR_NOTICE_MS 60000 /* one log line per address per minute */
 
 enum client_state {
     CL_PENDING = 0,   /* JOIN sent, waiting for ATTACH */
@@ -95,10 +103,38 @@ struct ws_thread {
     struct client_map clients;
     size_t nclients;
     unsigned char *scratch;        /* LWS_PRE + WS_SCRATCH */
+    /* The peer address of each socket this thread adopted, by descriptor
+     * (written at ADOPT, read at ESTABLISHED): taken from accept(), since
+     * a client that hangs up at once has no peer left for getpeername()
+     * by the time its handshake completes. A stale slot is never read: a
+     * descriptor number comes back only through another ADOPT. */
+    struct seam_addr *peers;
+    size_t npeers;
     lws_retry_bo_t retry;          /* keepalive policy; lws keeps a pointer */
     /* statistics, read by other threads */
     atomic_uint_fast64_t accepted, open, frames, bytes, writes, slow_drops, closed_gap;
     atomic_uint_fast64_t assigned;  /* sockets handed to this thread, ever */
+};
+
+/* Main loop only: one client address, what the per-address limits know
+ * of it. */
+struct addr_slot {
+    struct seam_addr key;
+    bool used;
+    uint32_t replays;              /* replays going (fanout.c) */
+    double tokens;                 /* connections it may open now */
+    uint64_t refill_ms;            /* tokens are as of this time */
+    uint64_t noticed_ms;           /* last log line about it; 0 = none */
+    uint64_t refusals;             /* refusals since that line */
+};
+
+/* Open addressing, linear probing; rebuilt (without the slots that have
+ * nothing left to remember) by the sweep timer, so it never needs
+ * tombstones. At most o.max_addrs slots are used. */
+struct addr_table {
+    struct addr_slot *v;
+    size_t cap;                    /* power of two, > 2 * used */
+    size_t used;
 };
 
 struct ws_server {
@@ -109,6 +145,10 @@ struct ws_server {
     struct evconnlistener *listener;
     struct acceptguard *guard;     /* EMFILE: pause, count, keep serving */
     uint64_t refused;              /* main loop only: other failures */
+    struct addr_table addrs;       /* main loop only */
+    struct event *ev_sweep;
+    uint64_t rate_refused;
+    struct rs_metrics_counter *m_rate_refused, *m_untracked;
 };
 
 /* ------------------------------------------------------------ client map */
@@ -201,6 +241,258 @@ cmap_del(struct client_map *m, uint64_t k)
         }
         j = (j + 1) & (m->cap - 1);
     }
+}
+
+/* ---------------------------------------------------- per-address limits */
+
+static uint64_t now_ms(void);
+
+void
+ws_server_addr_format(const struct seam_addr *a, char *buf, size_t len)
+{
+    static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    static const struct seam_addr zero;
+    char tmp[INET6_ADDRSTRLEN];
+    if (memcmp(a, &zero, sizeof(zero)) == 0) {
+        snprintf(buf, len, "?");
+    } else if (memcmp(a->b, mapped, sizeof(mapped)) == 0) {
+        if (inet_ntop(AF_INET, a->b + 12, tmp, sizeof(tmp)) == NULL)
+            snprintf(buf, len, "?");
+        else
+            snprintf(buf, len, "%s", tmp);
+    } else if (inet_ntop(AF_INET6, a->b, tmp, sizeof(tmp)) == NULL) {
+        snprintf(buf, len, "?");
+    } else {
+        snprintf(buf, len, "%s/64", tmp);
+    }
+}
+
+/* The key a peer is counted under (seam.h): thread-safe, no state. */
+static void
+addr_key(const struct sockaddr *sa, struct seam_addr *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        out->b[10] = out->b[11] = 0xff;
+        memcpy(out->b + 12, &in->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 =
+            (const struct sockaddr_in6 *)(const void *)sa;
+        memcpy(out->b, &in6->sin6_addr, 16);
+        if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            memset(out->b + 8, 0, 8);   /* the interface id: one /64 */
+    }
+}
+
+static size_t
+addr_hash(const struct seam_addr *a)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
+    for (size_t i = 0; i < sizeof(a->b); i++) {
+        h ^= a->b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return (size_t)(h ^ (h >> 29));
+}
+
+static struct addr_slot *
+addr_find(struct addr_table *t, const struct seam_addr *k)
+{
+    if (t->cap == 0)
+        return NULL;
+    size_t j = addr_hash(k) & (t->cap - 1);
+    while (t->v[j].used) {
+        if (memcmp(&t->v[j].key, k, sizeof(*k)) == 0)
+            return &t->v[j];
+        j = (j + 1) & (t->cap - 1);
+    }
+    return NULL;
+}
+
+/* Tokens the slot holds at now (refilled at conn_rate, up to the burst). */
+static double
+addr_tokens(const struct ws_server_opts *o, const struct addr_slot *a,
+            uint64_t now)
+{
+    double t = a->tokens + (double)(now - a->refill_ms) * o->conn_rate / 1000.0;
+    return t > (double)o->conn_burst ? (double)o->conn_burst : t;
+}
+
+/* Does the slot still hold anything a fresh one would not? */
+static bool
+addr_keep(const struct ws_server_opts *o, const struct addr_slot *a,
+          uint64_t now)
+{
+    return a->replays > 0 ||
+           (o->conn_rate != 0 && addr_tokens(o, a, now) < (double)o->conn_burst) ||
+           (a->noticed_ms != 0 && now - a->noticed_ms < WS_ADDR_NOTICE_MS);
+}
+
+/* Move the slots to a table of ncap slots, dropping those with nothing to
+ * keep when sweeping. */
+static int
+addr_rebuild(struct ws_server *s, size_t ncap, bool sweep, uint64_t now)
+{
+    struct addr_table *t = &s->addrs;
+    struct addr_slot *nv = rs_calloc(ncap, sizeof(*nv));
+    if (nv == NULL)
+        return RS_ENOMEM;
+    size_t used = 0;
+    for (size_t i = 0; i < t->cap; i++) {
+        const struct addr_slot *a = &t->v[i];
+        if (!a->used || (sweep && !addr_keep(&s->o, a, now)))
+            continue;
+        size_t j = addr_hash(&a->key) & (ncap - 1);
+        while (nv[j].used)
+            j = (j + 1) & (ncap - 1);
+        nv[j] = *a;
+        used++;
+    }
+    rs_free(t->v);
+    t->v = nv;
+    t->cap = ncap;
+    t->used = used;
+    return 0;
+}
+
+/* The slot of k, made when new; NULL when max_addrs are tracked already
+ * (or out of memory): such an address is then not limited, since refusing
+ * every new address would let many addresses lock everybody out. */
+static struct addr_slot *
+addr_get(struct ws_server *s, const struct seam_addr *k, uint64_t now)
+{
+    struct addr_table *t = &s->addrs;
+    struct addr_slot *a = addr_find(t, k);
+    if (a != NULL)
+        return a;
+    if (t->used >= s->o.max_addrs)
+        return NULL;
+    if ((t->used + 1) * 2 > t->cap &&
+        addr_rebuild(s, t->cap ? t->cap * 2 : 64, false, now) != 0)
+        return NULL;
+    size_t j = addr_hash(k) & (t->cap - 1);
+    while (t->v[j].used)
+        j = (j + 1) & (t->cap - 1);
+    a = &t->v[j];
+    memset(a, 0, sizeof(*a));
+    a->key = *k;
+    a->used = true;
+    a->tokens = s->o.conn_burst;
+    a->refill_ms = now;
+    t->used++;
+    return a;
+}
+
+/* One refusal of a; a log line at most once a minute per address, with
+ * how many were refused since the last one. */
+static void
+addr_notice(struct addr_slot *a, uint64_t now, const char *what,
+            const char *option)
+{
+    a->refusals++;
+    if (a->noticed_ms != 0 && now - a->noticed_ms < WS_ADDR_NOTICE_MS)
+        return;
+    char who[64], n[24];
+    ws_server_addr_format(&a->key, who, sizeof(who));
+    snprintf(n, sizeof(n), "%llu", (unsigned long long)a->refusals);
+    rs_log_kv(RS_LOG_WARN, what, "client", who, "limit", option, "refused", n,
+              "next_notice", "60s", NULL);
+    a->noticed_ms = now;
+    a->refusals = 0;
+}
+
+/* Take a connection token of address k: false when it has none. */
+static bool
+addr_admit(struct ws_server *s, const struct seam_addr *k)
+{
+    if (s->o.conn_rate == 0)
+        return true;
+    uint64_t now = now_ms();
+    struct addr_slot *a = addr_get(s, k, now);
+    if (a == NULL) {
+        rs_metrics_counter_inc(s->m_untracked);
+        return true;
+    }
+    a->tokens = addr_tokens(&s->o, a, now);
+    a->refill_ms = now;
+    if (a->tokens >= 1.0) {
+        a->tokens -= 1.0;
+        return true;
+    }
+    s->rate_refused++;
+    rs_metrics_counter_inc(s->m_rate_refused);
+    addr_notice(a, now, "new WebSocket connections over the per-address rate: "
+                "refused with 429", "ws-conn-rate");
+    return false;
+}
+
+int
+ws_server_replay_begin(struct ws_server *s, const struct seam_addr *k)
+{
+    if (s->o.replays_per_addr == 0)
+        return 0;
+    uint64_t now = now_ms();
+    struct addr_slot *a = addr_get(s, k, now);
+    if (a == NULL) {
+        rs_metrics_counter_inc(s->m_untracked);
+        return 0;
+    }
+    if (a->replays >= s->o.replays_per_addr) {
+        addr_notice(a, now, "replays over the per-address cap: refused with "
+                    "close 1013", "ws-replays-per-addr");
+        return RS_ETOOBIG;
+    }
+    a->replays++;
+    return 0;
+}
+
+void
+ws_server_replay_end(struct ws_server *s, const struct seam_addr *k)
+{
+    if (s->o.replays_per_addr == 0)
+        return;
+    struct addr_slot *a = addr_find(&s->addrs, k);
+    if (a != NULL && a->replays > 0)
+        a->replays--;
+}
+
+static void
+on_addr_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct ws_server *s = arg;
+    uint64_t now = now_ms();
+    size_t stale = 0;
+    for (size_t i = 0; i < s->addrs.cap; i++)
+        if (s->addrs.v[i].used && !addr_keep(&s->o, &s->addrs.v[i], now))
+            stale++;
+    if (stale == 0)
+        return;
+    size_t ncap = s->addrs.cap;
+    while (ncap > 64 && (s->addrs.used - stale) * 8 < ncap)
+        ncap /= 2;   /* give memory back after a flood */
+    if (addr_rebuild(s, ncap, true, now) != 0)
+        rs_log(RS_LOG_WARN, "cannot sweep the per-address table: out of memory");
+}
+
+static double
+gauge_addrs(void *ud)
+{
+    return (double)((struct ws_server *)ud)->addrs.used;
+}
+
+/* An accepted socket over its address's rate: a short 429 (best effort:
+ * the request is not read) and close, before any thread sees it. */
+static void
+refuse_busy(evutil_socket_t fd)
+{
+    static const char busy[] = "HTTP/1.1 429 Too Many Requests\r\n"
+                               "Retry-After: 1\r\nContent-Length: 0\r\n"
+                               "Connection: close\r\n\r\n";
+    (void)send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    evutil_closesocket(fd);
 }
 
 /* --------------------------------------------------------------- helpers */
@@ -477,6 +769,17 @@ on_ev_adopt(struct ws_thread *t, struct seam_ev *ev)
         close(fd.sockfd);
         return;
     }
+    if ((size_t)fd.sockfd >= t->npeers) {
+        size_t n = (size_t)fd.sockfd + 1024;
+        struct seam_addr *np = rs_realloc(t->peers, n * sizeof(*np));
+        if (np != NULL) {
+            memset(np + t->npeers, 0, (n - t->npeers) * sizeof(*np));
+            t->peers = np;
+            t->npeers = n;
+        }
+    }
+    if ((size_t)fd.sockfd < t->npeers)
+        t->peers[fd.sockfd] = ev->addr;   /* else it counts as unknown */
     /* On failure lws closes the socket itself, except on an early
      * out-of-memory where it cannot tell us: leaking one descriptor then
      * is better than closing a number another thread may already reuse. */
@@ -561,6 +864,9 @@ on_established(struct ws_thread *t, struct ws_client *c, struct lws *wsi)
         client_close(c, 1001, "hub shutting down");
         return 0;
     }
+    int fd = lws_get_socket_fd(wsi);
+    if (fd >= 0 && (size_t)fd < t->npeers)
+        ev->addr = t->peers[fd];
     ev->client = c->id;
     c->joined = true;
     to_main(t, ev);
@@ -722,6 +1028,9 @@ thread_context(struct ws_server *s, struct ws_thread *t, const char **err)
     info.pt_serv_buf_size = 4096;
     info.max_http_header_pool = 64;
     info.count_threads = 1;
+    /* RFC 6455 8.1: a text frame that is not UTF-8 fails the connection
+     * with 1007. lws checks it across fragments and closes itself. */
+    info.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
     struct lws_context *ctx = lws_create_context(&info);
     if (ctx == NULL)
         *err = "cannot create a libwebsockets context";
@@ -735,9 +1044,14 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
           int socklen, void *arg)
 {
     (void)l;
-    (void)sa;
     (void)socklen;
     struct ws_server *s = arg;
+    struct seam_addr key;
+    addr_key(sa, &key);
+    if (!addr_admit(s, &key)) {
+        refuse_busy(fd);
+        return;
+    }
     /* least loaded thread: open connections plus what is on its way */
     unsigned best = 0;
     uint64_t best_load = UINT64_MAX;
@@ -761,6 +1075,7 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
         return;
     }
     ev->fd = fd;
+    ev->addr = key;
     atomic_fetch_add(&s->threads[best].assigned, 1);
     seam_push(&s->threads[best].inbox, ev);
 }
@@ -805,6 +1120,26 @@ server_listen(struct ws_server *s, const char **err)
     return 0;
 }
 
+static int
+ws_server_metrics(struct ws_server *s, struct rs_metrics *m)
+{
+    int rc = rs_metrics_register_counter(
+        m, &s->m_rate_refused, "rshub_ws_rate_refused_total",
+        "New WebSocket connections refused at accept (429): the address was "
+        "over --ws-conn-rate and --ws-conn-burst.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(
+            m, &s->m_untracked, "rshub_ws_addr_untracked_total",
+            "Connections or replays not limited per address: the table of "
+            "addresses was full.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(
+            m, "rshub_ws_addresses",
+            "Client addresses the per-address limits remember.", gauge_addrs,
+            s, NULL);
+    return rc;
+}
+
 struct ws_server *
 ws_server_new(const struct ws_server_opts *o, const char **err)
 {
@@ -821,6 +1156,20 @@ ws_server_new(const struct ws_server_opts *o, const char **err)
         s->o.hard_limit = 16u << 20;
     if (s->o.ping_secs == 0)
         s->o.ping_secs = 30;
+    if (s->o.conn_burst == 0)
+        s->o.conn_burst = s->o.conn_rate;
+    if (s->o.max_addrs == 0)
+        s->o.max_addrs = 65536;
+    if (o->metrics != NULL && ws_server_metrics(s, o->metrics) != 0) {
+        *err = "cannot register the WebSocket metrics";
+        goto fail;
+    }
+    if (s->o.conn_rate != 0 || s->o.replays_per_addr != 0) {
+        struct timeval one = { 1, 0 };
+        s->ev_sweep = event_new(o->base, -1, EV_PERSIST, on_addr_sweep, s);
+        if (s->ev_sweep == NULL || event_add(s->ev_sweep, &one) != 0)
+            goto fail;
+    }
     s->nthreads = o->threads;
     if (s->nthreads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -897,6 +1246,8 @@ ws_server_stats(const struct ws_server *s, struct ws_stats *out)
         out->closed_gap += atomic_load(&t->closed_gap);
     }
     out->refused = s->refused + acceptguard_refused(s->guard);
+    out->rate_refused = s->rate_refused;
+    out->addrs = s->addrs.used;
 }
 
 static uint64_t
@@ -912,6 +1263,8 @@ ws_server_free(struct ws_server *s, unsigned grace_ms)
 {
     if (s == NULL)
         return;
+    if (s->ev_sweep != NULL)
+        event_free(s->ev_sweep);
     acceptguard_free(s->guard);
     if (s->listener != NULL)
         evconnlistener_free(s->listener);
@@ -943,10 +1296,12 @@ ws_server_free(struct ws_server *s, unsigned grace_ms)
         if (t->scratch != NULL)
             seam_queue_cleanup(&t->inbox);
         rs_free(t->scratch);
+        rs_free(t->peers);
         rs_free(t->chans);
         rs_free(t->clients.keys);
         rs_free(t->clients.vals);
     }
     rs_free(s->threads);
+    rs_free(s->addrs.v);
     rs_free(s);
 }

@@ -2,9 +2,12 @@
  * wsserver.h - the WebSocket side of the hub: a listener on the main loop
  * that hands each accepted socket to one of N libwebsockets contexts, one
  * per service thread, each owning its connections, their send queues and a
- * per-thread channel -> clients index. It talks to the main loop only through seam events (what
- * to send, whom to close; who joined, who left, who wants more replay). It
- * knows nothing of Redis or topics.
+ * per-thread channel -> clients index. It talks to the main loop only
+ * through seam events (what to send, whom to close; who joined, who left,
+ * who wants more replay). On the main loop it also keeps the per-address
+ * limits: a token bucket for new connections (checked at accept) and the
+ * count of replays each address has going (checked by fanout.c). It knows
+ * nothing of Redis or topics.
  */
 #ifndef HUB_WSSERVER_H
 #define HUB_WSSERVER_H
@@ -15,6 +18,7 @@
 #include "seam.h"
 
 struct event_base;
+struct rs_metrics;
 
 struct ws_server_opts {
     struct event_base *base;  /* the main loop, where the listener runs */
@@ -26,6 +30,13 @@ struct ws_server_opts {
     size_t hard_limit;        /* queued bytes that cut at once; 0 = 16 MiB */
     unsigned ping_secs;       /* keepalive ping interval; 0 = 30 */
     struct seam_queue *to_main;  /* where JOIN/LEAVE/MORE go */
+    /* Per client address (seam.h: IPv4, or an IPv6 /64). 0 = no limit. */
+    unsigned conn_rate;       /* new connections per second, sustained */
+    unsigned conn_burst;      /* ... and at once; 0 = conn_rate */
+    unsigned replays_per_addr;  /* replays going at once */
+    size_t max_addrs;         /* addresses tracked; 0 = 65536; beyond it
+                                 new addresses are not limited */
+    struct rs_metrics *metrics;  /* registers its series here; may be NULL */
 };
 
 struct ws_stats {
@@ -37,6 +48,8 @@ struct ws_stats {
     uint64_t slow_drops;      /* clients cut for falling behind */
     uint64_t closed_gap;      /* clients closed with 4001 */
     uint64_t refused;         /* accepts that failed (EMFILE, ...) */
+    uint64_t rate_refused;    /* refused at accept: address over its rate */
+    size_t addrs;             /* addresses the per-address limits track */
 };
 
 struct ws_server;
@@ -52,6 +65,17 @@ unsigned ws_server_threads(const struct ws_server *s);
 void ws_server_post(struct ws_server *s, unsigned thread, struct seam_ev *ev);
 
 void ws_server_stats(const struct ws_server *s, struct ws_stats *out);
+
+/* Main loop only. A client from addr starts a replay: 0, or RS_ETOOBIG
+ * when its address has replays_per_addr going (then nothing is counted).
+ * Every 0 is matched by one ws_server_replay_end. */
+int ws_server_replay_begin(struct ws_server *s,
+                           const struct seam_addr *addr) RS_MUST_CHECK;
+void ws_server_replay_end(struct ws_server *s, const struct seam_addr *addr);
+
+/* The address as text ("192.0.2.1", "2001:db8::/64"; "?" when unknown). */
+void ws_server_addr_format(const struct seam_addr *addr, char *buf,
+                           size_t len);
 
 /* Close every connection with 1001, wait up to grace_ms for them to go,
  * stop and join the threads, free everything. NULL is a no-op. */
