@@ -869,10 +869,11 @@ def cmd_stuck(a):
     s.settimeout(10)
     s.connect(("127.0.0.1", a.ws))
     key = "dGhlIHNhbXBsZSBub25jZQ=="
+    path = a.chan + ("?since=" + a.since if a.since is not None else "")
     s.sendall(("GET /channel/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
                "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
-               % (a.chan, a.ws, key)).encode())
+               % (path, a.ws, key)).encode())
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = s.recv(1)   # byte by byte: read nothing past the response
@@ -894,6 +895,351 @@ def cmd_rss(a):
                 print(line.split()[1])
                 return
     die("no VmRSS for %d" % a.pid)
+
+
+# -------------------------------------------------------- hostile clients
+
+def ws_upgrade_request(ws_port, path):
+    key = "dGhlIHNhbXBsZSBub25jZQ=="
+    return ("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            % (path, ws_port, key)).encode()
+
+
+def percentile(v, p):
+    """The nearest-rank p-th percentile of v (0 for none)."""
+    if not v:
+        return 0.0
+    s = sorted(v)
+    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
+    return s[k]
+
+
+class Publisher:
+    """One keep-alive connection publishing small notifications at a
+    steady rate; every publish's start time, latency and status kept."""
+
+    def __init__(self, a):
+        self.a = a
+        self.samples = []        # (t_start, seconds, status)
+        self.acked = []          # ids of the 202s, in order
+        self.stop = threading.Event()
+        self.n = a.start
+
+    def run(self):
+        a = self.a
+        headers = publish_headers(a)
+        conn = None
+        t0 = time.monotonic()
+        k = 0
+        while not self.stop.is_set():
+            due = t0 + k / a.rate
+            k += 1
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+            body = gen_doc("change", self.n, 0)
+            self.n += 1
+            ts = time.monotonic()
+            status = 0
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", a.http,
+                                                      timeout=a.pub_timeout)
+                conn.request("POST", "/hub", body=body, headers=headers)
+                r = conn.getresponse()
+                r.read()
+                status = r.status
+                if status == 202 and r.getheader("X-Hub-Id"):
+                    self.acked.append(r.getheader("X-Hub-Id"))
+                if r.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, http.client.HTTPException):
+                if conn is not None:
+                    conn.close()
+                conn = None
+            self.samples.append((ts, time.monotonic() - ts, status))
+        if conn is not None:
+            conn.close()
+
+
+def attack_one(a, i, stats, lock):
+    """One anonymous client: upgrade to the channel (since=0 for one in
+    --since-every), then hang up at once without reading the answer."""
+    src = "127.0.0.%d" % (2 + i % a.sources) if a.sources else None
+    since = (i % a.since_every) == 0
+    path = "/channel/%s%s" % (a.chan, "?since=0" if since else "")
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(5)
+        if src:
+            s.bind((src, 0))
+        s.connect(("127.0.0.1", a.ws))
+        s.sendall(ws_upgrade_request(a.ws, path))
+        s.close()
+        with lock:
+            stats["sent"] += 1
+    except OSError as e:
+        with lock:
+            stats["errors"] += 1
+            stats["last_error"] = repr(e)
+
+
+def reader_one(a, i, res, newest):
+    """A client that replays the whole backlog for real (since=0) and
+    reads on into the live stream until it has --reader-live ids past
+    newest (the last one acknowledged when it started): every id it sees,
+    in order."""
+    ids, err = [], None
+    t0 = time.monotonic()
+    try:
+        s = socket.create_connection(("127.0.0.1", a.ws), timeout=a.after)
+        s.sendall(ws_upgrade_request(a.ws, "/channel/%s?since=0" % a.chan))
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("closed during the handshake")
+            buf += chunk
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise OSError("handshake refused: %r" % head[:60])
+        live = 0
+        deadline = t0 + a.after
+        while live < a.reader_live:
+            while len(buf) >= 2:
+                n = buf[1] & 0x7f
+                off = 2
+                if n == 126:
+                    n, off = int.from_bytes(buf[2:4], "big"), 4
+                elif n == 127:
+                    n, off = int.from_bytes(buf[2:10], "big"), 10
+                if len(buf) < off + n:
+                    break
+                op = buf[0] & 0x0f
+                payload = buf[off:off + n]
+                buf = buf[off + n:]
+                if op == 8:
+                    raise OSError("closed by the hub: %d"
+                                  % int.from_bytes(payload[:2], "big"))
+                if op != 1:
+                    continue
+                m = ANN_RE.search(payload[:2000].decode("utf-8", "replace"))
+                ids.append(m.group(1) if m else None)
+                if m and (newest is None or id_key(m.group(1)) > id_key(newest)):
+                    live += 1
+            if live >= a.reader_live:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OSError("timeout after %d ids" % len(ids))
+            s.settimeout(left)
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise OSError("connection ended after %d ids" % len(ids))
+            buf += chunk
+        s.close()
+    except OSError as e:
+        err = str(e)
+    res[i] = {"ids": ids, "err": err, "secs": time.monotonic() - t0}
+
+
+def check_reader(r, backlog, acked):
+    """What a reader saw is the whole backlog, then every acknowledged
+    id after it up to the last it saw: in order, no gap, no repeat."""
+    if r["err"]:
+        return r["err"]
+    ids = r["ids"]
+    if None in ids:
+        return "a message without a hub id"
+    keys = [id_key(x) for x in ids]
+    if keys != sorted(set(keys)):
+        return "ids out of order or repeated"
+    if ids[:len(backlog)] != backlog:
+        return "the replay is not the backlog (%d ids)" % len(ids)
+    last = keys[-1]
+    first = id_key(backlog[-1]) if backlog else (0, 0)
+    want = [x for x in acked if first < id_key(x) <= last]
+    got = ids[len(backlog):]
+    if got != want:
+        return "live part differs: %d ids, want %d" % (len(got), len(want))
+    return None
+
+
+def cmd_hostile(a):
+    """A publisher at --rate for --baseline seconds, then --conns anonymous
+    WebSocket clients (from --sources loopback addresses, 127.0.0.2...)
+    that ask for a replay and hang up at once, while the publisher goes on
+    for --after seconds. Prints a JSON summary (to --out too); exits 1
+    when a publish during the attack did not answer 202, or its p99
+    latency is over max(--factor x baseline p99, baseline p99 +
+    --slack-ms)."""
+    pub = Publisher(a)
+    pt = threading.Thread(target=pub.run)
+    pt.start()
+    time.sleep(a.baseline)
+    t_attack = time.monotonic()
+    stats = {"sent": 0, "errors": 0, "last_error": None}
+    lock = threading.Lock()
+    nxt = [0]
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= a.conns:
+                return
+            attack_one(a, i, stats, lock)
+
+    backlog = read_ids(a.backlog) if a.backlog else []
+    rres = [None] * a.readers
+    newest = pub.acked[-1] if pub.acked else None
+    rs = [threading.Thread(target=reader_one, args=(a, i, rres, newest))
+          for i in range(a.readers)]
+    for t in rs:
+        t.start()
+    ws = [threading.Thread(target=worker) for _ in range(a.threads)]
+    for t in ws:
+        t.start()
+    for t in ws:
+        t.join()
+    t_sent = time.monotonic()
+    for t in rs:
+        t.join()
+    left = t_attack + a.after - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+    pub.stop.set()
+    pt.join()
+    base = [s for s in pub.samples if s[0] < t_attack]
+    during = [s for s in pub.samples if s[0] >= t_attack]
+    failed = [s for s in during + base if s[2] != 202]
+    bl = [s[1] * 1000 for s in base]
+    dl = [s[1] * 1000 for s in during]
+    base_p99 = percentile(bl, 99)
+    bound = max(a.factor * base_p99, base_p99 + a.slack_ms)
+    statuses = {}
+    for s in during:
+        statuses[str(s[2])] = statuses.get(str(s[2]), 0) + 1
+    fail_span = (max(s[0] for s in failed) - min(s[0] for s in failed)
+                 if failed else 0)
+    rbad = [e for e in (check_reader(r, backlog, pub.acked) for r in rres) if e]
+    out = {
+        "readers": a.readers, "readers_bad": len(rbad),
+        "reader_secs_max": round(max([r["secs"] for r in rres] or [0]), 1),
+        "attack_conns": a.conns, "attack_sent": stats["sent"],
+        "attack_errors": stats["errors"], "attack_error": stats["last_error"],
+        "attack_secs": round(t_sent - t_attack, 2),
+        "baseline_n": len(bl), "baseline_p50_ms": round(percentile(bl, 50), 1),
+        "baseline_p99_ms": round(base_p99, 1),
+        "during_n": len(dl), "during_p50_ms": round(percentile(dl, 50), 1),
+        "during_p99_ms": round(percentile(dl, 99), 1),
+        "during_max_ms": round(max(dl) if dl else 0, 1),
+        "bound_ms": round(bound, 1), "failed": len(failed),
+        "failed_span_s": round(fail_span, 1), "statuses": statuses,
+    }
+    text = json.dumps(out)
+    print(text)
+    if a.out:
+        write_atomic(a.out, text + "\n")
+    if not bl or not dl:
+        die("no publishes measured (baseline %d, during %d)" % (len(bl), len(dl)))
+    if rbad:
+        die("%d readers saw the wrong stream: %s" % (len(rbad), rbad[0]))
+    if failed:
+        die("%d publishes did not answer 202 (over %.1f s)" % (len(failed), fail_span))
+    if out["during_p99_ms"] > bound:
+        die("publish p99 %.1f ms during the attack, over the bound %.1f ms"
+            % (out["during_p99_ms"], bound))
+
+
+def ws_frame(opcode, payload, masked=True, fin=True):
+    b0 = (0x80 if fin else 0) | opcode
+    n = len(payload)
+    if n < 126:
+        hdr = bytes([b0, (0x80 if masked else 0) | n])
+    elif n < 65536:
+        hdr = bytes([b0, (0x80 if masked else 0) | 126]) + n.to_bytes(2, "big")
+    else:
+        hdr = bytes([b0, (0x80 if masked else 0) | 127]) + n.to_bytes(8, "big")
+    if not masked:
+        return hdr + payload
+    key = os.urandom(4)
+    return hdr + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+
+
+def read_ws_close(s, timeout):
+    """Read server frames until a close frame; its code, 'eof' when the
+    connection ended without one, 'none' on timeout. Data frames are
+    skipped (a replay may come first)."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        while len(buf) >= 2:
+            n = buf[1] & 0x7f
+            off = 2
+            if n == 126:
+                if len(buf) < 4:
+                    break
+                n = int.from_bytes(buf[2:4], "big")
+                off = 4
+            elif n == 127:
+                if len(buf) < 10:
+                    break
+                n = int.from_bytes(buf[2:10], "big")
+                off = 10
+            if len(buf) < off + n:
+                break
+            op = buf[0] & 0x0f
+            payload = buf[off:off + n]
+            buf = buf[off + n:]
+            if op == 8:
+                return str(int.from_bytes(payload[:2], "big")) if n >= 2 else "1005"
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "none"
+        s.settimeout(left)
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            return "none"
+        except OSError:
+            return "eof"
+        if not chunk:
+            return "eof"
+        buf += chunk
+
+
+def cmd_wsprobe(a):
+    """Open a WebSocket to a channel (raw socket), send one frame of the
+    given kind, print the close code the hub answers with ('none' if it
+    keeps the connection, 'eof' if it hangs up without a close frame)."""
+    s = socket.create_connection(("127.0.0.1", a.ws), timeout=10)
+    s.sendall(ws_upgrade_request(a.ws, "/channel/%s" % a.chan))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1)
+        if not chunk:
+            die("connection closed during the handshake")
+        head += chunk
+    if not head.startswith(b"HTTP/1.1 101"):
+        die("handshake refused: %r" % head[:80])
+    frames = {
+        "masked-text": ws_frame(1, b"hello"),
+        "unmasked-text": ws_frame(1, b"hello", masked=False),
+        "unmasked-ping": ws_frame(9, b"p", masked=False),
+        "bad-utf8": ws_frame(1, b"ok \xc3\x28 no"),
+        "bad-utf8-split": ws_frame(1, b"caf\xc3", fin=False)
+        + ws_frame(0, b"\x28"),
+        "good-utf8-split": ws_frame(1, b"caf\xc3", fin=False)
+        + ws_frame(0, b"\xa9"),
+    }
+    s.sendall(frames[a.frame])
+    print(read_ws_close(s, a.timeout))
+    s.close()
 
 
 # ------------------------------------------------------------------ main
@@ -1085,11 +1431,46 @@ def main():
     q.add_argument("--rcvbuf", type=int, default=4096)
     q.add_argument("--hold", type=float, default=120)
     q.add_argument("--ready", required=True)
+    q.add_argument("--since", help="ask for a replay after this id")
     q.set_defaults(fn=cmd_stuck)
 
     q = sub.add_parser("rss")
     q.add_argument("--pid", type=int, required=True)
     q.set_defaults(fn=cmd_rss)
+
+    q = sub.add_parser("hostile")
+    pub_args(q)
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--chan", required=True)
+    q.add_argument("--rate", type=float, default=20)
+    q.add_argument("--start", type=int, default=100000)
+    q.add_argument("--pub-timeout", type=float, default=10)
+    q.add_argument("--baseline", type=float, default=3)
+    q.add_argument("--after", type=float, default=8)
+    q.add_argument("--conns", type=int, default=300)
+    q.add_argument("--threads", type=int, default=8)
+    q.add_argument("--sources", type=int, default=0,
+                   help="spread over this many loopback source addresses")
+    q.add_argument("--since-every", type=int, default=1,
+                   help="one client in this many asks since=0")
+    q.add_argument("--readers", type=int, default=0,
+                   help="clients that replay the whole backlog for real")
+    q.add_argument("--reader-live", type=int, default=3,
+                   help="a reader stops this many ids past the backlog")
+    q.add_argument("--backlog", help="file of the backlog's ids (flood --out)")
+    q.add_argument("--factor", type=float, default=4)
+    q.add_argument("--slack-ms", type=float, default=100)
+    q.add_argument("--out")
+    q.set_defaults(fn=cmd_hostile)
+
+    q = sub.add_parser("wsprobe")
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--chan", required=True)
+    q.add_argument("--frame", required=True,
+                   choices=["masked-text", "unmasked-text", "unmasked-ping",
+                            "bad-utf8", "bad-utf8-split", "good-utf8-split"])
+    q.add_argument("--timeout", type=float, default=3)
+    q.set_defaults(fn=cmd_wsprobe)
 
     a = p.parse_args()
     a.fn(a)
