@@ -613,6 +613,58 @@ test_log_interval(void **state)
     srv_free(s, c, 8);
 }
 
+/* httpguard/alloc_fail: every allocation of rs_httpguard_new failing in
+ * turn gives NULL and a reason, and leaks nothing; a connection whose
+ * context cannot be allocated is served unguarded (evhttp's own
+ * bufferevent), one whose address entry cannot be is refused. */
+static void
+test_alloc_fail(void **state)
+{
+    (void)state;
+    struct tu_loop l;
+    tu_loop_init(&l);
+    unsigned long n;
+    for (n = 1; n < 200; n++) {
+        struct evhttp *http = evhttp_new(l.base);
+        struct rs_metrics *m = rs_metrics_new();
+        assert_non_null(http);
+        assert_non_null(m);
+        struct rs_httpguard_opts o = {
+            .base = l.base, .http = http, .limits = fast, .metrics = m,
+            .metrics_prefix = "t_http",
+        };
+        const char *err = NULL;
+        tu_alloc_fail_at(n);
+        struct rs_httpguard *g = rs_httpguard_new(&o, &err);
+        tu_alloc_fail_at(0);
+        evhttp_free(http);
+        rs_httpguard_free(g);
+        rs_metrics_free(m);
+        if (g != NULL)
+            break;
+        assert_non_null(err);
+    }
+    assert_true(n > 3 && n < 200);
+    tu_loop_cleanup(&l);
+
+    struct srv *s = srv_new(&fast, 0);
+    struct cli *c[2];
+    tu_alloc_fail_at(1);             /* the connection's context */
+    c[0] = cli_new(s->loop.base, s->port, "127.0.0.1", get1, sizeof(get1) - 1,
+                   0, 0);
+    TU_LOOP_UNTIL(&s->loop, cli_count(c[0], "ok 0") == 1, 2000);
+    tu_alloc_fail_at(0);
+    assert_int_equal(srv_stats(s).accepted, 0);
+    tu_alloc_fail_at(2);             /* its address's entry */
+    c[1] = cli_new(s->loop.base, s->port, "127.0.0.2", get1, sizeof(get1) - 1,
+                   0, 0);
+    TU_LOOP_UNTIL(&s->loop, c[1]->closed, 2000);
+    tu_alloc_fail_at(0);
+    assert_true(cli_reply_is(c[1], "HTTP/1.1 503"));
+    assert_int_equal(srv_stats(s).events[RS_HTTPGUARD_EV_FULL], 1);
+    srv_free(s, c, 2);
+}
+
 static bool
 all_closed(struct cli **c, int n)
 {
@@ -681,6 +733,7 @@ main(void)
         cmocka_unit_test(test_full_evicts),
         cmocka_unit_test(test_log_interval),
         cmocka_unit_test(test_many),
+        cmocka_unit_test(test_alloc_fail),
     };
     return cmocka_run_group_tests_name("httpguard", tests, NULL, NULL);
 }
