@@ -61,16 +61,31 @@ mir=$run/demo-mirror
 
 pids=()
 declare -A pid_of=() log_of=() logoff_of=()
-# running PID: PID exists and has not exited (a zombie has).
-running() {
-  [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+# id_of PID: PID:STARTTIME, which names one process for good (a pid alone
+# is soon another process's where pid_max is 32768 and the machine busy).
+id_of() {
+  local st
+  st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20)
+  [ -n "$st" ] && echo "$1:$st"
 }
-# stop PID: SIGTERM, then SIGKILL after 15 s (the longest drain is 10 s).
+# running PID|ID: the process exists and has not exited (a zombie has);
+# given an ID, it is that very process.
+running() {
+  local pid=${1%%:*}
+  case $1 in
+    *:*) [ "$(id_of "$pid")" = "$1" ] || return 1 ;;
+    *) [ -e "/proc/$pid" ] || return 1 ;;
+  esac
+  ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
+}
+# stop PID|ID: SIGTERM, then SIGKILL after 15 s (the longest drain is 10 s).
 stop() {
-  kill -TERM "$1" 2>/dev/null || return 0
+  local pid=${1%%:*}
+  running "$1" || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
   for _ in $(seq 1 150); do running "$1" || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null || true
-  for _ in $(seq 1 20); do running "$1" || return 0; sleep 0.1; done
+  { running "$1" && kill -KILL "$pid"; } 2>/dev/null || true
+  for _ in $(seq 1 50); do running "$1" || return 0; sleep 0.1; done
 }
 cleanup() {
   local i
@@ -117,7 +132,7 @@ start() {
   "$@" >>"$log" 2>&1 </dev/null 9>&- &
   pid_of[$name]=$!
   pids+=($!)
-  echo "$name $!" >> "$run/pids"
+  echo "$name $(id_of $!)" >> "$run/pids"
   for _ in $(seq 1 $((secs * 10))); do
     { [ -S "$ready" ] || [ -s "$ready" ]; } && return 0
     running "${pid_of[$name]}" || gone "$name" "before it was ready"
@@ -160,11 +175,17 @@ ours() {
 # A quickstart killed with no chance to clean up leaves its daemons running,
 # listed in $run/pids: stop them, the last started first.
 if [ -s "$run/pids" ]; then
-  while read -r name pid; do
-    ours "$pid" "$name" || continue
-    echo "quickstart: stopping $name (pid $pid), left running by an earlier" \
-         "quickstart that could not stop it"
-    stop "$pid"
+  while read -r name id; do
+    [[ $id =~ ^[1-9][0-9]*:[0-9]+$ ]] && running "$id" &&
+      ours "${id%%:*}" "$name" || continue
+    echo "quickstart: stopping $name (pid ${id%%:*}), left running by an" \
+         "earlier quickstart that could not stop it"
+    stop "$id"
+    if running "$id"; then
+      echo "quickstart: $name (pid ${id%%:*}) does not stop, even with" \
+           "SIGKILL; try again when it has" >&2
+      exit 1
+    fi
   done < <(tac "$run/pids")
 fi
 rm -f "$run/pids" "$run"/*.ready

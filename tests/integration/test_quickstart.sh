@@ -23,21 +23,37 @@ checkout_run_before=$(ls -la --time-style=full-iso "$CHECKOUT_RUN" 2>&1)
 # a SIGINT to the whole group (the quickstart and its daemons).
 set -m
 QS_BG=        # the interactive quickstart in the background: pid and group
-QS_SEEN=()    # every daemon pid any run listed in $RUN/pids
+QS_SEEN=()    # the daemons of the runs, as ids (below)
 
-# Ours: a live process whose command line names our temp dir (the
-# quickstart's daemons all name the run directory).
-ours() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$TMP/"; }
+# A daemon is known by its id, PID:STARTTIME: pid_max is 32768 here and
+# the machine is busy, so a pid is soon another process's.
+id_of() {
+    local st
+    st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20) || return 0
+    [ -n "$st" ] && echo "$1:$st"
+}
+# running ID: that very process exists and has not exited (a zombie has).
 running() {
-    [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+    local pid=${1%%:*}
+    [ "$(id_of "$pid")" = "$1" ] &&
+        ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
+}
+# daemon_ids: the ids of the daemons listed in $RUN/pids ("NAME ID"
+# lines) that still run.
+daemon_ids() {
+    local id
+    [ -s "$RUN/pids" ] || return 0
+    while read -r _ id; do
+        [[ $id =~ ^[1-9][0-9]*:[0-9]+$ ]] && running "$id" && echo "$id"
+    done <"$RUN/pids"
+    return 0
 }
 remember_daemons() {
-    local pid
-    [ -s "$RUN/pids" ] || return 0
-    while read -r _ pid; do QS_SEEN+=("$pid"); done <"$RUN/pids"
+    local id
+    while read -r id; do QS_SEEN+=("$id"); done < <(daemon_ids)
 }
 qs_cleanup() {
-    local p
+    local id
     if [ -n "$QS_BG" ] && kill -0 -- "-$QS_BG" 2>/dev/null; then
         kill -TERM -- "-$QS_BG" 2>/dev/null
         for _ in $(seq 1 200); do
@@ -47,8 +63,8 @@ qs_cleanup() {
         kill -KILL -- "-$QS_BG" 2>/dev/null
     fi
     remember_daemons
-    for p in "${QS_SEEN[@]}"; do
-        running "$p" && ours "$p" && kill -KILL "$p" 2>/dev/null
+    for id in "${QS_SEEN[@]}"; do
+        running "$id" && kill -KILL "${id%%:*}" 2>/dev/null
     done
     cleanup
 }
@@ -90,16 +106,20 @@ qs_bg_wait() {
     pid_wait "$QS_BG" "$1"
     QS_RC=$WAIT_RC
 }
-daemon_pids() { awk '{print $2}' "$RUN/pids" 2>/dev/null; }
-# none_running PIDS...: none of these processes is left.
+# none_running IDS...: none of these processes is left.
 none_running() {
-    local p left=
-    for p in "$@"; do running "$p" && left="$left $p"; done
-    [ -z "$left" ] || { echo "still running:$left"; return 1; }
+    local id left=
+    for id in "$@"; do running "$id" && left="$left ${id%%:*}"; done
+    [ -z "$left" ] && return 0
+    for id in $left; do
+        echo "still running: $id $(grep '^State:' "/proc/$id/status" 2>/dev/null)" \
+             "$(tr '\0' ' ' <"/proc/$id/cmdline" 2>/dev/null)"
+    done
+    return 1
 }
 all_running() {
-    local p
-    for p in "$@"; do running "$p" || { echo "$p is gone"; return 1; }; done
+    local id
+    for id in "$@"; do running "$id" || { echo "$id is gone"; return 1; }; done
 }
 smoke_ok() {   # smoke_ok NAME OUT: the run passed
     if [ "$QS_RC" = 0 ] && grep -q '^quickstart --smoke: OK' "$2"; then
@@ -166,7 +186,7 @@ if qs_bg "$TMP/inter1.out"; then
 else
     bad "an interactive run says that everything is running"
 fi
-mapfile -t D1 < <(daemon_pids)
+mapfile -t D1 < <(daemon_ids)
 expect_eq "it runs four daemons" "${#D1[@]}" 4
 qs "$TMP/beside.out" --smoke
 if [ "$QS_RC" = 1 ] && [ "$QS_SECS" -le 10 ] &&
@@ -176,7 +196,7 @@ else
     bad "a second quickstart in the same run directory says so and exits 1 at once" \
         "status $QS_RC after $QS_SECS s: $(cat "$TMP/beside.out")"
 fi
-check "the first one runs on, untouched" all_running "$QS_BG" "${D1[@]}"
+check "the first one runs on, untouched" all_running "$(id_of "$QS_BG")" "${D1[@]}"
 kill -INT -- "-$QS_BG"
 qs_bg_wait 30
 expect_eq "Ctrl-C ends the interactive run (status 130)" "$QS_RC" 130
@@ -188,14 +208,15 @@ same_source "... with the same Source address" "$TMP/after-int.out"
 
 note "the quickstart's shell killed with kill -9, its daemons left running"
 qs_bg "$TMP/inter2.out" || bad "the interactive run started"
-mapfile -t D2 < <(daemon_pids)
+mapfile -t D2 < <(daemon_ids)
 kill -KILL "$QS_BG"
 qs_bg_wait 10
 check "its daemons outlive it" all_running "${D2[@]}"
 qs "$TMP/after-kill.out" --smoke
 smoke_ok "a run after that" "$TMP/after-kill.out"
+D2_RSSUB=${D2[3]:-none}
 check "... stopped the daemons left running, saying so" \
-    grep -q "stopping rssub (pid ${D2[3]:-none}), left running" "$TMP/after-kill.out"
+    grep -q "stopping rssub (pid ${D2_RSSUB%%:*}), left running" "$TMP/after-kill.out"
 check "... and none of them is left" none_running "${D2[@]}"
 QS_BG=
 
@@ -212,8 +233,13 @@ QS_BG=
 
 note "a daemon that stops while the interactive run is up"
 qs_bg "$TMP/inter4.out" || bad "the interactive run started"
-mapfile -t D4 < <(daemon_pids)
-kill -KILL "${D4[2]:-0}"    # rssource
+mapfile -t D4 < <(daemon_ids)
+# rssource, by its pid alone (an empty pid would make kill's 0, our group)
+if [ -n "${D4[2]:-}" ] && running "${D4[2]}"; then
+    kill -KILL "${D4[2]%%:*}"
+else
+    kill -TERM -- "-$QS_BG"
+fi
 qs_bg_wait 30
 if [ "$QS_RC" = 1 ] &&
    grep -q "^quickstart: rssource exited (status 137) while the quickstart was running" \
