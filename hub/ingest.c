@@ -19,6 +19,7 @@
 #include "hub.h"
 #include "rs_alloc.h"
 #include "rs_discover.h"
+#include "rs_httpcheck.h"
 #include "rs_log.h"
 #include "rs_parse.h"
 #include "rs_url.h"
@@ -285,6 +286,9 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
 
+    /* framing a proxy could read otherwise: nothing here acts on it */
+    if (rs_httpcheck_refuse(req))
+        return;
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
         reject(h, req, REJ_METHOD, 405, "Method Not Allowed",
@@ -557,6 +561,8 @@ void
 ingest_register(struct hub *h, struct evhttp_request *req)
 {
     char msg[400];
+    if (rs_httpcheck_refuse(req))
+        return;
     if (h->draining) {
         reg_reply(h, req, REG_UNAVAILABLE, 503, "Service Unavailable",
                   "hub is shutting down");

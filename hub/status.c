@@ -18,6 +18,7 @@
 #include "deliver.h"
 #include "hub.h"
 #include "rs_alloc.h"
+#include "rs_httpcheck.h"
 #include "rs_log.h"
 #include "websub.h"
 
@@ -740,11 +741,15 @@ serve_caplist_entries(struct hub *h, struct evhttp_request *req,
     evbuffer_free(b);
 }
 
+/* A request whose framing could be read two ways is answered (400 or 501,
+ * connection closed) here whatever its path, as handled. */
 bool
 status_handle(struct hub *h, struct evhttp_request *req, const char *path)
 {
     static const char tp[] = "/topics/";
     static const char suffix[] = "/capabilitylist-entries";
+    if (rs_httpcheck_refuse(req))
+        return true;
     if (strcmp(path, "/healthz") == 0) {
         hub_reply_text(req, 200, "OK", "ok");
     } else if (strcmp(path, "/readyz") == 0) {
