@@ -41,9 +41,34 @@ static const char *const default_deny[] = {
     "240.0.0.0/4",      /* reserved, broadcast */
     "::/128",           /* unspecified */
     "::1/128",          /* loopback */
+    "64:ff9b:1::/48",   /* local-use NAT64 (RFC 8215): where it carries the
+                           IPv4 address depends on the operator's prefix
+                           length, so that address cannot be judged */
     "fc00::/7",         /* unique local */
     "fe80::/10",        /* link-local */
     "ff00::/8",         /* multicast */
+};
+
+/*
+ * IPv6 addresses that carry an IPv4 address a packet may end up at, judged
+ * by it as well (an IPv4-mapped address is stored as one already): the
+ * well-known NAT64 prefix (RFC 6052), IPv4-compatible addresses (RFC 4291,
+ * deprecated), 6to4 (RFC 3056) and Teredo's client (RFC 4380, its bits
+ * inverted). Without this, [64:ff9b::7f00:1] would reach 127.0.0.1 through
+ * a NAT64 gateway.
+ */
+struct embed {
+    uint8_t prefix[16];
+    unsigned bits;
+    unsigned at;           /* offset of the 4 bytes */
+    uint8_t flip;          /* XORed with them */
+};
+
+static const struct embed embeds[] = {
+    { { 0x00, 0x64, 0xff, 0x9b }, 96, 12, 0x00 },   /* 64:ff9b::/96 */
+    { { 0 }, 96, 12, 0x00 },                        /* ::/96 */
+    { { 0x20, 0x02 }, 16, 2, 0x00 },                /* 2002::/16 */
+    { { 0x20, 0x01, 0x00, 0x00 }, 32, 12, 0xff },   /* 2001::/32 */
 };
 
 static void
@@ -172,11 +197,36 @@ netpolicy_clear_denied(struct netpolicy *np)
 }
 
 static bool
-policy_judge(const struct netpolicy *np, const uint8_t a[16])
+policy_judge_one(const struct netpolicy *np, const uint8_t a[16])
 {
     if (rlist_match(&np->allow, a))
         return true;
     return !rlist_match(&np->deny, a);
+}
+
+/* An address that carries an IPv4 address is permitted only when both
+ * are: the IPv6 ranges of the lists still apply to it. */
+static bool
+policy_judge(const struct netpolicy *np, const uint8_t a[16])
+{
+    if (!policy_judge_one(np, a))
+        return false;
+    for (size_t i = 0; i < sizeof(embeds) / sizeof(embeds[0]); i++) {
+        struct range r;
+        memcpy(r.addr, embeds[i].prefix, 16);
+        r.bits = embeds[i].bits;
+        if (!range_match(&r, a))
+            continue;
+        uint8_t m[16];
+        memset(m, 0, 10);
+        m[10] = 0xff;
+        m[11] = 0xff;
+        for (int k = 0; k < 4; k++)
+            m[12 + k] = (uint8_t)(a[embeds[i].at + (unsigned)k] ^ embeds[i].flip);
+        if (!policy_judge_one(np, m))
+            return false;
+    }
+    return true;
 }
 
 bool

@@ -5,7 +5,9 @@
  * permitted; otherwise one in a denied range is refused; anything else is
  * permitted. The default deny list covers loopback, private, link-local,
  * carrier-grade NAT, multicast and unspecified ranges, so the hub cannot
- * be used to reach internal services unless the operator allows it.
+ * be used to reach internal services unless the operator allows it. An
+ * IPv6 address that carries an IPv4 address (IPv4-mapped, NAT64 64:ff9b::/96,
+ * IPv4-compatible, 6to4, Teredo) is judged by that IPv4 address too.
  */
 #ifndef HUB_NETPOLICY_H
 #define HUB_NETPOLICY_H
@@ -29,8 +31,9 @@ int netpolicy_deny(struct netpolicy *np, const char *cidr) RS_MUST_CHECK;
 /* Drop the default deny list (an operator who wants none). */
 void netpolicy_clear_denied(struct netpolicy *np);
 
-/* May we connect to sa? IPv4-mapped IPv6 addresses are judged as IPv4.
- * Families other than IPv4/IPv6 are refused. */
+/* May we connect to sa? IPv4-mapped IPv6 addresses are judged as IPv4;
+ * other IPv6 forms that carry an IPv4 address are permitted only when both
+ * it and the IPv4 address are. Families other than IPv4/IPv6 are refused. */
 bool netpolicy_permits(const struct netpolicy *np, const struct sockaddr *sa);
 
 /* Same for a literal address string; false if it is not one. */

@@ -89,6 +89,55 @@ test_bad_cidrs(void **state)
     netpolicy_free(np);
 }
 
+/* netpolicy/embedded_ipv4_judged: IPv6 addresses that carry an IPv4
+ * address (NAT64, IPv4-compatible, 6to4, Teredo's inverted client) are
+ * denied when that address is, permitted when it is public; local-use
+ * NAT64 is denied (its layout is the operator's); sockaddr and string
+ * forms agree; an allowed IPv4 range covers its NAT64 form as it covers
+ * its IPv4-mapped form, and an IPv6 rule still applies to the address. */
+static void
+test_embedded_ipv4_judged(void **state)
+{
+    (void)state;
+    struct netpolicy *np = netpolicy_new();
+    const char *denied[] = {
+        "64:ff9b::7f00:1", "64:ff9b::127.0.0.1", "64:ff9b::a00:1",
+        "64:ff9b::c0a8:101", "64:ff9b::a9fe:a9fe", "64:ff9b::6440:1",
+        "64:ff9b::", "::127.0.0.1", "::10.0.0.1", "2002:7f00:1::1",
+        "2002:c0a8:101::", "2001:0:4136:e378:8000:63bf:80ff:fffe",
+        "64:ff9b:1::808:808", "64:ff9b:1:ffff::1",
+    };
+    const char *permitted[] = {
+        "64:ff9b::808:808", "64:ff9b::93.184.216.34", "::8.8.8.8",
+        "2002:808:808::1", "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
+        "2001:db8::1", "64:ff9a::7f00:1", "64:ff9b:0:1::7f00:1",
+    };
+    for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+        if (netpolicy_permits_str(np, denied[i]))
+            fail_msg("%s permitted", denied[i]);
+    for (size_t i = 0; i < sizeof(permitted) / sizeof(permitted[0]); i++)
+        if (!netpolicy_permits_str(np, permitted[i]))
+            fail_msg("%s denied", permitted[i]);
+
+    struct sockaddr_in6 s6;
+    memset(&s6, 0, sizeof(s6));
+    s6.sin6_family = AF_INET6;
+    inet_pton(AF_INET6, "64:ff9b::7f00:1", &s6.sin6_addr);
+    assert_false(netpolicy_permits(np, (struct sockaddr *)&s6));
+    inet_pton(AF_INET6, "64:ff9b::808:808", &s6.sin6_addr);
+    assert_true(netpolicy_permits(np, (struct sockaddr *)&s6));
+
+    assert_int_equal(netpolicy_allow(np, "127.0.0.0/8"), 0);
+    assert_true(netpolicy_permits_str(np, "64:ff9b::7f00:1"));
+    assert_true(netpolicy_permits_str(np, "::ffff:127.0.0.1"));
+    assert_false(netpolicy_permits_str(np, "64:ff9b::a00:1"));
+    assert_int_equal(netpolicy_deny(np, "64:ff9b::/96"), 0);
+    assert_false(netpolicy_permits_str(np, "64:ff9b::7f00:1"));
+    assert_false(netpolicy_permits_str(np, "64:ff9b::808:808"));
+    assert_true(netpolicy_permits_str(np, "::ffff:8.8.8.8"));
+    netpolicy_free(np);
+}
+
 int
 main(void)
 {
@@ -97,6 +146,7 @@ main(void)
         cmocka_unit_test(test_allow_wins),
         cmocka_unit_test(test_deny_added_and_cleared),
         cmocka_unit_test(test_bad_cidrs),
+        cmocka_unit_test(test_embedded_ipv4_judged),
     };
     return cmocka_run_group_tests_name("netpolicy", tests, NULL, NULL);
 }
