@@ -1114,6 +1114,35 @@ prologue_complete(const struct rs_parser *p)
     return false;
 }
 
+/* Does the document start as XML 1.0 (appendix F) says one in UTF-16 or
+ * UCS-4 does: a byte order mark, or "<" (and "?") in two or four bytes? */
+static bool
+prologue_is_wide(const unsigned char *b, size_t n)
+{
+    static const unsigned char lt[][4] = {
+        { 0x00, 0x00, 0x00, 0x3C }, { 0x3C, 0x00, 0x00, 0x00 },
+        { 0x00, 0x00, 0x3C, 0x00 }, { 0x00, 0x3C, 0x00, 0x00 },
+        { 0x00, 0x3C, 0x00, 0x3F }, { 0x3C, 0x00, 0x3F, 0x00 },
+        { 0x00, 0x00, 0xFE, 0xFF },
+    };
+    if (n >= 2 && ((b[0] == 0xFE && b[1] == 0xFF) || (b[0] == 0xFF && b[1] == 0xFE)))
+        return true;
+    for (size_t i = 0; n >= 4 && i < sizeof(lt) / sizeof(lt[0]); i++)
+        if (memcmp(b, lt[i], 4) == 0)
+            return true;
+    return false;
+}
+
+/* A NUL is no XML character (XML 1.0 2.2), whatever else is wrong: say so
+ * and where, rather than guess an encoding. offset counts from the first
+ * byte of the document. */
+static void
+parser_fail_nul(struct rs_parser *p, unsigned line, size_t offset)
+{
+    parser_fail(p, RS_EPARSE, line, "a NUL byte at offset %zu: not XML text",
+                offset);
+}
+
 /* Sitemaps (and so ResourceSync) documents "must be UTF-8 encoded". We
  * check the declaration ourselves and tell libxml2 to ignore it, so no
  * iconv conversion path (with its own error channel and its own chunking
@@ -1125,11 +1154,17 @@ prologue_check_encoding(struct rs_parser *p)
 {
     const char *b = p->prologue;
     size_t n = p->prologue_len;
-    if (memchr(b, '\0', n) != NULL ||
-        (n >= 2 && (((unsigned char)b[0] == 0xFE && (unsigned char)b[1] == 0xFF) ||
-                    ((unsigned char)b[0] == 0xFF && (unsigned char)b[1] == 0xFE)))) {
+    if (prologue_is_wide((const unsigned char *)b, n)) {
         parser_fail(p, RS_EINVALID, 1, "documents must be UTF-8 (Sitemaps "
                     "protocol); this one is UTF-16 or UCS-4");
+        return p->err;
+    }
+    const char *nul = memchr(b, '\0', n);
+    if (nul != NULL) {
+        unsigned line = 1;
+        for (const char *c = b; c < nul; c++)
+            line += *c == '\n';
+        parser_fail_nul(p, line, (size_t)(nul - b));
         return p->err;
     }
     if (n >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) {
@@ -1209,6 +1244,7 @@ rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
                     "is 50 MB; publish an index)", p->opts.max_bytes);
         return p->err;
     }
+    size_t offset = p->bytes;   /* of buf[0] in the document */
     p->bytes += len;
     if (p->ctx == NULL) {
         size_t take = PARSE_PROLOGUE_MAX - p->prologue_len;
@@ -1218,6 +1254,7 @@ rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
         p->prologue_len += take;
         buf += take;
         len -= take;
+        offset += take;
         if (!prologue_complete(p))
             return 0;
         if (parser_ctx_create(p) != 0)
@@ -1226,18 +1263,26 @@ rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
         if (xmlParseChunk(p->ctx, NULL, 0, 0) != 0)
             parser_fail(p, RS_EPARSE, parser_line(p), "not well-formed XML");
     }
+    /* libxml2 would call a NUL "Char 0x0 out of allowed range": what comes
+     * before it is parsed (an earlier fault is told first), then it is
+     * told as what it is */
+    const char *nul = len > 0 ? memchr(buf, '\0', len) : NULL;
+    size_t upto = nul != NULL ? (size_t)(nul - buf) : len;
     /* Feed libxml2 in pieces: 2.9 refuses more than 10,000,000 bytes in
      * one call ("Huge input lookup") without XML_PARSE_HUGE, which we do
      * not want. 1 MiB pieces cost nothing measurable. */
-    while (len > 0 && !p->stopped) {
-        int n = len > (1u << 20) ? (1 << 20) : (int)len;
+    while (upto > 0 && !p->stopped) {
+        int n = upto > (1u << 20) ? (1 << 20) : (int)upto;
         int xrc = xmlParseChunk(p->ctx, buf, n, 0);
         if (xrc != 0)
             parser_fail(p, RS_EPARSE, parser_line(p),
                         "not well-formed XML (libxml2 error %d)", xrc);
         buf += n;
-        len -= (size_t)n;
+        upto -= (size_t)n;
+        offset += (size_t)n;
     }
+    if (nul != NULL && !p->stopped)
+        parser_fail_nul(p, parser_line(p), offset);
     /* Errors that let the parse go on are told at finish. */
     return p->stopped ? p->err : 0;
 }

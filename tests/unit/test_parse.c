@@ -718,6 +718,61 @@ test_utf8_only(void **state)
     }
 }
 
+/* parse/nul_byte_told: a NUL byte is told as one, with its offset and
+ * line, wherever it is (the first bytes, the declaration, past the first
+ * 512 bytes) and whatever the chunking; a document that starts as UTF-16
+ * or UCS-4 does is still told as such. */
+static void
+test_nul_byte_told(void **state)
+{
+    (void)state;
+    char doc[2048];
+    size_t len = 0;
+    len += (size_t)snprintf(doc, sizeof(doc),
+                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                            "<urlset %s>\n<rs:ln rel=\"up\" href=\"http://e/c\"/>"
+                            "<rs:md capability=\"resourcelist\" at=\"2013-01-01\"/>\n",
+                            NS);
+    for (int i = 0; i < 24; i++)
+        len += (size_t)snprintf(doc + len, sizeof(doc) - len,
+                                "<url><loc>http://e.com/%d</loc></url>\n", i);
+    len += (size_t)snprintf(doc + len, sizeof(doc) - len, "</urlset>\n");
+    assert_true(len > 700);
+    /* offsets: the first byte, in the declaration, on line 3, past 512 */
+    size_t at[] = { 0, 10, 0, 0 };
+    at[2] = (size_t)(strstr(doc, "<rs:md") - doc) + 3;
+    at[3] = (size_t)(strstr(doc, "http://e.com/23") - doc);
+    assert_true(at[3] > 512);
+    for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+        char *d = malloc(len);
+        memcpy(d, doc, len);
+        d[at[k]] = '\0';
+        unsigned line = 1;
+        for (size_t i = 0; i < at[k]; i++)
+            line += doc[i] == '\n';
+        char want[64];
+        snprintf(want, sizeof(want), "a NUL byte at offset %zu: not XML text", at[k]);
+        for (size_t chunk = 1; chunk <= len; chunk = chunk * 3 + 1) {
+            struct rs_parser *p = rs_parser_new(NULL, NULL, NULL);
+            int rc = feed_chunked(p, d, len, chunk);
+            const struct rs_diag *dg = rs_parser_error(p);
+            if (rc != RS_EPARSE || dg == NULL || strcmp(dg->msg, want) != 0 ||
+                dg->line != line)
+                fail_msg("offset %zu chunk %zu: rc %d line %u \"%s\", want "
+                         "line %u \"%s\"", at[k], chunk, rc, dg ? dg->line : 0,
+                         dg ? dg->msg : "", line, want);
+            rs_parser_free(p);
+        }
+        free(d);
+    }
+    /* UTF-16 LE without a byte order mark: "<?" in two bytes each */
+    static const char wide[] = "<\0?\0x\0m\0l\0 \0v\0?\0>\0<\0u\0/\0>\0";
+    struct rs_parser *p = rs_parser_new(NULL, NULL, NULL);
+    assert_int_equal(feed_chunked(p, wide, sizeof(wide) - 1, 64), RS_EINVALID);
+    assert_non_null(strstr(rs_parser_error(p)->msg, "UTF-16 or UCS-4"));
+    rs_parser_free(p);
+}
+
 /* parse/big_in_one_call: a 12 MB document handed over in one call parses
  * (libxml2 refuses more than 10 MB per call; the parser feeds it pieces). */
 static void
@@ -815,6 +870,7 @@ main(void)
         cmocka_unit_test(test_root_rules_wait_for_the_head),
         cmocka_unit_test(test_every_error),
         cmocka_unit_test(test_utf8_only),
+        cmocka_unit_test(test_nul_byte_told),
         cmocka_unit_test(test_big_in_one_call),
         cmocka_unit_test(test_from_fd),
         cmocka_unit_test(test_alloc_failure),
