@@ -7,11 +7,21 @@
  * Accepting on the main loop also lets us meet EMFILE calmly: count it,
  * pause the listener briefly, keep serving the connections we have.
  *
- * Writes bypass lws's one-frame-per-write path: every notification is
+ * The WebSocket protocol itself is ours (RFC 6455): lws adopts each socket
+ * as a raw one and gives us its bytes, and we parse the upgrade request,
+ * answer it, decode the client's frames and write ours. Debian's lws 4.1
+ * accepts unmasked client frames, which RFC 6455 5.1 says must fail the
+ * connection (1002), and gives no way to tell; lws only checks masking
+ * from 5.0 on. The client has nothing to say beyond control frames, so the
+ * decoder (ws_dec_*) is small: it checks framing, masking and UTF-8 and
+ * keeps control frames whole; pings, pongs, the close handshake and
+ * keepalive are a few lines each.
+ *
+ * Writes are one per subscriber per loop turn: every notification is
  * already a complete frame (msg.c), so on each WRITEABLE we copy as many
- * queued frames as fit into a 64 KiB scratch buffer and hand it to
- * lws_write(LWS_WRITE_HTTP), which sends raw bytes and buffers a partial
- * send itself. One write per subscriber per loop turn, whatever the rate.
+ * queued frames as fit into a 64 KiB scratch buffer (after any pong or
+ * ping due) and hand it to lws_write(LWS_WRITE_RAW), which buffers a
+ * partial send itself and calls us again only once it has drained.
  *
  * Anonymous clients are limited per address on the main loop: a token
  * bucket refuses a burst of new connections at accept (a 429, before any
@@ -25,16 +35,21 @@
 #include <libwebsockets.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define RS_LOG_MODULE "ws"
 #include "acceptguard.h"
 #include "rs_alloc.h"
+#include "rs_hex.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "wsserver.h"
@@ -43,23 +58,72 @@
 #define WS_REPLAY_LOW 64        /* ask for more replay below this many queued */
 #define WS_CLIENT_TEXT 124      /* a close reason: 123 bytes at most (RFC 6455) */
 #define WS_ADDR_NOTICE_MS 60000 /* one log line per address per minute */
+#define WS_HEAD_MAX 8192        /* an upgrade request head, bytes */
+#define WS_HEAD_SECS 10         /* time a client has to send it */
+#define WS_CLOSE_SECS 5         /* time for the peer's close after ours */
+#define WS_CTL_MAX 125          /* a control frame's payload (RFC 6455 5.5) */
+#define WS_PROTOCOL "resourcesync-notification"
+#define WS_TIMEOUT_HEAD (PENDING_TIMEOUT_USER_REASON_BASE + 1)
 
 enum client_state {
-    CL_PENDING = 0,   /* JOIN sent, waiting for ATTACH */
+    CL_HANDSHAKE = 0, /* reading the upgrade request */
+    CL_PENDING,       /* JOIN sent, waiting for ATTACH */
     CL_REPLAY,        /* replaying; live messages are ignored */
     CL_LIVE,
     CL_CLOSING,       /* close frame pending */
+    CL_CLOSED,        /* our close frame (or refusal) sent and the write
+                         side shut: waiting for the peer's close or EOF */
+};
+
+/* The client's frames, decoded as they arrive, in any chunking (RFC 6455
+ * 5.2). Data messages are checked and dropped: a client has nothing to
+ * say on a channel. Control frames are kept whole for their handler. */
+enum ws_dec_step { WD_HEAD = 0, WD_LEN, WD_EXTLEN, WD_MASK, WD_DATA };
+
+enum ws_dec_ev {
+    WD_NEED = 0,      /* all the input was taken; more may follow */
+    WD_CONTROL,       /* a whole control frame: opcode, ctl[0..ctl_len) */
+    WD_FAIL,          /* the peer broke the protocol: close with the code */
+};
+
+struct ws_dec {
+    uint8_t step;
+    uint8_t opcode;            /* of the frame being read */
+    bool fin;
+    uint8_t got, need;         /* bytes of the extended length or mask */
+    uint64_t left;             /* payload bytes still to come */
+    uint8_t mask[4];
+    uint8_t mask_at;
+    bool in_msg;               /* a fragmented data message is open */
+    bool text;                 /* the open message is text */
+    uint32_t utf8;             /* ws_utf8_feed state; 0 between characters */
+    uint8_t ctl_len;
+    uint8_t ctl[WS_CTL_MAX];
 };
 
 struct ws_thread;
 
-/* Per-connection state: lws allocates it (per_session_data_size) and frees
- * it after LWS_CALLBACK_CLOSED, so it holds no pointer others keep. */
+/* Per-connection state: lws allocates it (per_session_data_size), zeroed,
+ * when it adopts the socket, and frees it after LWS_CALLBACK_RAW_CLOSE, so
+ * it holds no pointer others keep. */
 struct ws_client {
     struct lws *wsi;
-    struct ws_thread *t;
+    struct ws_thread *t;           /* NULL until the handshake is done */
     uint64_t id;
     enum client_state state;
+    struct seam_addr addr;         /* the peer, from accept() */
+    char *head;                    /* the request head so far (handshake) */
+    size_t head_len;
+    struct ws_dec dec;
+    bool open;                     /* upgraded: frames are decoded */
+    bool alive;                    /* heard from since our last ping */
+    bool ping_out;                 /* a ping went out since */
+    bool ping_due;                 /* a ping to send */
+    bool pong_due;                 /* a pong to send: pong[0..pong_len) */
+    bool peer_closed;              /* its close frame came */
+    bool shut_due;                 /* shut our side once lws has drained */
+    uint8_t pong_len;
+    uint8_t pong[WS_CTL_MAX];
     unsigned chan;                 /* SEAM_NO_CHAN until attached */
     struct ws_client *prev, *next; /* in the channel's list */
     struct msg_id skip_until;      /* live: drop ids <= this */
@@ -71,7 +135,7 @@ struct ws_client {
     size_t qbytes;
     time_t soft_since;             /* 0 = under the soft limit */
     bool choked;                   /* the kernel did not take our last write */
-    uint16_t close_code;
+    uint16_t close_code;           /* 0: a close frame without a code */
     char close_reason[WS_CLIENT_TEXT];
 };
 
@@ -110,9 +174,9 @@ struct ws_thread {
      * descriptor number comes back only through another ADOPT. */
     struct seam_addr *peers;
     size_t npeers;
-    lws_retry_bo_t retry;          /* keepalive policy; lws keeps a pointer */
     /* statistics, read by other threads */
     atomic_uint_fast64_t accepted, open, frames, bytes, writes, slow_drops, closed_gap;
+    atomic_uint_fast64_t proto_fails;   /* closed 1002/1007: broke RFC 6455 */
     atomic_uint_fast64_t assigned;  /* sockets handed to this thread, ever */
 };
 
@@ -148,7 +212,7 @@ struct ws_server {
     struct addr_table addrs;       /* main loop only */
     struct event *ev_sweep;
     uint64_t rate_refused;
-    struct rs_metrics_counter *m_rate_refused, *m_untracked;
+    struct rs_metrics_counter *m_rate_refused, *m_untracked, *m_proto;
 };
 
 /* ------------------------------------------------------------ client map */
@@ -554,7 +618,7 @@ client_drop_queue(struct ws_client *c)
 static void
 client_close(struct ws_client *c, uint16_t code, const char *reason)
 {
-    if (c->state == CL_CLOSING)
+    if (c->state == CL_CLOSING || c->state == CL_CLOSED)
         return;
     c->state = CL_CLOSING;
     c->close_code = code;
@@ -780,11 +844,12 @@ on_ev_adopt(struct ws_thread *t, struct seam_ev *ev)
     }
     if ((size_t)fd.sockfd < t->npeers)
         t->peers[fd.sockfd] = ev->addr;   /* else it counts as unknown */
-    /* On failure lws closes the socket itself, except on an early
-     * out-of-memory where it cannot tell us: leaking one descriptor then
-     * is better than closing a number another thread may already reuse. */
-    (void)lws_adopt_descriptor_vhost(vh, LWS_ADOPT_HTTP | LWS_ADOPT_SOCKET, fd,
-                                     NULL, NULL);
+    /* A raw socket: the WebSocket protocol is ours (on_rx). On failure
+     * lws closes the socket itself, except on an early out-of-memory where
+     * it cannot tell us: leaking one descriptor then is better than
+     * closing a number another thread may already reuse. */
+    (void)lws_adopt_descriptor_vhost(vh, LWS_ADOPT_SOCKET, fd, WS_PROTOCOL,
+                                     NULL);
 }
 
 static void
@@ -807,42 +872,621 @@ thread_drain_inbox(struct ws_thread *t)
     }
 }
 
-/* ------------------------------------------------------------- lws callback */
+/* ------------------------------------------------------------------ UTF-8 */
 
-/* Parse /channel/NAME[?since=ID]; 0 or a close code. */
-static int
-client_parse_uri(struct lws *wsi, struct seam_ev *ev)
+/* Streaming UTF-8 check (RFC 3629: no overlong forms, no surrogates, no
+ * code point past U+10FFFF), for text split anywhere. *st is 0 between
+ * characters; otherwise its low byte counts the continuation bytes still
+ * due and its next two bytes bound the next one. False at the first byte
+ * that cannot be UTF-8 (*st is then meaningless). */
+static bool
+ws_utf8_feed(uint32_t *st, const uint8_t *p, size_t n)
 {
-    char path[256], since[64];
-    int n = lws_hdr_copy(wsi, path, sizeof(path), WSI_TOKEN_GET_URI);
-    static const char prefix[] = "/channel/";
-    if (n <= 0 || strncmp(path, prefix, sizeof(prefix) - 1) != 0)
-        return 4004;
-    const char *name = path + sizeof(prefix) - 1;
-    size_t len = strlen(name);
-    if (len == 0 || len >= sizeof(ev->text) || strchr(name, '/') != NULL)
-        return 4004;
-    memcpy(ev->text, name, len + 1);
-    /* lws copies "since=VALUE" into the buffer and returns VALUE */
-    const char *v = lws_get_urlarg_by_name(wsi, "since=", since, sizeof(since));
-    if (v != NULL) {
-        if (msg_id_parse(v, strlen(v), &ev->id) != 0)
-            return 4005;
-        ev->flag = true;
+    uint32_t s = *st;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = p[i];
+        if ((s & 0xff) == 0) {
+            uint32_t k, lo = 0x80, hi = 0xbf;
+            if (b < 0x80)
+                continue;
+            if (b >= 0xc2 && b <= 0xdf) {
+                k = 1;
+            } else if (b == 0xe0) {
+                k = 2;
+                lo = 0xa0;            /* overlong below U+0800 */
+            } else if (b == 0xed) {
+                k = 2;
+                hi = 0x9f;            /* surrogates */
+            } else if (b >= 0xe1 && b <= 0xef) {
+                k = 2;
+            } else if (b == 0xf0) {
+                k = 3;
+                lo = 0x90;            /* overlong below U+10000 */
+            } else if (b >= 0xf1 && b <= 0xf3) {
+                k = 3;
+            } else if (b == 0xf4) {
+                k = 3;
+                hi = 0x8f;            /* past U+10FFFF */
+            } else {
+                return false;
+            }
+            s = k | lo << 8 | hi << 16;
+            continue;
+        }
+        if (b < ((s >> 8) & 0xff) || b > ((s >> 16) & 0xff))
+            return false;
+        s = (s & 0xff) - 1;
+        if (s != 0)
+            s |= 0x80u << 8 | 0xbfu << 16;
+    }
+    *st = s;
+    return true;
+}
+
+/* ------------------------------------------------------------ frame decoder */
+
+/* The frame's payload is all in. */
+static enum ws_dec_ev
+ws_dec_end(struct ws_dec *d, uint16_t *code, const char **why)
+{
+    d->step = WD_HEAD;
+    if (d->opcode & 0x08)
+        return WD_CONTROL;
+    if (!d->fin) {
+        d->in_msg = true;
+        return WD_NEED;
+    }
+    d->in_msg = false;
+    if (d->text && d->utf8 != 0) {
+        *code = 1007;
+        *why = "text ends inside a UTF-8 sequence";
+        return WD_FAIL;
+    }
+    return WD_NEED;
+}
+
+/* Unmask and take k payload bytes. */
+static enum ws_dec_ev
+ws_dec_payload(struct ws_dec *d, const uint8_t *p, size_t k, uint16_t *code,
+               const char **why)
+{
+    uint8_t buf[256];
+    while (k > 0) {
+        size_t m = k < sizeof(buf) ? k : sizeof(buf);
+        for (size_t i = 0; i < m; i++)
+            buf[i] = p[i] ^ d->mask[(d->mask_at + i) & 3];
+        d->mask_at = (uint8_t)((d->mask_at + m) & 3);
+        if (d->opcode & 0x08) {
+            memcpy(d->ctl + d->ctl_len, buf, m);   /* <= 125 in all */
+            d->ctl_len = (uint8_t)(d->ctl_len + m);
+        } else if (d->text && !ws_utf8_feed(&d->utf8, buf, m)) {
+            *code = 1007;
+            *why = "text that is not UTF-8";
+            return WD_FAIL;
+        }
+        p += m;
+        k -= m;
+    }
+    return WD_NEED;
+}
+
+/*
+ * Feed the client's bytes; *used says how many were taken. Stops after a
+ * whole control frame (WD_CONTROL: the caller handles it and feeds the
+ * rest) or at a violation (WD_FAIL, with the close code and why), else
+ * takes everything (WD_NEED). A client's frames must be masked (RFC 6455
+ * 5.1), control frames whole and short (5.5), fragments in order (5.4),
+ * text UTF-8 (8.1); no extension is negotiated, so no reserved bit.
+ */
+static enum ws_dec_ev
+ws_dec_feed(struct ws_dec *d, const uint8_t *p, size_t n, size_t *used,
+            uint16_t *code, const char **why)
+{
+    size_t i = 0;
+    enum ws_dec_ev ev = WD_NEED;
+    *code = 1002;
+    while (i < n && ev == WD_NEED) {
+        uint8_t b = p[i];
+        switch ((enum ws_dec_step)d->step) {
+        case WD_HEAD:
+            i++;
+            d->fin = (b & 0x80) != 0;
+            d->opcode = b & 0x0f;
+            if (b & 0x70) {
+                *why = "reserved bits set without an extension";
+                return *used = i, WD_FAIL;
+            }
+            if (d->opcode >= 0x08) {
+                if (d->opcode > 0x0a) {
+                    *why = "unknown control opcode";
+                    return *used = i, WD_FAIL;
+                }
+                if (!d->fin) {
+                    *why = "fragmented control frame";
+                    return *used = i, WD_FAIL;
+                }
+            } else if (d->opcode == 0x00) {
+                if (!d->in_msg) {
+                    *why = "continuation frame outside a message";
+                    return *used = i, WD_FAIL;
+                }
+            } else if (d->opcode <= 0x02) {
+                if (d->in_msg) {
+                    *why = "new message inside a fragmented one";
+                    return *used = i, WD_FAIL;
+                }
+                d->text = d->opcode == 0x01;
+                d->utf8 = 0;
+            } else {
+                *why = "unknown data opcode";
+                return *used = i, WD_FAIL;
+            }
+            d->step = WD_LEN;
+            break;
+        case WD_LEN:
+            i++;
+            if (!(b & 0x80)) {
+                *why = "client frame not masked";
+                return *used = i, WD_FAIL;
+            }
+            d->left = b & 0x7f;
+            d->got = 0;
+            if ((d->opcode & 0x08) && d->left > WS_CTL_MAX) {
+                *why = "control frame over 125 bytes";
+                return *used = i, WD_FAIL;
+            }
+            if (d->left >= 126) {
+                d->need = d->left == 126 ? 2 : 8;
+                d->left = 0;
+                d->step = WD_EXTLEN;
+            } else {
+                d->step = WD_MASK;
+            }
+            break;
+        case WD_EXTLEN:
+            i++;
+            d->left = d->left << 8 | b;
+            if (++d->got < d->need)
+                break;
+            if (d->left >> 63) {
+                *why = "payload length over 2^63";
+                return *used = i, WD_FAIL;
+            }
+            d->got = 0;
+            d->step = WD_MASK;
+            break;
+        case WD_MASK:
+            i++;
+            d->mask[d->got++] = b;
+            if (d->got < 4)
+                break;
+            d->mask_at = 0;
+            d->ctl_len = 0;
+            d->step = WD_DATA;
+            if (d->left == 0)
+                ev = ws_dec_end(d, code, why);
+            break;
+        case WD_DATA: {
+            size_t k = n - i < d->left ? n - i : (size_t)d->left;
+            ev = ws_dec_payload(d, p + i, k, code, why);
+            i += k;
+            d->left -= k;
+            if (ev == WD_NEED && d->left == 0)
+                ev = ws_dec_end(d, code, why);
+            break;
+        }
+        }
+    }
+    *used = i;
+    return ev;
+}
+
+/* A control frame: 2-byte header and payload (<= 125) into out. */
+static size_t
+ws_frame_control(uint8_t *out, uint8_t opcode, const uint8_t *payload,
+                 size_t len)
+{
+    out[0] = (uint8_t)(0x80 | opcode);
+    out[1] = (uint8_t)len;
+    if (len > 0)
+        memcpy(out + 2, payload, len);
+    return 2 + len;
+}
+
+/* ---------------------------------------------------------------- handshake */
+
+/* The upgrade request, as far as RFC 6455 4.2.1 asks. */
+struct ws_hs {
+    char *target;                  /* NUL-terminated, in the head buffer */
+    bool upgrade;                  /* Upgrade: websocket */
+    bool connection;               /* Connection: upgrade */
+    bool version;                  /* Sec-WebSocket-Version: 13 */
+    bool protocol;                 /* offered resourcesync-notification */
+    int keys;                      /* Sec-WebSocket-Key headers */
+    char key[32];
+};
+
+/* Does the comma-separated list v hold token tok (any case)? */
+static bool
+ws_hs_has_token(const char *v, const char *tok)
+{
+    size_t tl = strlen(tok);
+    while (*v != '\0') {
+        while (*v == ' ' || *v == '\t' || *v == ',')
+            v++;
+        const char *e = v;
+        while (*e != '\0' && *e != ',')
+            e++;
+        const char *t = e;
+        while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - v) == tl && strncasecmp(v, tok, tl) == 0)
+            return true;
+        v = e;
+    }
+    return false;
+}
+
+/* Parse the head (NUL-terminated, ending with the blank line; cut in
+ * place). 0, or the HTTP status to refuse it with and why. */
+static int
+ws_hs_parse(char *head, struct ws_hs *h, const char **why)
+{
+    memset(h, 0, sizeof(*h));
+    char *line = head, *eol = strstr(line, "\r\n");
+    *eol = '\0';
+    char *sp1 = strchr(line, ' ');
+    char *sp2 = sp1 != NULL ? strchr(sp1 + 1, ' ') : NULL;
+    if (sp1 == NULL || sp2 == NULL || strchr(sp2 + 1, ' ') != NULL) {
+        *why = "malformed request line";
+        return 400;
+    }
+    *sp1 = *sp2 = '\0';
+    if (strcmp(sp2 + 1, "HTTP/1.1") != 0) {
+        *why = "a WebSocket upgrade needs HTTP/1.1";
+        return 400;
+    }
+    if (strcmp(line, "GET") != 0) {
+        *why = "only GET upgrades to a WebSocket";
+        return 405;
+    }
+    h->target = sp1 + 1;
+    for (line = eol + 2; *line != '\0'; line = eol + 2) {
+        eol = strstr(line, "\r\n");
+        *eol = '\0';
+        char *colon = strchr(line, ':');
+        if (line[0] == ' ' || line[0] == '\t' || colon == NULL ||
+            colon == line || colon[-1] == ' ' || colon[-1] == '\t') {
+            *why = "malformed header line";
+            return 400;
+        }
+        *colon = '\0';
+        char *v = colon + 1, *ve = eol;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+            ve--;
+        *ve = '\0';
+        if (strcasecmp(line, "Upgrade") == 0) {
+            h->upgrade = h->upgrade || ws_hs_has_token(v, "websocket");
+        } else if (strcasecmp(line, "Connection") == 0) {
+            h->connection = h->connection || ws_hs_has_token(v, "upgrade");
+        } else if (strcasecmp(line, "Sec-WebSocket-Version") == 0) {
+            h->version = strcmp(v, "13") == 0;
+        } else if (strcasecmp(line, "Sec-WebSocket-Protocol") == 0) {
+            h->protocol = h->protocol || ws_hs_has_token(v, WS_PROTOCOL);
+        } else if (strcasecmp(line, "Sec-WebSocket-Key") == 0) {
+            h->keys++;
+            snprintf(h->key, sizeof(h->key), "%s", v);
+        }
+    }
+    if (!h->upgrade) {
+        *why = "this port speaks WebSocket only (Upgrade: websocket)";
+        return 426;
+    }
+    if (!h->version) {
+        *why = "Sec-WebSocket-Version must be 13";
+        return 426;
+    }
+    /* the key: 16 bytes in base64, one header */
+    unsigned char raw[24];
+    if (!h->connection || h->keys != 1 || strlen(h->key) != 24 ||
+        EVP_DecodeBlock(raw, (const unsigned char *)h->key, 24) != 18 ||
+        h->key[22] != '=' || h->key[23] != '=') {
+        *why = h->connection ? "Sec-WebSocket-Key must be one 16-byte nonce "
+                               "in base64"
+                             : "Connection: upgrade is missing";
+        return 400;
     }
     return 0;
 }
 
-static int
-on_established(struct ws_thread *t, struct ws_client *c, struct lws *wsi)
+/* Percent-decode s[0..n) into out (outsz with the NUL); false for a bad
+ * escape, a NUL, or no room. */
+static bool
+ws_pct_decode(const char *s, size_t n, char *out, size_t outsz)
 {
-    memset(c, 0, sizeof(*c));
-    c->wsi = wsi;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            if (i + 2 >= n)
+                return false;
+            int hi = rs_hexval(s[i + 1]), lo = rs_hexval(s[i + 2]);
+            if (hi < 0 || lo < 0)
+                return false;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (c == 0 || o + 1 >= outsz)
+            return false;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* /channel/NAME[?since=ID] into ev: 0, or the close code to refuse with
+ * (4004 unknown channel, 4005 bad since). */
+static int
+ws_parse_target(const char *target, struct seam_ev *ev)
+{
+    static const char prefix[] = "/channel/";
+    if (strncmp(target, prefix, sizeof(prefix) - 1) != 0)
+        return 4004;
+    const char *name = target + sizeof(prefix) - 1;
+    size_t nlen = strcspn(name, "?#");
+    if (nlen == 0 || !ws_pct_decode(name, nlen, ev->text, sizeof(ev->text)) ||
+        strchr(ev->text, '/') != NULL)
+        return 4004;
+    if (name[nlen] != '?')
+        return 0;
+    /* the first since= of the query wins, as with lws before */
+    const char *q = name + nlen + 1;
+    while (*q != '\0' && *q != '#') {
+        size_t plen = strcspn(q, "&#");
+        if (plen > 6 && strncmp(q, "since=", 6) == 0) {
+            char v[MSG_ID_BUFSZ + 8];
+            if (!ws_pct_decode(q + 6, plen - 6, v, sizeof(v)) ||
+                msg_id_parse(v, strlen(v), &ev->id) != 0)
+                return 4005;
+            ev->flag = true;
+            return 0;
+        }
+        if (plen == 6 && strncmp(q, "since=", 6) == 0)
+            return 4005;
+        q += plen;
+        if (*q == '&')
+            q++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- lws callback */
+
+/* Our last bytes are written (the close frame, or a refusal): shut our
+ * side once lws has sent them all, and give the peer WS_CLOSE_SECS to
+ * close its side (or send its close frame). */
+static void
+client_shut(struct ws_client *c)
+{
+    c->state = CL_CLOSED;
+    if (lws_partial_buffered(c->wsi)) {
+        c->shut_due = true;   /* on the WRITEABLE after lws drained */
+        lws_callback_on_writable(c->wsi);
+    } else {
+        (void)shutdown(lws_get_socket_fd(c->wsi), SHUT_WR);
+    }
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_ACK, WS_CLOSE_SECS);
+}
+
+/* The peer broke RFC 6455: close with code, once, and say so. */
+static void
+client_fail(struct ws_client *c, uint16_t code, const char *why)
+{
+    char who[64], cs[8];
+    ws_server_addr_format(&c->addr, who, sizeof(who));
+    snprintf(cs, sizeof(cs), "%u", (unsigned)code);
+    rs_log_kv(RS_LOG_INFO, "WebSocket client broke the protocol: closed",
+              "client", who, "code", cs, "why", why, NULL);
+    if (c->t != NULL) {
+        atomic_fetch_add(&c->t->proto_fails, 1);
+        rs_metrics_counter_inc(c->t->srv->m_proto);
+    }
+    c->open = false;   /* the stream is lost: read nothing more of it */
+    client_close(c, code, why);
+}
+
+/* Refuse the upgrade with an HTTP status, then close. */
+static void
+client_refuse(struct ws_thread *t, struct ws_client *c, int status,
+              const char *why)
+{
+    const char *reason = status == 405 ? "Method Not Allowed"
+                       : status == 426 ? "Upgrade Required"
+                       : status == 431 ? "Request Header Fields Too Large"
+                                       : "Bad Request";
+    char *out = (char *)t->scratch + LWS_PRE;
+    int n = snprintf(out, 1024,
+                     "HTTP/1.1 %d %s\r\n"
+                     "Content-Type: text/plain; charset=utf-8\r\n"
+                     "Content-Length: %zu\r\n"
+                     "%s%s"
+                     "Connection: close\r\n\r\n"
+                     "error: %s\n",
+                     status, reason, strlen(why) + 8,
+                     status == 426 ? "Upgrade: websocket\r\n"
+                                     "Sec-WebSocket-Version: 13\r\n" : "",
+                     status == 405 ? "Allow: GET\r\n" : "", why);
+    if (n > 0 && n < 1024)
+        (void)lws_write(c->wsi, (unsigned char *)out, (size_t)n, LWS_WRITE_RAW);
+    client_shut(c);
+}
+
+static int on_established(struct ws_thread *t, struct ws_client *c,
+                          const char *target);
+
+/* Collect the request head; once whole, answer it. *used: the bytes of
+ * in that were the head's (the rest are the client's first frames).
+ * Returns 0, or -1 to hang up at once. */
+static int
+client_handshake(struct ws_thread *t, struct ws_client *c, const uint8_t *in,
+                 size_t len, size_t *used)
+{
+    *used = len;
+    if (c->head == NULL && (c->head = rs_malloc(WS_HEAD_MAX + 1)) == NULL)
+        return -1;
+    size_t old = c->head_len;
+    size_t take = WS_HEAD_MAX - old < len ? WS_HEAD_MAX - old : len;
+    memcpy(c->head + old, in, take);
+    c->head_len += take;
+    c->head[c->head_len] = '\0';
+    if (memchr(c->head + old, '\0', take) != NULL) {
+        client_refuse(t, c, 400, "NUL byte in the request head");
+        return 0;
+    }
+    char *end = strstr(c->head + (old > 3 ? old - 3 : 0), "\r\n\r\n");
+    if (end == NULL) {
+        if (c->head_len >= WS_HEAD_MAX)
+            client_refuse(t, c, 431, "request head over 8 KiB");
+        return 0;
+    }
+    size_t head_len = (size_t)(end - c->head) + 4;
+    *used = head_len - old;
+    end[2] = '\0';   /* keep the last header's CRLF, drop the blank line */
+
+    struct ws_hs h;
+    const char *why = NULL;
+    int status = ws_hs_parse(c->head, &h, &why);
+    if (status != 0) {
+        client_refuse(t, c, status, why);
+        return 0;
+    }
+    /* Sec-WebSocket-Accept: base64(SHA-1(key + the RFC's GUID)) */
+    char kg[64];
+    unsigned char md[SHA_DIGEST_LENGTH], acc[32];
+    int kn = snprintf(kg, sizeof(kg), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11",
+                      h.key);
+    SHA1((const unsigned char *)kg, (size_t)kn, md);
+    EVP_EncodeBlock(acc, md, SHA_DIGEST_LENGTH);
+    char *out = (char *)t->scratch + LWS_PRE;
+    int n = snprintf(out, 512,
+                     "HTTP/1.1 101 Switching Protocols\r\n"
+                     "Upgrade: websocket\r\n"
+                     "Connection: Upgrade\r\n"
+                     "Sec-WebSocket-Accept: %s\r\n"
+                     "%s\r\n",
+                     (const char *)acc,
+                     h.protocol ? "Sec-WebSocket-Protocol: " WS_PROTOCOL "\r\n" : "");
+    if (lws_write(c->wsi, (unsigned char *)out, (size_t)n, LWS_WRITE_RAW) < 0)
+        return -1;
+    lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
+    lws_set_timer_usecs(c->wsi, (lws_usec_t)t->srv->o.ping_secs * LWS_US_PER_SEC);
+    c->open = true;
+    int rc = on_established(t, c, h.target);
+    rs_free(c->head);
+    c->head = NULL;
+    return rc;
+}
+
+/* A whole control frame from the client. 0, or -1 to hang up now. */
+static int
+client_control(struct ws_client *c)
+{
+    struct ws_dec *d = &c->dec;
+    if (d->opcode == 0x09) {   /* ping: answer with its payload, latest wins */
+        if (c->state == CL_CLOSING || c->state == CL_CLOSED)
+            return 0;
+        memcpy(c->pong, d->ctl, d->ctl_len);
+        c->pong_len = d->ctl_len;
+        c->pong_due = true;
+        lws_callback_on_writable(c->wsi);
+        return 0;
+    }
+    if (d->opcode == 0x0a)
+        return 0;              /* pong: any input proves it alive */
+    /* close (RFC 6455 5.5.1, 7.4) */
+    c->peer_closed = true;
+    if (c->state == CL_CLOSED)
+        return -1;             /* it answered ours: done */
+    uint16_t code = 0;
+    if (d->ctl_len == 1) {
+        client_fail(c, 1002, "close frame of one byte");
+        return 0;
+    }
+    if (d->ctl_len >= 2) {
+        uint32_t st = 0;
+        code = (uint16_t)(d->ctl[0] << 8 | d->ctl[1]);
+        if (!((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+              (code >= 3000 && code <= 4999))) {
+            client_fail(c, 1002, "close code not allowed on the wire");
+            return 0;
+        }
+        if (!ws_utf8_feed(&st, d->ctl + 2, d->ctl_len - 2u) || st != 0) {
+            client_fail(c, 1007, "close reason that is not UTF-8");
+            return 0;
+        }
+    }
+    client_close(c, code, "");   /* echo its code; then we hang up */
+    return 0;
+}
+
+/* Bytes from the client. 0, or -1 to hang up now. */
+static int
+on_rx(struct ws_thread *t, struct ws_client *c, const uint8_t *in, size_t len)
+{
+    if (c->state == CL_HANDSHAKE) {
+        size_t used;
+        if (client_handshake(t, c, in, len, &used) != 0)
+            return -1;
+        in += used;
+        len -= used;
+    }
+    if (!c->open)
+        return 0;   /* refused, or the stream was lost: wait for EOF */
+    c->alive = true;
+    while (len > 0 && c->open) {
+        size_t used;
+        uint16_t code;
+        const char *why = "";
+        enum ws_dec_ev ev = ws_dec_feed(&c->dec, in, len, &used, &code, &why);
+        in += used;
+        len -= used;
+        if (ev == WD_FAIL)
+            client_fail(c, code, why);
+        else if (ev == WD_CONTROL && client_control(c) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Keepalive: every ping_secs a ping; a client that sent nothing since the
+ * last one is gone (dropped within two intervals). */
+static int
+on_timer(struct ws_thread *t, struct ws_client *c)
+{
+    if (c->state == CL_HANDSHAKE || c->state == CL_CLOSING ||
+        c->state == CL_CLOSED)
+        return 0;
+    if (c->ping_out && !c->alive)
+        return -1;
+    c->alive = false;
+    c->ping_out = true;
+    c->ping_due = true;
+    lws_callback_on_writable(c->wsi);
+    lws_set_timer_usecs(c->wsi, (lws_usec_t)t->srv->o.ping_secs * LWS_US_PER_SEC);
+    return 0;
+}
+
+static int
+on_established(struct ws_thread *t, struct ws_client *c, const char *target)
+{
     c->chan = SEAM_NO_CHAN;
     c->id = ((uint64_t)(t->idx + 1) << 48) | ++t->next_client;
     if (cmap_put(&t->clients, c->id, c) != 0)
         return -1;   /* c->t stays NULL: on_closed has nothing to undo */
     c->t = t;
+    c->state = CL_PENDING;
     t->nclients++;
     atomic_fetch_add(&t->accepted, 1);
     atomic_fetch_add(&t->open, 1);
@@ -852,7 +1496,7 @@ on_established(struct ws_thread *t, struct ws_client *c, struct lws *wsi)
         client_close(c, 1011, "out of memory");
         return 0;
     }
-    int code = client_parse_uri(wsi, ev);
+    int code = ws_parse_target(target, ev);
     if (code != 0) {
         seam_ev_free(ev);
         client_close(c, (uint16_t)code, code == 4005 ? "bad since value"
@@ -864,9 +1508,7 @@ on_established(struct ws_thread *t, struct ws_client *c, struct lws *wsi)
         client_close(c, 1001, "hub shutting down");
         return 0;
     }
-    int fd = lws_get_socket_fd(wsi);
-    if (fd >= 0 && (size_t)fd < t->npeers)
-        ev->addr = t->peers[fd];
+    ev->addr = c->addr;
     ev->client = c->id;
     c->joined = true;
     to_main(t, ev);
@@ -874,8 +1516,22 @@ on_established(struct ws_thread *t, struct ws_client *c, struct lws *wsi)
 }
 
 static void
+on_adopted(struct ws_thread *t, struct ws_client *c, struct lws *wsi)
+{
+    c->wsi = wsi;
+    c->state = CL_HANDSHAKE;
+    c->chan = SEAM_NO_CHAN;
+    int fd = lws_get_socket_fd(wsi);
+    if (fd >= 0 && (size_t)fd < t->npeers)
+        c->addr = t->peers[fd];
+    lws_set_timeout(wsi, WS_TIMEOUT_HEAD, WS_HEAD_SECS);
+}
+
+static void
 on_closed(struct ws_thread *t, struct ws_client *c)
 {
+    rs_free(c->head);
+    c->head = NULL;
     if (c->t == NULL)
         return;   /* never established */
     chan_unlink(t, c);
@@ -899,42 +1555,74 @@ on_closed(struct ws_thread *t, struct ws_client *c)
 static int
 on_writeable(struct ws_thread *t, struct ws_client *c)
 {
-    if (c->state == CL_CLOSING) {
-        lws_close_reason(c->wsi, (enum lws_close_status)c->close_code,
-                         (unsigned char *)c->close_reason,
-                         strlen(c->close_reason));
-        return -1;
-    }
-    if (c->qlen == 0)
-        return 0;
-
-    unsigned char *buf;
+    unsigned char *buf = t->scratch + LWS_PRE;
     size_t len = 0;
+    if (c->state == CL_CLOSED) {
+        if (c->shut_due && !lws_partial_buffered(c->wsi)) {
+            c->shut_due = false;
+            (void)shutdown(lws_get_socket_fd(c->wsi), SHUT_WR);
+        }
+        return 0;
+    }
+    if (c->state == CL_HANDSHAKE)
+        return 0;
+    if (c->state == CL_CLOSING) {
+        uint8_t payload[2 + WS_CLIENT_TEXT];
+        size_t plen = 0;
+        if (c->close_code != 0) {
+            payload[0] = (uint8_t)(c->close_code >> 8);
+            payload[1] = (uint8_t)c->close_code;
+            plen = strlen(c->close_reason);   /* <= 123 */
+            memcpy(payload + 2, c->close_reason, plen);
+            plen += 2;
+        }
+        len = ws_frame_control(buf, 0x08, payload, plen);
+        if (lws_write(c->wsi, buf, len, LWS_WRITE_RAW) < 0 || c->peer_closed)
+            return -1;   /* a close answering the peer's: done */
+        client_shut(c);
+        return 0;
+    }
+    /* what the client is owed first: a pong, then our ping */
+    if (c->pong_due) {
+        len += ws_frame_control(buf + len, 0x0a, c->pong, c->pong_len);
+        c->pong_due = false;
+    }
+    if (c->ping_due) {
+        len += ws_frame_control(buf + len, 0x09, NULL, 0);
+        c->ping_due = false;
+    }
     uint32_t n = 0;
-    struct msg *first = c->q[c->qhead];
-    if (first->frame_len >= WS_SCRATCH) {
-        buf = first->frame;   /* big: send from the shared frame */
-        len = first->frame_len;
+    size_t data = 0;
+    if (c->qlen > 0 && c->q[c->qhead]->frame_len >= WS_SCRATCH) {
+        /* big: send from the shared frame, after what is in the scratch */
+        if (len > 0 && lws_write(c->wsi, buf, len, LWS_WRITE_RAW) < 0)
+            return -1;
+        buf = c->q[c->qhead]->frame;
+        len = data = c->q[c->qhead]->frame_len;
         n = 1;
     } else {
-        buf = t->scratch + LWS_PRE;
         while (n < c->qlen) {
             struct msg *m = c->q[(c->qhead + n) % c->qcap];
             if (len + m->frame_len > WS_SCRATCH)
                 break;
             memcpy(buf + len, m->frame, m->frame_len);
             len += m->frame_len;
+            data += m->frame_len;
             n++;
         }
     }
-    if (lws_write(c->wsi, buf, len, LWS_WRITE_HTTP) < 0)
+    if (len == 0)
+        return 0;
+    if (lws_write(c->wsi, buf, len, LWS_WRITE_RAW) < 0)
         return -1;
     c->choked = lws_partial_buffered(c->wsi) != 0;
-    atomic_fetch_add_explicit(&t->frames, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->bytes, len, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->writes, 1, memory_order_relaxed);
-    client_pop(c, n);
-    client_maybe_more(c);
+    if (n > 0) {
+        atomic_fetch_add_explicit(&t->frames, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->bytes, data, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->writes, 1, memory_order_relaxed);
+        client_pop(c, n);
+        client_maybe_more(c);
+    }
     if (c->qlen > 0)
         lws_callback_on_writable(c->wsi);
     return 0;
@@ -944,8 +1632,6 @@ static int
 ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
             void *in, size_t len)
 {
-    (void)in;
-    (void)len;
     struct lws_context *ctx = lws_get_context(wsi);
     struct ws_thread *t = ctx != NULL ? lws_context_user(ctx) : NULL;
     struct ws_client *c = user;
@@ -956,15 +1642,18 @@ ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
         thread_drain_inbox(t);
         return 0;
-    case LWS_CALLBACK_ESTABLISHED:
-        return on_established(t, c, wsi);
-    case LWS_CALLBACK_SERVER_WRITEABLE:
+    case LWS_CALLBACK_RAW_ADOPT:
+        on_adopted(t, c, wsi);
+        return 0;
+    case LWS_CALLBACK_RAW_RX:
+        return on_rx(t, c, in, len);
+    case LWS_CALLBACK_RAW_WRITEABLE:
         return on_writeable(t, c);
-    case LWS_CALLBACK_CLOSED:
+    case LWS_CALLBACK_TIMER:
+        return on_timer(t, c);
+    case LWS_CALLBACK_RAW_CLOSE:
         on_closed(t, c);
         return 0;
-    case LWS_CALLBACK_RECEIVE:
-        return 0;   /* server -> client only; client text is ignored */
     default:
         break;
     }
@@ -973,10 +1662,9 @@ ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 
 static const struct lws_protocols ws_protocols[] = {
     {
-        .name = "resourcesync-notification",
+        .name = WS_PROTOCOL,
         .callback = ws_callback,
         .per_session_data_size = sizeof(struct ws_client),
-        .rx_buffer_size = 512,
         .tx_packet_size = WS_SCRATCH,
     },
     { .name = NULL },
@@ -1020,17 +1708,10 @@ thread_context(struct ws_server *s, struct ws_thread *t, const char **err)
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER;   /* sockets come adopted */
     info.protocols = ws_protocols;
     info.user = t;
-    /* lws 4.1: ping after ping_secs idle, hang up after twice that */
-    t->retry.secs_since_valid_ping = (uint16_t)s->o.ping_secs;
-    t->retry.secs_since_valid_hangup = (uint16_t)(s->o.ping_secs * 2);
-    info.retry_and_idle_policy = &t->retry;
+    (void)s;   /* keepalive and timeouts are ours (on_timer, WS_*_SECS) */
     info.timeout_secs = 10;
     info.pt_serv_buf_size = 4096;
-    info.max_http_header_pool = 64;
     info.count_threads = 1;
-    /* RFC 6455 8.1: a text frame that is not UTF-8 fails the connection
-     * with 1007. lws checks it across fragments and closes itself. */
-    info.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
     struct lws_context *ctx = lws_create_context(&info);
     if (ctx == NULL)
         *err = "cannot create a libwebsockets context";
@@ -1132,6 +1813,11 @@ ws_server_metrics(struct ws_server *s, struct rs_metrics *m)
             m, &s->m_untracked, "rshub_ws_addr_untracked_total",
             "Connections or replays not limited per address: the table of "
             "addresses was full.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(
+            m, &s->m_proto, "rshub_ws_protocol_closes_total",
+            "WebSocket clients closed for breaking RFC 6455 (1002: unmasked "
+            "or malformed frames; 1007: text that is not UTF-8).", NULL);
     if (rc == 0)
         rc = rs_metrics_register_gauge_fn(
             m, "rshub_ws_addresses",
@@ -1244,6 +1930,7 @@ ws_server_stats(const struct ws_server *s, struct ws_stats *out)
         out->writes += atomic_load(&t->writes);
         out->slow_drops += atomic_load(&t->slow_drops);
         out->closed_gap += atomic_load(&t->closed_gap);
+        out->proto_fails += atomic_load(&t->proto_fails);
     }
     out->refused = s->refused + acceptguard_refused(s->guard);
     out->rate_refused = s->rate_refused;

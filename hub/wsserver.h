@@ -1,7 +1,8 @@
 /*
  * wsserver.h - the WebSocket side of the hub: a listener on the main loop
  * that hands each accepted socket to one of N libwebsockets contexts, one
- * per service thread, each owning its connections, their send queues and a
+ * per service thread, each owning its connections (the WebSocket protocol
+ * on them, RFC 6455, lws giving the raw bytes), their send queues and a
  * per-thread channel -> clients index. It talks to the main loop only
  * through seam events (what to send, whom to close; who joined, who left,
  * who wants more replay). On the main loop it also keeps the per-address
@@ -49,6 +50,7 @@ struct ws_stats {
     uint64_t closed_gap;      /* clients closed with 4001 */
     uint64_t refused;         /* accepts that failed (EMFILE, ...) */
     uint64_t rate_refused;    /* refused at accept: address over its rate */
+    uint64_t proto_fails;     /* closed 1002/1007 for breaking RFC 6455 */
     size_t addrs;             /* addresses the per-address limits track */
 };
 

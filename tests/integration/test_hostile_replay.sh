@@ -17,8 +17,8 @@
 #    is refused with 429 past --ws-conn-burst, a replay past
 #    --ws-replays-per-addr is closed with 1013; counted, and told once per
 #    address in the log.
-# 3. RFC 6455: a text frame that is not UTF-8 (also split over fragments)
-#    closes with 1007.
+# 3. RFC 6455: an unmasked client frame closes with 1002, a text frame that
+#    is not UTF-8 (also split over fragments) with 1007.
 # 4. since= an id in the future is read as "now": live messages flow.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
 # shellcheck source=lib/common.sh
@@ -101,11 +101,15 @@ check "its replays end when the clients go" \
     metric_drops_to "$HPB" rshub_replays 0 10
 hub_stop B
 
-note "RFC 6455: UTF-8"
+note "RFC 6455: masking and UTF-8"
 expect_eq "a masked text frame is ignored" \
     "$(ht wsprobe --ws "$WP" --chan "$CH" --frame masked-text --timeout 1)" none
 expect_eq "UTF-8 split over two fragments is fine" \
     "$(ht wsprobe --ws "$WP" --chan "$CH" --frame good-utf8-split --timeout 1)" none
+expect_eq "an unmasked text frame: close 1002" \
+    "$(ht wsprobe --ws "$WP" --chan "$CH" --frame unmasked-text)" 1002
+expect_eq "an unmasked ping: close 1002" \
+    "$(ht wsprobe --ws "$WP" --chan "$CH" --frame unmasked-ping)" 1002
 expect_eq "a text frame that is not UTF-8: close 1007" \
     "$(ht wsprobe --ws "$WP" --chan "$CH" --frame bad-utf8)" 1007
 expect_eq "... also when the bad sequence spans two fragments" \
@@ -127,5 +131,7 @@ for since in "$future" 99999999999999-0; do
 done
 v=$(metric "$HP" rshub_ws_since_future_total)
 check "... counted ($v)" test "$v" -ge 2
+v=$(metric "$HP" rshub_ws_protocol_closes_total)
+expect_eq "protocol closes counted" "$v" 4
 
 finish
