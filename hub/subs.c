@@ -3,7 +3,15 @@
  * hub prefix: sub:NAME (hash callback -> record), cur:NAME (hash callback
  * -> last delivered id), leases (zset "NAME CALLBACK" -> expiry ms),
  * subtopics (set of names with subscriptions), hosts (hash host -> count),
- * lock:NAME (the delivering node).
+ * pend:NAME (zset callback -> end of its reservation, ms) and phost:HOST
+ * (zset "NAME CALLBACK" -> the same), lock:NAME (the delivering node).
+ *
+ * A cap counts stored subscriptions plus live reservations. A reservation
+ * is taken when a request is accepted, in the script that checks the cap,
+ * and ends when the subscription is stored (the same script moves it),
+ * when it is released, or when its time has passed: the scripts that
+ * count drop ended ones first, by Redis's clock (one clock for every
+ * node), and each pend/phost key expires with its last reservation.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +25,8 @@
 enum subs_script {
     SS_PUT,
     SS_REMOVE,
-    SS_COUNTS,
+    SS_RESERVE,
+    SS_RELEASE,
     SS_LOAD,
     SS_LOCK,
     SS_SET_RECORD,
@@ -25,10 +34,39 @@ enum subs_script {
     SS_COUNT,
 };
 
-/* Keys in order: sub:NAME, cur:NAME, leases, subtopics, hosts. */
+/* The start of the scripts that count reservations: Redis's time (5 and
+ * 6 need effects replication for TIME before a write; 7 always has it),
+ * ended reservations of the topic and the host dropped. */
+#define SUBS_LUA_NOW                                                         \
+    "redis.replicate_commands()\n"                                           \
+    "local t = redis.call('TIME')\n"                                         \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+    "redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n"                 \
+    "redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)\n"
+
+/* Is there room for one more, stored and reserved counted? Returns -1 or
+ * -2 (enum subs_slot) from the script when not. tc, hc: the caps; hk: the
+ * host's field in KEYS[5]. */
+#define SUBS_LUA_ROOM(tc, hc, hk)                                            \
+    "if tonumber(" tc ") > 0 and redis.call('HLEN', KEYS[1]) +\n"           \
+    "   redis.call('ZCARD', KEYS[6]) >= tonumber(" tc ") then return -1 end\n" \
+    "if tonumber(" hc ") > 0 and tonumber(redis.call('HGET', KEYS[5], " hk \
+    ") or '0') +\n"                                                         \
+    "   redis.call('ZCARD', KEYS[7]) >= tonumber(" hc ") then return -2 end\n"
+
+/* Keys in order: sub:NAME, cur:NAME, leases, subtopics, hosts, and for the
+ * scripts that reserve: pend:NAME, phost:HOST. */
 static struct script scripts[SS_COUNT] = {
-    /* ARGV: callback, record, expiry, cursor, member, name, host */
+    /* ARGV: callback, record, expiry, cursor, member, name, host, topic
+     * cap, host cap. The reservation becomes the subscription; a new one
+     * without a reservation (it ran out) needs room. */
     [SS_PUT].src =
+        SUBS_LUA_NOW
+        "redis.call('ZREM', KEYS[6], ARGV[1])\n"
+        "redis.call('ZREM', KEYS[7], ARGV[5])\n"
+        "if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then\n"
+        SUBS_LUA_ROOM("ARGV[8]", "ARGV[9]", "ARGV[7]")
+        "end\n"
         "local new = redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])\n"
         "redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[4])\n"
         "redis.call('ZADD', KEYS[3], ARGV[3], ARGV[5])\n"
@@ -45,11 +83,28 @@ static struct script scripts[SS_COUNT] = {
         "  redis.call('HDEL', KEYS[5], ARGV[4])\n"
         "end\n"
         "return gone\n",
-    /* ARGV: callback, host */
-    [SS_COUNTS].src =
-        "return {redis.call('HLEN', KEYS[1]),\n"
-        "        tonumber(redis.call('HGET', KEYS[5], ARGV[2]) or '0'),\n"
-        "        redis.call('HEXISTS', KEYS[1], ARGV[1])}\n",
+    /* ARGV: callback, member, topic cap, host cap, hold ms, host. A pair
+     * that holds a reservation already shares it (and holds it longer). */
+    [SS_RESERVE].src =
+        SUBS_LUA_NOW
+        "if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end\n"
+        "if not redis.call('ZSCORE', KEYS[6], ARGV[1]) then\n"
+        SUBS_LUA_ROOM("ARGV[3]", "ARGV[4]", "ARGV[6]")
+        "end\n"
+        "local hold = tonumber(ARGV[5])\n"
+        "redis.call('ZADD', KEYS[6], now + hold, ARGV[1])\n"
+        "redis.call('ZADD', KEYS[7], now + hold, ARGV[2])\n"
+        "for k = 6, 7 do\n"
+        "  if redis.call('PTTL', KEYS[k]) < hold then\n"
+        "    redis.call('PEXPIRE', KEYS[k], hold)\n"
+        "  end\n"
+        "end\n"
+        "return 1\n",
+    /* ARGV: callback, member */
+    [SS_RELEASE].src =
+        "local n = redis.call('ZREM', KEYS[6], ARGV[1])\n"
+        "redis.call('ZREM', KEYS[7], ARGV[2])\n"
+        "return n\n",
     /* no ARGV: {callbacks..., records..., cursors...} in one flat list */
     [SS_LOAD].src =
         "local all = redis.call('HGETALL', KEYS[1])\n"
@@ -117,17 +172,20 @@ subs_on_ready(struct subs *s)
     script_load_all(backlog_redis(s->b), scripts, SS_COUNT);
 }
 
-/* The five keys every script may use, for topic. */
+/* The keys a script may use, for topic (and host, for the last two). */
 struct keys {
-    char sub[256], cur[256], leases[128], subtopics[128], hosts[128];
-    const char *v[5];
+    char sub[256], cur[256], leases[128], subtopics[128], hosts[128],
+         pend[256], phost[128 + SUBS_HOST_MAX];
+    const char *v[7];
 };
 
 static int
-keys_make(const struct subs *s, const char *topic, struct keys *k)
+keys_make(const struct subs *s, const char *topic, const char *host,
+          struct keys *k)
 {
     const char *p = backlog_prefix(s->b);
-    if (!backlog_name_ok(topic))
+    if (!backlog_name_ok(topic) ||
+        (host != NULL && strlen(host) > SUBS_HOST_MAX))
         return RS_EINVAL;
     snprintf(k->sub, sizeof(k->sub), "%ssub:%s", p, topic);
     snprintf(k->cur, sizeof(k->cur), "%scur:%s", p, topic);
@@ -139,6 +197,11 @@ keys_make(const struct subs *s, const char *topic, struct keys *k)
     k->v[2] = k->leases;
     k->v[3] = k->subtopics;
     k->v[4] = k->hosts;
+    snprintf(k->pend, sizeof(k->pend), "%spend:%s", p, topic);
+    snprintf(k->phost, sizeof(k->phost), "%sphost:%s", p,
+             host != NULL ? host : "");
+    k->v[5] = k->pend;
+    k->v[6] = k->phost;
     return 0;
 }
 
@@ -180,18 +243,21 @@ on_int(void *ud, int rc, const redisReply *r)
     rs_free(q);
 }
 
+/* host: the callback's host, for the scripts that reserve (7 keys); NULL
+ * for the others (5 keys). */
 static int
-call(struct subs *s, enum subs_script sc, const char *topic, int nargs,
-     const char *const *args, rs_redis_reply_cb reply, void *cb, void *ud)
+call(struct subs *s, enum subs_script sc, const char *topic, const char *host,
+     int nargs, const char *const *args, rs_redis_reply_cb reply, void *cb,
+     void *ud)
 {
     struct keys k;
-    if (keys_make(s, topic, &k) != 0)
+    if (keys_make(s, topic, host, &k) != 0)
         return RS_EINVAL;
     struct req *q = req_new(cb, ud);
     if (q == NULL)
         return RS_ENOMEM;
-    int rc = script_call(backlog_redis(s->b), &scripts[sc], 5, k.v, nargs, args,
-                         NULL, reply, q);
+    int rc = script_call(backlog_redis(s->b), &scripts[sc], host != NULL ? 7 : 5,
+                         k.v, nargs, args, NULL, reply, q);
     if (rc != 0)
         rs_free(q);
     return rc;
@@ -211,16 +277,50 @@ member(const char *topic, const char *callback)
 int
 subs_put(struct subs *s, const char *topic, const char *callback,
          const char *json, uint64_t expires_ms, struct msg_id cursor,
-         const char *host, subs_done_cb cb, void *ud)
+         const char *host, const struct subs_caps *caps, subs_done_cb cb,
+         void *ud)
 {
-    char exp[24], cur[MSG_ID_BUFSZ];
+    char exp[24], cur[MSG_ID_BUFSZ], tc[24], hc[24];
     char *m = member(topic, callback);
     if (m == NULL)
         return RS_ENOMEM;
     snprintf(exp, sizeof(exp), "%llu", (unsigned long long)expires_ms);
+    snprintf(tc, sizeof(tc), "%lld", caps->per_topic);
+    snprintf(hc, sizeof(hc), "%lld", caps->per_host);
     msg_id_format(cursor, cur);
-    const char *args[7] = { callback, json, exp, cur, m, topic, host };
-    int rc = call(s, SS_PUT, topic, 7, args, on_int, (void *)cb, ud);
+    const char *args[9] = { callback, json, exp, cur, m, topic, host, tc, hc };
+    int rc = call(s, SS_PUT, topic, host, 9, args, on_int, (void *)cb, ud);
+    rs_free(m);
+    return rc;
+}
+
+int
+subs_reserve(struct subs *s, const char *topic, const char *callback,
+             const char *host, const struct subs_caps *caps, subs_done_cb cb,
+             void *ud)
+{
+    char tc[24], hc[24], hold[16];
+    char *m = member(topic, callback);
+    if (m == NULL)
+        return RS_ENOMEM;
+    snprintf(tc, sizeof(tc), "%lld", caps->per_topic);
+    snprintf(hc, sizeof(hc), "%lld", caps->per_host);
+    snprintf(hold, sizeof(hold), "%u", caps->hold_ms > 0 ? caps->hold_ms : 1);
+    const char *args[6] = { callback, m, tc, hc, hold, host };
+    int rc = call(s, SS_RESERVE, topic, host, 6, args, on_int, (void *)cb, ud);
+    rs_free(m);
+    return rc;
+}
+
+int
+subs_release(struct subs *s, const char *topic, const char *callback,
+             const char *host, subs_done_cb cb, void *ud)
+{
+    char *m = member(topic, callback);
+    if (m == NULL)
+        return RS_ENOMEM;
+    const char *args[2] = { callback, m };
+    int rc = call(s, SS_RELEASE, topic, host, 2, args, on_int, (void *)cb, ud);
     rs_free(m);
     return rc;
 }
@@ -233,7 +333,7 @@ subs_remove(struct subs *s, const char *topic, const char *callback,
     if (m == NULL)
         return RS_ENOMEM;
     const char *args[4] = { callback, m, topic, host };
-    int rc = call(s, SS_REMOVE, topic, 4, args, on_int, (void *)cb, ud);
+    int rc = call(s, SS_REMOVE, topic, NULL, 4, args, on_int, (void *)cb, ud);
     rs_free(m);
     return rc;
 }
@@ -243,39 +343,7 @@ subs_set_record(struct subs *s, const char *topic, const char *callback,
                 const char *json, subs_done_cb cb, void *ud)
 {
     const char *args[2] = { callback, json };
-    return call(s, SS_SET_RECORD, topic, 2, args, on_int, (void *)cb, ud);
-}
-
-static void
-on_counts(void *ud, int rc, const redisReply *r)
-{
-    struct req *q = ud;
-    subs_counts_cb cb = (subs_counts_cb)q->cb;
-    long long t = 0, h = 0;
-    bool exists = false;
-    if (rc == 0) {
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-            r->element[0]->type == REDIS_REPLY_INTEGER &&
-            r->element[1]->type == REDIS_REPLY_INTEGER &&
-            r->element[2]->type == REDIS_REPLY_INTEGER) {
-            t = r->element[0]->integer;
-            h = r->element[1]->integer;
-            exists = r->element[2]->integer == 1;
-        } else {
-            log_error_reply("subscription counts", r);
-            rc = RS_EPROTO;
-        }
-    }
-    cb(q->ud, rc, t, h, exists);
-    rs_free(q);
-}
-
-int
-subs_counts(struct subs *s, const char *topic, const char *callback,
-            const char *host, subs_counts_cb cb, void *ud)
-{
-    const char *args[2] = { callback, host };
-    return call(s, SS_COUNTS, topic, 2, args, on_counts, (void *)cb, ud);
+    return call(s, SS_SET_RECORD, topic, NULL, 2, args, on_int, (void *)cb, ud);
 }
 
 static void
@@ -322,7 +390,7 @@ on_load(void *ud, int rc, const redisReply *r)
 int
 subs_load(struct subs *s, const char *topic, subs_load_cb cb, void *ud)
 {
-    return call(s, SS_LOAD, topic, 0, NULL, on_load, (void *)cb, ud);
+    return call(s, SS_LOAD, topic, NULL, 0, NULL, on_load, (void *)cb, ud);
 }
 
 static void
@@ -420,7 +488,8 @@ subs_save_cursors(struct subs *s, const char *topic, size_t n,
         args[2 * i] = callbacks[i];
         args[2 * i + 1] = idbuf + i * MSG_ID_BUFSZ;
     }
-    rc = call(s, SS_SAVE_CURSORS, topic, (int)(2 * n), args, on_int, (void *)cb, ud);
+    rc = call(s, SS_SAVE_CURSORS, topic, NULL, (int)(2 * n), args, on_int,
+              (void *)cb, ud);
 out:
     rs_free(args);
     rs_free(idbuf);

@@ -2,10 +2,14 @@
  * websub.c - WebSub requests on POST /hub (websub.h, docs/protocol.md 5).
  *
  * A subscribe or unsubscribe request is one `struct op` that goes through:
- * parse -> callback address policy (async DNS unless a literal) -> caps
- * (Redis) -> 202 -> verification of intent (GET with a challenge) ->
- * activation in the store (subs.c) -> deliver_refresh. The HTTP request is
- * answered at the 202 (or a 4xx before); after that the op lives on alone.
+ * parse -> callback address policy (async DNS unless a literal) -> a slot
+ * reserved under the caps (subscribe; one Redis script checks and takes
+ * it) -> 202 -> verification of intent (GET with a challenge) ->
+ * activation in the store (subs.c, which turns the reservation into the
+ * subscription) -> deliver_refresh. The HTTP request is answered at the
+ * 202 (or a 4xx before); after that the op lives on alone. An op that ends
+ * without storing its subscription releases its slot (op_release); one
+ * that cannot (shutdown, a dead node, Redis gone) leaves it to run out.
  * Every asynchronous step frees the op on a cancelled status, so shutdown
  * (freeing the HTTP client, Redis, DNS) never leaks or touches freed state.
  */
@@ -59,6 +63,7 @@ struct op {
     uint64_t lease_s;
     const char *deny;        /* refuse once the address is known to be
                                 permitted (then a denial notice is safe) */
+    bool reserved;           /* holds a slot under the caps in Redis */
     char challenge[33];
 };
 
@@ -83,6 +88,46 @@ op_free(struct op *o)
     rs_free(o->host);
     rs_free(o->secret);
     rs_free(o);
+}
+
+/* The caps of this hub; a reservation lasts as long as verification
+ * (--verify-timeout) and activation (two Redis calls) can take, plus a
+ * second, so only a reservation whose node is gone runs out. */
+static struct subs_caps
+op_caps(const struct websub *w)
+{
+    const struct hub_conf *c = w->h->conf;
+    int64_t hold = c->verify_timeout_ms + 2 * c->redis_timeout_ms + 1000;
+    struct subs_caps caps = {
+        .per_topic = c->max_subs_per_topic,
+        .per_host = c->max_subs_per_host,
+        .hold_ms = hold > 0 && hold < UINT32_MAX ? (unsigned)hold : UINT32_MAX,
+    };
+    return caps;
+}
+
+static void
+on_released(void *ud, int rc, long long result)
+{
+    (void)ud;
+    (void)result;
+    if (rc != 0 && rc != RS_ECANCELED)
+        rs_log(RS_LOG_DEBUG, "cannot release a reserved slot (it runs out): %s",
+               rs_strerror(rc));
+}
+
+/* The op ends without storing its subscription: give its slot back now
+ * rather than when it runs out. Not on a cancelled status: Redis is being
+ * torn down then, and the reservation runs out by itself. */
+static void
+op_release(struct op *o)
+{
+    if (!o->reserved)
+        return;
+    o->reserved = false;
+    if (subs_release(o->w->h->subs, o->topic_name, o->callback, o->host,
+                     on_released, NULL) != 0)
+        rs_log(RS_LOG_DEBUG, "cannot release a reserved slot now (it runs out)");
 }
 
 static void
@@ -175,7 +220,17 @@ on_activated(void *ud, int rc, long long isnew)
 {
     struct op *o = ud;
     struct websub *w = o->w;
-    if (rc == 0) {
+    if (rc == 0 && (isnew == SUBS_TOPIC_FULL || isnew == SUBS_HOST_FULL)) {
+        /* its reservation ran out and others took the room meanwhile: the
+         * callback is verified and permitted, so it may be told */
+        w->st.denied++;
+        const char *why = isnew == SUBS_TOPIC_FULL
+                              ? "subscription limit reached (per topic)"
+                              : "subscription limit reached (per callback host)";
+        rs_log_kv(RS_LOG_WARN, "verified, but the caps were reached meanwhile",
+                  "topic", o->topic_name, "callback", o->callback, NULL);
+        send_denial(w, o->callback, o->topic_uri, why);
+    } else if (rc == 0) {
         rs_log_kv(RS_LOG_INFO, o->mode == OP_SUBSCRIBE
                   ? (isnew == 1 ? "subscribed" : "subscription renewed")
                   : (isnew == 1 ? "unsubscribed" : "unsubscribe of an unknown subscription"),
@@ -184,6 +239,7 @@ on_activated(void *ud, int rc, long long isnew)
     } else if (rc != RS_ECANCELED) {
         rs_log_kv(RS_LOG_ERROR, "verified, but the store failed",
                   "callback", o->callback, "error", rs_strerror(rc), NULL);
+        op_release(o);   /* a no-op if the store ran before it failed */
     }
     op_free(o);
 }
@@ -195,21 +251,25 @@ on_head_for_activation(void *ud, int rc, const struct backlog_info *info)
     struct op *o = ud;
     struct websub *w = o->w;
     if (rc != 0) {
-        if (rc != RS_ECANCELED)
+        if (rc != RS_ECANCELED) {
             rs_log_kv(RS_LOG_ERROR, "verified, but Redis failed",
                       "callback", o->callback, NULL);
+            op_release(o);
+        }
         op_free(o);
         return;
     }
     uint64_t lease_ms = o->lease_s * 1000;
     struct sub_record r = { .secret = o->secret, .expires_ms = now_ms() + lease_ms,
                             .created_ms = now_ms(), .failing = false };
+    struct subs_caps caps = op_caps(w);
     char *js = sub_record_json(&r);
     if (js == NULL || subs_put(w->h->subs, o->topic_name, o->callback, js,
                                r.expires_ms, info->last_generated, o->host,
-                               on_activated, o) != 0) {
+                               &caps, on_activated, o) != 0) {
         rs_log_kv(RS_LOG_ERROR, "verified, but cannot store the subscription",
                   "callback", o->callback, NULL);
+        op_release(o);
         op_free(o);
     }
     rs_free(js);
@@ -241,6 +301,7 @@ on_verified(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
                          : (res->status < 200 || res->status >= 300)
                                ? "callback did not answer 2xx"
                                : "challenge not echoed", NULL);
+        op_release(o);
         op_free(o);
         return;
     }
@@ -254,6 +315,7 @@ on_verified(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     if (rc != 0) {
         rs_log_kv(RS_LOG_ERROR, "verified, but Redis is unavailable",
                   "callback", o->callback, NULL);
+        op_release(o);
         op_free(o);
     }
 }
@@ -264,6 +326,7 @@ op_verify(struct op *o)
     struct websub *w = o->w;
     unsigned char rnd[16];
     if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+        op_release(o);
         op_free(o);
         return;
     }
@@ -286,6 +349,7 @@ op_verify(struct op *o)
     if (url == NULL || rs_http_request(w->h->httpc, &ro, NULL) != 0) {
         rs_log_kv(RS_LOG_WARN, "cannot start verification", "callback",
                   o->callback, NULL);
+        op_release(o);
         op_free(o);
     }
     rs_free(url);
@@ -293,14 +357,20 @@ op_verify(struct op *o)
 
 /* ------------------------------------------------------------------ caps */
 
+/* The slot is taken (or the pair is stored already, or there is none):
+ * answer now, then verify. */
 static void
-on_counts(void *ud, int rc, long long topic_n, long long host_n, bool exists)
+on_reserved(void *ud, int rc, long long slot)
 {
     struct op *o = ud;
     struct websub *w = o->w;
-    const struct hub_conf *c = w->h->conf;
+    if (rc == 0 && slot == SUBS_RESERVED)
+        o->reserved = true;
     if (rc == RS_ECANCELED || o->gone) {
-        op_free(o);   /* the subscriber left before our answer: drop it */
+        /* the subscriber left before our answer: drop it */
+        if (rc != RS_ECANCELED)
+            op_release(o);
+        op_free(o);
         return;
     }
     if (rc != 0) {
@@ -309,14 +379,12 @@ on_counts(void *ud, int rc, long long topic_n, long long host_n, bool exists)
         op_free(o);
         return;
     }
-    if (o->mode == OP_SUBSCRIBE && !exists &&
-        ((c->max_subs_per_topic > 0 && topic_n >= c->max_subs_per_topic) ||
-         (c->max_subs_per_host > 0 && host_n >= c->max_subs_per_host))) {
+    if (slot == SUBS_TOPIC_FULL || slot == SUBS_HOST_FULL) {
         w->st.denied++;
         /* an error in the request, answered now: no denial notice */
         op_reply(o, 429, "Too Many Requests",
                  "error: subscription limit reached (%s)",
-                 topic_n >= c->max_subs_per_topic ? "per topic" : "per callback host");
+                 slot == SUBS_TOPIC_FULL ? "per topic" : "per callback host");
         op_free(o);
         return;
     }
@@ -324,8 +392,11 @@ on_counts(void *ud, int rc, long long topic_n, long long host_n, bool exists)
     op_verify(o);
 }
 
+/* The address is permitted: a subscribe takes a slot under the caps (the
+ * check and the taking are one script, so requests at once cannot all see
+ * the same room); an unsubscribe takes none. */
 static void
-op_counts(struct op *o)
+op_reserve(struct op *o)
 {
     struct websub *w = o->w;
     if (o->gone) {
@@ -339,8 +410,14 @@ op_counts(struct op *o)
         op_free(o);
         return;
     }
-    if (subs_counts(w->h->subs, o->topic_name, o->callback, o->host, on_counts,
-                    o) != 0) {
+    if (o->mode == OP_UNSUBSCRIBE) {
+        op_reply(o, 202, "Accepted", "accepted: verifying intent at the callback");
+        op_verify(o);
+        return;
+    }
+    struct subs_caps caps = op_caps(w);
+    if (subs_reserve(w->h->subs, o->topic_name, o->callback, o->host, &caps,
+                     on_reserved, o) != 0) {
         op_reply(o, 503, "Service Unavailable",
                  "error: the subscription store (Redis) is unavailable");
         op_free(o);
@@ -378,7 +455,7 @@ on_resolved(int result, struct evutil_addrinfo *res, void *arg)
         op_free(o);
         return;
     }
-    op_counts(o);
+    op_reserve(o);
 }
 
 static void
@@ -404,7 +481,7 @@ op_check_address(struct op *o)
             op_free(o);
             return;
         }
-        op_counts(o);
+        op_reserve(o);
         return;
     }
     struct evutil_addrinfo hints;
@@ -500,12 +577,22 @@ on_ping_claimed(void *ud, int rc, const char *rec, size_t len)
     }
 }
 
+/* Open mode, a new topic and no room for it: the cap's answer, as for a
+ * publish (docs/protocol.md 3), not "unknown topic". */
+static void
+reply_full(struct hub *h, struct evhttp_request *req)
+{
+    hub_reply_text(req, 503, "Service Unavailable",
+                   "error: this hub holds %zu topics already (--max-topics)",
+                   topics_max(h->topics));
+}
+
 static void
 handle_publish(struct websub *w, struct evhttp_request *req,
                struct evkeyvalq *form)
 {
     struct hub *h = w->h;
-    size_t started = 0, unknown = 0;
+    size_t started = 0, unknown = 0, full = 0;
     for (struct evkeyval *kv = form->tqh_first; kv != NULL; kv = kv->next.tqe_next) {
         if (strcmp(kv->key, "hub.url") != 0 && strcmp(kv->key, "hub.topic") != 0)
             continue;
@@ -519,7 +606,10 @@ handle_publish(struct websub *w, struct evhttp_request *req,
         if (t == NULL)
             t = topics_learn(h->topics, kv->value, &created);
         if (t == NULL) {
-            unknown++;
+            if (topics_full(h->topics))
+                full++;
+            else
+                unknown++;
             continue;
         }
         struct ping *p = rs_calloc(1, sizeof(*p));
@@ -543,6 +633,10 @@ handle_publish(struct websub *w, struct evhttp_request *req,
             on_ping_claimed(p, 0, NULL, 0);   /* straight to the fetch */
         }
         started++;
+    }
+    if (started == 0 && full > 0) {
+        reply_full(h, req);
+        return;
     }
     if (started == 0 && unknown > 0) {
         hub_reply_text(req, 404, "Not Found", "error: unknown topic");
@@ -583,6 +677,13 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     }
     evbuffer_copyout(in, body, len);
     body[len] = '\0';
+    /* A NUL, raw or encoded, would cut a value short without a trace. */
+    if (strlen(body) != len || strstr(body, "%00") != NULL) {
+        rs_free(body);
+        w->st.denied++;
+        hub_reply_text(req, 400, "Bad Request", "error: the form holds a NUL byte");
+        return;
+    }
     int prc = evhttp_parse_query_str(body, &form);
     rs_free(body);
     if (prc != 0) {
@@ -644,6 +745,11 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     bool created = false;
     if (t == NULL && m == OP_SUBSCRIBE)
         t = topics_learn(h->topics, topic, &created);
+    if (t == NULL && m == OP_SUBSCRIBE && topics_full(h->topics)) {
+        reply_full(h, req);
+        evhttp_clear_headers(&form);
+        return;
+    }
     struct op *o = rs_calloc(1, sizeof(*o));
     if (o == NULL) {
         hub_reply_text(req, 503, "Service Unavailable", "error: out of memory");
@@ -671,6 +777,15 @@ websub_handle(struct websub *w, struct evhttp_request *req)
                        o->host == NULL ? "Bad Request" : "Service Unavailable",
                        o->host == NULL ? "error: hub.callback has no host"
                                        : "error: out of memory");
+        o->req = NULL;
+        op_free(o);
+        return;
+    }
+    if (strlen(o->host) > SUBS_HOST_MAX) {
+        w->st.denied++;
+        hub_reply_text(req, 400, "Bad Request",
+                       "error: hub.callback's host is longer than %d bytes",
+                       SUBS_HOST_MAX);
         o->req = NULL;
         op_free(o);
         return;
