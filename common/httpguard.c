@@ -7,7 +7,6 @@
  * (libevent 2.1 has no other hook): docs/internals/httpguard.md.
  */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
