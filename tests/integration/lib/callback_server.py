@@ -391,6 +391,97 @@ def cmd_form(a):
     print_response(st, hdrs, data)
 
 
+def cmd_form_many(a):
+    """--count subscribe requests for --topic, --concurrency at a time, the
+    callback of request i being --callback with {i} replaced by i; prints
+    the tally of answers ("202=40 429=80"), one status per line with
+    --each FILE ("i status"). Showing the caps hold under concurrency
+    needs requests that overlap, so all wait for one start signal."""
+    tally = {}
+    each = {}
+    lock = threading.Lock()
+    next_i = [0]
+    start = threading.Event()
+
+    def worker():
+        start.wait()
+        while True:
+            with lock:
+                i = next_i[0]
+                if i >= a.count:
+                    return
+                next_i[0] += 1
+            pairs = [("hub.mode", a.mode), ("hub.topic", a.topic),
+                     ("hub.callback", a.callback.replace("{i}", str(i)))]
+            body = urllib.parse.urlencode(pairs).encode()
+            try:
+                st, _, _ = request(a.http, "POST", "/hub", body,
+                                   {"Content-Type":
+                                    "application/x-www-form-urlencoded"},
+                                   a.timeout)
+            except (OSError, http.client.HTTPException):
+                st = 0
+            with lock:
+                tally[st] = tally.get(st, 0) + 1
+                each[i] = st
+
+    threads = [threading.Thread(target=worker) for _ in range(a.concurrency)]
+    for t in threads:
+        t.start()
+    start.set()
+    for t in threads:
+        t.join()
+    if a.each:
+        with open(a.each, "w") as f:
+            for i in sorted(each):
+                f.write("%d %d\n" % (i, each[i]))
+    print(" ".join("%d=%d" % (k, tally[k]) for k in sorted(tally)))
+
+
+def cmd_raw(a):
+    """Send raw bytes (--data, with Python escapes such as \r\n and \x00,
+    or --file) over one TCP connection and print what came back: the
+    status line, the body's first line, and "closed" or "open" (whether
+    the hub closed the connection within --wait seconds of answering).
+    For requests a real client refuses to send (two Content-Length
+    headers, a name with a space before its colon)."""
+    import socket
+    if a.file:
+        with open(a.file, "rb") as f:
+            data = f.read()
+    else:
+        data = a.data.encode("latin-1").decode("unicode_escape") \
+            .encode("latin-1")
+    s = socket.create_connection(("127.0.0.1", a.http), timeout=a.timeout)
+    s.sendall(data)
+    got = b""
+    closed = False
+    deadline = time.monotonic() + a.timeout
+    s.settimeout(a.wait)
+    while time.monotonic() < deadline:
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            if got:
+                break
+            continue
+        except OSError:
+            closed = True
+            break
+        if not b:
+            closed = True
+            break
+        got += b
+    s.close()
+    text = got.decode("latin-1")
+    head, _, rest = text.partition("\r\n\r\n")
+    status = head.split("\r\n", 1)[0] if head else "no answer"
+    responses = text.count("HTTP/1.")
+    print(status)
+    print(rest.split("\n", 1)[0] if rest else "")
+    print("%s responses=%d" % ("closed" if closed else "open", responses))
+
+
 def cmd_publish(a):
     """Publish --count generated notifications (or FILEs), one connection,
     --interval apart; writes 'ID FILE TIME' per acknowledged one to --out
@@ -476,6 +567,9 @@ def select(recs, a):
     for r in recs:
         if a.path and r["path"] != a.path:
             continue
+        if getattr(a, "path_prefix", None) and \
+                not r["path"].startswith(a.path_prefix):
+            continue
         if a.method and r["method"] != a.method:
             continue
         if getattr(a, "mode", None):
@@ -495,6 +589,7 @@ def select(recs, a):
 def filter_args(q):
     q.add_argument("--log", required=True)
     q.add_argument("--path")
+    q.add_argument("--path-prefix", help="paths starting with this")
     q.add_argument("--method")
     q.add_argument("--mode", help="hub.mode of a GET")
     q.add_argument("--answered", type=int, help="the status we answered")
@@ -946,6 +1041,25 @@ def main():
     q.add_argument("--timeout", type=float, default=10)
     q.add_argument("params", nargs="*")
     q.set_defaults(fn=cmd_form)
+
+    q = sub.add_parser("form-many")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--topic", required=True)
+    q.add_argument("--callback", required=True, help="URL; {i} = request #")
+    q.add_argument("--mode", default="subscribe")
+    q.add_argument("--count", type=int, required=True)
+    q.add_argument("--concurrency", type=int, default=16)
+    q.add_argument("--each", help="write 'i status' lines here")
+    q.add_argument("--timeout", type=float, default=20)
+    q.set_defaults(fn=cmd_form_many)
+
+    q = sub.add_parser("raw")
+    q.add_argument("--http", type=int, required=True)
+    q.add_argument("--data", help="bytes, with Python escapes")
+    q.add_argument("--file")
+    q.add_argument("--wait", type=float, default=1.0)
+    q.add_argument("--timeout", type=float, default=10)
+    q.set_defaults(fn=cmd_raw)
 
     q = sub.add_parser("publish")
     q.add_argument("--http", type=int, required=True)
