@@ -391,10 +391,11 @@ sleep 0.3
 check "rssub callback: an unknown callback path answers 404 while a slow client trickles" \
     test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$CP/cb/0123")" = 404
 wait "$SL"
-# The callback listener takes --http-head-time when rssub passes it its
-# limits; its default head deadline is 10 s: closed within either.
+# The callback listener takes --http-head-time (1 s here) too.
 check "rssub callback: the slow client was closed by the head deadline ($(cat "$TMP/cb.slow") s)" \
-    within "$TMP/cb.slow" 0.7 11.5
+    within "$TMP/cb.slow" 0.7 2.5
+check "rssub callback: counted in rssub_http_closed_total{listener=\"callback\",reason=\"head_timeout\"}" \
+    test "$(sub_metric r rssub_http_closed_total 'listener="callback",reason="head_timeout"')" = 1
 sub_stop r
 expect_eq "rssub exits 0" "$SUB_RC" 0
 src_stop s

@@ -1,0 +1,1885 @@
+/*
+ * session.c - the sync engine of one rssub session (session.h). Three
+ * kinds of state, each changed in one place that logs it:
+ *
+ * - the session (session_set): idle -> discovering -> pulling ->
+ *   applying -> ready (run) or done (sync, audit); draining from any;
+ * - each Capability List's activity (set_phase): waiting, dump,
+ *   baseline, catch-up (Change Lists), gap pull, reconcile, audit;
+ * - each Capability List's transport (set_transport): websocket,
+ *   websub, poll.
+ *
+ * One pull runs at a time, from a small queue (one entry per list and
+ * kind: two asks for the same pull are one pull, from the earlier time).
+ * Every mechanism lives in a module; this file decides when each runs.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RS_LOG_MODULE "rssub"
+#include "apply.h"
+#include "capwatch.h"
+#include "discovery.h"
+#include "dump.h"
+#include "follow.h"
+#include "hubsub.h"
+#include "ledger.h"
+#include "mirror.h"
+#include "pull.h"
+#include "rs_alloc.h"
+#include "rs_http.h"
+#include "rs_log.h"
+#include "rs_metrics.h"
+#include "session.h"
+#include "stray.h"
+
+#define SESSION_MAX_SETS 16
+#define SESSION_PROGRESS_MS 250
+#define SESSION_READY_TICK_MS 200   /* run: is the first sync applied yet? */
+#define SESSION_RECONCILE_MIN_MS (60 * 1000)   /* framework-triggered */
+#define SESSION_DRAIN_TICK_MS 50
+/* A channel replays from this long before a pull began: the hub's ids are
+ * its clock, the Source's change times are the Source's. */
+#define SESSION_MARK_MARGIN_US (60 * 1000000LL)
+/* A report-only audit beside a running daemon (ledger_writer_pid) may see
+ * a file it renamed into place before it committed the file's row: files
+ * that changed this recently are not judged then. */
+#define SESSION_STRAY_SETTLE_US (60 * 1000000LL)
+
+/* ----------------------------------------------------------------- states */
+
+enum session_state {
+    SESSION_IDLE,          /* made, not started */
+    SESSION_DISCOVERING,   /* looking for the Capability Lists */
+    SESSION_PULLING,       /* the first round of pulls (run), the pulls
+                              (sync, audit) */
+    SESSION_APPLYING,      /* their todo rows are being applied */
+    SESSION_READY,         /* run: the first sync is applied; following */
+    SESSION_DRAINING,      /* stopping: writes in flight finish */
+    SESSION_DONE,          /* on_end has run */
+};
+
+static const char *const session_state_names[] = {
+    "idle", "discovering", "pulling", "applying", "ready", "draining", "done"
+};
+
+/* What a Capability List is doing now. */
+enum set_phase {
+    SET_WAITING,           /* nothing under way for it */
+    SET_DUMP,              /* unpacking its Resource Dump */
+    SET_BASELINE,          /* reading its Resource List the first time */
+    SET_CATCHUP,           /* reading its Change Lists */
+    SET_GAP_PULL,          /* ...after a gap in push */
+    SET_RECONCILE,         /* reading its Resource List again */
+    SET_AUDIT,             /* comparing the mirror with it */
+};
+
+static const char *const set_phase_names[] = {
+    "waiting", "dump", "baseline", "catch-up", "gap pull", "reconcile",
+    "audit"
+};
+
+/* How a set's changes come now. Push is preferred (WebSocket, then
+ * WebSub); polling Change Lists stands in while push cannot give a
+ * gap-free stream: no channel offered (yet), the channel down longer than
+ * --push-timeout, a WebSub subscription refused. */
+enum transport { TR_NONE, TR_WEBSOCKET, TR_WEBSUB, TR_POLL, TR_COUNT };
+
+static const char *const transport_names[TR_COUNT] = {
+    "none", "websocket", "websub", "poll"
+};
+
+enum pull_why { WHY_START, WHY_GAP, WHY_FRAMEWORK, WHY_POLL, WHY_AUDIT };
+
+/* One Capability List followed. */
+struct set {
+    struct session *s;
+    struct discovery_set *d;      /* in s->disc; replaced when the list is
+                                     read again and offers otherwise */
+    char *key;                    /* positions: "<caplist>" */
+    char *source_key;             /* "<caplist>#source" */
+    enum set_phase phase;
+    enum transport tr;
+    struct follow *follow;        /* run */
+    struct capwatch *cw;          /* run: re-reads the Capability List */
+    char *websub_topic[2];        /* subscribed by WebSub (copies), or NULL */
+    bool websub_failing;          /* the change topic's subscription was
+                                     refused, failed or expired */
+    rs_time_t covered;            /* when the last pull that read the
+                                     Source to the end began: a channel
+                                     taken up later replays from before it */
+    bool baselined;               /* persisted (ledger meta KEY) */
+    bool dumped;                  /* --dump: the dump was unpacked */
+};
+
+struct job_q {
+    struct set *set;
+    enum pull_kind kind;
+    enum pull_why why;
+    rs_time_t since;              /* CHANGES: read from no later than this
+                                     (RS_TIME_NONE: the set's mark) */
+};
+
+struct session {
+    struct session_opts o;
+    enum session_state state;
+    struct apply *apply;
+    struct pull *pull;
+    struct dump *dump;
+    struct discovery *discovery;
+    struct discovery_result *disc;
+    struct set sets[SESSION_MAX_SETS];
+    size_t nsets;
+    struct job_q q[64];
+    size_t nq;
+    struct set *pulling;          /* the set whose pull is under way */
+    enum pull_why pull_why;
+    rs_time_t pull_mark;          /* when the first pulls began */
+    rs_time_t pull_started;       /* when the pull under way began */
+    bool pull_failed;             /* the last pull failed: not ready */
+    int64_t first_round_seq;      /* APPLYING (run): the todo rows up to
+                                     this seq are what the first pulls
+                                     queued */
+    bool audit_dirty;             /* audit found differences */
+    bool deletions_held;          /* a reconcile hit the --max-delete valve */
+    bool strays_due;              /* run: the periodic audit's last step */
+    unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
+    uint64_t refused;             /* URIs refused by this session */
+    int64_t pull_backoff_ms;      /* run: after a failed pull */
+    struct set *retry_set;
+    enum pull_kind retry_kind;
+    rs_time_t last_reconcile;
+    int64_t drain_waited_ms;
+    int exit_code;
+    struct event *ev_poll, *ev_pull, *ev_audit, *ev_progress, *ev_drain,
+        *ev_retry_pull, *ev_ready, *ev_end;
+    int metrics_port;
+    struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
+    struct rs_metrics_counter *m_fallback[4];
+    struct rs_metrics_counter *m_strays;
+    struct rs_metrics_counter *m_held;
+    struct rs_metrics_counter *m_transport[TR_COUNT];
+    rs_time_t counted_at;         /* todo_counts' cache (metrics) */
+    int64_t count_pending, count_failed;
+    uint64_t listed;              /* entries read by pulls (progress) */
+    uint64_t listed_before;       /* ... by the pulls before this one */
+};
+
+static void run_queue(struct session *s);
+static void mark_first_round(struct session *s);
+static void after_pulls(struct session *s);
+
+static void
+session_set(struct session *s, enum session_state to, const char *why)
+{
+    if (s->state == to)
+        return;
+    rs_log_kv(to == SESSION_READY || to == SESSION_DRAINING ? RS_LOG_INFO
+              : RS_LOG_DEBUG, "session", "from", session_state_names[s->state],
+              "to", session_state_names[to], "why", why, NULL);
+    s->state = to;
+}
+
+static void
+set_phase(struct set *st, enum set_phase to, const char *why)
+{
+    if (st->phase == to)
+        return;
+    if (rs_log_enabled(RS_LOG_DEBUG))
+        rs_log_kv(RS_LOG_DEBUG, "capability list", "caplist",
+                  st->d->caplist, "from", set_phase_names[st->phase], "to",
+                  set_phase_names[to], "why", why, NULL);
+    st->phase = to;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static bool
+list_empty(char *const *l)
+{
+    return l == NULL || l[0] == NULL;
+}
+
+static const char *
+cmd_name(enum session_cmd c)
+{
+    static const char *const n[] = { "run", "sync", "audit" };
+    return n[c];
+}
+
+static struct timeval
+tv_ms(int64_t ms)
+{
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    return tv;
+}
+
+/* A state write or read that failed where the caller can go on: said
+ * once in the log, and the next commit or start redoes the work. */
+static void
+state_warn(struct session *s, int rc, const char *what)
+{
+    if (rc < 0)
+        rs_log_kv(RS_LOG_ERROR, "state", "what", what, "error",
+                  ledger_errstr(s->o.ledger), NULL);
+}
+
+static void
+set_last_error(struct session *s, const char *what)
+{
+    char now[RS_TIME_BUFSZ];
+
+    rs_time_format(rs_time_now(), now);
+    if (s->o.c.readonly || apply_txn(s->apply) != 0)
+        return;
+    state_warn(s, ledger_meta_set(s->o.ledger, "last_error", what),
+               "last error");
+    state_warn(s, ledger_meta_set(s->o.ledger, "last_error_at", now),
+               "last error");
+}
+
+static rs_time_t
+source_dt(struct set *st)
+{
+    rs_time_t dt = RS_TIME_NONE;
+    char *id = NULL;
+
+    if (ledger_pos_get(st->s->o.ledger, st->source_key, &id, &dt) != 0)
+        dt = RS_TIME_NONE;
+    rs_free(id);
+    return dt;
+}
+
+static void
+raise_source_dt(struct set *st, rs_time_t dt)
+{
+    struct session *s = st->s;
+    rs_time_t cur = source_dt(st);
+
+    if (dt == RS_TIME_NONE || (cur != RS_TIME_NONE && cur >= dt))
+        return;
+    if (apply_txn(s->apply) == 0)
+        state_warn(s, ledger_pos_set(s->o.ledger, st->source_key, NULL, dt),
+                   "position");
+}
+
+/* ----------------------------------------------------------- progress */
+
+static void
+on_progress_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+    struct apply_stats as;
+    uint64_t done;
+
+    (void)fd;
+    (void)what;
+    apply_stats(s->apply, &as);
+    done = as.outcomes[APPLY_CREATED] + as.outcomes[APPLY_UPDATED] +
+           as.outcomes[APPLY_DELETED] + as.outcomes[APPLY_UNCHANGED];
+    fprintf(stderr, "\r%s: listed %llu, applied %llu, failed %llu, "
+            "%.1f MB, in flight %u   ", cmd_name(s->o.cmd),
+            (unsigned long long)s->listed, (unsigned long long)done,
+            (unsigned long long)as.outcomes[APPLY_FAILED],
+            (double)as.bytes / 1e6, as.in_flight);
+    fflush(stderr);
+}
+
+static void
+progress_end(struct session *s)
+{
+    if (s->ev_progress != NULL && evtimer_pending(s->ev_progress, NULL)) {
+        event_del(s->ev_progress);
+        on_progress_tick(-1, 0, s);
+        fputc('\n', stderr);
+    }
+}
+
+/* ---------------------------------------------------------- the end */
+
+/* on_end runs from the loop, never inside a module's callback. */
+static void
+on_end_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    s->o.on_end(s->o.ud, s->exit_code);
+}
+
+static void
+finish(struct session *s, int code)
+{
+    struct timeval now = { 0, 0 };
+
+    if (s->state == SESSION_DONE)
+        return;
+    s->exit_code = code;
+    progress_end(s);
+    session_set(s, SESSION_DONE, "finished");
+    evtimer_add(s->ev_end, &now);
+}
+
+static void
+summary(struct session *s, const char *msg)
+{
+    struct apply_stats as;
+    char c[24], u[24], d[24], f[24], b[24], sec[32];
+    double secs;
+
+    apply_stats(s->apply, &as);
+    secs = (double)(rs_time_now() - s->pull_mark) / 1e6;
+    snprintf(c, sizeof(c), "%llu", (unsigned long long)
+             (as.outcomes[APPLY_CREATED] + as.outcomes[APPLY_UPDATED]));
+    snprintf(u, sizeof(u), "%llu",
+             (unsigned long long)as.outcomes[APPLY_UNCHANGED]);
+    snprintf(d, sizeof(d), "%llu",
+             (unsigned long long)as.outcomes[APPLY_DELETED]);
+    snprintf(f, sizeof(f), "%llu",
+             (unsigned long long)as.outcomes[APPLY_FAILED]);
+    snprintf(b, sizeof(b), "%llu", (unsigned long long)as.bytes);
+    snprintf(sec, sizeof(sec), "%.3f", secs);
+    rs_log_kv(RS_LOG_INFO, msg, "fetched", c, "unchanged", u, "deleted", d,
+              "failed", f, "bytes", b, "seconds", sec, NULL);
+}
+
+/* List the resources that could not be mirrored. */
+static int
+on_failed_row(void *ud, const struct ledger_todo *t)
+{
+    (void)ud;
+    rs_log_kv(RS_LOG_ERROR, "not mirrored", "uri", t->uri, "error",
+              t->last_error != NULL ? t->last_error : "", NULL);
+    return 0;
+}
+
+/* ------------------------------------------------------------- pulls */
+
+static void
+queue_pull_since(struct set *st, enum pull_kind kind, enum pull_why why,
+                 rs_time_t since)
+{
+    struct session *s = st->s;
+
+    for (size_t i = 0; i < s->nq; i++) {
+        struct job_q *q = &s->q[i];
+        if (q->set == st && q->kind == kind) {
+            /* One pull serves both: from the earlier of the two. */
+            if (since != RS_TIME_NONE &&
+                (q->since == RS_TIME_NONE || since < q->since))
+                q->since = since;
+            return;
+        }
+    }
+    if (s->nq == sizeof(s->q) / sizeof(s->q[0]))
+        return;
+    s->q[s->nq++] = (struct job_q){ st, kind, why, since };
+    if (s->pulling == NULL)
+        run_queue(s);
+}
+
+static void
+queue_pull(struct set *st, enum pull_kind kind, enum pull_why why)
+{
+    queue_pull_since(st, kind, why, RS_TIME_NONE);
+}
+
+static void
+on_pull_progress(void *ud, uint64_t entries)
+{
+    struct session *s = ud;
+
+    s->listed = s->listed_before + entries;
+}
+
+static void
+on_diff(void *ud, const char *uri, const char *what)
+{
+    struct session *s = ud;
+
+    if (strcmp(what, "refused") == 0) {
+        /* Listed, but not for this mirror (--prefix, --map, an unsafe
+         * path): said, and not a difference. */
+        rs_log_kv(RS_LOG_WARN, "audit: listed but refused here", "uri", uri,
+                  NULL);
+        return;
+    }
+    s->audit_dirty = true;
+    if (s->o.cmd == SESSION_AUDIT)
+        printf("%s %s\n", what, uri);
+    else
+        rs_log_kv(RS_LOG_WARN, "audit: differs", "uri", uri, "what", what,
+                  NULL);
+}
+
+/* ------------------------------------------------------------- strays */
+
+struct stray_run {
+    struct session *s;
+    bool fix;
+    uint64_t removed, kept;
+};
+
+static int
+on_stray(void *ud, const char *rel, const struct stat *st)
+{
+    struct stray_run *sr = ud;
+    struct session *s = sr->s;
+    int rc;
+
+    (void)st;
+    if (s->o.cmd == SESSION_AUDIT)
+        printf("stray %s\n", rel);
+    else
+        rs_log_kv(RS_LOG_WARN, "audit: stray file", "path", rel, "fix",
+                  sr->fix ? "remove" : "no", NULL);
+    if (!sr->fix)
+        return 0;
+    if ((rc = mirror_remove(s->o.mirror, rel)) == 0 || rc == RS_ENOTFOUND) {
+        sr->removed++;
+        return 0;
+    }
+    sr->kept++;
+    rs_log_kv(RS_LOG_ERROR, "cannot remove a stray file", "path", rel,
+              "error", mirror_errstr(s->o.mirror), NULL);
+    return 0;
+}
+
+/* An audit's last step: files in the mirror that no resource accounts
+ * for (stray.h), reported, and removed (or moved to the attic) with fix.
+ * False when it could not be completed. */
+static bool
+check_strays(struct session *s, bool fix)
+{
+    bool readonly = s->o.c.readonly;
+    struct stray_run sr = { .s = s, .fix = fix && !readonly };
+    struct stray_stats st;
+    char n[4][24];
+    rs_time_t not_before = readonly && s->o.c.state_path != NULL &&
+                           ledger_writer_pid(s->o.c.state_path)
+                           ? rs_time_now() - SESSION_STRAY_SETTLE_US
+                           : RS_TIME_NONE;
+    int rc;
+
+    if (!readonly && apply_txn(s->apply) != 0)
+        return false;
+    rc = stray_scan(s->o.ledger, s->o.mirror, not_before, on_stray, &sr, &st);
+    rs_metrics_counter_add(s->m_strays, st.strays);
+    if (st.strays > sr.removed)
+        s->audit_dirty = true;
+    snprintf(n[0], 24, "%llu", (unsigned long long)st.files);
+    snprintf(n[1], 24, "%llu", (unsigned long long)st.strays);
+    snprintf(n[2], 24, "%llu", (unsigned long long)sr.removed);
+    snprintf(n[3], 24, "%llu", (unsigned long long)st.recent);
+    rs_log_kv(st.strays > 0 ? RS_LOG_WARN : RS_LOG_INFO, "mirror walked for "
+              "stray files", "files", n[0], "strays", n[1], "removed", n[2],
+              "too_recent_to_judge", n[3], NULL);
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot look for stray files", "error",
+                  rs_strerror(rc), "state", ledger_errstr(s->o.ledger),
+                  "mirror", mirror_errstr(s->o.mirror), NULL);
+        return false;
+    }
+    return sr.kept == 0;
+}
+
+static void
+on_retry_pull(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    queue_pull(s->retry_set, s->retry_kind, WHY_START);
+}
+
+static void
+retry_pull_later(struct set *st, enum pull_kind kind)
+{
+    struct session *s = st->s;
+    struct timeval tv;
+
+    s->pull_backoff_ms = s->pull_backoff_ms == 0 ? 1000
+                         : s->pull_backoff_ms * 2 > 300000 ? 300000
+                         : s->pull_backoff_ms * 2;
+    tv = tv_ms(s->pull_backoff_ms);
+    s->retry_set = st;
+    s->retry_kind = kind;
+    evtimer_add(s->ev_retry_pull, &tv);
+}
+
+/* A reconcile or audit read: what it found, and what its judgement
+ * rests on - the Resource List's age, and whether Change Lists brought
+ * it forward (docs/subscriber.md, Audit). */
+static void
+log_snapshot_read(struct set *st, const struct pull_report *r,
+                  char n[][24])
+{
+    char at[RS_TIME_BUFSZ] = "-", age[32] = "-", ch[24], ex[24], rc[24];
+
+    if (r->snapshot != RS_TIME_NONE) {
+        rs_time_format(r->snapshot, at);
+        snprintf(age, sizeof(age), "%.0f",
+                 (double)(rs_time_now() - r->snapshot) / 1e6);
+    }
+    snprintf(ch, sizeof(ch), "%llu", (unsigned long long)r->changes);
+    snprintf(ex, sizeof(ex), "%llu", (unsigned long long)r->explained);
+    snprintf(rc, sizeof(rc), "%llu", (unsigned long long)r->recent);
+    rs_log_kv(RS_LOG_INFO, r->kind == PULL_AUDIT ? "audited"
+              : "resource list read", "caplist", st->d->caplist, "entries",
+              n[0], "added", n[1], "updated", n[2], "deleted", n[3],
+              "unchanged", n[4], "resourcelist_at", at, "age_seconds", age,
+              "changes_since", ch, "brought_forward", ex,
+              "too_recent_to_judge", rc, NULL);
+    if (r->changes_error[0] != '\0')
+        rs_log_kv(RS_LOG_WARN, "the resource list is judged alone",
+                  "caplist", st->d->caplist, "why", r->changes_error, NULL);
+    else if (st->d->changelist == NULL)
+        rs_log_kv(RS_LOG_INFO, "no change list: the resource list is judged "
+                  "alone; resources the mirror changed after it are too "
+                  "recent to judge", "caplist", st->d->caplist,
+                  "age_seconds", age, NULL);
+    else if (r->changes_read && !r->changes_reach_back)
+        rs_log_kv(RS_LOG_WARN, "the change lists do not reach back to the "
+                  "resource list: changes in between are too recent to "
+                  "judge", "caplist", st->d->caplist, NULL);
+}
+
+static void
+on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
+{
+    struct session *s = ud;
+    struct set *st = s->pulling;
+    char n[5][24];
+
+    s->pulling = NULL;
+    set_phase(st, SET_WAITING, rc == 0 ? "pull done" : "pull failed");
+    s->listed_before += r->entries;
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "pull failed", "caplist", st->d->caplist,
+                  "error", err, NULL);
+        set_last_error(s, err);
+        s->pull_failed = true;
+        if (s->o.cmd != SESSION_RUN) {
+            s->nq = 0;
+            finish(s, s->o.cmd == SESSION_AUDIT ? 3 : 1);
+            return;
+        }
+        /* The daemon tries again, backing off (the Source may be down);
+         * it is not ready before a first round of pulls succeeded. */
+        retry_pull_later(st, r->kind);
+        run_queue(s);
+        return;
+    }
+    s->pull_failed = false;
+    s->pull_backoff_ms = 0;
+    if (r->kind != PULL_AUDIT)
+        st->covered = s->pull_started;
+    /* A channel closed for a gap waits for this: it replays from a moment
+     * before the pull began, so nothing falls between pull and push. The
+     * reconcile a too-short Change List asks for comes first. */
+    if (st->follow != NULL && r->kind != PULL_AUDIT &&
+        (r->kind != PULL_CHANGES || r->reached_back || !st->baselined))
+        follow_resume(st->follow, s->pull_started - SESSION_MARK_MARGIN_US);
+    snprintf(n[0], 24, "%llu", (unsigned long long)r->entries);
+    snprintf(n[1], 24, "%llu", (unsigned long long)r->added);
+    snprintf(n[2], 24, "%llu", (unsigned long long)r->updated);
+    snprintf(n[3], 24, "%llu", (unsigned long long)r->deleted);
+    snprintf(n[4], 24, "%llu", (unsigned long long)r->unchanged);
+    if (r->kind == PULL_CHANGES)
+        rs_log_kv(RS_LOG_INFO, "change lists read", "caplist",
+                  st->d->caplist, "entries", n[0], "added", n[1], "updated",
+                  n[2], "deleted", n[3], "unchanged", n[4], NULL);
+    else
+        log_snapshot_read(st, r, n);
+    if (r->deletions_held > 0) {
+        char h[24], live[24];
+        snprintf(h, sizeof(h), "%llu", (unsigned long long)r->deletions_held);
+        snprintf(live, sizeof(live), "%lld", (long long)r->mirror_live);
+        rs_log_kv(RS_LOG_ERROR, "the resource list leaves out too much of "
+                  "the mirror: deleting none of it (a broken Source must not "
+                  "wipe a mirror; --force-delete, --max-delete and "
+                  "--max-delete-share decide)", "caplist", st->d->caplist,
+                  "would_delete", h, "mirror_live",
+                  r->mirror_live >= 0 ? live : "-", NULL);
+        rs_metrics_counter_add(s->m_held, r->deletions_held);
+        s->deletions_held = true;
+        set_last_error(s, "deletions held back by --max-delete(-share)");
+    }
+    if (r->kind == PULL_CHANGES && !r->reached_back) {
+        /* What happened before the oldest Change List is unknown. */
+        rs_log_kv(RS_LOG_WARN, "change lists do not reach back far enough: "
+                  "reconciling with the resource list", "caplist",
+                  st->d->caplist, NULL);
+        rs_metrics_counter_inc(s->m_fallback[2]);
+        queue_pull(st, PULL_RECONCILE, s->pull_why);
+    } else if (r->kind == PULL_CHANGES) {
+        raise_source_dt(st, r->newest);
+    } else if (r->kind == PULL_RECONCILE) {
+        raise_source_dt(st, r->newest);
+        if (apply_txn(s->apply) == 0 &&
+            ledger_meta_set(s->o.ledger, st->key, "baselined") == 0)
+            st->baselined = true;
+        s->last_reconcile = rs_time_now();
+    }
+    if (apply_flush(s->apply) != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot save state", "error",
+                  ledger_errstr(s->o.ledger), NULL);
+    run_queue(s);                     /* the next pull, or after_pulls */
+    mark_first_round(s);
+}
+
+/* Begin the dump of st (the reconcile j waits behind it); false when it
+ * cannot be started (the reconcile then fetches everything). */
+static bool
+start_dump(struct session *s, struct set *st, const struct job_q *j)
+{
+    int rc;
+
+    /* The reconcile is queued again after the dump and fetches only what
+     * it did not hold. */
+    memmove(s->q + 1, s->q, s->nq * sizeof(s->q[0]));
+    s->q[0] = *j;
+    s->nq++;
+    if ((rc = dump_start(s->dump, st->d->resourcedump)) == 0) {
+        set_phase(st, SET_DUMP, "--dump, first sync");
+        rs_log_kv(RS_LOG_INFO, "unpacking the resource dump", "url",
+                  st->d->resourcedump, NULL);
+        return true;
+    }
+    memmove(s->q, s->q + 1, --s->nq * sizeof(s->q[0]));
+    st->dumped = true;
+    rs_log_kv(RS_LOG_WARN, "cannot start the dump", "error", rs_strerror(rc),
+              NULL);
+    return false;
+}
+
+static void
+run_queue(struct session *s)
+{
+    struct job_q j;
+    struct set *st;
+    const char *url;
+    rs_time_t since = RS_TIME_NONE;
+    int rc;
+
+    while (s->pulling == NULL && s->nq > 0 &&
+           s->state != SESSION_DRAINING && s->state != SESSION_DONE) {
+        j = s->q[0];
+        memmove(s->q, s->q + 1, --s->nq * sizeof(s->q[0]));
+        st = j.set;
+        if (j.kind == PULL_CHANGES && (!st->baselined ||
+                                       st->d->changelist == NULL)) {
+            if (st->d->changelist == NULL && st->baselined)
+                rs_log_kv(RS_LOG_INFO, "no change list: reconciling with the "
+                          "resource list", "caplist", st->d->caplist, NULL);
+            j.kind = PULL_RECONCILE;
+        }
+        if (j.kind == PULL_CHANGES) {
+            url = st->d->changelist;
+            since = source_dt(st);
+            /* A seam pull reads from where the mark stood when it was
+             * asked for: push may have moved the mark since. */
+            if (j.since != RS_TIME_NONE && since != RS_TIME_NONE &&
+                j.since < since)
+                since = j.since;
+            if (since == RS_TIME_NONE)
+                j.kind = PULL_RECONCILE;
+        }
+        if (j.kind != PULL_CHANGES) {
+            url = st->d->resourcelist;
+            if (url == NULL) {
+                rs_log_kv(RS_LOG_ERROR, "the capability list offers no "
+                          "resource list", "caplist", st->d->caplist, NULL);
+                s->pull_failed = true;
+                continue;
+            }
+            if (j.kind == PULL_RECONCILE && st->baselined)
+                rs_metrics_counter_inc(s->m_fallback[1]);
+        }
+        if (j.why == WHY_POLL && j.kind == PULL_CHANGES)
+            rs_metrics_counter_inc(s->m_fallback[3]);
+        s->pull_why = j.why;
+        s->pulling = st;
+        s->pull_started = rs_time_now();
+        if (j.kind == PULL_RECONCILE && !st->baselined && s->o.c.dump &&
+            !st->dumped && st->d->resourcedump != NULL &&
+            start_dump(s, st, &j))
+            return;
+        rc = pull_start(s->pull, j.kind, url,
+                        j.kind != PULL_CHANGES ? st->d->changelist : NULL,
+                        since);
+        if (rc != 0) {
+            s->pulling = NULL;
+            rs_log_kv(RS_LOG_ERROR, "cannot start a pull", "url", url,
+                      "error", rs_strerror(rc), NULL);
+            s->pull_failed = true;
+            continue;
+        }
+        set_phase(st, j.kind == PULL_AUDIT ? SET_AUDIT
+                  : j.kind == PULL_RECONCILE
+                    ? (st->baselined ? SET_RECONCILE : SET_BASELINE)
+                  : j.why == WHY_GAP ? SET_GAP_PULL : SET_CATCHUP,
+                  j.why == WHY_START ? "start" : j.why == WHY_GAP ? "gap"
+                  : j.why == WHY_FRAMEWORK ? "framework notification"
+                  : j.why == WHY_POLL ? "poll" : "audit");
+        rs_log_kv(RS_LOG_INFO, j.kind == PULL_CHANGES ? "pulling change lists"
+                  : j.kind == PULL_AUDIT ? "auditing" : "pulling resource list",
+                  "url", url, NULL);
+    }
+    if (s->pulling == NULL && s->nq == 0)
+        after_pulls(s);
+}
+
+static void
+on_dump_problem(void *ud, const char *uri, const char *why)
+{
+    (void)ud;
+    rs_log_kv(RS_LOG_WARN, "not taken from the dump (fetched instead)", "uri",
+              uri, "why", why, NULL);
+}
+
+static void
+on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
+{
+    struct session *s = ud;
+    struct set *st = s->pulling;
+    char n[4][24];
+
+    s->pulling = NULL;
+    st->dumped = true;
+    set_phase(st, SET_WAITING, "dump done");
+    snprintf(n[0], 24, "%llu", (unsigned long long)r->packages);
+    snprintf(n[1], 24, "%llu", (unsigned long long)r->written);
+    snprintf(n[2], 24, "%llu", (unsigned long long)r->failed);
+    snprintf(n[3], 24, "%llu", (unsigned long long)r->bytes);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_WARN, "resource dump failed: fetching the resources "
+                  "instead", "error", err, NULL);
+    else
+        rs_log_kv(RS_LOG_INFO, "resource dump unpacked", "packages", n[0],
+                  "written", n[1], "failed", n[2], "bytes", n[3], NULL);
+    state_warn(s, apply_flush(s->apply), "commit");
+    run_queue(s);
+}
+
+/* ----------------------------------------------------- push channels */
+
+static struct set *
+set_of_topic(struct session *s, const char *topic)
+{
+    for (size_t i = 0; i < s->nsets; i++)
+        for (int k = 0; k < 2; k++)
+            if ((s->sets[i].websub_topic[k] != NULL &&
+                 strcmp(s->sets[i].websub_topic[k], topic) == 0) ||
+                (s->sets[i].d->topic[k] != NULL &&
+                 strcmp(s->sets[i].d->topic[k], topic) == 0))
+                return &s->sets[i];
+    return NULL;
+}
+
+static bool
+want_ws(const struct session *s)
+{
+    return s->o.c.push && (s->o.c.transport == TRANSPORT_AUTO ||
+                           s->o.c.transport == TRANSPORT_WEBSOCKET);
+}
+
+static bool
+want_websub(const struct session *s)
+{
+    return s->o.c.push && (s->o.c.transport == TRANSPORT_AUTO ||
+                           s->o.c.transport == TRANSPORT_WEBSUB);
+}
+
+/* The WebSocket URIs of a set's channel kind k, as far as we follow them:
+ * --channel overrides the first set's change channel; NULL-ended, in
+ * buf (2 slots) or the configuration. */
+static const char *const *
+set_ws_uris(struct set *st, int k, const char **buf)
+{
+    struct session *s = st->s;
+
+    buf[0] = buf[1] = NULL;
+    if (!want_ws(s) || s->o.ws == NULL)
+        return buf;
+    if (k == DISCOVERY_CHANGE && st == &s->sets[0] &&
+        !list_empty(s->o.c.channels))
+        return (const char *const *)s->o.c.channels;
+    buf[0] = st->d->ws[k];
+    return buf;
+}
+
+/* Where a channel taken up now replays from: a moment before the last
+ * pull that covered the Source began (docs/subscriber.md). */
+static rs_time_t
+set_mark(struct set *st)
+{
+    rs_time_t t = st->covered != RS_TIME_NONE ? st->covered
+                                              : st->s->pull_mark;
+
+    return t - SESSION_MARK_MARGIN_US;
+}
+
+/* The one place a set's transport changes: logged once, with why, and
+ * counted. Polling takes over at once (it does not wait a poll interval). */
+static void
+set_transport(struct set *st, enum transport to, const char *why)
+{
+    struct session *s = st->s;
+    enum transport from = st->tr;
+    const char *buf[2], *ck = NULL, *cv = NULL;
+
+    if (from == to)
+        return;
+    st->tr = to;
+    rs_metrics_counter_inc(s->m_transport[to]);
+    if (to == TR_WEBSOCKET) {
+        ck = "websocket";
+        cv = set_ws_uris(st, DISCOVERY_CHANGE, buf)[0];
+    } else if (to == TR_WEBSUB) {
+        ck = "websub";
+        cv = st->websub_topic[DISCOVERY_CHANGE];
+    }
+    rs_log_kv(RS_LOG_INFO, to == TR_POLL ? "polling change lists"
+              : "following", "caplist", st->d->caplist, "from",
+              transport_names[from], "to", transport_names[to], "reason",
+              why, cv != NULL ? ck : NULL, cv, NULL);
+    if (to == TR_POLL && from != TR_NONE && s->state == SESSION_READY)
+        queue_pull(st, PULL_CHANGES, WHY_POLL);
+}
+
+/* Which transport the set can use now, from what its Capability List
+ * offers and how its channels fare; why says so in a phrase. */
+static enum transport
+transport_now(struct set *st, const char **why)
+{
+    const struct session *s = st->s;
+    const char *buf[2];
+    struct follow_stats fs;
+
+    if (set_ws_uris(st, DISCOVERY_CHANGE, buf)[0] != NULL) {
+        follow_stats(st->follow, &fs);
+        if (fs.connected[DISCOVERY_CHANGE]) {
+            *why = "channel connected";
+            return TR_WEBSOCKET;
+        }
+        /* Connecting or reconnecting: trusted for --push-timeout, then
+         * polling stands in until the channel is back. */
+        if (fs.down_since == RS_TIME_NONE ||
+            rs_time_now() - fs.down_since <=
+            (rs_time_t)s->o.c.push_timeout_ms * 1000) {
+            *why = "channel offered, connecting";
+            return st->tr == TR_POLL ? TR_POLL : TR_WEBSOCKET;
+        }
+        *why = "channel down longer than --push-timeout";
+        return TR_POLL;
+    }
+    if (st->websub_topic[DISCOVERY_CHANGE] != NULL) {
+        *why = st->websub_failing ? "websub subscription not active"
+                                  : "websub subscription";
+        return st->websub_failing ? TR_POLL : TR_WEBSUB;
+    }
+    *why = !s->o.c.push ? "--no-push"
+         : s->o.c.transport == TRANSPORT_POLL ? "--transport poll"
+         : st->d->topic[DISCOVERY_CHANGE] != NULL && want_websub(s)
+           ? "no websocket channel offered; websub needs --callback-listen"
+         : "no push channel offered";
+    return TR_POLL;
+}
+
+static void
+transport_update(struct set *st)
+{
+    const char *why = "";
+    enum transport to;
+
+    if (st->follow == NULL)
+        return;                       /* draining */
+    to = transport_now(st, &why);
+    set_transport(st, to, why);
+}
+
+/* Subscribe by WebSub where the set should (no WebSocket channel, a
+ * topic offered, a callback listener), and drop subscriptions that
+ * should not be (a channel came, the topic moved or went). */
+static void
+websub_update(struct set *st)
+{
+    struct session *s = st->s;
+    const char *buf[2];
+    bool ws = set_ws_uris(st, DISCOVERY_CHANGE, buf)[0] != NULL;
+
+    for (int k = 0; k < 2; k++) {
+        const char *want = !ws && want_websub(s) && s->o.hubsub != NULL
+                           ? st->d->topic[k] : NULL;
+        char *have = st->websub_topic[k];
+
+        if (have != NULL && want != NULL && strcmp(have, want) == 0)
+            continue;
+        if (have != NULL) {
+            if (hubsub_unsubscribe(s->o.hubsub, have) == 0)
+                s->unsubscribing++;
+            rs_free(have);
+            st->websub_topic[k] = NULL;
+        }
+        if (want == NULL)
+            continue;
+        if (hubsub_subscribe(s->o.hubsub, st->d->hub[k], want) != 0 ||
+            (st->websub_topic[k] = rs_strdup(want)) == NULL) {
+            rs_log_kv(RS_LOG_WARN, "cannot subscribe by websub", "topic",
+                      want, "hub", st->d->hub[k], NULL);
+            continue;
+        }
+        if (k == DISCOVERY_CHANGE)
+            st->websub_failing = false;
+        rs_log_kv(RS_LOG_INFO, "subscribing by websub", "caplist",
+                  st->d->caplist, "topic", want, "hub", st->d->hub[k], NULL);
+    }
+}
+
+static void
+on_follow_gap(void *ud, const char *why)
+{
+    struct set *st = ud;
+
+    rs_log_kv(RS_LOG_WARN, "gap in the channel: pulling change lists",
+              "caplist", st->d->caplist, "why", why, NULL);
+    rs_metrics_counter_inc(st->s->m_fallback[0]);
+    queue_pull_since(st, PULL_CHANGES, WHY_GAP, source_dt(st));
+}
+
+static void
+on_follow_live(void *ud)
+{
+    struct set *st = ud;
+
+    rs_log_kv(RS_LOG_INFO, "channel live again: pulling change lists to "
+              "cover the seam", "caplist", st->d->caplist, NULL);
+    queue_pull_since(st, PULL_CHANGES, WHY_GAP, source_dt(st));
+}
+
+static void
+on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
+                    const char *loc)
+{
+    struct set *st = ud;
+    struct session *s = st->s;
+
+    rs_log_kv(RS_LOG_INFO, "framework notification", "capability",
+              rs_capability_name(cap), "change", rs_change_name(ch), "loc",
+              loc, NULL);
+    switch (cap) {
+    case RS_CAP_CHANGELIST:
+        /* A gap-free WebSocket channel already brought every change the
+         * new or closed Change List holds; otherwise pull it. */
+        if (st->follow != NULL) {
+            struct follow_stats fs;
+            follow_stats(st->follow, &fs);
+            if (fs.connected[DISCOVERY_CHANGE])
+                break;
+        }
+        queue_pull(st, PULL_CHANGES, WHY_FRAMEWORK);
+        break;
+    case RS_CAP_RESOURCELIST:
+        /* A new snapshot: reconcile, but not more often than a minute
+         * (a busy Source publishes them often; changes cover the rest). */
+        if (rs_time_now() - s->last_reconcile >
+            (rs_time_t)SESSION_RECONCILE_MIN_MS * 1000)
+            queue_pull(st, PULL_RECONCILE, WHY_FRAMEWORK);
+        break;
+    case RS_CAP_CAPABILITYLIST:
+        /* Its channels or documents may have moved: read it again. */
+        if (st->cw != NULL && strcmp(loc, st->d->caplist) == 0)
+            capwatch_check(st->cw);
+        break;
+    default:
+        break;
+    }
+}
+
+static void
+on_follow_channel(void *ud, const char *uri, const char *peer, bool up,
+                  int code, const char *why)
+{
+    struct set *st = ud;
+    char c[16];
+
+    snprintf(c, sizeof(c), "%d", code);
+    if (peer == NULL)
+        peer = "-";
+    if (up)
+        rs_log_kv(RS_LOG_INFO, "channel connected", "uri", uri, "peer", peer,
+                  NULL);
+    else
+        rs_log_kv(RS_LOG_WARN, "channel closed", "uri", uri, "peer", peer,
+                  "code", c, "reason", why, NULL);
+    transport_update(st);
+}
+
+int
+session_websub_delivery(struct session *s, const struct hubsub_msg *m)
+{
+    struct set *st = set_of_topic(s, m->topic);
+    int rc;
+
+    if (st == NULL)
+        return 0;                    /* not a topic of ours: drop it */
+    if (st->follow == NULL)
+        return 1;                    /* stopping: 503, the hub keeps it */
+    /* X-Hub-Id is not used to drop repeats: a delivery answered 503 comes
+     * again with the same id, and must be taken then. Repeats are cheap:
+     * the per-resource rules skip what the mirror holds. */
+    rc = follow_take(st->follow, m->body, m->len, "push");
+    if (rc == RS_EINVALID) {
+        rs_log_kv(RS_LOG_WARN, "refused a notification that is not one",
+                  "topic", m->topic, NULL);
+        return 0;                    /* redelivering it would not help */
+    }
+    if (rc == 0)
+        rc = apply_flush(s->apply);  /* durable before the hub hears 2xx */
+    if (rc == 0 && m->gap_after != NULL) {
+        /* The hub trimmed what it had not delivered to us: what came
+         * between is in the Change Lists (WebSub never moves the mark
+         * they are read from). */
+        char why[256];
+        snprintf(why, sizeof(why), "%s: notifications after %.64s were "
+                 "trimmed before delivery (X-Hub-Gap)", m->hub_url,
+                 m->gap_after);
+        on_follow_gap(st, why);
+    }
+    return rc != 0;
+}
+
+void
+session_websub_state(struct session *s, const char *topic,
+                     enum hubsub_state hs, const char *why)
+{
+    static const char *const names[] = { "active", "denied", "failed",
+                                         "expired", "unsubscribed" };
+    struct set *st = set_of_topic(s, topic);
+
+    rs_log_kv(hs == HUBSUB_ACTIVE || hs == HUBSUB_UNSUBSCRIBED
+              ? RS_LOG_INFO : RS_LOG_WARN,
+              "websub subscription", "topic", topic, "state", names[hs],
+              "why", why, NULL);
+    if (hs == HUBSUB_UNSUBSCRIBED && s->unsubscribing > 0)
+        s->unsubscribing--;
+    if (st == NULL)
+        return;
+    const char *change = st->websub_topic[DISCOVERY_CHANGE];
+    if (change != NULL && strcmp(change, topic) == 0 &&
+        hs != HUBSUB_UNSUBSCRIBED) {
+        st->websub_failing = hs != HUBSUB_ACTIVE;
+        transport_update(st);
+    }
+    /* Until the hub verified us, nothing was delivered: what changed
+     * before (since the pull at start, or while the lease had run out)
+     * comes from the Change Lists. */
+    if (hs == HUBSUB_ACTIVE)
+        queue_pull(st, PULL_CHANGES, WHY_GAP);
+}
+
+/* The set's Capability List offers something else now: its channels are
+ * taken up, moved or dropped, then the transport follows. */
+static void
+on_caplist_change(void *ud, struct discovery_set *now)
+{
+    struct set *st = ud;
+    const char *buf[2];
+    rs_time_t mark = set_mark(st);
+    int rc = 0;
+
+    rs_log_kv(RS_LOG_INFO, "capability list changed", "url", now->caplist,
+              "resourcelist", now->resourcelist ? now->resourcelist : "-",
+              "changelist", now->changelist ? now->changelist : "-",
+              "websocket", now->ws[0] ? now->ws[0] : "-",
+              "websub", now->topic[0] ? now->topic[0] : "-", NULL);
+    discovery_set_clear(st->d);
+    *st->d = *now;                    /* taken: now is left empty */
+    memset(now, 0, sizeof(*now));
+    if (st->follow == NULL)
+        return;                       /* draining */
+    for (int k = 0; k < 2 && rc == 0; k++)
+        rc = follow_set_uris(st->follow, k, set_ws_uris(st, k, buf), mark);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot follow the new channels", "error",
+                  rs_strerror(rc), NULL);
+    websub_update(st);
+    transport_update(st);
+}
+
+static void
+on_caplist_error(void *ud, const char *why)
+{
+    struct set *st = ud;
+
+    rs_log_kv(RS_LOG_WARN, "cannot read the capability list again (kept "
+              "as it was)", "caplist", st->d->caplist, "error", why, NULL);
+}
+
+/* Set up how each set is followed: its channels from the Capability
+ * List, WebSub where no WebSocket channel is offered, and a watch on the
+ * list that takes up channels as they come and go. */
+static int
+setup_follow(struct session *s)
+{
+    for (size_t i = 0; i < s->nsets; i++) {
+        struct set *st = &s->sets[i];
+        const char *chg[2], *fw[2];
+        char err[256];
+        struct follow_opts fo = {
+            .base = s->o.base,
+            .ledger = s->o.ledger,
+            .apply = s->apply,
+            .ws = s->o.ws,
+            .key = st->key,
+            .change_ws = set_ws_uris(st, DISCOVERY_CHANGE, chg),
+            .framework_ws = set_ws_uris(st, DISCOVERY_FRAMEWORK, fw),
+            .on_gap = on_follow_gap,
+            .on_live = on_follow_live,
+            .on_framework = on_follow_framework,
+            .on_channel = on_follow_channel,
+            .ud = st,
+        };
+        struct capwatch_opts co = {
+            .base = s->o.base,
+            .http = s->o.http,
+            .on_change = on_caplist_change,
+            .on_error = on_caplist_error,
+            .ud = st,
+        };
+        st->follow = follow_new(&fo, err, sizeof(err));
+        if (st->follow == NULL) {
+            rs_log_kv(RS_LOG_ERROR, "cannot follow", "error", err, NULL);
+            return -1;
+        }
+        if ((st->cw = capwatch_new(&co, st->d)) == NULL)
+            return -1;
+        websub_update(st);
+        transport_update(st);
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- timers */
+
+static void
+on_poll(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < s->nsets; i++) {
+        struct set *st = &s->sets[i];
+
+        /* A hub out of reach must not stall the mirror. */
+        transport_update(st);
+        if (st->tr == TR_POLL)
+            queue_pull(st, PULL_CHANGES, WHY_POLL);
+        /* A channel may have come (a hub that learned the topic, a Source
+         * that added one), moved or gone since: an unchanged list costs a
+         * 304 once per poll interval. */
+        if (st->cw != NULL)
+            capwatch_check(st->cw);
+    }
+}
+
+static void
+on_safety_pull(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < s->nsets; i++)
+        if (s->sets[i].tr != TR_POLL)
+            queue_pull(&s->sets[i], PULL_CHANGES, WHY_POLL);
+}
+
+static void
+on_audit_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    s->strays_due = true;
+    for (size_t i = 0; i < s->nsets; i++)
+        queue_pull(&s->sets[i], s->o.c.audit_fix ? PULL_RECONCILE : PULL_AUDIT,
+                   WHY_AUDIT);
+}
+
+/* ----------------------------------------------------------- idle */
+
+static int
+write_ready(struct session *s)
+{
+    char tmp[PATH_MAX];
+    FILE *f;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", s->o.c.ready_file);
+    if ((f = fopen(tmp, "w")) == NULL)
+        return -1;
+    fprintf(f, "{\"metrics\":%d}\n", s->metrics_port);
+    if (fclose(f) != 0 || rename(tmp, s->o.c.ready_file) != 0)
+        return -1;
+    return 0;
+}
+
+/* run: the first sync is applied; say so (log, ready-file). */
+static void
+become_ready(struct session *s)
+{
+    session_set(s, SESSION_READY, "the first sync is applied");
+    if (s->ev_ready != NULL)
+        event_del(s->ev_ready);
+    progress_end(s);
+    summary(s, "synced");
+    if (s->o.c.ready_file != NULL && write_ready(s) != 0)
+        rs_log_kv(RS_LOG_WARN, "cannot write the ready file", "path",
+                  s->o.c.ready_file, "error", strerror(errno), NULL);
+}
+
+/* run: while the Source keeps changing, the appliers may never run out of
+ * work; the first sync is applied once no due row it queued is left
+ * (rows waiting for a retry do not hold it, as in on_apply_idle). */
+static void
+on_ready_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+    bool any = true;
+
+    (void)fd;
+    (void)what;
+    if (s->state != SESSION_APPLYING || s->pull_failed)
+        return;
+    if (ledger_todo_due_upto(s->o.ledger, s->first_round_seq, rs_time_now(),
+                             &any) == 0 && !any)
+        become_ready(s);
+}
+
+/* run: the pulls that make the first sync are over when nothing but
+ * periodic polls is under way or queued (with --poll-interval shorter than
+ * a pull, the queue is never empty); then the todo rows they queued are
+ * marked, and on_ready_tick waits for them. */
+static void
+mark_first_round(struct session *s)
+{
+    struct timeval tick = tv_ms(SESSION_READY_TICK_MS);
+
+    if (s->o.cmd != SESSION_RUN || s->state != SESSION_PULLING ||
+        s->pull_failed)
+        return;
+    if (s->pulling != NULL && s->pull_why != WHY_POLL)
+        return;
+    for (size_t i = 0; i < s->nq; i++)
+        if (s->q[i].why != WHY_POLL)
+            return;
+    if (ledger_todo_max_seq(s->o.ledger, &s->first_round_seq) != 0)
+        return;
+    session_set(s, SESSION_APPLYING, "the first pulls are done");
+    event_add(s->ev_ready, &tick);
+}
+
+/* Pulls queued are done and the appliers have nothing left: the end of
+ * sync and audit, the start of following for run. */
+static void
+on_apply_idle(void *ud, bool retrying)
+{
+    struct session *s = ud;
+    int64_t failed = 0, due = 0, waiting = 0;
+
+    if (s->pulling != NULL || s->nq > 0 || s->state == SESSION_DONE ||
+        s->state == SESSION_DISCOVERING || s->state == SESSION_IDLE)
+        return;
+    if (s->state == SESSION_DRAINING)
+        return;                       /* the drain tick ends it */
+    /* The daemon is ready with retries still waiting (a Source that
+     * churns always has some); sync and audit wait for them. */
+    if (s->o.cmd != SESSION_RUN && retrying && !s->o.c.readonly)
+        return;
+    if (s->o.cmd == SESSION_RUN) {
+        if ((s->state == SESSION_PULLING || s->state == SESSION_APPLYING) &&
+            !s->pull_failed)
+            become_ready(s);
+        return;
+    }
+    if (s->o.cmd == SESSION_AUDIT) {
+        progress_end(s);
+        state_warn(s, ledger_todo_count(s->o.ledger, rs_time_now(), &due,
+                                        &waiting, &failed), "count");
+        if (failed > 0) {
+            printf("failed %lld resources could not be mirrored\n",
+                   (long long)failed);
+            s->audit_dirty = true;
+        }
+        if (s->o.c.readonly && due + waiting > 0) {
+            printf("pending %lld changes not applied yet\n",
+                   (long long)(due + waiting));
+            s->audit_dirty = true;
+        }
+        if (!s->pull_failed && !check_strays(s, s->o.c.fix))
+            s->pull_failed = true;
+        finish(s, s->pull_failed ? 3
+                  : (s->audit_dirty && !s->o.c.fix) || s->deletions_held ? 1
+                  : 0);
+        return;
+    }
+    progress_end(s);
+    state_warn(s, ledger_todo_count(s->o.ledger, rs_time_now(), &due,
+                                    &waiting, &failed), "count");
+    summary(s, "synced");
+    if (failed > 0)
+        state_warn(s, ledger_todo_each_failed(s->o.ledger, on_failed_row, s),
+                   "failed rows");
+    /* A refused URI is not kept as a failure, but a sync that met one
+     * says so in its exit status: the Source lists what cannot be
+     * mirrored here (or --prefix is missing). */
+    finish(s, s->pull_failed || failed > 0 || s->refused > 0 ||
+              s->deletions_held ? 1 : 0);
+}
+
+static void
+after_pulls(struct session *s)
+{
+    bool waiting = false;
+
+    if (s->pulling != NULL || s->nq > 0)
+        return;
+    if (s->o.cmd != SESSION_RUN && s->state == SESSION_PULLING)
+        session_set(s, SESSION_APPLYING, "the pulls are done");
+    mark_first_round(s);
+    if (s->strays_due && s->o.cmd == SESSION_RUN &&
+        s->state != SESSION_DRAINING) {
+        /* Pending changes need not wait: what a job wrote, it recorded in
+         * the same step, through this connection. */
+        s->strays_due = false;
+        (void)check_strays(s, s->o.c.audit_fix);
+    }
+    if (s->o.c.readonly)
+        on_apply_idle(s, false);
+    else if (apply_idle(s->apply, &waiting))
+        on_apply_idle(s, waiting);
+    else
+        apply_kick(s->apply);
+}
+
+/* ---------------------------------------------------- apply results */
+
+static void
+on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
+{
+    struct session *s = ud;
+
+    rs_metrics_counter_inc(s->m_applied[o]);
+    switch (o) {
+    case APPLY_FAILED:
+        rs_log_kv(RS_LOG_ERROR, "resource failed", "uri", uri, "error", what,
+                  NULL);
+        set_last_error(s, what);
+        break;
+    case APPLY_REFUSED:
+        rs_log_kv(RS_LOG_ERROR, "resource refused", "uri", uri, "error", what,
+                  NULL);
+        s->refused++;
+        break;
+    case APPLY_RETRY:
+        /* Routine under churn (a file changed again between its
+         * notification and the fetch: the next change wins); the failure
+         * after the last retry is what an operator must see. */
+        rs_log_kv(RS_LOG_INFO, "resource will be retried", "uri", uri,
+                  "error", what, NULL);
+        break;
+    default:
+        if (rs_log_enabled(RS_LOG_DEBUG))
+            rs_log_kv(RS_LOG_DEBUG, apply_outcome_name(o), "uri", uri, NULL);
+        break;
+    }
+}
+
+static void
+on_state_error(void *ud, const char *what)
+{
+    (void)ud;
+    rs_log_kv(RS_LOG_ERROR, "cannot save state (the work is redone)",
+              "error", what, NULL);
+}
+
+/* ------------------------------------------------------------- metrics */
+
+/* The todo table's counts for the gauges of one scrape: counting is a scan
+ * of the table (a million rows during a large baseline), so it is done
+ * once and shared by the gauges that need it, for up to a second. */
+static int
+todo_counts(struct session *s, int64_t *pending, int64_t *failed)
+{
+    rs_time_t now = rs_time_now();
+    int64_t due = 0, waiting = 0, f = 0;
+
+    if (s->counted_at == RS_TIME_NONE || now - s->counted_at > 1000000 ||
+        now < s->counted_at) {
+        if (ledger_todo_count(s->o.ledger, now, &due, &waiting, &f) != 0)
+            return -1;
+        s->count_pending = due + waiting;
+        s->count_failed = f;
+        s->counted_at = now;
+    }
+    *pending = s->count_pending;
+    *failed = s->count_failed;
+    return 0;
+}
+
+static double
+gauge_pending(void *ud)
+{
+    int64_t pending, failed;
+
+    return todo_counts(ud, &pending, &failed) != 0 ? -1 : (double)pending;
+}
+
+static double
+gauge_failed(void *ud)
+{
+    int64_t pending, failed;
+
+    return todo_counts(ud, &pending, &failed) != 0 ? -1 : (double)failed;
+}
+
+/* Lag: how old the newest applied change is while changes wait; 0 when
+ * the mirror holds everything it was told of. */
+static double
+gauge_lag(void *ud)
+{
+    struct session *s = ud;
+    struct apply_stats as;
+
+    if (gauge_pending(ud) <= 0)
+        return 0;
+    apply_stats(s->apply, &as);
+    if (as.last_change_dt == RS_TIME_NONE)
+        return 0;
+    return (double)(rs_time_now() - as.last_change_dt) / 1e6;
+}
+
+static double
+gauge_bytes(void *ud)
+{
+    struct apply_stats as;
+    apply_stats(((struct session *)ud)->apply, &as);
+    return (double)as.bytes;
+}
+
+static double
+gauge_requests(void *ud)
+{
+    struct apply_stats as;
+    apply_stats(((struct session *)ud)->apply, &as);
+    return (double)as.requests;
+}
+
+static double
+gauge_connected(void *ud)
+{
+    struct session *s = ud;
+    double n = 0;
+
+    for (size_t i = 0; i < s->nsets; i++) {
+        struct follow_stats fs;
+        if (s->sets[i].follow == NULL)
+            continue;
+        follow_stats(s->sets[i].follow, &fs);
+        n += fs.connected[0];
+    }
+    return n;
+}
+
+static int
+register_metrics(struct session *s, struct rs_metrics *m)
+{
+    static const char *const why[4] = { "gap", "reconcile", "too_old", "poll" };
+    int rc = 0;
+
+    for (int o = 0; o < APPLY_OUTCOMES && rc == 0; o++)
+        rc = rs_metrics_register_counter(m, &s->m_applied[o],
+            "rssub_changes_applied_total", "Resource changes handled, by "
+            "outcome.", "outcome", apply_outcome_name(o), NULL);
+    for (int w = 0; w < 4 && rc == 0; w++)
+        rc = rs_metrics_register_counter(m, &s->m_fallback[w],
+            "rssub_fallbacks_total", "Pulls push could not spare: gaps, "
+            "reconciles, change lists too short, polls.", "reason", why[w],
+            NULL);
+    for (int t = TR_WEBSOCKET; t < TR_COUNT && rc == 0; t++)
+        rc = rs_metrics_register_counter(m, &s->m_transport[t],
+            "rssub_transport_changes_total", "Capability Lists that changed "
+            "how they are followed, by the transport taken up.", "to",
+            transport_names[t], NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(m, &s->m_held,
+            "rssub_deletions_held_total", "Deletions a Resource List asked "
+            "for that --max-delete or --max-delete-share held back.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(m, &s->m_strays,
+            "rssub_audit_strays_total", "Files in the mirror no resource "
+            "accounts for, found by audits.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rssub_fetch_bytes",
+            "Resource bytes written to the mirror (a counter).",
+            gauge_bytes, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rssub_fetch_requests",
+            "Resource GETs started (a counter).", gauge_requests, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rssub_pending",
+            "Changes queued, not yet applied.", gauge_pending, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rssub_failed",
+            "Resources given up on (see rssub status).", gauge_failed, s,
+            NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rssub_lag_seconds",
+            "Age of the newest applied change while changes wait.",
+            gauge_lag, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rssub_channels_up",
+            "WebSocket change channels connected.", gauge_connected, s, NULL);
+    return rc;
+}
+
+/* -------------------------------------------------------- discovery */
+
+static bool
+set_wanted(const struct session *s, const char *caplist)
+{
+    if (list_empty(s->o.c.sets))
+        return true;
+    for (char *const *p = s->o.c.sets; *p != NULL; p++)
+        if (strcmp(*p, caplist) == 0 || strstr(caplist, *p) != NULL)
+            return true;
+    return false;
+}
+
+/* run: channels first, from a moment before the pulls (whatever changes
+ * while the pulls run is replayed, docs/subscriber.md), then the timers. */
+static int
+start_following(struct session *s)
+{
+    struct timeval poll = tv_ms(s->o.c.poll_ms);
+
+    if (setup_follow(s) != 0)
+        return -1;
+    for (size_t i = 0; i < s->nsets; i++)
+        follow_start(s->sets[i].follow,
+                     s->pull_mark - SESSION_MARK_MARGIN_US);
+    event_add(s->ev_poll, &poll);
+    if (s->o.c.pull_ms > 0) {
+        struct timeval tv = tv_ms(s->o.c.pull_ms);
+        event_add(s->ev_pull, &tv);
+    }
+    if (s->o.c.audit_ms > 0) {
+        struct timeval tv = tv_ms(s->o.c.audit_ms);
+        event_add(s->ev_audit, &tv);
+    }
+    return 0;
+}
+
+static void
+on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
+{
+    struct session *s = ud;
+    char *val = NULL;
+
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "discovery failed", "source", s->o.c.source,
+                  "error", err, NULL);
+        set_last_error(s, err);
+        finish(s, s->o.cmd == SESSION_AUDIT ? 3 : 1);
+        return;
+    }
+    s->disc = res;
+    for (size_t i = 0; i < res->nsets && s->nsets < SESSION_MAX_SETS; i++) {
+        struct discovery_set *d = &res->sets[i];
+        struct set *st = &s->sets[s->nsets];
+        char key[2048];
+
+        if (!set_wanted(s, d->caplist))
+            continue;
+        st->s = s;
+        st->d = d;
+        st->covered = RS_TIME_NONE;
+        snprintf(key, sizeof(key), "%s%s", d->caplist, FOLLOW_POS_SOURCE);
+        st->key = rs_strdup(d->caplist);
+        st->source_key = rs_strdup(key);
+        if (st->key == NULL || st->source_key == NULL) {
+            finish(s, 1);
+            return;
+        }
+        if (ledger_meta_get(s->o.ledger, st->key, &val) == 0)
+            st->baselined = true;
+        rs_free(val);
+        val = NULL;
+        rs_log_kv(RS_LOG_INFO, "capability list", "url", d->caplist,
+                  "resourcelist", d->resourcelist ? d->resourcelist : "-",
+                  "changelist", d->changelist ? d->changelist : "-",
+                  "websocket", d->ws[0] ? d->ws[0] : "-",
+                  "websub", d->topic[0] ? d->topic[0] : "-", NULL);
+        s->nsets++;
+    }
+    if (s->nsets == 0) {
+        rs_log_kv(RS_LOG_ERROR, "no capability list matches --set", "source",
+                  s->o.c.source, NULL);
+        finish(s, 2);
+        return;
+    }
+    if (s->o.c.progress && s->o.cmd != SESSION_RUN) {
+        struct timeval tv = tv_ms(SESSION_PROGRESS_MS);
+        s->ev_progress = event_new(s->o.base, -1, EV_PERSIST,
+                                   on_progress_tick, s);
+        if (s->ev_progress != NULL)
+            event_add(s->ev_progress, &tv);
+    }
+    s->pull_mark = rs_time_now();
+    session_set(s, SESSION_PULLING, "capability lists found");
+    if (s->o.cmd == SESSION_RUN && start_following(s) != 0) {
+        finish(s, 1);
+        return;
+    }
+    for (size_t i = 0; i < s->nsets; i++) {
+        enum pull_kind k = PULL_CHANGES;
+        if (s->o.cmd == SESSION_AUDIT)
+            k = s->o.c.fix ? PULL_RECONCILE : PULL_AUDIT;
+        queue_pull(&s->sets[i], k, WHY_START);
+    }
+}
+
+/* ---------------------------------------------------------- draining */
+
+static void
+on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+    struct timeval tv = tv_ms(SESSION_DRAIN_TICK_MS);
+    struct apply_stats as;
+    bool done;
+
+    (void)fd;
+    (void)what;
+    apply_stats(s->apply, &as);
+    done = as.in_flight == 0 && s->unsubscribing == 0;
+    if (done || s->drain_waited_ms >= s->o.c.drain_ms) {
+        if (as.in_flight > 0)
+            rs_log_kv(RS_LOG_WARN, "drain time over: fetches in flight are "
+                      "dropped (they are redone at the next start)", NULL);
+        else if (!done)
+            rs_log_kv(RS_LOG_WARN, "drain time over: a hub did not confirm "
+                      "the WebSub unsubscription (its lease will end)", NULL);
+        state_warn(s, apply_flush(s->apply), "commit");
+        finish(s, s->exit_code);
+        return;
+    }
+    s->drain_waited_ms += SESSION_DRAIN_TICK_MS;
+    evtimer_add(s->ev_drain, &tv);
+}
+
+void
+session_drain(struct session *s)
+{
+    if (s->state == SESSION_DONE)
+        return;
+    if (s->state == SESSION_DRAINING) {
+        s->drain_waited_ms = s->o.c.drain_ms;   /* second signal: now */
+        finish(s, s->exit_code);
+        return;
+    }
+    rs_log_kv(RS_LOG_INFO, "stopping: finishing writes in flight", NULL);
+    session_set(s, SESSION_DRAINING, "asked to stop");
+    s->exit_code = s->o.cmd == SESSION_RUN ? 0 : 1;
+    for (size_t i = 0; i < s->nsets; i++) {
+        struct set *st = &s->sets[i];
+
+        follow_free(st->follow);
+        st->follow = NULL;
+        capwatch_free(st->cw);
+        st->cw = NULL;
+        /* The next start subscribes afresh (and pulls what it missed):
+         * tell the hub to stop delivering to this callback now, best
+         * effort within the drain, rather than have it retry a path that
+         * answers 410 until the lease ends. */
+        for (int k = 0; k < 2; k++) {
+            if (st->websub_topic[k] != NULL && s->o.hubsub != NULL &&
+                hubsub_unsubscribe(s->o.hubsub, st->websub_topic[k]) == 0)
+                s->unsubscribing++;
+            rs_free(st->websub_topic[k]);
+            st->websub_topic[k] = NULL;
+        }
+    }
+    if (s->pulling != NULL) {
+        pull_free(s->pull);          /* abandoned: the next start redoes it */
+        s->pull = NULL;
+        set_phase(s->pulling, SET_WAITING, "stopping");
+        s->pulling = NULL;
+    }
+    s->nq = 0;
+    apply_pause(s->apply, true);
+    on_drain_tick(-1, 0, s);
+}
+
+/* ---------------------------------------------------------------- API */
+
+struct session *
+session_new(const struct session_opts *o, char *err, size_t errsz)
+{
+    struct session *s = rs_calloc(1, sizeof(*s));
+
+    if (s == NULL) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    s->o = *o;
+    s->first_round_seq = -1;
+    s->counted_at = RS_TIME_NONE;
+    struct apply_opts ao = {
+        .base = o->base,
+        .http = o->http,
+        .ledger = o->ledger,
+        .mirror = o->mirror,
+        .pathmap = o->pathmap,
+        .parallel = o->c.parallel,
+        .rate = o->c.rate,
+        .retries = o->c.retries,
+        .timeout_ms = o->c.timeout_ms,
+        .max_body = o->c.max_body,
+        .on_result = on_result,
+        .on_idle = on_apply_idle,
+        .on_state_error = on_state_error,
+        .ud = s,
+    };
+    if ((s->apply = apply_new(&ao, err, errsz)) == NULL)
+        goto fail;
+    /* A report-only audit reads; the changes a daemon left pending are
+     * reported, never applied from here. */
+    if (o->c.readonly)
+        apply_pause(s->apply, true);
+    struct pull_opts po = {
+        .base = o->base,
+        .http = o->http,
+        .ledger = o->ledger,
+        .mirror = o->mirror,
+        .apply = s->apply,
+        .strict = o->c.strict,
+        .deep = o->c.deep,
+        .readonly = o->c.readonly,
+        .pathmap = o->pathmap,
+        .max_delete = o->c.max_delete,
+        .max_delete_share = o->c.max_delete_share,
+        .force_delete = o->c.force_delete,
+        .on_diff = on_diff,
+        .on_progress = on_pull_progress,
+        .on_done = on_pull_done,
+        .ud = s,
+    };
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", o->c.state_path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    struct dump_opts dumo = {
+        .base = o->base,
+        .http = o->http,
+        .ledger = o->ledger,
+        .mirror = o->mirror,
+        .pathmap = o->pathmap,
+        .apply = s->apply,
+        .tmpdir = dir,
+        .max_package = 0,
+        .on_problem = on_dump_problem,
+        .on_done = on_dump_done,
+        .ud = s,
+    };
+    if ((s->pull = pull_new(&po)) == NULL ||
+        (s->dump = dump_new(&dumo)) == NULL ||
+        (s->discovery = discovery_new(o->base, o->http, on_discovered,
+                                      s)) == NULL) {
+        snprintf(err, errsz, "out of memory");
+        goto fail;
+    }
+    s->ev_poll = event_new(o->base, -1, EV_PERSIST, on_poll, s);
+    s->ev_pull = event_new(o->base, -1, EV_PERSIST, on_safety_pull, s);
+    s->ev_audit = event_new(o->base, -1, EV_PERSIST, on_audit_timer, s);
+    s->ev_drain = evtimer_new(o->base, on_drain_tick, s);
+    s->ev_retry_pull = evtimer_new(o->base, on_retry_pull, s);
+    s->ev_ready = event_new(o->base, -1, EV_PERSIST, on_ready_tick, s);
+    s->ev_end = evtimer_new(o->base, on_end_event, s);
+    if (s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
+        s->ev_drain == NULL || s->ev_retry_pull == NULL ||
+        s->ev_ready == NULL || s->ev_end == NULL) {
+        snprintf(err, errsz, "out of memory");
+        goto fail;
+    }
+    if (o->metrics != NULL && register_metrics(s, o->metrics) != 0) {
+        snprintf(err, errsz, "cannot register metrics");
+        goto fail;
+    }
+    return s;
+fail:
+    session_free(s);
+    return NULL;
+}
+
+void
+session_free(struct session *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->nsets; i++) {
+        follow_free(s->sets[i].follow);
+        capwatch_free(s->sets[i].cw);
+        rs_free(s->sets[i].websub_topic[0]);
+        rs_free(s->sets[i].websub_topic[1]);
+        rs_free(s->sets[i].key);
+        rs_free(s->sets[i].source_key);
+    }
+    discovery_free(s->discovery);
+    dump_free(s->dump);
+    pull_free(s->pull);
+    apply_free(s->apply);
+    discovery_result_free(s->disc);
+    struct event *evs[] = { s->ev_poll, s->ev_pull, s->ev_audit,
+                            s->ev_progress, s->ev_drain, s->ev_retry_pull,
+                            s->ev_ready, s->ev_end };
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        if (evs[i] != NULL)
+            event_free(evs[i]);
+    rs_free(s);
+}
+
+int
+session_start(struct session *s)
+{
+    int rc;
+
+    if (s->state != SESSION_IDLE)
+        return RS_ESTATE;
+    if ((rc = discovery_start(s->discovery, s->o.c.source)) != 0)
+        return rc;
+    session_set(s, SESSION_DISCOVERING, s->o.c.source);
+    return 0;
+}
+
+void
+session_set_metrics_port(struct session *s, int port)
+{
+    s->metrics_port = port;
+}

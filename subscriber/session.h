@@ -1,0 +1,103 @@
+/*
+ * session.h - one rssub session: the sync engine that keeps a mirror in
+ * step with one Source. It discovers the Source's Capability Lists, pulls
+ * (baseline, Change Lists, reconcile, audit), follows each list's push
+ * channels or polls, turns gaps and framework notifications back into
+ * pulls, says when the first sync is applied, and drains. It decides what
+ * runs when; the mechanisms are modules (discovery, pull, dump, follow,
+ * capwatch, apply), and the command line, the state file, the metrics
+ * listener and signals are rssub.c's.
+ *
+ * The session and each Capability List are explicit state machines
+ * (docs/subscriber.md, "The session"): one setter each logs from -> to.
+ */
+#ifndef SUB_SESSION_H
+#define SUB_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hubsub.h"
+#include "rs_error.h"
+
+struct event_base;
+struct rs_http;
+struct rs_metrics;
+struct ledger;
+struct mirror;
+struct pathmap;
+struct wsclient;
+struct session;
+
+enum session_cmd { SESSION_RUN, SESSION_SYNC, SESSION_AUDIT };
+
+/* How changes come (--transport). */
+enum session_transport { TRANSPORT_AUTO, TRANSPORT_WEBSOCKET,
+                         TRANSPORT_WEBSUB, TRANSPORT_POLL };
+
+/* The engine's settings; strings and lists are borrowed for the
+ * session's life. Durations in ms. */
+struct session_conf {
+    const char *source;            /* the --source URL */
+    char *const *sets;             /* --set filters (NULL-ended) or NULL */
+    char *const *channels;         /* --channel URIs or NULL */
+    bool push;                     /* follow push channels at all */
+    enum session_transport transport;
+    bool dump, strict, deep;
+    bool fix;                      /* audit --fix */
+    bool readonly;                 /* a report-only audit */
+    int64_t poll_ms, push_timeout_ms, pull_ms, audit_ms, drain_ms;
+    bool audit_fix;
+    uint64_t max_delete;
+    unsigned max_delete_share;
+    bool force_delete;
+    /* apply */
+    unsigned parallel, retries, timeout_ms;
+    double rate;
+    uint64_t max_body;
+    const char *ready_file;        /* run: written once ready, or NULL */
+    const char *state_path;        /* for the stray scan's writer check */
+    bool progress;                 /* a progress line (sync, audit) */
+};
+
+struct session_opts {
+    enum session_cmd cmd;
+    struct session_conf c;
+    struct event_base *base;
+    struct rs_http *http;
+    struct ledger *ledger;
+    struct mirror *mirror;
+    const struct pathmap *pathmap;
+    struct wsclient *ws;           /* run with push: WebSocket client */
+    struct hubsub *hubsub;         /* run with --callback-listen */
+    struct rs_metrics *metrics;    /* counters and gauges registered here */
+    /* The session is over (sync, audit done; run drained or failed):
+     * leave the loop. Exactly once. */
+    void (*on_end)(void *ud, int exit_code);
+    void *ud;
+};
+
+/* NULL on failure, the reason in err. Nothing runs before session_start. */
+struct session *session_new(const struct session_opts *o, char *err,
+                            size_t errsz);
+/* After the loop has ended. NULL ok. */
+void session_free(struct session *s);
+
+/* Discover the Source and begin. RS_EINVAL: a --source that is not an
+ * http(s) URL (no on_end then). */
+int session_start(struct session *s) RS_MUST_CHECK;
+
+/* SIGTERM: finish the writes in flight (up to drain_ms), unsubscribe,
+ * then on_end. A second call ends at once. */
+void session_drain(struct session *s);
+
+/* hubsub's callbacks (hubsub_opts), to be forwarded here. */
+int session_websub_delivery(struct session *s, const struct hubsub_msg *m);
+void session_websub_state(struct session *s, const char *topic,
+                          enum hubsub_state st, const char *why);
+
+/* For the metrics listener's port in the ready file (set before start). */
+void session_set_metrics_port(struct session *s, int port);
+
+#endif
