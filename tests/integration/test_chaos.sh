@@ -7,8 +7,9 @@
 # reset every connection between the daemons (ss -K, Redis CLIENT KILL),
 # and pause mirrors with SIGSTOP (one until the backlog is trimmed past
 # it). Then every mirror must equal the Source byte for byte within
-# 60 s, audit clean, and no notification the hub acknowledged may be
-# lost. About two minutes. RS_CHAOS_SEED picks (and reproduces) a run;
+# 60 s, leave no failed fetch waiting more than 15 s past its backoff,
+# audit clean, and no notification the hub acknowledged may be lost.
+# About two minutes. RS_CHAOS_SEED picks (and reproduces) a run;
 # RS_CHAOS_SECS sets how long the events go on (default 45).
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
 # shellcheck source-path=SCRIPTDIR

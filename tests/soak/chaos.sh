@@ -3,12 +3,13 @@
 # lib/chaos.sh, the same as tests/integration/test_chaos.sh): a seeded
 # writer changes a 2,000-file Source while seeded events kill -9 and
 # restart hub nodes, mirrors, rssource and Redis and pause mirrors, for
-# --minutes N; then every mirror must converge, audit clean, and no
-# acknowledged notification may be lost. Prints the checks and a summary
-# (events, writes, notifications, gap pulls, convergence times); exit 0
-# when every check passed.
+# --minutes N; then every mirror must converge, retry each failed fetch
+# when its backoff says (the same bounds for all three), audit clean, and
+# no acknowledged notification may be lost. Prints the checks and a
+# summary (events, writes, notifications, gap pulls, convergence times,
+# retries past due); exit 0 when every check passed.
 #   RS_BUILD_DIR=build tests/soak/chaos.sh --minutes 30 [--seed N]
-#       [--converge SECS] [--keep]
+#       [--converge SECS] [--retry-slack SECS] [--keep]
 # --keep (or RS_KEEP_TMP=1) keeps the temp dir: every daemon's log, the
 # Source, the mirrors, their state. Stops only the processes it started.
 # shellcheck source-path=SCRIPTDIR
@@ -23,6 +24,7 @@ while [ $# -gt 0 ]; do
         --minutes) MINUTES=${2:?}; shift 2 ;;
         --seed) export RS_CHAOS_SEED=${2:?}; shift 2 ;;
         --converge) export RS_CHAOS_CONVERGE_SECS=${2:?}; shift 2 ;;
+        --retry-slack) export RS_CHAOS_RETRY_SLACK_SECS=${2:?}; shift 2 ;;
         --keep) export RS_KEEP_TMP=1; shift ;;
         -h|--help) usage ;;
         *) echo "chaos.sh: unknown argument $1" >&2; usage ;;

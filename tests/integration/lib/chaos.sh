@@ -13,7 +13,17 @@
 # shellcheck disable=SC2004,SC2034,SC2154
 
 CHAOS_SEED=${RS_CHAOS_SEED:-20261122}
+# Every mirror (WebSocket, WebSub, polling) is held to the same two bounds
+# once the writer stops: it equals the Source within CHAOS_CONVERGE_SECS,
+# and no failed fetch waits for its retry longer than its backoff (the
+# row's not_before) plus CHAOS_RETRY_SLACK_SECS, whatever else the mirror
+# has to do - convergence is bounded by the backoff, not by luck. The
+# slack is the time a mirror paused or cut off until the writer stopped
+# may need to work through the retries that came due meanwhile (10 s
+# seen: hundreds, behind a 73,000-entry gap pull); a retry left waiting
+# (issue 11: 60 s and more) is far beyond it.
 CHAOS_CONVERGE_SECS=${RS_CHAOS_CONVERGE_SECS:-60}
+CHAOS_RETRY_SLACK_SECS=${RS_CHAOS_RETRY_SLACK_SECS:-15}
 # The backlog is small so that a paused mirror really falls behind it.
 CHAOS_BACKLOG=200
 # Small slow-consumer limits: a paused mirror is cut (4002) within
@@ -24,9 +34,10 @@ CHAOS_HUB_ARGS=(--open --backlog-max "$CHAOS_BACKLOG"
                 --delivery-timeout 2s --retry-max-delay 1s --lease-min 1s)
 CHAOS_SRC=$TMP/src
 CHAOS_MIRRORS=(ws websub poll)
-declare -A CH_COUNT CH_CONV MIR_ARGS
+declare -A CH_COUNT CH_CONV CH_OVERDUE CH_OVERDUE_ROW MIR_ARGS
 CH_EVENTS=()       # "T+SECS kind detail", in order
 CHAOS_T0=
+CHAOS_STOP_AT=     # when the writer stopped, seconds since the epoch
 
 # ------------------------------------------------------------ the writer
 
@@ -294,6 +305,59 @@ print(" ".join(out) or "none (trimmed, or never accepted)")' "$rel")"
         echo "  mirror: $(sqlq "$dst" \
             "select 'res change_dt=' || ifnull(change_dt, '') || ' deleted=' || deleted from res where uri like '%/$rel'; select 'todo change=' || change || ' attempts=' || attempts || ' failed=' || failed || ' ' || ifnull(last_error, '') from todo where uri like '%/$rel'" 2>&1 | tr '\n' ' ')"
     done
+}
+
+# OVERDUE_PY STOP NAME=DB...: for each mirror's ledger (read-only, beside
+# the running rssub), the retry that is most overdue: a todo row not
+# failed whose not_before (set by a failed attempt's backoff; 0 for a
+# change due at once) has passed. Prints "NAME TENTHS ROW" per mirror:
+# how long it is past due, in tenths of a second, counted from STOP
+# (seconds since the epoch) at the earliest - the chaos events before it
+# (a mirror paused or restarted) excuse what they delayed. 0 and no ROW
+# when none is past due; a row in flight counts from its due time.
+OVERDUE_PY=$(cat <<'EOF'
+import sqlite3, sys, time
+stop = int(float(sys.argv[1]) * 1e6)
+for arg in sys.argv[2:]:
+    name, db = arg.split("=", 1)
+    now = int(time.time() * 1e6)
+    try:
+        con = sqlite3.connect("file:" + db + "?mode=ro", uri=True, timeout=2)
+        row = con.execute(
+            "select not_before, uri, attempts, last_error from todo where "
+            "failed = 0 and not_before > 0 and not_before <= ? "
+            "order by not_before limit 1", (now,)).fetchone()
+        con.close()
+    except sqlite3.Error:
+        continue
+    if row is None:
+        print("%s 0" % name)
+    else:
+        print("%s %d %s attempts=%d due %.1f s ago: %s" % (
+            name, (now - max(row[0], stop)) // 100000, row[1], row[2],
+            (now - row[0]) / 1e6, row[3] or ""))
+EOF
+)
+
+# chaos_overdue: sample every mirror's most overdue retry (OVERDUE_PY);
+# keep the worst of each in CH_OVERDUE (tenths of a second) and
+# CH_OVERDUE_ROW.
+chaos_overdue() {
+    local m dbs=() name tenths row
+    for m in "${CHAOS_MIRRORS[@]}"; do
+        dbs+=("$m=$TMP/$m.db")
+    done
+    while read -r name tenths row; do
+        [ -n "$name" ] || continue
+        if [ -z "${CH_OVERDUE[$name]:-}" ] || [ "$tenths" -gt "${CH_OVERDUE[$name]}" ]; then
+            CH_OVERDUE[$name]=$tenths
+            CH_OVERDUE_ROW[$name]=$row
+        fi
+    done < <("$PY" -c "$OVERDUE_PY" "$CHAOS_STOP_AT" "${dbs[@]}" 2>/dev/null)
+}
+# secs TENTHS: tenths of a second as seconds ("?" stays "?")
+secs() {
+    case $1 in ''|*[!0-9]*) echo "${1:-?}" ;; *) echo "$(($1 / 10)).$(($1 % 10))" ;; esac
 }
 
 # ---------------------------------------------------------------- setup
@@ -573,16 +637,20 @@ chaos_run() {
         bad "the writer ended badly (status $WAIT_RC)"
     fi
     CHAOS_WRITES=$(cat "$TMP/writer.out" 2>/dev/null)
+    # when the writer stopped (its last act): retries are judged from then
+    CHAOS_STOP_AT=$(stat -c %.6Y "$TMP/writer.out" 2>/dev/null || date +%s.%N)
 }
 
 # -------------------------------------------------------------- checks
 
 # chaos_converge: every mirror equals the Source (byte for byte, no
 # temp files) within CHAOS_CONVERGE_SECS of the writer's stop; the time
-# each took in CH_CONV.
+# each took in CH_CONV. Meanwhile, the retries each one has waiting are
+# sampled (chaos_overdue; judged by chaos_retries).
 chaos_converge() {
     local t0=$SECONDS m left=("${CHAOS_MIRRORS[@]}") still
     while [ "${#left[@]}" -gt 0 ] && [ $((SECONDS - t0)) -lt "$CHAOS_CONVERGE_SECS" ]; do
+        chaos_overdue
         still=()
         for m in "${left[@]}"; do
             if same_tree "$CHAOS_SRC" "$TMP/$m/mirror" >/dev/null 2>&1; then
@@ -672,6 +740,26 @@ sys.exit(0 if last > int(sys.argv[2]) else 1)
 PYEOF
 }
 
+# chaos_retries: no mirror left a failed fetch waiting past its backoff
+# by more than CHAOS_RETRY_SLACK_SECS after the writer stopped (sampled
+# during convergence and once more now, before the mirrors stop): the
+# same bound for every mirror.
+chaos_retries() {
+    local m
+    chaos_overdue
+    for m in "${CHAOS_MIRRORS[@]}"; do
+        if [ -z "${CH_OVERDUE[$m]:-}" ]; then
+            CH_OVERDUE[$m]='?'
+            bad "$m: its ledger could not be read for retries past due"
+        elif [ "${CH_OVERDUE[$m]}" -le $((CHAOS_RETRY_SLACK_SECS * 10)) ]; then
+            ok "$m: after the writer stopped, no retry waited more than $CHAOS_RETRY_SLACK_SECS s past its backoff (worst $(secs "${CH_OVERDUE[$m]}") s)"
+        else
+            bad "$m: after the writer stopped, a retry waited $(secs "${CH_OVERDUE[$m]}") s past its backoff (bound $CHAOS_RETRY_SLACK_SECS s)" \
+                "${CH_OVERDUE_ROW[$m]}"
+        fi
+    done
+}
+
 # chaos_scan_logs: no sanitizer report in any log of any run (a daemon
 # killed and restarted appends to its log: every run is scanned).
 chaos_scan_logs() {
@@ -688,10 +776,11 @@ chaos_scan_logs() {
     fi
 }
 
-# chaos_finish_checks: stop the mirrors (exit 0), audit each, the loss
-# check, the log scan; then the summary.
+# chaos_finish_checks: the retries past due, stop the mirrors (exit 0),
+# audit each, the loss check, the log scan; then the summary.
 chaos_finish_checks() {
     local m gaps
+    chaos_retries
     for m in "${CHAOS_MIRRORS[@]}"; do
         [ -n "${SUB_PID[$m]:-}" ] || continue
         sub_stop "$m"
@@ -735,6 +824,7 @@ chaos_finish_checks() {
     echo "  gap pulls (\"gap in the channel\" in rssub's logs):$gaps"
     echo "  WebSub deliveries the hubs trimmed before sending (\"fell behind the backlog\"): $(cat "${HUB_LOG[@]}" | grep -c 'fell behind the backlog')"
     echo "  ...gap pulls the WebSub mirror made when told (X-Hub-Gap): $(grep -c 'X-Hub-Gap' "${SUB_LOG[websub]}")"
-    echo "  convergence after the writer stopped: ws=${CH_CONV[ws]:-?} s websub=${CH_CONV[websub]:-?} s poll=${CH_CONV[poll]:-?} s"
+    echo "  convergence after the writer stopped: ws=${CH_CONV[ws]:-?} s websub=${CH_CONV[websub]:-?} s poll=${CH_CONV[poll]:-?} s (bound $CHAOS_CONVERGE_SECS s)"
+    echo "  retries after the writer stopped, most past due: ws=$(secs "${CH_OVERDUE[ws]:-}") s websub=$(secs "${CH_OVERDUE[websub]:-}") s poll=$(secs "${CH_OVERDUE[poll]:-}") s (bound $CHAOS_RETRY_SLACK_SECS s)"
     echo "  checks: $pass passed, $fail failed"
 }
