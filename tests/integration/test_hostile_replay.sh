@@ -75,7 +75,7 @@ per_address() {
         >"$TMP/burst.json" 2>&1
     v=$(metric "$HPB" rshub_ws_rate_refused_total)
     check "a burst from one address is refused past --ws-conn-burst ($v of 200)" \
-        test "$v" -ge 140 -a "$v" -le 150
+        test "$v" -ge 100 -a "$v" -le 150
     v=$(grep -c 'over the per-address rate.*client=127.0.0.2' "${HUB_LOG[B]}")
     expect_eq "... told once in the log" "$v" 1
     for i in 1 2 3 4; do
