@@ -23,6 +23,7 @@
 
 #define RS_LOG_MODULE "httpguard"
 #include "rs_alloc.h"
+#include "rs_httpcheck.h"
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
@@ -356,6 +357,28 @@ by_fd_set(struct rs_httpguard *g, int fd, struct conn *c)
     return 0;
 }
 
+/* Whom to close to make room: the oldest connection waiting for a head
+ * whose address holds others too, among the oldest GUARD_EVICT_SCAN;
+ * else the oldest of all. A flood from a few addresses then pushes out
+ * its own connections, not a client's only one (a health check, a
+ * publisher whose head the loop has not read yet). NULL: none waits. */
+#define GUARD_EVICT_SCAN 64
+
+static struct conn *
+evict_candidate(struct rs_httpguard *g)
+{
+    struct conn *v;
+    unsigned n = 0;
+
+    TAILQ_FOREACH(v, &g->heads, hlink) {
+        if (v->addr != NULL && v->addr->conns > 1)
+            return v;
+        if (++n == GUARD_EVICT_SCAN)
+            break;
+    }
+    return TAILQ_FIRST(&g->heads);
+}
+
 /* The new connection's place: its address's cap, then the overall one
  * (making room by closing the oldest connection still waiting for a
  * head), then in. */
@@ -387,12 +410,12 @@ conn_admit(struct conn *c)
         return;
     }
     if (g->st.open >= (uint64_t)g->lim.max_conns) {
-        struct conn *oldest = TAILQ_FIRST(&g->heads);
-        if (oldest == NULL) {
+        struct conn *victim = evict_candidate(g);
+        if (victim == NULL) {
             conn_cut(c, RS_HTTPGUARD_EV_FULL);
             return;
         }
-        conn_cut(oldest, RS_HTTPGUARD_EV_EVICTED);
+        conn_cut(victim, RS_HTTPGUARD_EV_EVICTED);
         p = addr_slot(g, &c->key);   /* the victim's entry may be gone */
     }
     if (*p == NULL) {
@@ -653,6 +676,11 @@ on_request(struct evhttp_request *req, void *arg)
         if (c->phase == CONN_HEAD || c->phase == CONN_BODY)
             conn_set_phase(c, CONN_BUSY);
     }
+    /* A body two parsers could delimit differently (two lengths, a
+     * transfer coding evhttp does not decode) is refused for every
+     * listener here, before any route sees it. */
+    if (rs_httpcheck_refuse(req))
+        return;
     if (g->on_request != NULL)
         g->on_request(req, g->request_arg);
     else

@@ -44,9 +44,11 @@ struct rs_httpguard;
  *   - idle_ms is evhttp's own timeout, which bytes do reset: how long a
  *     kept-alive connection may wait for its next request, and how long a
  *     reply may wait for the client to read.
- *   - max_conns: connections at once. When it is reached, the connection
- *     that has waited longest for a request head is closed to make room;
- *     if no connection is waiting for one, the new connection is refused.
+ *   - max_conns: connections at once. When it is reached, a connection
+ *     waiting for a request head is closed to make room: the oldest whose
+ *     address holds other connections too (among the 64 oldest), else the
+ *     oldest; if no connection is waiting for one, the new connection is
+ *     refused.
  *     0: a quarter of the process's descriptor limit (RLIMIT_NOFILE).
  *   - max_per_addr: connections at once from one client address (IPv4
  *     address, IPv6 /64); one more is refused. 0: no such cap (behind a

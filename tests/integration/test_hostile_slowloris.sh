@@ -336,6 +336,17 @@ while time.time() - t0 < 14:
 open(sys.argv[2], "w").write(res)
 PYEOF
 one_slow() { "$PY" "$TMP/one_slow.py" "$@"; }
+# two_lengths PORT PATH: a request with two different Content-Length
+# headers (a smuggling shape, RFC 9112 6.3); prints the status line.
+two_lengths() {
+    "$PY" - "$1" "$2" <<'PYEOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"GET " + sys.argv[2].encode() + b" HTTP/1.1\r\nHost: x\r\n"
+          b"Content-Length: 0\r\nContent-Length: 3\r\n\r\nabc")
+print(s.recv(4096).split(b"\r\n")[0].decode())
+PYEOF
+}
 within() { [ "$(cat "$1")" != open ] && "$PY" -c "import sys; sys.exit(0 if $2 <= float(open('$1').read()) <= $3 else 1)"; }
 
 S=$TMP/src
@@ -357,6 +368,8 @@ check "rssource: the slow client was closed by the 1 s head deadline ($(cat "$TM
     within "$TMP/src.slow" 0.7 2.5
 check "rssource: logged (reason=head_timeout)" \
     grep -q 'http connection closed.*reason=head_timeout' "${SRC_LOG[s]}"
+expect_eq "rssource: two Content-Length headers are refused" \
+    "$(two_lengths "$SP" /a/f1.txt)" "HTTP/1.1 400 Bad Request"
 slow hold "$SP" 127.0.0.2 6 "$TMP/src.hold"
 check "rssource: the 6th connection of an address is refused (--http-max-conns-per-addr 5)" \
     js "$TMP/src.hold" 'exit(0 if j["refused"] == [5] else 1)'
@@ -385,6 +398,10 @@ for p in $(ss -ltnH 2>/dev/null | awk '{ sub(/.*:/, "", $4); print $4 }'); do
     ss -ltnpH "sport = :$p" 2>/dev/null | grep -q "pid=${SUB_PID[r]}," && CP=$p
 done
 check "rssub: its callback port is found" test -n "$CP"
+expect_eq "rssub metrics: two Content-Length headers are refused" \
+    "$(two_lengths "$MP" /metrics)" "HTTP/1.1 400 Bad Request"
+expect_eq "rssub callback: two Content-Length headers are refused" \
+    "$(two_lengths "$CP" /cb/0123)" "HTTP/1.1 400 Bad Request"
 one_slow "$CP" "$TMP/cb.slow" &
 SL=$!
 sleep 0.3
