@@ -718,16 +718,6 @@ teardown(struct rssub *s)
 
 /* ----------------------------------------------------------- status */
 
-/* List the resources that could not be mirrored. */
-static int
-on_failed_row(void *ud, const struct ledger_todo *t)
-{
-    (void)ud;
-    rs_log_kv(RS_LOG_ERROR, "not mirrored", "uri", t->uri, "error",
-              t->last_error != NULL ? t->last_error : "", NULL);
-    return 0;
-}
-
 static int
 print_pos(void *ud, const struct ledger_pos *p)
 {
@@ -784,8 +774,7 @@ cmd_status(struct rssub *s)
         rs_free(at);
     }
     rs_free(val);
-    if (failed > 0 &&
-        ledger_todo_each_failed(s->ledger, on_failed_row, s) != 0)
+    if (failed > 0 && session_log_failed(s->ledger) != 0)
         return 3;
     return 0;
 }

@@ -1339,8 +1339,7 @@ on_apply_idle(void *ud, bool retrying)
                                     &waiting, &failed), "count");
     summary(s, "synced");
     if (failed > 0)
-        state_warn(s, ledger_todo_each_failed(s->o.ledger, on_failed_row, s),
-                   "failed rows");
+        state_warn(s, session_log_failed(s->o.ledger), "failed rows");
     /* A refused URI is not kept as a failure, but a sync that met one
      * says so in its exit status: the Source lists what cannot be
      * mirrored here (or --prefix is missing). */
@@ -1876,6 +1875,12 @@ session_start(struct session *s)
         return rc;
     session_set(s, SESSION_DISCOVERING, s->o.c.source);
     return 0;
+}
+
+int
+session_log_failed(struct ledger *l)
+{
+    return ledger_todo_each_failed(l, on_failed_row, NULL);
 }
 
 void

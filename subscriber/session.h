@@ -97,6 +97,10 @@ int session_websub_delivery(struct session *s, const struct hubsub_msg *m);
 void session_websub_state(struct session *s, const char *topic,
                           enum hubsub_state st, const char *why);
 
+/* Log each resource the ledger holds as failed ("not mirrored", with its
+ * last error): the end of a sync, and rssub status. 0 or a ledger error. */
+int session_log_failed(struct ledger *l) RS_MUST_CHECK;
+
 /* For the metrics listener's port in the ready file (set before start). */
 void session_set_metrics_port(struct session *s, int port);
 
