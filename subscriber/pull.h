@@ -59,7 +59,7 @@ struct pull_report {
     uint64_t recent;         /* AUDIT: mirror resources changed after every
                                 document read (or in a span no Change List
                                 covers): too recent to judge */
-    char changes_error[256]; /* why the Change Lists could not be used, or
+    char changes_error[320]; /* why the Change Lists could not be used, or
                                 "" */
     uint64_t refused;        /* AUDIT: entries the mirror may not hold
                                 (outside the prefixes, unsafe paths):

@@ -454,7 +454,9 @@ open_state(struct rssub *s, bool readonly)
     if (s->ledger == NULL) {
         rs_log_kv(RS_LOG_ERROR, "cannot open the state", "state",
                   s->state_path, "error", err, NULL);
-        return readonly ? 3 : 1;
+        /* audit (with --fix too) and status promise 3 for "could not
+         * complete" */
+        return readonly || s->cmd == CMD_AUDIT ? 3 : 1;
     }
     return 0;
 }

@@ -25,10 +25,12 @@ ctest --test-dir "$build" -L 'unit|integration' --output-on-failure -j "$jobs"
 # The README's quickstart, non-interactively, on an optimised -Werror build
 # (some warnings only appear with the optimiser on), which also compiles
 # the tests and benchmarks, so that their -O2 warnings fail here too.
+qsrun=$(mktemp -d /tmp/rs-quickstart.XXXXXX)
 RS_BUILD_DIR=${RS_RELEASE_BUILD_DIR:-$root/build-release-test} \
-RS_RUN_DIR=$(mktemp -d /tmp/rs-quickstart.XXXXXX) \
+RS_RUN_DIR=$qsrun \
 RS_CMAKE_ARGS="-DRS_WERROR=ON -DRS_TESTS=ON -DRS_BENCH=ON" \
   deploy/quickstart.sh --smoke
+rm -rf "$qsrun"
 
 if command -v clang >/dev/null 2>&1; then
   fbuild=${RS_FUZZ_BUILD_DIR:-$root/build-fuzz}
