@@ -2,10 +2,9 @@
  * parse.c - streaming ResourceSync parser (rs_parse.h) on libxml2's SAX2 push
  * parser. It maps SAX events onto the model, one entry at a time, running
  * rs_check as it goes. Memory is bounded: the head lives in one arena, each
- * entry in another that is reset after its callback. It owns no I/O except
- * rs_doc_parse_fd's read loop.
+ * entry in another that is reset after its callback. It does no I/O: it
+ * is fed bytes.
  */
-#include <errno.h>
 #include <libxml/parser.h>
 #include <libxml/parserInternals.h>
 #include <libxml/xmlerror.h>
@@ -13,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "arena.h"
 #include "rs_alloc.h"
@@ -1485,7 +1483,7 @@ doc_diag(struct rs_diag *diag, int rc, const struct rs_parser *p)
     }
 }
 
-/* Shared by rs_doc_parse and rs_doc_parse_fd: feed() supplies the bytes. */
+/* rs_doc_parse: feed() supplies the bytes. */
 static int
 doc_parse(int (*feed)(struct rs_parser *, void *), void *src,
           const struct rs_parse_opts *opts, struct rs_doc **out,
@@ -1530,11 +1528,24 @@ struct mem_src {
     size_t len;
 };
 
+/* In pieces, as from the network: libxml2 refuses a single chunk of more
+ * than 10 MB, and a document may be 50 MB (RS_MAX_DOC_BYTES). */
+#define DOC_FEED_PIECE (1u << 20)
+
 static int
 feed_mem(struct rs_parser *p, void *src)
 {
     struct mem_src *m = src;
-    return rs_parser_feed(p, m->buf, m->len);
+    size_t off = 0;
+    int rc = 0;
+
+    do {
+        size_t n = m->len - off < DOC_FEED_PIECE ? m->len - off
+                                                 : DOC_FEED_PIECE;
+        rc = rs_parser_feed(p, m->buf + off, n);
+        off += n;
+    } while (rc == 0 && off < m->len);
+    return rc;
 }
 
 int
@@ -1545,29 +1556,3 @@ rs_doc_parse(const char *buf, size_t len, const struct rs_parse_opts *opts,
     return doc_parse(feed_mem, &m, opts, out, diag);
 }
 
-static int
-feed_fd(struct rs_parser *p, void *src)
-{
-    int fd = *(int *)src;
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n == 0)
-            return 0;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return RS_EIO;
-        }
-        int rc = rs_parser_feed(p, buf, (size_t)n);
-        if (rc != 0)
-            return rc;
-    }
-}
-
-int
-rs_doc_parse_fd(int fd, const struct rs_parse_opts *opts, struct rs_doc **out,
-                struct rs_diag *diag)
-{
-    return doc_parse(feed_fd, &fd, opts, out, diag);
-}

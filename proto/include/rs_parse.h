@@ -113,8 +113,4 @@ void rs_parser_free(struct rs_parser *p);
 int rs_doc_parse(const char *buf, size_t len, const struct rs_parse_opts *opts,
                  struct rs_doc **out, struct rs_diag *diag) RS_MUST_CHECK;
 
-/* Same, reading from an open file descriptor until EOF (not closed). */
-int rs_doc_parse_fd(int fd, const struct rs_parse_opts *opts,
-                    struct rs_doc **out, struct rs_diag *diag) RS_MUST_CHECK;
-
 #endif

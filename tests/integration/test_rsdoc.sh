@@ -6,7 +6,7 @@
 # Needs RS_BUILD_DIR (ctest sets it); stops only the servers it started.
 set -u
 
-rsdoc=${RS_BUILD_DIR:?RS_BUILD_DIR not set}/proto/rsdoc
+rsdoc=${RS_BUILD_DIR:?RS_BUILD_DIR not set}/tools/rsdoc
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
 # Loopback only: a proxy from the environment must not get in the way.

@@ -14,7 +14,7 @@ data=${RS_TEST_DATA:-$here/../data}
 build=${RS_BUILD_DIR:-$here/../../build}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 case $data in /*) ;; *) data=$PWD/$data ;; esac
-rsdoc=$build/proto/rsdoc
+rsdoc=$build/tools/rsdoc
 manifest=$data/corpus.tsv
 
 pass=0

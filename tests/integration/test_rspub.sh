@@ -10,9 +10,9 @@
 set -u
 
 build=${RS_BUILD_DIR:?RS_BUILD_DIR not set}
-rspub=$build/hub/rspub
+rspub=$build/tools/rspub
 rshub=$build/hub/rshub
-rsdoc=$build/proto/rsdoc
+rsdoc=$build/tools/rsdoc
 here=$(cd "$(dirname "$0")" && pwd)
 data=${RS_TEST_DATA:-$here/../data}
 py=/usr/bin/python3     # Debian's: it has the websockets module

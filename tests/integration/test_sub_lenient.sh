@@ -20,7 +20,7 @@ set -u
 # shellcheck source=lib/sub.sh
 . "$(dirname "$0")/lib/sub.sh"
 
-RSDOC=$RS_BUILD_DIR/proto/rsdoc
+RSDOC=$RS_BUILD_DIR/tools/rsdoc
 WWW=$TMP/www          # the Source's web root
 D=$WWW/data           # its resources
 M=$TMP/mirror

@@ -37,7 +37,7 @@ fi
 # shellcheck source=lib/sub.sh
 . "$(dirname "$0")/lib/sub.sh"
 
-RSDOC=$RS_BUILD_DIR/proto/rsdoc
+RSDOC=$RS_BUILD_DIR/tools/rsdoc
 WWW=$TMP/www          # the web server's root
 D=$WWW/data           # the resources: URIs $B/data/...
 MIR=$TMP/mirror       # baseline from the Resource List

@@ -78,42 +78,29 @@ buf_write(void *ud, const char *s, size_t n)
     return 0;
 }
 
-/* Parse strictly (warnings are errors) or fail the test. Through a file
- * descriptor: the parser is then fed in chunks, as a Destination reading
- * from the network would feed it (libxml2 refuses a single chunk of more
- * than 10 MB). */
+/* Parse strictly (warnings are errors) or fail the test (rs_doc_parse
+ * feeds the parser in pieces: libxml2 refuses a single chunk of more than
+ * 10 MB). */
 static struct rs_doc *
-parse_fd(int fd)
+parse(const char *p, size_t len)
 {
     struct rs_parse_opts o = { .strict = true };
     struct rs_doc *doc = NULL;
     struct rs_diag d;
-    if (rs_doc_parse_fd(fd, &o, &doc, &d) != 0)
+    if (rs_doc_parse(p, len, &o, &doc, &d) != 0)
         fail_msg("document refused, line %u: %s", d.line, d.msg);
-    return doc;
-}
-
-static struct rs_doc *
-parse(const char *p, size_t len)
-{
-    FILE *tf = tmpfile();
-    assert_non_null(tf);
-    assert_int_equal(fwrite(p, 1, len, tf), len);
-    assert_int_equal(fflush(tf), 0);
-    assert_int_equal(lseek(fileno(tf), 0, SEEK_SET), 0);
-    struct rs_doc *doc = parse_fd(fileno(tf));
-    fclose(tf);
     return doc;
 }
 
 static struct rs_doc *
 parse_file(const char *path)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
+    size_t len = 0;
+    char *buf = tu_read_file(path, &len);
+    if (buf == NULL)
         fail_msg("cannot read %s", path);
-    struct rs_doc *doc = parse_fd(fd);
-    close(fd);
+    struct rs_doc *doc = parse(buf, len);
+    free(buf);
     return doc;
 }
 

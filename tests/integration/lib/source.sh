@@ -7,7 +7,7 @@
 # processes started here are stopped, by their recorded PID.
 
 RSSOURCE=$RS_BUILD_DIR/source/rssource
-RSDOC=$RS_BUILD_DIR/proto/rsdoc
+RSDOC=$RS_BUILD_DIR/tools/rsdoc
 declare -A SRC_PID SRC_HTTP SRC_LOG SRC_LOGOFF SRC_ASAN_DONE
 
 # src_start NAME DIR [RSSOURCE-ARGS...]: start rssource serving DIR with

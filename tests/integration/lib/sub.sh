@@ -9,7 +9,7 @@
 
 RSSUB=$RS_BUILD_DIR/subscriber/rssub
 # shellcheck disable=SC2034 # for the scripts that source this
-RSPUB=$RS_BUILD_DIR/hub/rspub
+RSPUB=$RS_BUILD_DIR/tools/rspub
 declare -A SUB_PID SUB_LOG SUB_METRICS
 SUB_LOGS=()     # every rssub log written (daemons and one-shot commands)
 
