@@ -16,6 +16,7 @@
 
 #define RS_LOG_MODULE "channels"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_parse.h"
@@ -51,7 +52,8 @@ struct channels {
     struct docs_channel out[2 * PUSH_LANES];
     size_t nout;
     struct event *timer;
-    int64_t retry_ms;
+    struct rs_backoff retry;        /* 2 s doubling to 5 min, no jitter */
+    unsigned fails;                /* rounds failed since the last success */
     struct rs_http_req *req;
     bool settled;                  /* the first round is over */
 };
@@ -143,9 +145,7 @@ fail(struct channels *ch, const char *why)
     rs_log_kv(RS_LOG_DEBUG, "cannot learn the hub's channels yet", "why", why,
               NULL);
     ch_set_state(ch, CH_IDLE);
-    arm(ch, ch->retry_ms);
-    ch->retry_ms = ch->retry_ms * 2 > CH_RETRY_MAX_MS ? CH_RETRY_MAX_MS
-                                                      : ch->retry_ms * 2;
+    arm(ch, (int64_t)rs_backoff_delay(&ch->retry, ++ch->fails));
     round_over(ch);
 }
 
@@ -432,7 +432,7 @@ ch_next(struct channels *ch)
         return;
     }
     ch_set_state(ch, CH_IDLE);
-    ch->retry_ms = CH_RETRY_MIN_MS;
+    ch->fails = 0;
     bool all = true;
     for (int k = 0; k < PUSH_LANES; k++)
         all &= ch->lanes[k].ws != NULL;
@@ -450,7 +450,8 @@ channels_new(const struct channels_opts *o, const char **err)
     if (ch == NULL)
         return NULL;
     ch->o = *o;
-    ch->retry_ms = CH_RETRY_MIN_MS;
+    ch->retry = (struct rs_backoff){ .first_ms = CH_RETRY_MIN_MS,
+                                     .max_ms = CH_RETRY_MAX_MS };
     /* the status endpoints sit beside the publish URL: HUB/../topics */
     if (rs_url_resolve(o->hub, "topics", &ch->topics_url) != 0) {
         *err = "--hub: not a URL";

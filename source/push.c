@@ -5,17 +5,20 @@
  */
 #include "push.h"
 
-#include <errno.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define RS_LOG_MODULE "push"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_http.h"
 #include "rs_log.h"
+#include "rs_retry_after.h"
+#include "rs_time.h"
 
 #define PUSH_BACKOFF_MIN_MS 100
 
@@ -40,7 +43,7 @@ struct lane {
     int64_t sending_last;        /* last seq of the POST in flight */
     size_t sending_n;
     size_t max_entries;          /* halved on 413, reset on success */
-    int64_t backoff_ms;
+    unsigned fails;              /* failures since the last success */
     struct rs_http_req *req;
     struct event *timer;
     char *body;                  /* the document in flight */
@@ -53,6 +56,9 @@ struct push {
     char link[2][DOCS_URL_MAX * 2 + 64];   /* Link header per lane */
     char *auth;                  /* "Authorization: Bearer ..." */
     struct push_stats stats;
+    /* 100 ms doubling to retry_max_ms, +-20 % so that several Sources
+     * behind one hub do not return in step */
+    struct rs_backoff backoff;
     int64_t *samples;            /* ring of PUSH_SAMPLES latencies, us */
     size_t nsamples, sample_pos;
 };
@@ -178,15 +184,11 @@ backoff(struct lane *l, int64_t retry_after_ms)
 {
     struct push *p = l->p;
     p->stats.retries++;
-    int64_t ms = l->backoff_ms;
-    /* +-20 % jitter: several Sources behind one hub do not return in step */
-    ms += (int64_t)((double)ms * ((double)(random() % 41) - 20.0) / 100.0);
+    int64_t ms = (int64_t)rs_backoff_delay(&p->backoff, ++l->fails);
     if (retry_after_ms > ms)
         ms = retry_after_ms;
     if (ms > p->o.retry_max_ms)
         ms = p->o.retry_max_ms;
-    l->backoff_ms = l->backoff_ms * 2 > p->o.retry_max_ms ? p->o.retry_max_ms
-                                                          : l->backoff_ms * 2;
     lane_set(l, LANE_BACKOFF);
     timer_in(l, ms);
 }
@@ -216,7 +218,7 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         const char *id = rs_http_req_header(req, "X-Hub-Id");
         rs_log_kv(RS_LOG_DEBUG, "notification accepted", "topic",
                   lane_name(l), "entries", n, "id", id, NULL);
-        l->backoff_ms = PUSH_BACKOFF_MIN_MS;
+        l->fails = 0;
         l->max_entries = RS_MAX_ENTRIES;
         if (p->o.on_accepted != NULL)
             p->o.on_accepted(p->o.ud, l->kind,
@@ -230,15 +232,14 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     if (res->rc != 0 || res->status >= 500 || res->status == 429 ||
         res->status == 408) {
         int64_t ra = 0;
+        uint64_t ra_ms = 0;
         const char *h = res->rc == 0 ? rs_http_req_header(req, "Retry-After")
                                       : NULL;
-        if (h != NULL) {
-            char *end;
-            errno = 0;
-            long long v = strtoll(h, &end, 10);
-            if (errno == 0 && end != h && v >= 0 && v < 86400)
-                ra = v * 1000;
-        }
+        /* a day or more is not a pause we keep a lane for: back off */
+        if (h != NULL &&
+            rs_retry_after_parse(h, rs_time_now() / 1000000, &ra_ms) == 0 &&
+            ra_ms < 86400 * 1000)
+            ra = (int64_t)ra_ms;
         rs_log_kv(RS_LOG_WARN, "hub unavailable, will retry", "topic",
                   lane_name(l), "status", st, "error",
                   res->rc != 0 ? res->errstr : "", NULL);
@@ -352,6 +353,11 @@ push_new(const struct push_opts *o, const char **err)
     p->o = *o;
     if (p->o.retry_max_ms < PUSH_BACKOFF_MIN_MS)
         p->o.retry_max_ms = PUSH_BACKOFF_MIN_MS;
+    p->backoff = (struct rs_backoff){ .first_ms = PUSH_BACKOFF_MIN_MS,
+                                      .max_ms = (uint64_t)p->o.retry_max_ms,
+                                      .below_pct = 20, .above_pct = 20 };
+    rs_backoff_seed(&p->backoff,
+                    (uint64_t)rs_time_now() ^ (uint64_t)getpid() << 32);
     if (p->o.max_bytes == 0 || p->o.max_bytes > RS_MAX_DOC_BYTES)
         p->o.max_bytes = RS_MAX_DOC_BYTES;
     if (p->o.timeout_ms == 0)
@@ -374,7 +380,6 @@ push_new(const struct push_opts *o, const char **err)
         l->kind = (enum push_lane)k;
         l->meta_key = keys[k];
         l->max_entries = RS_MAX_ENTRIES;
-        l->backoff_ms = PUSH_BACKOFF_MIN_MS;
         if (state_meta_get(o->st, keys[k], &l->pushed) != 0) {
             /* First start: what happened before has no one to tell. */
             l->pushed = outbox_head(p, (enum push_lane)k);

@@ -26,10 +26,12 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_config.h"
 #include "rs_doc.h"
 #include "rs_hash.h"
 #include "rs_parse.h"
+#include "rs_retry_after.h"
 #include "rs_time.h"
 #include "rs_url.h"
 #include "rs_write.h"
@@ -798,27 +800,17 @@ header_value(const char *buf, size_t len, const char *name, size_t *vlen)
     return v;
 }
 
-/* Retry-After: delta-seconds or an HTTP-date (RFC 9110 10.2.3). */
+/* Retry-After (delta-seconds or an HTTP-date), at most a day; -1 when
+ * absent or unreadable. */
 static long
 parse_retry_after(const char *v, size_t len)
 {
     char s[128];
+    uint64_t ms = 0;
     copy_line(s, sizeof(s), v, len);
-    if (s[0] >= '0' && s[0] <= '9') {
-        char *end;
-        errno = 0;
-        unsigned long long secs = strtoull(s, &end, 10);
-        if (errno != 0 || *end != '\0')
-            return -1;
-        return secs > 86400 ? 86400L * 1000 : (long)secs * 1000;
-    }
-    time_t when = curl_getdate(s, NULL);
-    if (when == (time_t)-1)
+    if (rs_retry_after_parse(s, (int64_t)time(NULL), &ms) != 0)
         return -1;
-    time_t now = time(NULL);
-    if (when <= now)
-        return 0;
-    return when - now > 86400 ? 86400L * 1000 : (long)(when - now) * 1000;
+    return ms > 86400 * 1000 ? 86400L * 1000 : (long)ms;
 }
 
 static size_t
@@ -936,21 +928,12 @@ describe(CURLcode cc, const struct reply *r, char *buf, size_t sz)
              line[0] != '\0' ? ": " : "", line);
 }
 
-/* Backoff with jitter, so that many scripts told "503" together do not
- * come back together: between half and all of 500 ms * 2^attempt (at most
- * 8 s), and never sooner than the hub's Retry-After. */
+/* The wait after failed attempt n (1-based): never sooner than the hub's
+ * Retry-After. */
 static long
-retry_delay_ms(unsigned attempt, long retry_after_ms, uint64_t *seed)
+retry_delay_ms(struct rs_backoff *b, unsigned n, long retry_after_ms)
 {
-    long base = RSPUB_BACKOFF_MS;
-    for (unsigned i = 0; i < attempt && base < RSPUB_BACKOFF_MAX_MS; i++)
-        base *= 2;
-    if (base > RSPUB_BACKOFF_MAX_MS)
-        base = RSPUB_BACKOFF_MAX_MS;
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    long d = base / 2 + (long)(*seed % (uint64_t)(base / 2 + 1));
+    long d = (long)rs_backoff_delay(b, n);
     return retry_after_ms > d ? retry_after_ms : d;
 }
 
@@ -1039,7 +1022,13 @@ publish(const struct buf *doc, const char *token)
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->curl_err);
 
-    uint64_t seed = (uint64_t)rs_time_now() ^ ((uint64_t)getpid() << 32);
+    /* Jitter, so that many scripts told "503" together do not come back
+     * together: between half and all of 500 ms * 2^(n-1), at most 8 s. */
+    struct rs_backoff backoff = { .first_ms = RSPUB_BACKOFF_MS,
+                                  .max_ms = RSPUB_BACKOFF_MAX_MS,
+                                  .below_pct = 50 };
+    rs_backoff_seed(&backoff,
+                    (uint64_t)rs_time_now() ^ ((uint64_t)getpid() << 32));
     unsigned attempts = (unsigned)conf.retries + 1;
     enum outcome o = OUT_UNAVAILABLE;
     CURLcode cc = CURLE_OK;
@@ -1061,7 +1050,7 @@ publish(const struct buf *doc, const char *token)
                     "up\n", r->retry_after_ms / 1000);
             break;
         }
-        long delay = retry_delay_ms(attempt - 1, r->retry_after_ms, &seed);
+        long delay = retry_delay_ms(&backoff, attempt, r->retry_after_ms);
         fprintf(stderr, "rspub: hub unavailable (%s); retrying in %.1f s\n",
                 what, (double)delay / 1000.0);
         sleep_ms(delay);
