@@ -1,14 +1,15 @@
 /* test_sub_hubsub.c - subscriber/hubsub.c (rssub as a WebSub subscriber)
  * against a REAL rshub and a private redis-server, both started from this
- * build tree on loopback in a temp dir and stopped by PID: subscribe ->
- * verified -> publish -> the exact bytes; forged and missing signatures;
- * 503 and redelivery; unsubscribe and 410; renewal under short leases; a
- * hub that is down at subscribe time. A scripted hub on the test's own
+ * build tree on loopback in a temp dir and stopped by PID (tu_hub.h):
+ * subscribe -> verified -> publish -> the exact bytes; forged and missing
+ * signatures; 503 and redelivery; unsubscribe and 410; renewal under short
+ * leases; a hub that is down at subscribe time. A scripted hub on the test's own
  * loop covers what rshub will not do on demand: 4xx/429/5xx answers, no
  * verification, a lease that runs out, a known secret (signature variants).
  * Every test runs the loop under a watchdog and ends with nothing left
  * registered on it, clean under ASan. */
 #include "testutil.h"
+#include "tu_hub.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,21 +17,15 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,9 +33,6 @@
 #include "rs_alloc.h"
 #include "rs_http.h"
 
-extern char **environ;
-
-#define RSHUB RS_TEST_BUILD_DIR "/hub/rshub"
 #define NOTIF "valid/notif-2017-changelist-notification.xml"
 #define T_BASE "http://example.com/hubsub/"
 #define MAXN 16
@@ -49,151 +41,19 @@ extern char **environ;
 
 /* ------------------------------------------------------------- processes */
 
-struct grp {
-    char *dir;
-    char sock[200];
-    pid_t redis;
-    pid_t hub;
-    int hub_port;
-    char hub_url[64];
-    int nstarts;
-};
-
-static pid_t
-spawn(const char *const argv[], const char *log)
-{
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    /* posix_spawn's argv is not const-qualified, though never written */
-    char *av[40];
-    size_t n = 0;
-    while (argv[n] != NULL && n + 1 < sizeof(av) / sizeof(av[0]))
-        n++;
-    memcpy(av, argv, n * sizeof(av[0]));
-    av[n] = NULL;
-    pid_t pid = -1;
-    int rc = posix_spawnp(&pid, av[0], &fa, NULL, av, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc == 0 ? pid : -1;
-}
-
-/* SIGTERM, then SIGKILL after 5 s; only the PID we started. */
-static void
-proc_stop(pid_t pid)
-{
-    if (pid <= 0)
-        return;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            return;
-        usleep(50000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
-static bool
-unix_connects(const char *path)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    size_t n = strlen(path);
-    if (n >= sizeof(sa.sun_path))
-        return false;
-    memcpy(sa.sun_path, path, n + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    if (fd >= 0)
-        close(fd);
-    return ok;
-}
-
-static void
-redis_start(struct grp *g)
-{
-    char log[300];
-    snprintf(g->sock, sizeof(g->sock), "%s/redis.sock", g->dir);
-    snprintf(log, sizeof(log), "%s/redis.log", g->dir);
-    const char *argv[] = { "redis-server", "--port", "0", "--unixsocket",
-                           g->sock, "--unixsocketperm", "700", "--dir", g->dir,
-                           "--save", "", "--appendonly", "no", "--daemonize",
-                           "no", NULL };
-    g->redis = spawn(argv, log);
-    assert_true(g->redis > 0);
-    for (int i = 0; i < 200 && !unix_connects(g->sock); i++)
-        usleep(50000);
-    if (!unix_connects(g->sock))
-        fail_msg("redis-server did not start (see %s)", log);
-}
-
-/* rshub on 127.0.0.1:port (0: any), open mode, loopback callbacks
- * allowed, leases from 1 s, its own Redis key prefix (so that two hubs do
- * not form one cluster); returns its HTTP port. */
-static int
-hub_start(struct grp *g, int port, const char *prefix, pid_t *pid)
-{
-    char listen[32], redis[256], ready[300], log[300];
-    int n = g->nstarts++;
-    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-    snprintf(redis, sizeof(redis), "unix://%s", g->sock);
-    snprintf(ready, sizeof(ready), "%s/hub%d.ready", g->dir, n);
-    snprintf(log, sizeof(log), "%s/hub.log", g->dir);
-    const char *argv[] = { RSHUB, "--open", "--listen", listen,
-                           "--redis", redis, "--redis-prefix", prefix,
-                           "--ready-file", ready,
-                           "--callback-allow", "127.0.0.0/8",
-                           "--lease-min", "1s", "--drain-time", "1s",
-                           "--log-level", "debug", NULL };
-    *pid = spawn(argv, log);
-    assert_true(*pid > 0);
-    for (int i = 0; i < 400; i++) {
-        size_t len = 0;
-        char *s = tu_read_file(ready, &len);
-        const char *p = s != NULL ? strstr(s, "\"http\":") : NULL;
-        int got = p != NULL ? (int)strtol(p + 7, NULL, 10) : 0;
-        free(s);
-        if (got > 0)
-            return got;
-        if (waitpid(*pid, NULL, WNOHANG) == *pid)
-            break;
-        usleep(25000);
-    }
-    fail_msg("rshub did not start (see %s)", log);
-    return -1;
-}
-
+/* One rshub and Redis for the whole group (tu_hub.h); a test may start a
+ * hub of its own on that Redis (fx->extra_hub). */
 static int
 grp_setup(void **state)
 {
-    static const char *const proxies[] = { "http_proxy", "https_proxy",
-        "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy", NULL };
-    for (int i = 0; proxies[i] != NULL; i++)
-        unsetenv(proxies[i]);
-    if (access(RSHUB, X_OK) != 0)
-        fail_msg("%s is missing: build the rshub target first", RSHUB);
-    struct grp *g = calloc(1, sizeof(*g));
-    g->dir = tu_mkdtemp();
-    redis_start(g);
-    g->hub_port = hub_start(g, 0, "rshub:", &g->hub);
-    snprintf(g->hub_url, sizeof(g->hub_url), "http://127.0.0.1:%d/hub",
-             g->hub_port);
-    *state = g;
+    *state = tu_hub_new(NULL);
     return 0;
 }
 
 static int
 grp_teardown(void **state)
 {
-    struct grp *g = *state;
-    proc_stop(g->hub);
-    proc_stop(g->redis);
-    tu_rmtree(g->dir);
-    free(g->dir);
-    free(g);
+    tu_hub_free(*state);
     return 0;
 }
 
@@ -235,7 +95,7 @@ struct fh_req {
 };
 
 struct fx {
-    struct grp *g;
+    struct tu_hub *g;
     struct event_base *base;
     struct rs_http *http;
     struct hubsub *hs;
@@ -685,8 +545,8 @@ static int
 fx_teardown(void **state)
 {
     struct fx *f = *state;
-    struct grp *g = f->g;
-    proc_stop(f->extra_hub);
+    struct tu_hub *g = f->g;
+    tu_proc_stop(f->extra_hub);
     hubsub_free(f->hs);          /* the documented order: before rs_http */
     rs_http_free(f->http);
     evhttp_free(f->fake);
@@ -1072,8 +932,8 @@ test_hub_down_then_up(void **state)
     struct fx *f = *state;
     const char *T = T_BASE "down";
     /* a port a hub had a moment ago, with nothing listening on it now */
-    int port = hub_start(f->g, 0, "rshub2:", &f->extra_hub);
-    proc_stop(f->extra_hub);
+    int port = tu_hub_spawn(f->g, 0, "rshub2:", NULL, &f->extra_hub, NULL);
+    tu_proc_stop(f->extra_hub);
     f->extra_hub = 0;
     char hub[64];
     snprintf(hub, sizeof(hub), "http://127.0.0.1:%d/hub", port);
@@ -1088,7 +948,8 @@ test_hub_down_then_up(void **state)
     assert_int_equal(f->states[1], HUBSUB_FAILED);
     next = next_in(f, T);
     assert_true(next > 1.2 && next <= 2.21);
-    assert_int_equal(hub_start(f->g, port, "rshub2:", &f->extra_hub), port);
+    assert_int_equal(tu_hub_spawn(f->g, port, "rshub2:", NULL, &f->extra_hub,
+                                  NULL), port);
     wait_active(f, 1, 20000);
     struct hubsub_info in;
     fx_info(f, T, &in);
