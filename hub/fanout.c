@@ -19,12 +19,16 @@
  * follows that ATTACH in the thread's FIFO. A live client skips ids <= the
  * cursor it attached at; a replaying one ignores live messages until the
  * page that reaches the cursor, then skips ids <= that page's last id.
+ *
+ * The tail is also what bounds the live messages waiting for the service
+ * threads: when a post says a thread's queue is over its mark, no further
+ * XREAD starts until that thread says DRAINED. Nothing is lost meanwhile:
+ * the entries wait in Redis and the cursors stay where they are.
  */
 #include <event2/event.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define RS_LOG_MODULE "fanout"
 #include "fanout.h"
@@ -94,9 +98,8 @@ struct fanout {
     struct fanout_opts o;
     struct ws_server *ws;
     unsigned nthreads;
-    struct seam_queue inbox;
-    int efd;
-    struct event *ev_inbox;
+    struct seam_sink inbox;        /* the service threads' events come here */
+    unsigned tail_holds;           /* pauses not yet DRAINED: the tail waits */
     struct event *ev_timer;
     struct chan **chans;
     size_t nchans, cap;
@@ -697,19 +700,26 @@ on_more(struct fanout *f, struct seam_ev *ev)
     rq_push(f, r);
 }
 
+/* A thread's live queue is back under half its mark (ws_server_post said
+ * pause earlier, once per DRAINED): the tail reads again when none holds. */
 static void
-on_inbox(evutil_socket_t fd, short what, void *arg)
+on_drained(struct fanout *f)
 {
-    (void)what;
-    struct fanout *f = arg;
-    seam_eventfd_drain(fd);
-    struct seam_ev *ev = seam_take(&f->inbox);
+    if (f->tail_holds > 0 && --f->tail_holds == 0)
+        fanout_tail(f);
+}
+
+static void
+on_inbox(void *ud, struct seam_ev *ev)
+{
+    struct fanout *f = ud;
     while (ev != NULL) {
-        struct seam_ev *next = ev->next;
+        struct seam_ev *next = seam_ev_next(ev);
         switch (ev->type) {
         case SEAM_JOIN: on_join(f, ev); break;
         case SEAM_LEAVE: on_leave(f, ev); break;
         case SEAM_MORE: on_more(f, ev); break;
+        case SEAM_DRAINED: on_drained(f); break;
         default: break;
         }
         seam_ev_free(ev);
@@ -740,7 +750,11 @@ dispatch(struct fanout *f, struct chan *ch, const struct backlog_entry *e)
         if (ev == NULL)
             continue;
         ev->m = msg_ref(m);
-        ws_server_post(f->ws, t, ev);
+        if (ws_server_post(f->ws, t, ev) == WS_POST_PAUSE) {
+            /* this batch goes out whole; the next read waits */
+            f->tail_holds++;
+            f->st.tail_pauses++;
+        }
     }
     msg_unref(m);
     ch->cursor = e->id;
@@ -844,7 +858,8 @@ on_tail(void *ud, int rc, const char *name, const struct backlog_entry *e,
 static void
 fanout_tail(struct fanout *f)
 {
-    if (f->tail_inflight || f->marks_inflight || f->ws == NULL)
+    if (f->tail_inflight || f->marks_inflight || f->ws == NULL ||
+        f->tail_holds > 0)
         return;
     if (f->tail_cap < f->nchans) {
         const char **nn = rs_realloc(f->tail_names, f->nchans * sizeof(*nn));
@@ -992,22 +1007,11 @@ fanout_new(const struct fanout_opts *o, const char **err)
         rs_free(f);
         return NULL;
     }
-    f->efd = seam_eventfd_new();
-    if (f->efd < 0) {
-        *err = "cannot create an eventfd";
-        rs_free(f);
-        return NULL;
-    }
-    if (seam_queue_init(&f->inbox, seam_eventfd_wake, &f->efd) != 0) {
-        close(f->efd);
-        rs_free(f);
-        return NULL;
-    }
-    f->ev_inbox = event_new(o->base, f->efd, EV_READ | EV_PERSIST, on_inbox, f);
+    f->inbox.cb = on_inbox;
+    f->inbox.ud = f;
     f->ev_timer = event_new(o->base, -1, EV_PERSIST, on_timer, f);
     struct timeval one = { 1, 0 };
-    if (f->ev_inbox == NULL || f->ev_timer == NULL ||
-        event_add(f->ev_inbox, NULL) != 0 || event_add(f->ev_timer, &one) != 0) {
+    if (f->ev_timer == NULL || event_add(f->ev_timer, &one) != 0) {
         fanout_free(f);
         return NULL;
     }
@@ -1015,7 +1019,7 @@ fanout_new(const struct fanout_opts *o, const char **err)
     return f;
 }
 
-struct seam_queue *
+const struct seam_sink *
 fanout_inbox(struct fanout *f)
 {
     return &f->inbox;
@@ -1069,6 +1073,7 @@ void
 fanout_stats(const struct fanout *f, struct fanout_stats *out)
 {
     *out = f->st;
+    out->tail_holds = f->tail_holds;
 }
 
 void
@@ -1076,8 +1081,6 @@ fanout_free(struct fanout *f)
 {
     if (f == NULL)
         return;
-    if (f->ev_inbox != NULL)
-        event_free(f->ev_inbox);
     if (f->ev_timer != NULL)
         event_free(f->ev_timer);
     for (size_t i = 0; i < f->nchans; i++) {
@@ -1105,7 +1108,5 @@ fanout_free(struct fanout *f)
     rs_free(f->batch);
     rs_free(f->tail_names);
     rs_free(f->tail_after);
-    seam_queue_cleanup(&f->inbox);
-    close(f->efd);
     rs_free(f);
 }

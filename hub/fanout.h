@@ -5,7 +5,9 @@
  * (whichever node accepted them) and hands them to the service threads,
  * and the replay of backlogs to clients that resume with since=ID: a queue
  * of page reads, a few in flight at once per node, none for a client that
- * has gone. It owns the main end of the seam; sockets are wsserver.c's.
+ * has gone. It handles the service threads' events (its inbox, a seam
+ * sink) and pauses the tail while a thread is behind; the threads, their
+ * sockets and the seam itself are wsserver.c's.
  */
 #ifndef HUB_FANOUT_H
 #define HUB_FANOUT_H
@@ -57,12 +59,16 @@ struct fanout_stats {
     size_t replay_queued;        /* page reads waiting for a slot */
     size_t replay_reading;       /* page reads in flight */
     size_t replays;              /* clients replaying (not yet live) */
+    uint64_t tail_pauses;        /* tail reads held back: a service thread
+                                    had over its queue_high waiting */
+    unsigned tail_holds;         /* such holds now (0: the tail runs) */
 };
 
-/* The seam queue wsserver posts to must be fanout_inbox(); so create the
- * fanout first, then the server, then fanout_attach(). */
+/* The sink wsserver delivers its threads' events to must be
+ * fanout_inbox(); so create the fanout first, then the server, then
+ * fanout_attach(). */
 struct fanout *fanout_new(const struct fanout_opts *o, const char **err);
-struct seam_queue *fanout_inbox(struct fanout *f);
+const struct seam_sink *fanout_inbox(struct fanout *f);
 void fanout_attach(struct fanout *f, struct ws_server *ws);
 
 /* Re-read the tail when the set of active channels changed or Redis came

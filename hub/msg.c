@@ -183,7 +183,7 @@ msg_new(struct msg_id id, unsigned chan, const char *body, size_t len, int *rc)
         *rc = RS_ENOMEM;
         return NULL;
     }
-    atomic_init(&m->refs, 1);
+    rs_seam_ref_init(&m->ref);
     m->id = id;
     m->chan = chan;
     m->frame = (unsigned char *)(m + 1) + LWS_PRE;
@@ -214,7 +214,7 @@ msg_new(struct msg_id id, unsigned chan, const char *body, size_t len, int *rc)
 struct msg *
 msg_ref(struct msg *m)
 {
-    atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+    rs_seam_ref_get(&m->ref);
     return m;
 }
 
@@ -223,6 +223,6 @@ msg_unref(struct msg *m)
 {
     if (m == NULL)
         return;
-    if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) == 1)
+    if (rs_seam_ref_put(&m->ref))
         rs_free(m);
 }

@@ -8,12 +8,12 @@
 #ifndef HUB_MSG_H
 #define HUB_MSG_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "rs_error.h"
+#include "rs_seam.h"
 
 /* A Redis Stream id, MS-SEQ. {0,0} sorts first and means "before all". */
 struct msg_id {
@@ -29,8 +29,10 @@ size_t msg_id_format(struct msg_id id, char *buf);   /* buf: MSG_ID_BUFSZ */
 int msg_id_cmp(struct msg_id a, struct msg_id b);    /* <0, 0, >0 */
 bool msg_id_is_zero(struct msg_id id);
 
+/* Written once by msg_new on the main loop, then only read, by every
+ * service thread it is handed to (rs_seam.h: published by the push). */
 struct msg {
-    atomic_uint refs;
+    struct rs_seam_ref ref;
     struct msg_id id;
     unsigned chan;           /* channel index (fanout.h) */
     size_t frame_len;        /* bytes of frame[] to send */
@@ -47,8 +49,8 @@ struct msg {
 struct msg *msg_new(struct msg_id id, unsigned chan, const char *body,
                     size_t len, int *rc);
 
-/* Reference counting is thread-safe; the last unref frees. unref(NULL) is a
- * no-op. */
+/* Reference counting is thread-safe (rs_seam_ref); the last unref frees.
+ * unref(NULL) is a no-op. */
 struct msg *msg_ref(struct msg *m);
 void msg_unref(struct msg *m);
 

@@ -1,62 +1,12 @@
 /*
- * seam.c - locked event FIFOs between the main loop and the libwebsockets
- * service threads (seam.h). Consumers take the whole list in one lock, so
- * a burst of fan-out costs one lock and one wake-up per thread.
+ * seam.c - the hub's events across the thread seam (seam.h): their
+ * allocation and what they own. Queues and wake-ups are rs_seam's.
  */
-#include <errno.h>
-#include <stdint.h>
-#include <sys/eventfd.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "rs_alloc.h"
 #include "seam.h"
-
-int
-seam_queue_init(struct seam_queue *q, void (*wake)(void *), void *ud)
-{
-    q->head = q->tail = NULL;
-    q->wake = wake;
-    q->wake_ud = ud;
-    return pthread_mutex_init(&q->mu, NULL) == 0 ? 0 : RS_ENOMEM;
-}
-
-void
-seam_queue_cleanup(struct seam_queue *q)
-{
-    struct seam_ev *ev = seam_take(q);
-    while (ev != NULL) {
-        struct seam_ev *next = ev->next;
-        seam_ev_free(ev);
-        ev = next;
-    }
-    pthread_mutex_destroy(&q->mu);
-}
-
-void
-seam_push(struct seam_queue *q, struct seam_ev *ev)
-{
-    ev->next = NULL;
-    pthread_mutex_lock(&q->mu);
-    bool was_empty = q->head == NULL;
-    if (q->tail != NULL)
-        q->tail->next = ev;
-    else
-        q->head = ev;
-    q->tail = ev;
-    pthread_mutex_unlock(&q->mu);
-    if (was_empty && q->wake != NULL)
-        q->wake(q->wake_ud);
-}
-
-struct seam_ev *
-seam_take(struct seam_queue *q)
-{
-    pthread_mutex_lock(&q->mu);
-    struct seam_ev *list = q->head;
-    q->head = q->tail = NULL;
-    pthread_mutex_unlock(&q->mu);
-    return list;
-}
 
 struct seam_ev *
 seam_ev_new(enum seam_type t)
@@ -84,27 +34,23 @@ seam_ev_free(struct seam_ev *ev)
     rs_free(ev);
 }
 
-int
-seam_eventfd_new(void)
+struct seam_ev *
+seam_ev_of(struct rs_seam_item *it)
 {
-    return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (it == NULL)
+        return NULL;
+    return (struct seam_ev *)(void *)((char *)it - offsetof(struct seam_ev, item));
+}
+
+struct seam_ev *
+seam_ev_next(const struct seam_ev *ev)
+{
+    return seam_ev_of(ev->item.next);
 }
 
 void
-seam_eventfd_wake(void *fdp)
+seam_ev_drop(void *ud, struct rs_seam_item *it)
 {
-    uint64_t one = 1;
-    ssize_t n;
-    do {
-        n = write(*(int *)fdp, &one, sizeof(one));
-    } while (n < 0 && errno == EINTR);
-    /* EAGAIN means the counter is saturated: the reader is already due. */
-}
-
-void
-seam_eventfd_drain(int fd)
-{
-    uint64_t v;
-    while (read(fd, &v, sizeof(v)) > 0)
-        ;
+    (void)ud;
+    seam_ev_free(seam_ev_of(it));
 }

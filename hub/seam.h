@@ -1,21 +1,20 @@
 /*
- * seam.h - the only place where the hub's threads meet: the main libevent
- * loop (ingest, Redis, channel cursors) and the libwebsockets service
- * threads (sockets, per-connection queues). Each direction is a locked
- * FIFO of events plus a wake-up: an eventfd the main loop watches, and
- * lws_cancel_service() for a service thread (called by wsserver.c through
- * the wake hook). Messages cross as refcounted struct msg (msg.h);
- * nothing else is shared.
+ * seam.h - what the hub's main loop and its WebSocket service threads say to
+ * each other: one event type for both directions and the client address the
+ * per-address limits count. The crossing itself (FIFOs, wake-ups, the
+ * threads, byte accounting) is common/seam.c's (rs_seam.h), run by
+ * wsserver.c; an event is an rs_seam item. Notifications ride in events as
+ * refcounted struct msg (msg.h).
  */
 #ifndef HUB_SEAM_H
 #define HUB_SEAM_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "msg.h"
+#include "rs_seam.h"
 
 #define SEAM_NO_CHAN 0xffffffffu
 #define SEAM_TEXT 160
@@ -36,17 +35,18 @@ enum seam_type {
                        flag: done, switch to live skipping <= id */
     SEAM_CLOSE,     /* client (0: every client of chan): close with code
                        and text as reason */
-    SEAM_STOP,      /* thread: close every client with 1001 and exit */
     SEAM_ADOPT,     /* thread: take the accepted socket fd */
     /* service thread -> main */
     SEAM_JOIN,      /* client connected to channel name `text`; flag: since
                        given as id; addr: where from */
     SEAM_LEAVE,     /* client gone; chan is SEAM_NO_CHAN if never attached */
     SEAM_MORE,      /* client drained its replay: send more after id */
+    SEAM_DRAINED,   /* the thread's live notifications waiting are back
+                       under half its queue_high (ws_server_post paused) */
 };
 
 struct seam_ev {
-    struct seam_ev *next;
+    struct rs_seam_item item;
     enum seam_type type;
     unsigned thread;          /* service thread index */
     uint64_t client;          /* client id, unique in the process */
@@ -62,32 +62,26 @@ struct seam_ev {
     char text[SEAM_TEXT];
 };
 
-/* A locked FIFO with a wake-up hook run after a push that made it
- * non-empty (one wake per batch, not per event). */
-struct seam_queue {
-    pthread_mutex_t mu;
-    struct seam_ev *head, *tail;
-    void (*wake)(void *ud);
-    void *wake_ud;
-};
+/* Where the service threads' events go on the main loop: every event taken
+ * in one wake-up, oldest first (seam_ev_next); the callee frees each. */
+typedef void (*seam_sink_cb)(void *ud, struct seam_ev *list);
 
-int seam_queue_init(struct seam_queue *q, void (*wake)(void *), void *ud);
-/* Frees every event still queued (with its message references). */
-void seam_queue_cleanup(struct seam_queue *q);
-/* Push ev (ownership passes to the queue); wakes the consumer when the
- * queue was empty. */
-void seam_push(struct seam_queue *q, struct seam_ev *ev);
-/* Take every queued event, oldest first, as a list the caller owns. */
-struct seam_ev *seam_take(struct seam_queue *q);
+struct seam_sink {
+    seam_sink_cb cb;
+    void *ud;
+};
 
 /* calloc'ed event of type t; NULL on ENOMEM. */
 struct seam_ev *seam_ev_new(enum seam_type t);
-/* Frees ev and the message references it still owns. */
+/* Frees ev and the message references (and descriptor) it still owns.
+ * NULL is a no-op. */
 void seam_ev_free(struct seam_ev *ev);
 
-/* An eventfd for waking the main loop; the wake hook for its queue. */
-int seam_eventfd_new(void);
-void seam_eventfd_wake(void *fdp);       /* ud: int * */
-void seam_eventfd_drain(int fd);
+/* The event an item is (NULL for NULL), and the next one in a list. */
+struct seam_ev *seam_ev_of(struct rs_seam_item *it);
+struct seam_ev *seam_ev_next(const struct seam_ev *ev);
+
+/* rs_seam's on_drop: frees an event nobody took. */
+void seam_ev_drop(void *ud, struct rs_seam_item *it);
 
 #endif

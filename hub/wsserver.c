@@ -3,9 +3,13 @@
  * libwebsockets is built with one service thread per context (LWS_MAX_SMP
  * 1, which also rules out its SO_REUSEPORT listen sharing) and without a
  * libevent loop, so the main loop accepts, hands each socket to a context
- * through seam.c (least loaded thread first), and each thread adopts it.
+ * through the seam (least loaded thread first), and each thread adopts it.
  * Accepting on the main loop also lets us meet EMFILE calmly: count it,
- * pause the listener briefly, keep serving the connections we have.
+ * pause the listener briefly, keep serving the connections we have. The
+ * threads, their wake-ups and everything that crosses are rs_seam's
+ * (common/seam.c): events both ways, their counters (WC_*), the msg
+ * reference counts; the rest of a ws_thread is its thread's alone, and the
+ * per-address table and `assigned` are the main loop's.
  *
  * The WebSocket protocol itself is ours (RFC 6455): lws adopts each socket
  * as a raw one and gives us its bytes, and we parse the upgrade request,
@@ -33,12 +37,11 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <libwebsockets.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -64,6 +67,20 @@
 #define WS_CTL_MAX 125          /* a control frame's payload (RFC 6455 5.5) */
 #define WS_PROTOCOL "resourcesync-notification"
 #define WS_TIMEOUT_HEAD (PENDING_TIMEOUT_USER_REASON_BASE + 1)
+#define WS_QUEUE_HIGH ((size_t)64 << 20)  /* default o.queue_high */
+
+/* What each service thread counts (rs_seam_count at its end), summed by
+ * ws_server_stats and read by the least-loaded choice. */
+enum ws_count {
+    WC_ACCEPTED = 0,  /* connections established, ever */
+    WC_OPEN,          /* connections open now */
+    WC_FRAMES,
+    WC_BYTES,
+    WC_WRITES,
+    WC_SLOW_DROPS,
+    WC_CLOSED_GAP,
+    WC_PROTO_FAILS,   /* closed 1002/1007: broke RFC 6455 */
+};
 
 enum client_state {
     CL_HANDSHAKE = 0, /* reading the upgrade request */
@@ -152,14 +169,15 @@ struct client_map {
     size_t live;
 };
 
+/* One service thread. Its thread is rs_seam's; everything here is that
+ * thread's alone, except what says otherwise. */
 struct ws_thread {
     struct ws_server *srv;
     unsigned idx;
-    pthread_t tid;
-    bool started;
-    struct lws_context *ctx;
-    struct seam_queue inbox;
-    atomic_bool exiting;
+    struct lws_context *ctx;       /* made and destroyed by the main loop,
+                                      around the thread's life */
+    struct rs_seam_flow live;      /* SEAM_MSG bytes waiting for it (rs_seam) */
+    uint64_t assigned;             /* main loop only: sockets handed to it */
     bool stopping;
     uint64_t next_client;
     struct ws_chan *chans;
@@ -174,10 +192,6 @@ struct ws_thread {
      * descriptor number comes back only through another ADOPT. */
     struct seam_addr *peers;
     size_t npeers;
-    /* statistics, read by other threads */
-    atomic_uint_fast64_t accepted, open, frames, bytes, writes, slow_drops, closed_gap;
-    atomic_uint_fast64_t proto_fails;   /* closed 1002/1007: broke RFC 6455 */
-    atomic_uint_fast64_t assigned;  /* sockets handed to this thread, ever */
 };
 
 /* Main loop only: one client address, what the per-address limits know
@@ -205,6 +219,7 @@ struct ws_server {
     struct ws_server_opts o;
     int port;
     unsigned nthreads;
+    struct rs_seam *seam;          /* the threads and all that crosses to them */
     struct ws_thread *threads;
     struct evconnlistener *listener;
     struct acceptguard *guard;     /* EMFILE: pause, count, keep serving */
@@ -565,7 +580,14 @@ static void
 to_main(struct ws_thread *t, struct seam_ev *ev)
 {
     ev->thread = t->idx;
-    seam_push(t->srv->o.to_main, ev);
+    if (rs_seam_push(t->srv->seam, RS_SEAM_LOOP, &ev->item) < 0)
+        seam_ev_free(ev);   /* not for a fresh event; kept for the contract */
+}
+
+static void
+count(struct ws_thread *t, enum ws_count k, int64_t delta)
+{
+    rs_seam_count(t->srv->seam, t->idx, k, delta);
 }
 
 static void
@@ -650,7 +672,7 @@ client_enqueue(struct ws_client *c, struct msg *m)
     size_t after = c->qbytes + m->frame_len;
     if (c->qlen > 0 && after > o->hard_limit &&
         (c->choked || after > 4 * o->hard_limit)) {
-        atomic_fetch_add(&t->slow_drops, 1);
+        count(t, WC_SLOW_DROPS, 1);
         client_close(c, 4002, "slow consumer: send queue over the hard limit; "
                               "resume with since");
         return;
@@ -660,7 +682,7 @@ client_enqueue(struct ws_client *c, struct msg *m)
         if (c->soft_since == 0) {
             c->soft_since = now;
         } else if (now - c->soft_since >= (time_t)o->soft_secs) {
-            atomic_fetch_add(&t->slow_drops, 1);
+            count(t, WC_SLOW_DROPS, 1);
             client_close(c, 4002, "slow consumer: over the soft limit too "
                                   "long; resume with since");
             return;
@@ -796,7 +818,7 @@ on_ev_close(struct ws_thread *t, struct seam_ev *ev)
             return;
         for (struct ws_client *c = t->chans[ev->chan].head; c; c = c->next) {
             if (ev->code == 4001)
-                atomic_fetch_add(&t->closed_gap, 1);
+                count(t, WC_CLOSED_GAP, 1);
             client_close(c, ev->code, ev->text);
         }
         return;
@@ -805,7 +827,7 @@ on_ev_close(struct ws_thread *t, struct seam_ev *ev)
     if (c == NULL)
         return;
     if (ev->code == 4001)
-        atomic_fetch_add(&t->closed_gap, 1);
+        count(t, WC_CLOSED_GAP, 1);
     client_close(c, ev->code, ev->text);
 }
 
@@ -819,7 +841,7 @@ on_ev_stop(struct ws_thread *t)
             client_close(t->clients.vals[i], 1001, "hub shutting down");
     }
     if (t->nclients == 0)
-        atomic_store(&t->exiting, true);
+        rs_seam_exit(t->srv->seam, t->idx);
 }
 
 static void
@@ -852,24 +874,39 @@ on_ev_adopt(struct ws_thread *t, struct seam_ev *ev)
                                      NULL);
 }
 
+/* The main loop's events, in order; then its stop request, which follows
+ * every event posted before it. */
 static void
 thread_drain_inbox(struct ws_thread *t)
 {
-    struct seam_ev *ev = seam_take(&t->inbox);
+    struct rs_seam *seam = t->srv->seam;
+    bool stop = false;
+    struct seam_ev *ev = seam_ev_of(rs_seam_take(seam, t->idx, &stop));
     while (ev != NULL) {
-        struct seam_ev *next = ev->next;
+        struct seam_ev *next = seam_ev_next(ev);
         switch (ev->type) {
         case SEAM_MSG: on_ev_msg(t, ev->m); break;
         case SEAM_ATTACH: on_ev_attach(t, ev); break;
         case SEAM_REPLAY: on_ev_replay(t, ev); break;
         case SEAM_CLOSE: on_ev_close(t, ev); break;
-        case SEAM_STOP: on_ev_stop(t); break;
         case SEAM_ADOPT: on_ev_adopt(t, ev); break;
         default: break;
+        }
+        if (rs_seam_done(seam, t->idx, &ev->item)) {
+            /* Back under half: one DRAINED per pause, so main can count. */
+            (void)rs_seam_flow_resume(seam, t->idx, &t->live);
+            struct seam_ev *dr = seam_ev_new(SEAM_DRAINED);
+            if (dr != NULL)
+                to_main(t, dr);
+            else
+                rs_log(RS_LOG_ERROR, "out of memory: the tail read stays "
+                                     "paused for thread %u", t->idx);
         }
         seam_ev_free(ev);
         ev = next;
     }
+    if (stop)
+        on_ev_stop(t);
 }
 
 /* ------------------------------------------------------------------ UTF-8 */
@@ -1290,7 +1327,7 @@ client_fail(struct ws_client *c, uint16_t code, const char *why)
     rs_log_kv(RS_LOG_INFO, "WebSocket client broke the protocol: closed",
               "client", who, "code", cs, "why", why, NULL);
     if (c->t != NULL) {
-        atomic_fetch_add(&c->t->proto_fails, 1);
+        count(c->t, WC_PROTO_FAILS, 1);
         rs_metrics_counter_inc(c->t->srv->m_proto);
     }
     c->open = false;   /* the stream is lost: read nothing more of it */
@@ -1488,8 +1525,8 @@ on_established(struct ws_thread *t, struct ws_client *c, const char *target)
     c->t = t;
     c->state = CL_PENDING;
     t->nclients++;
-    atomic_fetch_add(&t->accepted, 1);
-    atomic_fetch_add(&t->open, 1);
+    count(t, WC_ACCEPTED, 1);
+    count(t, WC_OPEN, 1);
 
     struct seam_ev *ev = seam_ev_new(SEAM_JOIN);
     if (ev == NULL) {
@@ -1538,7 +1575,7 @@ on_closed(struct ws_thread *t, struct ws_client *c)
     client_drop_queue(c);
     cmap_del(&t->clients, c->id);
     t->nclients--;
-    atomic_fetch_sub(&t->open, 1);
+    count(t, WC_OPEN, -1);
     if (c->joined) {
         struct seam_ev *ev = seam_ev_new(SEAM_LEAVE);
         if (ev != NULL) {
@@ -1549,7 +1586,7 @@ on_closed(struct ws_thread *t, struct ws_client *c)
     }
     c->t = NULL;
     if (t->stopping && t->nclients == 0)
-        atomic_store(&t->exiting, true);
+        rs_seam_exit(t->srv->seam, t->idx);
 }
 
 static int
@@ -1617,9 +1654,9 @@ on_writeable(struct ws_thread *t, struct ws_client *c)
         return -1;
     c->choked = lws_partial_buffered(c->wsi) != 0;
     if (n > 0) {
-        atomic_fetch_add_explicit(&t->frames, n, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->bytes, data, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->writes, 1, memory_order_relaxed);
+        count(t, WC_FRAMES, (int64_t)n);
+        count(t, WC_BYTES, (int64_t)data);
+        count(t, WC_WRITES, 1);
         client_pop(c, n);
         client_maybe_more(c);
     }
@@ -1682,22 +1719,21 @@ on_lws_log(int level, const char *line)
            line);
 }
 
+/* The main loop's end of the seam: hand the events to the sink. */
 static void
-on_inbox_wake(void *ud)
+on_seam_loop(void *ud, struct rs_seam_item *list)
 {
-    struct ws_thread *t = ud;
-    lws_cancel_service(t->ctx);
-}
-
-static void *
-thread_main(void *arg)
-{
-    struct ws_thread *t = arg;
-    while (!atomic_load(&t->exiting)) {
-        if (lws_service(t->ctx, 0) < 0)
-            break;
+    struct ws_server *s = ud;
+    struct seam_ev *ev = seam_ev_of(list);
+    if (s->o.to_main != NULL && s->o.to_main->cb != NULL) {
+        s->o.to_main->cb(s->o.to_main->ud, ev);
+        return;
     }
-    return NULL;
+    while (ev != NULL) {
+        struct seam_ev *next = seam_ev_next(ev);
+        seam_ev_free(ev);
+        ev = next;
+    }
 }
 
 static struct lws_context *
@@ -1738,8 +1774,8 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
     uint64_t best_load = UINT64_MAX;
     for (unsigned i = 0; i < s->nthreads; i++) {
         struct ws_thread *t = &s->threads[i];
-        uint64_t load = atomic_load(&t->assigned) - atomic_load(&t->accepted) +
-                        atomic_load(&t->open);
+        uint64_t load = t->assigned - rs_seam_counter(s->seam, i, WC_ACCEPTED) +
+                        rs_seam_counter(s->seam, i, WC_OPEN);
         if (load < best_load) {
             best_load = load;
             best = i;
@@ -1757,8 +1793,11 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
     }
     ev->fd = fd;
     ev->addr = key;
-    atomic_fetch_add(&s->threads[best].assigned, 1);
-    seam_push(&s->threads[best].inbox, ev);
+    s->threads[best].assigned++;
+    if (rs_seam_push(s->seam, best, &ev->item) < 0) {
+        seam_ev_free(ev);   /* closes fd */
+        s->refused++;
+    }
 }
 
 static int
@@ -1846,6 +1885,8 @@ ws_server_new(const struct ws_server_opts *o, const char **err)
         s->o.conn_burst = s->o.conn_rate;
     if (s->o.max_addrs == 0)
         s->o.max_addrs = 65536;
+    if (s->o.queue_high == 0)
+        s->o.queue_high = WS_QUEUE_HIGH;
     if (o->metrics != NULL && ws_server_metrics(s, o->metrics) != 0) {
         *err = "cannot register the WebSocket metrics";
         goto fail;
@@ -1861,34 +1902,43 @@ ws_server_new(const struct ws_server_opts *o, const char **err)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         s->nthreads = n > 0 ? (unsigned)n : 1;
     }
+    if (s->nthreads > RS_SEAM_THREADS_MAX)
+        s->nthreads = RS_SEAM_THREADS_MAX;
     s->threads = rs_calloc(s->nthreads, sizeof(*s->threads));
     if (s->threads == NULL)
         goto fail;
+    struct rs_seam_opts so = {
+        .base = o->base,
+        .threads = s->nthreads,
+        .on_loop = on_seam_loop,
+        .on_drop = seam_ev_drop,
+        .ud = s,
+        .name = "ws",
+    };
+    s->seam = rs_seam_new(&so, NULL);
+    if (s->seam == NULL) {
+        *err = "cannot set up the service threads' queues";
+        goto fail;
+    }
 
     lws_set_log_level(LLL_ERR | LLL_WARN, on_lws_log);
     for (unsigned i = 0; i < s->nthreads; i++) {
         struct ws_thread *t = &s->threads[i];
         t->srv = s;
         t->idx = i;
+        rs_seam_flow_init(&t->live, s->o.queue_high);
         t->scratch = rs_malloc(LWS_PRE + WS_SCRATCH);
         if (t->scratch == NULL)
             goto fail;
-        if (seam_queue_init(&t->inbox, on_inbox_wake, t) != 0) {
-            rs_free(t->scratch);
-            t->scratch = NULL;
-            goto fail;
-        }
         t->ctx = thread_context(s, t, err);
         if (t->ctx == NULL)
             goto fail;
     }
     for (unsigned i = 0; i < s->nthreads; i++) {
-        struct ws_thread *t = &s->threads[i];
-        if (pthread_create(&t->tid, NULL, thread_main, t) != 0) {
+        if (rs_seam_start(s->seam, i, s->threads[i].ctx) != 0) {
             *err = "cannot start a WebSocket service thread";
             goto fail;
         }
-        t->started = true;
     }
     if (server_listen(s, err) != 0)
         goto fail;
@@ -1911,27 +1961,40 @@ ws_server_threads(const struct ws_server *s)
     return s->nthreads;
 }
 
-void
+int
 ws_server_post(struct ws_server *s, unsigned thread, struct seam_ev *ev)
 {
-    seam_push(&s->threads[thread % s->nthreads].inbox, ev);
+    struct ws_thread *t = &s->threads[thread % s->nthreads];
+    if (ev->type == SEAM_MSG) {
+        rs_seam_item_init(&ev->item, ev->m->frame_len, &t->live);
+    } else if (ev->type == SEAM_REPLAY) {
+        /* bounded by the replay protocol (a page per client): counted,
+         * never paused */
+        size_t bytes = 0;
+        for (size_t i = 0; i < ev->nmsgs; i++)
+            bytes += ev->msgs[i]->frame_len;
+        rs_seam_item_init(&ev->item, bytes, NULL);
+    }
+    int rc = rs_seam_push(s->seam, t->idx, &ev->item);
+    if (rc < 0) {
+        seam_ev_free(ev);   /* not for a fresh event; kept for the contract */
+        return rc;
+    }
+    return rc == RS_SEAM_PAUSE ? WS_POST_PAUSE : 0;
 }
 
 void
 ws_server_stats(const struct ws_server *s, struct ws_stats *out)
 {
     memset(out, 0, sizeof(*out));
-    for (unsigned i = 0; i < s->nthreads; i++) {
-        const struct ws_thread *t = &s->threads[i];
-        out->accepted += atomic_load(&t->accepted);
-        out->open += atomic_load(&t->open);
-        out->frames += atomic_load(&t->frames);
-        out->bytes += atomic_load(&t->bytes);
-        out->writes += atomic_load(&t->writes);
-        out->slow_drops += atomic_load(&t->slow_drops);
-        out->closed_gap += atomic_load(&t->closed_gap);
-        out->proto_fails += atomic_load(&t->proto_fails);
-    }
+    out->accepted = rs_seam_counter_sum(s->seam, WC_ACCEPTED);
+    out->open = rs_seam_counter_sum(s->seam, WC_OPEN);
+    out->frames = rs_seam_counter_sum(s->seam, WC_FRAMES);
+    out->bytes = rs_seam_counter_sum(s->seam, WC_BYTES);
+    out->writes = rs_seam_counter_sum(s->seam, WC_WRITES);
+    out->slow_drops = rs_seam_counter_sum(s->seam, WC_SLOW_DROPS);
+    out->closed_gap = rs_seam_counter_sum(s->seam, WC_CLOSED_GAP);
+    out->proto_fails = rs_seam_counter_sum(s->seam, WC_PROTO_FAILS);
     out->refused = s->refused + acceptguard_refused(s->guard);
     out->rate_refused = s->rate_refused;
     out->addrs = s->addrs.used;
@@ -1955,33 +2018,22 @@ ws_server_free(struct ws_server *s, unsigned grace_ms)
     acceptguard_free(s->guard);
     if (s->listener != NULL)
         evconnlistener_free(s->listener);
-    for (unsigned i = 0; i < s->nthreads && s->threads != NULL; i++) {
-        struct ws_thread *t = &s->threads[i];
-        if (!t->started)
-            continue;
-        struct seam_ev *ev = seam_ev_new(SEAM_STOP);
-        if (ev != NULL)
-            seam_push(&t->inbox, ev);
-        else
-            atomic_store(&t->exiting, true);
-    }
-    uint64_t deadline = now_ms() + grace_ms;
-    for (unsigned i = 0; i < s->nthreads && s->threads != NULL; i++) {
-        struct ws_thread *t = &s->threads[i];
-        if (!t->started)
-            continue;
-        while (!atomic_load(&t->exiting) && now_ms() < deadline)
-            usleep(10000);
-        atomic_store(&t->exiting, true);
-        lws_cancel_service(t->ctx);
-        pthread_join(t->tid, NULL);
+    /* Each thread closes its clients with 1001 and exits once they are
+     * gone; those still there at the deadline are cut by the contexts'
+     * destruction, whose LEAVEs the seam then drops. */
+    if (s->seam != NULL) {
+        for (unsigned i = 0; i < s->nthreads; i++)
+            rs_seam_stop(s->seam, i);
+        rs_seam_join(s->seam, grace_ms > INT_MAX ? INT_MAX : (int)grace_ms);
     }
     for (unsigned i = 0; i < s->nthreads && s->threads != NULL; i++) {
         struct ws_thread *t = &s->threads[i];
         if (t->ctx != NULL)
             lws_context_destroy(t->ctx);
-        if (t->scratch != NULL)
-            seam_queue_cleanup(&t->inbox);
+    }
+    rs_seam_free(s->seam);
+    for (unsigned i = 0; i < s->nthreads && s->threads != NULL; i++) {
+        struct ws_thread *t = &s->threads[i];
         rs_free(t->scratch);
         rs_free(t->peers);
         rs_free(t->chans);

@@ -3,9 +3,10 @@
  * that hands each accepted socket to one of N libwebsockets contexts, one
  * per service thread, each owning its connections (the WebSocket protocol
  * on them, RFC 6455, lws giving the raw bytes), their send queues and a
- * per-thread channel -> clients index. It talks to the main loop only
- * through seam events (what to send, whom to close; who joined, who left,
- * who wants more replay). On the main loop it also keeps the per-address
+ * per-thread channel -> clients index. It runs the threads on the seam
+ * (rs_seam.h) and talks to the main loop only through seam events (what
+ * to send, whom to close; who joined, who left, who wants more replay,
+ * whose queue drained). On the main loop it also keeps the per-address
  * limits: a token bucket for new connections (checked at accept) and the
  * count of replays each address has going (checked by fanout.c). It knows
  * nothing of Redis or topics.
@@ -30,7 +31,11 @@ struct ws_server_opts {
     unsigned soft_secs;       /* over soft_limit this long: cut; 0 = 10 */
     size_t hard_limit;        /* queued bytes that cut at once; 0 = 16 MiB */
     unsigned ping_secs;       /* keepalive ping interval; 0 = 30 */
-    struct seam_queue *to_main;  /* where JOIN/LEAVE/MORE go */
+    const struct seam_sink *to_main;  /* where JOIN/LEAVE/MORE/DRAINED go;
+                                         read at each delivery */
+    size_t queue_high;        /* live notification bytes waiting for one
+                                 service thread above which ws_server_post
+                                 says pause; 0 = 64 MiB */
     /* Per client address (seam.h: IPv4, or an IPv6 /64). 0 = no limit. */
     unsigned conn_rate;       /* new connections per second, sustained */
     unsigned conn_burst;      /* ... and at once; 0 = conn_rate */
@@ -63,8 +68,14 @@ struct ws_server *ws_server_new(const struct ws_server_opts *o, const char **err
 int ws_server_port(const struct ws_server *s);
 unsigned ws_server_threads(const struct ws_server *s);
 
-/* Hand ev to service thread `thread` (ownership passes). Thread-safe. */
-void ws_server_post(struct ws_server *s, unsigned thread, struct seam_ev *ev);
+#define WS_POST_PAUSE 1
+
+/* Main loop: hand ev to service thread `thread` (ownership passes). 0, or
+ * WS_POST_PAUSE when this SEAM_MSG took the live notifications waiting for
+ * that thread over queue_high: it is queued all the same, and that thread
+ * sends one SEAM_DRAINED once they are back under half; post no more live
+ * notifications meanwhile (replays and control events are not paused). */
+int ws_server_post(struct ws_server *s, unsigned thread, struct seam_ev *ev);
 
 void ws_server_stats(const struct ws_server *s, struct ws_stats *out);
 

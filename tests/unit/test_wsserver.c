@@ -19,10 +19,32 @@
 
 struct fx {
     struct event_base *base;
-    struct seam_queue to_main;
+    struct seam_sink to_main;      /* events delivered on the loop... */
+    struct seam_ev *evs[64];       /* ...kept here, oldest first */
+    size_t nevs;
     struct ws_server *ws;
     int port;
 };
+
+static void
+on_events(void *ud, struct seam_ev *ev)
+{
+    struct fx *f = ud;
+    while (ev != NULL) {
+        struct seam_ev *next = seam_ev_next(ev);
+        assert_true(f->nevs < sizeof(f->evs) / sizeof(f->evs[0]));
+        f->evs[f->nevs++] = ev;
+        ev = next;
+    }
+}
+
+static void
+fx_free_events(struct fx *f)
+{
+    for (size_t i = 0; i < f->nevs; i++)
+        seam_ev_free(f->evs[i]);
+    f->nevs = 0;
+}
 
 static int
 setup(void **state)
@@ -31,7 +53,8 @@ setup(void **state)
     assert_non_null(f);
     f->base = event_base_new();
     assert_non_null(f->base);
-    assert_int_equal(seam_queue_init(&f->to_main, NULL, NULL), 0);
+    f->to_main.cb = on_events;
+    f->to_main.ud = f;
     struct ws_server_opts o = {
         .base = f->base,
         .host = "127.0.0.1",
@@ -51,7 +74,7 @@ teardown(void **state)
 {
     struct fx *f = *state;
     ws_server_free(f->ws, 0);
-    seam_queue_cleanup(&f->to_main);
+    fx_free_events(f);
     /* nothing of ours is left on the loop */
     assert_int_equal(event_base_get_num_events(f->base, EVENT_BASE_COUNT_ADDED), 0);
     event_base_free(f->base);
@@ -65,6 +88,23 @@ now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The oldest event the service thread sent, the loop turning meanwhile;
+ * NULL when none came within secs. The caller frees it. */
+static struct seam_ev *
+fx_event(struct fx *f, double secs)
+{
+    for (double end = now_s() + secs; f->nevs == 0 && now_s() < end;) {
+        event_base_loop(f->base, EVLOOP_NONBLOCK);
+        if (f->nevs == 0)
+            usleep(5000);
+    }
+    if (f->nevs == 0)
+        return NULL;
+    struct seam_ev *ev = f->evs[0];
+    memmove(f->evs, f->evs + 1, --f->nevs * sizeof(f->evs[0]));
+    return ev;
 }
 
 static int
@@ -222,9 +262,7 @@ test_upgrade(void **state)
                                 resp, sizeof(resp)), 101);
     assert_non_null(strstr(resp, "\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
     assert_non_null(strstr(resp, "\r\nSec-WebSocket-Protocol: resourcesync-notification\r\n"));
-    struct seam_ev *ev = NULL;
-    for (double end = now_s() + 2; ev == NULL && now_s() < end; usleep(5000))
-        ev = seam_take(&f->to_main);
+    struct seam_ev *ev = fx_event(f, 2);
     if (ev == NULL) {               /* so that gcc -O2 sees ev is set below */
         fail_msg("no event from the service thread within 2 s");
         return;
@@ -235,11 +273,7 @@ test_upgrade(void **state)
     char who[64];
     ws_server_addr_format(&ev->addr, who, sizeof(who));
     assert_string_equal(who, "127.0.0.1");
-    while (ev != NULL) {
-        struct seam_ev *next = ev->next;
-        seam_ev_free(ev);
-        ev = next;
-    }
+    seam_ev_free(ev);
     close(fd);
 }
 
@@ -288,7 +322,7 @@ test_refusals(void **state)
     int fd = cl_connect(f);
     assert_int_equal(cl_upgrade(f, fd, big, resp, sizeof(resp)), 431);
     close(fd);
-    assert_null(seam_take(&f->to_main));   /* nobody joined */
+    assert_null(fx_event(f, 0.2));   /* nobody joined */
 }
 
 /* wsserver/fails: client frames RFC 6455 says must fail the connection
