@@ -1,28 +1,29 @@
 /*
  * wsclient.c - WebSocket client connections on a libwebsockets thread of
  * their own (Debian's lws 4.1 has no libevent loop), handed to the main loop
- * as whole messages (wsclient.h). All that crosses goes through one mutex and
- * two FIFOs: requests to the lws thread (lws_cancel_service wakes it) and
- * events to the main loop (an eventfd wakes it, once per batch).
+ * as whole messages (wsclient.h). The thread and all that crosses are the
+ * seam's (rs_seam.h, one thread): requests to the lws thread, coalesced per
+ * connection (marks on its rq item), events to the main loop (each message
+ * charged to its connection's flow, which pauses reading when over
+ * queue_high), the statistics. The rest is one side's alone, as each field
+ * says.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <libwebsockets.h>
 #include <netdb.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #define RS_LOG_MODULE "wsclient"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "rs_seam.h"
 #include "wsclient.h"
 
 #define WSC_MAX_MESSAGE ((size_t)64 << 20)
@@ -44,15 +45,27 @@
 #define WSC_ADDRS_MAX 16           /* addresses of one name taken in turn */
 #define WSC_PREFS 8                /* names whose next address is kept */
 #define WSC_PEER_MAX 64            /* numeric IPv6 with a %scope */
+#define WSC_THREAD 0               /* the lws thread's end of the seam */
+
+/* Requests to the lws thread, marked on a connection's rq item. */
+#define RQ_CONNECT 1u
+#define RQ_CLOSE 2u
+#define RQ_RESUME 4u
+
+/* Counters at the seam's ends (rs_seam_count). */
+enum wsc_count {
+    WSC_C_MESSAGES = 0,   /* at WSC_THREAD: whole messages received */
+    WSC_C_CONNS,          /* at RS_SEAM_LOOP: connections not yet freed */
+};
 
 /*
  * Lifetime of a connection. The main loop allocates it in wsclient_connect
  * and frees it when it handles its CLOSED event. The lws thread pushes
- * CLOSED as its very last act for the connection (conn_finish, which also
- * sets `gone` under the lock so that no request links it again) and never
- * touches it afterwards. Every event of a connection precedes its CLOSED in
- * the FIFO, so no queued event outlives it. wsclient_conn_close only marks
- * it closed for the user: its events are dropped from then on.
+ * CLOSED as its very last act for the connection (conn_finish, which first
+ * seals its rq item so that no request queues it again) and never touches
+ * it afterwards. Every event of a connection precedes its CLOSED in the
+ * FIFO, so no queued event outlives it. wsclient_conn_close only marks it
+ * closed for the user: its events are dropped from then on.
  */
 
 enum wsc_ev_type {
@@ -65,7 +78,7 @@ enum wsc_ev_type {
  * connection; a message is one allocation, this header then len payload
  * bytes and a NUL, grown in place while fragments arrive. */
 struct wsc_ev {
-    struct wsc_ev *next;
+    struct rs_seam_item item;
     struct wsclient_conn *c;
     enum wsc_ev_type type;
     size_t len;               /* MSG: payload bytes so far */
@@ -98,13 +111,10 @@ struct wsclient_conn {
     bool user_closed;         /* wsclient_conn_close ran: no more callbacks */
     bool in_close_cb;         /* on_close is running */
 
-    /* under w->mu */
-    struct wsclient_conn *rq_prev, *rq_next;  /* w's request list */
-    bool rq_linked;
-    bool rq_connect, rq_close, rq_resume;
-    bool gone;                /* CLOSED pushed; never linked again */
-    bool paused;              /* reading stopped for flow control */
-    size_t queued;            /* payload bytes of its MSG events queued */
+    /* the seam's: requests (RQ_* marks; sealed once CLOSED is pushed),
+     * and its MSG bytes not yet handled (paused: reading stopped) */
+    struct rs_seam_item rq;
+    struct rs_seam_flow flow;
 
     /* lws thread only (and the main loop after the thread was joined) */
     enum wsc_lstate lstate;
@@ -149,22 +159,8 @@ struct wsclient {
     char *user_agent;
     char *ca_file;
 
-    struct lws_context *ctx;
-    pthread_t tid;
-    bool started;             /* pthread_create succeeded, not joined yet */
-    atomic_bool running;      /* same, readable from the lws thread */
-    atomic_bool exit;         /* the thread leaves its loop */
-    int efd;                  /* eventfd: lws thread -> main loop */
-    struct event *wake_ev;
-
-    pthread_mutex_t mu;
-    bool mu_ok;
-    struct wsc_ev *ev_head, *ev_tail;             /* lws -> main */
-    struct wsclient_conn *rq_head, *rq_tail;      /* main -> lws */
-    bool stop_req;
-    size_t queued, queued_peak;
-    uint64_t messages, pauses;
-    unsigned nconns;
+    struct lws_context *ctx;  /* made and destroyed by the main loop */
+    struct rs_seam *seam;     /* the lws thread and all that crosses */
 
     /* main loop only */
     struct wsclient_conn *conns;
@@ -288,66 +284,41 @@ url_parse(const char *url, struct wsc_url *u)
     return 0;
 }
 
-/* ------------------------------------------------------ the shared FIFOs */
+/* ---------------------------------------------------------- the seam */
 
-/* Under w->mu. True when the list was empty (the consumer needs a wake). */
+/* Hand an event to the main loop (its wake-up is the seam's). Returns
+ * rs_seam_push's 0 or RS_SEAM_PAUSE; ev may be freed from then on. */
+static int
+to_main(struct wsclient *w, struct wsc_ev *ev, size_t bytes,
+        struct rs_seam_flow *flow)
+{
+    rs_seam_item_init(&ev->item, bytes, flow);
+    int rc = rs_seam_push(w->seam, RS_SEAM_LOOP, &ev->item);
+    if (rc < 0)   /* only for an item queued twice: a bug, said loudly */
+        rs_log(RS_LOG_ERROR, "cannot hand an event to the main loop: %s",
+               rs_strerror(rc));
+    return rc;
+}
+
+/* Ask the lws thread for what bits say about c; false once c is done
+ * there (its CLOSED is on its way). */
 static bool
-ev_push_locked(struct wsclient *w, struct wsc_ev *ev)
+to_thread(struct wsclient *w, struct wsclient_conn *c, unsigned bits)
 {
-    bool was_empty = w->ev_head == NULL;
-    ev->next = NULL;
-    if (w->ev_tail != NULL)
-        w->ev_tail->next = ev;
-    else
-        w->ev_head = ev;
-    w->ev_tail = ev;
-    return was_empty;
+    return rs_seam_mark(w->seam, WSC_THREAD, &c->rq, bits) == 0;
 }
 
-static void
-wake_main(struct wsclient *w)
+static struct wsclient_conn *
+conn_of_rq(struct rs_seam_item *it)
 {
-    uint64_t one = 1;
-    ssize_t n;
-    do {
-        n = write(w->efd, &one, sizeof(one));
-    } while (n < 0 && errno == EINTR);
-    /* EAGAIN: the counter is saturated, the main loop is due anyway */
+    return (struct wsclient_conn *)(void *)((char *)it -
+                                            offsetof(struct wsclient_conn, rq));
 }
 
-/* Under w->mu. True when the list was empty (the lws thread needs a wake). */
-static bool
-rq_link_locked(struct wsclient *w, struct wsclient_conn *c)
+static struct wsc_ev *
+ev_of(struct rs_seam_item *it)
 {
-    if (c->rq_linked)
-        return false;
-    bool was_empty = w->rq_head == NULL;
-    c->rq_linked = true;
-    c->rq_next = NULL;
-    c->rq_prev = w->rq_tail;
-    if (w->rq_tail != NULL)
-        w->rq_tail->rq_next = c;
-    else
-        w->rq_head = c;
-    w->rq_tail = c;
-    return was_empty;
-}
-
-static void
-rq_unlink_locked(struct wsclient *w, struct wsclient_conn *c)
-{
-    if (!c->rq_linked)
-        return;
-    if (c->rq_prev != NULL)
-        c->rq_prev->rq_next = c->rq_next;
-    else
-        w->rq_head = c->rq_next;
-    if (c->rq_next != NULL)
-        c->rq_next->rq_prev = c->rq_prev;
-    else
-        w->rq_tail = c->rq_prev;
-    c->rq_prev = c->rq_next = NULL;
-    c->rq_linked = false;
+    return (struct wsc_ev *)(void *)it;   /* item is the first member */
 }
 
 /* ------------------------------------------------------------ lws thread */
@@ -400,9 +371,7 @@ set_close(struct wsclient_conn *c, int code, const char *reason)
 static void
 leave_soon(struct wsclient *w)
 {
-    atomic_store(&w->exit, true);
-    if (atomic_load(&w->running))   /* not inside lws_context_destroy */
-        lws_cancel_service(w->ctx);
+    rs_seam_exit(w->seam, WSC_THREAD);   /* a no-op once joined */
 }
 
 /* ------------------------------------------------------- peer addresses */
@@ -507,14 +476,9 @@ conn_finish(struct wsclient *w, struct wsclient_conn *c)
     conn_note_peer(w, c);
     c->ev_closed.c = c;
     c->ev_closed.type = WSC_EV_CLOSED;
-    pthread_mutex_lock(&w->mu);
-    c->gone = true;
-    rq_unlink_locked(w, c);
-    bool wake = ev_push_locked(w, &c->ev_closed);
-    pthread_mutex_unlock(&w->mu);
+    rs_seam_seal(w->seam, WSC_THREAD, &c->rq);
+    (void)to_main(w, &c->ev_closed, 0, NULL);
     /* c may be freed from here on */
-    if (wake)
-        wake_main(w);
     if (w->stopping && w->nlive == 0)
         leave_soon(w);
 }
@@ -523,10 +487,7 @@ conn_finish(struct wsclient *w, struct wsclient_conn *c)
 static void
 conn_unpause(struct wsclient *w, struct wsclient_conn *c)
 {
-    pthread_mutex_lock(&w->mu);
-    bool was = c->paused;
-    c->paused = false;
-    pthread_mutex_unlock(&w->mu);
+    bool was = rs_seam_flow_resume(w->seam, RS_SEAM_LOOP, &c->flow);
     if (was && c->wsi != NULL) {
         lws_rx_flow_control(c->wsi, 1);
         c->last_rx_us = now_us();   /* the silence was ours */
@@ -627,25 +588,20 @@ conn_start(struct wsclient *w, struct wsclient_conn *c)
 static void
 take_requests(struct wsclient *w)
 {
-    if (atomic_load(&w->exit))
-        return;   /* lws_context_destroy: the main loop sweeps the rest */
+    if (!rs_seam_running(w->seam, WSC_THREAD))
+        return;   /* leaving, or lws_context_destroy: main sweeps the rest */
     for (;;) {
-        pthread_mutex_lock(&w->mu);
-        bool stop = w->stop_req && !w->stopping;
-        struct wsclient_conn *c = w->rq_head;
-        bool connect = false, close = false, resume = false;
-        if (c != NULL) {
-            rq_unlink_locked(w, c);
-            connect = c->rq_connect;
-            close = c->rq_close;
-            resume = c->rq_resume;
-            c->rq_connect = c->rq_close = c->rq_resume = false;
-        }
-        pthread_mutex_unlock(&w->mu);
-        if (stop)
+        unsigned bits;
+        bool stop;
+        struct rs_seam_item *it = rs_seam_pop(w->seam, WSC_THREAD, &bits, &stop);
+        if (stop && !w->stopping)
             start_stop(w);
-        if (c == NULL)
+        if (it == NULL)
             break;
+        struct wsclient_conn *c = conn_of_rq(it);
+        bool connect = (bits & RQ_CONNECT) != 0;
+        bool close = (bits & RQ_CLOSE) != 0;
+        bool resume = (bits & RQ_RESUME) != 0;
         if (c->lstate == L_NEW) {
             if (close || w->stopping || !connect) {
                 set_close(c, WSCLIENT_ABNORMAL, "closed before connecting");
@@ -733,23 +689,9 @@ on_receive(struct wsclient *w, struct wsclient_conn *c, struct lws *wsi,
     struct wsc_ev *ev = c->rx;
     c->rx = NULL;
     data[ev->len] = '\0';
-    pthread_mutex_lock(&w->mu);
-    bool wake = ev_push_locked(w, ev);
-    c->queued += ev->len;
-    w->queued += ev->len;
-    if (w->queued > w->queued_peak)
-        w->queued_peak = w->queued;
-    w->messages++;
-    bool pause = !c->paused && c->queued > w->queue_high;
-    if (pause) {
-        c->paused = true;
-        w->pauses++;
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (wake)
-        wake_main(w);
-    if (pause)
-        lws_rx_flow_control(wsi, 0);
+    rs_seam_count(w->seam, WSC_THREAD, WSC_C_MESSAGES, 1);
+    if (to_main(w, ev, ev->len, &c->flow) == RS_SEAM_PAUSE)
+        lws_rx_flow_control(wsi, 0);   /* over queue_high: until resumed */
     return 0;
 }
 
@@ -778,10 +720,7 @@ on_timer(struct wsclient *w, struct wsclient_conn *c)
     if (c->lstate != L_OPEN)
         return 0;
     uint64_t now = now_us();
-    pthread_mutex_lock(&w->mu);
-    bool paused = c->paused;
-    pthread_mutex_unlock(&w->mu);
-    if (paused) {
+    if (rs_seam_flow_paused(w->seam, RS_SEAM_LOOP, &c->flow)) {
         /* we stopped reading: silence proves nothing; look again later */
         lws_set_timer_usecs(c->wsi, (lws_usec_t)w->idle_us);
         return 0;
@@ -821,11 +760,7 @@ on_established(struct wsclient *w, struct wsclient_conn *c)
     c->last_rx_us = now_us();
     c->ev_open.c = c;
     c->ev_open.type = WSC_EV_OPEN;
-    pthread_mutex_lock(&w->mu);
-    bool wake = ev_push_locked(w, &c->ev_open);
-    pthread_mutex_unlock(&w->mu);
-    if (wake)
-        wake_main(w);
+    (void)to_main(w, &c->ev_open, 0, NULL);
     if (!c->kill)   /* else its TIMER is already due: keep that */
         conn_arm_idle(w, c, c->last_rx_us);
 }
@@ -914,16 +849,6 @@ static const struct lws_protocols wsc_protocols[] = {
     { .name = NULL },
 };
 
-static void *
-thread_main(void *arg)
-{
-    struct wsclient *w = arg;
-    while (!atomic_load(&w->exit))
-        if (lws_service(w->ctx, 0) < 0)
-            break;
-    return NULL;
-}
-
 static void
 on_lws_log(int level, const char *line)
 {
@@ -940,22 +865,13 @@ on_lws_log(int level, const char *line)
 
 /* ------------------------------------------------------------- main loop */
 
-/* Main: a message was handled or dropped; resume its reading at half. */
+/* Main: a message was handled or dropped; resume its reading at half
+ * (refused once c is done on the lws thread). */
 static void
-msg_done(struct wsclient *w, struct wsclient_conn *c, size_t len)
+msg_done(struct wsclient *w, struct wsclient_conn *c, struct wsc_ev *ev)
 {
-    pthread_mutex_lock(&w->mu);
-    bool wake = false;
-    c->queued -= len;
-    w->queued -= len;
-    if (c->paused && !c->gone && !c->user_closed &&
-        c->queued <= w->queue_high / 2) {
-        c->rq_resume = true;
-        wake = rq_link_locked(w, c);
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (wake && !w->freeing)
-        lws_cancel_service(w->ctx);
+    if (rs_seam_done(w->seam, RS_SEAM_LOOP, &ev->item) && !c->user_closed)
+        (void)to_thread(w, c, RQ_RESUME);
 }
 
 static void
@@ -967,23 +883,18 @@ conn_release(struct wsclient *w, struct wsclient_conn *c)
         w->conns = c->m_next;
     if (c->m_next != NULL)
         c->m_next->m_prev = c->m_prev;
-    pthread_mutex_lock(&w->mu);
-    w->nconns--;
-    pthread_mutex_unlock(&w->mu);
+    rs_seam_count(w->seam, RS_SEAM_LOOP, WSC_C_CONNS, -1);
     rs_free(c);
 }
 
-/* Deliver every queued event; `cancelling` (wsclient_free) drops all but
- * CLOSED, reported as WSCLIENT_CANCELLED. */
+/* Deliver the events taken, oldest first; `cancelling` (wsclient_free)
+ * drops all but CLOSED, reported as WSCLIENT_CANCELLED. */
 static void
-dispatch(struct wsclient *w, bool cancelling)
+dispatch(struct wsclient *w, struct rs_seam_item *list, bool cancelling)
 {
-    pthread_mutex_lock(&w->mu);
-    struct wsc_ev *ev = w->ev_head;
-    w->ev_head = w->ev_tail = NULL;
-    pthread_mutex_unlock(&w->mu);
+    struct wsc_ev *ev = list != NULL ? ev_of(list) : NULL;
     while (ev != NULL) {
-        struct wsc_ev *next = ev->next;
+        struct wsc_ev *next = ev->item.next != NULL ? ev_of(ev->item.next) : NULL;
         struct wsclient_conn *c = ev->c;
         switch (ev->type) {
         case WSC_EV_OPEN:
@@ -993,7 +904,7 @@ dispatch(struct wsclient *w, bool cancelling)
         case WSC_EV_MSG:
             if (!c->user_closed && !cancelling && c->cbs.on_message != NULL)
                 c->cbs.on_message(c->ud, c, (const char *)(ev + 1), ev->len);
-            msg_done(w, c, ev->len);
+            msg_done(w, c, ev);
             rs_free(ev);
             break;
         case WSC_EV_CLOSED:
@@ -1012,15 +923,22 @@ dispatch(struct wsclient *w, bool cancelling)
     }
 }
 
+/* The seam's loop end: the lws thread's events. */
 static void
-on_wake(evutil_socket_t fd, short what, void *arg)
+on_seam_loop(void *ud, struct rs_seam_item *list)
 {
-    (void)what;
-    uint64_t v;
-    /* drain before taking the FIFO: a push after the take wakes us again */
-    while (read(fd, &v, sizeof(v)) > 0)
-        ;
-    dispatch(arg, false);
+    dispatch(ud, list, false);
+}
+
+/* Nothing is left queued when the seam is freed (wsclient_free dispatches
+ * first); a message would be ours to free, the rest live in their conn. */
+static void
+on_seam_drop(void *ud, struct rs_seam_item *it)
+{
+    (void)ud;
+    struct wsc_ev *ev = ev_of(it);
+    if (ev->type == WSC_EV_MSG)
+        rs_free(ev);
 }
 
 /* ------------------------------------------------------------------ API */
@@ -1051,7 +969,6 @@ wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
         set_err(err, errsz, "wsclient: out of memory");
         return NULL;
     }
-    w->efd = -1;
     w->base = o->base;
     w->max_message = o->max_message ? o->max_message : WSC_MAX_MESSAGE;
     w->queue_high = o->queue_high ? o->queue_high : WSC_QUEUE_HIGH;
@@ -1059,8 +976,6 @@ wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
                                                      : WSC_CONNECT_MS) * 1000u;
     w->idle_us = (uint64_t)(o->idle_timeout_ms ? o->idle_timeout_ms
                                                : WSC_IDLE_MS) * 1000u;
-    atomic_init(&w->exit, false);
-    atomic_init(&w->running, false);
     set_err(err, errsz, "wsclient: out of memory");
     w->user_agent = rs_strdup(o->user_agent != NULL ? o->user_agent
                                                     : "rssub/" RS_VERSION);
@@ -1068,17 +983,21 @@ wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
         goto fail;
     if (o->ca_file != NULL && (w->ca_file = rs_strdup(o->ca_file)) == NULL)
         goto fail;
-    if (pthread_mutex_init(&w->mu, NULL) != 0)
-        goto fail;
-    w->mu_ok = true;
-    w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->efd < 0) {
-        set_err(err, errsz, "wsclient: cannot create an eventfd");
+    struct rs_seam_opts so = {
+        .base = o->base,
+        .threads = 1,
+        .on_loop = on_seam_loop,
+        .on_drop = on_seam_drop,
+        .ud = w,
+        .name = "wsclient",
+    };
+    int rc;
+    w->seam = rs_seam_new(&so, &rc);
+    if (w->seam == NULL) {
+        if (rc == RS_EIO)
+            set_err(err, errsz, "wsclient: cannot create an eventfd");
         goto fail;
     }
-    w->wake_ev = event_new(o->base, w->efd, EV_READ | EV_PERSIST, on_wake, w);
-    if (w->wake_ev == NULL || event_add(w->wake_ev, NULL) != 0)
-        goto fail;
 
     lws_set_log_level(LLL_ERR | LLL_WARN, on_lws_log);
     struct lws_context_creation_info info;
@@ -1097,13 +1016,10 @@ wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
         set_err(err, errsz, "wsclient: cannot create a libwebsockets context");
         goto fail;
     }
-    atomic_store(&w->running, true);
-    if (pthread_create(&w->tid, NULL, thread_main, w) != 0) {
-        atomic_store(&w->running, false);
+    if (rs_seam_start(w->seam, WSC_THREAD, w->ctx) != 0) {
         set_err(err, errsz, "wsclient: cannot start the service thread");
         goto fail;
     }
-    w->started = true;
     set_err(err, errsz, "");
     return w;
 fail:
@@ -1117,14 +1033,11 @@ wsclient_free(struct wsclient *w)
     if (w == NULL)
         return;
     w->freeing = true;
-    if (w->started) {
-        pthread_mutex_lock(&w->mu);
-        w->stop_req = true;
-        pthread_mutex_unlock(&w->mu);
-        lws_cancel_service(w->ctx);
-        pthread_join(w->tid, NULL);
-        atomic_store(&w->running, false);
-        w->started = false;
+    if (w->seam != NULL) {
+        /* the thread closes its connections and leaves by itself (at
+         * most WSC_STOP_GRACE_US later) */
+        rs_seam_stop(w->seam, WSC_THREAD);
+        rs_seam_join(w->seam, -1);
     }
     if (w->ctx != NULL) {
         lws_sul_cancel(&w->stop_sul);
@@ -1135,14 +1048,10 @@ wsclient_free(struct wsclient *w)
     /* never started, or never connected: finish them as the thread would */
     for (struct wsclient_conn *c = w->conns; c != NULL; c = c->m_next)
         conn_finish(w, c);
-    if (w->mu_ok) {
-        dispatch(w, true);
-        pthread_mutex_destroy(&w->mu);
+    if (w->seam != NULL) {
+        dispatch(w, rs_seam_take(w->seam, RS_SEAM_LOOP, NULL), true);
+        rs_seam_free(w->seam);
     }
-    if (w->wake_ev != NULL)
-        event_free(w->wake_ev);
-    if (w->efd >= 0)
-        close(w->efd);
     rs_free(w->user_agent);
     rs_free(w->ca_file);
     rs_free(w);
@@ -1204,13 +1113,9 @@ wsclient_connect(struct wsclient *w, const char *url,
     if (w->conns != NULL)
         w->conns->m_prev = c;
     w->conns = c;
-    pthread_mutex_lock(&w->mu);
-    w->nconns++;
-    c->rq_connect = true;
-    bool wake = rq_link_locked(w, c);
-    pthread_mutex_unlock(&w->mu);
-    if (wake)
-        lws_cancel_service(w->ctx);
+    rs_seam_count(w->seam, RS_SEAM_LOOP, WSC_C_CONNS, 1);
+    rs_seam_flow_init(&c->flow, w->queue_high);
+    (void)to_thread(w, c, RQ_CONNECT);   /* a fresh item: never refused */
     if (out != NULL)
         *out = c;
     return 0;
@@ -1221,17 +1126,8 @@ wsclient_conn_close(struct wsclient_conn *c)
 {
     if (c == NULL || c->user_closed || c->in_close_cb)
         return;
-    struct wsclient *w = c->w;
     c->user_closed = true;
-    pthread_mutex_lock(&w->mu);
-    bool wake = false;
-    if (!c->gone) {
-        c->rq_close = true;
-        wake = rq_link_locked(w, c);
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (wake && !w->freeing)
-        lws_cancel_service(w->ctx);
+    (void)to_thread(c->w, c, RQ_CLOSE);   /* refused: its CLOSED is coming */
 }
 
 const char *
@@ -1246,11 +1142,11 @@ wsclient_get_stats(struct wsclient *w, struct wsclient_stats *out)
     memset(out, 0, sizeof(*out));
     if (w == NULL)
         return;
-    pthread_mutex_lock(&w->mu);
-    out->queued = w->queued;
-    out->queued_peak = w->queued_peak;
-    out->messages = w->messages;
-    out->pauses = w->pauses;
-    out->conns = w->nconns;
-    pthread_mutex_unlock(&w->mu);
+    struct rs_seam_stats st;
+    rs_seam_stats(w->seam, RS_SEAM_LOOP, &st);
+    out->queued = st.bytes;
+    out->queued_peak = st.bytes_peak;
+    out->pauses = st.pauses;
+    out->messages = rs_seam_counter(w->seam, WSC_THREAD, WSC_C_MESSAGES);
+    out->conns = (unsigned)rs_seam_counter(w->seam, RS_SEAM_LOOP, WSC_C_CONNS);
 }
