@@ -33,6 +33,7 @@
 #include "push.h"
 #include "rs_alloc.h"
 #include "rs_config.h"
+#include "rs_daemon.h"
 #include "rs_http.h"
 #include "rs_httpguard.h"
 #include "rs_log.h"
@@ -169,18 +170,17 @@ struct src {
     struct rs_http *httpc;
     struct push *push;
     struct channels *channels;
-    struct event *ev_tick, *ev_rescan, *ev_drain, *ev_hubwait, *ev_sig[3];
+    struct event *ev_tick, *ev_rescan, *ev_hubwait;
+    struct rs_daemon *daemon;     /* signals and the drain */
     char *state_dir, *state_db, *rl_dir;
     char *topic[PUSH_LANES];
     char token[RSSOURCE_TOKEN_MAX + 1];
     bool have_token;
-    bool draining;
     bool serving;            /* the listener accepts; the ready-file is out */
     double started;          /* mono_s() when setup began */
     bool rescan_due;
     bool unwatched;          /* some directory has no inotify watch */
     int64_t last_rescan_us;
-    int64_t drain_waited_ms;
     int exit_code;
 };
 
@@ -372,46 +372,47 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* -------------------------------------------------------------- signals */
 
+/* The drain (rs_daemon runs it): what is still gathering goes out now;
+ * what the hub has not accepted when the drain ends stays in the outbox
+ * for the next start. */
 static void
-on_drain_tick(evutil_socket_t fd, short what, void *arg)
+on_drain(void *ud)
 {
-    (void)fd;
-    (void)what;
-    struct src *s = arg;
-    s->drain_waited_ms += 20;
-    if ((s->push == NULL || push_idle(s->push)) ||
-        s->drain_waited_ms >= conf.drain_ms)
-        event_base_loopexit(s->base, NULL);
+    struct src *s = ud;
+
+    rs_log(RS_LOG_INFO, "draining: waiting for notifications in flight");
+    if (s->push != NULL)
+        push_flush(s->push);
+}
+
+static bool
+on_drained(void *ud)
+{
+    struct src *s = ud;
+
+    return s->push == NULL || push_idle(s->push);
 }
 
 static void
-on_signal(evutil_socket_t sig, short what, void *arg)
+on_stopped(void *ud, bool timed_out)
 {
-    (void)what;
-    struct src *s = arg;
-    if (sig == SIGHUP) {
-        if (rs_log_reopen() != 0)
-            rs_log(RS_LOG_WARN, "cannot reopen the log file");
-        if (s->push != NULL)
-            push_resume(s->push);
-        if (s->channels != NULL)
-            channels_refresh(s->channels);
-        return;
-    }
-    if (s->draining) {
-        event_base_loopexit(s->base, NULL);   /* second signal: now */
-        return;
-    }
-    s->draining = true;
-    rs_log(RS_LOG_INFO, "draining: waiting for notifications in flight");
-    /* What is still gathering goes out now; what the hub has not accepted
-     * when the drain ends stays in the outbox for the next start. */
+    struct src *s = ud;
+
+    (void)timed_out;
+    event_base_loopexit(s->base, NULL);
+}
+
+/* SIGHUP: the outbox tries the hub again now, and the channels are asked
+ * for again. */
+static void
+on_reload(void *ud)
+{
+    struct src *s = ud;
+
     if (s->push != NULL)
-        push_flush(s->push);
-    struct timeval tick = { 0, 20000 };
-    s->ev_drain = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
-    if (s->ev_drain == NULL || event_add(s->ev_drain, &tick) != 0)
-        event_base_loopexit(s->base, NULL);
+        push_resume(s->push);
+    if (s->channels != NULL)
+        channels_refresh(s->channels);
 }
 
 /* ------------------------------------------------------------ start-up */
@@ -694,20 +695,6 @@ startup_scan(struct src *s)
     return 0;
 }
 
-static int
-write_ready_file(const char *path, int http)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return RS_EIO;
-    fprintf(f, "{\"http\":%d}\n", http);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return RS_EIO;
-    return 0;
-}
-
 /*
  * Start answering HTTP and say so (log, ready-file); once. With --hub this
  * waits until the hub has named our channels (or refused, or cannot be
@@ -742,8 +729,10 @@ serve_start(struct src *s, const char *channels)
               conf.hub != NULL ? conf.hub : "none", "change_topic",
               s->topic[0], "state", s->state_dir, "unpushed", pending,
               "hub_channels", channels, "startup_seconds", waited, NULL);
+    char ready[32];
+    snprintf(ready, sizeof(ready), "{\"http\":%d}", s->http_port);
     if (conf.ready_file != NULL &&
-        write_ready_file(conf.ready_file, s->http_port) != 0)
+        rs_ready_file_write(conf.ready_file, ready) != 0)
         rs_log(RS_LOG_WARN, "cannot write %s", conf.ready_file);
 }
 
@@ -909,12 +898,18 @@ setup(struct src *s)
     if (s->ev_rescan == NULL || s->ev_tick == NULL ||
         event_add(s->ev_tick, &tick) != 0)
         return 1;
-    int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
-    for (int i = 0; i < 3; i++) {
-        s->ev_sig[i] = evsignal_new(s->base, sigs[i], on_signal, s);
-        if (s->ev_sig[i] == NULL || event_add(s->ev_sig[i], NULL) != 0)
-            return 1;
-    }
+    struct rs_daemon_opts dmo = {
+        .base = s->base,
+        .drain_ms = conf.drain_ms,
+        .drain_tick_ms = 20,
+        .on_drain = on_drain,
+        .drained = on_drained,
+        .on_stopped = on_stopped,
+        .on_reload = on_reload,
+        .ud = s,
+    };
+    if ((s->daemon = rs_daemon_new(&dmo)) == NULL)
+        return 1;
     if (s->channels != NULL) {
         /* Ask the hub before serving; serve_start says why. */
         struct timeval wait = { RSSOURCE_HUB_WAIT_MS / 1000,
@@ -964,15 +959,11 @@ teardown(struct src *s)
     state_free(s->st);
     docs_free(s->docs);
     tree_free(s->tree);
-    for (int i = 0; i < 3; i++)
-        if (s->ev_sig[i] != NULL)
-            event_free(s->ev_sig[i]);
+    rs_daemon_free(s->daemon);
     if (s->ev_tick != NULL)
         event_free(s->ev_tick);
     if (s->ev_rescan != NULL)
         event_free(s->ev_rescan);
-    if (s->ev_drain != NULL)
-        event_free(s->ev_drain);
     if (s->ev_hubwait != NULL)
         event_free(s->ev_hubwait);
     if (s->base != NULL)

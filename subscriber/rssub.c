@@ -9,10 +9,7 @@
  * sync: resources that could not be mirrored), 2 usage or configuration,
  * 3 audit or status could not complete.
  */
-#include <errno.h>
-#include <event2/buffer.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -28,11 +25,11 @@
 #include "pathmap.h"
 #include "rs_alloc.h"
 #include "rs_config.h"
+#include "rs_daemon.h"
 #include "rs_http.h"
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
-#include "rs_sock.h"
 #include "rs_url.h"
 #include "session.h"
 #include "wsclient.h"
@@ -200,9 +197,8 @@ struct rssub {
     struct hubsub *hubsub;
     struct session *session;
     char *state_path;
-    struct event *ev_sig[3];
-    struct evhttp *mhttp;
-    struct rs_httpguard *mguard;  /* mhttp's deadlines and caps */
+    struct rs_daemon *daemon;     /* signals and the drain */
+    struct rs_metrics_server *mserver;  /* --metrics-listen */
     int metrics_port;
     struct rs_metrics *metrics;
     bool tty;
@@ -265,63 +261,26 @@ path_inside(const char *path, const char *dir)
 
 /* ------------------------------------------------------------- metrics */
 
-static void
-on_metrics_request(struct evhttp_request *req, void *arg)
-{
-    struct rssub *s = arg;
-    struct evbuffer *out = evhttp_request_get_output_buffer(req);
-    char *buf = NULL;
-    size_t cap = 0, len = 0;
-
-    if (strcmp(evhttp_request_get_uri(req), "/metrics") != 0) {
-        evhttp_send_error(req, 404, NULL);
-        return;
-    }
-    if (rs_metrics_render(s->metrics, &buf, &cap, &len) != 0) {
-        evhttp_send_error(req, 500, NULL);
-        rs_free(buf);
-        return;
-    }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      RS_METRICS_CONTENT_TYPE);
-    evbuffer_add(out, buf, len);
-    rs_free(buf);
-    evhttp_send_reply(req, 200, "OK", NULL);
-}
-
 /* The metrics listener (--metrics-listen); the families are the
  * session's. */
 static int
 setup_metrics(struct rssub *s)
 {
+    char err[512];
+
     if (!rs_config_is_set(s->cfg, "metrics-listen"))
         return 0;
-    s->mhttp = evhttp_new(s->base);
-    if (s->mhttp == NULL)
-        return RS_ENOMEM;
-    evhttp_set_max_headers_size(s->mhttp, 16 * 1024);
-    evhttp_set_allowed_methods(s->mhttp, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-    struct rs_httpguard_opts go = {
-        .base = s->base,
-        .http = s->mhttp,
-        .name = "metrics",
-        .limits = conf.http_limits,
-        .on_request = on_metrics_request,
-        .request_arg = s,
-        .metrics = s->metrics,
-        .metrics_prefix = "rssub_http",
-        .on_log = rs_httpguard_log_warn,
-    };
-    s->mguard = rs_httpguard_new(&go, NULL);
-    if (s->mguard == NULL)
-        return RS_ENOMEM;
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(
-        s->mhttp, conf.metrics_listen.host[0] ? conf.metrics_listen.host
-                                              : "0.0.0.0",
-        conf.metrics_listen.port);
-    if (bs == NULL)
-        return RS_EIO;
-    s->metrics_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
+    s->mserver = rs_metrics_server_new(s->base, s->metrics,
+                                       conf.metrics_listen.host,
+                                       conf.metrics_listen.port,
+                                       &conf.http_limits, "rssub_http", err,
+                                       sizeof(err));
+    if (s->mserver == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "cannot serve metrics", "listen",
+                  "--metrics-listen", "error", err, NULL);
+        return 1;
+    }
+    s->metrics_port = rs_metrics_server_port(s->mserver);
     return 0;
 }
 
@@ -354,18 +313,23 @@ on_websub_state(void *ud, const char *topic, enum hubsub_state st,
         session_websub_state(s->session, topic, st, why);
 }
 
+/* The drain, as rs_daemon runs it: the session's. */
 static void
-on_signal(evutil_socket_t sig, short what, void *arg)
+on_drain(void *ud)
 {
-    struct rssub *s = arg;
+    session_drain(((struct rssub *)ud)->session);
+}
 
-    (void)what;
-    if (sig == SIGHUP) {
-        if (rs_log_reopen() != 0)
-            rs_log(RS_LOG_WARN, "cannot reopen the log file");
-        return;
-    }
-    session_drain(s->session);
+static bool
+on_drained(void *ud)
+{
+    return session_drained(((struct rssub *)ud)->session);
+}
+
+static void
+on_stopped(void *ud, bool timed_out)
+{
+    session_stop(((struct rssub *)ud)->session, timed_out);
 }
 
 /* ------------------------------------------------------- setup/teardown */
@@ -574,7 +538,6 @@ setup_session(struct rssub *s, bool readonly)
             .push_timeout_ms = conf.push_timeout_ms,
             .pull_ms = conf.pull_ms,
             .audit_ms = conf.audit_ms,
-            .drain_ms = conf.drain_ms,
             .audit_fix = conf.audit_fix,
             .max_delete = (uint64_t)conf.max_delete,
             .max_delete_share = (unsigned)conf.max_delete_share,
@@ -674,18 +637,19 @@ setup(struct rssub *s)
         return rc;
     if ((rc = setup_session(s, readonly)) != 0)
         return rc;
-    if (setup_metrics(s) != 0) {
-        rs_log_kv(RS_LOG_ERROR, "cannot serve metrics", "listen",
-                  "--metrics-listen", "error", strerror(errno), NULL);
+    if (setup_metrics(s) != 0)
         return 1;
-    }
     session_set_metrics_port(s->session, s->metrics_port);
-    s->ev_sig[0] = evsignal_new(s->base, SIGTERM, on_signal, s);
-    s->ev_sig[1] = evsignal_new(s->base, SIGINT, on_signal, s);
-    s->ev_sig[2] = evsignal_new(s->base, SIGHUP, on_signal, s);
-    for (int i = 0; i < 3; i++)
-        if (s->ev_sig[i] == NULL || event_add(s->ev_sig[i], NULL) != 0)
-            return 1;
+    struct rs_daemon_opts dmo = {
+        .base = s->base,
+        .drain_ms = conf.drain_ms,
+        .on_drain = on_drain,
+        .drained = on_drained,
+        .on_stopped = on_stopped,
+        .ud = s,
+    };
+    if ((s->daemon = rs_daemon_new(&dmo)) == NULL)
+        return 1;
     if ((rc = session_start(s->session)) != 0) {
         rs_log_kv(RS_LOG_ERROR, "bad --source", "source", conf.source,
                   "error", rs_strerror(rc), NULL);
@@ -706,13 +670,9 @@ teardown(struct rssub *s)
     pathmap_free(s->pathmap);
     mirror_close(s->mirror);
     ledger_close(s->ledger);
-    if (s->mhttp != NULL)
-        evhttp_free(s->mhttp);
-    rs_httpguard_free(s->mguard);   /* after evhttp_free */
+    rs_metrics_server_free(s->mserver);
     rs_metrics_free(s->metrics);
-    for (int i = 0; i < 3; i++)
-        if (s->ev_sig[i] != NULL)
-            event_free(s->ev_sig[i]);
+    rs_daemon_free(s->daemon);
     rs_free(s->state_path);
     if (s->base != NULL)
         event_base_free(s->base);

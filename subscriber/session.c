@@ -43,7 +43,6 @@
 #define SESSION_PROGRESS_MS 250
 #define SESSION_READY_TICK_MS 200   /* run: is the first sync applied yet? */
 #define SESSION_RECONCILE_MIN_MS (60 * 1000)   /* framework-triggered */
-#define SESSION_DRAIN_TICK_MS 50
 /* A channel replays from this long before a pull began: the hub's ids are
  * its clock, the Source's change times are the Source's. */
 #define SESSION_MARK_MARGIN_US (60 * 1000000LL)
@@ -155,9 +154,8 @@ struct session {
     struct set *retry_set;
     enum pull_kind retry_kind;
     rs_time_t last_reconcile;
-    int64_t drain_waited_ms;
     int exit_code;
-    struct event *ev_poll, *ev_pull, *ev_audit, *ev_progress, *ev_drain,
+    struct event *ev_poll, *ev_pull, *ev_audit, *ev_progress,
         *ev_retry_pull, *ev_ready, *ev_end;
     int metrics_port;
     struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
@@ -1302,7 +1300,7 @@ on_apply_idle(void *ud, bool retrying)
         s->state == SESSION_DISCOVERING || s->state == SESSION_IDLE)
         return;
     if (s->state == SESSION_DRAINING)
-        return;                       /* the drain tick ends it */
+        return;                       /* rs_daemon's drain ends it */
     /* The daemon is ready with retries still waiting (a Source that
      * churns always has some); sync and audit wait for them. */
     if (s->o.cmd != SESSION_RUN && retrying && !s->o.c.readonly)
@@ -1661,43 +1659,11 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
 
 /* ---------------------------------------------------------- draining */
 
-static void
-on_drain_tick(evutil_socket_t fd, short what, void *arg)
-{
-    struct session *s = arg;
-    struct timeval tv = tv_ms(SESSION_DRAIN_TICK_MS);
-    struct apply_stats as;
-    bool done;
-
-    (void)fd;
-    (void)what;
-    apply_stats(s->apply, &as);
-    done = as.in_flight == 0 && s->unsubscribing == 0;
-    if (done || s->drain_waited_ms >= s->o.c.drain_ms) {
-        if (as.in_flight > 0)
-            rs_log_kv(RS_LOG_WARN, "drain time over: fetches in flight are "
-                      "dropped (they are redone at the next start)", NULL);
-        else if (!done)
-            rs_log_kv(RS_LOG_WARN, "drain time over: a hub did not confirm "
-                      "the WebSub unsubscription (its lease will end)", NULL);
-        state_warn(s, apply_flush(s->apply), "commit");
-        finish(s, s->exit_code);
-        return;
-    }
-    s->drain_waited_ms += SESSION_DRAIN_TICK_MS;
-    evtimer_add(s->ev_drain, &tv);
-}
-
 void
 session_drain(struct session *s)
 {
-    if (s->state == SESSION_DONE)
+    if (s->state == SESSION_DONE || s->state == SESSION_DRAINING)
         return;
-    if (s->state == SESSION_DRAINING) {
-        s->drain_waited_ms = s->o.c.drain_ms;   /* second signal: now */
-        finish(s, s->exit_code);
-        return;
-    }
     rs_log_kv(RS_LOG_INFO, "stopping: finishing writes in flight", NULL);
     session_set(s, SESSION_DRAINING, "asked to stop");
     s->exit_code = s->o.cmd == SESSION_RUN ? 0 : 1;
@@ -1728,7 +1694,33 @@ session_drain(struct session *s)
     }
     s->nq = 0;
     apply_pause(s->apply, true);
-    on_drain_tick(-1, 0, s);
+}
+
+bool
+session_drained(struct session *s)
+{
+    struct apply_stats as;
+
+    apply_stats(s->apply, &as);
+    return as.in_flight == 0 && s->unsubscribing == 0;
+}
+
+void
+session_stop(struct session *s, bool timed_out)
+{
+    struct apply_stats as;
+
+    if (s->state == SESSION_DONE)
+        return;
+    apply_stats(s->apply, &as);
+    if (timed_out && as.in_flight > 0)
+        rs_log_kv(RS_LOG_WARN, "stopping now: fetches in flight are dropped "
+                  "(they are redone at the next start)", NULL);
+    else if (timed_out && s->unsubscribing > 0)
+        rs_log_kv(RS_LOG_WARN, "stopping now: a hub did not confirm the "
+                  "WebSub unsubscription (its lease will end)", NULL);
+    state_warn(s, apply_flush(s->apply), "commit");
+    finish(s, s->state == SESSION_DRAINING ? s->exit_code : 1);
 }
 
 /* ---------------------------------------------------------------- API */
@@ -1817,12 +1809,11 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
     s->ev_poll = event_new(o->base, -1, EV_PERSIST, on_poll, s);
     s->ev_pull = event_new(o->base, -1, EV_PERSIST, on_safety_pull, s);
     s->ev_audit = event_new(o->base, -1, EV_PERSIST, on_audit_timer, s);
-    s->ev_drain = evtimer_new(o->base, on_drain_tick, s);
     s->ev_retry_pull = evtimer_new(o->base, on_retry_pull, s);
     s->ev_ready = event_new(o->base, -1, EV_PERSIST, on_ready_tick, s);
     s->ev_end = evtimer_new(o->base, on_end_event, s);
     if (s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
-        s->ev_drain == NULL || s->ev_retry_pull == NULL ||
+        s->ev_retry_pull == NULL ||
         s->ev_ready == NULL || s->ev_end == NULL) {
         snprintf(err, errsz, "out of memory");
         goto fail;
@@ -1856,7 +1847,7 @@ session_free(struct session *s)
     apply_free(s->apply);
     discovery_result_free(s->disc);
     struct event *evs[] = { s->ev_poll, s->ev_pull, s->ev_audit,
-                            s->ev_progress, s->ev_drain, s->ev_retry_pull,
+                            s->ev_progress, s->ev_retry_pull,
                             s->ev_ready, s->ev_end };
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i] != NULL)

@@ -47,7 +47,7 @@ struct session_conf {
     bool dump, strict, deep;
     bool fix;                      /* audit --fix */
     bool readonly;                 /* a report-only audit */
-    int64_t poll_ms, push_timeout_ms, pull_ms, audit_ms, drain_ms;
+    int64_t poll_ms, push_timeout_ms, pull_ms, audit_ms;
     bool audit_fix;
     uint64_t max_delete;
     unsigned max_delete_share;
@@ -88,9 +88,14 @@ void session_free(struct session *s);
  * http(s) URL (no on_end then). */
 int session_start(struct session *s) RS_MUST_CHECK;
 
-/* SIGTERM: finish the writes in flight (up to drain_ms), unsubscribe,
- * then on_end. A second call ends at once. */
+/* The drain (rs_daemon.h drives it): session_drain stops taking work
+ * (channels closed, WebSub unsubscribed, the pull abandoned, the appliers
+ * paused); session_drained says whether the writes in flight and the
+ * unsubscriptions are done; session_stop ends the session (on_end), saying
+ * what a timed-out drain leaves behind. */
 void session_drain(struct session *s);
+bool session_drained(struct session *s);
+void session_stop(struct session *s, bool timed_out);
 
 /* hubsub's callbacks (hubsub_opts), to be forwarded here. */
 int session_websub_delivery(struct session *s, const struct hubsub_msg *m);

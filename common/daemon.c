@@ -1,0 +1,269 @@
+/*
+ * daemon.c - the daemons' common skeleton (rs_daemon.h): signal events on
+ * the program's loop, the drain as a small state machine (running ->
+ * draining -> stopped) ticking until the program says its work is done or
+ * the drain time is up, the ready file, and the metrics listener.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#define RS_LOG_MODULE "daemon"
+#include "rs_alloc.h"
+#include "rs_daemon.h"
+#include "rs_log.h"
+#include "rs_metrics.h"
+#include "rs_sock.h"
+
+#define DAEMON_TICK_MS 50
+
+enum daemon_state { DAEMON_RUNNING, DAEMON_DRAINING, DAEMON_STOPPED };
+
+struct rs_daemon {
+    struct rs_daemon_opts o;
+    enum daemon_state state;
+    struct event *ev_sig[3];
+    struct event *ev_tick;
+    int64_t waited_ms;
+};
+
+static void
+daemon_stop(struct rs_daemon *d, bool timed_out)
+{
+    if (d->state == DAEMON_STOPPED)
+        return;
+    d->state = DAEMON_STOPPED;
+    if (d->ev_tick != NULL)
+        event_del(d->ev_tick);
+    d->o.on_stopped(d->o.ud, timed_out);
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct rs_daemon *d = arg;
+    unsigned tick = d->o.drain_tick_ms ? d->o.drain_tick_ms : DAEMON_TICK_MS;
+
+    (void)fd;
+    (void)what;
+    if (d->state != DAEMON_DRAINING)
+        return;
+    if (d->o.drained == NULL || d->o.drained(d->o.ud)) {
+        daemon_stop(d, false);
+        return;
+    }
+    d->waited_ms += tick;
+    if (d->waited_ms >= d->o.drain_ms)
+        daemon_stop(d, true);
+}
+
+void
+rs_daemon_drain(struct rs_daemon *d)
+{
+    unsigned tick = d->o.drain_tick_ms ? d->o.drain_tick_ms : DAEMON_TICK_MS;
+    struct timeval tv = { tick / 1000, (long)(tick % 1000) * 1000 };
+
+    if (d->state == DAEMON_DRAINING) {
+        daemon_stop(d, true);         /* asked twice: now */
+        return;
+    }
+    if (d->state != DAEMON_RUNNING)
+        return;
+    d->state = DAEMON_DRAINING;
+    d->waited_ms = 0;
+    if (d->o.on_drain != NULL)
+        d->o.on_drain(d->o.ud);
+    if (d->state != DAEMON_DRAINING)
+        return;                       /* on_drain ended it */
+    /* done at once? then no tick is needed */
+    if (d->o.drained == NULL || d->o.drained(d->o.ud)) {
+        daemon_stop(d, false);
+        return;
+    }
+    if (event_add(d->ev_tick, &tv) != 0)
+        daemon_stop(d, true);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct rs_daemon *d = arg;
+
+    (void)what;
+    if (sig == SIGHUP) {
+        if (rs_log_reopen() != 0)
+            rs_log(RS_LOG_WARN, "cannot reopen the log file");
+        if (d->o.on_reload != NULL)
+            d->o.on_reload(d->o.ud);
+        return;
+    }
+    rs_daemon_drain(d);
+}
+
+struct rs_daemon *
+rs_daemon_new(const struct rs_daemon_opts *o)
+{
+    static const int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+    struct rs_daemon *d = rs_calloc(1, sizeof(*d));
+
+    if (d == NULL)
+        return NULL;
+    d->o = *o;
+    d->ev_tick = event_new(o->base, -1, EV_PERSIST, on_tick, d);
+    if (d->ev_tick == NULL) {
+        rs_daemon_free(d);
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        d->ev_sig[i] = evsignal_new(o->base, sigs[i], on_signal, d);
+        if (d->ev_sig[i] == NULL || event_add(d->ev_sig[i], NULL) != 0) {
+            rs_daemon_free(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+void
+rs_daemon_free(struct rs_daemon *d)
+{
+    if (d == NULL)
+        return;
+    for (int i = 0; i < 3; i++)
+        if (d->ev_sig[i] != NULL)
+            event_free(d->ev_sig[i]);
+    if (d->ev_tick != NULL)
+        event_free(d->ev_tick);
+    rs_free(d);
+}
+
+bool
+rs_daemon_draining(const struct rs_daemon *d)
+{
+    return d->state != DAEMON_RUNNING;
+}
+
+/* ------------------------------------------------------------ ready file */
+
+int
+rs_ready_file_write(const char *path, const char *json)
+{
+    char tmp[4200];
+    FILE *f;
+
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return RS_EIO;
+    }
+    if ((f = fopen(tmp, "w")) == NULL)
+        return RS_EIO;
+    fprintf(f, "%s\n", json);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return RS_EIO;
+    return 0;
+}
+
+/* ------------------------------------------------------ metrics listener */
+
+struct rs_metrics_server {
+    struct rs_metrics *m;
+    struct evhttp *http;
+    struct rs_httpguard *guard;
+    int port;
+};
+
+static void
+on_metrics_request(struct evhttp_request *req, void *arg)
+{
+    struct rs_metrics_server *ms = arg;
+    struct evbuffer *out = evhttp_request_get_output_buffer(req);
+    const char *uri = evhttp_request_get_uri(req);
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+
+    if (uri == NULL || strcmp(uri, "/metrics") != 0) {
+        evhttp_send_error(req, HTTP_NOTFOUND, NULL);
+        return;
+    }
+    if (rs_metrics_render(ms->m, &buf, &cap, &len) != 0) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        rs_free(buf);
+        return;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      RS_METRICS_CONTENT_TYPE);
+    evbuffer_add(out, buf, len);
+    rs_free(buf);
+    evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+}
+
+struct rs_metrics_server *
+rs_metrics_server_new(struct event_base *base, struct rs_metrics *m,
+                      const char *host, int port,
+                      const struct rs_httpguard_limits *limits,
+                      const char *prefix, char *err, size_t errsz)
+{
+    struct rs_metrics_server *ms = rs_calloc(1, sizeof(*ms));
+    static const struct rs_httpguard_limits defaults =
+        RS_HTTPGUARD_LIMITS_DEFAULT;
+    const char *why = NULL;
+    struct evhttp_bound_socket *bs;
+
+    if (ms == NULL || (ms->http = evhttp_new(base)) == NULL) {
+        snprintf(err, errsz, "out of memory");
+        rs_metrics_server_free(ms);
+        return NULL;
+    }
+    ms->m = m;
+    evhttp_set_max_headers_size(ms->http, 16 * 1024);
+    evhttp_set_max_body_size(ms->http, 0);
+    evhttp_set_allowed_methods(ms->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    struct rs_httpguard_opts go = {
+        .base = base,
+        .http = ms->http,
+        .name = "metrics",
+        .limits = limits != NULL ? *limits : defaults,
+        .on_request = on_metrics_request,
+        .request_arg = ms,
+        .metrics = m,
+        .metrics_prefix = prefix,
+        .on_log = rs_httpguard_log_warn,
+    };
+    if ((ms->guard = rs_httpguard_new(&go, &why)) == NULL) {
+        snprintf(err, errsz, "%s", why != NULL ? why : "out of memory");
+        rs_metrics_server_free(ms);
+        return NULL;
+    }
+    bs = evhttp_bind_socket_with_handle(ms->http, host != NULL && host[0]
+                                                  ? host : "0.0.0.0", port);
+    if (bs == NULL) {
+        snprintf(err, errsz, "cannot listen on %s:%d: %s",
+                 host != NULL && host[0] ? host : "0.0.0.0", port,
+                 strerror(errno));
+        rs_metrics_server_free(ms);
+        return NULL;
+    }
+    ms->port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
+    return ms;
+}
+
+int
+rs_metrics_server_port(const struct rs_metrics_server *ms)
+{
+    return ms->port;
+}
+
+void
+rs_metrics_server_free(struct rs_metrics_server *ms)
+{
+    if (ms == NULL)
+        return;
+    if (ms->http != NULL)
+        evhttp_free(ms->http);
+    rs_httpguard_free(ms->guard);     /* after evhttp_free */
+    rs_free(ms);
+}

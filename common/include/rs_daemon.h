@@ -1,0 +1,68 @@
+/*
+ * rs_daemon.h - what the daemons (rshub, rssource, rssub, and the bridge
+ * to come) do alike: the signals - SIGTERM or SIGINT begins a drain, a
+ * second one stops at once, SIGHUP reopens the log and then lets the
+ * program reload -, the drain itself (a tick that asks the program whether
+ * its work in flight is done, bounded by a drain time), the ready file (a
+ * small JSON object written atomically) and a metrics listener (GET
+ * /metrics behind the HTTP guard). What draining and reloading mean is the
+ * program's.
+ */
+#ifndef RS_DAEMON_H
+#define RS_DAEMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rs_error.h"
+#include "rs_httpguard.h"
+
+struct event_base;
+struct rs_metrics;
+struct rs_daemon;
+struct rs_metrics_server;
+
+struct rs_daemon_opts {
+    struct event_base *base;
+    int64_t drain_ms;              /* the longest drain */
+    unsigned drain_tick_ms;        /* how often drained is asked; 0 = 50 */
+    /* The first SIGTERM or SIGINT (or rs_daemon_drain): stop taking work,
+     * push out what is gathered. May be NULL. */
+    void (*on_drain)(void *ud);
+    /* Asked each tick while draining: is the work in flight done? NULL:
+     * done at once. */
+    bool (*drained)(void *ud);
+    /* The drain is over - done, past drain_ms (timed_out), or a second
+     * signal (timed_out) -: end the loop. Exactly once. */
+    void (*on_stopped)(void *ud, bool timed_out);
+    /* SIGHUP, after the log file was reopened. May be NULL. */
+    void (*on_reload)(void *ud);
+    void *ud;
+};
+
+/* Takes SIGTERM, SIGINT and SIGHUP on base. NULL when out of memory. */
+struct rs_daemon *rs_daemon_new(const struct rs_daemon_opts *o);
+void rs_daemon_free(struct rs_daemon *d);        /* NULL ok */
+
+/* Begin the drain as a signal would (a fatal condition, a test). */
+void rs_daemon_drain(struct rs_daemon *d);
+bool rs_daemon_draining(const struct rs_daemon *d);
+
+/* Write json (one object, a newline is added) to path, atomically: a
+ * temporary file beside it, then rename. RS_EIO on failure (errno says). */
+int rs_ready_file_write(const char *path, const char *json) RS_MUST_CHECK;
+
+/* A metrics listener: GET or HEAD /metrics answers m rendered (Prometheus
+ * text), anything else 404, behind the HTTP guard with limits (NULL: the
+ * defaults); its own counters go to m as PREFIX_* {listener="metrics"}.
+ * host NULL or "": all addresses. NULL on failure, the reason in err. */
+struct rs_metrics_server *rs_metrics_server_new(
+    struct event_base *base, struct rs_metrics *m, const char *host, int port,
+    const struct rs_httpguard_limits *limits, const char *prefix, char *err,
+    size_t errsz);
+/* The port bound (the kernel's choice for port 0). */
+int rs_metrics_server_port(const struct rs_metrics_server *ms);
+void rs_metrics_server_free(struct rs_metrics_server *ms);  /* NULL ok */
+
+#endif
