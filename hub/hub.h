@@ -1,8 +1,9 @@
 /*
  * hub.h - the rshub process: its configuration and the objects the main
  * loop owns (HTTP server, backlog, topics, fan-out, WebSocket server), and
- * the counters the HTTP handlers keep. Each handler module (ingest.c,
- * status.c) works on this struct; rshub.c builds and tears it down.
+ * the counters the HTTP handlers keep. Each handler module (ingest.h,
+ * status.h, websub.h) works on this struct; rshub.c builds and tears it
+ * down; hub.c holds its few helpers.
  */
 #ifndef HUB_HUB_H
 #define HUB_HUB_H
@@ -135,36 +136,12 @@ struct hub {
 
 const char *hub_reject_name(enum hub_reject r);
 
-/* Reply with status and a one-line text body ("error: ..." for errors). */
-void hub_reply_text(struct evhttp_request *req, int status, const char *reason,
-                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-/* The advertised URIs of a topic's WebSocket channel. */
+/* The advertised URI of a topic's WebSocket channel. */
 int hub_channel_uri(const struct hub *h, const struct topic *t, char *buf,
                     size_t len) RS_MUST_CHECK;
-
-/* POST /hub */
-void ingest_handle(struct hub *h, struct evhttp_request *req);
-
-/* POST /topics: register (open mode) or look up a topic before any
- * publish (docs/source.md 8). */
-void ingest_register(struct hub *h, struct evhttp_request *req);
-
-/* Answer 200 with t's GET /topics element (its backlog figures read from
- * Redis first, null when Redis does not answer). */
-void hub_reply_topic(struct hub *h, struct evhttp_request *req,
-                     const struct topic *t);
-
-/* GET /healthz, /readyz, /metrics, /topics, /topics/NAME/... ; returns
- * false when the path is not a status path. */
-bool status_handle(struct hub *h, struct evhttp_request *req, const char *path);
 
 /* Open mode: learn the topics other nodes created from the registry in
  * Redis, then call done (if given) whatever happened. */
 void hub_reload_topics(struct hub *h, void (*done)(void *ud), void *ud);
-
-/* Register the hub's metrics in h->metrics (at start-up); free them. */
-int status_metrics_init(struct hub *h) RS_MUST_CHECK;
-void status_metrics_free(struct hub *h);
 
 #endif

@@ -17,12 +17,15 @@
 
 #define RS_LOG_MODULE "ingest"
 #include "hub.h"
+#include "ingest.h"
+#include "reply.h"
 #include "rs_alloc.h"
 #include "rs_discover.h"
 #include "rs_httpcheck.h"
 #include "rs_log.h"
 #include "rs_parse.h"
 #include "rs_url.h"
+#include "status.h"
 #include "websub.h"
 
 /* A POST /topics form: a topic URI of at most TOPIC_URI_MAX bytes,
@@ -125,17 +128,17 @@ reply_auth(struct evhttp_request *req, enum auth a)
     if (a == AUTH_MISSING) {
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "WWW-Authenticate", "Bearer realm=\"rshub\"");
-        hub_reply_text(req, 401, "Unauthorized",
+        reply_text(req, 401, "Unauthorized",
                        "error: this topic needs Authorization: Bearer TOKEN");
     } else {
-        hub_reply_text(req, 403, "Forbidden", "error: wrong token for this topic");
+        reply_text(req, 403, "Forbidden", "error: wrong token for this topic");
     }
 }
 
 static void
 reply_full(struct hub *h, struct evhttp_request *req)
 {
-    hub_reply_text(req, 503, "Service Unavailable",
+    reply_text(req, 503, "Service Unavailable",
                    "error: this hub holds %zu topics already (--max-topics)",
                    topics_max(h->topics));
 }
@@ -186,7 +189,7 @@ on_appended(void *ud, int rc, struct msg_id id)
          * another command's timeout: RS_EIO). Say so: a retry may store
          * the notification twice (at least once, never lost). 503 'not
          * stored' is only for what was never sent (below, and ingest). */
-        hub_reply_text(p->req, 504, "Gateway Timeout",
+        reply_text(p->req, 504, "Gateway Timeout",
                        "error: Redis did not answer in time: the notification "
                        "may or may not be stored; a retry may store it twice");
         publish_free(p);
@@ -197,7 +200,7 @@ on_appended(void *ud, int rc, struct msg_id id)
     evhttp_add_header(out, "X-Hub-Id", idbuf);
     if (hub_channel_uri(h, p->topic, chan, sizeof(chan)) == 0)
         evhttp_add_header(out, "X-Hub-Channel", chan);
-    hub_reply_text(p->req, 202, "Accepted", "accepted %s", idbuf);
+    reply_text(p->req, 202, "Accepted", "accepted %s", idbuf);
     publish_free(p);
 }
 
@@ -206,7 +209,7 @@ reject(struct hub *h, struct evhttp_request *req, enum hub_reject why,
        int status, const char *reason, const char *msg)
 {
     h->rejected[why]++;
-    hub_reply_text(req, status, reason, "error: %s", msg);
+    reply_text(req, status, reason, "error: %s", msg);
 }
 
 /* End a publish that will not be stored (the publisher may be gone). */
@@ -220,7 +223,7 @@ publish_fail(struct publish *p, int status, const char *reason,
         if (status == 503)
             evhttp_add_header(evhttp_request_get_output_headers(p->req),
                               "Retry-After", "1");
-        hub_reply_text(p->req, status, reason, "error: %s", msg);
+        reply_text(p->req, status, reason, "error: %s", msg);
     }
     publish_free(p);
 }
@@ -443,7 +446,7 @@ reg_reply(struct hub *h, struct evhttp_request *req, enum hub_reg r,
     if (status == 503)
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "Retry-After", "1");
-    hub_reply_text(req, status, reason, "error: %s", msg);
+    reply_text(req, status, reason, "error: %s", msg);
 }
 
 /* The topic is known and the caller authorized: the kind decides. */
@@ -456,11 +459,11 @@ reg_finish(struct hub *h, struct evhttp_request *req, const struct topic *t,
         snprintf(msg, sizeof(msg), "topic %s is a %s topic, not %s", t->name,
                  topic_kind_name(t->kind), topic_kind_name(kind));
         h->registrations[REG_WRONG_KIND]++;
-        hub_reply_text(req, 409, "Conflict", "error: %s", msg);
+        reply_text(req, 409, "Conflict", "error: %s", msg);
         return;
     }
     h->registrations[ok]++;
-    hub_reply_topic(h, req, t);
+    status_reply_topic(h, req, t);
 }
 
 static void
@@ -574,7 +577,7 @@ ingest_register(struct hub *h, struct evhttp_request *req)
     if (ct == NULL || ctlen != 33 ||
         strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
         h->registrations[REG_MEDIA_TYPE]++;
-        hub_reply_text(req, 415, "Unsupported Media Type",
+        reply_text(req, 415, "Unsupported Media Type",
                        "error: Content-Type must be "
                        "application/x-www-form-urlencoded");
         return;
@@ -582,7 +585,7 @@ ingest_register(struct hub *h, struct evhttp_request *req)
     if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) >
         INGEST_REGISTER_MAX_BODY) {
         h->registrations[REG_TOO_BIG]++;
-        hub_reply_text(req, 413, "Payload Too Large",
+        reply_text(req, 413, "Payload Too Large",
                        "error: the form is larger than %d bytes",
                        INGEST_REGISTER_MAX_BODY);
         return;
@@ -592,7 +595,7 @@ ingest_register(struct hub *h, struct evhttp_request *req)
     const char *why = reg_parse(req, &uri, &kind);
     if (why != NULL) {
         h->registrations[REG_BAD_REQUEST]++;
-        hub_reply_text(req, 400, "Bad Request", "error: %s", why);
+        reply_text(req, 400, "Bad Request", "error: %s", why);
         return;
     }
     struct topic *t = topics_by_uri(h->topics, uri);
@@ -600,13 +603,13 @@ ingest_register(struct hub *h, struct evhttp_request *req)
         snprintf(msg, sizeof(msg), "unknown topic %.300s", uri);
         rs_free(uri);
         h->registrations[REG_UNKNOWN_TOPIC]++;
-        hub_reply_text(req, 404, "Not Found", "error: %s", msg);
+        reply_text(req, 404, "Not Found", "error: %s", msg);
         return;
     }
     if (t == NULL && !rs_url_is_http(uri)) {
         rs_free(uri);
         h->registrations[REG_BAD_REQUEST]++;
-        hub_reply_text(req, 400, "Bad Request", "error: a new topic must be "
+        reply_text(req, 400, "Bad Request", "error: a new topic must be "
                        "an absolute http(s) URI");
         return;
     }

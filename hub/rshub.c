@@ -24,12 +24,16 @@
 #include "acceptguard.h"
 #include "deliver.h"
 #include "hub.h"
+#include "ingest.h"
 #include "netpolicy.h"
+#include "reply.h"
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "rs_http.h"
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
+#include "status.h"
 #include "subs.h"
 #include "websub.h"
 
@@ -268,11 +272,11 @@ on_http(struct evhttp_request *req, void *arg)
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
                           "GET, HEAD");
-        hub_reply_text(req, 405, "Method Not Allowed", "error: method not allowed");
+        reply_text(req, 405, "Method Not Allowed", "error: method not allowed");
         return;
     }
     if (!status_handle(h, req, path))
-        hub_reply_text(req, 404, "Not Found", "error: no such resource");
+        reply_text(req, 404, "Not Found", "error: no such resource");
 }
 
 /* ---------------------------------------------------------------- janitor */
@@ -329,62 +333,37 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
 
 /* ---------------------------------------------------------------- signals */
 
-static struct event *ev_drain_timer;
-
+/* The drain (rs_daemon runs it): new publishes are refused (503) and
+ * /readyz says so; the loop ends once the publishes in flight have their
+ * answer from Redis, or the drain time is up. */
 static void
-on_drain_tick(evutil_socket_t fd, short what, void *arg)
+on_drain(void *ud)
 {
-    (void)fd;
-    (void)what;
-    struct hub *h = arg;
-    static unsigned waited;
-    waited += 50;
-    if (h->inflight == 0 || waited >= (unsigned)conf.drain_ms)
-        event_base_loopexit(h->base, NULL);
-}
+    struct hub *h = ud;
 
-static void
-on_signal(evutil_socket_t sig, short what, void *arg)
-{
-    (void)what;
-    struct hub *h = arg;
-    if (sig == SIGHUP) {
-        if (rs_log_reopen() != 0)
-            rs_log(RS_LOG_WARN, "cannot reopen the log file");
-        return;
-    }
-    if (h->draining) {
-        event_base_loopexit(h->base, NULL);   /* second signal: now */
-        return;
-    }
     rs_log(RS_LOG_INFO, "draining: waiting for %u publishes in flight",
            h->inflight);
     h->draining = true;
-    struct timeval tick = { 0, 50000 };
-    ev_drain_timer = event_new(h->base, -1, EV_PERSIST, on_drain_tick, h);
-    if (ev_drain_timer == NULL || event_add(ev_drain_timer, &tick) != 0)
-        event_base_loopexit(h->base, NULL);
+}
+
+static bool
+on_drained(void *ud)
+{
+    return ((struct hub *)ud)->inflight == 0;
+}
+
+static void
+on_stopped(void *ud, bool timed_out)
+{
+    struct hub *h = ud;
+
+    if (timed_out && h->inflight > 0)
+        rs_log(RS_LOG_WARN, "stopping with %u publishes unanswered (their "
+               "publishers retry)", h->inflight);
+    event_base_loopexit(h->base, NULL);
 }
 
 /* ------------------------------------------------------------------- main */
-
-static int
-write_ready_file(const char *path, int http, int ws, int publish)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return RS_EIO;
-    if (publish >= 0)
-        fprintf(f, "{\"http\":%d,\"ws\":%d,\"publish\":%d}\n", http, ws,
-                publish);
-    else
-        fprintf(f, "{\"http\":%d,\"ws\":%d}\n", http, ws);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return RS_EIO;
-    return 0;
-}
 
 static int
 setup_log(void)
@@ -569,7 +548,8 @@ main(int argc, char **argv)
 {
     int exit_code = 1;
     struct hub h;
-    struct event *ev_sig[3] = { NULL, NULL, NULL }, *ev_janitor = NULL;
+    struct rs_daemon *daemon = NULL;  /* signals and the drain */
+    struct event *ev_janitor = NULL;
     struct http_listener main_l, pub_l;
     memset(&main_l, 0, sizeof(main_l));
     memset(&pub_l, 0, sizeof(pub_l));
@@ -732,12 +712,16 @@ main(int argc, char **argv)
     if (status_metrics_init(&h) != 0)
         goto out;
 
-    int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
-    for (int i = 0; i < 3; i++) {
-        ev_sig[i] = evsignal_new(h.base, sigs[i], on_signal, &h);
-        if (ev_sig[i] == NULL || event_add(ev_sig[i], NULL) != 0)
-            goto out;
-    }
+    struct rs_daemon_opts dmo = {
+        .base = h.base,
+        .drain_ms = conf.drain_ms,
+        .on_drain = on_drain,
+        .drained = on_drained,
+        .on_stopped = on_stopped,
+        .ud = &h,
+    };
+    if ((daemon = rs_daemon_new(&dmo)) == NULL)
+        goto out;
     struct timeval ten = { 10, 0 };
     ev_janitor = event_new(h.base, -1, EV_PERSIST, on_janitor, &h);
     if (ev_janitor == NULL || event_add(ev_janitor, &ten) != 0)
@@ -752,9 +736,15 @@ main(int argc, char **argv)
               "publish_port", pub_l.http != NULL ? pp : "none",
               "hub", h.hub_url, "ws", conf.ws_public_url, "redis", conf.redis,
               "mode", conf.open ? "open" : "closed", NULL);
+    char ready[96];
+    if (pub_l.http != NULL)
+        snprintf(ready, sizeof(ready), "{\"http\":%d,\"ws\":%d,\"publish\":%d}",
+                 h.http_port, h.ws_port, pub_l.port);
+    else
+        snprintf(ready, sizeof(ready), "{\"http\":%d,\"ws\":%d}", h.http_port,
+                 h.ws_port);
     if (conf.ready_file != NULL &&
-        write_ready_file(conf.ready_file, h.http_port, h.ws_port,
-                         pub_l.http != NULL ? pub_l.port : -1) != 0)
+        rs_ready_file_write(conf.ready_file, ready) != 0)
         rs_log(RS_LOG_WARN, "cannot write %s", conf.ready_file);
 
     event_base_dispatch(h.base);
@@ -779,13 +769,9 @@ out:
     netpolicy_free(h.np);
     fanout_free(h.fanout);
     topics_free(h.topics);
-    for (int i = 0; i < 3; i++)
-        if (ev_sig[i] != NULL)
-            event_free(ev_sig[i]);
+    rs_daemon_free(daemon);
     if (ev_janitor != NULL)
         event_free(ev_janitor);
-    if (ev_drain_timer != NULL)
-        event_free(ev_drain_timer);
     status_metrics_free(&h);
     rs_metrics_free(h.metrics);
     rs_free(h.hub_url);

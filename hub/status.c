@@ -17,9 +17,12 @@
 #define RS_LOG_MODULE "status"
 #include "deliver.h"
 #include "hub.h"
+#include "reply.h"
 #include "rs_alloc.h"
 #include "rs_httpcheck.h"
 #include "rs_log.h"
+#include "rs_write.h"
+#include "status.h"
 #include "websub.h"
 
 /* A registry counter fed from a cumulative value kept elsewhere. */
@@ -44,22 +47,6 @@ struct hub_metrics {
     size_t cap;
 };
 
-static const char *const reject_names[REJ_COUNT] = {
-    [REJ_BAD_XML] = "bad_document",
-    [REJ_NOT_NOTIFICATION] = "not_a_notification",
-    [REJ_NO_TOPIC_LINK] = "no_topic_link",
-    [REJ_UNKNOWN_TOPIC] = "unknown_topic",
-    [REJ_WRONG_KIND] = "wrong_kind",
-    [REJ_NO_TOKEN] = "no_token",
-    [REJ_BAD_TOKEN] = "bad_token",
-    [REJ_TOO_BIG] = "too_big",
-    [REJ_MEDIA_TYPE] = "media_type",
-    [REJ_UNAVAILABLE] = "unavailable",
-    [REJ_TIMEOUT] = "outcome_unknown",
-    [REJ_METHOD] = "method",
-    [REJ_TOO_MANY_TOPICS] = "too_many_topics",
-};
-
 static const char *const reg_names[REG_COUNT] = {
     [REG_FOUND] = "found",
     [REG_CLAIMED] = "claimed",
@@ -74,61 +61,12 @@ static const char *const reg_names[REG_COUNT] = {
     [REG_TOO_MANY_TOPICS] = "too_many_topics",
 };
 
-const char *
-hub_reject_name(enum hub_reject r)
-{
-    return r < REJ_COUNT ? reject_names[r] : "unknown";
-}
-
 static void
 synced_set(struct synced *s, uint64_t now)
 {
     if (now > s->last)
         rs_metrics_counter_add(s->c, now - s->last);
     s->last = now;
-}
-
-/* ------------------------------------------------------------- replies */
-
-void
-hub_reply_text(struct evhttp_request *req, int status, const char *reason,
-               const char *fmt, ...)
-{
-    struct evbuffer *b = evbuffer_new();
-    if (b != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        evbuffer_add_vprintf(b, fmt, ap);
-        va_end(ap);
-        evbuffer_add(b, "\n", 1);
-    }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/plain; charset=utf-8");
-    evhttp_send_reply(req, status, reason, b);
-    if (b != NULL)
-        evbuffer_free(b);
-}
-
-static void
-reply_buf(struct evhttp_request *req, const char *ctype, const char *data,
-          size_t len)
-{
-    struct evbuffer *b = evbuffer_new();
-    if (b == NULL) {
-        evhttp_send_error(req, 500, "out of memory");
-        return;
-    }
-    evbuffer_add(b, data, len);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    evhttp_send_reply(req, 200, "OK", b);
-    evbuffer_free(b);
-}
-
-int
-hub_channel_uri(const struct hub *h, const struct topic *t, char *buf, size_t len)
-{
-    int n = snprintf(buf, len, "%s/channel/%s", h->conf->ws_public_url, t->name);
-    return (n > 0 && (size_t)n < len) ? 0 : RS_ETOOBIG;
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -222,7 +160,7 @@ status_metrics_init(struct hub *h)
                                          "Publications refused, by reason (the "
                                          "413s of --max-body are libevent's own "
                                          "and not counted).",
-                                         "reason", reject_names[r], NULL);
+                                         "reason", hub_reject_name(r), NULL);
     for (int r = 0; rc == 0 && r < REG_COUNT; r++)
         rc = rs_metrics_register_counter(h->metrics, &hm->registrations[r].c,
                                          "rshub_topic_registrations_total",
@@ -415,53 +353,13 @@ serve_metrics(struct hub *h, struct evhttp_request *req)
     size_t len = 0;
     metrics_sync(h);
     if (rs_metrics_render(h->metrics, &h->hm->buf, &h->hm->cap, &len) != 0) {
-        hub_reply_text(req, 500, "Internal Server Error", "error: out of memory");
+        reply_text(req, 500, "Internal Server Error", "error: out of memory");
         return;
     }
     reply_buf(req, RS_METRICS_CONTENT_TYPE, h->hm->buf, len);
 }
 
 /* --------------------------------------------------------------- topics */
-
-struct reload {
-    struct hub *h;
-    void (*done)(void *ud);
-    void *ud;
-};
-
-static void
-on_topics_loaded(void *ud, int rc, const char *const *names,
-                 const char *const *values, size_t n)
-{
-    struct reload *r = ud;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        char *uri = NULL;
-        enum topic_kind kind;
-        if (topic_record_parse(values[i], strlen(values[i]), &uri, &kind) != 0 ||
-            topics_remember(r->h->topics, names[i], uri, kind) != 0)
-            rs_log(RS_LOG_WARN, "ignoring registered topic %s", names[i]);
-        rs_free(uri);
-    }
-    if (r->done != NULL && rc != RS_ECANCELED)
-        r->done(r->ud);
-    rs_free(r);
-}
-
-void
-hub_reload_topics(struct hub *h, void (*done)(void *ud), void *ud)
-{
-    struct reload *r = rs_malloc(sizeof(*r));
-    if (r != NULL) {
-        r->h = h;
-        r->done = done;
-        r->ud = ud;
-        if (backlog_topics(h->backlog, on_topics_loaded, r) == 0)
-            return;
-        rs_free(r);
-    }
-    if (done != NULL)
-        done(ud);
-}
 
 /* GET /topics: one backlog_info per topic, answered when all are back.
  * POST /topics answers with one element of that array (single). */
@@ -488,7 +386,7 @@ topics_req_finish(struct topics_req *tr)
         const json_t *out = tr->single ? json_array_get(tr->arr, 0) : tr->arr;
         char *s = out != NULL ? json_dumps(out, JSON_INDENT(2)) : NULL;
         if (s == NULL) {
-            hub_reply_text(tr->req, 500, "Internal Server Error", "error: out of memory");
+            reply_text(tr->req, 500, "Internal Server Error", "error: out of memory");
         } else {
             reply_buf(tr->req, "application/json", s, strlen(s));
             free(s);
@@ -615,7 +513,7 @@ topics_req_new(struct hub *h, struct evhttp_request *req)
     struct topics_req *tr = rs_calloc(1, sizeof(*tr));
     if (tr == NULL || (tr->arr = json_array()) == NULL) {
         rs_free(tr);
-        hub_reply_text(req, 500, "Internal Server Error", "error: out of memory");
+        reply_text(req, 500, "Internal Server Error", "error: out of memory");
         return NULL;
     }
     tr->h = h;
@@ -682,7 +580,7 @@ serve_topics_now(struct hub *h, struct evhttp_request *req)
 }
 
 void
-hub_reply_topic(struct hub *h, struct evhttp_request *req,
+status_reply_topic(struct hub *h, struct evhttp_request *req,
                 const struct topic *t)
 {
     struct topics_req *tr = topics_req_new(h, req);
@@ -693,52 +591,56 @@ hub_reply_topic(struct hub *h, struct evhttp_request *req,
     topics_req_start(tr);
 }
 
-/* XML text escaping for the entries snippet. */
-static void
-add_escaped(struct evbuffer *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': evbuffer_add(b, "&amp;", 5); break;
-        case '<': evbuffer_add(b, "&lt;", 4); break;
-        case '>': evbuffer_add(b, "&gt;", 4); break;
-        case '"': evbuffer_add(b, "&quot;", 6); break;
-        default: evbuffer_add(b, s, 1); break;
-        }
-    }
-}
-
+/* GET /topics/NAME/capabilitylist-entries: the WebSocket channel and the
+ * WebSub topic as <url> elements of a Capability List, written by
+ * rs_write (entries only: a fragment to paste). */
 static void
 serve_caplist_entries(struct hub *h, struct evhttp_request *req,
                       const char *name)
 {
     const struct topic *t = topics_by_name(h->topics, name);
-    char uri[512];
+    struct rs_write_opts wo = { .pretty = true, .no_decl = true,
+                                .lenient = true, .entries_only = true };
+    struct rs_head head;
+    struct rs_entry e[2];
+    struct rs_link hub;
+    char uri[512], *out = NULL;
+    size_t len = 0;
+    bool framework;
+
     if (t == NULL || hub_channel_uri(h, t, uri, sizeof(uri)) != 0) {
-        hub_reply_text(req, 404, "Not Found", "error: unknown topic");
+        reply_text(req, 404, "Not Found", "error: unknown topic");
         return;
     }
-    bool framework = t->kind == TOPIC_FRAMEWORK;
-    struct evbuffer *b = evbuffer_new();
-    if (b == NULL) {
-        hub_reply_text(req, 500, "Internal Server Error", "error: out of memory");
+    framework = t->kind == TOPIC_FRAMEWORK;
+    rs_head_init(&head);
+    head.root = RS_ROOT_URLSET;
+    head.has_md = true;
+    head.md.capability = RS_CAP_CAPABILITYLIST;
+    for (int i = 0; i < 2; i++) {
+        rs_entry_init(&e[i]);
+        e[i].has_md = true;
+        e[i].md.capability = framework ? RS_CAP_FRAMEWORK_NOTIFICATION
+                                       : RS_CAP_CHANGELIST_NOTIFICATION;
+    }
+    /* The 2013 draft defines ws:// channels, and spells the change
+     * channel's capability "change-notification" (docs/protocol.md 6). */
+    e[0].loc = uri;
+    e[0].md.capability_alpha = !framework;
+    rs_link_init(&hub);
+    hub.rel = "hub";
+    hub.href = h->hub_url;
+    e[1].loc = t->uri;
+    e[1].links = &hub;
+    e[1].nlinks = 1;
+    if (rs_write_buf(&head, e, 2, &wo, &out, &len) != 0) {
+        reply_text(req, 500, "Internal Server Error",
+                   "error: the entries cannot be written (topic URI?)");
+        rs_free(out);
         return;
     }
-    evbuffer_add_printf(b, "<url>\n  <loc>");
-    add_escaped(b, uri);
-    evbuffer_add_printf(b, "</loc>\n  <rs:md capability=\"%s\"/>\n</url>\n",
-                        framework ? "framework-notification" : "change-notification");
-    evbuffer_add_printf(b, "<url>\n  <loc>");
-    add_escaped(b, t->uri);
-    evbuffer_add_printf(b, "</loc>\n  <rs:md capability=\"%s\"/>\n"
-                        "  <rs:ln rel=\"hub\" href=\"",
-                        framework ? "framework-notification" : "changelist-notification");
-    add_escaped(b, h->hub_url);
-    evbuffer_add_printf(b, "\"/>\n</url>\n");
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "application/xml; charset=utf-8");
-    evhttp_send_reply(req, 200, "OK", b);
-    evbuffer_free(b);
+    reply_buf(req, "application/xml; charset=utf-8", out, len);
+    rs_free(out);
 }
 
 /* A request whose framing could be read two ways is answered (400 or 501,
@@ -751,12 +653,12 @@ status_handle(struct hub *h, struct evhttp_request *req, const char *path)
     if (rs_httpcheck_refuse(req))
         return true;
     if (strcmp(path, "/healthz") == 0) {
-        hub_reply_text(req, 200, "OK", "ok");
+        reply_text(req, 200, "OK", "ok");
     } else if (strcmp(path, "/readyz") == 0) {
         if (backlog_ready(h->backlog) && !h->draining)
-            hub_reply_text(req, 200, "OK", "ready");
+            reply_text(req, 200, "OK", "ready");
         else
-            hub_reply_text(req, 503, "Service Unavailable",
+            reply_text(req, 503, "Service Unavailable",
                            h->draining ? "draining" : "redis unavailable");
     } else if (strcmp(path, "/metrics") == 0) {
         serve_metrics(h, req);
@@ -768,7 +670,7 @@ status_handle(struct hub *h, struct evhttp_request *req, const char *path)
         char buf[BACKLOG_NAME_MAX + 1];
         size_t n = end != NULL ? (size_t)(end - name) : 0;
         if (end == NULL || end[sizeof(suffix) - 1] != '\0' || n == 0 || n >= sizeof(buf)) {
-            hub_reply_text(req, 404, "Not Found", "error: no such resource");
+            reply_text(req, 404, "Not Found", "error: no such resource");
             return true;
         }
         memcpy(buf, name, n);

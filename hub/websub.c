@@ -30,6 +30,7 @@
 #include "deliver.h"
 #include "hub.h"
 #include "netpolicy.h"
+#include "reply.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_time.h"
@@ -152,7 +153,7 @@ op_reply(struct op *o, int status, const char *reason, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        hub_reply_text(o->req, status, reason, "%s", msg);
+        reply_text(o->req, status, reason, "%s", msg);
     }
     o->req = NULL;
 }
@@ -582,7 +583,7 @@ on_ping_claimed(void *ud, int rc, const char *rec, size_t len)
 static void
 reply_full(struct hub *h, struct evhttp_request *req)
 {
-    hub_reply_text(req, 503, "Service Unavailable",
+    reply_text(req, 503, "Service Unavailable",
                    "error: this hub holds %zu topics already (--max-topics)",
                    topics_max(h->topics));
 }
@@ -597,7 +598,7 @@ handle_publish(struct websub *w, struct evhttp_request *req,
         if (strcmp(kv->key, "hub.url") != 0 && strcmp(kv->key, "hub.topic") != 0)
             continue;
         if (!rs_url_is_http(kv->value)) {
-            hub_reply_text(req, 400, "Bad Request",
+            reply_text(req, 400, "Bad Request",
                            "error: %s must be an absolute http(s) URL", kv->key);
             return;
         }
@@ -639,15 +640,15 @@ handle_publish(struct websub *w, struct evhttp_request *req,
         return;
     }
     if (started == 0 && unknown > 0) {
-        hub_reply_text(req, 404, "Not Found", "error: unknown topic");
+        reply_text(req, 404, "Not Found", "error: unknown topic");
         return;
     }
     if (started == 0) {
-        hub_reply_text(req, 400, "Bad Request",
+        reply_text(req, 400, "Bad Request",
                        "error: hub.mode=publish needs hub.url or hub.topic");
         return;
     }
-    hub_reply_text(req, 202, "Accepted", "accepted: fetching %zu topic%s",
+    reply_text(req, 202, "Accepted", "accepted: fetching %zu topic%s",
                    started, started == 1 ? "" : "s");
 }
 
@@ -672,7 +673,7 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     size_t len = evbuffer_get_length(in);
     char *body = rs_malloc(len + 1);
     if (body == NULL) {
-        hub_reply_text(req, 503, "Service Unavailable", "error: out of memory");
+        reply_text(req, 503, "Service Unavailable", "error: out of memory");
         return;
     }
     evbuffer_copyout(in, body, len);
@@ -681,13 +682,13 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     if (strlen(body) != len || strstr(body, "%00") != NULL) {
         rs_free(body);
         w->st.denied++;
-        hub_reply_text(req, 400, "Bad Request", "error: the form holds a NUL byte");
+        reply_text(req, 400, "Bad Request", "error: the form holds a NUL byte");
         return;
     }
     int prc = evhttp_parse_query_str(body, &form);
     rs_free(body);
     if (prc != 0) {
-        hub_reply_text(req, 400, "Bad Request", "error: malformed form body");
+        reply_text(req, 400, "Bad Request", "error: malformed form body");
         evhttp_clear_headers(&form);
         return;
     }
@@ -730,7 +731,7 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     }
     if (err != NULL) {
         w->st.denied++;
-        hub_reply_text(req, 400, "Bad Request", "error: %s", err);
+        reply_text(req, 400, "Bad Request", "error: %s", err);
         evhttp_clear_headers(&form);
         return;
     }
@@ -752,7 +753,7 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     }
     struct op *o = rs_calloc(1, sizeof(*o));
     if (o == NULL) {
-        hub_reply_text(req, 503, "Service Unavailable", "error: out of memory");
+        reply_text(req, 503, "Service Unavailable", "error: out of memory");
         evhttp_clear_headers(&form);
         return;
     }
@@ -773,7 +774,7 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     evhttp_clear_headers(&form);   /* topic, callback, secret die here */
     if (o->topic_uri == NULL || o->callback == NULL || o->host == NULL ||
         (want_secret && o->secret == NULL)) {
-        hub_reply_text(req, o->host == NULL ? 400 : 503,
+        reply_text(req, o->host == NULL ? 400 : 503,
                        o->host == NULL ? "Bad Request" : "Service Unavailable",
                        o->host == NULL ? "error: hub.callback has no host"
                                        : "error: out of memory");
@@ -783,7 +784,7 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     }
     if (strlen(o->host) > SUBS_HOST_MAX) {
         w->st.denied++;
-        hub_reply_text(req, 400, "Bad Request",
+        reply_text(req, 400, "Bad Request",
                        "error: hub.callback's host is longer than %d bytes",
                        SUBS_HOST_MAX);
         o->req = NULL;
@@ -794,7 +795,7 @@ websub_handle(struct websub *w, struct evhttp_request *req)
         o->req = NULL;
         op_free(o);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-        hub_reply_text(req, 503, "Service Unavailable",
+        reply_text(req, 503, "Service Unavailable",
                        "error: the subscription store (Redis) is unavailable");
         return;
     }

@@ -1526,6 +1526,7 @@ out:
 struct mem_src {
     const char *buf;
     size_t len;
+    size_t max;                /* the document limit in force */
 };
 
 /* In pieces, as from the network: libxml2 refuses a single chunk of more
@@ -1539,6 +1540,10 @@ feed_mem(struct rs_parser *p, void *src)
     size_t off = 0;
     int rc = 0;
 
+    /* Too big as a whole: one feed, which the parser refuses before it
+     * parses a byte. */
+    if (m->len > m->max)
+        return rs_parser_feed(p, m->buf, m->len);
     do {
         size_t n = m->len - off < DOC_FEED_PIECE ? m->len - off
                                                  : DOC_FEED_PIECE;
@@ -1552,7 +1557,8 @@ int
 rs_doc_parse(const char *buf, size_t len, const struct rs_parse_opts *opts,
              struct rs_doc **out, struct rs_diag *diag)
 {
-    struct mem_src m = { buf, len };
+    struct mem_src m = { buf, len, opts != NULL && opts->max_bytes != 0
+                                   ? opts->max_bytes : RS_MAX_DOC_BYTES };
     return doc_parse(feed_mem, &m, opts, out, diag);
 }
 

@@ -200,6 +200,9 @@ static void
 wr_indent(struct rs_writer *w, unsigned depth)
 {
     static const char spaces[] = "        ";
+    /* A fragment's entries are its top level. */
+    if (w->opts.entries_only && depth > 0)
+        depth--;
     if (w->opts.pretty)
         wr_put(w, spaces, 2 * depth);
 }
@@ -559,6 +562,10 @@ rs_writer_begin(struct rs_writer *w, const struct rs_head *h)
         return w->err;
     }
     w->root = h->root;
+    if (w->opts.entries_only) {
+        w->state = WR_BODY;
+        return 0;
+    }
 
     if (!w->opts.no_decl) {
         wr_lit(w, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
@@ -674,7 +681,9 @@ rs_writer_end(struct rs_writer *w)
     }
     /* The closing tag ends with a newline in compact mode too, so the
      * output is a proper text file. */
-    if (w->root == RS_ROOT_URLSET)
+    if (w->opts.entries_only)
+        ;                             /* a fragment: no closing tag */
+    else if (w->root == RS_ROOT_URLSET)
         wr_lit(w, "</urlset>\n");
     else
         wr_lit(w, "</sitemapindex>\n");

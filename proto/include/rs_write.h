@@ -22,6 +22,11 @@ struct rs_write_opts {
     bool pretty;      /* newline + 2-space indentation (default: on) */
     bool no_decl;     /* omit <?xml version="1.0" encoding="UTF-8"?> */
     bool lenient;     /* check as a reader does (RS_CHECK_READER) */
+    /* Write the entries alone - no declaration, root element, head or
+     * closing tag -: a fragment to paste into a document of the head's
+     * kind, whose root declares the sitemap and rs namespaces. The head is
+     * checked all the same. */
+    bool entries_only;
 };
 
 struct rs_writer;

@@ -1661,10 +1661,72 @@ test_roundtrip_parsed_spec(void **state)
     rs_free(out);
 }
 
+/* write/entries_only: a fragment of entries - no declaration, root, head
+ * or closing tag - that parses back to the same entries once wrapped in a
+ * document of the head's kind; the head is still checked (a head the
+ * checker refuses refuses the fragment). */
+static void
+test_entries_only(void **state)
+{
+    struct rs_write_opts wo = { .pretty = true, .lenient = true,
+                                .entries_only = true };
+    struct rs_head head;
+    struct rs_entry e[2];
+    struct rs_link hub;
+    char *out = NULL, *doc;
+    size_t len = 0;
+    struct rs_doc *d = NULL;
+
+    (void)state;
+    rs_head_init(&head);
+    head.root = RS_ROOT_URLSET;
+    head.has_md = true;
+    head.md.capability = RS_CAP_CAPABILITYLIST;
+    for (int i = 0; i < 2; i++) {
+        rs_entry_init(&e[i]);
+        e[i].has_md = true;
+        e[i].md.capability = RS_CAP_CHANGELIST_NOTIFICATION;
+    }
+    e[0].loc = "ws://hub.example/channel/a";
+    e[0].md.capability_alpha = true;
+    rs_link_init(&hub);
+    hub.rel = "hub";
+    hub.href = "http://hub.example/hub?x=1&y=2";
+    e[1].loc = "http://example.com/changes";
+    e[1].links = &hub;
+    e[1].nlinks = 1;
+    assert_int_equal(rs_write_buf(&head, e, 2, &wo, &out, &len), 0);
+    assert_null(strstr(out, "<?xml"));
+    assert_null(strstr(out, "urlset"));
+    assert_null(strstr(out, "capabilitylist"));
+    assert_int_equal(strncmp(out, "<url>", 5), 0);
+    assert_non_null(strstr(out, "href=\"http://hub.example/hub?x=1&amp;y=2\""));
+    size_t dl = len + 256;
+    doc = malloc(dl);
+    assert_non_null(doc);
+    snprintf(doc, dl, "<urlset xmlns=\"" RS_NS_SITEMAP "\" xmlns:rs=\""
+             RS_NS_RS "\"><rs:md capability=\"capabilitylist\"/>%s</urlset>",
+             out);
+    assert_int_equal(rs_doc_parse(doc, strlen(doc), NULL, &d, NULL), 0);
+    assert_int_equal(d->nentries, 2);
+    assert_string_equal(d->entries[0].loc, "ws://hub.example/channel/a");
+    assert_true(d->entries[0].md.capability_alpha);
+    assert_string_equal(d->entries[1].links[0].href,
+                        "http://hub.example/hub?x=1&y=2");
+    rs_doc_free(d);
+    free(doc);
+    rs_free(out);
+    out = NULL;
+    head.md.capability = RS_CAP_NONE;     /* no capability: refused */
+    assert_int_not_equal(rs_write_buf(&head, e, 2, &wo, &out, &len), 0);
+    rs_free(out);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_entries_only),
         cmocka_unit_test(test_source_description),
         cmocka_unit_test(test_capability_list),
         cmocka_unit_test(test_alpha_capability),

@@ -1,0 +1,85 @@
+/*
+ * hub.c - the rshub process's own helpers (hub.h): the names of publish
+ * outcomes, the advertised URI of a topic's channel, and learning the
+ * topics other nodes registered (open mode). The handlers are ingest.c,
+ * status.c and websub.c; rshub.c builds the process.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#define RS_LOG_MODULE "hub"
+#include "hub.h"
+#include "rs_alloc.h"
+#include "rs_log.h"
+
+static const char *const reject_names[REJ_COUNT] = {
+    [REJ_BAD_XML] = "bad_document",
+    [REJ_NOT_NOTIFICATION] = "not_a_notification",
+    [REJ_NO_TOPIC_LINK] = "no_topic_link",
+    [REJ_UNKNOWN_TOPIC] = "unknown_topic",
+    [REJ_WRONG_KIND] = "wrong_kind",
+    [REJ_NO_TOKEN] = "no_token",
+    [REJ_BAD_TOKEN] = "bad_token",
+    [REJ_TOO_BIG] = "too_big",
+    [REJ_MEDIA_TYPE] = "media_type",
+    [REJ_UNAVAILABLE] = "unavailable",
+    [REJ_TIMEOUT] = "outcome_unknown",
+    [REJ_METHOD] = "method",
+    [REJ_TOO_MANY_TOPICS] = "too_many_topics",
+};
+
+const char *
+hub_reject_name(enum hub_reject r)
+{
+    return r < REJ_COUNT ? reject_names[r] : "unknown";
+}
+
+int
+hub_channel_uri(const struct hub *h, const struct topic *t, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/channel/%s", h->conf->ws_public_url, t->name);
+    return (n > 0 && (size_t)n < len) ? 0 : RS_ETOOBIG;
+}
+
+/* --------------------------------------------------------- the registry */
+
+struct reload {
+    struct hub *h;
+    void (*done)(void *ud);
+    void *ud;
+};
+
+static void
+on_topics_loaded(void *ud, int rc, const char *const *names,
+                 const char *const *values, size_t n)
+{
+    struct reload *r = ud;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char *uri = NULL;
+        enum topic_kind kind;
+        if (topic_record_parse(values[i], strlen(values[i]), &uri, &kind) != 0 ||
+            topics_remember(r->h->topics, names[i], uri, kind) != 0)
+            rs_log(RS_LOG_WARN, "ignoring registered topic %s", names[i]);
+        rs_free(uri);
+    }
+    if (r->done != NULL && rc != RS_ECANCELED)
+        r->done(r->ud);
+    rs_free(r);
+}
+
+void
+hub_reload_topics(struct hub *h, void (*done)(void *ud), void *ud)
+{
+    struct reload *r = rs_malloc(sizeof(*r));
+    if (r != NULL) {
+        r->h = h;
+        r->done = done;
+        r->ud = ud;
+        if (backlog_topics(h->backlog, on_topics_loaded, r) == 0)
+            return;
+        rs_free(r);
+    }
+    if (done != NULL)
+        done(ud);
+}
+
