@@ -1,22 +1,25 @@
 /*
  * deliver.c - WebSub content distribution (deliver.h).
  *
- * Per subscription: a queue of refcounted bodies in stream order, fed from
- * the tail while the subscription is caught up; `queued_to` is the newest
- * id queued. When it falls behind (start, overflow) it is "lagging" and
- * refills from the backlog after queued_to. The rule that keeps the seam
- * between pages and the tail gap-free is fanout.c's: a short page ends the
- * lag only if the tail's head for the topic has not passed the page's last
- * id; otherwise what the tail gave meanwhile is in the next page.
- *
- * One POST in flight per subscription; on 2xx the cursor advances and is
- * written to Redis within 100 ms; 410 removes; anything else backs off.
+ * Each subscription is two small state machines, changed only through
+ * sub_set and sub_set_feed, which log from -> to (diagrams in
+ * docs/internals/websub.md):
+ *   - its POST (enum dsub_state): IDLE -> [HOST_WAIT ->] POSTING -> IDLE on
+ *     2xx, or -> RETRY_WAIT (backoff timer) -> IDLE; 410, --drop-failing,
+ *     an expired lease, an unsubscribe or a lost lock -> REMOVING, freed
+ *     once its POST and page read are over;
+ *   - its feed (enum dsub_feed): LIVE (fed from the tail while caught up)
+ *     -> BEHIND (start, queue full) -> READING (a page of the backlog after
+ *     queued_to) -> LIVE or BEHIND. The rule that keeps the seam between
+ *     pages and the tail gap-free is fanout.c's: a short page ends the lag
+ *     only if the tail's head for the topic has not passed the page's last
+ *     id; otherwise what the tail gave meanwhile is in the next page.
+ * Both run at once: a page may be read while the head of the queue is
+ * posted. On 2xx the cursor advances and is written to Redis within
+ * 100 ms. Host slots are hostsched.c's, the wire format websubwire.c's,
+ * the store subs.c's.
  */
-#include <curl/curl.h>
 #include <event2/event.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +27,16 @@
 
 #define RS_LOG_MODULE "websub"
 #include "deliver.h"
+#include "hostsched.h"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
+#include "rs_fnv.h"
 #include "rs_log.h"
 #include "rs_time.h"
-#include "rs_url.h"
+#include "websubwire.h"
+
+#define DELIVER_RETRY_FIRST_MS 1000
+#define DELIVER_FLUSH_BATCH 256      /* cursors per script call */
 
 /* An accepted notification as delivered: bytes as published. */
 struct body {
@@ -39,64 +48,90 @@ struct body {
     char data[];
 };
 
-struct dtopic;
-
-/* A callback origin (scheme://host:port): the unit of the HTTP client's
- * per-host connection cap. Subscriptions whose last attempt failed
- * ("suspect") may hold at most suspect_cap of its slots, so retries of
- * stalled or failing callbacks never starve a healthy one on the same host. */
-struct dhost {
-    char *origin;
-    unsigned refs;            /* subscriptions using it */
-    unsigned inflight;        /* POSTs handed to the HTTP client */
-    unsigned suspect_inflight;
-    /* Waiting for a slot, healthy ones served first. We never hand the
-     * client more than host_conns POSTs for a host: beyond its cap curl
-     * queues FIFO, and a healthy POST would wait behind suspect ones. */
-    struct dsub *wait_head[2], *wait_tail[2];   /* [0] healthy, [1] suspect */
+/* The POST side of a subscription. */
+enum dsub_state {
+    DS_IDLE = 0,              /* no POST, no timer: sub_kick picks the next
+                                 step (nothing queued, lease over, or a POST
+                                 that could not start: the tick retries) */
+    DS_HOST_WAIT,             /* the head of the queue waits for a slot on
+                                 the callback's host (slot is WAITING) */
+    DS_POSTING,               /* one POST in flight (req; slot HOLDING) */
+    DS_RETRY_WAIT,            /* the last POST failed: timer armed */
+    DS_REMOVING,              /* detached from its topic (t NULL): freed by
+                                 sub_reap once req and its page read end */
 };
+
+static const char *const dsub_state_names[] = {
+    "idle", "host-wait", "posting", "retry-wait", "removing",
+};
+
+/* Where a subscription's queue is filled from. */
+enum dsub_feed {
+    FEED_BEHIND = 0,          /* refills from the backlog after queued_to */
+    FEED_READING,             /* a page read is in flight */
+    FEED_LIVE,                /* caught up: the tail's entries are queued */
+};
+
+static const char *const dsub_feed_names[] = { "behind", "reading", "live" };
+
+/* Telling a subscriber that notifications it was never given are gone
+ * (X-Hub-Gap). The state is in memory only: after a restart the cursor in
+ * Redis is still before the trim mark, and the first page finds the gap
+ * again. */
+enum dsub_gap {
+    GAP_NONE = 0,
+    GAP_FOUND,                /* entries after gap_after were trimmed; none
+                                 queued since */
+    GAP_TELLING,              /* every POST from gap_first on carries
+                                 X-Hub-Gap: gap_after until one gets 2xx */
+};
+
+struct dtopic;
 
 struct dsub {
     struct deliver *d;
-    struct dtopic *t;         /* NULL once forgotten */
+    struct dtopic *t;         /* NULL once REMOVING */
+    enum dsub_state state;
+    enum dsub_feed feed;
+    enum dsub_gap gap;
     char *callback;
-    char *host;
+    char *host;               /* the callback's host: the store's per-host
+                                 count */
     char *secret;             /* NULL: no signature */
     uint64_t expires_ms;
-    bool failing;             /* as recorded in Redis */
+    bool failing;             /* as recorded in Redis (after --retry-window
+                                 of failures); not a step: a failing one
+                                 still retries */
     struct msg_id cursor;     /* last delivered (2xx) */
     struct msg_id saved;      /* last cursor written to Redis */
     struct msg_id queued_to;  /* newest id queued or delivered */
     struct body **q;          /* ring, queue_max slots */
     unsigned qhead, qlen;
-    bool lagging, fetching;
-    struct rs_http_req *req;  /* POST in flight */
-    struct dhost *dh;
-    bool suspect_counted;     /* this POST counts in dh->suspect_inflight */
-    bool queued;              /* in dh's wait list */
-    struct dsub *wait_next;
-    struct event *timer;      /* retry backoff */
-    bool waiting;             /* timer armed */
-    unsigned attempts;
+    struct rs_http_req *req;  /* POSTING, and REMOVING until its on_done */
+    struct hostsched_ticket slot;
+    struct event *timer;      /* RETRY_WAIT */
+    unsigned attempts;        /* failed POSTs since the last 2xx */
     uint64_t first_fail_ms;
     uint64_t delivered;
-    /* Notifications after gap_after were trimmed before they could be
-     * delivered. The first one queued after that (gap_first; 0-0 until
-     * there is one: no entry has that id) and every POST after it say so
-     * (X-Hub-Gap) until one is answered 2xx (post_gap: the one in flight
-     * said it). */
-    bool gap, post_gap;
-    struct msg_id gap_after, gap_first;
-    bool removing;            /* removal asked of Redis: deliver no more */
-    bool seen;                /* reload bookkeeping */
+    struct msg_id gap_after;  /* GAP_FOUND, GAP_TELLING */
+    struct msg_id gap_first;  /* GAP_TELLING */
+    unsigned load_gen;        /* the topic load that last listed it */
+};
+
+enum dtopic_load {
+    LOAD_IDLE = 0,
+    LOAD_RUNNING,             /* subs_load in flight */
+    LOAD_AGAIN,               /* and another one asked meanwhile */
 };
 
 struct dtopic {
     struct deliver *d;
     char name[BACKLOG_NAME_MAX + 1];
-    bool owned, pinned;
+    bool owned;               /* the delivery lock is ours */
+    bool pinned;              /* in the fan-out's tail read */
     uint64_t lock_ok_ms;      /* last time the lock was ours for sure */
-    bool loading, reload_again;
+    enum dtopic_load load;
+    unsigned load_gen;        /* loads completed */
     struct msg_id head;       /* newest id the tail gave for this topic */
     struct dsub **v;
     size_t n, cap;
@@ -106,9 +141,10 @@ struct deliver {
     struct deliver_opts o;
     struct dtopic **topics;
     size_t ntopics, cap;
-    struct dhost **hosts;
-    size_t nhosts, hosts_cap;
-    unsigned suspect_cap;
+    struct hostsched *hosts;
+    /* 1 s doubling to --retry-max-delay, +-20 %, so that callbacks that
+     * failed together do not retry together */
+    struct rs_backoff backoff;
     struct event *ev_tick;    /* locks, leases, reloads */
     struct event *ev_flush;   /* cursors */
     struct deliver_stats st;
@@ -155,66 +191,40 @@ body_new(const struct backlog_entry *e)
     return b;
 }
 
-char *
-callback_host(const char *url)
+/* ------------------------------------------------------------ the setters */
+
+static void
+sub_set(struct dsub *s, enum dsub_state to, const char *why)
 {
-    char *host = NULL, *out = NULL;
-    CURLU *u = curl_url();
-    if (u == NULL)
-        return NULL;
-    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
-        out = rs_strdup(host);
-        for (char *c = out; c != NULL && *c; c++)
-            if (*c >= 'A' && *c <= 'Z')
-                *c = (char)(*c + 32);
-    }
-    curl_free(host);
-    curl_url_cleanup(u);
-    return out;
+    if (s->state == to)
+        return;
+    if (rs_log_enabled(RS_LOG_DEBUG))
+        rs_log_kv(RS_LOG_DEBUG, "delivery state", "callback", s->callback,
+                  "from", dsub_state_names[s->state], "to",
+                  dsub_state_names[to], "why", why, NULL);
+    s->state = to;
 }
 
-char *
-sub_record_json(const struct sub_record *r)
+static void
+sub_set_feed(struct dsub *s, enum dsub_feed to, const char *why)
 {
-    json_t *o = json_pack("{s:I, s:I, s:s}", "expires", (json_int_t)r->expires_ms,
-                          "created", (json_int_t)r->created_ms, "state",
-                          r->failing ? "failing" : "active");
-    if (o == NULL)
-        return NULL;
-    if (r->secret != NULL)
-        json_object_set_new(o, "secret", json_string(r->secret));
-    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(o);
-    if (s == NULL)
-        return NULL;
-    char *out = rs_strdup(s);
-    free(s);
-    return out;
+    if (s->feed == to)
+        return;
+    if (rs_log_enabled(RS_LOG_DEBUG))
+        rs_log_kv(RS_LOG_DEBUG, "delivery feed", "callback", s->callback,
+                  "from", dsub_feed_names[s->feed], "to",
+                  dsub_feed_names[to], "why", why, NULL);
+    s->feed = to;
 }
 
-int
-sub_record_parse(const char *json, struct sub_record *r)
+/* Does the POST of the head of s's queue carry X-Hub-Gap? (The same
+ * answer while it is in flight: the head does not change, and gap_first,
+ * set later, is newer than it.) */
+static bool
+sub_says_gap(const struct dsub *s)
 {
-    json_error_t err;
-    json_t *o = json_loads(json, 0, &err);
-    memset(r, 0, sizeof(*r));
-    if (o == NULL)
-        return RS_EINVAL;
-    json_int_t exp = 0, created = 0;
-    const char *state = "active", *secret = NULL;
-    int rc = json_unpack(o, "{s:I, s?I, s?s, s?s}", "expires", &exp, "created",
-                         &created, "state", &state, "secret", &secret) == 0
-                 ? 0 : RS_EINVAL;
-    if (rc == 0) {
-        r->expires_ms = (uint64_t)exp;
-        r->created_ms = (uint64_t)created;
-        r->failing = strcmp(state, "failing") == 0;
-        if (secret != NULL && (r->secret = rs_strdup(secret)) == NULL)
-            rc = RS_ENOMEM;
-    }
-    json_decref(o);
-    return rc;
+    return s->gap == GAP_TELLING && s->qlen > 0 &&
+           msg_id_cmp(s->q[s->qhead]->id, s->gap_first) >= 0;
 }
 
 /* ----------------------------------------------------------- subscriptions */
@@ -261,100 +271,12 @@ sub_drop_queue(struct dsub *s, unsigned queue_max)
     s->qhead = s->qlen = 0;
 }
 
-static struct dhost *
-host_get(struct deliver *d, const char *callback)
-{
-    char *origin = NULL;
-    if (rs_url_origin(callback, &origin) != 0)
-        return NULL;
-    for (size_t i = 0; i < d->nhosts; i++) {
-        if (strcmp(d->hosts[i]->origin, origin) == 0) {
-            rs_free(origin);
-            d->hosts[i]->refs++;
-            return d->hosts[i];
-        }
-    }
-    struct dhost *h = NULL;
-    if (d->nhosts == d->hosts_cap) {
-        size_t ncap = d->hosts_cap ? d->hosts_cap * 2 : 16;
-        struct dhost **nv = rs_realloc(d->hosts, ncap * sizeof(*nv));
-        if (nv == NULL)
-            goto fail;
-        d->hosts = nv;
-        d->hosts_cap = ncap;
-    }
-    h = rs_calloc(1, sizeof(*h));
-    if (h == NULL)
-        goto fail;
-    h->origin = origin;
-    h->refs = 1;
-    d->hosts[d->nhosts++] = h;
-    return h;
-fail:
-    rs_free(origin);
-    return NULL;
-}
-
-static void
-host_put(struct deliver *d, struct dhost *h)
-{
-    if (h == NULL || --h->refs > 0)
-        return;
-    for (size_t i = 0; i < d->nhosts; i++) {
-        if (d->hosts[i] == h) {
-            d->hosts[i] = d->hosts[--d->nhosts];
-            break;
-        }
-    }
-    rs_free(h->origin);
-    rs_free(h);
-}
-
-static void
-host_wait(struct dhost *h, struct dsub *s)
-{
-    if (s->queued)
-        return;
-    int k = s->attempts > 0;
-    s->wait_next = NULL;
-    if (h->wait_tail[k] != NULL)
-        h->wait_tail[k]->wait_next = s;
-    else
-        h->wait_head[k] = s;
-    h->wait_tail[k] = s;
-    s->queued = true;
-}
-
-static void
-host_unwait(struct dhost *h, struct dsub *s)
-{
-    if (!s->queued)
-        return;
-    for (int k = 0; k < 2; k++) {
-        struct dsub *prev = NULL;
-        for (struct dsub *w = h->wait_head[k]; w != NULL; prev = w, w = w->wait_next) {
-            if (w != s)
-                continue;
-            if (prev != NULL)
-                prev->wait_next = w->wait_next;
-            else
-                h->wait_head[k] = w->wait_next;
-            if (h->wait_tail[k] == w)
-                h->wait_tail[k] = prev;
-            s->queued = false;
-            return;
-        }
-    }
-}
-
-/* Free s: nothing of it is outstanding (no POST, no page read). */
+/* Free s: nothing of it is outstanding (no POST, no page read), or the
+ * loop that would run their callbacks is going away. */
 static void
 sub_free(struct deliver *d, struct dsub *s)
 {
-    host_unwait(s->dh, s);
-    host_put(d, s->dh);
-    if (s->t != NULL)
-        d->st.subscriptions--;
+    hostsched_leave(d->hosts, &s->slot);
     sub_drop_queue(s, d->o.queue_max);
     if (s->timer != NULL)
         event_free(s->timer);
@@ -365,9 +287,21 @@ sub_free(struct deliver *d, struct dsub *s)
     rs_free(s);
 }
 
-/* Detach s from its topic and free it, or let its POST's on_done do it. */
+/* A REMOVING subscription whose POST and page read are over is freed;
+ * true if it was. */
+static bool
+sub_reap(struct dsub *s)
+{
+    if (s->state != DS_REMOVING || s->req != NULL || s->feed == FEED_READING)
+        return false;
+    sub_free(s->d, s);
+    return true;
+}
+
+/* Detach s from its topic (-> REMOVING) and free it, or let its POST's
+ * on_done or its page's callback do it. */
 static void
-sub_forget(struct deliver *d, struct dsub *s)
+sub_forget(struct deliver *d, struct dsub *s, const char *why)
 {
     struct dtopic *t = s->t;
     for (size_t i = 0; i < t->n; i++) {
@@ -380,68 +314,60 @@ sub_forget(struct deliver *d, struct dsub *s)
     if (s->failing)
         d->st.failing--;
     s->t = NULL;
-    s->removing = true;
-    host_unwait(s->dh, s);
-    if (s->waiting)
+    if (s->state == DS_HOST_WAIT)
+        hostsched_cancel(d->hosts, &s->slot);
+    if (s->state == DS_RETRY_WAIT)
         event_del(s->timer);
+    sub_set(s, DS_REMOVING, why);
     if (s->req != NULL)
-        rs_http_cancel(s->req);   /* its on_done releases s */
-    else if (!s->fetching)
-        sub_free(d, s);           /* else the page callback does */
-}
-
-/* After an outstanding operation ended: free s if it was forgotten. */
-static bool
-sub_released(struct dsub *s)
-{
-    if (s->t != NULL || s->req != NULL || s->fetching)
-        return false;
-    sub_free(s->d, s);
-    return true;
+        rs_http_cancel(s->req);   /* its on_done (from the loop) reaps s */
+    else
+        sub_reap(s);
 }
 
 static void on_retry(evutil_socket_t fd, short what, void *arg);
+static bool on_admit(void *ud, struct hostsched_ticket *slot);
 
 static struct dsub *
 sub_new(struct deliver *d, struct dtopic *t, const char *callback,
-        const struct sub_record *rec, struct msg_id cursor)
+        const struct subs_record *rec, struct msg_id cursor)
 {
     struct dsub *s = rs_calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     s->d = d;
     s->callback = rs_strdup(callback);
-    s->host = callback_host(callback);
+    s->host = websubwire_callback_host(callback);
     s->q = rs_calloc(d->o.queue_max, sizeof(*s->q));
     s->timer = evtimer_new(d->o.base, on_retry, s);
-    s->dh = host_get(d, callback);
     if (s->callback == NULL || s->host == NULL || s->q == NULL ||
-        s->timer == NULL || s->dh == NULL) {
-        sub_free(d, s);
-        return NULL;
-    }
-    s->t = t;
-    s->secret = rec->secret != NULL ? rs_strdup(rec->secret) : NULL;
-    s->expires_ms = rec->expires_ms;
-    s->failing = rec->failing;
-    s->cursor = s->saved = s->queued_to = cursor;
-    s->lagging = true;
+        s->timer == NULL || hostsched_join(d->hosts, &s->slot, callback, s) != 0)
+        goto fail;
     if (t->n == t->cap) {
         size_t ncap = t->cap ? t->cap * 2 : 8;
         struct dsub **nv = rs_realloc(t->v, ncap * sizeof(*nv));
-        if (nv == NULL) {
-            s->t = NULL;
-            sub_free(d, s);
-            return NULL;
-        }
+        if (nv == NULL)
+            goto fail;
         t->v = nv;
         t->cap = ncap;
     }
+    if (rec->secret != NULL && (s->secret = rs_strdup(rec->secret)) == NULL)
+        goto fail;
+    s->t = t;
+    s->expires_ms = rec->expires_ms;
+    s->failing = rec->failing;
+    s->cursor = s->saved = s->queued_to = cursor;
+    s->state = DS_IDLE;
+    s->feed = FEED_BEHIND;      /* the first page says whether it is behind */
+    s->load_gen = t->load_gen;
     t->v[t->n++] = s;
     d->st.subscriptions++;
     if (s->failing)
         d->st.failing++;
     return s;
+fail:
+    sub_free(d, s);
+    return NULL;
 }
 
 static void
@@ -463,7 +389,7 @@ sub_remove(struct deliver *d, struct dsub *s, const char *why)
                     NULL) != 0)
         rs_log(RS_LOG_WARN, "cannot remove subscription %s now; the lease "
                "sweep will", s->callback);
-    sub_forget(d, s);
+    sub_forget(d, s, why);
 }
 
 /* ------------------------------------------------------------------- queue */
@@ -477,8 +403,10 @@ sub_enqueue(struct deliver *d, struct dsub *s, struct body *b)
     s->q[(s->qhead + s->qlen) % d->o.queue_max] = b;
     s->qlen++;
     s->queued_to = b->id;
-    if (s->gap && msg_id_is_zero(s->gap_first))
+    if (s->gap == GAP_FOUND) {
+        s->gap = GAP_TELLING;
         s->gap_first = b->id;
+    }
     return true;
 }
 
@@ -496,18 +424,17 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
 {
     struct dsub *s = ud;
     struct deliver *d = s->d;
-    s->fetching = false;
-    if (sub_released(s) || rc != 0)
-        return;   /* forgotten meanwhile; or Redis failed: the tick retries */
+    sub_set_feed(s, FEED_BEHIND, "page read");
+    if (sub_reap(s) || s->state == DS_REMOVING || rc != 0)
+        return;   /* removed meanwhile; or Redis failed: the tick retries */
     struct dtopic *t = s->t;
     d->st.pages++;
-    if (msg_id_cmp(s->queued_to, mark) < 0 && !msg_id_is_zero(s->queued_to)
-        && !s->gap) {
+    if (msg_id_cmp(s->queued_to, mark) < 0 && !msg_id_is_zero(s->queued_to) &&
+        s->gap == GAP_NONE) {
         /* WebSub has no gap signal of its own: the next deliveries carry
          * X-Hub-Gap until one is taken, so the subscriber pulls what was
          * lost; meanwhile go on from what the backlog still holds. */
-        s->gap = true;
-        s->gap_first = (struct msg_id){ 0, 0 };
+        s->gap = GAP_FOUND;
         s->gap_after = s->queued_to;
         d->st.gaps++;
         char a[MSG_ID_BUFSZ], b[MSG_ID_BUFSZ];
@@ -530,18 +457,19 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
      * and the tail has not gone past it meanwhile (what the tail gave is
      * then in the next page). */
     if (all_in && n < d->o.queue_max && msg_id_cmp(t->head, s->queued_to) <= 0)
-        s->lagging = false;
+        sub_set_feed(s, FEED_LIVE, "caught up with the tail");
     sub_kick(d, s);
 }
 
+/* BEHIND, with room for a page: read the next one. */
 static void
 sub_fetch(struct deliver *d, struct dsub *s)
 {
-    if (s->fetching || !s->lagging || s->qlen > d->o.queue_max / 2)
+    if (s->feed != FEED_BEHIND || s->qlen > d->o.queue_max / 2)
         return;
     if (backlog_page(d->o.backlog, s->t->name, s->queued_to, d->o.queue_max,
                      on_page, s) == 0)
-        s->fetching = true;
+        sub_set_feed(s, FEED_READING, "refill from the backlog");
 }
 
 /* ---------------------------------------------------------------- delivery */
@@ -549,54 +477,29 @@ sub_fetch(struct deliver *d, struct dsub *s)
 static void on_posted(void *ud, struct rs_http_req *req,
                       const struct rs_http_result *res);
 
-static void
-hmac_hex(const char *key, const char *data, size_t len, char *out)
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    HMAC(EVP_sha256(), key, (int)strlen(key), (const unsigned char *)data, len,
-         md, &mdlen);
-    for (unsigned i = 0; i < mdlen; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
-static void
+/* Start the POST of the head of s's queue (s holds a host slot): ->
+ * POSTING, or false when it cannot start (the tick tries again). */
+static bool
 sub_post(struct deliver *d, struct dsub *s)
 {
     struct body *b = s->q[s->qhead];
     const struct topic *tp = topics_by_name(d->o.topics, s->t->name);
-    char ctype[200], link[4200], sig[160], idh[80], gaph[80];
-    char id[MSG_ID_BUFSZ];
-    const char *hdrs[7];
-    int nh = 0;
-    snprintf(ctype, sizeof(ctype), "Content-Type: %s", b->ctype);
-    hdrs[nh++] = ctype;
-    snprintf(link, sizeof(link), "Link: <%s>; rel=\"hub\", <%s>; rel=\"self\"",
-             d->o.hub_url, tp != NULL ? tp->uri : "");
-    hdrs[nh++] = link;
-    if (s->secret != NULL) {
-        char hex[2 * EVP_MAX_MD_SIZE + 1];
-        hmac_hex(s->secret, b->data, b->len, hex);
-        snprintf(sig, sizeof(sig), "X-Hub-Signature: sha256=%s", hex);
-        hdrs[nh++] = sig;
-    }
-    msg_id_format(b->id, id);
-    snprintf(idh, sizeof(idh), "X-Hub-Id: %s", id);
-    hdrs[nh++] = idh;
-    s->post_gap = s->gap && !msg_id_is_zero(s->gap_first) &&
-                  msg_id_cmp(b->id, s->gap_first) >= 0;
-    if (s->post_gap) {
-        msg_id_format(s->gap_after, id);
-        snprintf(gaph, sizeof(gaph), "X-Hub-Gap: %s", id);
-        hdrs[nh++] = gaph;
-    }
-    hdrs[nh++] = "Expect:";   /* no 100-continue round trip */
-    hdrs[nh] = NULL;
-
+    struct websubwire_post wp = {
+        .ctype = b->ctype,
+        .hub_url = d->o.hub_url,
+        .topic_uri = tp != NULL ? tp->uri : "",
+        .secret = s->secret,
+        .body = b->data,
+        .len = b->len,
+        .id = b->id,
+        .gap_after = sub_says_gap(s) ? &s->gap_after : NULL,
+    };
+    struct websubwire_headers h;
+    websubwire_post_headers(&wp, &h);
     struct rs_http_req_opts ro = {
         .method = "POST",
         .url = s->callback,
-        .headers = hdrs,
+        .headers = h.v,
         .body = b->data,
         .body_len = b->len,
         .body_borrowed = true,       /* b stays queued until on_done */
@@ -610,30 +513,27 @@ sub_post(struct deliver *d, struct dsub *s)
         s->req = NULL;
         rs_log(RS_LOG_WARN, "cannot start a delivery to %s: %s", s->callback,
                rs_strerror(rc));
-        /* retried by the tick */
-        return;
+        return false;
     }
     d->st.in_flight++;
-    s->dh->inflight++;
-    if (s->attempts > 0) {
-        s->dh->suspect_inflight++;
-        s->suspect_counted = true;
-    }
+    sub_set(s, DS_POSTING, "the head of the queue");
+    return true;
 }
 
-static uint64_t
-backoff_ms(const struct deliver *d, unsigned attempts)
+/* A slot on s's host freed for it (from hostsched_release). */
+static bool
+on_admit(void *ud, struct hostsched_ticket *slot)
 {
-    uint64_t delay = 1000;
-    for (unsigned i = 1; i < attempts && delay < d->o.retry_max_delay_ms; i++)
-        delay *= 2;
-    if (delay > d->o.retry_max_delay_ms)
-        delay = d->o.retry_max_delay_ms;
-    /* +-20 % jitter, so callbacks that failed together do not retry together */
-    uint64_t span = delay / 5;
-    if (span > 0)
-        delay = delay - span + (uint64_t)(rand() % (int)(2 * span + 1));
-    return delay;
+    (void)slot;
+    struct dsub *s = ud;
+    struct deliver *d = s->d;
+    if (s->state != DS_HOST_WAIT)
+        return false;
+    if (d->closing || !sub_post(d, s)) {
+        sub_set(s, DS_IDLE, "admitted, but the POST cannot start");
+        return false;
+    }
+    return true;
 }
 
 static void
@@ -656,34 +556,13 @@ sub_set_failing(struct deliver *d, struct dsub *s, bool failing)
         d->st.failing++;
     else
         d->st.failing--;
-    struct sub_record r = { .secret = s->secret, .expires_ms = s->expires_ms,
-                            .created_ms = 0, .failing = failing };
-    char *js = sub_record_json(&r);
+    struct subs_record r = { .secret = s->secret, .expires_ms = s->expires_ms,
+                             .created_ms = 0, .failing = failing };
+    char *js = subs_record_json(&r);
     if (js == NULL || subs_set_record(d->o.subs, s->t->name, s->callback, js,
                                       on_record_set, NULL) != 0)
         rs_log(RS_LOG_WARN, "cannot record state of %s", s->callback);
     rs_free(js);
-}
-
-static void
-host_pump(struct deliver *d, struct dhost *h)
-{
-    while (h->inflight < d->o.host_conns) {
-        struct dsub *s = h->wait_head[0];
-        int k = 0;
-        if (s == NULL && h->suspect_inflight < d->suspect_cap) {
-            s = h->wait_head[1];
-            k = 1;
-        }
-        if (s == NULL)
-            return;
-        h->wait_head[k] = s->wait_next;
-        if (h->wait_head[k] == NULL)
-            h->wait_tail[k] = NULL;
-        s->queued = false;
-        if (s->t != NULL && s->qlen > 0 && s->req == NULL && !s->waiting)
-            sub_post(d, s);
-    }
 }
 
 static void
@@ -694,28 +573,33 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     struct deliver *d = s->d;
     s->req = NULL;
     d->st.in_flight--;
-    struct dhost *dh = s->dh;
-    dh->inflight--;
-    if (s->suspect_counted) {
-        dh->suspect_inflight--;
-        s->suspect_counted = false;
-    }
-    if (!d->closing)
-        host_pump(d, dh);   /* a slot freed: the next waiting one, healthy first */
-    if (sub_released(s) || res->rc == RS_ECANCELED || d->closing)
+    /* the slot is free: the next one waiting on the host, healthy first */
+    if (d->closing)
+        hostsched_return(d->hosts, &s->slot);
+    else
+        hostsched_release(d->hosts, &s->slot);
+    if (s->state == DS_REMOVING) {
+        sub_reap(s);
         return;
+    }
+    if (res->rc == RS_ECANCELED || d->closing) {
+        sub_set(s, DS_IDLE, "shutting down");
+        return;
+    }
     long st = res->rc == 0 ? res->status : 0;
     if (st >= 200 && st < 300) {
+        bool told = sub_says_gap(s);
         d->st.delivered++;
         s->delivered++;
         s->cursor = s->q[s->qhead]->id;
         sub_pop(d, s);
-        if (s->post_gap)
-            s->gap = false;   /* told: the subscriber pulls */
+        if (told)
+            s->gap = GAP_NONE;   /* told: the subscriber pulls */
         s->attempts = 0;
         s->first_fail_ms = 0;
         if (s->failing)
             sub_set_failing(d, s, false);
+        sub_set(s, DS_IDLE, "delivered");
         sub_kick(d, s);
         return;
     }
@@ -740,12 +624,12 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         }
         sub_set_failing(d, s, true);
     }
-    struct timeval tv;
-    uint64_t delay = backoff_ms(d, s->attempts);
-    tv.tv_sec = (time_t)(delay / 1000);
-    tv.tv_usec = (suseconds_t)((delay % 1000) * 1000);
-    if (evtimer_add(s->timer, &tv) == 0)
-        s->waiting = true;
+    uint64_t delay = rs_backoff_delay(&d->backoff, s->attempts);
+    struct timeval tv = { (time_t)(delay / 1000),
+                          (suseconds_t)((delay % 1000) * 1000) };
+    /* if the timer cannot be armed, IDLE: the next kick retries */
+    sub_set(s, evtimer_add(s->timer, &tv) == 0 ? DS_RETRY_WAIT : DS_IDLE,
+            "delivery failed");
 }
 
 static void
@@ -754,28 +638,27 @@ on_retry(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct dsub *s = arg;
-    s->waiting = false;
-    if (s->t != NULL)
-        sub_kick(s->d, s);
+    if (s->state != DS_RETRY_WAIT)
+        return;
+    sub_set(s, DS_IDLE, "backoff over");
+    sub_kick(s->d, s);
 }
 
-/* Do the next thing s can do: post the head of its queue, or refill. */
+/* Do the next thing s can do: post the head of its queue (or wait for a
+ * slot on its host), and refill. */
 static void
 sub_kick(struct deliver *d, struct dsub *s)
 {
-    if (s->t == NULL || !s->t->owned || s->req != NULL || s->waiting ||
-        d->closing)
+    if (d->closing || s->state == DS_REMOVING || s->state == DS_POSTING ||
+        s->state == DS_RETRY_WAIT || !s->t->owned)
         return;
     if (s->expires_ms != 0 && s->expires_ms <= now_ms())
         return;   /* expired: the lease sweep removes it */
-    if (s->qlen > 0) {
-        struct dhost *h = s->dh;
-        bool suspect = s->attempts > 0;
-        if (h->inflight < d->o.host_conns &&
-            (!suspect || h->suspect_inflight < d->suspect_cap))
-            sub_post(d, s);
-        else
-            host_wait(h, s);   /* host_pump starts it when a slot frees */
+    if (s->state == DS_IDLE && s->qlen > 0) {
+        if (!hostsched_acquire(d->hosts, &s->slot, s->attempts > 0))
+            sub_set(s, DS_HOST_WAIT, "the callback's host is at its cap");
+        else if (!sub_post(d, s))
+            hostsched_return(d->hosts, &s->slot);   /* the tick retries */
     }
     sub_fetch(d, s);
 }
@@ -797,13 +680,14 @@ deliver_on_entries(void *ud, const char *chan, const struct backlog_entry *e,
         t->head = e[n - 1].id;
     for (size_t k = 0; k < t->n; k++) {
         struct dsub *s = t->v[k];
-        if (s->lagging)
+        if (s->feed != FEED_LIVE)
             continue;   /* its next page covers these */
         for (size_t i = 0; i < n; i++) {
             if (msg_id_cmp(e[i].id, s->queued_to) <= 0)
                 continue;
             if (bodies == NULL || bodies[i] == NULL || !sub_enqueue(d, s, bodies[i])) {
-                s->lagging = true;   /* full or out of memory: refill later */
+                /* full or out of memory: refill later */
+                sub_set_feed(s, FEED_BEHIND, "queue full");
                 break;
             }
         }
@@ -824,19 +708,17 @@ on_loaded(void *ud, int rc, size_t n, const char *const *callbacks,
 {
     struct dtopic *t = ud;
     struct deliver *d = t->d;
-    t->loading = false;
+    bool again = t->load == LOAD_AGAIN;
+    t->load = LOAD_IDLE;
     if (rc != 0 || !t->owned || d->closing) {
-        if (rc != RS_ECANCELED && t->reload_again && t->owned && !d->closing) {
-            t->reload_again = false;
+        if (rc != RS_ECANCELED && again && t->owned && !d->closing)
             topic_load(d, t);
-        }
         return;
     }
-    for (size_t i = 0; i < t->n; i++)
-        t->v[i]->seen = false;
+    t->load_gen++;
     for (size_t i = 0; i < n; i++) {
-        struct sub_record rec;
-        if (sub_record_parse(records[i], &rec) != 0) {
+        struct subs_record rec;
+        if (subs_record_parse(records[i], &rec) != 0) {
             rs_log(RS_LOG_WARN, "topic %s: bad subscription record for %s",
                    t->name, callbacks[i]);
             continue;
@@ -856,40 +738,39 @@ on_loaded(void *ud, int rc, size_t n, const char *const *callbacks,
         }
         rs_free(rec.secret);
         if (s != NULL) {
-            s->seen = true;
+            s->load_gen = t->load_gen;
             sub_kick(d, s);
         }
     }
     for (size_t i = 0; i < t->n;) {
         struct dsub *s = t->v[i];
-        if (!s->seen)
-            sub_forget(d, s);   /* unsubscribed, expired or removed elsewhere */
+        if (s->load_gen != t->load_gen)   /* unsubscribed, expired or
+                                             removed elsewhere */
+            sub_forget(d, s, "no longer in the store");
         else
             i++;
     }
-    if (t->reload_again) {
-        t->reload_again = false;
+    if (again)
         topic_load(d, t);
-    }
 }
 
 static void
 topic_load(struct deliver *d, struct dtopic *t)
 {
-    if (t->loading) {
-        t->reload_again = true;
+    if (t->load != LOAD_IDLE) {
+        t->load = LOAD_AGAIN;
         return;
     }
     if (subs_load(d->o.subs, t->name, on_loaded, t) == 0)
-        t->loading = true;
+        t->load = LOAD_RUNNING;
 }
 
 static void
-topic_release(struct deliver *d, struct dtopic *t)
+topic_release(struct deliver *d, struct dtopic *t, const char *why)
 {
     t->owned = false;
     while (t->n > 0)
-        sub_forget(d, t->v[t->n - 1]);
+        sub_forget(d, t->v[t->n - 1], why);
     if (t->pinned) {
         fanout_unpin(d->o.fanout, t->name);
         t->pinned = false;
@@ -910,7 +791,7 @@ on_locked(void *ud, int rc, long long ours)
          * repeats deliveries). After that, stop, to keep "at most one node
          * delivers a topic"; the next tick retries. */
         if (t->owned && now_ms() - t->lock_ok_ms >= d->o.lock_ttl_ms * 2 / 3)
-            topic_release(d, t);
+            topic_release(d, t, "the delivery lock cannot be renewed");
         return;
     }
     if (ours == 1)
@@ -925,7 +806,7 @@ on_locked(void *ud, int rc, long long ours)
         topic_load(d, t);   /* pick up subscriptions made on other nodes */
     } else if (t->owned) {
         rs_log_kv(RS_LOG_WARN, "lost the delivery lock", "topic", t->name, NULL);
-        topic_release(d, t);
+        topic_release(d, t, "another node holds the delivery lock");
     }
 }
 
@@ -943,7 +824,7 @@ on_sub_topics(void *ud, int rc, size_t n, const char *const *names)
         for (size_t k = 0; k < n && !listed; k++)
             listed = strcmp(names[k], t->name) == 0;
         if (!listed && t->owned)
-            topic_release(d, t);
+            topic_release(d, t, "the topic has no subscriptions");
     }
     for (size_t k = 0; k < n; k++) {
         struct dtopic *t = topic_get(d, names[k]);
@@ -951,7 +832,7 @@ on_sub_topics(void *ud, int rc, size_t n, const char *const *names)
             continue;
         if (subs_lock(d->o.subs, t->name, d->o.node_id, d->o.lock_ttl_ms,
                       on_locked, t) != 0 && t->owned)
-            topic_release(d, t);
+            topic_release(d, t, "the delivery lock cannot be renewed");
     }
 }
 
@@ -973,7 +854,7 @@ on_expired(void *ud, int rc, size_t n, const char *const *members)
         memcpy(name, members[i], nl);
         name[nl] = '\0';
         const char *cb = sp + 1;
-        char *host = callback_host(cb);
+        char *host = websubwire_callback_host(cb);
         d->st.removed_expired++;
         rs_log_kv(RS_LOG_INFO, "lease expired", "topic", name, "callback", cb, NULL);
         if (subs_remove(d->o.subs, name, cb, host != NULL ? host : "", on_removed,
@@ -983,7 +864,7 @@ on_expired(void *ud, int rc, size_t n, const char *const *members)
         struct dtopic *t = topic_find(d, name);
         for (size_t k = 0; t != NULL && k < t->n; k++) {
             if (strcmp(t->v[k]->callback, cb) == 0) {
-                sub_forget(d, t->v[k]);
+                sub_forget(d, t->v[k], "lease expired");
                 break;
             }
         }
@@ -1022,7 +903,8 @@ on_cursors_saved(void *ud, int rc, long long n)
         rs_log(RS_LOG_WARN, "cannot save delivery cursors: %s", rs_strerror(rc));
 }
 
-/* Write the cursors that moved since the last flush, one call per topic. */
+/* Write the cursors that moved since the last flush, one call per topic
+ * (and per DELIVER_FLUSH_BATCH of them). */
 static void
 on_flush(evutil_socket_t fd, short what, void *arg)
 {
@@ -1033,8 +915,8 @@ on_flush(evutil_socket_t fd, short what, void *arg)
         return;
     for (size_t i = 0; i < d->ntopics; i++) {
         struct dtopic *t = d->topics[i];
-        const char *cbs[256];
-        struct msg_id ids[256];
+        const char *cbs[DELIVER_FLUSH_BATCH];
+        struct msg_id ids[DELIVER_FLUSH_BATCH];
         size_t n = 0;
         for (size_t k = 0; k < t->n; k++) {
             struct dsub *s = t->v[k];
@@ -1043,7 +925,7 @@ on_flush(evutil_socket_t fd, short what, void *arg)
             cbs[n] = s->callback;
             ids[n] = s->cursor;
             s->saved = s->cursor;
-            if (++n == 256) {
+            if (++n == DELIVER_FLUSH_BATCH) {
                 if (subs_save_cursors(d->o.subs, t->name, n, cbs, ids,
                                       on_cursors_saved, NULL) != 0)
                     rs_log(RS_LOG_WARN, "cannot save delivery cursors now");
@@ -1078,15 +960,18 @@ deliver_new(const struct deliver_opts *o, const char **err)
         d->o.lock_ttl_ms = 15000;
     if (d->o.host_conns == 0)
         d->o.host_conns = 8;
-    /* a quarter of each host's slots (one at least) stays free of suspects */
-    unsigned reserve = d->o.host_conns / 4 ? d->o.host_conns / 4 : 1;
-    d->suspect_cap = d->o.host_conns > reserve ? d->o.host_conns - reserve : 1;
+    d->backoff = (struct rs_backoff){ .first_ms = DELIVER_RETRY_FIRST_MS,
+                                      .max_ms = d->o.retry_max_delay_ms,
+                                      .below_pct = 20, .above_pct = 20 };
+    rs_backoff_seed(&d->backoff, (uint64_t)rs_time_now() ^
+                    rs_fnv1a64(o->node_id != NULL ? o->node_id : ""));
+    d->hosts = hostsched_new(d->o.host_conns, on_admit);
     d->ev_tick = event_new(o->base, -1, EV_PERSIST, on_tick, d);
     d->ev_flush = event_new(o->base, -1, EV_PERSIST, on_flush, d);
     struct timeval tick = { (time_t)(d->o.lock_ttl_ms / 3000),
                             (suseconds_t)((d->o.lock_ttl_ms / 3 % 1000) * 1000) };
     struct timeval flush = { 0, 100000 };
-    if (d->ev_tick == NULL || d->ev_flush == NULL ||
+    if (d->hosts == NULL || d->ev_tick == NULL || d->ev_flush == NULL ||
         event_add(d->ev_tick, &tick) != 0 || event_add(d->ev_flush, &flush) != 0) {
         deliver_free(d);
         return NULL;
@@ -1114,19 +999,13 @@ deliver_free(struct deliver *d)
         event_free(d->ev_flush);
     for (size_t i = 0; i < d->ntopics; i++) {
         struct dtopic *t = d->topics[i];
-        for (size_t k = 0; k < t->n; k++) {
-            t->v[k]->t = NULL;
+        for (size_t k = 0; k < t->n; k++)
             sub_free(d, t->v[k]);
-        }
         rs_free(t->v);
         rs_free(t);
     }
     rs_free(d->topics);
-    for (size_t i = 0; i < d->nhosts; i++) {
-        rs_free(d->hosts[i]->origin);
-        rs_free(d->hosts[i]);
-    }
-    rs_free(d->hosts);
+    hostsched_free(d->hosts);
     rs_free(d);
 }
 
@@ -1177,6 +1056,7 @@ deliver_foreach(const struct deliver *d, const char *topic,
         struct deliver_sub_info si = {
             .callback = s->callback,
             .state = s->failing ? "failing" : s->attempts > 0 ? "retrying" : "active",
+            .step = dsub_state_names[s->state],
             .cursor = s->cursor,
             .attempts = s->attempts,
             .delivered = s->delivered,

@@ -5,8 +5,9 @@
  * Live entries come from the fan-out's tail read; a subscription that is
  * behind (after a restart, a retry, an overflow) refills from the backlog
  * page by page. Retries back off per subscription, so a dead callback never
- * delays another. It owns the in-memory subscriptions and their timers;
- * the store is subs.c, HTTP is rs_http.
+ * delays another. It owns the in-memory subscriptions, their states and
+ * timers; the store is subs.c, host slots hostsched.c, the wire format
+ * websubwire.c, HTTP rs_http.
  */
 #ifndef HUB_DELIVER_H
 #define HUB_DELIVER_H
@@ -61,6 +62,8 @@ struct deliver_stats {
 struct deliver_sub_info {
     const char *callback;
     const char *state;              /* "active", "retrying", "failing" */
+    const char *step;               /* its POST: "idle", "host-wait",
+                                       "posting", "retry-wait" */
     struct msg_id cursor;
     unsigned attempts;
     uint64_t delivered;
@@ -88,18 +91,5 @@ void deliver_stats(const struct deliver *d, struct deliver_stats *out);
 void deliver_foreach(const struct deliver *d, const char *topic,
                      void (*cb)(void *ud, const struct deliver_sub_info *si),
                      void *ud);
-
-/* Parse / build the subscription record {"secret","expires","created","state"}. */
-struct sub_record {
-    char *secret;                   /* NULL: none (rs_free'd by the caller) */
-    uint64_t expires_ms;
-    uint64_t created_ms;
-    bool failing;
-};
-char *sub_record_json(const struct sub_record *r);     /* rs_free */
-int sub_record_parse(const char *json, struct sub_record *r) RS_MUST_CHECK;
-
-/* The host of a callback URL, lower-cased (rs_free), or NULL. */
-char *callback_host(const char *url);
 
 #endif

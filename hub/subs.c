@@ -13,7 +13,9 @@
  * count drop ended ones first, by Redis's clock (one clock for every
  * node), and each pend/phost key expires with its last reservation.
  */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RS_LOG_MODULE "subs"
@@ -171,6 +173,53 @@ subs_on_ready(struct subs *s)
 {
     script_load_all(backlog_redis(s->b), scripts, SS_COUNT);
 }
+
+/* ---------------------------------------------------------------- records */
+
+char *
+subs_record_json(const struct subs_record *r)
+{
+    json_t *o = json_pack("{s:I, s:I, s:s}", "expires", (json_int_t)r->expires_ms,
+                          "created", (json_int_t)r->created_ms, "state",
+                          r->failing ? "failing" : "active");
+    if (o == NULL)
+        return NULL;
+    if (r->secret != NULL)
+        json_object_set_new(o, "secret", json_string(r->secret));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    if (s == NULL)
+        return NULL;
+    char *out = rs_strdup(s);
+    free(s);
+    return out;
+}
+
+int
+subs_record_parse(const char *json, struct subs_record *r)
+{
+    json_error_t err;
+    json_t *o = json_loads(json, 0, &err);
+    memset(r, 0, sizeof(*r));
+    if (o == NULL)
+        return RS_EINVAL;
+    json_int_t exp = 0, created = 0;
+    const char *state = "active", *secret = NULL;
+    int rc = json_unpack(o, "{s:I, s?I, s?s, s?s}", "expires", &exp, "created",
+                         &created, "state", &state, "secret", &secret) == 0
+                 ? 0 : RS_EINVAL;
+    if (rc == 0) {
+        r->expires_ms = (uint64_t)exp;
+        r->created_ms = (uint64_t)created;
+        r->failing = strcmp(state, "failing") == 0;
+        if (secret != NULL && (r->secret = rs_strdup(secret)) == NULL)
+            rc = RS_ENOMEM;
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ calls */
 
 /* The keys a script may use, for topic (and host, for the last two). */
 struct keys {

@@ -105,6 +105,21 @@ int subs_topics(struct subs *s, subs_names_cb cb, void *ud) RS_MUST_CHECK;
 int subs_expired(struct subs *s, uint64_t now_ms, unsigned limit,
                  subs_names_cb cb, void *ud) RS_MUST_CHECK;
 
+/* The record stored for each subscription (JSON:
+ * {"secret","expires","created","state"}). */
+struct subs_record {
+    char *secret;                   /* NULL: none (rs_free'd by the caller
+                                       of subs_record_parse) */
+    uint64_t expires_ms;
+    uint64_t created_ms;
+    bool failing;                   /* "state": "failing" (else "active") */
+};
+/* r as JSON (rs_free), or NULL when out of memory. */
+char *subs_record_json(const struct subs_record *r);
+/* Read a record; RS_EINVAL when it is not one ("expires" is required),
+ * RS_ENOMEM. *r is zeroed first. */
+int subs_record_parse(const char *json, struct subs_record *r) RS_MUST_CHECK;
+
 /* Take or renew the delivery lock of topic for node; result 1 = ours. */
 int subs_lock(struct subs *s, const char *topic, const char *node,
               unsigned ttl_ms, subs_done_cb cb, void *ud) RS_MUST_CHECK;

@@ -12,13 +12,13 @@
  * that cannot (shutdown, a dead node, Redis gone) leaves it to run out.
  * Every asynchronous step frees the op on a cancelled status, so shutdown
  * (freeing the HTTP client, Redis, DNS) never leaks or touches freed state.
+ * What the form, the verification and the denial look like on the wire is
+ * websubwire.c's.
  */
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <event2/buffer.h>
 #include <event2/dns.h>
 #include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +37,7 @@
 #include "rs_url.h"
 #include "subs.h"
 #include "websub.h"
-
-#define WEBSUB_SECRET_MAX 199   /* hub.secret must be less than 200 bytes */
-
-enum op_mode {
-    OP_SUBSCRIBE,
-    OP_UNSUBSCRIBE,
-};
+#include "websubwire.h"
 
 struct websub {
     struct hub *h;
@@ -52,7 +46,7 @@ struct websub {
 
 struct op {
     struct websub *w;
-    enum op_mode mode;
+    enum websubwire_mode mode;      /* subscribe or unsubscribe */
     struct evhttp_request *req;       /* until answered; NULL after */
     struct evhttp_connection *evcon;
     bool gone;
@@ -65,7 +59,7 @@ struct op {
     const char *deny;        /* refuse once the address is known to be
                                 permitted (then a denial notice is safe) */
     bool reserved;           /* holds a slot under the caps in Redis */
-    char challenge[33];
+    char challenge[WEBSUBWIRE_CHALLENGE_BUFSZ];
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -158,34 +152,6 @@ op_reply(struct op *o, int status, const char *reason, const char *fmt, ...)
     o->req = NULL;
 }
 
-/* callback + "?"/"&" + hub.mode=..&hub.topic=..&..., values URL-encoded. */
-static char *
-callback_with(const char *callback, const char *const *kv)
-{
-    char *out = NULL, *url = NULL;
-    CURLU *u = curl_url();
-    if (u == NULL || curl_url_set(u, CURLUPART_URL, callback, 0) != CURLUE_OK)
-        goto done;
-    for (size_t i = 0; kv[i] != NULL; i += 2) {
-        size_t n = strlen(kv[i]) + strlen(kv[i + 1]) + 2;
-        char *pair = rs_malloc(n);
-        if (pair == NULL)
-            goto done;
-        snprintf(pair, n, "%s=%s", kv[i], kv[i + 1]);
-        CURLUcode uc = curl_url_set(u, CURLUPART_QUERY, pair,
-                                    CURLU_APPENDQUERY | CURLU_URLENCODE);
-        rs_free(pair);
-        if (uc != CURLUE_OK)
-            goto done;
-    }
-    if (curl_url_get(u, CURLUPART_URL, &url, 0) == CURLUE_OK)
-        out = rs_strdup(url);
-done:
-    curl_free(url);
-    curl_url_cleanup(u);
-    return out;
-}
-
 static void
 on_denial_sent(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
 {
@@ -200,9 +166,7 @@ static void
 send_denial(struct websub *w, const char *callback, const char *topic,
             const char *reason)
 {
-    const char *kv[] = { "hub.mode", "denied", "hub.topic", topic, "hub.reason",
-                         reason, NULL };
-    char *url = callback_with(callback, kv);
+    char *url = websubwire_denial_url(callback, topic, reason);
     struct rs_http_req_opts ro = {
         .url = url,
         .timeout_ms = (unsigned)w->h->conf->verify_timeout_ms,
@@ -232,7 +196,7 @@ on_activated(void *ud, int rc, long long isnew)
                   "topic", o->topic_name, "callback", o->callback, NULL);
         send_denial(w, o->callback, o->topic_uri, why);
     } else if (rc == 0) {
-        rs_log_kv(RS_LOG_INFO, o->mode == OP_SUBSCRIBE
+        rs_log_kv(RS_LOG_INFO, o->mode == WEBSUBWIRE_SUBSCRIBE
                   ? (isnew == 1 ? "subscribed" : "subscription renewed")
                   : (isnew == 1 ? "unsubscribed" : "unsubscribe of an unknown subscription"),
                   "topic", o->topic_name, "callback", o->callback, NULL);
@@ -261,10 +225,10 @@ on_head_for_activation(void *ud, int rc, const struct backlog_info *info)
         return;
     }
     uint64_t lease_ms = o->lease_s * 1000;
-    struct sub_record r = { .secret = o->secret, .expires_ms = now_ms() + lease_ms,
-                            .created_ms = now_ms(), .failing = false };
+    struct subs_record r = { .secret = o->secret, .expires_ms = now_ms() + lease_ms,
+                             .created_ms = now_ms(), .failing = false };
     struct subs_caps caps = op_caps(w);
-    char *js = sub_record_json(&r);
+    char *js = subs_record_json(&r);
     if (js == NULL || subs_put(w->h->subs, o->topic_name, o->callback, js,
                                r.expires_ms, info->last_generated, o->host,
                                &caps, on_activated, o) != 0) {
@@ -286,14 +250,8 @@ on_verified(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         op_free(o);
         return;
     }
-    bool ok = res->rc == 0 && res->status >= 200 && res->status < 300;
-    if (ok) {
-        size_t n = res->body_len;
-        while (n > 0 && (res->body[n - 1] == '\n' || res->body[n - 1] == '\r' ||
-                         res->body[n - 1] == ' '))
-            n--;
-        ok = n == strlen(o->challenge) && memcmp(res->body, o->challenge, n) == 0;
-    }
+    bool ok = res->rc == 0 && res->status >= 200 && res->status < 300 &&
+              websubwire_challenge_echoed(o->challenge, res->body, res->body_len);
     if (!ok) {
         w->st.verify_failed++;
         rs_log_kv(RS_LOG_INFO, "intent not verified: nothing changes",
@@ -308,7 +266,7 @@ on_verified(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     }
     w->st.verified++;
     int rc;
-    if (o->mode == OP_SUBSCRIBE)
+    if (o->mode == WEBSUBWIRE_SUBSCRIBE)
         rc = backlog_info(w->h->backlog, o->topic_name, on_head_for_activation, o);
     else
         rc = subs_remove(w->h->subs, o->topic_name, o->callback, o->host,
@@ -325,21 +283,15 @@ static void
 op_verify(struct op *o)
 {
     struct websub *w = o->w;
-    unsigned char rnd[16];
+    unsigned char rnd[WEBSUBWIRE_CHALLENGE_BYTES];
     if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
         op_release(o);
         op_free(o);
         return;
     }
-    for (int i = 0; i < 16; i++)
-        snprintf(o->challenge + 2 * i, 3, "%02x", rnd[i]);
-    char lease[24];
-    snprintf(lease, sizeof(lease), "%llu", (unsigned long long)o->lease_s);
-    const char *kv[] = { "hub.mode", o->mode == OP_SUBSCRIBE ? "subscribe" : "unsubscribe",
-                         "hub.topic", o->topic_uri, "hub.challenge", o->challenge,
-                         o->mode == OP_SUBSCRIBE ? "hub.lease_seconds" : NULL, lease,
-                         NULL };
-    char *url = callback_with(o->callback, kv);
+    websubwire_challenge(rnd, o->challenge);
+    char *url = websubwire_verify_url(o->callback, o->mode, o->topic_uri,
+                                      o->challenge, o->lease_s);
     struct rs_http_req_opts ro = {
         .url = url,
         .timeout_ms = (unsigned)w->h->conf->verify_timeout_ms,
@@ -411,7 +363,7 @@ op_reserve(struct op *o)
         op_free(o);
         return;
     }
-    if (o->mode == OP_UNSUBSCRIBE) {
+    if (o->mode == WEBSUBWIRE_UNSUBSCRIBE) {
         op_reply(o, 202, "Accepted", "accepted: verifying intent at the callback");
         op_verify(o);
         return;
@@ -584,28 +536,28 @@ static void
 reply_full(struct hub *h, struct evhttp_request *req)
 {
     reply_text(req, 503, "Service Unavailable",
-                   "error: this hub holds %zu topics already (--max-topics)",
-                   topics_max(h->topics));
+               "error: this hub holds %zu topics already (--max-topics)",
+               topics_max(h->topics));
 }
 
 static void
 handle_publish(struct websub *w, struct evhttp_request *req,
-               struct evkeyvalq *form)
+               const struct websubwire_form *form)
 {
     struct hub *h = w->h;
     size_t started = 0, unknown = 0, full = 0;
-    for (struct evkeyval *kv = form->tqh_first; kv != NULL; kv = kv->next.tqe_next) {
-        if (strcmp(kv->key, "hub.url") != 0 && strcmp(kv->key, "hub.topic") != 0)
-            continue;
-        if (!rs_url_is_http(kv->value)) {
+    for (size_t i = 0; i < form->nurls; i++) {
+        const char *url = form->urls[i];
+        if (!rs_url_is_http(url)) {
             reply_text(req, 400, "Bad Request",
-                           "error: %s must be an absolute http(s) URL", kv->key);
+                       "error: %s must be an absolute http(s) URL",
+                       form->url_keys[i]);
             return;
         }
         bool created = false;
-        struct topic *t = topics_by_uri(h->topics, kv->value);
+        struct topic *t = topics_by_uri(h->topics, url);
         if (t == NULL)
-            t = topics_learn(h->topics, kv->value, &created);
+            t = topics_learn(h->topics, url, &created);
         if (t == NULL) {
             if (topics_full(h->topics))
                 full++;
@@ -614,7 +566,7 @@ handle_publish(struct websub *w, struct evhttp_request *req,
             continue;
         }
         struct ping *p = rs_calloc(1, sizeof(*p));
-        if (p == NULL || (p->url = rs_strdup(kv->value)) == NULL) {
+        if (p == NULL || (p->url = rs_strdup(url)) == NULL) {
             rs_free(p);
             continue;
         }
@@ -645,139 +597,54 @@ handle_publish(struct websub *w, struct evhttp_request *req,
     }
     if (started == 0) {
         reply_text(req, 400, "Bad Request",
-                       "error: hub.mode=publish needs hub.url or hub.topic");
+                   "error: hub.mode=publish needs hub.url or hub.topic");
         return;
     }
     reply_text(req, 202, "Accepted", "accepted: fetching %zu topic%s",
-                   started, started == 1 ? "" : "s");
+               started, started == 1 ? "" : "s");
 }
 
 /* -------------------------------------------------------------- requests */
 
-static const char *
-form_get(struct evkeyvalq *form, const char *key)
-{
-    return evhttp_find_header(form, key);
-}
-
-void
-websub_handle(struct websub *w, struct evhttp_request *req)
+/* A subscribe or unsubscribe whose form keeps the rules: an op, or an
+ * answer now. */
+static void
+handle_subscription(struct websub *w, struct evhttp_request *req,
+                    const struct websubwire_form *f)
 {
     struct hub *h = w->h;
-    const struct hub_conf *c = h->conf;
-    struct evkeyvalq form;
-    memset(&form, 0, sizeof(form));   /* evhttp_parse_query_str initialises it */
-    w->st.requests++;
-
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t len = evbuffer_get_length(in);
-    char *body = rs_malloc(len + 1);
-    if (body == NULL) {
-        reply_text(req, 503, "Service Unavailable", "error: out of memory");
-        return;
-    }
-    evbuffer_copyout(in, body, len);
-    body[len] = '\0';
-    /* A NUL, raw or encoded, would cut a value short without a trace. */
-    if (strlen(body) != len || strstr(body, "%00") != NULL) {
-        rs_free(body);
-        w->st.denied++;
-        reply_text(req, 400, "Bad Request", "error: the form holds a NUL byte");
-        return;
-    }
-    int prc = evhttp_parse_query_str(body, &form);
-    rs_free(body);
-    if (prc != 0) {
-        reply_text(req, 400, "Bad Request", "error: malformed form body");
-        evhttp_clear_headers(&form);
-        return;
-    }
-    const char *mode = form_get(&form, "hub.mode");
-    if (mode != NULL && strcmp(mode, "publish") == 0) {
-        handle_publish(w, req, &form);
-        evhttp_clear_headers(&form);
-        return;
-    }
-    const char *err = NULL;
-    const char *topic = form_get(&form, "hub.topic");
-    const char *callback = form_get(&form, "hub.callback");
-    const char *secret = form_get(&form, "hub.secret");
-    const char *lease = form_get(&form, "hub.lease_seconds");
-    enum op_mode m = OP_SUBSCRIBE;
-    if (mode == NULL)
-        err = "missing hub.mode";
-    else if (strcmp(mode, "subscribe") == 0)
-        m = OP_SUBSCRIBE;
-    else if (strcmp(mode, "unsubscribe") == 0)
-        m = OP_UNSUBSCRIBE;
-    else
-        err = "hub.mode must be subscribe, unsubscribe or publish";
-    if (err == NULL && (topic == NULL || topic[0] == '\0'))
-        err = "missing hub.topic";
-    if (err == NULL && (callback == NULL || callback[0] == '\0'))
-        err = "missing hub.callback";
-    if (err == NULL && !rs_url_is_http(callback))
-        err = "hub.callback must be an absolute http(s) URL";
-    if (err == NULL && secret != NULL && strlen(secret) > WEBSUB_SECRET_MAX)
-        err = "hub.secret must be less than 200 bytes";
-    uint64_t lease_s = (uint64_t)c->lease_default_ms / 1000;
-    if (err == NULL && lease != NULL) {
-        char *end;
-        unsigned long long v = strtoull(lease, &end, 10);
-        if (end == lease || *end != '\0' || lease[0] == '-')
-            err = "hub.lease_seconds must be a whole number";
-        else
-            lease_s = v;
-    }
-    if (err != NULL) {
-        w->st.denied++;
-        reply_text(req, 400, "Bad Request", "error: %s", err);
-        evhttp_clear_headers(&form);
-        return;
-    }
-    /* WebSub: the hub picks the lease within its bounds */
-    uint64_t lmin = (uint64_t)c->lease_min_ms / 1000, lmax = (uint64_t)c->lease_max_ms / 1000;
-    if (lease_s < lmin)
-        lease_s = lmin;
-    if (lease_s > lmax)
-        lease_s = lmax;
-
-    struct topic *t = topics_by_uri(h->topics, topic);
+    struct topic *t = topics_by_uri(h->topics, f->topic);
     bool created = false;
-    if (t == NULL && m == OP_SUBSCRIBE)
-        t = topics_learn(h->topics, topic, &created);
-    if (t == NULL && m == OP_SUBSCRIBE && topics_full(h->topics)) {
+    if (t == NULL && f->mode == WEBSUBWIRE_SUBSCRIBE)
+        t = topics_learn(h->topics, f->topic, &created);
+    if (t == NULL && f->mode == WEBSUBWIRE_SUBSCRIBE && topics_full(h->topics)) {
         reply_full(h, req);
-        evhttp_clear_headers(&form);
         return;
     }
     struct op *o = rs_calloc(1, sizeof(*o));
     if (o == NULL) {
         reply_text(req, 503, "Service Unavailable", "error: out of memory");
-        evhttp_clear_headers(&form);
         return;
     }
     o->w = w;
-    o->mode = m;
+    o->mode = f->mode;
     o->req = req;
     o->evcon = evhttp_request_get_connection(req);
-    o->lease_s = lease_s;
+    o->lease_s = f->lease_s;
     if (t != NULL)
         snprintf(o->topic_name, sizeof(o->topic_name), "%s", t->name);
     else
         o->deny = "unknown topic";   /* closed mode, or unsubscribe */
-    o->topic_uri = rs_strdup(topic);
-    o->callback = rs_strdup(callback);
-    o->host = callback_host(callback);
-    bool want_secret = secret != NULL && secret[0] != '\0';
-    o->secret = want_secret ? rs_strdup(secret) : NULL;
-    evhttp_clear_headers(&form);   /* topic, callback, secret die here */
+    o->topic_uri = rs_strdup(f->topic);
+    o->callback = rs_strdup(f->callback);
+    o->host = websubwire_callback_host(f->callback);
+    o->secret = f->secret != NULL ? rs_strdup(f->secret) : NULL;
     if (o->topic_uri == NULL || o->callback == NULL || o->host == NULL ||
-        (want_secret && o->secret == NULL)) {
+        (f->secret != NULL && o->secret == NULL)) {
         reply_text(req, o->host == NULL ? 400 : 503,
-                       o->host == NULL ? "Bad Request" : "Service Unavailable",
-                       o->host == NULL ? "error: hub.callback has no host"
-                                       : "error: out of memory");
+                   o->host == NULL ? "Bad Request" : "Service Unavailable",
+                   o->host == NULL ? "error: hub.callback has no host"
+                                   : "error: out of memory");
         o->req = NULL;
         op_free(o);
         return;
@@ -785,8 +652,8 @@ websub_handle(struct websub *w, struct evhttp_request *req)
     if (strlen(o->host) > SUBS_HOST_MAX) {
         w->st.denied++;
         reply_text(req, 400, "Bad Request",
-                       "error: hub.callback's host is longer than %d bytes",
-                       SUBS_HOST_MAX);
+                   "error: hub.callback's host is longer than %d bytes",
+                   SUBS_HOST_MAX);
         o->req = NULL;
         op_free(o);
         return;
@@ -796,11 +663,44 @@ websub_handle(struct websub *w, struct evhttp_request *req)
         op_free(o);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
         reply_text(req, 503, "Service Unavailable",
-                       "error: the subscription store (Redis) is unavailable");
+                   "error: the subscription store (Redis) is unavailable");
         return;
     }
     evhttp_connection_set_closecb(o->evcon, on_op_gone, o);
     op_check_address(o);
+}
+
+void
+websub_handle(struct websub *w, struct evhttp_request *req)
+{
+    const struct hub_conf *c = w->h->conf;
+    const struct websubwire_leases leases = {
+        .min_s = (uint64_t)c->lease_min_ms / 1000,
+        .max_s = (uint64_t)c->lease_max_ms / 1000,
+        .default_s = (uint64_t)c->lease_default_ms / 1000,
+    };
+    struct websubwire_form f;
+    const char *why = NULL;
+    w->st.requests++;
+
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    /* contiguous: the body is capped (--max-body) before we see it */
+    const char *body = (const char *)evbuffer_pullup(in, -1);
+    int rc = websubwire_form_parse(&f, body != NULL ? body : "", body != NULL ? len : 0,
+                                   &leases, &why);
+    if (rc == RS_ENOMEM) {
+        reply_text(req, 503, "Service Unavailable", "error: out of memory");
+    } else if (rc != 0) {
+        if (rc == RS_EINVAL)
+            w->st.denied++;   /* a form that breaks a rule; not garbage */
+        reply_text(req, 400, "Bad Request", "error: %s", why);
+    } else if (f.mode == WEBSUBWIRE_PUBLISH) {
+        handle_publish(w, req, &f);
+    } else {
+        handle_subscription(w, req, &f);
+    }
+    websubwire_form_cleanup(&f);   /* topic, callback, secret die here */
 }
 
 struct websub *
