@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "netpolicy.h"
@@ -30,6 +31,52 @@ test_default_denies_internal(void **state)
             fail_msg("%s denied", permitted[i]);
     netpolicy_free(np);
     netpolicy_free(NULL);
+}
+
+/* netpolicy/default_edges: each default range holds its first and last
+ * address and not the ones just outside it (the prefixes that do not end
+ * on a byte: /10, /15, /4, /7, /12 and the /48). */
+static void
+test_default_edges(void **state)
+{
+    (void)state;
+    struct netpolicy *np = netpolicy_new();
+    static const struct {
+        const char *addr;
+        bool permitted;
+    } v[] = {
+        { "0.255.255.255", false }, { "1.0.0.0", true },
+        { "9.255.255.255", true }, { "10.255.255.255", false }, { "11.0.0.0", true },
+        { "100.63.255.255", true }, { "100.64.0.0", false },
+        { "100.127.255.255", false }, { "100.128.0.0", true },
+        { "126.255.255.255", true }, { "127.255.255.255", false }, { "128.0.0.0", true },
+        { "169.253.255.255", true }, { "169.254.0.0", false },
+        { "169.254.255.255", false }, { "169.255.0.0", true },
+        { "172.15.255.255", true }, { "172.16.0.0", false },
+        { "191.255.255.255", true }, { "192.0.0.0", false },
+        { "192.0.0.255", false }, { "192.0.1.0", true },
+        { "192.167.255.255", true }, { "192.168.255.255", false },
+        { "192.169.0.0", true },
+        { "198.17.255.255", true }, { "198.18.0.0", false },
+        { "198.19.255.255", false }, { "198.20.0.0", true },
+        { "223.255.255.255", true }, { "224.0.0.0", false },
+        { "239.255.255.255", false }, { "240.0.0.0", false },
+        { "255.255.255.255", false },
+        { "::", false }, { "::2", false /* IPv4-compatible 0.0.0.2 */ },
+        { "::1:0:0:1", true },
+        { "64:ff9b:1::", false }, { "64:ff9b:1:ffff:ffff:ffff:ffff:ffff", false },
+        { "64:ff9b:2::", true },
+        { "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", true }, { "fc00::", false },
+        { "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", false }, { "fe00::", true },
+        { "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff", true }, { "fe80::", false },
+        { "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", false }, { "fec0::", true },
+        { "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", true }, { "ff00::", false },
+        { "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", false },
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        if (netpolicy_permits_str(np, v[i].addr) != v[i].permitted)
+            fail_msg("%s %s", v[i].addr, v[i].permitted ? "denied" : "permitted");
+    netpolicy_free(np);
 }
 
 /* netpolicy/allow_wins: an allowed range wins over the deny list, only
@@ -143,6 +190,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_denies_internal),
+        cmocka_unit_test(test_default_edges),
         cmocka_unit_test(test_allow_wins),
         cmocka_unit_test(test_deny_added_and_cleared),
         cmocka_unit_test(test_bad_cidrs),
