@@ -1,0 +1,600 @@
+/* test_sub_dump.c - subscriber/dump.c (a baseline from a Resource Dump)
+ * against a real evhttp server (tu_httpd.h) serving a dump document and
+ * its packages, ZIPs built here with libzip's writing API (manifest and
+ * members, hashes computed with OpenSSL), into a real mirror and ledger in
+ * a temp dir: members verified and written, a bad member left to the
+ * reconcile that follows, refused and newer members, packages that 404,
+ * lie about their length or are not ZIPs, and the dump freed in flight.
+ * on_done is counted exactly; every test runs under a watchdog and ends
+ * with nothing left on the loop, clean under ASan. */
+#include "testutil.h"
+#include "tu_httpd.h"
+
+#include <curl/curl.h>
+#include <dirent.h>
+#include <event2/event.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zip.h>
+
+#include "apply.h"
+#include "dump.h"
+#include "ledger.h"
+#include "mirror.h"
+#include "pathmap.h"
+#include "pull.h"
+#include "rs_alloc.h"
+#include "rs_http.h"
+
+#define WATCHDOG_MS 10000u
+#define TA "2020-01-01T12:00:00Z"
+#define LM "2020-01-01T08:00:00Z"
+#define NS "xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" " \
+           "xmlns:rs=\"http://www.openarchives.org/rs/terms/\""
+#define DOCSZ 8192
+
+struct fx {
+    struct tu_loop l;
+    struct tu_httpd *srv;
+    char *dir;
+    char tmp[4200];
+    struct ledger *ledger;
+    struct mirror *mirror;
+    struct pathmap *pm;
+    struct rs_http *http;
+    struct apply *a;
+    struct dump *d;
+    /* on_done */
+    unsigned done;
+    int rc;
+    char err[600];
+    struct dump_report r;
+    /* on_problem */
+    unsigned problems;
+    char prob_uri[256], prob_why[512];
+    /* a pull after the dump */
+    unsigned pulls;
+    int pull_rc;
+    struct pull_report pr;
+};
+
+/* One resource of a package: its path at the Source (and in the ZIP), its
+ * content, and the content the manifest describes (NULL: the same). */
+struct member {
+    const char *path;
+    const char *content;
+    const char *claimed;
+    const char *uri;            /* NULL: {origin}/path */
+};
+
+static rs_time_t
+T(const char *s)
+{
+    rs_time_t t;
+
+    assert_int_equal(rs_time_parse(s, strlen(s), &t), 0);
+    return t;
+}
+
+static void
+on_done(void *ud, int rc, const char *err, const struct dump_report *r)
+{
+    struct fx *f = ud;
+
+    f->done++;
+    f->rc = rc;
+    snprintf(f->err, sizeof(f->err), "%s", err);
+    f->r = *r;
+}
+
+static void
+on_problem(void *ud, const char *uri, const char *why)
+{
+    struct fx *f = ud;
+
+    f->problems++;
+    snprintf(f->prob_uri, sizeof(f->prob_uri), "%s", uri);
+    snprintf(f->prob_why, sizeof(f->prob_why), "%s", why);
+}
+
+static int
+fx_setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    struct mirror_opts mo = { .fsync = MIRROR_FSYNC_NONE };
+    char err[512], path[4200];
+
+    assert_non_null(f);
+    tu_loop_init(&f->l);
+    f->srv = tu_httpd_new(f->l.base);
+    f->dir = tu_mkdtemp();
+    snprintf(path, sizeof(path), "%s/state.db", f->dir);
+    f->ledger = ledger_open(path, 0, err, sizeof(err));
+    if (f->ledger == NULL)
+        fail_msg("ledger_open: %s", err);
+    snprintf(path, sizeof(path), "%s/mirror", f->dir);
+    f->mirror = mirror_open(path, &mo, err, sizeof(err));
+    if (f->mirror == NULL)
+        fail_msg("mirror_open: %s", err);
+    snprintf(f->tmp, sizeof(f->tmp), "%s/tmp", f->dir);
+    assert_int_equal(mkdir(f->tmp, 0700), 0);
+    f->pm = pathmap_new();
+    assert_non_null(f->pm);
+    assert_int_equal(pathmap_add_prefix(f->pm, f->srv->origin, NULL), 0);
+    f->http = rs_http_new(f->l.base, NULL);
+    assert_non_null(f->http);
+    struct apply_opts ao = {
+        .base = f->l.base, .http = f->http, .ledger = f->ledger,
+        .mirror = f->mirror, .pathmap = f->pm,
+    };
+    f->a = apply_new(&ao, err, sizeof(err));
+    if (f->a == NULL)
+        fail_msg("apply_new: %s", err);
+    apply_pause(f->a, true);
+    struct dump_opts o = {
+        .base = f->l.base, .http = f->http, .ledger = f->ledger,
+        .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
+        .tmpdir = f->tmp, .on_problem = on_problem, .on_done = on_done,
+        .ud = f,
+    };
+    f->d = dump_new(&o);
+    assert_non_null(f->d);
+    *state = f;
+    return 0;
+}
+
+static int
+fx_teardown(void **state)
+{
+    struct fx *f = *state;
+
+    dump_free(f->d);
+    apply_free(f->a);
+    rs_http_free(f->http);
+    mirror_close(f->mirror);
+    pathmap_free(f->pm);
+    ledger_close(f->ledger);
+    tu_httpd_free(f->srv);
+    tu_loop_cleanup(&f->l);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* ------------------------------------------------------------ builders */
+
+/* "md5:HEX" of s, with OpenSSL. */
+static void
+md5_of(const char *s, char *out, size_t outsz)
+{
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned dl = 0;
+    size_t o;
+
+    assert_int_equal(EVP_Digest(s, strlen(s), d, &dl, EVP_md5(), NULL), 1);
+    o = (size_t)snprintf(out, outsz, "md5:");
+    for (unsigned i = 0; i < dl; i++)
+        o += (size_t)snprintf(out + o, outsz - o, "%02x", d[i]);
+}
+
+static void
+member_uri(struct fx *f, const struct member *m, char *buf, size_t bufsz)
+{
+    if (m->uri != NULL)
+        snprintf(buf, bufsz, "%s", m->uri);
+    else
+        snprintf(buf, bufsz, "%s/%s", f->srv->origin, m->path);
+}
+
+/* A Resource Dump package of members (manifest at TA), built with libzip
+ * in the temp dir and served at path; its size. */
+static size_t
+serve_package(struct fx *f, const char *path, const struct member *m,
+              size_t n)
+{
+    char zpath[4300], *man = malloc(DOCSZ), hash[64], uri[300];
+    size_t o, len = 0;
+    int ze = 0;
+    zip_t *za;
+    struct tu_route *r;
+
+    assert_non_null(man);
+    o = (size_t)snprintf(man, DOCSZ, "<?xml version=\"1.0\" encoding=\"UTF-8\""
+                         "?>\n<urlset " NS "><rs:md capability=\"resourcedump-"
+                         "manifest\" at=\"" TA "\"/>");
+    for (size_t i = 0; i < n; i++) {
+        const char *c = m[i].claimed != NULL ? m[i].claimed : m[i].content;
+        md5_of(c, hash, sizeof(hash));
+        member_uri(f, &m[i], uri, sizeof(uri));
+        o += (size_t)snprintf(man + o, DOCSZ - o, "<url><loc>%s</loc><lastmod>"
+                              LM "</lastmod><rs:md length=\"%zu\" hash=\"%s\" "
+                              "path=\"/%s\"/></url>", uri, strlen(c), hash,
+                              m[i].path);
+    }
+    o += (size_t)snprintf(man + o, DOCSZ - o, "</urlset>\n");
+    assert_true(o < DOCSZ);
+
+    snprintf(zpath, sizeof(zpath), "%s/build.zip", f->dir);
+    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    zip_source_t *src = zip_source_buffer(za, man, strlen(man), 0);
+    assert_non_null(src);
+    assert_true(zip_file_add(za, "manifest.xml", src, ZIP_FL_ENC_UTF_8) >= 0);
+    for (size_t i = 0; i < n; i++) {
+        src = zip_source_buffer(za, m[i].content, strlen(m[i].content), 0);
+        assert_non_null(src);
+        assert_true(zip_file_add(za, m[i].path, src, ZIP_FL_ENC_UTF_8) >= 0);
+    }
+    assert_int_equal(zip_close(za), 0);
+    free(man);
+
+    r = tu_httpd_add(f->srv, path, 0, "Content-Type: application/zip", NULL);
+    free(r->body);
+    r->body = tu_read_file(zpath, &len);
+    assert_non_null(r->body);
+    r->body_len = len;
+    remove(zpath);
+    return len;
+}
+
+/* The dump document at /rd.xml, listing packages with the lengths given
+ * (< 0: none). */
+static void
+serve_dump(struct fx *f, const char *const *pkgs, const long long *lens,
+           size_t n)
+{
+    char doc[DOCSZ];
+    size_t o;
+
+    o = (size_t)snprintf(doc, sizeof(doc), "<?xml version=\"1.0\"?>\n<urlset "
+                         NS "><rs:md capability=\"resourcedump\" at=\"" TA
+                         "\"/>");
+    for (size_t i = 0; i < n; i++) {
+        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "<url><loc>{B}%s</loc>"
+                              "<rs:md type=\"application/zip\"", pkgs[i]);
+        if (lens[i] >= 0)
+            o += (size_t)snprintf(doc + o, sizeof(doc) - o, " length=\"%lld\"",
+                                  lens[i]);
+        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "/></url>");
+    }
+    snprintf(doc + o, sizeof(doc) - o, "</urlset>\n");
+    (void)tu_httpd_add(f->srv, "/rd.xml", 0, "Content-Type: application/xml",
+                       doc);
+}
+
+static void
+fx_dump(struct fx *f)
+{
+    unsigned before = f->done;
+
+    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")), 0);
+    TU_LOOP_UNTIL(&f->l, f->done > before, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 30);
+    assert_int_equal(f->done, before + 1);
+}
+
+/* The mirror's file at path holds content. */
+static void
+has_file(struct fx *f, const char *path, const char *content)
+{
+    char full[4400], *got;
+    size_t len = 0;
+
+    snprintf(full, sizeof(full), "%s/%s", mirror_root(f->mirror), path);
+    got = tu_read_file(full, &len);
+    if (got == NULL)
+        fail_msg("%s: not in the mirror", path);
+    assert_int_equal(len, strlen(content));
+    assert_memory_equal(got, content, len);
+    free(got);
+}
+
+static bool
+has_row(struct fx *f, const char *path, struct ledger_res *out, char **buf)
+{
+    char uri[300];
+    int rc;
+
+    snprintf(uri, sizeof(uri), "%s/%s", f->srv->origin, path);
+    rc = ledger_res_get(f->ledger, uri, out, buf);
+    assert_true(rc == 0 || rc == RS_ENOTFOUND);
+    return rc == 0;
+}
+
+/* Files the dump left in its temp dir. */
+static unsigned
+tmp_files(struct fx *f)
+{
+    DIR *dh = opendir(f->tmp);
+    struct dirent *de;
+    unsigned n = 0;
+
+    assert_non_null(dh);
+    while ((de = readdir(dh)) != NULL)
+        if (de->d_name[0] != '.' || strncmp(de->d_name, ".rssub", 6) == 0)
+            n++;
+    closedir(dh);
+    return n;
+}
+
+/* -------------------------------------------------------------- tests */
+
+/* dump/packages_written: every member of every package is verified,
+ * written to the mirror and recorded in the ledger as of the dump's at,
+ * one package at a time; the temp files go; on_done once. */
+static void
+test_packages_written(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL },
+                                 { "res/b", "bravo!", NULL, NULL } };
+    const struct member p2[] = { { "res/c/d", "charlie", NULL, NULL } };
+    const char *pkgs[] = { "/p1.zip", "/p2.zip" };
+    long long lens[2];
+    struct ledger_res r;
+    char *buf = NULL, hash[64];
+
+    lens[0] = (long long)serve_package(f, "/p1.zip", p1, 2);
+    lens[1] = (long long)serve_package(f, "/p2.zip", p2, 1);
+    serve_dump(f, pkgs, lens, 2);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_string_equal(f->err, "");
+    assert_int_equal(f->r.packages, 2);
+    assert_int_equal(f->r.written, 3);
+    assert_int_equal(f->r.failed + f->r.skipped, 0);
+    assert_int_equal(f->r.bytes, (uint64_t)(lens[0] + lens[1]));
+    assert_true(f->r.at == T(TA));
+    has_file(f, "res/a", "alpha");
+    has_file(f, "res/b", "bravo!");
+    has_file(f, "res/c/d", "charlie");
+    assert_true(has_row(f, "res/b", &r, &buf));
+    assert_true(r.change_dt == T(TA));
+    assert_true(r.lastmod == T(LM));
+    assert_int_equal(r.length, 6);
+    md5_of("bravo!", hash, sizeof(hash));
+    assert_string_equal(r.hash, hash);
+    assert_string_equal(r.path, "res/b");
+    rs_free(buf);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p1.zip"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/p2.zip"), 1);
+    assert_int_equal(tmp_files(f), 0);
+    assert_int_equal(f->problems, 0);
+}
+
+static void
+on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
+{
+    struct fx *f = ud;
+
+    (void)err;
+    f->pulls++;
+    f->pull_rc = rc;
+    f->pr = *r;
+}
+
+/* dump/bad_member_left_to_reconcile: a member that does not match its
+ * manifest is not written (on_problem names it), the others are; the
+ * reconcile that follows a dump then fetches that one alone. */
+static void
+test_bad_member_left_to_reconcile(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL },
+                                 { "res/b", "bravo!", "BRAVO!", NULL } };
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1];
+    struct ledger_res r;
+    char *buf = NULL, ha[64], hb[64], rl[2048];
+    struct stat sb;
+
+    lens[0] = (long long)serve_package(f, "/p1.zip", p1, 2);
+    serve_dump(f, pkgs, lens, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.written, 1);
+    assert_int_equal(f->r.failed, 1);
+    assert_int_equal(f->problems, 1);
+    assert_non_null(strstr(f->prob_uri, "/res/b"));
+    assert_true(f->prob_why[0] != '\0');
+    has_file(f, "res/a", "alpha");
+    assert_int_equal(mirror_stat(f->mirror, "res/b", &sb), RS_ENOTFOUND);
+    assert_false(has_row(f, "res/b", &r, &buf));
+
+    /* the Source's Resource List, as of the dump */
+    md5_of("alpha", ha, sizeof(ha));
+    md5_of("BRAVO!", hb, sizeof(hb));
+    snprintf(rl, sizeof(rl), "<?xml version=\"1.0\"?>\n<urlset " NS "><rs:md "
+             "capability=\"resourcelist\" at=\"" TA "\"/>"
+             "<url><loc>{B}/res/a</loc><lastmod>" LM "</lastmod><rs:md "
+             "length=\"5\" hash=\"%s\"/></url>"
+             "<url><loc>{B}/res/b</loc><lastmod>" LM "</lastmod><rs:md "
+             "length=\"6\" hash=\"%s\"/></url></urlset>", ha, hb);
+    (void)tu_httpd_add(f->srv, "/rl.xml", 0, "Content-Type: application/xml",
+                       rl);
+    struct pull_opts po = {
+        .base = f->l.base, .http = f->http, .ledger = f->ledger,
+        .mirror = f->mirror, .apply = f->a, .pathmap = f->pm,
+        .on_done = on_pull_done, .ud = f,
+    };
+    struct pull *p = pull_new(&po);
+    assert_non_null(p);
+    assert_int_equal(pull_start(p, PULL_RECONCILE,
+                                tu_httpd_url(f->srv, "/rl.xml"), NULL,
+                                RS_TIME_NONE), 0);
+    TU_LOOP_UNTIL(&f->l, f->pulls == 1, WATCHDOG_MS);
+    pull_free(p);
+    assert_int_equal(f->pull_rc, 0);
+    assert_int_equal(f->pr.added, 1);
+    assert_int_equal(f->pr.unchanged, 1);
+    assert_int_equal(f->pr.updated + f->pr.deleted, 0);
+    struct ledger_todo t;
+    char uri[300];
+    snprintf(uri, sizeof(uri), "%s/res/b", f->srv->origin);
+    assert_int_equal(ledger_todo_get(f->ledger, uri, &t, &buf), 0);
+    assert_int_equal(t.change, LEDGER_CREATE);
+    rs_free(buf);
+    assert_int_equal(f->done, 1);
+}
+
+/* dump/refused_and_newer: a member outside the mirror's prefixes is
+ * refused (on_problem), and one the mirror holds a newer copy of (push
+ * brought it after the dump's at) is skipped, its file untouched. */
+static void
+test_refused_and_newer(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = {
+        { "res/a", "alpha", NULL, NULL },
+        { "res/n", "newer?", NULL, NULL },
+        { "res/x", "foreign", NULL, "http://elsewhere.example/x" },
+    };
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1];
+    struct mirror_file *mf = NULL;
+    char uri[300];
+
+    snprintf(uri, sizeof(uri), "%s/res/n", f->srv->origin);
+    assert_int_equal(mirror_begin(f->mirror, "res/n", &mf), 0);
+    assert_int_equal(mirror_write(mf, "pushed", 6), 0);
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
+    struct ledger_res row = { .uri = uri, .path = "res/n",
+                              .lastmod = RS_TIME_NONE,
+                              .change_dt = T("2020-01-01T12:30:00Z"),
+                              .length = 6 };
+    assert_int_equal(ledger_res_put(f->ledger, &row), 0);
+
+    lens[0] = (long long)serve_package(f, "/p1.zip", p1, 3);
+    serve_dump(f, pkgs, lens, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.written, 1);
+    assert_int_equal(f->r.skipped, 1);
+    assert_int_equal(f->r.failed, 1);
+    assert_int_equal(f->problems, 1);
+    assert_string_equal(f->prob_uri, "http://elsewhere.example/x");
+    assert_non_null(strstr(f->prob_why, "refused"));
+    has_file(f, "res/n", "pushed");
+    has_file(f, "res/a", "alpha");
+}
+
+/* dump/package_404: a package that cannot be had ends the dump with an
+ * error naming it (once); what the packages before it gave stays. */
+static void
+test_package_404(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL } };
+    const char *pkgs[] = { "/p1.zip", "/p2.zip", "/p3.zip" };
+    long long lens[3] = { 0, -1, -1 };
+
+    lens[0] = (long long)serve_package(f, "/p1.zip", p1, 1);
+    (void)serve_package(f, "/p3.zip", p1, 1);
+    serve_dump(f, pkgs, lens, 3);
+    fx_dump(f);
+    assert_int_equal(f->rc, RS_EPROTO);
+    assert_non_null(strstr(f->err, "/p2.zip"));
+    assert_non_null(strstr(f->err, "HTTP 404"));
+    assert_int_equal(f->r.packages, 1);
+    assert_int_equal(f->r.written, 1);
+    has_file(f, "res/a", "alpha");
+    assert_int_equal(tu_httpd_hits(f->srv, "/p3.zip"), 0);
+    assert_int_equal(tmp_files(f), 0);
+}
+
+/* dump/bad_packages: a package whose size is not what the dump announced,
+ * a package that is not a ZIP, and a document that is not a Resource Dump
+ * each end the dump with RS_EINVALID and a reason. */
+static void
+test_bad_packages(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL } };
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1];
+
+    lens[0] = (long long)serve_package(f, "/p1.zip", p1, 1) + 1;
+    serve_dump(f, pkgs, lens, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "the dump announced"));
+    assert_int_equal(f->r.written, 0);
+
+    f->srv->routes[0].body_len = 10;        /* cut: not a ZIP any more */
+    f->srv->routes[1].path[0] = '\0';
+    lens[0] = -1;
+    serve_dump(f, pkgs, lens, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "/p1.zip"));
+
+    f->srv->routes[2].path[0] = '\0';
+    (void)tu_httpd_add(f->srv, "/rd.xml", 0, "Content-Type: application/xml",
+                       "<urlset " NS "><rs:md capability=\"resourcelist\" "
+                       "at=\"" TA "\"/></urlset>");
+    fx_dump(f);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "Resource Dump was expected"));
+    assert_int_equal(f->done, 3);
+    assert_int_equal(f->problems, 0);
+    assert_int_equal(tmp_files(f), 0);
+}
+
+/* dump/free_in_flight: a second start while one runs is RS_ESTATE; freed
+ * while a package is downloading, the dump never calls back, its temp
+ * file goes, and the loop ends empty. */
+static void
+test_free_in_flight(void **state)
+{
+    struct fx *f = *state;
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1] = { -1 };
+    struct tu_route *r;
+
+    r = tu_httpd_add(f->srv, "/p1.zip", 0, NULL, "");
+    r->never = true;
+    serve_dump(f, pkgs, lens, 1);
+    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")), 0);
+    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")),
+                     RS_ESTATE);
+    TU_LOOP_UNTIL(&f->l, r->hits == 1, WATCHDOG_MS);
+    assert_int_equal(tmp_files(f), 1);
+    dump_free(f->d);
+    f->d = NULL;
+    assert_int_equal(tmp_files(f), 0);
+    tu_loop_drain(&f->l, f->http, WATCHDOG_MS);
+    assert_int_equal(f->done, 0);
+    dump_free(NULL);
+}
+
+int
+main(void)
+{
+#define T_(name, fn) { "dump/" name, fn, fx_setup, fx_teardown, NULL }
+    const struct CMUnitTest tests[] = {
+        T_("packages_written", test_packages_written),
+        T_("bad_member_left_to_reconcile", test_bad_member_left_to_reconcile),
+        T_("refused_and_newer", test_refused_and_newer),
+        T_("package_404", test_package_404),
+        T_("bad_packages", test_bad_packages),
+        T_("free_in_flight", test_free_in_flight),
+    };
+#undef T_
+    int rc;
+
+    signal(SIGPIPE, SIG_IGN);
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests_name("sub_dump", tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
