@@ -1,4 +1,4 @@
-/* test_sub_discovery.c - subscriber/discovery.c (finding a Source's
+/* test_discovery.c - client/discovery.c (finding a Source's
  * Capability Lists) against a real evhttp server (tu_httpd.h) on 127.0.0.1
  * on the discovery's own event_base, serving a per-test table (path or path
  * prefix -> status, headers, body, stalls) and counting requests per path:
@@ -777,7 +777,7 @@ main(void)
     unsetenv("all_proxy");
     unsetenv("ALL_PROXY");
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = cmocka_run_group_tests_name("sub_discovery", tests, NULL, NULL);
+    rc = cmocka_run_group_tests_name("discovery", tests, NULL, NULL);
     curl_global_cleanup();
     return rc;
 }

@@ -1,4 +1,4 @@
-/* test_sub_docwalk.c - subscriber/docwalk.c (streamed walks over
+/* test_docwalk.c - client/docwalk.c (streamed walks over
  * ResourceSync documents) against a real evhttp server (tu_httpd.h) on
  * 127.0.0.1 on the walk's own event_base, serving a per-test table (path ->
  * status, headers, body, failures before success, stalls, paced chunks)
@@ -1324,7 +1324,7 @@ main(void)
     unsetenv("all_proxy");
     unsetenv("ALL_PROXY");
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = cmocka_run_group_tests_name("sub_docwalk", tests, NULL, NULL);
+    rc = cmocka_run_group_tests_name("docwalk", tests, NULL, NULL);
     curl_global_cleanup();
     return rc;
 }

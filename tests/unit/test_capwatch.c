@@ -1,4 +1,4 @@
-/* test_sub_capwatch.c - subscriber/capwatch.c (reading a Capability List
+/* test_capwatch.c - client/capwatch.c (reading a Capability List
  * again and handing over a changed offer) against a real evhttp server
  * (tu_httpd.h) on 127.0.0.1 on the watch's own event_base: unchanged,
  * changed (a channel appears, moves, goes), errors that keep the offer
@@ -260,7 +260,7 @@ main(void)
     unsetenv("all_proxy");
     unsetenv("ALL_PROXY");
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = cmocka_run_group_tests_name("sub_capwatch", tests, NULL, NULL);
+    rc = cmocka_run_group_tests_name("capwatch", tests, NULL, NULL);
     curl_global_cleanup();
     return rc;
 }
