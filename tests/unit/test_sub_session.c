@@ -1,0 +1,451 @@
+/* test_sub_session.c - subscriber/session.c (the sync engine) through its
+ * public API (session.h), against a Source served by a real evhttp server
+ * (tu_httpd.h) on the session's own loop, with a real ledger, mirror and
+ * rs_http in a temp dir, and a real rshub (tu_hub.h) for push: sync (a
+ * baseline, then nothing to do), a resource that cannot be had, audit in
+ * sync and not, run (ready, a change picked up by polling, drained), a
+ * drain during the first sync's dump while a pushed change is being
+ * fetched, and a --source that is not a URL. The drain is run as
+ * rs_daemon runs it. on_end is counted exactly; every test runs under a
+ * watchdog and ends with nothing left on the loop, clean under ASan. */
+#include "testutil.h"
+#include "tu_httpd.h"
+#include "tu_hub.h"
+
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "ledger.h"
+#include "mirror.h"
+#include "pathmap.h"
+#include "rs_alloc.h"
+#include "rs_http.h"
+#include "session.h"
+#include "wsclient.h"
+
+#define WATCHDOG_MS 10000u
+#define NS "xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" " \
+           "xmlns:rs=\"http://www.openarchives.org/rs/terms/\""
+#define URLSET "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset " NS ">"
+#define TA "2020-01-01T12:00:00Z"
+#define LM "2020-01-01T08:00:00Z"
+#define CT_XML "Content-Type: application/xml"
+#define CAPLIST(extra)                                                      \
+    URLSET "<rs:md capability=\"capabilitylist\"/>"                         \
+    "<url><loc>{B}/rl.xml</loc><rs:md capability=\"resourcelist\"/></url>"  \
+    "<url><loc>{B}/chl.xml</loc><rs:md capability=\"changelist\"/></url>"   \
+    extra "</urlset>"
+#define RES(path, len)                                                      \
+    "<url><loc>{B}/" path "</loc><lastmod>" LM "</lastmod>"                 \
+    "<rs:md length=\"" #len "\"/></url>"
+#define RL URLSET "<rs:md capability=\"resourcelist\" at=\"" TA "\"/>"      \
+           RES("r1", 3) RES("r2", 4) "</urlset>"
+#define CL(entries)                                                         \
+    URLSET "<rs:md capability=\"changelist\" from=\"2020-01-01T00:00:00Z\"/>" \
+    entries "</urlset>"
+
+struct fx {
+    struct tu_hub *g;
+    struct tu_loop l;
+    struct tu_httpd *srv;
+    char *dir;
+    char db[4200], ready[4200];
+    struct ledger *ledger;
+    struct mirror *mirror;
+    struct pathmap *pm;
+    struct rs_http *http;
+    struct session *s;
+    struct wsclient *ws;            /* or NULL */
+    unsigned ends;
+    int code;
+    struct tu_route *cl;            /* the Change List's route */
+};
+
+static void
+on_end(void *ud, int exit_code)
+{
+    struct fx *f = ud;
+
+    f->ends++;
+    f->code = exit_code;
+}
+
+static void
+fx_open_ledger(struct fx *f, unsigned flags)
+{
+    char err[512];
+
+    f->ledger = ledger_open(f->db, flags, err, sizeof(err));
+    if (f->ledger == NULL)
+        fail_msg("ledger_open: %s", err);
+}
+
+static int
+fx_setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    struct mirror_opts mo = { .fsync = MIRROR_FSYNC_NONE };
+    char err[512], mdir[4200];
+
+    assert_non_null(f);
+    f->g = *state;
+    tu_loop_init(&f->l);
+    f->srv = tu_httpd_new(f->l.base);
+    f->dir = tu_mkdtemp();
+    snprintf(f->db, sizeof(f->db), "%s/state.db", f->dir);
+    snprintf(f->ready, sizeof(f->ready), "%s/ready", f->dir);
+    snprintf(mdir, sizeof(mdir), "%s/mirror", f->dir);
+    fx_open_ledger(f, 0);
+    f->mirror = mirror_open(mdir, &mo, err, sizeof(err));
+    if (f->mirror == NULL)
+        fail_msg("mirror_open: %s", err);
+    f->pm = pathmap_new();
+    assert_non_null(f->pm);
+    assert_int_equal(pathmap_add_prefix(f->pm, f->srv->origin, NULL), 0);
+    f->http = rs_http_new(f->l.base, NULL);
+    assert_non_null(f->http);
+    (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, CAPLIST(""));
+    (void)tu_httpd_add(f->srv, "/rl.xml", 0, CT_XML, RL);
+    f->cl = tu_httpd_add(f->srv, "/chl.xml", 0, CT_XML, CL(""));
+    (void)tu_httpd_add(f->srv, "/r1", 0, NULL, "one");
+    (void)tu_httpd_add(f->srv, "/r2", 0, NULL, "four");
+    *state = f;
+    return 0;
+}
+
+static int
+fx_teardown(void **state)
+{
+    struct fx *f = *state;
+    struct tu_hub *g = f->g;
+
+    session_free(f->s);
+    wsclient_free(f->ws);
+    rs_http_free(f->http);
+    mirror_close(f->mirror);
+    pathmap_free(f->pm);
+    ledger_close(f->ledger);
+    tu_httpd_free(f->srv);
+    tu_loop_cleanup(&f->l);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    *state = g;
+    return 0;
+}
+
+static struct session_opts
+fx_opts(struct fx *f, enum session_cmd cmd)
+{
+    static char source[256];
+    struct session_opts o = {
+        .cmd = cmd,
+        .base = f->l.base, .http = f->http, .ledger = f->ledger,
+        .mirror = f->mirror, .pathmap = f->pm,
+        .on_end = on_end, .ud = f,
+    };
+
+    snprintf(source, sizeof(source), "%s", tu_httpd_url(f->srv,
+                                                        "/caplist.xml"));
+    o.c.source = source;
+    o.c.push = false;
+    o.c.poll_ms = 60000;
+    o.c.push_timeout_ms = 30000;
+    o.c.retries = 1;
+    o.c.timeout_ms = 5000;
+    o.c.state_path = f->db;
+    return o;
+}
+
+static void
+fx_start(struct fx *f, const struct session_opts *o)
+{
+    char err[256] = "";
+
+    session_free(f->s);
+    f->s = session_new(o, err, sizeof(err));
+    if (f->s == NULL)
+        fail_msg("session_new: %s", err);
+    assert_int_equal(session_start(f->s), 0);
+}
+
+/* Run a session of cmd to its end: on_end exactly once; its exit code. */
+static int
+fx_session(struct fx *f, enum session_cmd cmd)
+{
+    struct session_opts o = fx_opts(f, cmd);
+    unsigned before = f->ends;
+
+    fx_start(f, &o);
+    TU_LOOP_UNTIL(&f->l, f->ends > before, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 50);
+    assert_int_equal(f->ends, before + 1);
+    return f->code;
+}
+
+static bool
+has_file(struct fx *f, const char *path)
+{
+    struct stat sb;
+
+    return mirror_stat(f->mirror, path, &sb) == 0;
+}
+
+/* The drain as rs_daemon runs it (common/daemon.c): session_drain, then
+ * session_drained every 100 ms until it holds or drain_ms have passed,
+ * then session_stop. Returns whether it timed out. */
+static bool
+fx_drain(struct fx *f, unsigned drain_ms)
+{
+    unsigned before = f->ends, waited = 0;
+    bool timed_out = false;
+
+    session_drain(f->s);
+    while (!session_drained(f->s)) {
+        if (waited >= drain_ms) {
+            timed_out = true;
+            break;
+        }
+        tu_loop_run_for(&f->l, 100);
+        waited += 100;
+        assert_int_equal(f->ends, before);
+    }
+    session_stop(f->s, timed_out);
+    TU_LOOP_UNTIL(&f->l, f->ends > before, WATCHDOG_MS);
+    assert_int_equal(f->ends, before + 1);
+    return timed_out;
+}
+
+/* -------------------------------------------------------------- tests */
+
+/* session/sync_then_nothing_to_do: a first sync baselines from the
+ * Resource List and applies it (exit 0); the next one reads the Change
+ * Lists from where the first left off and fetches nothing. */
+static void
+test_sync_then_nothing_to_do(void **state)
+{
+    struct fx *f = *state;
+
+    assert_int_equal(fx_session(f, SESSION_SYNC), 0);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 1);
+    /* the list peeked at and read, brought forward by the Change List */
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/chl.xml"), 1);
+
+    assert_int_equal(fx_session(f, SESSION_SYNC), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/chl.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r2"), 1);
+    assert_int_equal(f->ends, 2);
+}
+
+/* session/sync_exit_1_on_a_failure: a resource that cannot be had is
+ * given up after --retries, and the sync says so in its exit status. */
+static void
+test_sync_exit_1_on_a_failure(void **state)
+{
+    struct fx *f = *state;
+
+    f->srv->routes[4].path[0] = '\0';        /* /r2 is gone: 404 */
+    assert_int_equal(fx_session(f, SESSION_SYNC), 1);
+    assert_true(has_file(f, "r1"));
+    assert_false(has_file(f, "r2"));
+}
+
+/* session/audit: an audit of a mirror in step exits 0, of one missing a
+ * file 1; the state is opened read-only beside nobody. */
+static void
+test_audit(void **state)
+{
+    struct fx *f = *state;
+
+    assert_int_equal(fx_session(f, SESSION_SYNC), 0);
+    session_free(f->s);
+    f->s = NULL;
+    ledger_close(f->ledger);
+    fx_open_ledger(f, LEDGER_READONLY);
+    struct session_opts o = fx_opts(f, SESSION_AUDIT);
+    o.c.readonly = true;
+    fx_start(f, &o);
+    TU_LOOP_UNTIL(&f->l, f->ends == 2, WATCHDOG_MS);
+    assert_int_equal(f->code, 0);
+
+    assert_int_equal(mirror_remove(f->mirror, "r2"), 0);
+    fx_start(f, &o);
+    TU_LOOP_UNTIL(&f->l, f->ends == 3, WATCHDOG_MS);
+    assert_int_equal(f->code, 1);
+    tu_loop_run_for(&f->l, 50);
+    assert_int_equal(f->ends, 3);
+}
+
+/* session/run_ready_then_polls: run becomes ready once the first sync is
+ * applied (the ready file is written), picks up a change by polling the
+ * Change Lists, and drains to exit 0. */
+static void
+test_run_ready_then_polls(void **state)
+{
+    struct fx *f = *state;
+    struct session_opts o = fx_opts(f, SESSION_RUN);
+    char when[RS_TIME_BUFSZ], cl[1024];
+    struct stat sb;
+
+    o.c.ready_file = f->ready;
+    o.c.poll_ms = 300;
+    fx_start(f, &o);
+    TU_LOOP_UNTIL(&f->l, stat(f->ready, &sb) == 0, WATCHDOG_MS);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+
+    assert_true(rs_time_format(rs_time_now(), when) > 0);
+    snprintf(cl, sizeof(cl), CL("<url><loc>{B}/r3</loc><rs:md change=\""
+                                "created\" datetime=\"%s\"/></url>"), when);
+    free(f->cl->body);
+    f->cl->body = tu_httpd_expand(f->srv, cl, &f->cl->body_len);
+    (void)tu_httpd_add(f->srv, "/r3", 0, NULL, "three");
+    TU_LOOP_UNTIL(&f->l, has_file(f, "r3"), WATCHDOG_MS);
+    assert_int_equal(f->ends, 0);
+    assert_false(fx_drain(f, 5000));
+    assert_int_equal(f->code, 0);
+}
+
+/* session/drain_during_the_dump: a drain (SIGTERM) while the first sync
+ * unpacks a Resource Dump and a pushed change is being fetched (so the
+ * drain waits, up to its drain time): the dump is abandoned with the pull
+ * and does not come back to a session that no longer pulls; nothing more
+ * is written, and the session ends once (exit 0). */
+static void
+test_drain_during_the_dump(void **state)
+{
+    struct fx *f = *state;
+    char zpath[4300], man[2048], note[1024], when[RS_TIME_BUFSZ], err[256];
+    char id[64], chan[256];
+    size_t len = 0;
+    int ze = 0, n;
+    zip_t *za;
+    struct tu_route *pkg, *slow;
+
+    /* a package of one member, served slowly (4 bytes each 2 ms) */
+    snprintf(man, sizeof(man), URLSET "<rs:md capability=\"resourcedump-"
+             "manifest\" at=\"" TA "\"/><url><loc>%s/r1</loc><rs:md "
+             "length=\"3\" path=\"/r1\"/></url></urlset>", f->srv->origin);
+    snprintf(zpath, sizeof(zpath), "%s/p.zip", f->dir);
+    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    assert_true(zip_file_add(za, "manifest.xml",
+                             zip_source_buffer(za, man, strlen(man), 0),
+                             0) >= 0);
+    assert_true(zip_file_add(za, "r1", zip_source_buffer(za, "one", 3, 0),
+                             0) >= 0);
+    assert_int_equal(zip_close(za), 0);
+    pkg = tu_httpd_add(f->srv, "/p.zip", 0, NULL, NULL);
+    free(pkg->body);
+    pkg->body = tu_read_file(zpath, &len);
+    pkg->body_len = len;
+    pkg->pace = 4;
+    (void)tu_httpd_add(f->srv, "/rd.xml", 0, CT_XML, URLSET "<rs:md "
+                       "capability=\"resourcedump\" at=\"" TA "\"/><url><loc>"
+                       "{B}/p.zip</loc></url></urlset>");
+    f->srv->routes[0].path[0] = '\0';
+    (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, CAPLIST(
+        "<url><loc>{B}/rd.xml</loc><rs:md capability=\"resourcedump\"/>"
+        "</url>"));
+
+    /* a change pushed through rshub, of a resource that takes its time */
+    slow = tu_httpd_add(f->srv, "/slow", 0, NULL, "");
+    slow->never = true;
+    assert_true(rs_time_format(rs_time_now(), when) > 0);
+    n = snprintf(note, sizeof(note), URLSET "<rs:md capability=\"changelist-"
+                 "notification\"/><url><loc>%s/slow</loc><rs:md change=\""
+                 "updated\" datetime=\"%s\"/></url></urlset>",
+                 f->srv->origin, when);
+    assert_int_equal(tu_hub_publish(f->g, "http://example.com/session/dump",
+                                    note, (size_t)n, id, sizeof(id), chan,
+                                    sizeof(chan)), 202);
+    struct wsclient_opts wo = { .base = f->l.base };
+    f->ws = wsclient_new(&wo, err, sizeof(err));
+    assert_non_null(f->ws);
+
+    char *channels[] = { chan, NULL };
+    struct session_opts o = fx_opts(f, SESSION_RUN);
+    o.c.dump = true;
+    o.c.push = true;
+    o.c.transport = TRANSPORT_WEBSOCKET;
+    o.c.channels = channels;
+    o.ws = f->ws;
+    fx_start(f, &o);
+    TU_LOOP_UNTIL(&f->l, pkg->hits == 1 && slow->hits == 1, WATCHDOG_MS);
+    assert_true(fx_drain(f, 1500));             /* /slow never answers */
+    assert_int_equal(f->code, 0);
+    assert_false(has_file(f, "r1"));
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
+}
+
+/* session/bad_source: a --source that is not an http(s) URL is refused at
+ * start, and on_end never runs. */
+static void
+test_bad_source(void **state)
+{
+    struct fx *f = *state;
+    struct session_opts o = fx_opts(f, SESSION_SYNC);
+    char err[256] = "";
+
+    o.c.source = "ftp://example.com/";
+    f->s = session_new(&o, err, sizeof(err));
+    assert_non_null(f->s);
+    assert_int_equal(session_start(f->s), RS_EINVAL);
+    tu_loop_run_for(&f->l, 50);
+    assert_int_equal(f->ends, 0);
+    session_free(NULL);
+}
+
+static int
+grp_setup(void **state)
+{
+    *state = tu_hub_new(NULL);
+    return 0;
+}
+
+static int
+grp_teardown(void **state)
+{
+    tu_hub_free(*state);
+    return 0;
+}
+
+int
+main(void)
+{
+#define T_(name, fn) { "session/" name, fn, fx_setup, fx_teardown, NULL }
+    const struct CMUnitTest tests[] = {
+        T_("sync_then_nothing_to_do", test_sync_then_nothing_to_do),
+        T_("sync_exit_1_on_a_failure", test_sync_exit_1_on_a_failure),
+        T_("audit", test_audit),
+        T_("run_ready_then_polls", test_run_ready_then_polls),
+        T_("bad_source", test_bad_source),
+        T_("drain_during_the_dump", test_drain_during_the_dump),
+    };
+#undef T_
+    int rc;
+
+    signal(SIGPIPE, SIG_IGN);
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests_name("sub_session", tests, grp_setup,
+                                     grp_teardown);
+    curl_global_cleanup();
+    return rc;
+}
