@@ -573,6 +573,53 @@ test_free_in_flight(void **state)
     dump_free(NULL);
 }
 
+/* dump/alloc_failures: dump_new fails cleanly (NULL) at every
+ * allocation it makes, dump_start with RS_ENOMEM and no on_done; each
+ * then succeeds, and the dump it starts ends once. */
+static void
+test_alloc_failures(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL } };
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1] = { -1 };
+    struct dump_opts o = {
+        .base = f->l.base, .http = f->http, .ledger = f->ledger,
+        .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
+        .tmpdir = f->tmp, .on_problem = on_problem, .on_done = on_done,
+        .ud = f,
+    };
+    struct dump *d = NULL;
+    unsigned long n;
+    int rc = RS_ENOMEM;
+
+    (void)serve_package(f, "/p1.zip", p1, 1);
+    serve_dump(f, pkgs, lens, 1);
+    for (n = 1; n < 1000 && d == NULL; n++) {
+        tu_alloc_fail_at(n);
+        d = dump_new(&o);
+        tu_alloc_fail_at(0);
+    }
+    assert_non_null(d);
+    assert_true(n > 2);
+    dump_free(f->d);
+    f->d = d;
+    for (n = 1; n < 1000; n++) {
+        tu_alloc_fail_at(n);
+        rc = dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml"));
+        tu_alloc_fail_at(0);
+        if (rc == 0)
+            break;
+        assert_int_equal(rc, RS_ENOMEM);
+    }
+    assert_int_equal(rc, 0);
+    TU_LOOP_UNTIL(&f->l, f->done == 1, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 30);
+    assert_int_equal(f->done, 1);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.written, 1);
+}
+
 int
 main(void)
 {
@@ -584,6 +631,7 @@ main(void)
         T_("package_404", test_package_404),
         T_("bad_packages", test_bad_packages),
         T_("free_in_flight", test_free_in_flight),
+        T_("alloc_failures", test_alloc_failures),
     };
 #undef T_
     int rc;

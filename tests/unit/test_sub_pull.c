@@ -765,6 +765,45 @@ test_busy_and_free_in_flight(void **state)
     pull_free(NULL);
 }
 
+/* pull/alloc_failures: pull_new fails cleanly (NULL) at every allocation
+ * it makes, and pull_start with RS_ENOMEM and no on_done, the pull left
+ * idle; each then succeeds, and the pull it starts ends once. */
+static void
+test_alloc_failures(void **state)
+{
+    struct fx *f = *state;
+    struct pull *p = NULL;
+    unsigned long n;
+    int rc = RS_ENOMEM;
+
+    serve(f, "/rl.xml", RL(AT(TA), RES("a", 3)));
+    for (n = 1; n < 1000 && p == NULL; n++) {
+        tu_alloc_fail_at(n);
+        p = pull_new(&f->po);
+        tu_alloc_fail_at(0);
+    }
+    assert_non_null(p);
+    assert_true(n > 2);
+    pull_free(f->p);
+    f->p = p;
+    for (n = 1; n < 1000; n++) {
+        tu_alloc_fail_at(n);
+        rc = pull_start(f->p, PULL_RECONCILE, tu_httpd_url(f->srv, "/rl.xml"),
+                        tu_httpd_url(f->srv, "/cl.xml"), RS_TIME_NONE);
+        tu_alloc_fail_at(0);
+        if (rc == 0)
+            break;
+        assert_int_equal(rc, RS_ENOMEM);
+        assert_false(pull_busy(f->p));
+    }
+    assert_int_equal(rc, 0);
+    assert_true(n > 1);
+    TU_LOOP_UNTIL(&f->l, f->done == 1, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 30);
+    assert_int_equal(f->done, 1);
+    assert_int_equal(f->rc, 0);
+}
+
 int
 main(void)
 {
@@ -783,6 +822,7 @@ main(void)
         T_("audit", test_audit),
         T_("audit_readonly", test_audit_readonly),
         T_("busy_and_free_in_flight", test_busy_and_free_in_flight),
+        T_("alloc_failures", test_alloc_failures),
     };
 #undef T_
     int rc;
