@@ -88,8 +88,10 @@ apply_outcome_name(enum apply_outcome o)
 int
 apply_txn(struct apply *a)
 {
-    struct timeval tv = { 0, (long)(a->o.commit_ms ? a->o.commit_ms
-                                                   : APPLY_COMMIT_MS) * 1000 };
+    unsigned ms = a->o.commit_ms ? a->o.commit_ms : APPLY_COMMIT_MS;
+    /* normalised: libevent takes a tv_usec of a second or more for a
+     * broken time, and its loop then waits 35 minutes for any timer */
+    struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000 };
     int rc;
 
     if (a->txn_open) {

@@ -7,15 +7,22 @@
  *
  * A channel is a small state machine, changed only by chan_set:
  *
- *   OFF --start/uris--> CONNECTING --open--> OPEN
- *   CONNECTING/OPEN --close 1001, 4002, 4003, 1013, network--> BACKOFF
- *   CONNECTING/OPEN --close 4004--> BACKOFF (longer)
- *   CONNECTING/OPEN --close 4001, 4005--> GAP --follow_resume--> CONNECTING
+ *   OFF --start/uris--> CONNECTING --open--> JOINING --a message, or
+ *       FOLLOW_SETTLE_MS without a close--> OPEN
+ *   CONNECTING/JOINING/OPEN --close 1001, 4002, 4003, 1013, network--> BACKOFF
+ *   CONNECTING/JOINING/OPEN --close 4004--> BACKOFF (longer)
+ *   CONNECTING/JOINING/OPEN --close 4001, 4005--> GAP --follow_resume-->
+ *       CONNECTING
  *   BACKOFF --timer--> CONNECTING
  *   any --no URIs--> OFF
  *
  * How a connection replays is its own field: from the id held, from a
  * time mark, or live (then the seam needs a pull once it is open).
+ *
+ * JOINING: rshub accepts the upgrade, then refuses the channel with a
+ * close (4001, 4003, 4004, 4005, 1013) a few milliseconds later. Such a
+ * connection was never up: the backoff keeps growing and down_since keeps
+ * the first failure (so --push-timeout can hand over to polling).
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -38,11 +45,14 @@
 #define FOLLOW_BACKOFF_MAX_MS 30000
 #define FOLLOW_UNKNOWN_MIN_MS 1000   /* 4004: the hub may learn it soon */
 #define FOLLOW_UNKNOWN_MAX_MS 60000
+#define FOLLOW_SETTLE_MS 2000        /* open this long without a close, or
+                                        a message: the hub serves it */
 
-enum chan_state { CH_OFF, CH_CONNECTING, CH_OPEN, CH_BACKOFF, CH_GAP };
+enum chan_state { CH_OFF, CH_CONNECTING, CH_JOINING, CH_OPEN, CH_BACKOFF,
+                  CH_GAP };
 
 static const char *const chan_state_names[] = {
-    "off", "connecting", "open", "backoff", "gap"
+    "off", "connecting", "joining", "open", "backoff", "gap"
 };
 
 /* Where the next connection replays from. */
@@ -63,8 +73,9 @@ struct chan {
     char *poskey;
     char *last_id;                   /* NULL: none yet */
     rs_time_t mark;                  /* replay from here when no id */
-    struct wsclient_conn *conn;      /* CONNECTING, OPEN */
+    struct wsclient_conn *conn;      /* CONNECTING, JOINING, OPEN */
     struct event *ev_retry;          /* BACKOFF */
+    struct event *ev_settle;         /* JOINING */
     unsigned backoff_ms;
     unsigned gap_resumes;            /* resumes since a message came */
 };
@@ -229,22 +240,45 @@ chan_backoff(struct chan *c, unsigned ms, const char *why)
     evtimer_add(c->ev_retry, &tv);
 }
 
+/* JOINING -> OPEN: the hub serves the channel. */
 static void
-on_ws_open(void *ud, struct wsclient_conn *conn)
+chan_open(struct chan *c)
 {
-    struct chan *c = ud;
     bool seam = c->replay == REPLAY_LIVE;
 
+    if (c->state != CH_JOINING)
+        return;
+    evtimer_del(c->ev_settle);
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
     c->replay = REPLAY_ID;
     chan_set(c, CH_OPEN, "connected");
     if (c->f->o.on_channel != NULL)
         c->f->o.on_channel(c->f->o.ud, c->uris[c->cur],
-                           wsclient_conn_peer(conn), true, 0, "");
+                           wsclient_conn_peer(c->conn), true, 0, "");
     /* Live from here; what came before the connection opened comes from
      * the pull this asks for. */
     if (seam && c->f->o.on_live != NULL)
         c->f->o.on_live(c->f->o.ud);
+}
+
+static void
+on_settle(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    chan_open(arg);
+}
+
+static void
+on_ws_open(void *ud, struct wsclient_conn *conn)
+{
+    struct chan *c = ud;
+    struct timeval tv = { FOLLOW_SETTLE_MS / 1000,
+                          (FOLLOW_SETTLE_MS % 1000) * 1000 };
+
+    (void)conn;
+    chan_set(c, CH_JOINING, "upgraded");
+    evtimer_add(c->ev_settle, &tv);
 }
 
 static void
@@ -254,6 +288,7 @@ on_ws_message(void *ud, struct wsclient_conn *conn, const char *buf,
     struct chan *c = ud;
 
     (void)conn;
+    chan_open(c);
     (void)take_doc(c->f, c, buf, len, "push");
 }
 
@@ -267,6 +302,7 @@ on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
     char why[300];
 
     c->conn = NULL;
+    evtimer_del(c->ev_settle);
     if (code == WSCLIENT_CANCELLED) {  /* wsclient_free: we are stopping */
         chan_set(c, CH_OFF, "stopping");
         return;
@@ -401,7 +437,8 @@ chan_init(struct follow *f, struct chan *c, int kind, const char *const *uris,
              kind == DISCOVERY_CHANGE ? "change" : "framework");
     if ((c->poskey = rs_strdup(key)) == NULL)
         return RS_ENOMEM;
-    if ((c->ev_retry = evtimer_new(f->o.base, on_retry, c)) == NULL)
+    if ((c->ev_retry = evtimer_new(f->o.base, on_retry, c)) == NULL ||
+        (c->ev_settle = evtimer_new(f->o.base, on_settle, c)) == NULL)
         return RS_ENOMEM;
     return 0;
 }
@@ -413,6 +450,8 @@ chan_clear(struct chan *c)
         wsclient_conn_close(c->conn);
     if (c->ev_retry != NULL)
         event_free(c->ev_retry);
+    if (c->ev_settle != NULL)
+        event_free(c->ev_settle);
     chan_free_uris(c);
     rs_free(c->poskey);
     rs_free(c->last_id);
@@ -535,6 +574,7 @@ follow_set_uris(struct follow *f, int kind, const char *const *uris,
         c->conn = NULL;
     }
     evtimer_del(c->ev_retry);
+    evtimer_del(c->ev_settle);
     chan_set(c, CH_OFF, "its URIs changed");
     c->gap_resumes = 0;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;

@@ -59,6 +59,9 @@ struct pull {
     struct changeset *cs;        /* RECONCILE/AUDIT: changes since the
                                     snapshot; NULL when none were read */
     bool cs_full;                /* the changeset reached its cap */
+    uint64_t unseen;             /* RECONCILE: live rows the list left out
+                                    that no change explains: the deletions
+                                    the valve weighs */
     int64_t gen;
     struct uriset seen;          /* readonly: the URIs the list named */
     struct pull_report r;
@@ -443,6 +446,7 @@ on_unseen(void *ud, const struct ledger_res *r)
     if (unseen_class(p, r, unseen_at(p), true) != UNSEEN_DELETE)
         return 0;
     p->r.deleted++;
+    p->unseen++;
     if (p->kind == PULL_AUDIT)
         diff(p, r->uri, "deleted");
     return 0;
@@ -474,7 +478,7 @@ on_unseen_delete(void *ud, const struct ledger_res *r)
 static int
 deletions_allowed(struct pull *p, bool *allowed)
 {
-    uint64_t n = p->r.deleted;
+    uint64_t n = p->unseen;
     int rc;
 
     *allowed = true;
@@ -491,7 +495,7 @@ deletions_allowed(struct pull *p, bool *allowed)
     }
     if (!*allowed) {
         p->r.deletions_held = n;
-        p->r.deleted = 0;
+        p->r.deleted -= n;
     }
     return 0;
 }
@@ -850,6 +854,7 @@ pull_start(struct pull *p, enum pull_kind k, const char *url,
     p->newest_lastmod = RS_TIME_NONE;
     p->changes_newest = RS_TIME_NONE;
     p->cs_full = false;
+    p->unseen = 0;
     p->err[0] = '\0';
     if (k == PULL_AUDIT && p->o.readonly) {
         p->gen = 0;

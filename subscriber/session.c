@@ -1689,6 +1689,10 @@ session_drain(struct session *s)
     if (s->pulling != NULL) {
         pull_free(s->pull);          /* abandoned: the next start redoes it */
         s->pull = NULL;
+        /* likewise a dump under way: its on_done would find no set
+         * pulling, and it would go on writing into the mirror */
+        dump_free(s->dump);
+        s->dump = NULL;
         set_phase(s->pulling, SET_WAITING, "stopping");
         s->pulling = NULL;
     }

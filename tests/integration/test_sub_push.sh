@@ -233,8 +233,11 @@ N=$(sub_metric g rssub_fallbacks_total 'reason="gap"')
 check "metrics: rssub_fallbacks_total{reason=\"gap\"} >= 1 (got ${N:-none})" \
     test "${N:-0}" -ge 1
 conv_ok "after the gap: converged" 30 "$D3" "$M3"
+# (a predicate: wait_until re-runs it; a "$(...)" argument would be
+# expanded once)
+channels_up_is() { [ "$(sub_metric "$1" rssub_channels_up)" = "$2" ]; }
 check "the change channel is connected again" wait_until 10 \
-    test "$(sub_metric g rssub_channels_up)" = 1
+    channels_up_is g 1
 changes_n "$D3/f" live 5
 conv_ok "push flows again after the gap" 20 "$D3" "$M3"
 stopped_ok g
@@ -405,8 +408,8 @@ head -c 100000 /dev/urandom >"$D5/sub5/slow.bin"
 static_docs
 ssctl rules '{"/data/sub5/slow.bin": {"slow": 3}}'
 check "rspub: created (a slow resource)" notify5 created data/sub5/slow.bin
-check "rssub's GET of it has started" wait_until 10 \
-    test "$(ssctl count /data/sub5/slow.bin)" -ge 1
+slow_asked() { [ "$(ssctl count /data/sub5/slow.bin)" -ge 1 ]; }
+check "rssub's GET of it has started" wait_until 10 slow_asked
 rm "$D5/sub5/slow.bin"
 static_docs
 check "rspub: deleted, while the GET is in flight" \
