@@ -10,7 +10,7 @@
  * nothing left on the loop. */
 #include "testutil.h"
 #include "tu_httpd.h"
-#include "tu_redis.h"
+#include "tu_proc.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>

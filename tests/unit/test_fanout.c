@@ -10,7 +10,7 @@
  * on a watchdog and ends with nothing left on the loop. */
 #include "testutil.h"
 #include "tu_httpd.h"
-#include "tu_redis.h"
+#include "tu_proc.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  * the record's JSON. */
 #include "testutil.h"
 #include "tu_httpd.h"
-#include "tu_redis.h"
+#include "tu_proc.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * fetched and appended. */
 #include "testutil.h"
 #include "tu_httpd.h"
-#include "tu_redis.h"
+#include "tu_proc.h"
 
 #include <event2/buffer.h>
 #include <event2/dns.h>

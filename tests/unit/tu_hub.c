@@ -1,107 +1,17 @@
 /* tu_hub.c - a real rshub and redis-server for the unit tests (tu_hub.h):
- * started from the build tree (and stopped with the test, however it
- * ends), waited for, stopped by PID; and a blocking publish with libcurl's
- * easy interface. */
+ * the hub started from the build tree on a tu_redis server, waited for,
+ * stopped by PID; and a blocking publish with libcurl's easy interface. */
 #include "tu_hub.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* argv run with stdin from /dev/null and stdout, stderr appended to log;
- * the PID, or -1. The child gets SIGTERM when the test dies (a crash, an
- * abort under ASan skips every teardown): a hub or Redis must not outlive
- * the test that started it. Only async-signal-safe calls after fork. */
-static pid_t
-hub_spawn_argv(const char *const argv[], const char *log)
-{
-    char *av[64];
-    size_t n = 0;
-    pid_t parent = getpid(), pid;
-    int fd;
-
-    /* execvp's argv is not const-qualified, though never written */
-    while (argv[n] != NULL && n + 1 < sizeof(av) / sizeof(av[0]))
-        n++;
-    memcpy(av, argv, n * sizeof(av[0]));
-    av[n] = NULL;
-    pid = fork();
-    if (pid != 0)
-        return pid;
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
-        _exit(127);
-    if ((fd = open("/dev/null", O_RDONLY)) < 0 || dup2(fd, 0) < 0)
-        _exit(127);
-    close(fd);
-    if ((fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600)) < 0 ||
-        dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-        _exit(127);
-    close(fd);
-    execvp(av[0], av);
-    _exit(127);
-}
-
-void
-tu_proc_stop(pid_t pid)
-{
-    if (pid <= 0)
-        return;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            return;
-        usleep(50000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
-static bool
-unix_connects(const char *path)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    size_t n = strlen(path);
-    bool ok;
-    int fd;
-
-    if (n >= sizeof(sa.sun_path))
-        return false;
-    memcpy(sa.sun_path, path, n + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    if (fd >= 0)
-        close(fd);
-    return ok;
-}
-
-static void
-redis_start(struct tu_hub *g)
-{
-    char log[300];
-
-    snprintf(g->sock, sizeof(g->sock), "%s/redis.sock", g->dir);
-    snprintf(log, sizeof(log), "%s/redis.log", g->dir);
-    const char *argv[] = { "redis-server", "--port", "0", "--unixsocket",
-                           g->sock, "--unixsocketperm", "700", "--dir", g->dir,
-                           "--save", "", "--appendonly", "no", "--daemonize",
-                           "no", NULL };
-    g->redis = hub_spawn_argv(argv, log);
-    assert_true(g->redis > 0);
-    for (int i = 0; i < 200 && !unix_connects(g->sock); i++)
-        usleep(50000);
-    if (!unix_connects(g->sock))
-        fail_msg("redis-server did not start (see %s)", log);
-}
 
 /* The integer after "key": in a ready file's JSON, or 0. */
 static int
@@ -122,7 +32,7 @@ tu_hub_spawn(struct tu_hub *g, int port, const char *prefix,
     int k = g->nstarts++;
 
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-    snprintf(redis, sizeof(redis), "unix://%s", g->sock);
+    snprintf(redis, sizeof(redis), "%s", g->redis.url);
     snprintf(ready, sizeof(ready), "%s/hub%d.ready", g->dir, k);
     snprintf(log, sizeof(log), "%s/hub.log", g->dir);
     const char *base[] = { TU_HUB_RSHUB, "--open", "--listen", listen,
@@ -138,7 +48,7 @@ tu_hub_spawn(struct tu_hub *g, int port, const char *prefix,
         argv[n++] = args[i];
     }
     argv[n] = NULL;
-    *pid = hub_spawn_argv(argv, log);
+    *pid = tu_proc_spawn(argv, log);
     assert_true(*pid > 0);
     for (int i = 0; i < 400; i++) {
         char *s = tu_read_file(ready, NULL);
@@ -173,7 +83,7 @@ tu_hub_new(const char *const *args)
     g = calloc(1, sizeof(*g));
     assert_non_null(g);
     g->dir = tu_mkdtemp();
-    redis_start(g);
+    tu_redis_start(&g->redis);
     g->hub_port = tu_hub_spawn(g, 0, "rshub:", args, &g->hub, &g->ws_port);
     snprintf(g->hub_url, sizeof(g->hub_url), "http://127.0.0.1:%d/hub",
              g->hub_port);
@@ -186,7 +96,7 @@ tu_hub_free(struct tu_hub *g)
     if (g == NULL)
         return;
     tu_proc_stop(g->hub);
-    tu_proc_stop(g->redis);
+    tu_redis_stop(&g->redis);
     tu_rmtree(g->dir);
     free(g->dir);
     free(g);

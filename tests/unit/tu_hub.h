@@ -13,14 +13,14 @@
 #include <sys/types.h>
 
 #include "testutil.h"
+#include "tu_proc.h"
 
 #define TU_HUB_RSHUB RS_TEST_BUILD_DIR "/hub/rshub"
 
 struct tu_hub {
     char *dir;                  /* temp dir: Redis's socket, logs, ready
                                    files; removed by tu_hub_free */
-    char sock[200];             /* Redis's unix socket */
-    pid_t redis;
+    struct tu_redis redis;      /* its private Redis */
     pid_t hub;                  /* the hub tu_hub_new started */
     int hub_port;               /* its HTTP port */
     int ws_port;                /* its WebSocket port */
@@ -44,10 +44,6 @@ void tu_hub_free(struct tu_hub *g);
  * (may be NULL) its WebSocket port. */
 int tu_hub_spawn(struct tu_hub *g, int port, const char *prefix,
                  const char *const *args, pid_t *pid, int *ws_port);
-
-/* SIGTERM, then SIGKILL after 5 s, and reap: only the PID given (a
- * process the test started). pid <= 0 is a no-op. */
-void tu_proc_stop(pid_t pid);
 
 /* Publish body (a notification document) for topic to g's hub, blocking
  * (the hub is another process). Returns the HTTP status; the hub's
