@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "docwalk.h"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_http.h"
 #include "rs_parse.h"
+#include "rs_retry_after.h"
 #include "rs_url.h"
 #include "uriset.h"
 
@@ -21,6 +24,9 @@
 #define DW_MAX_DOCS 100000
 #define DW_BACKOFF_MS 500
 #define DW_RETRY_AFTER_MAX_S 60
+
+/* A document that could not be had: 0.5 s, 1 s, 2 s ... (DW_RETRIES). */
+static const struct rs_backoff DW_BACKOFF = { .first_ms = DW_BACKOFF_MS };
 
 struct dw_kid {
     char *loc;
@@ -329,7 +335,11 @@ dw_handle_done(struct docwalk *w, struct rs_http_req *req,
     int rc;
 
     ra = rs_http_req_header(req, "Retry-After");
-    w->retry_after_s = ra != NULL ? strtol(ra, NULL, 10) : -1;
+    w->retry_after_s = -1;
+    uint64_t ra_ms;
+    if (ra != NULL && rs_retry_after_parse(ra, (int64_t)time(NULL), &ra_ms) == 0)
+        w->retry_after_s = ra_ms / 1000 < DW_RETRY_AFTER_MAX_S
+                           ? (long)(ra_ms / 1000) : DW_RETRY_AFTER_MAX_S;
     if (w->skip && res->rc == RS_ESTOPPED) {
         w->docs++;
         w->attempt = 0;
@@ -343,7 +353,7 @@ dw_handle_done(struct docwalk *w, struct rs_http_req *req,
     }
     if (dw_retryable(res) && w->doc_entries == 0 &&
         w->attempt < (w->o.retries ? w->o.retries : DW_RETRIES)) {
-        long ms = (long)DW_BACKOFF_MS << w->attempt;
+        long ms = (long)rs_backoff_base(&DW_BACKOFF, w->attempt + 1);
         if (w->retry_after_s >= 0)
             ms = 1000 * (w->retry_after_s < DW_RETRY_AFTER_MAX_S
                          ? w->retry_after_s : DW_RETRY_AFTER_MAX_S);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_hex.h"
 #include "rs_redis.h"
 
@@ -104,7 +105,9 @@ struct rs_redis {
     unsigned failures;          /* failed attempts since READY; backoff */
     bool ever_ready;
     bool in_on_state;           /* on_state is never re-entered */
-    uint64_t rng;               /* xorshift state for backoff jitter */
+    /* reconnects: backoff_min doubling to backoff_max, each up to a
+     * quarter under, so that clients of one Redis do not return at once */
+    struct rs_backoff backoff;
 
     /* Every accepted command whose callback has not run, oldest first. */
     struct redis_cmd *head, *tail;
@@ -136,14 +139,6 @@ redis_now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static uint64_t
-redis_rand(struct rs_redis *r)
-{
-    r->rng ^= r->rng << 13;
-    r->rng ^= r->rng >> 7;
-    r->rng ^= r->rng << 17;
-    return r->rng;
-}
 
 static struct timeval
 redis_tv_us(uint64_t us)
@@ -559,21 +554,6 @@ redis_state_timer_arm(struct rs_redis *r, uint64_t ms)
     return 0;
 }
 
-/* Base doubles per consecutive failure from backoff_min_ms up to
- * backoff_max_ms; the delay is drawn from [3/4 base, base] so that many
- * clients dropped at once by one server do not come back in step. */
-static uint64_t
-redis_backoff_ms(struct rs_redis *r)
-{
-    uint64_t base = r->backoff_min_ms;
-    unsigned i;
-
-    for (i = 1; i < r->failures && base < r->backoff_max_ms; i++)
-        base *= 2;
-    if (base > r->backoff_max_ms)
-        base = r->backoff_max_ms;
-    return base - redis_rand(r) % (base / 4 + 1);
-}
 
 /* ------------------------------------------------------ the state machine */
 
@@ -710,7 +690,7 @@ redis_down(struct rs_redis *r, const struct redis_cmd *timed_out)
     redis_set_state(r, RS_REDIS_DOWN, r->errstr);
     if (redis_closed(r))
         return;
-    delay = redis_backoff_ms(r);
+    delay = rs_backoff_delay(&r->backoff, r->failures);
     if (redis_state_timer_arm(r, delay) != 0) {
         /* Without a timer nothing would ever retry; say so. */
         snprintf(r->errstr, sizeof(r->errstr),
@@ -1059,14 +1039,15 @@ rs_redis_new(struct event_base *base, const struct rs_redis_opts *opts,
                                        : REDIS_MAX_PENDING;
     r->on_state = opts->on_state;
     r->ud = opts->ud;
-    r->rng = redis_now_us() ^ (uint64_t)(uintptr_t)r ^
-             ((uint64_t)getpid() << 32);
-    if (r->rng == 0)
-        r->rng = 0x9e3779b97f4a7c15u;
     if (r->backoff_min_ms > r->backoff_max_ms) {
         err = "backoff_min_ms is above backoff_max_ms";
         goto out;
     }
+    r->backoff = (struct rs_backoff){ .first_ms = r->backoff_min_ms,
+                                      .max_ms = r->backoff_max_ms,
+                                      .below_pct = 25 };
+    rs_backoff_seed(&r->backoff, redis_now_us() ^ (uint64_t)(uintptr_t)r ^
+                                 ((uint64_t)getpid() << 32));
     if (opts->client_name != NULL) {
         if (!redis_name_ok(opts->client_name)) {
             err = "client_name must be printable ASCII without spaces";

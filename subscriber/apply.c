@@ -18,9 +18,11 @@
 #include "mirror.h"
 #include "pathmap.h"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_doc.h"
 #include "rs_hash.h"
 #include "rs_http.h"
+#include "rs_retry_after.h"
 
 #define APPLY_PARALLEL 32
 #define APPLY_RETRIES 5
@@ -32,7 +34,9 @@
  * are wall-clock times, and a clock set forward makes rows due sooner
  * than the (monotonic) timer was told. */
 #define APPLY_WAKE_MAX_S 60
-#define APPLY_BACKOFF_MAX_S 300
+/* A resource that failed: 1 s, 2 s ... 256 s (in seconds here). */
+static const struct rs_backoff APPLY_BACKOFF = { .first_ms = 1,
+                                                 .max_ms = 256 };
 #define APPLY_RETRY_AFTER_MAX_S 3600
 
 struct job {
@@ -196,9 +200,8 @@ job_retry(struct apply *a, struct job *j, long retry_after_s, bool permanent)
         rc = ledger_todo_fail(a->o.ledger, j->t.uri, j->t.seq, j->why);
         report(a, j->uri, APPLY_FAILED, j->why);
     } else {
-        long s = 1L << (j->t.attempts < 8 ? j->t.attempts : 8);
-        if (s > APPLY_BACKOFF_MAX_S)
-            s = APPLY_BACKOFF_MAX_S;
+        long s = (long)rs_backoff_base(&APPLY_BACKOFF,
+                                       (unsigned)j->t.attempts + 1);
         if (retry_after_s >= 0)
             s = retry_after_s < APPLY_RETRY_AFTER_MAX_S
                 ? retry_after_s : APPLY_RETRY_AFTER_MAX_S;
@@ -431,8 +434,11 @@ on_job_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         job_end(a, j);
         return;
     }
-    if ((ra = rs_http_req_header(req, "Retry-After")) != NULL)
-        retry_after = strtol(ra, NULL, 10);
+    uint64_t ra_ms;
+    if ((ra = rs_http_req_header(req, "Retry-After")) != NULL &&
+        rs_retry_after_parse(ra, rs_time_now() / 1000000, &ra_ms) == 0)
+        retry_after = ra_ms / 1000 < APPLY_RETRY_AFTER_MAX_S
+                      ? (long)(ra_ms / 1000) : APPLY_RETRY_AFTER_MAX_S;
     if (j->write_rc != 0) {
         job_retry(a, j, -1, j->write_rc == RS_EDENIED);
     } else if (res->rc != 0) {

@@ -27,10 +27,12 @@
 
 #define RS_LOG_MODULE "hubsub"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_hex.h"
 #include "rs_http.h"
 #include "rs_httpguard.h"
 #include "rs_log.h"
+#include "rs_retry_after.h"
 #include "rs_sock.h"
 #include "rs_url.h"
 
@@ -115,7 +117,10 @@ struct hubsub {
     struct event *reap;          /* frees GONE subs over HUBSUB_GONE_MAX
                                     at a safe point (no callback of ours on
                                     the stack) */
-    uint64_t rng;                /* xorshift64 state, for jitter only */
+    /* 1 s, 2 s, 4 s ... HUBSUB_RETRY_MAX_MS, each +-10 %, so that
+     * subscribers that lost the same hub do not all come back in the same
+     * second */
+    struct rs_backoff backoff;
     struct hubsub_stats st;      /* subscriptions/active computed on read */
 };
 
@@ -137,34 +142,6 @@ random_hex(char *out, size_t nbytes)
     return 0;
 }
 
-static uint64_t
-rng_next(struct hubsub *h)
-{
-    uint64_t x = h->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    h->rng = x;
-    return x;
-}
-
-/* 1 s, 2 s, 4 s ... HUBSUB_RETRY_MAX_MS, each +-10 %, so that subscribers
- * that lost the same hub do not all come back in the same second. */
-static uint64_t
-backoff_ms(struct hubsub *h, unsigned fails)
-{
-    uint64_t d = HUBSUB_RETRY_MIN_MS;
-    for (unsigned i = 1; i < fails && d < HUBSUB_RETRY_MAX_MS; i++)
-        d *= 2;
-    uint64_t span = d / 10;
-    d = d - span + rng_next(h) % (2 * span + 1);
-    if (d < HUBSUB_RETRY_MIN_MS)
-        d = HUBSUB_RETRY_MIN_MS;
-    if (d > HUBSUB_RETRY_MAX_MS)
-        d = HUBSUB_RETRY_MAX_MS;
-    return d;
-}
-
 /* Renew at 80 % of the lease: room for a few retries before it ends. */
 static uint64_t
 renew_ms(unsigned lease_s)
@@ -173,19 +150,14 @@ renew_ms(unsigned lease_s)
     return ms < 500 ? 500 : ms;
 }
 
-/* Retry-After in seconds (an HTTP date is ignored): ms, or 0. */
+/* Retry-After (delta-seconds or an HTTP-date): ms, capped, or 0. */
 static uint64_t
 retry_after_ms(const char *v)
 {
-    if (v == NULL)
+    uint64_t ms = 0;
+
+    if (v == NULL || rs_retry_after_parse(v, (int64_t)time(NULL), &ms) != 0)
         return 0;
-    uint64_t s = 0;
-    size_t n = 0;
-    for (; v[n] >= '0' && v[n] <= '9' && n < 10; n++)
-        s = s * 10 + (uint64_t)(v[n] - '0');
-    if (n == 0 || (v[n] != '\0' && v[n] != ' '))
-        return 0;
-    uint64_t ms = s * 1000;
     return ms > HUBSUB_RETRY_AFTER_MAX_MS ? HUBSUB_RETRY_AFTER_MAX_MS : ms;
 }
 
@@ -420,7 +392,7 @@ sub_failed(struct sub *s, bool slow, uint64_t min_ms, const char *why)
     struct hubsub *h = s->h;
     s->fails++;
     h->st.request_failures++;
-    uint64_t ms = slow ? HUBSUB_RETRY_SLOW_MS : backoff_ms(h, s->fails);
+    uint64_t ms = slow ? HUBSUB_RETRY_SLOW_MS : rs_backoff_delay(&h->backoff, s->fails);
     if (ms < min_ms)
         ms = min_ms;
     sub_set_phase(s, SUB_BACKOFF);
@@ -457,7 +429,7 @@ unsub_failed(struct sub *s, const char *why)
         return;
     }
     sub_set_phase(s, SUB_UNSUB_BACKOFF);
-    sub_arm(s, backoff_ms(h, s->fails));
+    sub_arm(s, rs_backoff_delay(&h->backoff, s->fails));
 }
 
 static void
@@ -928,9 +900,14 @@ hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
     if (h->listen_host == NULL)
         goto nomem;
     h->o.listen_host = h->listen_host;
-    if (RAND_bytes((unsigned char *)&h->rng, sizeof(h->rng)) != 1)
-        h->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)h;
-    h->rng |= 1;   /* xorshift must not start at 0 */
+    uint64_t seed;
+    if (RAND_bytes((unsigned char *)&seed, sizeof(seed)) != 1)
+        seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)h;
+    h->backoff = (struct rs_backoff){ .first_ms = HUBSUB_RETRY_MIN_MS,
+                                      .max_ms = HUBSUB_RETRY_MAX_MS,
+                                      .below_pct = 10, .above_pct = 10,
+                                      .clamp = 1 };
+    rs_backoff_seed(&h->backoff, seed);
     h->reap = event_new(o->base, -1, 0, on_reap, h);
     h->http = evhttp_new(o->base);
     if (h->reap == NULL || h->http == NULL)

@@ -33,6 +33,7 @@
 #include "mirror.h"
 #include "pull.h"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
@@ -46,6 +47,9 @@
 /* A channel replays from this long before a pull began: the hub's ids are
  * its clock, the Source's change times are the Source's. */
 #define SESSION_MARK_MARGIN_US (60 * 1000000LL)
+/* After a failed pull (the Source may be down): 1 s doubling to 5 min. */
+static const struct rs_backoff SESSION_PULL_BACKOFF = { .first_ms = 1000,
+                                                        .max_ms = 300000 };
 /* A report-only audit beside a running daemon (ledger_writer_pid) may see
  * a file it renamed into place before it committed the file's row: files
  * that changed this recently are not judged then. */
@@ -150,7 +154,7 @@ struct session {
     bool strays_due;              /* run: the periodic audit's last step */
     unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
     uint64_t refused;             /* URIs refused by this session */
-    int64_t pull_backoff_ms;      /* run: after a failed pull */
+    unsigned pull_fails;          /* run: failed pulls in a row */
     struct set *retry_set;
     enum pull_kind retry_kind;
     rs_time_t last_reconcile;
@@ -504,10 +508,8 @@ retry_pull_later(struct set *st, enum pull_kind kind)
     struct session *s = st->s;
     struct timeval tv;
 
-    s->pull_backoff_ms = s->pull_backoff_ms == 0 ? 1000
-                         : s->pull_backoff_ms * 2 > 300000 ? 300000
-                         : s->pull_backoff_ms * 2;
-    tv = tv_ms(s->pull_backoff_ms);
+    tv = tv_ms((int64_t)rs_backoff_base(&SESSION_PULL_BACKOFF,
+                                        ++s->pull_fails));
     s->retry_set = st;
     s->retry_kind = kind;
     evtimer_add(s->ev_retry_pull, &tv);
@@ -577,7 +579,7 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
         return;
     }
     s->pull_failed = false;
-    s->pull_backoff_ms = 0;
+    s->pull_fails = 0;
     if (r->kind != PULL_AUDIT)
         st->covered = s->pull_started;
     /* A channel closed for a gap waits for this: it replays from a moment
