@@ -94,7 +94,7 @@ static const struct rs_config_opt options[] = {
                    "it); default: all"),
     RS_CONFIG_LIST("prefix", 0, &conf.prefixes, "URI", NULL,
                    "resources may live under this URI prefix (default: the "
-                   "Source's origin)"),
+                   "origins of the Capability Lists' documents)"),
     RS_CONFIG_LIST("map", 0, &conf.maps, "URI_PREFIX=DIR", NULL,
                    "mirror resources under URI_PREFIX into DIR (relative to "
                    "the mirror)"),
@@ -335,23 +335,6 @@ on_stopped(void *ud, bool timed_out)
 /* ------------------------------------------------------- setup/teardown */
 
 static int
-add_prefix(struct pathmap *pm, const char *url)
-{
-    const char *why = NULL;
-    char *origin = NULL;
-    int rc;
-
-    if ((rc = rs_url_origin(url, &origin)) != 0)
-        return rc;
-    rc = pathmap_add_prefix(pm, origin, &why);
-    if (rc != 0)
-        rs_log_kv(RS_LOG_ERROR, "bad prefix", "prefix", origin, "error",
-                  why != NULL ? why : rs_strerror(rc), NULL);
-    rs_free(origin);
-    return rc;
-}
-
-static int
 setup_pathmap(struct rssub *s)
 {
     const char *why = NULL;
@@ -379,8 +362,8 @@ setup_pathmap(struct rssub *s)
             rs_log_kv(RS_LOG_ERROR, "bad --prefix", "prefix", *p, "error",
                       why != NULL ? why : rs_strerror(rc), NULL);
     }
-    if (rc == 0 && list_empty(conf.prefixes) && list_empty(conf.maps))
-        rc = add_prefix(s->pathmap, conf.source);
+    /* Neither given: the session allows the origins of the Capability
+     * Lists' documents once it has found them (session.h). */
     return rc;
 }
 
@@ -556,6 +539,8 @@ setup_session(struct rssub *s, bool readonly)
         .ledger = s->ledger,
         .mirror = s->mirror,
         .pathmap = s->pathmap,
+        .default_prefixes = list_empty(conf.prefixes) && list_empty(conf.maps)
+                            ? s->pathmap : NULL,
         .ws = s->ws,
         .hubsub = s->hubsub,
         .metrics = s->metrics,

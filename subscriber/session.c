@@ -31,12 +31,14 @@
 #include "hubsub.h"
 #include "ledger.h"
 #include "mirror.h"
+#include "pathmap.h"
 #include "pull.h"
 #include "rs_alloc.h"
 #include "rs_backoff.h"
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_url.h"
 #include "session.h"
 #include "stray.h"
 
@@ -1590,6 +1592,50 @@ start_following(struct session *s)
     return 0;
 }
 
+static int
+allow_origin(struct session *s, const char *url, unsigned *added)
+{
+    const char *why = NULL;
+    char *origin = NULL;
+    int rc;
+
+    if (url == NULL)
+        return 0;
+    if ((rc = rs_url_origin(url, &origin)) != 0)
+        return rc == RS_ENOMEM ? rc : 0;   /* not http(s): nothing to allow */
+    rc = pathmap_add_prefix(s->o.default_prefixes, origin, &why);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot allow the origin", "origin", origin,
+                  "error", why != NULL ? why : rs_strerror(rc), NULL);
+    else
+        (*added)++;
+    rs_free(origin);
+    return rc;
+}
+
+/* Without --prefix or --map: resources may come from where the Capability
+ * Lists' documents are - a Capability List that names lists on another
+ * origin is trusted to speak for it (a bridge does: its lists are the
+ * original Source's) - else from the --source URL's origin. Fixed here,
+ * once: a prefix added later would move files already mirrored. */
+static int
+set_default_prefixes(struct session *s)
+{
+    unsigned added = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < s->nsets && rc == 0; i++) {
+        const struct discovery_set *d = s->sets[i].d;
+        const char *docs[] = { d->resourcelist, d->changelist,
+                               d->resourcedump, d->changedump };
+        for (size_t k = 0; k < 4 && rc == 0; k++)
+            rc = allow_origin(s, docs[k], &added);
+    }
+    if (rc == 0 && added == 0)
+        rc = allow_origin(s, s->o.c.source, &added);
+    return rc;
+}
+
 static void
 on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
 {
@@ -1635,6 +1681,10 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
     if (s->nsets == 0) {
         rs_log_kv(RS_LOG_ERROR, "no capability list matches --set", "source",
                   s->o.c.source, NULL);
+        finish(s, 2);
+        return;
+    }
+    if (s->o.default_prefixes != NULL && set_default_prefixes(s) != 0) {
         finish(s, 2);
         return;
     }

@@ -69,6 +69,12 @@ struct session_opts {
     struct ledger *ledger;
     struct mirror *mirror;
     const struct pathmap *pathmap;
+    /* No --prefix or --map was given: the session allows the origins of
+     * the documents its Capability Lists name (their Resource List,
+     * Change List and dumps), else the --source URL's origin, once the
+     * lists are found and before anything is mapped. NULL: the caller set
+     * the prefixes. */
+    struct pathmap *default_prefixes;
     struct wsclient *ws;           /* run with push: WebSocket client */
     struct hubsub *hubsub;         /* run with --callback-listen */
     struct rs_metrics *metrics;    /* counters and gauges registered here */

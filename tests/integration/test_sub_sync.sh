@@ -769,6 +769,35 @@ expect_eq "the first sync goes on and finishes: exit" "$WAIT_RC" 0
 check "...its mirror equals the Source" same_tree "$TMP/m-two"
 ctl s rules '{}'
 
+note "6d. a Capability List on one origin naming lists on another (a bridge)"
+# The Source Description and Capability List are served by the other
+# origin ($OB); the lists they name, and the resources, by the Source
+# ($B). Without --prefix, rssub fetches from where the lists are, and
+# maps paths as a direct mirror of $B does (no host directory).
+mkdir -p "$TMP/o/.well-known"
+"$PY" - "$TMP/o" "$OB" "$B" <<'PYEOF'
+import os, sys
+root, ob, b = sys.argv[1:4]
+NS = ('xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+      'xmlns:rs="http://www.openarchives.org/rs/terms/"')
+def w(path, body):
+    with open(os.path.join(root, path), "w") as f:
+        f.write('<?xml version="1.0" encoding="UTF-8"?>\n<urlset %s>%s</urlset>\n'
+                % (NS, body))
+w(".well-known/resourcesync", '<rs:md capability="description"/>'
+  '<url><loc>%s/bridged-cl.xml</loc><rs:md capability="capabilitylist"/></url>' % ob)
+w("bridged-cl.xml", '<rs:ln rel="up" href="%s/.well-known/resourcesync"/>'
+  '<rs:md capability="capabilitylist"/>'
+  '<url><loc>%s/resourcelist.xml</loc><rs:md capability="resourcelist"/></url>'
+  '<url><loc>%s/changelist-index.xml</loc><rs:md capability="changelist"/></url>'
+  % (ob, b, b))
+PYEOF
+SUB_SOURCE=$OB/ sub bridged sync "$TMP/m-bridged" "$TMP/bridged.db"
+sub_exit bridged 0
+check "the resources come from the lists' origin, at the paths a direct mirror has" \
+    same_tree "$TMP/m-bridged"
+check "...and nothing from the other origin" test ! -e "$TMP/m-bridged/other.txt"
+
 # ============================================================ 7. attic
 
 note "7. --attic"
