@@ -15,12 +15,14 @@
 #include "backlog.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
+#include "rs_pubid.h"
 #include "script.h"
 
 #define BACKLOG_SLACK "64"   /* trim in batches: entries over the bound */
 
 enum backlog_script {
     SC_APPEND,
+    SC_APPEND_ONCE,
     SC_PAGE,
     SC_INFO,
     SC_TRIM_AGE,
@@ -28,24 +30,62 @@ enum backlog_script {
     SC_COUNT,
 };
 
+/* The append: XADD, then, past the bound plus the slack, trim down to the
+ * bound and record the newest id trimmed (ARGV[1] body, ARGV[2] content
+ * type, ARGV[3] bound, ARGV[4] slack). Leaves the new id in `id`. */
+#define BACKLOG_LUA_XADD \
+    "local id = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'c', ARGV[2])\n" \
+    "local max = tonumber(ARGV[3])\n" \
+    "if max > 0 then\n" \
+    "  local len = redis.call('XLEN', KEYS[1])\n" \
+    "  if len > max + tonumber(ARGV[4]) then\n" \
+    "    local cut = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', len - max + 1)\n" \
+    "    redis.call('XTRIM', KEYS[1], 'MINID', cut[#cut][1])\n" \
+    "    redis.call('SET', KEYS[2], cut[#cut - 1][1])\n" \
+    "    redis.call('LPUSH', KEYS[3], cut[#cut - 1][1])\n" \
+    "    redis.call('LTRIM', KEYS[3], 0, 31)\n" \
+    "  end\n" \
+    "end\n"
+
 /* KEYS[1] stream, KEYS[2] trim mark, KEYS[3] trim log (the last 32 trim
  * points, newest first: the live gap check needs more than the newest).
  * Hashed once in backlog_new. */
 static struct script scripts[SC_COUNT] = {
-    [SC_APPEND].src =
-        "local id = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'c', ARGV[2])\n"
-        "local max = tonumber(ARGV[3])\n"
-        "if max > 0 then\n"
-        "  local len = redis.call('XLEN', KEYS[1])\n"
-        "  if len > max + tonumber(ARGV[4]) then\n"
-        "    local cut = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', len - max + 1)\n"
-        "    redis.call('XTRIM', KEYS[1], 'MINID', cut[#cut][1])\n"
-        "    redis.call('SET', KEYS[2], cut[#cut - 1][1])\n"
-        "    redis.call('LPUSH', KEYS[3], cut[#cut - 1][1])\n"
-        "    redis.call('LTRIM', KEYS[3], 0, 31)\n"
+    [SC_APPEND].src = BACKLOG_LUA_XADD "return id\n",
+    /* SC_APPEND behind the publish-id check (docs/protocol.md 3). KEYS[4]
+     * hash: KEY -> "SEQ ID", the highest SEQ stored for KEY and the id of
+     * the entry that stored it; KEYS[5] sorted set: KEY -> its last use,
+     * a counter per topic, so that the least recently used KEY is found
+     * in O(log n) when the hash is over its cap (a hash has no order).
+     * ARGV[5] KEY, ARGV[6] SEQ (decimal without leading zeros, compared as
+     * text: Lua's numbers are doubles, exact only to 2^53), ARGV[7] cap.
+     * Returns {1, id} when stored, {0, id of the earlier one} when a
+     * duplicate; both touch KEY's use. */
+    [SC_APPEND_ONCE].src =
+        "local key, seq = ARGV[5], ARGV[6]\n"
+        "local top = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')\n"
+        "local use = 1\n"
+        "if #top > 0 then use = tonumber(top[2]) + 1 end\n"
+        "local cur = redis.call('HGET', KEYS[4], key)\n"
+        "if cur then\n"
+        "  local sp = string.find(cur, ' ', 1, true)\n"
+        "  local hs = string.sub(cur, 1, sp - 1)\n"
+        "  if #seq < #hs or (#seq == #hs and seq <= hs) then\n"
+        "    redis.call('ZADD', KEYS[5], use, key)\n"
+        "    return {0, string.sub(cur, sp + 1)}\n"
         "  end\n"
         "end\n"
-        "return id\n",
+        BACKLOG_LUA_XADD
+        "redis.call('HSET', KEYS[4], key, seq .. ' ' .. id)\n"
+        "redis.call('ZADD', KEYS[5], use, key)\n"
+        "if not cur then\n"
+        "  local over = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[7])\n"
+        "  if over > 0 then\n"
+        "    local old = redis.call('ZPOPMIN', KEYS[5], over)\n"
+        "    for i = 1, #old, 2 do redis.call('HDEL', KEYS[4], old[i]) end\n"
+        "  end\n"
+        "end\n"
+        "return {1, id}\n",
     /* A page is bounded in bytes as well as entries (one entry at least):
      * Redis cannot count bytes in an XRANGE, and 256 entries of a backlog
      * of large notifications made each call copy hundreds of megabytes
@@ -412,6 +452,64 @@ backlog_append(struct backlog *b, const char *chan, const char *body, size_t len
     size_t lens[4] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK) };
     int rc = backlog_eval(b, b->pub, SC_APPEND, chan, 4, args, lens,
                           on_append, q);
+    if (rc != 0)
+        rs_free(q);
+    return rc;
+}
+
+/* ---------------------------------------------------------- append once */
+
+static void
+on_append_once(void *ud, int rc, const redisReply *r)
+{
+    struct req *q = ud;
+    backlog_append_once_cb cb = (backlog_append_once_cb)q->cb;
+    struct msg_id id = { 0, 0 };
+    bool dup = false;
+    if (rc == 0) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_INTEGER ||
+            !reply_id(r->element[1], &id) || msg_id_is_zero(id)) {
+            reply_log_error("append", r);
+            rc = RS_EPROTO;
+        } else {
+            dup = r->element[0]->integer == 0;
+        }
+    }
+    cb(q->ud, rc, id, dup);
+    rs_free(q);
+}
+
+int
+backlog_append_once(struct backlog *b, const char *chan, const char *body,
+                    size_t len, const char *ctype, uint64_t max_entries,
+                    const char *key, uint64_t seq, uint64_t max_keys,
+                    backlog_append_once_cb cb, void *ud)
+{
+    char max[24], sq[24], cap[24];
+    char ks[256], kt[256], kl[256], kh[256], ku[256];
+    if (!backlog_name_ok(chan) || !rs_pubid_key_ok(key) || seq == 0 ||
+        seq > RS_PUBID_SEQ_MAX || max_keys == 0)
+        return RS_EINVAL;
+    if (backlog_key(b, 's', chan, ks, sizeof(ks)) != 0 ||
+        backlog_key(b, 't', chan, kt, sizeof(kt)) != 0 ||
+        snprintf(kl, sizeof(kl), "%stl:%s", b->prefix, chan) >= (int)sizeof(kl) ||
+        snprintf(kh, sizeof(kh), "%spid:%s", b->prefix, chan) >= (int)sizeof(kh) ||
+        snprintf(ku, sizeof(ku), "%spidu:%s", b->prefix, chan) >= (int)sizeof(ku))
+        return RS_EINVAL;
+    snprintf(max, sizeof(max), "%llu", (unsigned long long)max_entries);
+    /* no leading zeros: the script compares SEQs as text */
+    snprintf(sq, sizeof(sq), "%llu", (unsigned long long)seq);
+    snprintf(cap, sizeof(cap), "%llu", (unsigned long long)max_keys);
+    struct req *q = req_new(b, (void *)cb, ud);
+    if (q == NULL)
+        return RS_ENOMEM;
+    const char *keys[5] = { ks, kt, kl, kh, ku };
+    const char *args[7] = { body, ctype, max, BACKLOG_SLACK, key, sq, cap };
+    size_t lens[7] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK),
+                       strlen(key), strlen(sq), strlen(cap) };
+    int rc = script_call(b->pub, &scripts[SC_APPEND_ONCE], 5, keys, 7, args,
+                         lens, on_append_once, q);
     if (rc != 0)
         rs_free(q);
     return rc;

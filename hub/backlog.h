@@ -1,7 +1,8 @@
 /*
  * backlog.h - the hub's Redis layout (docs/protocol.md 7) and the typed
  * operations on it: append a notification (exactly bounded, with the trim
- * mark), read a page of replay with the trim mark atomically, stream info,
+ * mark; at most once per publish id when the publisher gives one), read
+ * a page of replay with the trim mark atomically, stream info,
  * the blocking tail read (XREAD) that drives live fan-out on every node,
  * the topic registry. Three Redis links: one for publishes (appends and
  * topic claims, so that they never queue behind other work), one for
@@ -102,6 +103,22 @@ bool backlog_name_ok(const char *name);
 int backlog_append(struct backlog *b, const char *chan, const char *body,
                    size_t len, const char *ctype, uint64_t max_entries,
                    backlog_append_cb cb, void *ud) RS_MUST_CHECK;
+
+/* backlog_append, once per publish id (docs/protocol.md 3): in the same
+ * script, the append runs only if seq is above the highest seq stored
+ * for key on this channel, and then that seq and the new id are recorded
+ * for key. Otherwise nothing is appended, and the callback gets
+ * duplicate = true with the id of the entry that recorded the highest
+ * seq. The channel keeps at most max_keys keys (>= 1). A key it does not
+ * hold yet pushes out the least recently used ones (a duplicate counts as
+ * a use). key: rs_pubid_key_ok; seq 1..RS_PUBID_SEQ_MAX. On the publish
+ * link, like backlog_append. */
+typedef void (*backlog_append_once_cb)(void *ud, int rc, struct msg_id id,
+                                       bool duplicate);
+int backlog_append_once(struct backlog *b, const char *chan, const char *body,
+                        size_t len, const char *ctype, uint64_t max_entries,
+                        const char *key, uint64_t seq, uint64_t max_keys,
+                        backlog_append_once_cb cb, void *ud) RS_MUST_CHECK;
 
 /* Up to count entries with id > after ("since=0" reads from the oldest),
  * with the trim mark read atomically with them. The page also stops

@@ -65,6 +65,7 @@ struct hub_conf {
     int64_t max_subs_per_topic;
     int64_t max_subs_per_host;
     int64_t delivery_host_conns;
+    int64_t publish_ids_per_topic;  /* X-Publish-Id KEYs kept per topic */
     char *log_level;
     char *log_format;
     char *log_file;
@@ -127,6 +128,9 @@ struct hub {
     unsigned inflight;        /* publishes waiting for Redis */
     uint64_t accepted;
     uint64_t rejected[REJ_COUNT];
+    uint64_t duplicates;      /* X-Publish-Id seen already: not stored */
+    uint64_t bad_publish_ids; /* 400 for X-Publish-Id (status.c counts it
+                                 as rejected, reason bad_publish_id) */
     uint64_t bytes_in;
     uint64_t registrations[REG_COUNT];
     struct rs_metrics *metrics;

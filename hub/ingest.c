@@ -3,7 +3,8 @@
  * (docs/protocol.md 3); the body is validated by proto, the topic found
  * from Link rel="self", the publisher authenticated, and the reply sent
  * only once Redis has acknowledged the append: an accepted notification is
- * a stored one. POST /topics: a topic registered (open mode) or looked up
+ * a stored one. With X-Publish-Id, once: a resend is answered as a
+ * duplicate and not stored again (backlog_append_once). POST /topics: a topic registered (open mode) or looked up
  * before any publish, under the same rules (docs/source.md 8). The answer's
  * JSON is status.c's.
  */
@@ -24,6 +25,7 @@
 #include "rs_httpcheck.h"
 #include "rs_log.h"
 #include "rs_parse.h"
+#include "rs_pubid.h"
 #include "rs_url.h"
 #include "status.h"
 #include "websub.h"
@@ -43,6 +45,8 @@ struct publish {
     const char *body;          /* in the request's buffer: valid while !gone */
     size_t len;
     char ctype[128];
+    bool has_pid;              /* X-Publish-Id given: pid holds it */
+    struct rs_pubid pid;
     bool gone;                 /* the publisher disconnected meanwhile */
     struct timespec start;
 };
@@ -73,6 +77,34 @@ find_self_link(struct evhttp_request *req)
             break;
     }
     return self;
+}
+
+/* The request's X-Publish-Id into *pid: 0 without one (*has false), 1
+ * with one, or RS_EINVAL with *why (malformed, or given twice: two values
+ * would leave the publisher unsure which one the hub went by). */
+static int
+find_publish_id(struct evhttp_request *req, struct rs_pubid *pid, bool *has,
+                const char **why)
+{
+    const char *v = NULL;
+    struct evkeyvalq *hdrs = evhttp_request_get_input_headers(req);
+    *has = false;
+    for (struct evkeyval *kv = hdrs->tqh_first; kv != NULL;
+         kv = kv->next.tqe_next) {
+        if (strcasecmp(kv->key, RS_PUBID_HEADER) != 0)
+            continue;
+        if (v != NULL) {
+            *why = "X-Publish-Id given more than once";
+            return RS_EINVAL;
+        }
+        v = kv->value;
+    }
+    if (v == NULL)
+        return 0;
+    if (rs_pubid_parse(v, pid, why) != 0)
+        return RS_EINVAL;
+    *has = true;
+    return 1;
 }
 
 static bool
@@ -160,14 +192,17 @@ on_publisher_gone(struct evhttp_connection *evcon, void *arg)
     p->gone = true;   /* libevent frees the request with the connection */
 }
 
+/* Redis answered the append (rc 0: stored, or a duplicate of the publish
+ * stored as id), or did not. */
 static void
-on_appended(void *ud, int rc, struct msg_id id)
+publish_done(struct publish *p, int rc, struct msg_id id, bool duplicate)
 {
-    struct publish *p = ud;
     struct hub *h = p->h;
     char idbuf[MSG_ID_BUFSZ], chan[512];
 
-    if (rc == 0) {
+    if (rc == 0 && duplicate) {
+        h->duplicates++;
+    } else if (rc == 0) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         h->accepted++;
@@ -187,11 +222,15 @@ on_appended(void *ud, int rc, struct msg_id id)
         /* The command was handed to the Redis link, so Redis may have run
          * it whatever failed afterwards (a timeout, or the link reset by
          * another command's timeout: RS_EIO). Say so: a retry may store
-         * the notification twice (at least once, never lost). 503 'not
-         * stored' is only for what was never sent (below, and ingest). */
+         * the notification twice (at least once, never lost), unless it
+         * carries the same X-Publish-Id. 503 'not stored' is only for
+         * what was never sent (below, and ingest). */
         reply_text(p->req, 504, "Gateway Timeout",
-                       "error: Redis did not answer in time: the notification "
-                       "may or may not be stored; a retry may store it twice");
+                   "error: Redis did not answer in time: the notification "
+                   "may or may not be stored; %s",
+                   p->has_pid ? "a retry with the same X-Publish-Id stores "
+                                "it once"
+                              : "a retry may store it twice");
         publish_free(p);
         return;
     }
@@ -200,8 +239,27 @@ on_appended(void *ud, int rc, struct msg_id id)
     evhttp_add_header(out, "X-Hub-Id", idbuf);
     if (hub_channel_uri(h, p->topic, chan, sizeof(chan)) == 0)
         evhttp_add_header(out, "X-Hub-Channel", chan);
-    reply_text(p->req, 202, "Accepted", "accepted %s", idbuf);
+    if (duplicate) {
+        /* 202 all the same: what the publisher asked for is stored, and a
+         * publisher that only knows 2xx moves on */
+        evhttp_add_header(out, "X-Hub-Duplicate", "1");
+        reply_text(p->req, 202, "Accepted", "duplicate %s", idbuf);
+    } else {
+        reply_text(p->req, 202, "Accepted", "accepted %s", idbuf);
+    }
     publish_free(p);
+}
+
+static void
+on_appended(void *ud, int rc, struct msg_id id)
+{
+    publish_done(ud, rc, id, false);
+}
+
+static void
+on_appended_once(void *ud, int rc, struct msg_id id, bool duplicate)
+{
+    publish_done(ud, rc, id, duplicate);
 }
 
 static void
@@ -250,8 +308,13 @@ publish_append(struct publish *p)
                      "not stored: the backlog (Redis) is unavailable");
         return;
     }
-    int rc = backlog_append(h->backlog, t->name, p->body, p->len, p->ctype,
-                            t->max_entries, on_appended, p);
+    int rc = p->has_pid
+        ? backlog_append_once(h->backlog, t->name, p->body, p->len, p->ctype,
+                              t->max_entries, p->pid.key, p->pid.seq,
+                              (uint64_t)h->conf->publish_ids_per_topic,
+                              on_appended_once, p)
+        : backlog_append(h->backlog, t->name, p->body, p->len, p->ctype,
+                         t->max_entries, on_appended, p);
     if (rc != 0)
         publish_fail(p, 503, "Service Unavailable", REJ_UNAVAILABLE,
                      rc == RS_ETOOBIG ? "not stored: too many publishes in flight"
@@ -361,6 +424,15 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     }
     rs_parser_free(p);
 
+    struct rs_pubid pid;
+    bool has_pid = false;
+    const char *why = NULL;
+    if (find_publish_id(req, &pid, &has_pid, &why) < 0) {
+        h->bad_publish_ids++;
+        reply_text(req, 400, "Bad Request", "error: %s", why);
+        return;
+    }
+
     char *self = find_self_link(req);
     if (self == NULL) {
         reject(h, req, REJ_NO_TOPIC_LINK, 400, "Bad Request",
@@ -405,6 +477,9 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     pub->body = body != NULL ? body : "";
     pub->len = len;
     pub->start = start;
+    pub->has_pid = has_pid;
+    if (has_pid)
+        pub->pid = pid;
     snprintf(pub->ctype, sizeof(pub->ctype), "%.*s",
              (int)(ctlen < 120 ? ctlen : 120), ct);
     h->inflight++;

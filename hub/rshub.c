@@ -125,6 +125,10 @@ static const struct rs_config_opt options[] = {
                   100000000, "WebSub subscriptions per callback host (0: no cap)"),
     RS_CONFIG_INT("delivery-host-conns", 0, &conf.delivery_host_conns, "8", 1, 1024,
                   "parallel connections to one callback host"),
+    RS_CONFIG_INT("publish-ids-per-topic", 0, &conf.publish_ids_per_topic,
+                  "10000", 1, 100000000,
+                  "X-Publish-Id KEYs remembered per topic; past it the least "
+                  "recently used KEY is forgotten (its next resend is stored)"),
     RS_CONFIG_LOG(&conf.log_level, &conf.log_format, &conf.log_file),
     RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
                      "write {\"http\":PORT,\"ws\":PORT} here once listening "

@@ -2,7 +2,8 @@
  * redis-server: appends in order with their ids, exact bounds with the trim
  * mark and the trim log, replay pages bounded in entries and in bytes,
  * stream info, the blocking tail read over several channels (its timeout
- * and its interrupt), the age trim, the topic registry's first claim, and
+ * and its interrupt), the age trim, the topic registry's first claim, the
+ * append once per publish id (duplicates, its bounded KEYs), and
  * every call in flight cancelled exactly once at free. Each test has a key
  * prefix of its own, waits on a watchdog and ends with nothing on the
  * loop. */
@@ -15,6 +16,7 @@
 #include <sys/time.h>
 
 #include "backlog.h"
+#include "rs_pubid.h"
 
 #define CT "application/xml"
 
@@ -42,6 +44,7 @@ struct res {
     size_t nchans, per_chan[4];
     bool final;
     char value[64];
+    bool dup;
 };
 
 static int
@@ -104,6 +107,16 @@ on_appended(void *ud, int rc, struct msg_id id)
     r->calls++;
     r->rc = rc;
     r->id = id;
+}
+
+static void
+on_appended_once(void *ud, int rc, struct msg_id id, bool duplicate)
+{
+    struct res *r = ud;
+    r->calls++;
+    r->rc = rc;
+    r->id = id;
+    r->dup = duplicate;
 }
 
 static void
@@ -214,6 +227,23 @@ append(struct fx *f, const char *chan, const char *body, uint64_t max)
     WAIT(f, &r);
     assert_int_equal(r.calls, 1);
     assert_int_equal(r.rc, 0);
+    return r.id;
+}
+
+/* backlog_append_once of body under key:seq (cap keys); *dup says how
+ * it went; the id stored, or the one the duplicate stands for. */
+static struct msg_id
+append_once(struct fx *f, const char *chan, const char *body, const char *key,
+            uint64_t seq, uint64_t cap, bool *dup)
+{
+    struct res r = { 0 };
+    assert_int_equal(backlog_append_once(f->b, chan, body, strlen(body), CT, 0,
+                                         key, seq, cap, on_appended_once, &r),
+                     0);
+    WAIT(f, &r);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.rc, 0);
+    *dup = r.dup;
     return r.id;
 }
 
@@ -468,6 +498,90 @@ test_topics(void **state)
     assert_string_equal(r.value, "v-first");
 }
 
+/* backlog/append_once: a SEQ not above the highest stored for its KEY is
+ * a duplicate: nothing appended, and the id is that of the entry that set
+ * the highest SEQ. SEQs compare as numbers up to 2^63-1 (10 > 9), KEYs are
+ * independent, and bad arguments are refused before anything is sent. */
+static void
+test_append_once(void **state)
+{
+    struct fx *f = *state;
+    bool dup = true;
+    struct res r;
+    struct msg_id a1 = append_once(f, "o", "<a1/>", "k", 1, 10, &dup);
+    assert_false(dup);
+    struct msg_id d = append_once(f, "o", "<again/>", "k", 1, 10, &dup);
+    assert_true(dup);
+    assert_int_equal(msg_id_cmp(d, a1), 0);
+    (void)append_once(f, "o", "<a9/>", "k", 9, 10, &dup);
+    assert_false(dup);
+    struct msg_id a10 = append_once(f, "o", "<a10/>", "k", 10, 10, &dup);
+    assert_false(dup);
+    d = append_once(f, "o", "<low/>", "k", 9, 10, &dup);   /* lower: dup */
+    assert_true(dup);
+    assert_int_equal(msg_id_cmp(d, a10), 0);
+    (void)append_once(f, "o", "<other/>", "k2", 1, 10, &dup);   /* own KEY */
+    assert_false(dup);
+    struct msg_id big = append_once(f, "o", "<big/>", "k", RS_PUBID_SEQ_MAX,
+                                    10, &dup);
+    assert_false(dup);
+    d = append_once(f, "o", "<big2/>", "k", RS_PUBID_SEQ_MAX - 1, 10, &dup);
+    assert_true(dup);
+    assert_int_equal(msg_id_cmp(d, big), 0);
+    page(f, "o", ZERO, 20, 0, &r);
+    assert_int_equal(r.n, 5);
+    assert_string_equal(r.bodies[0], "<a1/>");
+    assert_string_equal(r.bodies[3], "<other/>");
+    assert_string_equal(r.bodies[4], "<big/>");
+    /* the KEYs of other channels are their own */
+    (void)append_once(f, "o2", "<a1/>", "k", 1, 10, &dup);
+    assert_false(dup);
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(backlog_append_once(f->b, "o", "<x/>", 4, CT, 0, "a b", 1,
+                                         10, on_appended_once, &r), RS_EINVAL);
+    assert_int_equal(backlog_append_once(f->b, "o", "<x/>", 4, CT, 0, "k", 0,
+                                         10, on_appended_once, &r), RS_EINVAL);
+    assert_int_equal(backlog_append_once(f->b, "o", "<x/>", 4, CT, 0, "k",
+                                         RS_PUBID_SEQ_MAX + 1, 10,
+                                         on_appended_once, &r), RS_EINVAL);
+    assert_int_equal(backlog_append_once(f->b, "o", "<x/>", 4, CT, 0, "k", 1,
+                                         0, on_appended_once, &r), RS_EINVAL);
+    assert_int_equal(r.calls, 0);
+}
+
+/* backlog/append_once_lru: a channel keeps at most cap KEYs; a new one
+ * drops the least recently used, a duplicate counting as a use, and a
+ * forgotten KEY's resend is stored again. */
+static void
+test_append_once_lru(void **state)
+{
+    struct fx *f = *state;
+    bool dup;
+    struct res r;
+    (void)append_once(f, "l", "<a/>", "a", 1, 3, &dup);
+    (void)append_once(f, "l", "<b/>", "b", 1, 3, &dup);
+    (void)append_once(f, "l", "<c/>", "c", 1, 3, &dup);
+    (void)append_once(f, "l", "<a/>", "a", 1, 3, &dup);   /* a used again */
+    assert_true(dup);
+    (void)append_once(f, "l", "<d/>", "d", 1, 3, &dup);   /* b goes */
+    assert_false(dup);
+    (void)append_once(f, "l", "<a/>", "a", 1, 3, &dup);
+    assert_true(dup);
+    (void)append_once(f, "l", "<d/>", "d", 1, 3, &dup);
+    assert_true(dup);
+    (void)append_once(f, "l", "<b/>", "b", 1, 3, &dup);   /* forgotten */
+    assert_false(dup);
+    (void)append_once(f, "l", "<c/>", "c", 1, 3, &dup);   /* went for b */
+    assert_false(dup);
+    page(f, "l", ZERO, 20, 0, &r);
+    assert_int_equal(r.n, 6);
+    /* a lower cap (another node's, or a restart's) applies at once */
+    (void)append_once(f, "l", "<e/>", "e", 1, 1, &dup);
+    assert_false(dup);
+    (void)append_once(f, "l", "<c/>", "c", 1, 1, &dup);
+    assert_false(dup);
+}
+
 /* backlog/cancel: calls in flight at backlog_free (a blocked tail read, an
  * append, a page) each get RS_ECANCELED exactly once; free(NULL) is a
  * no-op. */
@@ -506,6 +620,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_topics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_once_lru, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
     };
     return cmocka_run_group_tests_name("backlog", tests, group_setup,
