@@ -2,6 +2,9 @@
  * push.c - the outbox sender (see push.h). One "lane" per topic, each a
  * small state machine: IDLE -> GATHERING (window timer) -> SENDING (one
  * POST) -> IDLE, or -> BACKOFF (timer) -> SENDING, or -> STOPPED.
+ * Each POST carries X-Publish-Id: KEY:SEQ (the lane's KEY, kept in the
+ * state; SEQ the last seq in the POST), so that the hub stores a resend
+ * of what it had accepted only once (docs/source.md 7).
  */
 #include "push.h"
 
@@ -17,10 +20,16 @@
 #include "rs_backoff.h"
 #include "rs_http.h"
 #include "rs_log.h"
+#include "rs_pubid.h"
 #include "rs_retry_after.h"
 #include "rs_time.h"
 
 #define PUSH_BACKOFF_MIN_MS 100
+/* Ends kept in struct lane's sent[]: each one is below the one before,
+ * and a new one only comes with a batch smaller than the last (a 413
+ * halving, at most 16 from RS_MAX_ENTRIES, or a restart with a smaller
+ * --max-notification), so this is never reached in practice. */
+#define PUSH_SENT_MAX 64
 
 enum lane_state {
     LANE_IDLE = 0,
@@ -39,7 +48,21 @@ struct lane {
     enum push_lane kind;
     enum lane_state state;
     const char *meta_key;        /* the watermark's key in state meta */
+    const char *key_meta;        /* ... the X-Publish-Id KEY's */
+    const char *sent_meta;       /* ... sent[]'s */
     int64_t pushed;              /* watermark: last seq accepted */
+    /* The last seqs of POSTs above the watermark that the hub may have
+     * stored: largest first, each below the one before. They are
+     * durable, written before the POST goes out, and popped with the
+     * watermark that passes them. A batch never ends above the last one,
+     * so it never spans a SEQ the hub may hold. A resend is then wholly
+     * a duplicate or wholly new, however it is cut (a restart, a 413): a
+     * batch that spanned one would be stored whole, its older part a
+     * second time. */
+    int64_t sent[PUSH_SENT_MAX];
+    size_t nsent;
+    char key[RS_PUBID_KEY_MAX + 1];               /* this topic's KEY */
+    char pubid_hdr[sizeof(RS_PUBID_HEADER) + 2 + RS_PUBID_BUFSZ];
     int64_t sending_last;        /* last seq of the POST in flight */
     size_t sending_n;
     size_t max_entries;          /* halved on 413, reset on success */
@@ -97,18 +120,123 @@ outbox_head(struct push *p, enum push_lane k)
                             : state_fw_last_seq(p->o.st);
 }
 
+static int64_t
+outbox_count(struct push *p, enum push_lane k, int64_t after, int64_t upto)
+{
+    return k == PUSH_CHANGE ? state_change_count(p->o.st, after, upto)
+                            : state_fw_count(p->o.st, after, upto);
+}
+
+/* Store the first n of l->sent ("S1,S2,...", largest first). */
+static int
+sent_store(struct lane *l, size_t n)
+{
+    char buf[PUSH_SENT_MAX * 21 + 1];
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%lld",
+                                i > 0 ? "," : "", (long long)l->sent[i]);
+    return state_meta_set_text(l->p->o.st, l->sent_meta, buf);
+}
+
+/* sent[] from the state: the values above the watermark, largest first.
+ * Anything else in it (a hand-edited state) is dropped with a warning:
+ * then a resend may repeat what the hub had, as before X-Publish-Id. */
+static void
+sent_load(struct lane *l)
+{
+    char buf[PUSH_SENT_MAX * 21 + 1];
+    l->nsent = 0;
+    if (state_meta_get_text(l->p->o.st, l->sent_meta, buf, sizeof(buf)) != 0)
+        return;
+    const char *q = buf;
+    while (*q != '\0' && l->nsent < PUSH_SENT_MAX) {
+        char *end;
+        long long v = strtoll(q, &end, 10);
+        if (end == q || (*end != ',' && *end != '\0') ||
+            (l->nsent > 0 && v >= l->sent[l->nsent - 1])) {
+            rs_log_kv(RS_LOG_WARN, "ignoring a malformed outbox mark",
+                      "topic", lane_name(l), "key", l->sent_meta, NULL);
+            l->nsent = 0;
+            return;
+        }
+        if (v > l->pushed)
+            l->sent[l->nsent++] = v;
+        q = *end == ',' ? end + 1 : end;
+    }
+}
+
+/* The hub accepted everything up to seq: the watermark, the framework
+ * events it delivered and the marks it passed, in one transaction. */
 static int
 watermark_set(struct lane *l, int64_t seq)
 {
     struct push *p = l->p;
-    int rc = state_meta_set(p->o.st, l->meta_key, seq);
-    if (rc == 0 && l->kind == PUSH_FRAMEWORK)
-        rc = state_fw_trim(p->o.st, seq);
-    if (rc == 0)
+    size_t keep = l->nsent;
+    while (keep > 0 && l->sent[keep - 1] <= seq)
+        keep--;
+    int rc = state_begin(p->o.st);
+    if (rc == 0) {
+        rc = state_meta_set(p->o.st, l->meta_key, seq);
+        if (rc == 0 && l->kind == PUSH_FRAMEWORK)
+            rc = state_fw_trim(p->o.st, seq);
+        if (rc == 0 && keep != l->nsent)
+            rc = sent_store(l, keep);
+        if (rc == 0)
+            rc = state_commit(p->o.st);
+        else
+            state_rollback(p->o.st);
+    }
+    if (rc == 0) {
         l->pushed = seq;
-    else
+        l->nsent = keep;
+    } else {
         rs_log_kv(RS_LOG_ERROR, "cannot record what the hub accepted",
                   "topic", lane_name(l), "error", state_errstr(p->o.st), NULL);
+    }
+    return rc;
+}
+
+/* Record that a POST ending at last goes out, unless an equal mark is
+ * there already. */
+static int
+sent_push(struct lane *l, int64_t last)
+{
+    if (l->nsent > 0 && l->sent[l->nsent - 1] == last)
+        return 0;
+    if (l->nsent == PUSH_SENT_MAX)
+        return RS_ETOOBIG;
+    l->sent[l->nsent] = last;
+    int rc = sent_store(l, l->nsent + 1);
+    if (rc == 0)
+        l->nsent++;
+    return rc;
+}
+
+/* This lane's KEY from the state, drawn and stored at the first start. */
+static int
+key_load(struct lane *l, const char **err)
+{
+    struct state *st = l->p->o.st;
+    int rc = state_meta_get_text(st, l->key_meta, l->key, sizeof(l->key));
+    if (rc == 0 && rs_pubid_key_ok(l->key))
+        return 0;
+    if (rc != 0 && rc != RS_ENOTFOUND && rc != RS_ETOOBIG) {
+        *err = state_errstr(st);
+        return rc;
+    }
+    /* A new KEY says "a new sequence" to the hub: right for a new state,
+     * and for one whose KEY was lost, since the hub cannot know what the
+     * old KEY covered. */
+    rc = rs_pubid_key_new(l->key, sizeof(l->key));
+    if (rc != 0) {
+        *err = "cannot draw a random X-Publish-Id key";
+        return rc;
+    }
+    rc = state_meta_set_text(st, l->key_meta, l->key);
+    if (rc != 0)
+        *err = state_errstr(st);
     return rc;
 }
 
@@ -205,6 +333,14 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     snprintf(st, sizeof(st), "%ld", res->status);
     if (res->rc == 0 && res->status >= 200 && res->status < 300) {
         int64_t before = l->pushed;
+        const char *dup = rs_http_req_header(req, "X-Hub-Duplicate");
+        if (dup != NULL && strcmp(dup, "1") == 0) {
+            char last[24];
+            snprintf(last, sizeof(last), "%lld", (long long)l->sending_last);
+            rs_log_kv(RS_LOG_INFO, "the hub had these changes already: not "
+                      "stored again", "topic", lane_name(l), "seq", last,
+                      "id", rs_http_req_header(req, "X-Hub-Id"), NULL);
+        }
         if (watermark_set(l, l->sending_last) != 0) {
             backoff(l, 0);
             return;
@@ -279,14 +415,36 @@ lane_send(struct lane *l)
     l->len = 0;
     char err[256] = "";
     int64_t last;
-    size_t n;
+    size_t n, max = l->max_entries;
+    /* Not past the last mark (struct lane): the entries up to it. */
+    while (l->nsent > 0) {
+        int64_t mark = l->sent[l->nsent - 1];
+        int64_t in = outbox_count(p, l->kind, l->pushed, mark);
+        if (in < 0) {
+            rs_log_kv(RS_LOG_ERROR, "cannot read the outbox", "topic",
+                      lane_name(l), "error", state_errstr(p->o.st), NULL);
+            backoff(l, 0);
+            return;
+        }
+        if (in > 0) {
+            if ((uint64_t)in < max)
+                max = (size_t)in;
+            break;
+        }
+        /* Nothing left up to it: whatever the hub has of them it keeps,
+         * and there is nothing to send again. */
+        if (watermark_set(l, mark) != 0) {
+            backoff(l, 0);
+            return;
+        }
+    }
     int rc = l->kind == PUSH_CHANGE
-        ? docs_change_notification(p->o.docs, p->o.st, l->pushed,
-                                   l->max_entries, p->o.max_bytes, body_write,
-                                   l, &last, &n, err)
-        : docs_framework_notification(p->o.docs, p->o.st, l->pushed,
-                                      l->max_entries, p->o.max_bytes,
-                                      body_write, l, &last, &n, err);
+        ? docs_change_notification(p->o.docs, p->o.st, l->pushed, max,
+                                   p->o.max_bytes, body_write, l, &last, &n,
+                                   err)
+        : docs_framework_notification(p->o.docs, p->o.st, l->pushed, max,
+                                      p->o.max_bytes, body_write, l, &last,
+                                      &n, err);
     if (rc != 0) {
         rs_log_kv(RS_LOG_ERROR, "cannot build a notification", "topic",
                   lane_name(l), "error", err[0] ? err : rs_strerror(rc), NULL);
@@ -297,10 +455,24 @@ lane_send(struct lane *l)
         lane_set(l, LANE_IDLE);
         return;
     }
-    const char *headers[4];
+    char id[RS_PUBID_BUFSZ];
+    rc = rs_pubid_format(l->key, (uint64_t)last, id, sizeof(id));
+    if (rc == 0)
+        rc = sent_push(l, last);
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot record the notification going out",
+                  "topic", lane_name(l), "error",
+                  rc == RS_ETOOBIG ? "too many marks" : state_errstr(p->o.st),
+                  NULL);
+        backoff(l, 0);
+        return;
+    }
+    snprintf(l->pubid_hdr, sizeof(l->pubid_hdr), RS_PUBID_HEADER ": %s", id);
+    const char *headers[5];
     size_t nh = 0;
     headers[nh++] = "Content-Type: application/xml";
     headers[nh++] = p->link[l->kind];
+    headers[nh++] = l->pubid_hdr;
     if (p->auth != NULL)
         headers[nh++] = p->auth;
     headers[nh] = NULL;
@@ -374,11 +546,17 @@ push_new(const struct push_opts *o, const char **err)
     }
     static const char *const keys[PUSH_LANES] = { "push.change",
                                                   "push.framework" };
+    static const char *const key_keys[PUSH_LANES] = { "push.change.key",
+                                                      "push.framework.key" };
+    static const char *const sent_keys[PUSH_LANES] = { "push.change.sent",
+                                                       "push.framework.sent" };
     for (int k = 0; k < PUSH_LANES; k++) {
         struct lane *l = &p->lanes[k];
         l->p = p;
         l->kind = (enum push_lane)k;
         l->meta_key = keys[k];
+        l->key_meta = key_keys[k];
+        l->sent_meta = sent_keys[k];
         l->max_entries = RS_MAX_ENTRIES;
         if (state_meta_get(o->st, keys[k], &l->pushed) != 0) {
             /* First start: what happened before has no one to tell. */
@@ -388,6 +566,9 @@ push_new(const struct push_opts *o, const char **err)
                 goto fail;
             }
         }
+        if (key_load(l, err) != 0)
+            goto fail;
+        sent_load(l);
         if (o->hub != NULL) {
             snprintf(p->link[k], sizeof(p->link[k]),
                      "Link: <%s>; rel=\"self\", <%s>; rel=\"hub\"",

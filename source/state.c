@@ -33,6 +33,7 @@ enum state_stmt {
     ST_RES_COUNT,
     ST_CH_ADD,
     ST_CH_LAST,
+    ST_CH_RANGE,
     ST_CL_CUR,
     ST_CL_GET,
     ST_CL_ADD,
@@ -43,6 +44,7 @@ enum state_stmt {
     ST_FW_ADD,
     ST_FW_LAST,
     ST_FW_TRIM,
+    ST_FW_RANGE,
     ST_META_GET,
     ST_META_SET,
     ST_META_SET_TEXT,
@@ -70,6 +72,8 @@ static const char *const state_sql[ST_COUNT_] = {
                   "sha256, type, lastmod) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
                   "?7, ?8, ?9)",
     [ST_CH_LAST] = "SELECT seq, dt FROM changes ORDER BY seq DESC LIMIT 1",
+    [ST_CH_RANGE] = "SELECT count(*) FROM changes WHERE seq > ?1 AND "
+                    "seq <= ?2",
     [ST_CL_CUR] = "SELECT num, from_dt, until_dt, count FROM clists "
                   "ORDER BY num DESC LIMIT 1",
     [ST_CL_GET] = "SELECT num, from_dt, until_dt, count FROM clists "
@@ -84,6 +88,8 @@ static const char *const state_sql[ST_COUNT_] = {
                   "VALUES (?1, ?2, ?3, ?4, ?5)",
     [ST_FW_LAST] = "SELECT seq FROM framework ORDER BY seq DESC LIMIT 1",
     [ST_FW_TRIM] = "DELETE FROM framework WHERE seq <= ?1",
+    [ST_FW_RANGE] = "SELECT count(*) FROM framework WHERE seq > ?1 AND "
+                    "seq <= ?2",
     [ST_META_GET] = "SELECT ival, tval FROM meta WHERE key = ?1",
     [ST_META_SET] = "INSERT OR REPLACE INTO meta(key, ival, tval) "
                     "VALUES (?1, ?2, NULL)",
@@ -726,6 +732,33 @@ state_change_last_seq(struct state *st)
     return v;
 }
 
+/* count(*) of a range statement: seq > after and seq <= upto. */
+static int64_t
+st_range_count(struct state *st, enum state_stmt which, int64_t after,
+               int64_t upto)
+{
+    sqlite3_stmt *s = st_get(st, which);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, after);
+    sqlite3_bind_int64(s, 2, upto);
+    int64_t v = 0;
+    int r = sqlite3_step(s);
+    if (r == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    else
+        v = st_fail(st, "range count");
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return v;
+}
+
+int64_t
+state_change_count(struct state *st, int64_t after, int64_t upto)
+{
+    return st_range_count(st, ST_CH_RANGE, after, upto);
+}
+
 rs_time_t
 state_change_last_dt(struct state *st)
 {
@@ -947,6 +980,12 @@ state_fw_next(struct state_iter *it, struct state_fw *out)
     out->change = rs_change_from((const char *)sqlite3_column_text(s, 4));
     out->index = (const char *)sqlite3_column_text(s, 5);
     return 1;
+}
+
+int64_t
+state_fw_count(struct state *st, int64_t after, int64_t upto)
+{
+    return st_range_count(st, ST_FW_RANGE, after, upto);
 }
 
 int

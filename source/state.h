@@ -135,6 +135,8 @@ int state_res_next(struct state_iter *it, struct state_res *out)
 int state_change_add(struct state *st, struct state_change *c) RS_MUST_CHECK;
 int64_t state_change_last_seq(struct state *st);   /* 0 when none */
 rs_time_t state_change_last_dt(struct state *st);  /* RS_TIME_NONE */
+/* How many changes have after < seq <= upto; a negative RS_E* on error. */
+int64_t state_change_count(struct state *st, int64_t after, int64_t upto);
 /* Changes with seq > after, in seq order; list > 0 keeps only that Change
  * List's; at most limit (0: no limit). */
 int state_change_iter(struct state *st, int64_t list, int64_t after,
@@ -168,6 +170,9 @@ int64_t state_fw_last_seq(struct state *st);
 int state_fw_iter(struct state *st, int64_t after, int64_t limit,
                   struct state_iter **out) RS_MUST_CHECK;
 int state_fw_next(struct state_iter *it, struct state_fw *out) RS_MUST_CHECK;
+/* How many framework events have after < seq <= upto; a negative RS_E*
+ * on error. */
+int64_t state_fw_count(struct state *st, int64_t after, int64_t upto);
 /* Forget framework events with seq <= upto (they were delivered). */
 int state_fw_trim(struct state *st, int64_t upto) RS_MUST_CHECK;
 

@@ -3,7 +3,9 @@
  * answers from a script): batching into one document, the headers of a
  * publish, retries on 503 with the same document, splitting on 413,
  * stopping on 403 and resuming, order, and the watermark that advances
- * only on 2xx. Each test runs the loop under a watchdog. */
+ * only on 2xx; X-Publish-Id on every POST, its KEY kept in the state,
+ * and resends after a restart cut so that none spans a SEQ the hub may
+ * hold. Each test runs the loop under a watchdog. */
 #include "testutil.h"
 
 #include <event2/buffer.h>
@@ -20,12 +22,14 @@
 #include "docs.h"
 #include "push.h"
 #include "rs_http.h"
+#include "rs_pubid.h"
 #include "serve.h"
 #include "state.h"
 
 #define BASE "http://src.example/"
 #define TOPIC BASE "resourcesync/changes"
 #define MAXPOSTS 16
+#define SCRIPT_DUP 1202
 
 struct post {
     int status;               /* what the fake hub answered */
@@ -34,6 +38,7 @@ struct post {
     char auth[128];
     char ctype[64];
     char first_loc[256];
+    char pubid[128];          /* X-Publish-Id */
 };
 
 struct fx {
@@ -48,7 +53,8 @@ struct fx {
     char hub[64];
     struct rs_http *http;
     struct push *push;
-    int script[MAXPOSTS];     /* statuses to answer, in order; then 202 */
+    int script[MAXPOSTS];     /* statuses to answer, in order; then 202;
+                                 SCRIPT_DUP: 202 with X-Hub-Duplicate */
     int nscript;
     struct post posts[MAXPOSTS];
     int nposts;
@@ -72,6 +78,8 @@ on_hub(struct evhttp_request *req, void *arg)
     snprintf(p->auth, sizeof(p->auth), "%s", h != NULL ? h : "");
     h = evhttp_find_header(in, "Content-Type");
     snprintf(p->ctype, sizeof(p->ctype), "%s", h != NULL ? h : "");
+    h = evhttp_find_header(in, "X-Publish-Id");
+    snprintf(p->pubid, sizeof(p->pubid), "%s", h != NULL ? h : "");
     struct evbuffer *b = evhttp_request_get_input_buffer(req);
     size_t n = evbuffer_get_length(b);
     char *body = calloc(1, n + 1);
@@ -89,6 +97,10 @@ on_hub(struct evhttp_request *req, void *arg)
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     if (p->status == 503)
         evhttp_add_header(out, "Retry-After", "0");
+    if (p->status == SCRIPT_DUP) {
+        evhttp_add_header(out, "X-Hub-Duplicate", "1");
+        p->status = 202;
+    }
     if (p->status == 202)
         evhttp_add_header(out, "X-Hub-Id", "1-0");
     evhttp_send_reply(req, p->status, "Scripted", NULL);
@@ -368,6 +380,115 @@ test_hub_down(void **state)
     assert_int_equal(f->posts[0].entries, 3);
 }
 
+/* "KEY:SEQ" of post i: the SEQ, and the KEY into key (64 + 1). */
+static long long
+post_seq(struct fx *f, int i, char *key)
+{
+    const char *v = f->posts[i].pubid;
+    const char *c = strchr(v, ':');
+    if (c == NULL)
+        fail_msg("post %d has no X-Publish-Id KEY:SEQ (\"%s\")", i, v);
+    snprintf(key, 65, "%.*s", (int)(c - v), v);
+    return strtoll(c + 1, NULL, 10);
+}
+
+/* Stop as if killed: the POST in flight is dropped, nothing is recorded
+ * after it (rs_http_free cancels it), then start again on the same state. */
+static void
+fx_restart(struct fx *f, const char *hub)
+{
+    rs_http_free(f->http);
+    push_free(f->push);
+    f->http = rs_http_new(f->base, NULL);
+    assert_non_null(f->http);
+    fx_push(f, hub, NULL);
+}
+
+/* push/publish_id: every POST says X-Publish-Id: KEY:SEQ, SEQ the last
+ * seq it carries; the KEY is drawn once, kept in the state across
+ * restarts, and each topic has its own; a duplicate answer (202 with
+ * X-Hub-Duplicate) moves the watermark like any 2xx. */
+static void
+test_publish_id(void **state)
+{
+    struct fx *f = *state;
+    char key[65], key2[65], stored[80];
+    f->script[0] = 202;
+    f->script[1] = SCRIPT_DUP;
+    f->nscript = 2;
+    fx_push(f, f->hub, NULL);
+    fx_changes(f, 3);
+    push_kick(f->push);
+    fx_run(f, 3, 0);
+    assert_int_equal(post_seq(f, 0, key), 3);
+    assert_int_equal(strlen(key), RS_PUBID_NEWKEY_LEN);
+    assert_int_equal(state_meta_get_text(f->st, "push.change.key", stored,
+                                         sizeof(stored)), 0);
+    assert_string_equal(stored, key);
+    assert_int_equal(state_meta_get_text(f->st, "push.framework.key", stored,
+                                         sizeof(stored)), 0);
+    assert_string_not_equal(stored, key);
+    fx_changes(f, 2);
+    push_kick(f->push);
+    fx_run(f, 5, 0);
+    assert_int_equal(pushed(f), 5);    /* the duplicate answer: accepted */
+    assert_int_equal(post_seq(f, 1, key2), 5);
+    assert_string_equal(key2, key);
+    fx_restart(f, f->hub);
+    fx_changes(f, 1);
+    push_kick(f->push);
+    fx_run(f, 6, 0);
+    assert_int_equal(f->nposts, 3);
+    assert_int_equal(post_seq(f, 2, key2), 6);
+    assert_string_equal(key2, key);
+}
+
+/* push/resend_never_spans: a 413 halves a batch of 10 to 5; the hub
+ * stores those 5 but the process dies before its 202 is recorded (here:
+ * 504, then a restart). After the restart, with 5 more changes waiting,
+ * the first POST ends at 5 again (a duplicate for the hub), then 10, then
+ * 15: none spans a SEQ the hub may hold, so none stores a change twice.
+ * (Sent as one batch, 1..15 with SEQ 15, it would be stored whole.) */
+static void
+test_resend_never_spans(void **state)
+{
+    struct fx *f = *state;
+    char key[65];
+    f->script[0] = 413;
+    f->script[1] = 504;
+    f->script[2] = SCRIPT_DUP;
+    f->nscript = 3;
+    fx_push(f, f->hub, NULL);
+    fx_changes(f, 10);
+    push_kick(f->push);
+    fx_run(f, 0, 2);
+    assert_int_equal(f->nposts, 2);
+    assert_int_equal(post_seq(f, 0, key), 10);
+    assert_int_equal(f->posts[1].entries, 5);
+    assert_int_equal(post_seq(f, 1, key), 5);
+    assert_int_equal(pushed(f), 0);
+    fx_restart(f, f->hub);
+    fx_changes(f, 5);
+    push_kick(f->push);
+    fx_run(f, 15, 0);
+    assert_int_equal(pushed(f), 15);
+    assert_int_equal(f->nposts, 5);
+    assert_int_equal(post_seq(f, 2, key), 5);
+    assert_int_equal(f->posts[2].entries, 5);
+    assert_string_equal(f->posts[2].first_loc, BASE "p0");
+    assert_int_equal(post_seq(f, 3, key), 10);
+    assert_int_equal(f->posts[3].entries, 5);
+    assert_string_equal(f->posts[3].first_loc, BASE "p5");
+    assert_int_equal(post_seq(f, 4, key), 15);
+    assert_int_equal(f->posts[4].entries, 5);
+    assert_string_equal(f->posts[4].first_loc, BASE "p10");
+    /* every mark passed: the next batch is whole again */
+    char marks[64];
+    assert_int_equal(state_meta_get_text(f->st, "push.change.sent", marks,
+                                         sizeof(marks)), 0);
+    assert_string_equal(marks, "");
+}
+
 /* push/no_hub: without a hub the watermark just follows the change log;
  * the _free functions take NULL. */
 static void
@@ -395,6 +516,8 @@ main(void)
         TP("push/split_on_413", test_413),
         TP("push/stop_on_403", test_403),
         TP("push/hub_down_then_up", test_hub_down),
+        TP("push/publish_id", test_publish_id),
+        TP("push/resend_never_spans", test_resend_never_spans),
         TP("push/no_hub", test_no_hub),
     };
     return cmocka_run_group_tests_name("source_push", tests, NULL, NULL);
