@@ -583,6 +583,86 @@ async def subscribe(a, out):
     log({"ev": "end", "why": why, "got": got})
 
 
+async def follow_channel(a, out):
+    """One channel followed across hub restarts and closes: each
+    connection resumes with since=the last id received (the first with
+    --since). Logs every message (with its data) and every connection
+    event; ends once --stop exists and --idle seconds passed without a
+    message, or at --timeout."""
+    import asyncio
+    import websockets
+    last = a.since
+    got = 0
+    deadline = time.monotonic() + a.timeout
+    quiet_since = time.monotonic()
+
+    def log(obj):
+        obj["t"] = round(time.time(), 6)
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    def stopping():
+        return (a.stop and os.path.exists(a.stop)
+                and time.monotonic() - quiet_since >= a.idle)
+
+    while time.monotonic() < deadline and not stopping():
+        uri = "ws://127.0.0.1:%d/channel/%s" % (a.ws, a.chan)
+        if last is not None:
+            uri += "?since=" + last
+        try:
+            ws = await asyncio.wait_for(
+                websockets.connect(uri, max_size=None, ping_interval=None,
+                                   close_timeout=2, max_queue=None),
+                timeout=5)
+        except Exception as e:
+            log({"ev": "connect-failed", "error": repr(e)[:200]})
+            await asyncio.sleep(0.2)
+            continue
+        log({"ev": "open", "since": last})
+        if a.ready:
+            write_atomic(a.ready, "open\n")
+        try:
+            while time.monotonic() < deadline:
+                if stopping():
+                    break
+                try:
+                    msg = await asyncio.wait_for(ws.recv(), timeout=0.2)
+                except asyncio.TimeoutError:
+                    continue
+                quiet_since = time.monotonic()
+                if isinstance(msg, bytes):
+                    log({"ev": "binary", "len": len(msg)})
+                    continue
+                m = ANN_RE.search(msg)
+                hid = m.group(1) if m else None
+                log({"ev": "msg", "id": hid, "data": msg})
+                got += 1
+                if hid is not None:
+                    last = hid
+        except websockets.exceptions.ConnectionClosed as e:
+            rcvd = getattr(e, "rcvd", None)
+            log({"ev": "close", "code": rcvd.code if rcvd else None,
+                 "reason": rcvd.reason if rcvd else None})
+            await asyncio.sleep(0.2)
+            continue
+        try:
+            await asyncio.wait_for(ws.close(), timeout=3)
+        except Exception:
+            pass
+        break
+    log({"ev": "end", "why": "stop" if stopping() else "timeout", "got": got})
+
+
+def cmd_follow(a):
+    import asyncio
+    with open(a.out, "a") as out:
+        try:
+            asyncio.run(follow_channel(a, out))
+        except Exception as e:
+            out.write(json.dumps({"ev": "end", "why": "error",
+                                  "error": repr(e)}) + "\n")
+
+
 async def touch_channels(a):
     import websockets
     for i in range(a.n):
@@ -1368,6 +1448,17 @@ def main():
     q.add_argument("--chatter", type=int, default=0,
                    help="send this many text messages, a binary one and a ping")
     q.set_defaults(fn=cmd_sub)
+
+    q = sub.add_parser("follow")
+    q.add_argument("--ws", type=int, required=True)
+    q.add_argument("--chan", required=True)
+    q.add_argument("--since", help="the first connection's since")
+    q.add_argument("--stop", help="end once this file exists (and --idle)")
+    q.add_argument("--idle", type=float, default=1)
+    q.add_argument("--timeout", type=float, default=600)
+    q.add_argument("--out", required=True)
+    q.add_argument("--ready")
+    q.set_defaults(fn=cmd_follow)
 
     q = sub.add_parser("touch-channels")
     q.add_argument("--ws", type=int, required=True)
