@@ -6,6 +6,10 @@
  * and option parsing to rs_config; this file decides what to send and what to
  * report.
  *
+ * With --publish-id the hub stores the notification at most once for that
+ * KEY:SEQ. A duplicate answer counts as accepted: what was asked for is
+ * stored.
+ *
  * Exit status: 0 accepted (the hub's id is printed on stdout); 1 rejected by
  * the hub (4xx) or invalid input (document, token, unreadable file); 2 usage
  * error; 3 hub unavailable (5xx, connection failure or timeout, after the
@@ -31,6 +35,7 @@
 #include "rs_doc.h"
 #include "rs_hash.h"
 #include "rs_parse.h"
+#include "rs_pubid.h"
 #include "rs_retry_after.h"
 #include "rs_time.h"
 #include "rs_url.h"
@@ -56,6 +61,7 @@ static struct {
     char *topic;
     char *token_file;
     char *up;
+    char *publish_id;
     bool insecure_token_file;
     bool framework;
     bool dry_run;
@@ -63,6 +69,9 @@ static struct {
     int64_t timeout_ms;
     int64_t retries;
 } conf;
+
+/* --publish-id as sent ("" without it) */
+static char publish_id[RS_PUBID_BUFSZ];
 
 static const struct rs_config_opt options[] = {
     RS_CONFIG_STRING("hub", 0, &conf.hub, "URL", NULL,
@@ -84,6 +93,10 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_STRING("up", 0, &conf.up, "URL", NULL,
                      "built documents: rs:ln rel=\"up\" to the Capability "
                      "List"),
+    RS_CONFIG_STRING("publish-id", 0, &conf.publish_id, "KEY:SEQ", NULL,
+                     "send X-Publish-Id: KEY:SEQ; the hub stores a SEQ not "
+                     "above the highest it has for KEY only once (a "
+                     "duplicate exits 0)"),
     RS_CONFIG_BOOL("dry-run", 'n', &conf.dry_run, "false",
                    "print the document on stdout instead of sending it"),
     RS_CONFIG_BOOL("verbose", 'v', &conf.verbose, "false",
@@ -116,6 +129,10 @@ static const char usage_text[] =
     "  --capability=CAP    with --framework: resourcelist, changelist,\n"
     "                      resourcedump, changedump, capabilitylist or\n"
     "                      description\n"
+    "\n"
+    "With --publish-id, a resend of a KEY:SEQ the hub has already is\n"
+    "answered as a duplicate and not stored again; rspub exits 0 and says\n"
+    "so on stderr.\n"
     "\n"
     "Exit status: 0 accepted; 1 rejected by the hub (4xx) or invalid input\n"
     "(document, token); 2 usage error; 3 hub unavailable (5xx, connection\n"
@@ -766,6 +783,7 @@ struct reply {
     bool text;                    /* body is text/plain: the hub's words */
     char id[128];                 /* X-Hub-Id */
     char channel[512];            /* X-Hub-Channel */
+    bool duplicate;               /* X-Hub-Duplicate: 1 */
     long retry_after_ms;          /* -1: no Retry-After */
     char body[RSPUB_REPLY_MAX];   /* the start of the body, NUL-terminated */
     size_t body_len;
@@ -779,6 +797,7 @@ reply_reset(struct reply *r)
     r->id[0] = r->channel[0] = r->body[0] = r->curl_err[0] = '\0';
     r->reason[0] = '\0';
     r->text = false;
+    r->duplicate = false;
     r->body_len = 0;
     r->retry_after_ms = -1;
 }
@@ -823,6 +842,7 @@ on_header(char *buf, size_t size, size_t nmemb, void *ud)
     if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
         r->id[0] = r->channel[0] = r->reason[0] = '\0';
         r->text = false;
+        r->duplicate = false;
         r->retry_after_ms = -1;
         /* "HTTP/1.1 503 Service Unavailable": the text after the code */
         const char *code = memchr(buf, ' ', len);
@@ -843,6 +863,9 @@ on_header(char *buf, size_t size, size_t nmemb, void *ud)
     v = header_value(buf, len, "X-Hub-Channel", &vlen);
     if (v != NULL)
         copy_line(r->channel, sizeof(r->channel), v, vlen);
+    v = header_value(buf, len, "X-Hub-Duplicate", &vlen);
+    if (v != NULL)
+        r->duplicate = vlen >= 1 && v[0] == '1';
     v = header_value(buf, len, "Retry-After", &vlen);
     if (v != NULL)
         r->retry_after_ms = parse_retry_after(v, vlen);
@@ -892,7 +915,9 @@ classify(CURLcode cc, long status)
              * the notification already, so a retry can repeat it. That
              * is within the contract: delivery is at least once, and a
              * change announced twice only makes a subscriber look twice
-             * (shared/PROTOCOL.md 4). Losing it would break the contract. */
+             * (shared/PROTOCOL.md 4). Losing it would break the contract.
+             * With --publish-id the retry is answered as a duplicate
+             * instead, and nothing is repeated. */
             return OUT_RETRY;
         default:
             return OUT_UNAVAILABLE;   /* TLS trouble and the like */
@@ -971,6 +996,11 @@ headers_build(const char *token)
                  conf.topic, conf.hub);
     ok = ok && slist_add(&h, "Content-Type: application/xml") &&
          slist_add(&h, "Accept: text/plain") && slist_add(&h, link);
+    if (ok && publish_id[0] != '\0') {
+        char pid[sizeof(RS_PUBID_HEADER) + 2 + RS_PUBID_BUFSZ];
+        snprintf(pid, sizeof(pid), RS_PUBID_HEADER ": %s", publish_id);
+        ok = slist_add(&h, pid);
+    }
     if (ok && token[0] != '\0') {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
         ok = slist_add(&h, auth);
@@ -1063,6 +1093,13 @@ publish(const struct buf *doc, const char *token)
         snprintf(id, sizeof(id), "%s", r->id);
         if (id[0] == '\0' && strncmp(r->body, "accepted ", 9) == 0)
             copy_line(id, sizeof(id), r->body + 9, r->body_len - 9);
+        if (id[0] == '\0' && strncmp(r->body, "duplicate ", 10) == 0)
+            copy_line(id, sizeof(id), r->body + 10, r->body_len - 10);
+        if (r->duplicate)
+            fprintf(stderr, "rspub: duplicate: the hub has X-Publish-Id %s "
+                    "already (stored as %s); not stored again\n",
+                    publish_id[0] != '\0' ? publish_id : "(none sent)",
+                    id[0] != '\0' ? id : "an unknown id");
         if (id[0] == '\0')
             fprintf(stderr, "rspub: accepted (HTTP %ld), but the hub gave no "
                     "id\n", r->status);
@@ -1142,6 +1179,21 @@ check_usage(const struct cmdline *cl, int nargs)
     if (conf.hub != NULL && !rs_url_is_http(conf.hub)) {
         usage_error("--hub: expected an http(s) URL, got '%s'", conf.hub);
         return RSPUB_USAGE;
+    }
+    if (conf.publish_id != NULL) {
+        struct rs_pubid pid;
+        const char *why = NULL;
+        if (rs_pubid_parse(conf.publish_id, &pid, &why) != 0) {
+            usage_error("--publish-id: %s, got '%s'", why, conf.publish_id);
+            return RSPUB_USAGE;
+        }
+        /* written the way the hub reads it (no blanks, no leading
+         * zeros), for the header and the messages */
+        if (rs_pubid_format(pid.key, pid.seq, publish_id,
+                            sizeof(publish_id)) != 0) {
+            usage_error("--publish-id: cannot use '%s'", conf.publish_id);
+            return RSPUB_USAGE;
+        }
     }
     if (conf.topic != NULL && !topic_ok(conf.topic)) {
         usage_error("--topic: expected an absolute URI without spaces, "
