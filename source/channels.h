@@ -1,15 +1,12 @@
 /*
  * channels.h - the notification channels rssource advertises in its
- * Capability List, learned from the hub: for each topic, the WebSub entry
- * (the topic URI with rel="hub") and the hub's WebSocket channel (ws://).
- * The hub says which ones it gives: POST HUB/../topics registers each of
- * our topics (open mode) or looks it up (closed mode) and gives the hub's
- * name for it, before anything was published (docs/source.md 8); a hub
- * without that endpoint is asked GET HUB/../topics instead. Then GET
- * .../topics/NAME/capabilitylist-entries gives the entries themselves
- * (docs/protocol.md 6); the X-Hub-Channel header of an accepted publish
- * fills in meanwhile. Until the hub has answered, the WebSub entries built
- * from the configuration are advertised.
+ * Capability List: for each topic, the WebSub entry (the topic URI with
+ * rel="hub") and the hub's WebSocket channel (ws://). What the hub gives
+ * is learned by rs_channels (common/rs_channels.h: POST /topics, the
+ * capabilitylist-entries, X-Hub-Channel; docs/source.md 8), which rsbridge
+ * shares; this module writes it as docs.c's entries. Until the hub has
+ * answered, the WebSub entries built from the configuration are
+ * advertised.
  */
 #ifndef SOURCE_CHANNELS_H
 #define SOURCE_CHANNELS_H
