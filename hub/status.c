@@ -38,7 +38,7 @@ struct hub_metrics {
     struct synced registrations[REG_COUNT];
     struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
     struct synced ws_refused;
-    struct synced dispatched, replayed, gaps, bad_entries;
+    struct synced dispatched, replayed, gaps, bad_entries, tail_pauses;
     struct synced redis_cmds, redis_fail, redis_reconnects;
     struct synced ws_requests, ws_verified, ws_verify_failed, ws_denied;
     struct synced ws_pings, ws_ping_failed;
@@ -99,6 +99,14 @@ gauge_channels(void *ud)
     struct fanout_stats st;
     fanout_stats(((struct hub *)ud)->fanout, &st);
     return (double)st.channels_active;
+}
+
+static double
+gauge_tail_holds(void *ud)
+{
+    struct fanout_stats st;
+    fanout_stats(((struct hub *)ud)->fanout, &st);
+    return (double)st.tail_holds;
 }
 
 static double
@@ -227,6 +235,15 @@ status_metrics_init(struct hub *h)
                                           "Channels in this node's tail read.",
                                           gauge_channels, h, NULL);
     if (rc == 0)
+        rc = COUNTER(tail_pauses, "rshub_fanout_tail_pauses_total",
+                     "Times the tail read was held back because a service "
+                     "thread had more than its queue_high waiting.");
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_fanout_tail_holds",
+                                          "Pauses not yet drained: the tail read waits "
+                                          "while above 0.",
+                                          gauge_tail_holds, h, NULL);
+    if (rc == 0)
         rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_redis_up",
                                           "1 when both Redis links are ready.",
                                           gauge_redis_up, h, NULL);
@@ -337,6 +354,7 @@ metrics_sync(struct hub *h)
     synced_set(&hm->replayed, fo.replayed);
     synced_set(&hm->gaps, fo.gaps);
     synced_set(&hm->bad_entries, fo.bad_entries);
+    synced_set(&hm->tail_pauses, fo.tail_pauses);
     synced_set(&hm->redis_cmds, rd.commands);
     synced_set(&hm->redis_fail, rd.failures);
     synced_set(&hm->redis_reconnects, rd.reconnects);

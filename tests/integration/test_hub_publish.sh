@@ -186,6 +186,10 @@ note "status endpoints after publishing"
 check "status/metrics parses; rshub_publish_accepted_total = $NACCEPTED" \
     bash -c "v=\$('$PY' '$HUBTOOL' metrics --http $HP --get rshub_publish_accepted_total) &&
              [ \"\$v\" = $NACCEPTED ] || { echo \"got \$v\"; exit 1; }"
+check "status/metrics: the tail has not paused and holds nothing (a quiet hub)" \
+    bash -c "p=\$('$PY' '$HUBTOOL' metrics --http $HP --get rshub_fanout_tail_pauses_total) &&
+             h=\$('$PY' '$HUBTOOL' metrics --http $HP --get rshub_fanout_tail_holds) &&
+             [ \"\$p/\$h\" = 0/0 ] || { echo \"got \$p/\$h\"; exit 1; }"
 check "status/topics: news fields, backlog length/first/last per docs" \
     ht topics-check --http "$HP" --ws "$WP" --name news --uri "$NEWS_URI" \
     --kind change --subscribers 0 --pairs "$TMP/news.pairs"
