@@ -123,6 +123,9 @@ def publish_headers(a):
         h["Authorization"] = a.auth
     elif a.token:
         h["Authorization"] = "Bearer " + a.token
+    for hv in getattr(a, "header", None) or []:
+        name, _, value = hv.partition(":")
+        h[name.strip()] = value.strip()
     return h
 
 
@@ -1293,6 +1296,110 @@ def read_ws_close(s, timeout):
         buf += chunk
 
 
+def cmd_swallow_proxy(a):
+    """An HTTP proxy in front of a hub for the publisher-crash tests. It
+    passes every request through, except the change POSTs to /hub (their
+    Link header holds --match). The first --fake-413 of those get 413 and
+    are not forwarded. The next --swallow are forwarded, but their answer
+    is withheld: the connection stays open, unanswered, until the client
+    goes away, as if the publisher died between the hub's 202 and reading
+    it. Each matching POST is logged to --log as a JSON line (n, action,
+    status, id, dup, pubid) once the hub's answer is known."""
+    import http.server
+    import socketserver
+    lock = threading.Lock()
+    count = [0]
+    hop = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
+           "transfer-encoding", "upgrade", "expect", "host",
+           "content-length"}
+
+    def log(obj):
+        with lock:
+            with open(a.log, "a") as f:
+                f.write(json.dumps(obj) + "\n")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *args):
+            pass
+
+        def relay(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(n) if n > 0 else None
+            link = self.headers.get("Link") or ""
+            action = "pass"
+            if (self.command == "POST" and self.path == "/hub"
+                    and a.match in link):
+                with lock:
+                    idx = count[0]
+                    count[0] += 1
+                if idx < a.fake_413:
+                    action = "413"
+                elif idx < a.fake_413 + a.swallow:
+                    action = "swallow"
+                else:
+                    action = "forward"
+                pubid = self.headers.get("X-Publish-Id")
+                if action == "413":
+                    log({"n": idx, "action": action, "pubid": pubid})
+                    msg = b"error: notification larger than the limit\n"
+                    self.send_response(413)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(msg)
+                    self.close_connection = True
+                    return
+            hdrs = {h: v for h, v in self.headers.items()
+                    if h.lower() not in hop}
+            c = http.client.HTTPConnection("127.0.0.1", a.upstream,
+                                           timeout=30)
+            try:
+                c.request(self.command, self.path, body=body, headers=hdrs)
+                r = c.getresponse()
+                data = r.read()
+                rh = r.getheaders()
+                st = r.status
+            finally:
+                c.close()
+            if action != "pass":
+                d = dict((h.lower(), v) for h, v in rh)
+                log({"n": idx, "action": action, "status": st,
+                     "id": d.get("x-hub-id"),
+                     "dup": d.get("x-hub-duplicate") == "1",
+                     "pubid": pubid})
+            if action == "swallow":
+                # hold the connection until the publisher is gone
+                self.connection.settimeout(None)
+                try:
+                    while self.connection.recv(4096):
+                        pass
+                except OSError:
+                    pass
+                self.close_connection = True
+                return
+            self.send_response(st)
+            for h, v in rh:
+                if h.lower() not in hop:
+                    self.send_header(h, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = relay
+        do_POST = relay
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    srv = Server(("127.0.0.1", 0), Handler)
+    write_atomic(a.ready, json.dumps({"port": srv.server_address[1]}) + "\n")
+    srv.serve_forever()
+
+
 def cmd_wsprobe(a):
     """Open a WebSocket to a channel (raw socket), send one frame of the
     given kind, print the close code the hub answers with ('none' if it
@@ -1336,6 +1443,8 @@ def main():
         q.add_argument("--auth", help="raw Authorization header")
         q.add_argument("--token")
         q.add_argument("--ctype", default="application/xml")
+        q.add_argument("--header", action="append", default=[],
+                       help="an extra request header, NAME: VALUE")
         q.add_argument("--timeout", type=float, default=10)
 
     q = sub.add_parser("gen")
@@ -1553,6 +1662,17 @@ def main():
     q.add_argument("--slack-ms", type=float, default=100)
     q.add_argument("--out")
     q.set_defaults(fn=cmd_hostile)
+
+    q = sub.add_parser("swallow-proxy")
+    q.add_argument("--upstream", type=int, required=True,
+                   help="the hub's HTTP port on 127.0.0.1")
+    q.add_argument("--match", required=True,
+                   help="act on POST /hub whose Link header holds this")
+    q.add_argument("--fake-413", type=int, default=0)
+    q.add_argument("--swallow", type=int, default=0)
+    q.add_argument("--log", required=True)
+    q.add_argument("--ready", required=True)
+    q.set_defaults(fn=cmd_swallow_proxy)
 
     q = sub.add_parser("wsprobe")
     q.add_argument("--ws", type=int, required=True)
