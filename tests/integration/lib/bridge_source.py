@@ -819,7 +819,7 @@ def notifications(path):
             entries = []
             for u in root.findall(SM + "url"):
                 d = {"loc": u.findtext(SM + "loc"),
-                     "lastmod": u.findtext(SM + "lastmod")}
+                     "lastmod": u.findtext(SM + "lastmod"), "_t": ev.get("t")}
                 m = u.find(RS + "md")
                 if m is not None:
                     d.update(m.attrib)
@@ -977,21 +977,22 @@ def check_gens(a, got, problems):
 def check_replay(a, got, problems):
     """Any shape, any history: replaying the stream on the state the
     bridge started from never creates what exists, updates or deletes
-    what does not, repeats a state or invents one the Source never had;
-    with --final, it ends in the Source's present state."""
+    what does not, or repeats a state; each entry is a state the Source
+    had shown before the entry arrived (a deletion the Source made, a
+    content it served: nothing false); with --final, the replay ends in
+    the Source's present state (nothing lost)."""
     journal = ctl_get(a.port, "/_ctl/journal")
     gens = ctl_get(a.port, "/_ctl/gens")
-    real = {}           # loc -> every md5 it ever had
-    for g in gens:
-        for loc, f in g["state"].items():
-            real.setdefault(loc, set()).add(f["md5"])
+    base = gens[a.baseline_gen - 1 if a.baseline_gen else 0]
+    shown = {}          # (loc, md5 or None for absent) -> first time shown
     for e in journal:
-        if not e["bogus"] and e["change"] != "deleted":
-            real.setdefault(e["loc"], set()).add(e["md5"])
-    if a.baseline_gen:
-        state = {l: f["md5"] for l, f in gens[a.baseline_gen - 1]["state"].items()}
-    else:
-        state = {l: f["md5"] for l, f in gens[0]["state"].items()}
+        if e["bogus"] or e["shown"] is None:
+            continue
+        k = (e["loc"], None if e["change"] == "deleted" else e["md5"])
+        shown[k] = min(shown.get(k, e["shown"]), e["shown"])
+    for loc, f in base["state"].items():
+        shown[(loc, f["md5"])] = 0
+    state = {l: f["md5"] for l, f in base["state"].items()}
     for g in got:
         loc, ch = g.get("loc"), g.get("change")
         h = hashes(g.get("hash")).get("md5")
@@ -1009,11 +1010,15 @@ def check_replay(a, got, problems):
             if loc not in state:
                 problems.append("deleted %s, which does not exist (a duplicate)" % loc)
             state.pop(loc, None)
+            h = None
         else:
             problems.append("change %r for %s" % (ch, loc))
             continue
-        if ch != "deleted" and h not in real.get(loc, set()):
-            problems.append("%s %s with a hash the Source never had (false)" % (ch, loc))
+        t = shown.get((loc, h))
+        if t is None or (g.get("_t") is not None and t > g["_t"] + a.slack):
+            problems.append("%s %s%s: the Source never showed that state%s (false)"
+                            % (ch, loc, "" if h is None else " md5:" + h,
+                               "" if t is None else " before it was published"))
     if a.final:
         now = {l: f["md5"] for l, f in ctl_get(a.port, "/_ctl/files").items()}
         if now != state:
@@ -1137,20 +1142,38 @@ def cmd_check_bridged(a):
 
 # ------------------------------------------------------------ politeness
 
+def entry_path(log):
+    """The document each poll begins with: among those read in (nearly)
+    every poll, the one whose requests follow the longest idle time (the
+    time between polls; a walk's next document follows the previous one
+    closely, however loaded the machine)."""
+    counts = {}
+    for r in log:
+        counts[r["p"]] = counts.get(r["p"], 0) + 1
+    if not counts:
+        return None
+    top = max(counts.values())
+    idle = {}
+    for prev, r in zip(log, log[1:]):
+        if counts[r["p"]] >= 0.8 * top:
+            idle.setdefault(r["p"], []).append(r["t0"] - prev["t1"])
+    if not idle:
+        return max(counts, key=counts.get)
+    return max(idle, key=lambda p: sum(idle[p]) / len(idle[p]))
+
+
 def cmd_politeness(a):
-    """The requests of user agents holding --ua: how many were in flight
-    at once (max); the polls (runs of requests each starting within
-    --join seconds of the previous one's end) and the shortest time
-    between the starts of two (--interval is the floor); the shortest
-    time between two requests of one document (under half --interval
-    is a violation: a document read twice in one poll, or retried
-    without waiting); whether each Retry-After was honoured (no request
-    before it passed). Prints JSON; exits 1 on a violation."""
+    """The requests of user agents holding --ua (documents only): how
+    many were in flight at once (max; --max-inflight allowed); the polls
+    (each begins with a request of the entry document, --entry or found
+    by entry_path) and the shortest time between two (--interval is the
+    floor, retries included); a document read twice within one poll;
+    whether each Retry-After was honoured (no request before it
+    passed). Prints JSON; exits 1 on a violation."""
     log = [r for r in ctl_get(a.port, "/_ctl/log")
            if a.ua in r["ua"] and r["t0"] >= a.t0 and (a.t1 is None or r["t0"] <= a.t1)
            and not r["p"].startswith("/data/")]
     log.sort(key=lambda r: r["t0"])
-    join = a.join if a.join is not None else a.interval / 3
     viol = []
     inflight, worst = 0, None
     ends = []           # heap of the end times of the requests in flight
@@ -1163,29 +1186,25 @@ def cmd_politeness(a):
     if inflight > a.max_inflight:
         viol.append("%d requests in flight at %.3f (%s)"
                     % (inflight, worst["t0"], worst["p"]))
-    polls, end = [], None
-    for r in log:
-        if end is None or r["t0"] > end + join:
-            polls.append(r)
-        end = r["t1"] if end is None else max(end, r["t1"])
+    entry = a.entry or entry_path(log)
+    starts = [r for r in log if r["p"] == entry]
     pgaps = []
-    for p, q in zip(polls, polls[1:]):
+    for p, q in zip(starts, starts[1:]):
         g = q["t0"] - p["t0"]
         pgaps.append(g)
         if g < a.interval - a.tol:
-            viol.append("a poll (%s) began %.3f s after the previous one "
-                        "(--interval %.3g s)" % (q["p"], g, a.interval))
-    last = {}
-    gaps = []
+            viol.append("a poll began %.3f s after the previous one (%s; "
+                        "--interval %.3g s)" % (g, entry, a.interval))
+    seen = set()
+    twice = 0
     for r in log:
-        p = r["p"]
-        if p in last:
-            g = r["t0"] - last[p]
-            gaps.append(g)
-            if g < a.interval / 2:
-                viol.append("%s requested %.3f s after the previous request "
-                            "of it" % (p, g))
-        last[p] = r["t0"]
+        if r["p"] == entry:
+            seen = set()
+        elif r["p"] in seen:
+            twice += 1
+            if twice <= 3:
+                viol.append("%s read twice in one poll (at %.3f)" % (r["p"], r["t0"]))
+        seen.add(r["p"])
     ra_ok, ra_n = 0, 0
     for i, r in enumerate(log):
         if r["s"] in (429, 503) and "ra" in r:
@@ -1201,9 +1220,10 @@ def cmd_politeness(a):
             else:
                 ra_ok += 1
     cond = sum(1 for r in log if r["inm"] or r["ims"])
-    out = {"requests": len(log), "polls": len(polls), "max_inflight": inflight,
+    out = {"requests": len(log), "entry": entry, "polls": len(starts),
+           "max_inflight": inflight,
            "min_poll_gap": round(min(pgaps), 3) if pgaps else None,
-           "min_doc_gap": round(min(gaps), 3) if gaps else None,
+           "read_twice_in_a_poll": twice,
            "retry_after": ra_n, "retry_after_honoured": ra_ok,
            "conditional": cond, "not_modified": sum(1 for r in log if r["s"] == 304),
            "statuses": {}}
@@ -1361,6 +1381,8 @@ def main():
                    help="replay: the generation the bridge started from")
     p.add_argument("--final", action="store_true",
                    help="replay: the stream ends in the Source's state")
+    p.add_argument("--slack", type=float, default=0.05,
+                   help="replay: clock slack, seconds")
     p.set_defaults(fn=cmd_check_stream)
 
     p = sp.add_parser("check-bridged", help="the bridged documents")
@@ -1378,9 +1400,8 @@ def main():
     p.add_argument("--t1", type=float)
     p.add_argument("--tol", type=float, default=0.05)
     p.add_argument("--max-inflight", type=int, default=1)
-    p.add_argument("--join", type=float,
-                   help="a poll's requests start within this of the "
-                   "previous one's end (default --interval / 3)")
+    p.add_argument("--entry", help="the document each poll begins with "
+                   "(default: found in the log)")
     p.set_defaults(fn=cmd_politeness)
 
     p = sp.add_parser("load", help="requests per kind of client")
@@ -1388,7 +1409,8 @@ def main():
     p.add_argument("--t0", type=float, default=0)
     p.add_argument("--t1", type=float)
     p.add_argument("--ua-bridge", default="rsbridge")
-    p.add_argument("--ua-sub", default="rssub")
+    p.add_argument("--ua-sub", default="rspush/",
+                   help="rssub's User-Agent (common/http.c: rspush/VERSION)")
     p.set_defaults(fn=cmd_load)
 
     p = sp.add_parser("watch", help="latency from the documents to mirrors")
