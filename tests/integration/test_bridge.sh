@@ -149,7 +149,7 @@ shape() {
     bg "lat-$s" "$PY" "$BSRC_PY" watch --port "${BSRC_PORT[$s]}" \
         --mirror "$TMP/${s}1.mirror" --mirror "$TMP/${s}2.mirror" \
         --mirror "$TMP/${s}3.mirror" --stop "$TMP/$s.watch.stop" \
-        --timeout 150 --out "$TMP/$s.lat.json"
+        --timeout 150 --out "$TMP/$s.lat.json" >/dev/null
     bs "$s" auto "$churn"
     bs "$s" wait-auto 120 || bad "$s: the changes were made"
     n=$(bs "$s" count-journal)

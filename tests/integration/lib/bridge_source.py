@@ -1324,6 +1324,7 @@ def cmd_watch(a):
         res["mirrors"][m] = {
             "n": len(v), "max": round(v[-1], 3) if v else None,
             "p50": round(v[len(v) // 2], 3) if v else None,
+            "p95": round(v[min(len(v) - 1, int(len(v) * 0.95))], 3) if v else None,
             "missing": sorted("%s#%d" % (rel, e["seq"]) for rel, es
                               in pending[m].items() for e in es)[:10],
             "n_missing": sum(len(es) for es in pending[m].values())}
