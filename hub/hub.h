@@ -87,6 +87,7 @@ enum hub_reject {
     REJ_TIMEOUT,
     REJ_METHOD,
     REJ_TOO_MANY_TOPICS,
+    REJ_BAD_PUBLISH_ID,
     REJ_COUNT,
 };
 
@@ -129,8 +130,6 @@ struct hub {
     uint64_t accepted;
     uint64_t rejected[REJ_COUNT];
     uint64_t duplicates;      /* X-Publish-Id seen already: not stored */
-    uint64_t bad_publish_ids; /* 400 for X-Publish-Id (status.c counts it
-                                 as rejected, reason bad_publish_id) */
     uint64_t bytes_in;
     uint64_t registrations[REG_COUNT];
     struct rs_metrics *metrics;

@@ -428,8 +428,7 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
     bool has_pid = false;
     const char *why = NULL;
     if (find_publish_id(req, &pid, &has_pid, &why) < 0) {
-        h->bad_publish_ids++;
-        reply_text(req, 400, "Bad Request", "error: %s", why);
+        reject(h, req, REJ_BAD_PUBLISH_ID, 400, "Bad Request", why);
         return;
     }
 

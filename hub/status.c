@@ -34,7 +34,6 @@ struct synced {
 struct hub_metrics {
     struct synced accepted, bytes_in, duplicates;
     struct synced rejected[REJ_COUNT];
-    struct synced bad_publish_ids;   /* rejected, reason bad_publish_id */
     struct synced registrations[REG_COUNT];
     struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
     struct synced ws_refused;
@@ -170,10 +169,6 @@ status_metrics_init(struct hub *h)
                                          "413s of --max-body are libevent's own "
                                          "and not counted).",
                                          "reason", hub_reject_name(r), NULL);
-    if (rc == 0)
-        rc = rs_metrics_register_counter(h->metrics, &hm->bad_publish_ids.c,
-                                         "rshub_publish_rejected_total", NULL,
-                                         "reason", "bad_publish_id", NULL);
     if (rc == 0)
         rc = COUNTER(duplicates, "rshub_publish_duplicates_total",
                      "Publications whose X-Publish-Id was stored already: "
@@ -339,7 +334,6 @@ metrics_sync(struct hub *h)
     synced_set(&hm->bytes_in, h->bytes_in);
     for (int r = 0; r < REJ_COUNT; r++)
         synced_set(&hm->rejected[r], h->rejected[r]);
-    synced_set(&hm->bad_publish_ids, h->bad_publish_ids);
     synced_set(&hm->duplicates, h->duplicates);
     for (int r = 0; r < REG_COUNT; r++)
         synced_set(&hm->registrations[r], h->registrations[r]);
