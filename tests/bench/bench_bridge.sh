@@ -233,8 +233,8 @@ if [[ " $parts " == *" load "* ]]; then
         --interval "${interval}s" || die "rsbridge did not start"
     rows=()
     phase b1 l1 bridged 1; rows+=("$ROW")
-    phase b$mirrors l2 bridged "$mirrors"; rows+=("$ROW")
-    phase d$mirrors l3 direct "$mirrors"; rows+=("$ROW")
+    phase "b$mirrors" l2 bridged "$mirrors"; rows+=("$ROW")
+    phase "d$mirrors" l3 direct "$mirrors"; rows+=("$ROW")
     bridge_stop bl
     emit "### Requests to one Source per minute (changes: 1 or 2 every 2 s)"
     emit ""

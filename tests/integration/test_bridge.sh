@@ -36,10 +36,12 @@ note "hub, three Sources, rsbridge"
 redis_start || exit 1
 hub_start h --open || exit 1
 HUB=http://127.0.0.1:${HUB_HTTP[h]}/hub
-bsrc_start a A --seed 101 --initial 30 --rotate 15 --rl-parts 2 &&
-bsrc_start b B --seed 202 --initial 30 --page-size 6 &&
-bsrc_start c C --seed 303 --initial 30 --rl-pages 3 ||
-    { bad "the three Sources start"; bridge_finish; }
+if ! { bsrc_start a A --seed 101 --initial 30 --rotate 15 --rl-parts 2 &&
+       bsrc_start b B --seed 202 --initial 30 --page-size 6 &&
+       bsrc_start c C --seed 303 --initial 30 --rl-pages 3; }; then
+    bad "the three Sources start"
+    bridge_finish
+fi
 T_START=$(date +%s.%N)
 if bridge_start br --source "$(bsrc_url a)" --source "$(bsrc_url b)" \
         --source "$(bsrc_url c)" --interval "${INTERVAL}s" --contact "$CONTACT"; then
@@ -157,9 +159,11 @@ shape() {
     check "$s: the three mirrors converge on the Source" wait_until 40 all_same "$s" 3
     touch "$TMP/$s.watch.stop"
     bg_wait "lat-$s" 60 || bad "$s: the latency watcher ended"
-    lat=$(latency_ok "$TMP/$s.lat.json" "$n" 3 2>&1)
-    if [ $? = 0 ]; then ok "$s: each change in every mirror within --interval + 1 s"
-    else bad "$s: each change in every mirror within --interval + 1 s" "$lat"; fi
+    if lat=$(latency_ok "$TMP/$s.lat.json" "$n" 3 2>&1); then
+        ok "$s: each change in every mirror within --interval + 1 s"
+    else
+        bad "$s: each change in every mirror within --interval + 1 s" "$lat"
+    fi
     printf '%s\n' "$lat" | head -n 1 | sed 's/^/     /'
     check "$s: the outbox is empty" wait_until 20 bridge_idle br "$s"
     check "$s: the recorded stream is every change, once, in order ($mode)" \

@@ -37,10 +37,12 @@ redis_start || exit 1
 hub_start h --open || exit 1
 HP=${HUB_HTTP[h]}
 HW=${HUB_WS[h]}
-bsrc_start a A --seed 404 --initial 20 --rotate 12 &&
-bsrc_start b B --seed 505 --initial 20 --page-size 5 &&
-bsrc_start c C --seed 606 --initial 20 --rl-parts 2 ||
-    { bad "the three Sources start"; bridge_finish; }
+if ! { bsrc_start a A --seed 404 --initial 20 --rotate 12 &&
+       bsrc_start b B --seed 505 --initial 20 --page-size 5 &&
+       bsrc_start c C --seed 606 --initial 20 --rl-parts 2; }; then
+    bad "the three Sources start"
+    bridge_finish
+fi
 BR_ARGS=(--source "$(bsrc_url a)" --source "$(bsrc_url b)" --source "$(bsrc_url c)"
          --interval "${INTERVAL}s")
 bridge_start br "${BR_ARGS[@]}" || { bad "rsbridge starts"; bridge_finish; }

@@ -9,6 +9,7 @@
 # are stopped, by their recorded PID.
 
 RSBRIDGE=$RS_BUILD_DIR/bridge/rsbridge
+# shellcheck disable=SC2034 # for the scripts that source this
 RSDOC=$RS_BUILD_DIR/tools/rsdoc
 BSRC_PY=$RS_SOURCE_DIR/tests/integration/lib/bridge_source.py
 declare -A BR_PID BR_HTTP BR_PORT BR_LOG BR_LOGOFF BR_ASAN_DONE
@@ -215,6 +216,7 @@ record_stop() {
 # other option (the state goes next to DIR, the log to stderr, kept in
 # SUB_LOG[NAME]); registered with sub.sh's SUB_PID for sub_stop and the
 # trap.
+# shellcheck disable=SC2034 # SUB_PID is sub.sh's
 mirror_start() {
     local name=$1 url=$2 dir=$3
     SUB_LOG[$name]=$TMP/$name.sub.log
@@ -268,8 +270,11 @@ bridge_finish() {
     for k in "${!BR_PID[@]}"; do
         if [ -n "${BR_PID[$k]}" ]; then
             bridge_stop "$k"
-            [ "$BR_RC" = 0 ] && ok "$k: rsbridge exits 0 on SIGTERM" ||
+            if [ "$BR_RC" = 0 ]; then
+                ok "$k: rsbridge exits 0 on SIGTERM"
+            else
                 bad "$k: rsbridge exits $BR_RC on SIGTERM" "$(tail -n 20 "${BR_LOG[$k]}")"
+            fi
         fi
     done
     for k in "${!BR_LOG[@]}"; do

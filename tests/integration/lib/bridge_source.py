@@ -537,6 +537,8 @@ class Handler(ss.Handler):
                 rec["ra"] = self._ra
             if path == "/resourcesync/resourcelist.xml" and self._status == 200:
                 rec["gen"] = srv.model.etag_gen.get(self._etag)
+            if not path.startswith("/data/"):   # static_source counts those
+                srv.state.count(path, self._status)
             with srv.log_lock:
                 if len(srv.log) < LOG_CAP:
                     srv.log.append(rec)
