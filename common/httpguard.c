@@ -80,6 +80,7 @@ struct conn {
                                     conn_on_free */
     struct bufferevent *sock;    /* its socket bufferevent (the filter's) */
     struct event *timer;         /* admission, then the phase's deadline */
+    struct event *push;          /* moves the filter's output (active-only) */
     struct addr_entry *addr;     /* counted there; NULL: not admitted */
     struct addr_key key;
     int fd;                      /* -1 until admitted */
@@ -292,6 +293,18 @@ conn_set_phase(struct conn *c, enum conn_phase to)
     } else {
         event_del(c->timer);
     }
+}
+
+/* evhttp has freed c's connection: bufferevent_free cleared the filter's
+ * callbacks (evhttp itself never clears the event callback of a server
+ * connection), and libevent finalizes the filter later on the loop, after
+ * the callbacks already queued. */
+static bool
+conn_dropped(struct conn *c)
+{
+    bufferevent_event_cb ecb = NULL;
+    bufferevent_getcb(c->bev, NULL, NULL, &ecb, NULL);
+    return ecb == NULL;
 }
 
 /* Give back c's place in the caps (once). */
@@ -545,15 +558,42 @@ conn_filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
  * Output. A filter calls its owner's write callback once the data has moved
  * to the socket bufferevent, not once it is on the wire; evhttp closes a
  * "Connection: close" connection from that callback, and the socket's
- * unsent output would go with it. So the data moves here as soon as evhttp
- * adds it, and evhttp's write callback runs when the socket's output has
- * drained (on_sock_out), as with an unfiltered connection.
+ * unsent output would go with it. So the data moves to the socket
+ * bufferevent as soon as evhttp has written it, and evhttp's write callback
+ * runs when the socket's output has drained (on_sock_out), as with an
+ * unfiltered connection.
+ *
+ * The move runs from c->push, activated when evhttp adds output: later on
+ * the same loop turn, so that the pieces of one reply move together, and
+ * only if evhttp still holds the connection. evhttp_free (or any free of the
+ * connection) shuts the socket down for writing at once, but the socket
+ * bufferevent lives and writes until the filter is finalized: what moved
+ * after that would be written to a shut socket (EPIPE, and SIGPIPE in a
+ * process that does not ignore it).
+ *
+ * Not evbuffer_defer_callbacks on the filter's output: a pending deferred
+ * callback of a bufferevent's buffer holds a reference to the bufferevent,
+ * so when evhttp had freed the connection on the same turn, that callback
+ * dropped the last one; libevent 2.1 then finalizes the bufferevent from
+ * the running callback (event_callback_finalize_many_), whose argument is
+ * the buffer, not the bufferevent: a SEGV at the next turn.
+ * docs/internals/httpguard.md.
  */
 static void
 conn_push_out(struct conn *c)
 {
+    if (c->push != NULL)
+        event_active(c->push, EV_TIMEOUT, 1);   /* a no-op while active */
+}
+
+static void
+on_push(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
     struct evbuffer *out = bufferevent_get_output(c->bev);
-    if (evbuffer_get_length(out) == 0)
+    if (evbuffer_get_length(out) == 0 || conn_dropped(c))
         return;
     c->out_owed = true;
     evbuffer_add_buffer(bufferevent_get_output(c->sock), out);
@@ -576,13 +616,16 @@ on_sock_out(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     if (info->n_deleted == 0 || evbuffer_get_length(buf) > 0 || !c->out_owed)
         return;
     c->out_owed = false;
-    /* deferred: we are inside the socket bufferevent's write */
+    /* deferred: we are inside the socket bufferevent's write (the filter's
+     * own deferred callback, whose argument is the filter: not a buffer's,
+     * see conn_push_out) */
     bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
 }
 
-/* Called by the filter when process_output runs (evhttp flushing, or the
- * socket drained): whatever is there moves as above. Never BEV_OK, which
- * would run evhttp's write callback before the bytes are sent. */
+/* Called by the filter when process_output runs (evhttp adding output or
+ * flushing, the socket drained): whatever is there moves as above. Never
+ * BEV_OK, which would run evhttp's write callback before the bytes are
+ * sent. */
 static enum bufferevent_filter_result
 conn_filter_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
                 enum bufferevent_flush_mode mode, void *arg)
@@ -603,6 +646,12 @@ conn_on_free(void *arg)
 {
     struct conn *c = arg;
     struct rs_httpguard *g = c->g;
+    /* the socket bufferevent outlives c by a moment (it is finalized
+     * after the filter): nothing of it may call back into c */
+    evbuffer_remove_cb(bufferevent_get_output(c->sock), on_sock_out, c);
+    evbuffer_remove_cb(bufferevent_get_output(c->bev), on_filter_out, c);
+    if (c->push != NULL)
+        event_free(c->push);
     if (g != NULL) {
         conn_release(c);
         TAILQ_REMOVE(&g->conns, c, link);
@@ -628,8 +677,9 @@ on_new_bev(struct event_base *base, void *arg)
     c->fd = -1;
     c->phase = CONN_NEW;
     c->timer = evtimer_new(base, on_conn_timer, c);
+    c->push = event_new(base, -1, 0, on_push, c);
     c->sock = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (c->timer != NULL && c->sock != NULL)
+    if (c->timer != NULL && c->push != NULL && c->sock != NULL)
         c->bev = bufferevent_filter_new(c->sock, conn_filter_in,
                                         conn_filter_out, BEV_OPT_CLOSE_ON_FREE,
                                         conn_on_free, c);
@@ -638,19 +688,20 @@ on_new_bev(struct event_base *base, void *arg)
             bufferevent_free(c->sock);
         if (c->timer != NULL)
             event_free(c->timer);
+        if (c->push != NULL)
+            event_free(c->push);
         rs_free(c);
         return NULL;
     }
     struct timeval idle = { (time_t)(g->lim.idle_ms / 1000),
                             (suseconds_t)(g->lim.idle_ms % 1000) * 1000 };
     struct evbuffer *fout = bufferevent_get_output(c->bev);
-    /* deferred: evhttp writes a reply in many small pieces, moved at once */
+    /* not evbuffer_defer_callbacks(fout): see conn_push_out */
     if (bufferevent_set_timeouts(c->sock, &idle, &idle) != 0 ||
-        evbuffer_defer_callbacks(fout, base) != 0 ||
         evbuffer_add_cb(fout, on_filter_out, c) == NULL ||
         evbuffer_add_cb(bufferevent_get_output(c->sock), on_sock_out, c) ==
             NULL) {
-        c->g = NULL;               /* conn_on_free only frees c */
+        c->g = NULL;               /* conn_on_free frees c and c->push */
         event_free(c->timer);
         bufferevent_free(c->bev);  /* and the socket bufferevent */
         return NULL;
@@ -824,12 +875,17 @@ rs_httpguard_free(struct rs_httpguard *g)
 {
     if (g == NULL)
         return;
-    /* contexts of connections libevent has yet to finalize outlive us */
+    /* contexts of connections libevent has yet to finalize outlive us;
+     * their events go now (evhttp let go of them: nothing is left to move,
+     * and event_base_free must not find one that their finalizer frees
+     * while it walks the active queue) */
     struct conn *c;
     while ((c = TAILQ_FIRST(&g->conns)) != NULL) {
         TAILQ_REMOVE(&g->conns, c, link);
         event_free(c->timer);
         c->timer = NULL;
+        event_free(c->push);
+        c->push = NULL;
         c->g = NULL;
     }
     for (size_t i = 0; i < g->nbuckets; i++) {

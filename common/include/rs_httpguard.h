@@ -41,9 +41,10 @@ struct rs_httpguard;
  *     end of its head; while it arrives, it is cut as soon as it falls
  *     behind that pace (bytes so far / body_rate + body_ms), so a chunked
  *     body of unknown size is held to the same rule.
- *   - idle_ms is evhttp's own timeout, which bytes do reset: how long a
- *     kept-alive connection may wait for its next request, and how long a
- *     reply may wait for the client to read.
+ *   - idle_ms is the socket's read and write timeout (evhttp's own is
+ *     cleared), which bytes do reset: how long a kept-alive connection may
+ *     wait for its next request, and how long a reply may wait for the
+ *     client to read.
  *   - max_conns: connections at once. When it is reached, a connection
  *     waiting for a request head is closed to make room: the oldest whose
  *     address holds other connections too (among the 64 oldest), else the
@@ -184,8 +185,13 @@ void rs_httpguard_stats(const struct rs_httpguard *g,
 
 /*
  * Call after evhttp_free of the guarded server (which closes its
- * connections; libevent finalizes their bufferevents on a later loop turn
- * or in event_base_free, and what the guard keeps for each is freed then).
+ * connections; libevent finalizes their bufferevents later on the loop or
+ * in event_base_free, and what the guard keeps for each is freed then),
+ * and before event_base_free. The loop may run in between, and after: the
+ * connections evhttp let go get nothing new to send (what evhttp had just
+ * queued for them is dropped, as evhttp itself would) and call into nothing
+ * freed. The rest of a reply that was being written can meet EPIPE on the
+ * shut socket: a process serving HTTP with libevent ignores SIGPIPE.
  * rs_httpguard_free(NULL) is a no-op.
  */
 void rs_httpguard_free(struct rs_httpguard *g);

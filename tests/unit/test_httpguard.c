@@ -180,6 +180,7 @@ struct srv {
     unsigned requests;
     struct evhttp_request *parked[MAXC];
     unsigned nparked;
+    bool stopped;                 /* /stop answered (and broke the loop) */
     char *big;
     unsigned lines;               /* on_log calls */
     struct rs_httpguard_note last; /* the last one (addr not kept) */
@@ -199,6 +200,13 @@ srv_on_request(struct evhttp_request *req, void *arg)
     }
     struct evbuffer *b = evbuffer_new();
     assert_non_null(b);
+    if (strcmp(uri, "/stop") == 0) {
+        /* answer, then leave the loop on this very callback, as a daemon
+         * that shuts down from a request (or a test that has what it
+         * waited for) does: the reply is still in the guard's buffers */
+        s->stopped = true;
+        event_base_loopbreak(s->loop.base);
+    }
     if (strcmp(uri, "/big") == 0)
         evbuffer_add(b, s->big, BIG);
     else
@@ -717,6 +725,39 @@ test_many(void **state)
     free(c);
 }
 
+/* httpguard/free_reply_pending: the server and the guard are freed on
+ * the loop turn whose handler queued a reply (here it also broke the
+ * loop, as a daemon stopping from a request does), while another client
+ * is slow to read a large reply and a third waits, kept alive, for its
+ * next request; then the loop runs until libevent has finalized every
+ * connection. Nothing of theirs may be touched once freed, and nothing
+ * may be left on the loop. (libevent 2.1 finalized a filter from the
+ * deferred callback of its output buffer, which it had handed the
+ * buffer: a SEGV, docs/internals/httpguard.md.) */
+static void
+test_free_reply_pending(void **state)
+{
+    (void)state;
+    struct srv *s = srv_new(&fast, 0);
+    static const char big[] = "GET /big HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char stop[] = "GET /stop HTTP/1.1\r\nHost: t\r\n\r\n";
+    struct cli *c[3];
+    c[0] = cli_new(s->loop.base, s->port, "127.0.0.1", get1, sizeof(get1) - 1,
+                   0, 0);
+    TU_LOOP_UNTIL(&s->loop, cli_count(c[0], "ok 0") == 1, 2000);
+    c[1] = cli_new(s->loop.base, s->port, "127.0.0.1", big, sizeof(big) - 1,
+                   0, 0);
+    bufferevent_disable(c[1]->bev, EV_READ);       /* a slow reader */
+    TU_LOOP_UNTIL(&s->loop, s->requests == 2, 2000);
+    tu_loop_run_for(&s->loop, 50);                 /* its socket is full */
+    c[2] = cli_new(s->loop.base, s->port, "127.0.0.1", stop, sizeof(stop) - 1,
+                   0, 0);
+    TU_LOOP_UNTIL(&s->loop, s->stopped, 2000);
+    assert_int_equal(c[2]->got, 0);                /* not sent yet */
+    assert_int_equal(srv_stats(s).open, 3);
+    srv_free(s, c, 3);
+}
+
 int
 main(void)
 {
@@ -734,6 +775,7 @@ main(void)
         cmocka_unit_test(test_log_interval),
         cmocka_unit_test(test_many),
         cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test(test_free_reply_pending),
     };
     return cmocka_run_group_tests_name("httpguard", tests, NULL, NULL);
 }
