@@ -298,7 +298,9 @@ conn_set_phase(struct conn *c, enum conn_phase to)
 /* evhttp has freed c's connection: bufferevent_free cleared the filter's
  * callbacks (evhttp itself never clears the event callback of a server
  * connection), and libevent finalizes the filter later on the loop, after
- * the callbacks already queued. */
+ * the callbacks already queued. Its reference count is 0 until then: a
+ * bufferevent_trigger* on it would take it to 1 and back to 0, unlinking
+ * and finalizing it a second time. */
 static bool
 conn_dropped(struct conn *c)
 {
@@ -339,10 +341,17 @@ conn_cut(struct conn *c, enum rs_httpguard_event ev)
     static const char r408[] = "HTTP/1.1 408 Request Timeout\r\n"
                                "Connection: close\r\nContent-Length: 0\r\n\r\n";
     bool refused = ev == RS_HTTPGUARD_EV_PER_ADDR || ev == RS_HTTPGUARD_EV_FULL;
-    note(c->g, &c->key, ev);
+    bool dropped = conn_dropped(c);
+    /* one evhttp let go of on this turn (the client hung up as its
+     * deadline passed, say) is gone already: its place is free, nothing
+     * to count or to tell */
+    if (!dropped)
+        note(c->g, &c->key, ev);
     conn_release(c);
     c->phase = CONN_CLOSING;
     event_del(c->timer);
+    if (dropped)
+        return;
     if (c->fd >= 0) {
         const char *r = refused ? r503 : r408;
         size_t n = refused ? sizeof(r503) - 1 : sizeof(r408) - 1;
@@ -408,6 +417,12 @@ conn_admit(struct conn *c)
         c->phase = CONN_CLOSING;
         if (rcb == NULL)
             bufferevent_free(c->bev);
+        return;
+    }
+    if (conn_dropped(c)) {
+        /* evhttp gave up on it after setting the socket, and freed it: it
+         * must not count, nor push out a live connection */
+        c->phase = CONN_CLOSING;
         return;
     }
     struct sockaddr_storage ss;
@@ -616,6 +631,8 @@ on_sock_out(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     if (info->n_deleted == 0 || evbuffer_get_length(buf) > 0 || !c->out_owed)
         return;
     c->out_owed = false;
+    if (conn_dropped(c))
+        return;             /* no one to tell, and see conn_dropped */
     /* deferred: we are inside the socket bufferevent's write (the filter's
      * own deferred callback, whose argument is the filter: not a buffer's,
      * see conn_push_out) */

@@ -758,6 +758,31 @@ test_free_reply_pending(void **state)
     srv_free(s, c, 3);
 }
 
+/* httpguard/gone_at_deadline: a client that hangs up on the loop turn its
+ * head deadline passes is let go by evhttp first; the guard then neither
+ * counts a timeout for it nor acts on the bufferevent evhttp freed (that
+ * brought its reference count back from zero and finalized it twice). */
+static void
+test_gone_at_deadline(void **state)
+{
+    (void)state;
+    struct srv *s = srv_new(&fast, 0);
+    struct cli *c = cli_new(s->loop.base, s->port, "127.0.0.1", "", 0, 0, 0);
+    TU_LOOP_UNTIL(&s->loop, srv_stats(s).open == 1, 2000);
+    /* the FIN now, not when the client's bufferevent is finalized */
+    assert_int_equal(shutdown(bufferevent_getfd(c->bev), SHUT_RDWR), 0);
+    cli_free(c);
+    /* both the end of file and the deadline are due on the next turn;
+     * the socket's is handled first (libevent: I/O before timers) */
+    usleep((useconds_t)(fast.head_ms + 100) * 1000);
+    event_base_loop(s->loop.base, EVLOOP_ONCE);
+    TU_LOOP_UNTIL(&s->loop, srv_stats(s).open == 0, 2000);
+    struct rs_httpguard_stats st = srv_stats(s);
+    for (int e = 0; e < RS_HTTPGUARD_EVENTS; e++)
+        assert_int_equal(st.events[e], 0);
+    srv_free(s, NULL, 0);
+}
+
 int
 main(void)
 {
@@ -776,6 +801,7 @@ main(void)
         cmocka_unit_test(test_many),
         cmocka_unit_test(test_alloc_fail),
         cmocka_unit_test(test_free_reply_pending),
+        cmocka_unit_test(test_gone_at_deadline),
     };
     return cmocka_run_group_tests_name("httpguard", tests, NULL, NULL);
 }
