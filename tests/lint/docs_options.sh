@@ -17,7 +17,7 @@ root=${1:-.}
 build=${2:-$root/build}
 md=$root/docs/operations.md
 
-progs="rshub:hub/rshub rssub:subscriber/rssub rssource:source/rssource rspub:tools/rspub rsdoc:tools/rsdoc"
+progs="rshub:hub/rshub rssub:subscriber/rssub rssource:source/rssource rsbridge:bridge/rsbridge rspub:tools/rspub rsdoc:tools/rsdoc"
 
 # --help on stdin -> one record per line: "S<TAB>section" or
 # "O<TAB>spec<TAB>description". An option line is indented at most six

@@ -1,0 +1,1569 @@
+/*
+ * poller.c - one Source's poller (see poller.h). The state machine, one
+ * setter (poll_set) logging from -> to:
+ *
+ *   idle --start--> discovering --Capability Lists found--> changes
+ *   changes | resources --each feed walked and committed--> ...
+ *   resources --a walk that may have missed resources--> checking --> ...
+ *   ... --the feeds done--> capabilities (when due) --> waiting
+ *   waiting --interval (longer while idle)--> changes | resources
+ *   any --a failure--> backoff --backoff, Retry-After--> discovering |
+ *                                                         changes
+ *   any --drain--> stopped
+ *
+ * The Source Description and Capability Lists are read at the end of a
+ * poll, not at its start: in the first poll discovery has just read them,
+ * and a poll reads no document twice.
+ *
+ * A poll is a sequence of steps, each one request (one in flight per
+ * Source) or a walk of requests; each step function issues its request,
+ * or arms the timer when politeness asks it to wait, and the answer's
+ * callback moves to the next step.
+ */
+#include "poller.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RS_LOG_MODULE "poller"
+#include "clscan.h"
+#include "discovery.h"
+#include "reader.h"
+#include "rldiff.h"
+#include "rs_alloc.h"
+#include "rs_backoff.h"
+#include "rs_channels.h"
+#include "rs_fnv.h"
+#include "rs_log.h"
+#include "rs_metrics.h"
+#include "rs_parse.h"
+#include "rs_url.h"
+#include "store.h"
+#include "walk.h"
+
+#define POLLER_MAX_CAPS 64            /* Capability Lists of one Source */
+#define POLLER_MAX_JOBS (2 * POLLER_MAX_CAPS)
+#define POLLER_CAPS_EVERY_MS 60000    /* SD and Capability Lists read again */
+#define POLLER_RL_FW_MIN_MS 60000     /* one "resourcelist created" a minute */
+#define POLLER_BACKOFF_MAX_MS 60000
+#define POLLER_RETRY_AFTER_MAX_MS (86400LL * 1000)
+#define POLLER_HUB_WAIT_MS 2000       /* ready without the hub's channels */
+#define POLLER_REQLOG_MAX (1u << 20)  /* documents remembered (politeness) */
+#define POLLER_URL_MAX 8192
+
+enum poll_state {
+    PS_IDLE = 0,
+    PS_DISCOVERING,
+    PS_CAPABILITIES,
+    PS_CHANGES,
+    PS_RESOURCES,
+    PS_CHECKING,
+    PS_WAITING,
+    PS_BACKOFF,
+    PS_STOPPED,
+};
+
+static const char *const poll_state_names[] = {
+    "idle", "discovering", "capabilities", "changes", "resources",
+    "checking", "waiting", "backoff", "stopped",
+};
+
+struct cap {
+    int64_t k;
+    char *url;
+    struct rs_doc *doc;           /* the original, as last read */
+    char *changes, *resources;    /* what it names (absolute), or NULL */
+    bool gone;                    /* no longer in the Source Description */
+};
+
+enum job_kind { JOB_CHANGES, JOB_RESOURCES, JOB_RLHEAD };
+
+struct job {
+    enum job_kind kind;
+    int64_t k;
+    char *url;
+};
+
+struct reqslot {
+    uint64_t h;                   /* 0: empty */
+    int64_t ms;                   /* monotonic, when last requested */
+};
+
+typedef void (*step_fn)(struct poller *p);
+
+struct poller {
+    struct poller_opts o;         /* strings below are our copies */
+    char *name, *url, *bridged, *hub, *token;
+    char *topic[OUTBOX_LANES];
+    enum poll_state state;
+    int64_t src;
+    struct reader *rd;
+    struct walk *clw, *rlw;
+    struct clscan *cs;
+    struct rldiff *rdf;
+    struct discovery *disc;
+    struct outbox *ob;
+    struct rs_channels *ch;
+    struct event *timer;          /* waiting, backoff, a polite wait */
+    step_fn resume;               /* what the timer runs */
+    struct event *hub_wait;
+    /* the Source */
+    struct cap caps[POLLER_MAX_CAPS];
+    size_t ncaps;
+    char *description;            /* its Source Description, or NULL */
+    bool discovered;
+    int64_t caps_read_ms;         /* monotonic; 0: never */
+    bool sd_read;                 /* the SD was read by this process */
+    /* the poll under way */
+    int64_t poll_ms;              /* monotonic start */
+    rs_time_t poll_started;       /* wall clock start */
+    long item;                    /* capabilities: -1 the SD; checks */
+    struct job jobs[POLLER_MAX_JOBS];
+    size_t njobs, job;
+    struct store_feed *feed;      /* the current job's feed */
+    struct walk_result wres;
+    char **checks;                /* resources to ask about */
+    size_t nchecks;
+    bool staging;                 /* a staging transaction is open */
+    bool found;                   /* this poll found something */
+    /* politeness */
+    struct reqslot *reqlog;
+    size_t reqcap, reqn;
+    int64_t cur_interval_ms;
+    unsigned fails;
+    struct rs_backoff backoff;
+    /* readiness */
+    bool first_done, channels_settled, hub_waited, ready_told;
+    /* stats */
+    rs_time_t last_poll, last_change;
+    uint64_t polls, errors;
+    char *last_error;
+};
+
+static void poll_begin(struct poller *p);
+static void caps_step(struct poller *p);
+static void job_step(struct poller *p);
+static void checks_step(struct poller *p);
+static void rlhead_step(struct poller *p);
+static void caps_begin(struct poller *p);
+
+/* ----------------------------------------------------------- plumbing */
+
+static int64_t
+mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+poll_set(struct poller *p, enum poll_state to)
+{
+    if (p->state != to)
+        rs_log_kv(RS_LOG_DEBUG, "poller state", "source", p->name, "from",
+                  poll_state_names[p->state], "to", poll_state_names[to],
+                  NULL);
+    p->state = to;
+}
+
+static void
+arm(struct poller *p, int64_t ms, step_fn fn)
+{
+    if (ms < 0)
+        ms = 0;
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    p->resume = fn;
+    evtimer_add(p->timer, &tv);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct poller *p = arg;
+    step_fn fn = p->resume;
+    p->resume = NULL;
+    if (fn != NULL && p->state != PS_STOPPED)
+        fn(p);
+}
+
+static void
+count(struct rs_metrics_counter *c, uint64_t n)
+{
+    if (c != NULL && n > 0)
+        rs_metrics_counter_add(c, n);
+}
+
+#define METRIC(p, m) ((p)->o.metrics != NULL ? (p)->o.metrics->m : NULL)
+
+/* ---------------------------------------------------------- politeness */
+
+static struct reqslot *
+reqlog_find(struct poller *p, uint64_t h, bool add)
+{
+    if (p->reqcap == 0 || (add && p->reqn * 2 >= p->reqcap)) {
+        if (!add)
+            return NULL;
+        size_t ncap = p->reqcap ? p->reqcap * 2 : 256;
+        if (ncap > POLLER_REQLOG_MAX) {
+            /* full: forget the oldest half of the time (all of it) */
+            memset(p->reqlog, 0, p->reqcap * sizeof(*p->reqlog));
+            p->reqn = 0;
+        } else {
+            struct reqslot *t = rs_calloc(ncap, sizeof(*t));
+            if (t == NULL)
+                return NULL;
+            for (size_t i = 0; i < p->reqcap; i++) {
+                if (p->reqlog[i].h == 0)
+                    continue;
+                size_t j = (size_t)p->reqlog[i].h & (ncap - 1);
+                while (t[j].h != 0)
+                    j = (j + 1) & (ncap - 1);
+                t[j] = p->reqlog[i];
+            }
+            rs_free(p->reqlog);
+            p->reqlog = t;
+            p->reqcap = ncap;
+        }
+    }
+    size_t j = (size_t)h & (p->reqcap - 1);
+    while (p->reqlog[j].h != 0) {
+        if (p->reqlog[j].h == h)
+            return &p->reqlog[j];
+        j = (j + 1) & (p->reqcap - 1);
+    }
+    if (!add)
+        return NULL;
+    p->reqlog[j].h = h;
+    p->reqn++;
+    return &p->reqlog[j];
+}
+
+static uint64_t
+url_hash(const char *url)
+{
+    uint64_t h = rs_fnv1a64(url);
+    return h != 0 ? h : 1;
+}
+
+/* A request for url goes out now. */
+static void
+requested(struct poller *p, const char *url)
+{
+    struct reqslot *s = reqlog_find(p, url_hash(url), true);
+    if (s != NULL)
+        s->ms = mono_ms();
+    count(METRIC(p, requests), 1);
+}
+
+/* How long before url may be asked for again: --interval after the last
+ * time (per document, so that a poll that took long does not make the
+ * next one come early for its first documents). */
+static int64_t
+wait_ms(struct poller *p, const char *url)
+{
+    struct reqslot *s = reqlog_find(p, url_hash(url), false);
+    if (s == NULL)
+        return 0;
+    int64_t w = s->ms + p->o.interval_ms - mono_ms();
+    return w > 0 ? w : 0;
+}
+
+static int64_t
+walk_wait_ms(void *ud, const char *url)
+{
+    return wait_ms(ud, url);
+}
+
+static void
+walk_requested(void *ud, const char *url)
+{
+    requested(ud, url);
+}
+
+/* ------------------------------------------------------------ readiness */
+
+static void
+check_ready(struct poller *p)
+{
+    if (p->ready_told || !p->first_done ||
+        !(p->channels_settled || p->hub_waited))
+        return;
+    p->ready_told = true;
+    if (p->hub_wait != NULL)
+        event_del(p->hub_wait);
+    if (p->o.on_ready != NULL)
+        p->o.on_ready(p->o.ud);
+}
+
+static void
+on_hub_wait(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct poller *p = arg;
+    p->hub_waited = true;
+    check_ready(p);
+}
+
+static void
+on_channels_settled(void *ud)
+{
+    struct poller *p = ud;
+    p->channels_settled = true;
+    check_ready(p);
+}
+
+static void
+on_channels_change(void *ud)
+{
+    struct poller *p = ud;
+    /* The bridged Capability Lists changed: their readers are told. */
+    if (p->state == PS_STOPPED || store_in_txn(p->o.st))
+        return;
+    int rc = store_begin(p->o.st);
+    for (size_t i = 0; rc == 0 && i < p->ncaps; i++) {
+        char loc[POLLER_URL_MAX];
+        if (p->caps[i].gone || p->caps[i].doc == NULL ||
+            outbox_caplist_url(p->bridged, p->caps[i].k, loc,
+                               sizeof(loc)) != 0)
+            continue;
+        struct outbox_item it = {
+            .k = p->caps[i].k,
+            .loc = loc,
+            .change = RS_CHANGE_UPDATED,
+            .cap = RS_CAP_CAPABILITYLIST,
+            .datetime = rs_time_now(),
+            .lastmod = RS_TIME_NONE,
+            .length = -1,
+        };
+        rc = outbox_add(p->ob, OUTBOX_FRAMEWORK, &it);
+    }
+    if (rc == 0)
+        rc = store_commit(p->o.st);
+    if (rc != 0) {
+        store_rollback(p->o.st);
+        return;
+    }
+    outbox_kick(p->ob);
+}
+
+static void
+on_accepted(void *ud, enum outbox_lane lane, const char *channel)
+{
+    struct poller *p = ud;
+    rs_channels_on_accepted(p->ch, (enum rs_channels_kind)lane, channel);
+}
+
+/* ----------------------------------------------------------- the poll */
+
+static void
+staging_close(struct poller *p)
+{
+    if (!p->staging)
+        return;
+    p->staging = false;
+    if (store_commit(p->o.st) != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot stage what was read", "source",
+                  p->name, "error", store_errstr(p->o.st), NULL);
+}
+
+static void
+set_error(struct poller *p, const char *why)
+{
+    char *e = rs_strdup(why);
+    if (e != NULL) {
+        rs_free(p->last_error);
+        p->last_error = e;
+    }
+}
+
+/* The poll failed: back off (at least Retry-After), then poll again. */
+static void
+poll_fail(struct poller *p, long status, int64_t retry_after_ms,
+          const char *why)
+{
+    if (p->state == PS_STOPPED)
+        return;
+    staging_close(p);
+    p->errors++;
+    count(METRIC(p, polls_failed), 1);
+    set_error(p, why);
+    int64_t ms = (int64_t)rs_backoff_delay(&p->backoff, ++p->fails);
+    if (retry_after_ms >= 0) {
+        if (retry_after_ms > POLLER_RETRY_AFTER_MAX_MS)
+            retry_after_ms = POLLER_RETRY_AFTER_MAX_MS;
+        if (retry_after_ms > ms)
+            ms = retry_after_ms;
+    }
+    char st[16], wait[32];
+    snprintf(st, sizeof(st), "%ld", status);
+    snprintf(wait, sizeof(wait), "%.3f", (double)ms / 1000.0);
+    rs_log_kv(RS_LOG_WARN, "poll failed, will retry", "source", p->name,
+              "status", st, "retry_in_s", wait, "error", why, NULL);
+    p->first_done = true;
+    poll_set(p, PS_BACKOFF);
+    arm(p, ms, poll_begin);
+    check_ready(p);
+}
+
+static void
+poll_done(struct poller *p)
+{
+    p->fails = 0;
+    p->polls++;
+    count(METRIC(p, polls_ok), 1);
+    p->last_poll = rs_time_now();
+    p->first_done = true;
+    /* faster while changes come, slower (within bounds) while idle */
+    if (p->found || p->o.idle_interval_ms <= p->o.interval_ms) {
+        p->cur_interval_ms = p->o.interval_ms;
+    } else {
+        p->cur_interval_ms *= 2;
+        if (p->cur_interval_ms > p->o.idle_interval_ms)
+            p->cur_interval_ms = p->o.idle_interval_ms;
+    }
+    poll_set(p, PS_WAITING);
+    arm(p, p->poll_ms + p->cur_interval_ms - mono_ms(), poll_begin);
+    check_ready(p);
+}
+
+/* ------------------------------------------------------------ outbox */
+
+static int
+add_change(void *ud, const struct clscan_change *c)
+{
+    struct poller *p = ud;
+    struct outbox_item it = {
+        .k = p->jobs[p->job].k,
+        .loc = c->loc,
+        .change = c->change,
+        .datetime = c->datetime,
+        .lastmod = c->lastmod,
+        .hash = c->hash,
+        .length = c->length,
+        .type = c->type,
+    };
+    p->found = true;
+    p->last_change = rs_time_now();
+    count(METRIC(p, changes), 1);
+    return outbox_add(p->ob, OUTBOX_CHANGE, &it);
+}
+
+static int
+add_framework(struct poller *p, int64_t k, enum rs_capability cap,
+              enum rs_change change, const char *loc)
+{
+    struct outbox_item it = {
+        .k = k,
+        .loc = loc,
+        .change = change,
+        .cap = cap,
+        .datetime = rs_time_now(),
+        .lastmod = RS_TIME_NONE,
+        .length = -1,
+    };
+    p->found = true;
+    count(METRIC(p, framework), 1);
+    rs_log_kv(RS_LOG_INFO, "framework notification", "source", p->name,
+              "capability", rs_capability_name(cap), "change",
+              rs_change_name(change), "loc", loc, NULL);
+    return outbox_add(p->ob, OUTBOX_FRAMEWORK, &it);
+}
+
+static int
+add_cl_framework(void *ud, enum rs_change change, const char *loc)
+{
+    struct poller *p = ud;
+    return add_framework(p, p->jobs[p->job].k, RS_CAP_CHANGELIST, change,
+                         loc);
+}
+
+/* ------------------------------------------------------- discovering */
+
+static struct cap *
+cap_add(struct poller *p, const char *url)
+{
+    for (size_t i = 0; i < p->ncaps; i++)
+        if (strcmp(p->caps[i].url, url) == 0) {
+            p->caps[i].gone = false;
+            return &p->caps[i];
+        }
+    if (p->ncaps == POLLER_MAX_CAPS)
+        return NULL;
+    struct store_feed f;
+    if (store_feed_get(p->o.st, p->src, STORE_FEED_CAPLIST, url, 0, &f) != 0)
+        return NULL;
+    struct cap *c = &p->caps[p->ncaps];
+    *c = (struct cap){ .k = f.k, .url = rs_strdup(url) };
+    if (c->url == NULL)
+        return NULL;
+    p->ncaps++;
+    return c;
+}
+
+static void
+on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
+{
+    struct poller *p = ud;
+    if (p->state == PS_STOPPED) {
+        discovery_result_free(res);
+        return;
+    }
+    if (rc != 0) {
+        poll_fail(p, 0, -1, err);
+        return;
+    }
+    rs_free(p->description);
+    p->description = NULL;
+    if (res->description != NULL)
+        p->description = rs_strdup(res->description);
+    bool any = false;
+    for (size_t i = 0; i < res->nsets; i++) {
+        const struct discovery_set *ds = &res->sets[i];
+        struct cap *c = cap_add(p, ds->caplist);
+        if (c == NULL)
+            continue;
+        any = true;
+        /* what the lists name, until the poll's end reads them whole */
+        if (c->doc == NULL) {
+            rs_free(c->changes);
+            rs_free(c->resources);
+            c->changes = ds->changelist != NULL ? rs_strdup(ds->changelist)
+                                                : NULL;
+            c->resources = ds->resourcelist != NULL
+                               ? rs_strdup(ds->resourcelist) : NULL;
+        }
+    }
+    discovery_result_free(res);
+    if (!any) {
+        poll_fail(p, 0, -1, "no Capability List could be kept");
+        return;
+    }
+    p->discovered = true;
+    char n[16];
+    snprintf(n, sizeof(n), "%zu", p->ncaps);
+    rs_log_kv(RS_LOG_INFO, "source discovered", "source", p->name, "url",
+              p->url, "capability_lists", n, "description",
+              p->description != NULL ? p->description : "", NULL);
+    p->caps_read_ms = 0;
+    p->sd_read = false;
+    p->njobs = p->job = 0;
+    job_step(p);
+}
+
+/* ----------------------------------------------------- capabilities */
+
+struct one_doc {
+    char *etag, *lastmod;
+    bool has_digest;
+    uint8_t digest[STORE_DIGEST];
+};
+
+static int
+one_doc_cb(void *ud, const struct store_doc *d)
+{
+    struct one_doc *o = ud;
+    rs_free(o->etag);
+    rs_free(o->lastmod);
+    o->etag = d->etag != NULL ? rs_strdup(d->etag) : NULL;
+    o->lastmod = d->last_modified != NULL ? rs_strdup(d->last_modified)
+                                          : NULL;
+    o->has_digest = d->has_digest;
+    memcpy(o->digest, d->digest, STORE_DIGEST);
+    return 0;
+}
+
+static void
+one_doc_clear(struct one_doc *o)
+{
+    rs_free(o->etag);
+    rs_free(o->lastmod);
+    memset(o, 0, sizeof(*o));
+}
+
+/* A single-document feed's record of url, and whether a 200 changed it:
+ * validators and digest staged and committed with the feed, inside the
+ * caller's transaction. */
+static int
+doc_record(struct poller *p, struct store_feed *f, const char *url,
+           const struct reader_result *r, bool *changed)
+{
+    struct one_doc old = { 0 };
+    int rc = store_docs(p->o.st, f->id, one_doc_cb, &old);
+    if (rc == 0) {
+        *changed = !old.has_digest || !r->has_digest ||
+                   memcmp(old.digest, r->digest, STORE_DIGEST) != 0;
+        struct store_doc d = {
+            .url = url,
+            .etag = r->etag,
+            .last_modified = r->last_modified,
+            .has_digest = r->has_digest,
+        };
+        memcpy(d.digest, r->digest, STORE_DIGEST);
+        rc = store_doc_stage(p->o.st, f->id, &d);
+    }
+    if (rc == 0)
+        rc = store_docs_commit(p->o.st, f->id, NULL, NULL);
+    one_doc_clear(&old);
+    return rc;
+}
+
+static char *
+resolve(const char *base, const char *ref)
+{
+    char *u = NULL;
+    if (rs_url_resolve(base, ref, &u) != 0 || !rs_url_is_http(u)) {
+        rs_free(u);
+        return NULL;
+    }
+    return u;
+}
+
+/* The Source Description read: the Capability Lists it names now. */
+static int
+take_description(struct poller *p, const struct rs_doc *doc, bool first)
+{
+    bool listed[POLLER_MAX_CAPS] = { false };
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < doc->nentries; i++) {
+        const struct rs_entry *e = &doc->entries[i];
+        if (e->has_md && e->md.capability != RS_CAP_CAPABILITYLIST &&
+            e->md.capability != RS_CAP_NONE)
+            continue;
+        char *u = resolve(p->description, e->loc);
+        if (u == NULL)
+            continue;
+        size_t before = p->ncaps;
+        struct cap *c = cap_add(p, u);
+        rs_free(u);
+        if (c == NULL)
+            continue;
+        listed[c - p->caps] = true;
+        if (p->ncaps > before && !first) {
+            char loc[POLLER_URL_MAX];
+            if (outbox_caplist_url(p->bridged, c->k, loc, sizeof(loc)) == 0)
+                rc = add_framework(p, c->k, RS_CAP_CAPABILITYLIST,
+                                   RS_CHANGE_CREATED, loc);
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < p->ncaps; i++) {
+        if (listed[i] || p->caps[i].gone)
+            continue;
+        p->caps[i].gone = true;
+        char loc[POLLER_URL_MAX];
+        if (outbox_caplist_url(p->bridged, p->caps[i].k, loc,
+                               sizeof(loc)) == 0)
+            rc = add_framework(p, p->caps[i].k, RS_CAP_CAPABILITYLIST,
+                               RS_CHANGE_DELETED, loc);
+    }
+    return rc;
+}
+
+/* A Capability List read: what it names. */
+static void
+take_caplist(struct cap *c, struct rs_doc *doc)
+{
+    rs_doc_free(c->doc);
+    c->doc = doc;
+    rs_free(c->changes);
+    rs_free(c->resources);
+    c->changes = c->resources = NULL;
+    for (size_t i = 0; i < doc->nentries; i++) {
+        const struct rs_entry *e = &doc->entries[i];
+        if (!e->has_md)
+            continue;
+        if (e->md.capability == RS_CAP_CHANGELIST && c->changes == NULL)
+            c->changes = resolve(c->url, e->loc);
+        else if (e->md.capability == RS_CAP_RESOURCELIST &&
+                 c->resources == NULL)
+            c->resources = resolve(c->url, e->loc);
+    }
+}
+
+static void
+on_cap_read(void *ud, const struct reader_result *r)
+{
+    struct poller *p = ud;
+    if (p->state == PS_STOPPED)
+        return;
+    const char *url = p->item < 0 ? p->description : p->caps[p->item].url;
+    char why[700];
+    if (r->rc != 0 || (r->status != 200 && !r->not_modified)) {
+        if (r->rc == 0)
+            snprintf(why, sizeof(why), "GET %s: HTTP %ld", url, r->status);
+        else
+            snprintf(why, sizeof(why), "%s", r->err);
+        if (r->status == 404 || r->status == 410)
+            p->discovered = false;        /* moved: find it again */
+        poll_fail(p, r->status, r->retry_after_ms, why);
+        return;
+    }
+    if (r->not_modified) {
+        p->item++;
+        caps_step(p);
+        return;
+    }
+    struct rs_parse_opts po = { 0 };
+    struct rs_doc *doc = NULL;
+    struct rs_diag diag;
+    if (rs_doc_parse(r->body, r->body_len, &po, &doc, &diag) != 0) {
+        snprintf(why, sizeof(why), "%s:%u: %s", url, diag.line, diag.msg);
+        poll_fail(p, 200, -1, why);
+        return;
+    }
+    enum rs_capability want = p->item < 0 ? RS_CAP_DESCRIPTION
+                                          : RS_CAP_CAPABILITYLIST;
+    if (doc->head.md.capability != want) {
+        snprintf(why, sizeof(why), "%s: a %s where a %s was", url,
+                 rs_capability_name(doc->head.md.capability),
+                 rs_capability_name(want));
+        rs_doc_free(doc);
+        poll_fail(p, 200, -1, why);
+        return;
+    }
+    struct store_feed f;
+    enum store_feed_kind kind = p->item < 0 ? STORE_FEED_DESCRIPTION
+                                            : STORE_FEED_CAPLIST;
+    bool changed = false;
+    int rc = store_feed_get(p->o.st, p->src, kind, url, 0, &f);
+    if (rc == 0)
+        rc = store_begin(p->o.st);
+    if (rc == 0) {
+        rc = doc_record(p, &f, url, r, &changed);
+        if (rc == 0 && p->item < 0 && (changed || f.gen == 0))
+            rc = take_description(p, doc, f.gen == 0);
+        if (rc == 0 && p->item >= 0 && changed && f.gen > 0) {
+            char loc[POLLER_URL_MAX];
+            struct cap *c = &p->caps[p->item];
+            rc = outbox_caplist_url(p->bridged, c->k, loc, sizeof(loc));
+            if (rc == 0)
+                rc = add_framework(p, c->k, RS_CAP_CAPABILITYLIST,
+                                   RS_CHANGE_UPDATED, loc);
+        }
+        f.gen++;
+        if (rc == 0)
+            rc = store_feed_put(p->o.st, &f);
+        if (rc == 0)
+            rc = store_commit(p->o.st);
+        else
+            store_rollback(p->o.st);
+    }
+    if (rc != 0) {
+        rs_doc_free(doc);
+        snprintf(why, sizeof(why), "state: %s", store_errstr(p->o.st));
+        poll_fail(p, 0, -1, why);
+        return;
+    }
+    if (p->item < 0) {
+        rs_doc_free(doc);
+        p->sd_read = true;
+    } else {
+        take_caplist(&p->caps[p->item], doc);
+    }
+    outbox_kick(p->ob);
+    p->item++;
+    caps_step(p);
+}
+
+static void
+caps_step(struct poller *p)
+{
+    while (p->item >= 0 && (size_t)p->item < p->ncaps &&
+           p->caps[p->item].gone)
+        p->item++;
+    if (p->item >= 0 && (size_t)p->item >= p->ncaps) {
+        p->caps_read_ms = mono_ms();
+        poll_done(p);
+        return;
+    }
+    const char *url = p->item < 0 ? p->description : p->caps[p->item].url;
+    int64_t w = wait_ms(p, url);
+    if (w > 0) {
+        arm(p, w, caps_step);
+        return;
+    }
+    /* validators only for what is held: a list read before this process
+     * started is read whole once, since its entries are served */
+    struct one_doc old = { 0 };
+    bool held = p->item < 0 ? p->sd_read : p->caps[p->item].doc != NULL;
+    struct store_feed f;
+    if (held &&
+        store_feed_get(p->o.st, p->src, p->item < 0 ? STORE_FEED_DESCRIPTION
+                                                    : STORE_FEED_CAPLIST,
+                       url, 0, &f) == 0)
+        if (store_docs(p->o.st, f.id, one_doc_cb, &old) != 0)
+            one_doc_clear(&old);    /* read whole, unconditionally */
+    struct reader_req q = {
+        .url = url,
+        .etag = old.etag,
+        .last_modified = old.lastmod,
+        .keep_body = true,
+        .on_done = on_cap_read,
+        .ud = p,
+    };
+    requested(p, url);
+    int rc = reader_get(p->rd, &q);
+    one_doc_clear(&old);
+    if (rc != 0) {
+        char why[600];
+        snprintf(why, sizeof(why), "GET %s: %s", url, rs_strerror(rc));
+        poll_fail(p, 0, -1, why);
+    }
+}
+
+/* ------------------------------------------------------------- feeds */
+
+static bool
+job_add(struct poller *p, enum job_kind kind, int64_t k, const char *url)
+{
+    for (size_t i = 0; i < p->njobs; i++)
+        if (p->jobs[i].kind == kind && strcmp(p->jobs[i].url, url) == 0)
+            return true;
+    if (p->njobs == POLLER_MAX_JOBS)
+        return false;
+    char *u = rs_strdup(url);
+    if (u == NULL)
+        return false;
+    p->jobs[p->njobs++] = (struct job){ kind, k, u };
+    return true;
+}
+
+static void
+jobs_clear(struct poller *p)
+{
+    for (size_t i = 0; i < p->njobs; i++)
+        rs_free(p->jobs[i].url);
+    p->njobs = 0;
+    p->job = 0;
+}
+
+static void
+jobs_plan(struct poller *p)
+{
+    jobs_clear(p);
+    for (size_t i = 0; i < p->ncaps; i++) {
+        struct cap *c = &p->caps[i];
+        if (c->gone)
+            continue;
+        if (c->changes != NULL)
+            job_add(p, JOB_CHANGES, c->k, c->changes);
+        else if (c->resources != NULL)
+            job_add(p, JOB_RESOURCES, c->k, c->resources);
+    }
+    /* a Change List's Source: its Resource List watched (head only) */
+    for (size_t i = 0; i < p->ncaps; i++) {
+        struct cap *c = &p->caps[i];
+        if (!c->gone && c->changes != NULL && c->resources != NULL)
+            job_add(p, JOB_RLHEAD, c->k, c->resources);
+    }
+}
+
+static void
+walk_failed(struct poller *p, int rc, const char *err,
+            const struct walk_result *wr)
+{
+    if (wr->chain_moved && store_docs_forget(p->o.st, p->feed->id) != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot forget the pages of a list",
+                  "source", p->name, "error", store_errstr(p->o.st), NULL);
+    char why[700];
+    snprintf(why, sizeof(why), "%s", err[0] != '\0' ? err : rs_strerror(rc));
+    poll_fail(p, wr->status, wr->retry_after_ms, why);
+}
+
+static int
+on_walk_entry(void *ud, const struct walk_doc *d, size_t idx,
+              const struct rs_entry *e, const char *loc)
+{
+    struct poller *p = ud;
+    if (!p->staging) {
+        int rc = store_begin(p->o.st);
+        if (rc != 0)
+            return rc;
+        p->staging = true;
+    }
+    return p->jobs[p->job].kind == JOB_CHANGES
+               ? clscan_entry(p->cs, d, idx, e, loc)
+               : rldiff_entry(p->rdf, d, idx, e, loc);
+}
+
+static int
+on_walk_doc(void *ud, const struct walk_doc *d, bool not_modified)
+{
+    struct poller *p = ud;
+    staging_close(p);
+    if (not_modified)
+        count(METRIC(p, not_modified), 1);
+    return p->jobs[p->job].kind == JOB_CHANGES
+               ? clscan_doc(p->cs, d)
+               : rldiff_doc(p->rdf, d, not_modified);
+}
+
+static void
+on_walk_chunk(void *ud)
+{
+    staging_close(ud);
+}
+
+static void
+rl_commit(struct poller *p, bool checked)
+{
+    struct rldiff_hooks h = { .on_change = add_change, .ud = p };
+    struct rldiff_stats rs;
+    struct store_feed *f = p->feed;
+    int rc = rldiff_commit(p->rdf, f, &p->wres, p->poll_started, checked,
+                           &h, &rs);
+    if (rc != 0) {
+        char why[700];
+        snprintf(why, sizeof(why), "%.300s: cannot record the Resource List: %.300s",
+                 f->url, store_errstr(p->o.st));
+        poll_fail(p, 0, -1, why);
+        return;
+    }
+    uint64_t n = rs.created + rs.updated + rs.deleted;
+    if (n > 0 || rs.baseline) {
+        char c[24], u[24], d[24], k[24];
+        snprintf(c, sizeof(c), "%llu", (unsigned long long)rs.created);
+        snprintf(u, sizeof(u), "%llu", (unsigned long long)rs.updated);
+        snprintf(d, sizeof(d), "%llu", (unsigned long long)rs.deleted);
+        snprintf(k, sizeof(k), "%llu", (unsigned long long)rs.kept);
+        rs_log_kv(rs.baseline ? RS_LOG_INFO : RS_LOG_DEBUG,
+                  rs.baseline ? "resource list baseline" : "resource list "
+                  "changed", "source", p->name, "resourcelist", f->url,
+                  "created", c, "updated", u, "deleted", d, "kept", k, NULL);
+    }
+    /* a regenerated Resource List, told at most once a minute */
+    rs_time_t now = rs_time_now();
+    if (n > 0 && (f->fw_at == RS_TIME_NONE ||
+                  now - f->fw_at >= (rs_time_t)POLLER_RL_FW_MIN_MS * 1000)) {
+        f->fw_at = now;
+        rc = store_begin(p->o.st);
+        if (rc == 0)
+            rc = add_framework(p, p->jobs[p->job].k, RS_CAP_RESOURCELIST,
+                               RS_CHANGE_CREATED, f->url);
+        if (rc == 0)
+            rc = store_feed_put(p->o.st, f);
+        if (rc == 0)
+            rc = store_commit(p->o.st);
+        else
+            store_rollback(p->o.st);
+    }
+    outbox_kick(p->ob);
+    p->job++;
+    job_step(p);
+}
+
+static int
+check_add(void *ud, const char *loc)
+{
+    struct poller *p = ud;
+    char *l = rs_strdup(loc);
+    if (l == NULL)
+        return RS_ENOMEM;
+    p->checks[p->nchecks++] = l;
+    return 0;
+}
+
+static void
+checks_clear(struct poller *p)
+{
+    for (size_t i = 0; i < p->nchecks; i++)
+        rs_free(p->checks[i]);
+    p->nchecks = 0;
+}
+
+static void
+on_walk_done(void *ud, int rc, const char *err, const struct walk_result *wr)
+{
+    struct poller *p = ud;
+    staging_close(p);
+    if (p->state == PS_STOPPED)
+        return;
+    if (rc != 0) {
+        walk_failed(p, rc, err, wr);
+        return;
+    }
+    p->wres = *wr;
+    struct store_feed *f = p->feed;
+    if (p->jobs[p->job].kind == JOB_CHANGES) {
+        struct clscan_hooks h = { add_change, add_cl_framework, p };
+        struct clscan_stats cs;
+        rc = clscan_commit(p->cs, f, wr, p->poll_started, &h, &cs);
+        if (rc != 0) {
+            char why[700];
+            snprintf(why, sizeof(why), "%.300s: cannot record the Change "
+                     "Lists: %.300s", f->url, store_errstr(p->o.st));
+            poll_fail(p, 0, -1, why);
+            return;
+        }
+        count(METRIC(p, rewritten), cs.rewritten);
+        count(METRIC(p, lost), cs.lost);
+        count(METRIC(p, late), cs.late);
+        if (cs.baseline || cs.published > 0 || cs.rewritten || cs.lost) {
+            char n[24], r[24], l[24], s[24];
+            snprintf(n, sizeof(n), "%llu", (unsigned long long)cs.published);
+            snprintf(r, sizeof(r), "%llu", (unsigned long long)cs.rewritten);
+            snprintf(l, sizeof(l), "%llu", (unsigned long long)cs.lost);
+            snprintf(s, sizeof(s), "%llu", (unsigned long long)cs.staged);
+            rs_log_kv(cs.baseline || cs.rewritten || cs.lost ? RS_LOG_INFO
+                                                             : RS_LOG_DEBUG,
+                      cs.baseline ? "change lists baseline"
+                                  : "change lists read", "source", p->name,
+                      "changelist", f->url, "entries", s, "published", n,
+                      "rewritten", r, "lost", l, NULL);
+        }
+        outbox_kick(p->ob);
+        p->job++;
+        job_step(p);
+        return;
+    }
+    if (rldiff_needs_checks(f, wr)) {
+        checks_clear(p);
+        if (rldiff_gone(p->rdf, RLDIFF_CHECKS, check_add, p) != 0) {
+            poll_fail(p, 0, -1, "cannot list the resources gone");
+            return;
+        }
+        if (p->nchecks > 0) {
+            poll_set(p, PS_CHECKING);
+            p->item = 0;
+            checks_step(p);
+            return;
+        }
+    }
+    rl_commit(p, false);
+}
+
+static void
+on_check(void *ud, const struct reader_result *r)
+{
+    struct poller *p = ud;
+    if (p->state == PS_STOPPED)
+        return;
+    if (r->rc == 0 && (r->status == 429 || r->status == 503)) {
+        char why[600];
+        snprintf(why, sizeof(why), "HEAD %s: HTTP %ld", p->checks[p->item],
+                 r->status);
+        poll_fail(p, r->status, r->retry_after_ms, why);
+        return;
+    }
+    enum rldiff_check what = RLDIFF_UNKNOWN;
+    if (r->rc == 0 && (r->status == 404 || r->status == 410))
+        what = RLDIFF_GONE;
+    else if (r->rc == 0 && r->status >= 200 && r->status < 300)
+        what = RLDIFF_THERE;
+    if (rldiff_checked(p->rdf, p->checks[p->item], what) != 0) {
+        poll_fail(p, 0, -1, "out of memory");
+        return;
+    }
+    p->item++;
+    checks_step(p);
+}
+
+static void
+checks_step(struct poller *p)
+{
+    if ((size_t)p->item >= p->nchecks) {
+        checks_clear(p);
+        poll_set(p, PS_RESOURCES);
+        rl_commit(p, true);
+        return;
+    }
+    const char *url = p->checks[p->item];
+    int64_t w = wait_ms(p, url);
+    if (w > 0) {
+        arm(p, w, checks_step);
+        return;
+    }
+    struct reader_req q = { .url = url, .head = true, .on_done = on_check,
+                            .ud = p };
+    requested(p, url);
+    if (reader_get(p->rd, &q) != 0) {
+        p->item++;                /* not asked: kept, decided next time */
+        arm(p, 0, checks_step);
+    }
+}
+
+static void
+on_rlhead(void *ud, const struct reader_result *r)
+{
+    struct poller *p = ud;
+    if (p->state == PS_STOPPED)
+        return;
+    struct store_feed *f = p->feed;
+    char why[700];
+    if (r->rc != 0 || (r->status != 200 && !r->not_modified)) {
+        if (r->rc == 0)
+            snprintf(why, sizeof(why), "GET %.600s: HTTP %ld", f->url,
+                     r->status);
+        else
+            snprintf(why, sizeof(why), "%s", r->err);
+        poll_fail(p, r->status, r->retry_after_ms, why);
+        return;
+    }
+    if (r->not_modified) {
+        count(METRIC(p, not_modified), 1);
+        p->job++;
+        job_step(p);
+        return;
+    }
+    struct one_doc old = { 0 };
+    int rc = store_docs(p->o.st, f->id, one_doc_cb, &old);
+    rs_time_t at = r->doc->at;
+    bool regen = f->gen > 0 &&
+                 (at != RS_TIME_NONE
+                      ? at != f->at
+                      : (r->etag != NULL &&
+                         (old.etag == NULL || strcmp(old.etag, r->etag) != 0)));
+    one_doc_clear(&old);
+    rs_time_t now = rs_time_now();
+    if (rc == 0)
+        rc = store_begin(p->o.st);
+    if (rc == 0) {
+        struct store_doc d = {
+            .url = f->url,
+            .etag = r->etag,
+            .last_modified = r->last_modified,
+        };
+        rc = store_doc_stage(p->o.st, f->id, &d);
+        if (rc == 0)
+            rc = store_docs_commit(p->o.st, f->id, NULL, NULL);
+        if (rc == 0 && regen &&
+            (f->fw_at == RS_TIME_NONE ||
+             now - f->fw_at >= (rs_time_t)POLLER_RL_FW_MIN_MS * 1000)) {
+            f->fw_at = now;
+            rc = add_framework(p, p->jobs[p->job].k, RS_CAP_RESOURCELIST,
+                               RS_CHANGE_CREATED, f->url);
+        }
+        f->gen++;
+        f->at = at;
+        f->walked = now;
+        if (rc == 0)
+            rc = store_feed_put(p->o.st, f);
+        if (rc == 0)
+            rc = store_commit(p->o.st);
+        else
+            store_rollback(p->o.st);
+    }
+    if (rc != 0) {
+        snprintf(why, sizeof(why), "state: %s", store_errstr(p->o.st));
+        poll_fail(p, 0, -1, why);
+        return;
+    }
+    outbox_kick(p->ob);
+    p->job++;
+    job_step(p);
+}
+
+static void
+rlhead_step(struct poller *p)
+{
+    struct store_feed *f = p->feed;
+    int64_t w = wait_ms(p, f->url);
+    if (w > 0) {
+        arm(p, w, rlhead_step);
+        return;
+    }
+    struct one_doc old = { 0 };
+    if (store_docs(p->o.st, f->id, one_doc_cb, &old) != 0)
+        one_doc_clear(&old);        /* read whole, unconditionally */
+    struct reader_req q = {
+        .url = f->url,
+        .etag = old.etag,
+        .last_modified = old.lastmod,
+        .head_only = true,
+        .on_done = on_rlhead,
+        .ud = p,
+    };
+    requested(p, f->url);
+    int rc = reader_get(p->rd, &q);
+    one_doc_clear(&old);
+    if (rc != 0)
+        poll_fail(p, 0, -1, rs_strerror(rc));
+}
+
+static void
+job_step(struct poller *p)
+{
+    if (p->njobs == 0 && p->job == 0)
+        jobs_plan(p);
+    if (p->job >= p->njobs) {
+        jobs_clear(p);
+        caps_begin(p);
+        return;
+    }
+    struct job *j = &p->jobs[p->job];
+    enum store_feed_kind kind = j->kind == JOB_CHANGES ? STORE_FEED_CHANGES
+                                                       : STORE_FEED_RESOURCES;
+    int rc = store_feed_get(p->o.st, p->src, kind, j->url, j->k, p->feed);
+    if (rc != 0) {
+        poll_fail(p, 0, -1, store_errstr(p->o.st));
+        return;
+    }
+    if (j->kind == JOB_RLHEAD) {
+        poll_set(p, PS_RESOURCES);
+        rlhead_step(p);
+        return;
+    }
+    if (j->kind == JOB_CHANGES) {
+        poll_set(p, PS_CHANGES);
+        clscan_begin(p->cs, p->feed->id);
+        rc = walk_start(p->clw, p->feed->id, j->url);
+    } else {
+        poll_set(p, PS_RESOURCES);
+        rldiff_begin(p->rdf, p->feed->id);
+        rc = walk_start(p->rlw, p->feed->id, j->url);
+    }
+    if (rc != 0) {
+        char why[600];
+        snprintf(why, sizeof(why), "%s: %s", j->url,
+                 rc == RS_EIO ? store_errstr(p->o.st) : rs_strerror(rc));
+        poll_fail(p, 0, -1, why);
+    }
+}
+
+/* ------------------------------------------------------------ polling */
+
+static void
+poll_begin(struct poller *p)
+{
+    if (p->state == PS_STOPPED)
+        return;
+    p->poll_ms = mono_ms();
+    p->poll_started = rs_time_now();
+    p->found = false;
+    jobs_clear(p);
+    checks_clear(p);
+    if (!p->discovered) {
+        poll_set(p, PS_DISCOVERING);
+        int rc = discovery_start(p->disc, p->url);
+        if (rc != 0)
+            poll_fail(p, 0, -1, rs_strerror(rc));
+        return;
+    }
+    job_step(p);
+}
+
+/* The feeds are done: the Source Description and the Capability Lists,
+ * when they are due (a minute since, or one not held). */
+static void
+caps_begin(struct poller *p)
+{
+    bool all = true;
+    for (size_t i = 0; i < p->ncaps; i++)
+        if (!p->caps[i].gone && p->caps[i].doc == NULL)
+            all = false;
+    if (all && p->caps_read_ms != 0 &&
+        mono_ms() - p->caps_read_ms < POLLER_CAPS_EVERY_MS) {
+        poll_done(p);
+        return;
+    }
+    poll_set(p, PS_CAPABILITIES);
+    p->item = p->description != NULL ? -1 : 0;
+    caps_step(p);
+}
+
+/* ---------------------------------------------------------------- API */
+
+static char *
+dup_s(const char *s, bool *fail)
+{
+    if (s == NULL)
+        return NULL;
+    char *d = rs_strdup(s);
+    if (d == NULL)
+        *fail = true;
+    return d;
+}
+
+struct poller *
+poller_new(const struct poller_opts *o, const char **err)
+{
+    *err = "out of memory";
+    struct poller *p = rs_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->o = *o;
+    bool fail = false;
+    p->name = dup_s(o->name, &fail);
+    p->url = dup_s(o->url, &fail);
+    p->bridged = dup_s(o->bridged, &fail);
+    p->hub = dup_s(o->hub, &fail);
+    p->token = dup_s(o->token, &fail);
+    if (fail)
+        goto fail;
+    for (int k = 0; k < OUTBOX_LANES; k++) {
+        size_t n = strlen(o->bridged) + 16;
+        p->topic[k] = rs_malloc(n);
+        if (p->topic[k] == NULL)
+            goto fail;
+        snprintf(p->topic[k], n, "%s%s", o->bridged,
+                 k == OUTBOX_CHANGE ? "changes" : "framework");
+    }
+    p->feed = rs_malloc(sizeof(*p->feed));
+    p->checks = rs_calloc(RLDIFF_CHECKS, sizeof(*p->checks));
+    if (p->feed == NULL || p->checks == NULL)
+        goto fail;
+    p->cur_interval_ms = o->interval_ms;
+    p->backoff = (struct rs_backoff){
+        .first_ms = (uint64_t)(o->interval_ms > 0 ? o->interval_ms : 1000),
+        .max_ms = (uint64_t)(o->interval_ms > POLLER_BACKOFF_MAX_MS
+                                 ? o->interval_ms : POLLER_BACKOFF_MAX_MS),
+        .below_pct = 20, .above_pct = 20, .clamp = 1,
+    };
+    rs_backoff_seed(&p->backoff, (uint64_t)rs_time_now() ^
+                                     (uint64_t)getpid() << 32 ^
+                                     rs_fnv1a64(o->name));
+    p->last_poll = p->last_change = RS_TIME_NONE;
+    bool fresh;
+    if (store_source(o->st, o->name, o->url, &p->src, &fresh) != 0) {
+        *err = "the state cannot hold the Source";
+        goto fail;
+    }
+    if (fresh)
+        rs_log_kv(RS_LOG_INFO, "a new source: its first read is its "
+                  "baseline", "source", o->name, "url", o->url, NULL);
+    struct reader_opts ro = { .base = o->base, .http = o->http,
+                              .timeout_ms = o->timeout_ms };
+    p->rd = reader_new(&ro);
+    p->cs = clscan_new(o->st);
+    p->rdf = rldiff_new(o->st);
+    p->disc = discovery_new(o->base, o->http, on_discovered, p);
+    p->timer = evtimer_new(o->base, on_timer, p);
+    p->hub_wait = evtimer_new(o->base, on_hub_wait, p);
+    if (p->rd == NULL || p->cs == NULL || p->rdf == NULL || p->disc == NULL ||
+        p->timer == NULL || p->hub_wait == NULL)
+        goto fail;
+    struct walk_opts wo = {
+        .base = o->base,
+        .rd = p->rd,
+        .st = o->st,
+        .tail_first = true,
+        .wait_ms = walk_wait_ms,
+        .requested = walk_requested,
+        .on_entry = on_walk_entry,
+        .on_doc = on_walk_doc,
+        .on_chunk = on_walk_chunk,
+        .on_done = on_walk_done,
+        .ud = p,
+    };
+    p->clw = walk_new(&wo);
+    wo.tail_first = false;
+    p->rlw = walk_new(&wo);
+    if (p->clw == NULL || p->rlw == NULL)
+        goto fail;
+    struct outbox_opts oo = {
+        .base = o->base,
+        .http = o->hub_http,
+        .st = o->st,
+        .src = p->src,
+        .name = o->name,
+        .hub = o->hub,
+        .topic = { p->topic[0], p->topic[1] },
+        .token = o->token,
+        .bridged = o->bridged,
+        .batch_ms = o->batch_ms,
+        .retry_max_ms = o->retry_max_ms,
+        .max_bytes = o->max_notification,
+        .timeout_ms = 10000,
+        .on_accepted = on_accepted,
+        .ud = p,
+    };
+    p->ob = outbox_new(&oo, err);
+    if (p->ob == NULL)
+        goto fail;
+    struct rs_channels_opts co = {
+        .base = o->base,
+        .http = o->hub_http,
+        .hub = o->hub,
+        .topic = { p->topic[0], p->topic[1] },
+        .token = o->token,
+        .on_change = on_channels_change,
+        .on_settled = on_channels_settled,
+        .ud = p,
+    };
+    p->ch = rs_channels_new(&co, err);
+    if (p->ch == NULL)
+        goto fail;
+    *err = NULL;
+    return p;
+fail:
+    poller_free(p);
+    return NULL;
+}
+
+void
+poller_free(struct poller *p)
+{
+    if (p == NULL)
+        return;
+    walk_free(p->clw);
+    walk_free(p->rlw);
+    discovery_free(p->disc);
+    reader_free(p->rd);
+    clscan_free(p->cs);
+    rldiff_free(p->rdf);
+    outbox_free(p->ob);
+    rs_channels_free(p->ch);
+    if (p->timer != NULL)
+        event_free(p->timer);
+    if (p->hub_wait != NULL)
+        event_free(p->hub_wait);
+    for (size_t i = 0; i < p->ncaps; i++) {
+        rs_free(p->caps[i].url);
+        rs_doc_free(p->caps[i].doc);
+        rs_free(p->caps[i].changes);
+        rs_free(p->caps[i].resources);
+    }
+    jobs_clear(p);
+    if (p->checks != NULL)
+        checks_clear(p);
+    rs_free(p->checks);
+    rs_free(p->feed);
+    rs_free(p->reqlog);
+    rs_free(p->description);
+    rs_free(p->last_error);
+    for (int k = 0; k < OUTBOX_LANES; k++)
+        rs_free(p->topic[k]);
+    rs_free(p->name);
+    rs_free(p->url);
+    rs_free(p->bridged);
+    rs_free(p->hub);
+    if (p->token != NULL)
+        explicit_bzero(p->token, strlen(p->token));
+    rs_free(p->token);
+    rs_free(p);
+}
+
+void
+poller_start(struct poller *p)
+{
+    if (p->state != PS_IDLE)
+        return;
+    struct timeval tv = { POLLER_HUB_WAIT_MS / 1000,
+                          (POLLER_HUB_WAIT_MS % 1000) * 1000 };
+    evtimer_add(p->hub_wait, &tv);
+    rs_channels_refresh(p->ch);
+    outbox_kick(p->ob);          /* what waited in the outbox */
+    poll_begin(p);
+}
+
+void
+poller_drain(struct poller *p)
+{
+    if (p->state == PS_STOPPED)
+        return;
+    poll_set(p, PS_STOPPED);
+    event_del(p->timer);
+    staging_close(p);
+    /* a walk or a read under way is abandoned: what it staged is
+     * scratch, and nothing of it was committed */
+    if (walk_busy(p->clw)) {
+        walk_free(p->clw);
+        p->clw = NULL;
+    }
+    if (walk_busy(p->rlw)) {
+        walk_free(p->rlw);
+        p->rlw = NULL;
+    }
+    discovery_free(p->disc);
+    p->disc = NULL;
+    if (reader_busy(p->rd))
+        reader_cancel(p->rd);
+    outbox_flush(p->ob);
+}
+
+bool
+poller_idle(const struct poller *p)
+{
+    return outbox_idle(p->ob);
+}
+
+void
+poller_reload(struct poller *p)
+{
+    outbox_resume(p->ob);
+    rs_channels_refresh(p->ch);
+}
+
+/* ------------------------------------------------------------ queries */
+
+const char *poller_name(const struct poller *p) { return p->name; }
+const char *poller_url(const struct poller *p) { return p->url; }
+const char *poller_bridged(const struct poller *p) { return p->bridged; }
+
+const char *
+poller_topic(const struct poller *p, enum outbox_lane lane)
+{
+    return p->topic[lane];
+}
+
+const char *
+poller_state(const struct poller *p)
+{
+    return poll_state_names[p->state];
+}
+
+bool
+poller_ready(const struct poller *p)
+{
+    for (size_t i = 0; i < p->ncaps; i++)
+        if (!p->caps[i].gone && p->caps[i].doc != NULL)
+            return true;
+    return false;
+}
+
+size_t
+poller_ncaps(const struct poller *p)
+{
+    return p->ncaps;
+}
+
+bool
+poller_cap(const struct poller *p, size_t i, struct poller_cap *out)
+{
+    if (i >= p->ncaps || p->caps[i].gone)
+        return false;
+    *out = (struct poller_cap){ p->caps[i].k, p->caps[i].url,
+                                p->caps[i].doc };
+    return true;
+}
+
+bool
+poller_cap_k(const struct poller *p, int64_t k, struct poller_cap *out)
+{
+    for (size_t i = 0; i < p->ncaps; i++)
+        if (p->caps[i].k == k)
+            return poller_cap(p, i, out);
+    return false;
+}
+
+const char *
+poller_ws(const struct poller *p, enum outbox_lane lane)
+{
+    return rs_channels_ws(p->ch, (enum rs_channels_kind)lane);
+}
+
+const char *
+poller_hub(const struct poller *p, enum outbox_lane lane)
+{
+    return rs_channels_hub(p->ch, (enum rs_channels_kind)lane);
+}
+
+void
+poller_stats(const struct poller *p, struct poller_stats *out)
+{
+    *out = (struct poller_stats){
+        .last_poll = p->last_poll,
+        .last_change = p->last_change,
+        .polls = p->polls,
+        .errors = p->errors,
+        .last_error = p->last_error,
+    };
+    outbox_stats(p->ob, &out->outbox);
+}

@@ -1,0 +1,343 @@
+/*
+ * rldiff.c - Resource List diffs (see rldiff.h). Tables: rlwalk (this
+ * walk's entries, by loc, the first place each was read), rl (the last
+ * walk's). The diff is two queries: rlwalk LEFT JOIN rl (created,
+ * updated), and rl rows rlwalk lacks (deleted, or kept: copied into
+ * rlwalk with a miss count). Then rlwalk becomes rl.
+ */
+#include "rldiff.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define RS_LOG_MODULE "rldiff"
+#include "rs_alloc.h"
+#include "rs_hash.h"
+#include "rs_log.h"
+#include "rs_sqlite.h"
+
+struct check {
+    char *loc;
+    enum rldiff_check what;
+};
+
+struct rldiff {
+    struct store *st;
+    int64_t feed;
+    uint64_t staged;
+    struct check checks[RLDIFF_CHECKS];
+    size_t nchecks;
+};
+
+struct rldiff *
+rldiff_new(struct store *st)
+{
+    struct rldiff *rd = rs_calloc(1, sizeof(*rd));
+    if (rd != NULL)
+        rd->st = st;
+    return rd;
+}
+
+static void
+checks_clear(struct rldiff *rd)
+{
+    for (size_t i = 0; i < rd->nchecks; i++)
+        rs_free(rd->checks[i].loc);
+    rd->nchecks = 0;
+}
+
+void
+rldiff_free(struct rldiff *rd)
+{
+    if (rd == NULL)
+        return;
+    checks_clear(rd);
+    rs_free(rd);
+}
+
+void
+rldiff_begin(struct rldiff *rd, int64_t feed)
+{
+    rd->feed = feed;
+    rd->staged = 0;
+    checks_clear(rd);
+}
+
+static const char SQL_STAGE[] =
+    "INSERT OR IGNORE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+static const char SQL_CARRY_DOC[] =
+    "INSERT OR IGNORE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type, miss) SELECT feed, loc, ord, doc, lastmod, hash, length, "
+    "type, 0 FROM rl WHERE feed = ?1 AND doc = ?2";
+
+int
+rldiff_entry(struct rldiff *rd, const struct walk_doc *d, size_t idx,
+             const struct rs_entry *e, const char *loc)
+{
+    if (rd->staged >= RLDIFF_MAX_ENTRIES)
+        return RS_ETOOBIG;
+    sqlite3_stmt *s = store_stmt(rd->st, SQL_STAGE);
+    if (s == NULL)
+        return RS_EIO;
+    char hash[RS_HASHES_BUFSZ];
+    sqlite3_bind_int64(s, 1, rd->feed);
+    sqlite3_bind_text(s, 2, loc, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, (d->rank << 20) | (int64_t)(idx & 0xfffff));
+    sqlite3_bind_text(s, 4, d->url, -1, SQLITE_TRANSIENT);
+    rs_sql_bind_time(s, 5, e->lastmod);
+    if (e->has_md && e->md.hash.n > 0) {
+        rs_hashes_format(&e->md.hash, hash);
+        sqlite3_bind_text(s, 6, hash, -1, SQLITE_TRANSIENT);
+    }
+    if (e->has_md && e->md.length >= 0)
+        sqlite3_bind_int64(s, 7, e->md.length);
+    if (e->has_md && e->md.type != NULL)
+        sqlite3_bind_text(s, 8, e->md.type, -1, SQLITE_TRANSIENT);
+    int rc = store_exec(rd->st, s, "stage an entry");
+    if (rc == 0)
+        rd->staged++;
+    return rc;
+}
+
+int
+rldiff_doc(struct rldiff *rd, const struct walk_doc *d, bool not_modified)
+{
+    if (!not_modified)
+        return 0;
+    sqlite3_stmt *s = store_stmt(rd->st, SQL_CARRY_DOC);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, rd->feed);
+    sqlite3_bind_text(s, 2, d->url, -1, SQLITE_TRANSIENT);
+    return store_exec(rd->st, s, "a part that stood");
+}
+
+/* ----------------------------------------------------------- the gone */
+
+static const char SQL_GONE[] =
+    "SELECT r.loc, r.miss FROM rl AS r WHERE r.feed = ?1 AND NOT EXISTS "
+    "(SELECT 1 FROM rlwalk AS w WHERE w.feed = ?1 AND w.loc = r.loc) "
+    "ORDER BY r.ord";
+
+bool
+rldiff_needs_checks(const struct store_feed *f, const struct walk_result *wr)
+{
+    /* only a walk that read two documents or more whole can have met a
+     * list moving under it */
+    return f->gen > 0 && wr->changed > 0 && wr->docs > 1;
+}
+
+int
+rldiff_gone(struct rldiff *rd, size_t max,
+            int (*cb)(void *ud, const char *loc), void *ud)
+{
+    sqlite3_stmt *q = store_stmt(rd->st, SQL_GONE);
+    if (q == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(q, 1, rd->feed);
+    int rc = 0, r;
+    size_t n = 0;
+    while (rc == 0 && n < max && (r = sqlite3_step(q)) == SQLITE_ROW) {
+        rc = cb(ud, (const char *)sqlite3_column_text(q, 0));
+        n++;
+    }
+    if (rc == 0 && n < max && r != SQLITE_DONE)
+        rc = store_fail(rd->st, "gone resources");
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return rc;
+}
+
+int
+rldiff_checked(struct rldiff *rd, const char *loc, enum rldiff_check what)
+{
+    if (rd->nchecks == RLDIFF_CHECKS)
+        return RS_ETOOBIG;
+    char *l = rs_strdup(loc);
+    if (l == NULL)
+        return RS_ENOMEM;
+    rd->checks[rd->nchecks++] = (struct check){ l, what };
+    return 0;
+}
+
+static enum rldiff_check
+check_of(const struct rldiff *rd, const char *loc)
+{
+    for (size_t i = 0; i < rd->nchecks; i++)
+        if (strcmp(rd->checks[i].loc, loc) == 0)
+            return rd->checks[i].what;
+    return RLDIFF_UNKNOWN;
+}
+
+/* --------------------------------------------------------------- commit */
+
+static const char SQL_NEW[] =
+    "SELECT w.loc, w.lastmod, w.hash, w.length, w.type, r.loc IS NULL, "
+    "r.lastmod FROM rlwalk AS w LEFT JOIN rl AS r ON r.feed = ?1 AND "
+    "r.loc = w.loc WHERE w.feed = ?1 AND (r.loc IS NULL OR "
+    "(w.hash IS NOT NULL AND r.hash IS NOT NULL AND w.hash <> r.hash) OR "
+    "((w.hash IS NULL OR r.hash IS NULL) AND (w.lastmod IS NOT r.lastmod OR "
+    "w.length IS NOT r.length))) ORDER BY (w.lastmod IS NULL), w.lastmod, "
+    "w.ord";
+static const char SQL_KEEP[] =
+    "INSERT OR REPLACE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type, miss) SELECT feed, loc, ord, doc, lastmod, hash, length, "
+    "type, ?3 FROM rl WHERE feed = ?1 AND loc = ?2";
+static const char SQL_RL_DROP[] = "DELETE FROM rl WHERE feed = ?1";
+static const char SQL_RL_MOVE[] =
+    "INSERT INTO rl(feed, loc, ord, doc, lastmod, hash, length, type, miss) "
+    "SELECT feed, loc, ord, doc, lastmod, hash, length, type, miss FROM "
+    "rlwalk WHERE feed = ?1";
+static const char SQL_RLWALK_DONE[] = "DELETE FROM rlwalk WHERE feed = ?1";
+
+static int
+exec1(struct store *st, const char *sql, int64_t a, const char *what)
+{
+    sqlite3_stmt *s = store_stmt(st, sql);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, a);
+    return store_exec(st, s, what);
+}
+
+/* The best datetime of a difference (rldiff.h). */
+static rs_time_t
+best_dt(rs_time_t lastmod, rs_time_t old_lastmod, bool created,
+        rs_time_t at, rs_time_t now)
+{
+    if (lastmod != RS_TIME_NONE &&
+        (created || old_lastmod == RS_TIME_NONE || lastmod > old_lastmod))
+        return lastmod;
+    return at != RS_TIME_NONE ? at : now;
+}
+
+static int
+take_new(struct rldiff *rd, const struct rldiff_hooks *h, rs_time_t at,
+         rs_time_t now, struct rldiff_stats *out)
+{
+    sqlite3_stmt *q = store_stmt(rd->st, SQL_NEW);
+    if (q == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(q, 1, rd->feed);
+    int rc = 0, r;
+    while (rc == 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
+        bool created = sqlite3_column_int(q, 5) != 0;
+        rs_time_t lastmod = rs_sql_col_time(q, 1);
+        struct clscan_change c = {
+            .loc = (const char *)sqlite3_column_text(q, 0),
+            .change = created ? RS_CHANGE_CREATED : RS_CHANGE_UPDATED,
+            .datetime = best_dt(lastmod, rs_sql_col_time(q, 6), created, at,
+                                now),
+            .lastmod = lastmod,
+            .hash = (const char *)sqlite3_column_text(q, 2),
+            .length = sqlite3_column_type(q, 3) == SQLITE_NULL
+                          ? -1 : sqlite3_column_int64(q, 3),
+            .type = (const char *)sqlite3_column_text(q, 4),
+        };
+        if (created)
+            out->created++;
+        else
+            out->updated++;
+        rc = h->on_change(h->ud, &c);
+    }
+    if (rc == 0 && r != SQLITE_DONE)
+        rc = store_fail(rd->st, "differences");
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return rc;
+}
+
+static int
+keep_row(struct rldiff *rd, const char *loc, int64_t miss)
+{
+    sqlite3_stmt *s = store_stmt(rd->st, SQL_KEEP);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, rd->feed);
+    sqlite3_bind_text(s, 2, loc, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, miss);
+    return store_exec(rd->st, s, "keep a resource");
+}
+
+static int
+take_gone(struct rldiff *rd, const struct rldiff_hooks *h, bool checked,
+          rs_time_t at, rs_time_t now, struct rldiff_stats *out)
+{
+    sqlite3_stmt *q = store_stmt(rd->st, SQL_GONE);
+    if (q == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(q, 1, rd->feed);
+    int rc = 0, r;
+    while (rc == 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *loc = (const char *)sqlite3_column_text(q, 0);
+        int64_t miss = sqlite3_column_int64(q, 1);
+        bool gone = true;
+        if (checked) {
+            enum rldiff_check what = check_of(rd, loc);
+            gone = what == RLDIFF_GONE ||
+                   (what == RLDIFF_UNKNOWN && miss >= 1);
+            if (!gone) {
+                out->kept++;
+                rc = keep_row(rd, loc, what == RLDIFF_THERE ? 0 : miss + 1);
+                continue;
+            }
+        }
+        struct clscan_change c = {
+            .loc = loc,
+            .change = RS_CHANGE_DELETED,
+            .datetime = at != RS_TIME_NONE ? at : now,
+            .lastmod = RS_TIME_NONE,
+            .length = -1,
+        };
+        out->deleted++;
+        rc = h->on_change(h->ud, &c);
+    }
+    if (rc == 0 && r != SQLITE_DONE)
+        rc = store_fail(rd->st, "deleted resources");
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return rc;
+}
+
+int
+rldiff_commit(struct rldiff *rd, struct store_feed *f,
+              const struct walk_result *wr, rs_time_t started, bool checked,
+              const struct rldiff_hooks *hooks, struct rldiff_stats *out)
+{
+    struct rldiff_stats local;
+    if (out == NULL)
+        out = &local;
+    *out = (struct rldiff_stats){ .staged = rd->staged,
+                                  .baseline = f->gen == 0,
+                                  .unchanged = f->gen > 0 &&
+                                               wr->changed == 0 };
+    struct store *st = rd->st;
+    struct store_feed nf = *f;
+    int rc = store_begin(st);
+    if (rc != 0)
+        return rc;
+    if (!out->unchanged) {
+        if (!out->baseline &&
+            ((rc = take_new(rd, hooks, wr->at, started, out)) != 0 ||
+             (rc = take_gone(rd, hooks, checked, wr->at, started, out)) != 0))
+            goto fail;
+        if ((rc = exec1(st, SQL_RL_DROP, rd->feed, "rl")) != 0 ||
+            (rc = exec1(st, SQL_RL_MOVE, rd->feed, "rl")) != 0)
+            goto fail;
+        nf.at = wr->at;
+    }
+    if ((rc = exec1(st, SQL_RLWALK_DONE, rd->feed, "rlwalk")) != 0 ||
+        (rc = store_docs_commit(st, rd->feed, NULL, NULL)) != 0)
+        goto fail;
+    nf.gen = f->gen + 1;
+    nf.walked = started;
+    if ((rc = store_feed_put(st, &nf)) != 0 || (rc = store_commit(st)) != 0)
+        goto fail;
+    *f = nf;
+    checks_clear(rd);
+    return 0;
+fail:
+    store_rollback(st);
+    return rc;
+}

@@ -1,0 +1,841 @@
+/*
+ * rsbridge.c - the bridge daemon: push for pull-only ResourceSync Sources.
+ * Configuration (options, [source NAME] sections, the Sources' names),
+ * start-up (the state, the HTTP listener behind the guard, the two HTTP
+ * clients, one poller per Source, the metrics), the ready file, signals
+ * and the drain. Every decision lives in a module; this file wires them
+ * (docs/bridge.md has the whole picture).
+ *
+ * Exit status: 0 clean shutdown, 1 runtime failure, 2 bad configuration or
+ * command line.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RS_LOG_MODULE "rsbridge"
+#include "poller.h"
+#include "rs_alloc.h"
+#include "rs_config.h"
+#include "rs_daemon.h"
+#include "rs_http.h"
+#include "rs_httpguard.h"
+#include "rs_log.h"
+#include "rs_metrics.h"
+#include "rs_sock.h"
+#include "rs_url.h"
+#include "site.h"
+#include "store.h"
+
+#define BRIDGE_MAX_SOURCES 10000
+#define BRIDGE_TOKEN_MAX 4096
+#define BRIDGE_NAME_MAX 200
+#define BRIDGE_URL_MAX 4096
+
+static struct {
+    char **sources;
+    char *hub;
+    char *token_file;
+    bool insecure_token_file;
+    struct rs_config_hostport listen;
+    char *public_url;
+    int64_t interval_ms;
+    int64_t idle_interval_ms;
+    char *state;
+    char *ready_file;
+    struct rs_config_hostport metrics_listen;
+    char *contact;
+    int64_t timeout_ms;
+    int64_t batch_ms;
+    int64_t retry_max_ms;
+    uint64_t max_notification;
+    int64_t drain_ms;
+    char *log_level;
+    char *log_format;
+    char *log_file;
+    struct rs_httpguard_limits http_limits;
+} conf;
+
+static const struct rs_config_opt options[] = {
+    RS_CONFIG_LIST("source", 0, &conf.sources, "URL", NULL,
+                   "a pull-only Source to bridge: any URL discovery takes "
+                   "(a site, its Source Description, a Capability List); "
+                   "also [source NAME] sections in the config file"),
+    RS_CONFIG_STRING("hub", 0, &conf.hub, "URL", NULL,
+                     "the hub's publish URL, e.g. https://hub.example/hub "
+                     "(required)"),
+    RS_CONFIG_STRING("token-file", 0, &conf.token_file, "FILE", NULL,
+                     "bearer token for the hub: the first line of FILE "
+                     "(mode 600)"),
+    RS_CONFIG_BOOL("insecure-token-file", 0, &conf.insecure_token_file,
+                   "false", "accept a token file readable by group or others"),
+    RS_CONFIG_HOSTPORT("listen", 'l', &conf.listen, "127.0.0.1:8090",
+                       "HTTP address of the bridged documents, /sources and "
+                       "/healthz"),
+    RS_HTTPGUARD_CONFIG(&conf.http_limits, "60s"),
+    RS_CONFIG_STRING("public-url", 0, &conf.public_url, "URL", NULL,
+                     "the URL subscribers reach the bridge at (default "
+                     "http://LISTEN; 127.0.0.1 for an any-address listen)"),
+    RS_CONFIG_DURATION("interval", 0, &conf.interval_ms, "30s", 100,
+                       86400000, "the shortest time between two polls of a "
+                       "Source, and between two requests of one document"),
+    RS_CONFIG_DURATION("idle-interval", 0, &conf.idle_interval_ms, "0", 0,
+                       86400000, "polls slow down, doubling, to this while "
+                       "a Source does not change (0: never)"),
+    RS_CONFIG_STRING("state", 's', &conf.state, "DIR", NULL,
+                     "state directory: bridge.db (SQLite) (required)"),
+    RS_CONFIG_STRING("ready-file", 0, &conf.ready_file, "PATH", NULL,
+                     "write {\"http\":PORT} here once every Source was read "
+                     "once"),
+    RS_CONFIG_HOSTPORT("metrics-listen", 0, &conf.metrics_listen, NULL,
+                       "serve Prometheus metrics at http://HOST:PORT/metrics"),
+    RS_CONFIG_STRING("contact", 0, &conf.contact, "TEXT", NULL,
+                     "the operator's contact, in the User-Agent the Sources "
+                     "see: rsbridge/VERSION (+TEXT)"),
+    RS_CONFIG_DURATION("timeout", 0, &conf.timeout_ms, "60s", 1000, 3600000,
+                       "one request to a Source"),
+    RS_CONFIG_DURATION("batch", 0, &conf.batch_ms, "5ms", 0, 60000,
+                       "changes within this window go out as one "
+                       "notification"),
+    RS_CONFIG_DURATION("retry-max", 0, &conf.retry_max_ms, "30s", 100,
+                       3600000, "longest pause between retries to the hub"),
+    RS_CONFIG_SIZE("max-notification", 0, &conf.max_notification, "4M", 4096,
+                   52428800, "largest notification sent (stay under the "
+                   "hub's --max-body)"),
+    RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,
+                       "on SIGTERM, how long to wait for notifications in "
+                       "flight"),
+    RS_CONFIG_LOG(&conf.log_level, &conf.log_format, &conf.log_file),
+    RS_CONFIG_END,
+};
+
+/* A Source as configured: from --source (named by its host) or from a
+ * [source NAME] section. */
+struct src_conf {
+    char name[BRIDGE_NAME_MAX + 1];
+    char *url;
+    int64_t interval_ms;          /* 0: --interval */
+    bool from_section;
+};
+
+static struct src_conf *sconfs;
+static size_t nsconfs, capsconfs;
+
+struct bridge {
+    struct event_base *base;
+    struct evhttp *http;
+    struct rs_httpguard *guard;
+    int http_port;
+    char *public_url;             /* without the final '/' */
+    struct store *st;
+    struct rs_http *src_http, *hub_http;
+    struct poller **pollers;
+    size_t npollers, nready;
+    struct site *site;
+    struct rs_daemon *daemon;
+    struct rs_metrics *metrics;
+    struct rs_metrics_server *mserver;
+    int metrics_port;
+    struct poller_metrics pm;
+    char token[BRIDGE_TOKEN_MAX + 1];
+    bool have_token;
+    bool ready;
+    int exit_code;
+};
+
+/* ------------------------------------------------------------ sections */
+
+static struct src_conf *
+sconf_add(void)
+{
+    if (nsconfs == BRIDGE_MAX_SOURCES)
+        return NULL;
+    if (nsconfs == capsconfs) {
+        size_t ncap = capsconfs ? capsconfs * 2 : 8;
+        struct src_conf *t = rs_realloc(sconfs, ncap * sizeof(*t));
+        if (t == NULL)
+            return NULL;
+        sconfs = t;
+        capsconfs = ncap;
+    }
+    struct src_conf *c = &sconfs[nsconfs++];
+    memset(c, 0, sizeof(*c));
+    return c;
+}
+
+static void
+sconfs_free(void)
+{
+    for (size_t i = 0; i < nsconfs; i++)
+        rs_free(sconfs[i].url);
+    rs_free(sconfs);
+    sconfs = NULL;
+    nsconfs = capsconfs = 0;
+}
+
+static bool
+name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 0 && n <= BRIDGE_NAME_MAX &&
+           strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789._-") == n &&
+           strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+/* A section's duration: NUMBER with ms, s, m, h or d (as the options). */
+static bool
+parse_duration(const char *s, int64_t *ms)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || v < 0 || *s == '-' || *s == '+')
+        return false;
+    int64_t mult = strcmp(end, "ms") == 0 ? 1
+                 : strcmp(end, "s") == 0  ? 1000
+                 : strcmp(end, "m") == 0  ? 60000
+                 : strcmp(end, "h") == 0  ? 3600000
+                 : strcmp(end, "d") == 0  ? 86400000 : 0;
+    if (mult == 0 || v > 86400000LL / mult)
+        return false;
+    *ms = (int64_t)v * mult;
+    return true;
+}
+
+static const char *
+on_section(void *ud, const char *type, const char *name, const char *key,
+           const char *value, int line)
+{
+    (void)ud;
+    (void)line;
+    if (strcmp(type, "source") != 0)
+        return "unknown section (expected [source NAME])";
+    if (!name_ok(name))
+        return "a Source's NAME is 1-200 of [A-Za-z0-9._-]";
+    struct src_conf *c = NULL;
+    for (size_t i = 0; i < nsconfs; i++)
+        if (strcmp(sconfs[i].name, name) == 0)
+            c = &sconfs[i];
+    if (c == NULL) {
+        if ((c = sconf_add()) == NULL)
+            return "too many Sources";
+        snprintf(c->name, sizeof(c->name), "%s", name);
+        c->from_section = true;
+    }
+    if (strcmp(key, "url") == 0) {
+        if (!rs_url_is_http(value))
+            return "expected an absolute http(s) URL";
+        if (c->url != NULL)
+            return "url given twice";
+        if ((c->url = rs_strdup(value)) == NULL)
+            return "out of memory";
+    } else if (strcmp(key, "interval") == 0) {
+        if (!parse_duration(value, &c->interval_ms) || c->interval_ms < 100)
+            return "expected a duration of 100ms or more, such as 30s";
+    } else {
+        return "unknown key (expected url or interval)";
+    }
+    return NULL;
+}
+
+/* The name of a Source given by URL: its host, with _PORT when the port is
+ * not the scheme's default; what is not [A-Za-z0-9._-] becomes '_'. */
+static int
+auto_name(const char *url, char *out, size_t len)
+{
+    char *origin = NULL;
+    if (rs_url_origin(url, &origin) != 0)
+        return RS_EINVAL;
+    const char *h = strstr(origin, "://");
+    bool https = strncmp(origin, "https", 5) == 0;
+    h = h != NULL ? h + 3 : origin;
+    char host[BRIDGE_NAME_MAX + 1];
+    snprintf(host, sizeof(host), "%s", h);
+    rs_free(origin);
+    char *colon = strrchr(host, ':');
+    if (colon != NULL && strchr(colon, ']') == NULL) {
+        const char *port = colon + 1;
+        *colon = '\0';
+        if (strcmp(port, https ? "443" : "80") != 0) {
+            size_t n = strlen(host);
+            snprintf(host + n, sizeof(host) - n, "_%s", port);
+        }
+    }
+    for (char *q = host; *q != '\0'; q++)
+        if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789._-", *q) == NULL)
+            *q = '_';
+    snprintf(out, len, "%s", host);
+    return name_ok(out) ? 0 : RS_EINVAL;
+}
+
+static bool
+name_taken(const char *name, size_t upto)
+{
+    for (size_t i = 0; i < upto; i++)
+        if (strcmp(sconfs[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* The Sources: the sections' first (their names win), then --source in
+ * order, named by host; a name taken gets -2, -3, ... */
+static int
+sources_build(void)
+{
+    size_t nsec = nsconfs;
+    for (size_t i = 0; i < nsec; i++) {
+        if (sconfs[i].url == NULL) {
+            fprintf(stderr, "rsbridge: [source %s] has no url\n",
+                    sconfs[i].name);
+            return 2;
+        }
+    }
+    for (size_t i = 0; conf.sources != NULL && conf.sources[i] != NULL; i++) {
+        const char *url = conf.sources[i];
+        char base[BRIDGE_NAME_MAX + 1];
+        if (!rs_url_is_http(url) || auto_name(url, base, sizeof(base)) != 0) {
+            fprintf(stderr, "rsbridge: --source %s: expected an absolute "
+                    "http(s) URL\n", url);
+            return 2;
+        }
+        struct src_conf *c = sconf_add();
+        if (c == NULL) {
+            fprintf(stderr, "rsbridge: more than %d Sources\n",
+                    BRIDGE_MAX_SOURCES);
+            return 2;
+        }
+        snprintf(c->name, sizeof(c->name), "%s", base);
+        for (int k = 2; name_taken(c->name, nsconfs - 1); k++)
+            snprintf(c->name, sizeof(c->name), "%.*s-%d",
+                     BRIDGE_NAME_MAX - 12, base, k);
+        if ((c->url = rs_strdup(url)) == NULL)
+            return 1;
+    }
+    if (nsconfs == 0) {
+        fprintf(stderr, "rsbridge: no Source (--source URL, or [source NAME] "
+                "sections)\nTry 'rsbridge --help'.\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ start-up */
+
+/* The first line of the token file; white space around it is trimmed. */
+static int
+read_token(struct bridge *b)
+{
+    int fd = open(conf.token_file, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        rs_log(RS_LOG_ERROR, "token file %s: %s", conf.token_file,
+               strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return RS_EIO;
+    }
+    if (!conf.insecure_token_file && (st.st_mode & (S_IRGRP | S_IROTH))) {
+        rs_log(RS_LOG_ERROR, "token file %s is readable by group or others "
+               "(chmod 600, or --insecure-token-file)", conf.token_file);
+        close(fd);
+        return RS_EINVAL;
+    }
+    char raw[BRIDGE_TOKEN_MAX + 2];
+    ssize_t n = read(fd, raw, sizeof(raw) - 1);
+    close(fd);
+    if (n < 0)
+        return RS_EIO;
+    raw[n] = '\0';
+    char *nl = strpbrk(raw, "\r\n");
+    if (nl != NULL)
+        *nl = '\0';
+    char *p = raw;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t len = strlen(p);
+    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+        p[--len] = '\0';
+    if (len == 0 || len > BRIDGE_TOKEN_MAX || strpbrk(p, " \t") != NULL) {
+        rs_log(RS_LOG_ERROR, "token file %s: empty, too long or holds white "
+               "space", conf.token_file);
+        explicit_bzero(raw, sizeof(raw));
+        return RS_EINVAL;
+    }
+    memcpy(b->token, p, len + 1);
+    explicit_bzero(raw, sizeof(raw));
+    b->have_token = true;
+    return 0;
+}
+
+static int
+setup_state(struct bridge *b)
+{
+    if (mkdir(conf.state, 0700) != 0 && errno != EEXIST) {
+        rs_log(RS_LOG_ERROR, "--state %s: %s", conf.state, strerror(errno));
+        return 2;
+    }
+    char path[BRIDGE_URL_MAX];
+    snprintf(path, sizeof(path), "%s/bridge.db", conf.state);
+    char err[600];
+    int rc = store_open(path, &b->st, err, sizeof(err));
+    if (rc != 0) {
+        rs_log(RS_LOG_ERROR, "state: %s", err);
+        return rc == RS_ESTATE || rc == RS_EINVAL ? 2 : 1;
+    }
+    return 0;
+}
+
+static int
+setup_http(struct bridge *b)
+{
+    b->http = evhttp_new(b->base);
+    if (b->http == NULL)
+        return 1;
+    evhttp_set_max_headers_size(b->http, 64 * 1024);
+    evhttp_set_max_body_size(b->http, 64 * 1024);
+    evhttp_set_allowed_methods(b->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS);
+    struct rs_httpguard_opts go = {
+        .base = b->base,
+        .http = b->http,
+        .name = "http",
+        .limits = conf.http_limits,
+        .metrics = b->metrics,
+        .metrics_prefix = "rsbridge_http",
+        .on_log = rs_httpguard_log_warn,
+    };
+    const char *gerr = NULL;
+    b->guard = rs_httpguard_new(&go, &gerr);
+    if (b->guard == NULL) {
+        rs_log(RS_LOG_ERROR, "HTTP listener: %s", gerr);
+        return 1;
+    }
+    const char *host = conf.listen.host[0] != '\0' ? conf.listen.host
+                                                    : "0.0.0.0";
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(b->http, host, conf.listen.port);
+    if (bs != NULL)
+        b->http_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
+    if (bs == NULL || b->http_port < 0) {
+        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", host,
+               conf.listen.port, strerror(errno));
+        return 1;
+    }
+    char buf[BRIDGE_URL_MAX];
+    if (conf.public_url != NULL) {
+        if (!rs_url_is_http(conf.public_url) ||
+            strpbrk(conf.public_url, "?#") != NULL) {
+            rs_log(RS_LOG_ERROR, "--public-url: expected an absolute http(s) "
+                   "URL without query or fragment");
+            return 2;
+        }
+        snprintf(buf, sizeof(buf), "%s", conf.public_url);
+    } else {
+        const char *h = conf.listen.host[0] != '\0' &&
+                                strcmp(conf.listen.host, "0.0.0.0") != 0 &&
+                                strcmp(conf.listen.host, "::") != 0
+                            ? conf.listen.host
+                            : "127.0.0.1";
+        bool v6 = strchr(h, ':') != NULL;
+        snprintf(buf, sizeof(buf), "http://%s%s%s:%d", v6 ? "[" : "", h,
+                 v6 ? "]" : "", b->http_port);
+    }
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == '/')
+        buf[--n] = '\0';
+    b->public_url = rs_strdup(buf);
+    return b->public_url != NULL ? 0 : 1;
+}
+
+static double
+gauge_sources(void *ud)
+{
+    struct bridge *b = ud;
+    return (double)b->npollers;
+}
+
+static double
+gauge_pending(void *ud)
+{
+    struct bridge *b = ud;
+    int64_t n = 0;
+    for (size_t i = 0; i < b->npollers; i++) {
+        struct poller_stats ps;
+        poller_stats(b->pollers[i], &ps);
+        n += ps.outbox.pending[0] + ps.outbox.pending[1];
+    }
+    return (double)n;
+}
+
+static double
+gauge_published(void *ud)
+{
+    struct bridge *b = ud;
+    int64_t n = 0;
+    for (size_t i = 0; i < b->npollers; i++) {
+        struct poller_stats ps;
+        poller_stats(b->pollers[i], &ps);
+        n += ps.outbox.accepted[0];
+    }
+    return (double)n;
+}
+
+static int
+setup_metrics(struct bridge *b)
+{
+    struct rs_metrics *m = b->metrics = rs_metrics_new();
+    if (m == NULL)
+        return 1;
+    struct poller_metrics *pm = &b->pm;
+    int rc = 0;
+    rc |= rs_metrics_register_counter(m, &pm->polls_ok, "rsbridge_polls_total",
+                                      "Polls of the Sources, by result.",
+                                      "result", "ok", NULL);
+    rc |= rs_metrics_register_counter(m, &pm->polls_failed,
+                                      "rsbridge_polls_total", "",
+                                      "result", "failed", NULL);
+    rc |= rs_metrics_register_counter(m, &pm->requests,
+                                      "rsbridge_source_requests_total",
+                                      "Requests to the Sources' documents.",
+                                      NULL);
+    rc |= rs_metrics_register_counter(m, &pm->not_modified,
+                                      "rsbridge_source_not_modified_total",
+                                      "Documents that stood as they were "
+                                      "(304).", NULL);
+    rc |= rs_metrics_register_counter(m, &pm->changes,
+                                      "rsbridge_changes_total",
+                                      "Changes put in the outboxes.", NULL);
+    rc |= rs_metrics_register_counter(m, &pm->framework,
+                                      "rsbridge_framework_total",
+                                      "Framework events put in the outboxes.",
+                                      NULL);
+    rc |= rs_metrics_register_counter(m, &pm->rewritten,
+                                      "rsbridge_history_rewritten_total",
+                                      "Change List entries older than what "
+                                      "was published, never seen: refused.",
+                                      NULL);
+    rc |= rs_metrics_register_counter(m, &pm->lost,
+                                      "rsbridge_entries_lost_total",
+                                      "Change List entries gone while their "
+                                      "window still covers them.", NULL);
+    rc |= rs_metrics_register_counter(m, &pm->late,
+                                      "rsbridge_entries_late_total",
+                                      "Change List entries published after "
+                                      "newer ones (a list that moved under "
+                                      "a forward walk).", NULL);
+    rc |= rs_metrics_register_gauge_fn(m, "rsbridge_sources",
+                                       "Sources bridged.", gauge_sources, b,
+                                       NULL);
+    rc |= rs_metrics_register_gauge_fn(m, "rsbridge_outbox_pending",
+                                       "Entries in the outboxes the hub has "
+                                       "not accepted yet.", gauge_pending, b,
+                                       NULL);
+    rc |= rs_metrics_register_gauge_fn(m, "rsbridge_changes_published",
+                                       "Changes the hub accepted (kept in "
+                                       "the state across restarts).",
+                                       gauge_published, b, NULL);
+    return rc != 0 ? 1 : 0;
+}
+
+static int
+setup_metrics_server(struct bridge *b, const struct rs_config *cfg)
+{
+    if (!rs_config_is_set(cfg, "metrics-listen"))
+        return 0;
+    char err[300];
+    b->mserver = rs_metrics_server_new(b->base, b->metrics,
+                                       conf.metrics_listen.host,
+                                       conf.metrics_listen.port, NULL,
+                                       "rsbridge_http", err, sizeof(err));
+    if (b->mserver == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "cannot serve metrics", "listen",
+                  "--metrics-listen", "error", err, NULL);
+        return 1;
+    }
+    b->metrics_port = rs_metrics_server_port(b->mserver);
+    return 0;
+}
+
+/* Every Source was read once: say so (log, ready file); once. */
+static void
+on_poller_ready(void *ud)
+{
+    struct bridge *b = ud;
+    if (++b->nready < b->npollers || b->ready)
+        return;
+    b->ready = true;
+    char port[16], n[16];
+    snprintf(port, sizeof(port), "%d", b->http_port);
+    snprintf(n, sizeof(n), "%zu", b->npollers);
+    rs_log_kv(RS_LOG_INFO, "serving", "http_port", port, "public",
+              b->public_url, "sources", n, "hub", conf.hub, "state",
+              conf.state, NULL);
+    if (conf.ready_file == NULL)
+        return;
+    char ready[64];
+    if (b->mserver != NULL)
+        snprintf(ready, sizeof(ready), "{\"http\":%d,\"metrics\":%d}",
+                 b->http_port, b->metrics_port);
+    else
+        snprintf(ready, sizeof(ready), "{\"http\":%d}", b->http_port);
+    if (rs_ready_file_write(conf.ready_file, ready) != 0)
+        rs_log(RS_LOG_WARN, "cannot write %s: %s", conf.ready_file,
+               strerror(errno));
+}
+
+static int
+setup_pollers(struct bridge *b)
+{
+    char ua[600];
+    if (conf.contact != NULL)
+        snprintf(ua, sizeof(ua), "rsbridge/" RS_VERSION " (+%s)",
+                 conf.contact);
+    else
+        snprintf(ua, sizeof(ua), "rsbridge/" RS_VERSION);
+    struct rs_http_opts so = {
+        .max_conns = 256,
+        .max_host_conns = 64,
+        .user_agent = ua,
+    };
+    struct rs_http_opts ho = {
+        .max_conns = 64,
+        .max_host_conns = 16,
+        .user_agent = "rsbridge/" RS_VERSION,
+    };
+    b->src_http = rs_http_new(b->base, &so);
+    b->hub_http = rs_http_new(b->base, &ho);
+    b->pollers = rs_calloc(nsconfs, sizeof(*b->pollers));
+    if (b->src_http == NULL || b->hub_http == NULL || b->pollers == NULL)
+        return 1;
+    for (size_t i = 0; i < nsconfs; i++) {
+        char bridged[BRIDGE_URL_MAX];
+        snprintf(bridged, sizeof(bridged), "%s/s/%s/", b->public_url,
+                 sconfs[i].name);
+        int64_t iv = sconfs[i].interval_ms > 0 ? sconfs[i].interval_ms
+                                               : conf.interval_ms;
+        struct poller_opts po = {
+            .base = b->base,
+            .http = b->src_http,
+            .hub_http = b->hub_http,
+            .st = b->st,
+            .name = sconfs[i].name,
+            .url = sconfs[i].url,
+            .bridged = bridged,
+            .hub = conf.hub,
+            .token = b->have_token ? b->token : NULL,
+            .interval_ms = iv,
+            .idle_interval_ms = conf.idle_interval_ms,
+            .timeout_ms = (unsigned)conf.timeout_ms,
+            .batch_ms = conf.batch_ms,
+            .retry_max_ms = conf.retry_max_ms,
+            .max_notification = (size_t)conf.max_notification,
+            .metrics = &b->pm,
+            .on_ready = on_poller_ready,
+            .ud = b,
+        };
+        const char *err = NULL;
+        b->pollers[i] = poller_new(&po, &err);
+        if (b->pollers[i] == NULL) {
+            rs_log_kv(RS_LOG_ERROR, "cannot follow a source", "source",
+                      sconfs[i].name, "error", err, NULL);
+            return 1;
+        }
+        b->npollers++;
+    }
+    struct site_opts sio = {
+        .guard = b->guard,
+        .pollers = b->pollers,
+        .npollers = b->npollers,
+    };
+    b->site = site_new(&sio);
+    return b->site != NULL ? 0 : 1;
+}
+
+/* -------------------------------------------------------------- signals */
+
+/* The drain: no more polls; what is gathering goes to the hub now; what
+ * the hub has not accepted when the drain ends stays in the outboxes for
+ * the next start. */
+static void
+on_drain(void *ud)
+{
+    struct bridge *b = ud;
+    rs_log(RS_LOG_INFO, "draining: waiting for notifications in flight");
+    for (size_t i = 0; i < b->npollers; i++)
+        poller_drain(b->pollers[i]);
+}
+
+static bool
+on_drained(void *ud)
+{
+    struct bridge *b = ud;
+    for (size_t i = 0; i < b->npollers; i++)
+        if (!poller_idle(b->pollers[i]))
+            return false;
+    return true;
+}
+
+static void
+on_stopped(void *ud, bool timed_out)
+{
+    struct bridge *b = ud;
+    if (timed_out)
+        rs_log(RS_LOG_WARN, "drain time over: what the hub did not accept "
+               "waits in the outboxes");
+    event_base_loopexit(b->base, NULL);
+}
+
+static void
+on_reload(void *ud)
+{
+    struct bridge *b = ud;
+    for (size_t i = 0; i < b->npollers; i++)
+        poller_reload(b->pollers[i]);
+}
+
+static int
+setup(struct bridge *b, const struct rs_config *cfg)
+{
+    int rc;
+    if (!rs_url_is_http(conf.hub)) {
+        rs_log(RS_LOG_ERROR, "--hub: expected an absolute http(s) URL");
+        return 2;
+    }
+    if (conf.token_file != NULL && read_token(b) != 0)
+        return 2;
+    if ((rc = setup_state(b)) != 0)
+        return rc;
+    b->base = event_base_new();
+    if (b->base == NULL || setup_metrics(b) != 0)
+        return 1;
+    if ((rc = setup_http(b)) != 0)
+        return rc;
+    if (setup_metrics_server(b, cfg) != 0)
+        return 1;
+    if (setup_pollers(b) != 0)
+        return 1;
+    struct rs_daemon_opts dmo = {
+        .base = b->base,
+        .drain_ms = conf.drain_ms,
+        .drain_tick_ms = 20,
+        .on_drain = on_drain,
+        .drained = on_drained,
+        .on_stopped = on_stopped,
+        .on_reload = on_reload,
+        .ud = b,
+    };
+    if ((b->daemon = rs_daemon_new(&dmo)) == NULL)
+        return 1;
+    for (size_t i = 0; i < b->npollers; i++)
+        poller_start(b->pollers[i]);
+    return 0;
+}
+
+static void
+teardown(struct bridge *b)
+{
+    /* Order: the pollers stop first (nothing new is asked for), then the
+     * server, then the HTTP clients (they complete what is in flight as
+     * cancelled), then what used them, then the state. */
+    for (size_t i = 0; i < b->npollers; i++)
+        poller_drain(b->pollers[i]);
+    site_free(b->site);
+    if (b->http != NULL)
+        evhttp_free(b->http);
+    rs_httpguard_free(b->guard);
+    rs_metrics_server_free(b->mserver);
+    rs_http_free(b->src_http);
+    rs_http_free(b->hub_http);
+    for (size_t i = 0; i < b->npollers; i++)
+        poller_free(b->pollers[i]);
+    rs_free(b->pollers);
+    rs_daemon_free(b->daemon);
+    store_free(b->st);
+    if (b->base != NULL)
+        event_base_free(b->base);
+    rs_metrics_free(b->metrics);
+    rs_free(b->public_url);
+    explicit_bzero(b->token, sizeof(b->token));
+}
+
+int
+main(int argc, char **argv)
+{
+    static struct bridge b;
+    struct rs_config_info info = {
+        .program = "rsbridge",
+        .usage = "Usage: rsbridge --source URL [--source URL]... --hub URL "
+                 "--state DIR [OPTION]...\n"
+                 "Push for pull-only ResourceSync Sources: poll each Source "
+                 "politely (one\nrequest in flight, conditional GETs, "
+                 "--interval), find each change in its\nChange Lists (or its "
+                 "Resource Lists), publish it once, in order, to the hub,\n"
+                 "and serve each Source's bridged Source Description and "
+                 "Capability Lists at\nPUBLIC/s/NAME/: mirrors run `rssub run "
+                 "--source PUBLIC/s/NAME/`.\n"
+                 "A config file (-c) takes the options as keys and [source "
+                 "NAME] sections\n(url = URL, interval = DURATION).\n"
+                 "Exit status: 0 clean shutdown, 1 runtime failure, 2 usage.",
+        .opts = options,
+        .on_section = on_section,
+    };
+    struct rs_config *cfg = rs_config_new(&info);
+    if (cfg == NULL)
+        return 1;
+    int rc = rs_config_parse(cfg, argc, argv, NULL);
+    if (rc == RS_CONFIG_WANT_HELP || rc == RS_CONFIG_WANT_VERSION) {
+        rc = rc == RS_CONFIG_WANT_HELP ? rs_config_help(cfg, stdout)
+                                       : rs_config_version(cfg, stdout);
+        rs_config_free(cfg);
+        sconfs_free();
+        return rc == 0 ? 0 : 1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "rsbridge: %s\nTry 'rsbridge --help'.\n",
+                rs_config_errstr(cfg));
+        rs_config_free(cfg);
+        sconfs_free();
+        return 2;
+    }
+    int code = 0;
+    if (conf.hub == NULL || conf.state == NULL) {
+        fprintf(stderr, "rsbridge: %s is required\nTry 'rsbridge --help'.\n",
+                conf.hub == NULL ? "--hub" : "--state");
+        code = 2;
+    }
+    if (code == 0)
+        code = sources_build();
+    char err[512];
+    if (code == 0 && rs_log_setup("rsbridge", conf.log_level, conf.log_format,
+                                  conf.log_file, err, sizeof(err)) != 0) {
+        fprintf(stderr, "rsbridge: %s\n", err);
+        code = 2;
+    }
+    if (code != 0) {
+        rs_config_free(cfg);
+        sconfs_free();
+        return code;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    b.exit_code = setup(&b, cfg);
+    if (b.exit_code == 0) {
+        event_base_dispatch(b.base);
+        rs_log(RS_LOG_INFO, "shutting down");
+    }
+    teardown(&b);
+    rs_config_free(cfg);
+    sconfs_free();
+    rs_log_shutdown();
+    return b.exit_code;
+}
