@@ -7,6 +7,7 @@
  * waits in a pipeline behind replay pages or WebSub work on the command
  * link; the blocking tail read has the third.
  */
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +15,17 @@
 #define RS_LOG_MODULE "backlog"
 #include "backlog.h"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_log.h"
 #include "rs_pubid.h"
 #include "script.h"
 
 #define BACKLOG_SLACK "64"   /* trim in batches: entries over the bound */
+
+/* A CLIENT UNBLOCK that found the tail read not blocked while that read is
+ * in flight is sent again: 1 ms, doubling to 64 ms (backlog_tail_interrupt). */
+static const struct rs_backoff BACKLOG_UNBLOCK_AGAIN = { .first_ms = 1,
+                                                         .max_ms = 64 };
 
 enum backlog_script {
     SC_APPEND,
@@ -148,7 +155,15 @@ struct backlog {
     struct rs_redis *tail;
     size_t page_bytes;            /* default page budget (bytes) */
     long long tail_client_id;     /* for CLIENT UNBLOCK; 0 = unknown */
-    bool tail_blocked;
+    bool tail_blocked;            /* a tail read is in flight: sent, its
+                                     answer not yet here */
+    uint64_t tail_reads;          /* tail reads sent; the one in flight is
+                                     number tail_reads */
+    uint64_t unblock_read;        /* the read an interrupt is owed to (0:
+                                     none); owed while it is in flight */
+    bool unblock_inflight;        /* a CLIENT UNBLOCK awaits its answer */
+    unsigned unblock_tries;       /* ...answers "not blocked" in a row */
+    struct event *ev_unblock;     /* sends the CLIENT UNBLOCK again */
 };
 
 /* One call in flight: what to call back and what to keep until then. */
@@ -287,6 +302,8 @@ backlog_eval(struct backlog *b, struct rs_redis *link, enum backlog_script sc,
 
 /* -------------------------------------------------------------- lifecycle */
 
+static void on_unblock_again(evutil_socket_t fd, short what, void *arg);
+
 static void
 on_cmd_state(void *ud, enum rs_redis_state st, const char *errstr)
 {
@@ -364,6 +381,10 @@ backlog_new(struct event_base *base, const struct backlog_opts *o,
     b->tail = rs_redis_new(base, &ro, err);
     if (b->tail == NULL)
         goto fail;
+    *err = "out of memory";
+    b->ev_unblock = evtimer_new(base, on_unblock_again, b);
+    if (b->ev_unblock == NULL)
+        goto fail;
     *err = NULL;
     return b;
 fail:
@@ -379,6 +400,8 @@ backlog_free(struct backlog *b)
     rs_redis_free(b->tail);
     rs_redis_free(b->pub);
     rs_redis_free(b->cmd);
+    if (b->ev_unblock != NULL)
+        event_free(b->ev_unblock);
     rs_free(b->prefix);
     rs_free(b);
 }
@@ -720,6 +743,7 @@ backlog_tail_read(struct backlog *b, const char *const *chans,
                       argv, NULL);
     if (rc == 0) {
         b->tail_blocked = true;
+        b->tail_reads++;
         q = NULL;
     }
 out:
@@ -730,12 +754,74 @@ out:
     return rc;
 }
 
+/* The interrupt asked for is still owed: the read it was asked for is the
+ * one in flight (once that read has ended, the next one reads the channels
+ * of now, and nothing is owed). */
+static bool
+unblock_owed(const struct backlog *b)
+{
+    return b->unblock_read != 0 && b->unblock_read == b->tail_reads &&
+           b->tail_blocked && b->tail_client_id != 0;
+}
+
+static void on_unblock(void *ud, int rc, const redisReply *r);
+
+static void
+unblock_send(struct backlog *b)
+{
+    char id[32];
+    const char *argv[3] = { "CLIENT", "UNBLOCK", id };
+
+    if (b->unblock_inflight || !unblock_owed(b))
+        return;   /* the answer in flight decides what comes next */
+    snprintf(id, sizeof(id), "%lld", b->tail_client_id);
+    if (rs_redis_cmd(b->cmd, 0, on_unblock, b, 3, argv, NULL) != 0) {
+        rs_log(RS_LOG_DEBUG, "cannot send CLIENT UNBLOCK");
+        return;   /* the read ends with its BLOCK time */
+    }
+    b->unblock_inflight = true;
+}
+
+/* CLIENT UNBLOCK answers 1 when it woke the read, 0 when that client was
+ * not blocked. The XREAD goes on the tail link and the CLIENT UNBLOCK on
+ * the command link, two connections with no order between them: a 0 while
+ * the read is in flight means Redis has not seen the XREAD yet (or its
+ * answer is on its way here), and an interrupt lost then would leave a
+ * channel just made active unread for the whole BLOCK time. So it is sent
+ * again shortly, for as long as that read is in flight. */
 static void
 on_unblock(void *ud, int rc, const redisReply *r)
 {
-    (void)ud;
-    (void)rc;
-    (void)r;
+    struct backlog *b = ud;
+    struct timeval tv;
+    uint64_t ms;
+
+    b->unblock_inflight = false;
+    if (rc == RS_ECANCELED)
+        return;                   /* backlog_free: nothing more to send */
+    if (!unblock_owed(b) || rc != 0 || r->type != REDIS_REPLY_INTEGER ||
+        r->integer != 0) {
+        /* woken, or that read has ended, or the link failed (the read
+         * then ends with its BLOCK time) */
+        b->unblock_read = 0;
+        b->unblock_tries = 0;
+        return;
+    }
+    ms = rs_backoff_base(&BACKLOG_UNBLOCK_AGAIN, ++b->unblock_tries);
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    rs_log(RS_LOG_DEBUG, "tail read not blocked in Redis yet: CLIENT UNBLOCK "
+           "again in %llu ms (try %u)", (unsigned long long)ms,
+           b->unblock_tries);
+    evtimer_add(b->ev_unblock, &tv);
+}
+
+static void
+on_unblock_again(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    unblock_send(arg);
 }
 
 void
@@ -743,11 +829,12 @@ backlog_tail_interrupt(struct backlog *b)
 {
     if (!b->tail_blocked || b->tail_client_id == 0)
         return;
-    char id[32];
-    snprintf(id, sizeof(id), "%lld", b->tail_client_id);
-    const char *argv[3] = { "CLIENT", "UNBLOCK", id };
-    if (rs_redis_cmd(b->cmd, 0, on_unblock, NULL, 3, argv, NULL) != 0)
-        rs_log(RS_LOG_DEBUG, "cannot send CLIENT UNBLOCK");
+    if (b->unblock_read != b->tail_reads) {
+        b->unblock_read = b->tail_reads;
+        b->unblock_tries = 0;
+    }
+    if (!evtimer_pending(b->ev_unblock, NULL))
+        unblock_send(b);          /* else it is sent when the timer fires */
 }
 
 static void

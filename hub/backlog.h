@@ -144,8 +144,11 @@ int backlog_tail_read(struct backlog *b, const char *const *chans,
                       const struct msg_id *after, size_t n, unsigned block_ms,
                       unsigned count, backlog_tail_cb cb, void *ud) RS_MUST_CHECK;
 
-/* Wake a blocked tail read now (CLIENT UNBLOCK on the command link); the
- * read then ends with rc 0 and no entries. A no-op when none is blocked. */
+/* Wake the tail read in flight now (CLIENT UNBLOCK on the command link);
+ * the read then ends with rc 0 and no entries. The two links have no order
+ * between them: a CLIENT UNBLOCK that reaches Redis before the XREAD finds
+ * nothing blocked, so it is sent again (1 ms, doubling to 64 ms) for as
+ * long as that read is in flight. A no-op when no read is in flight. */
 void backlog_tail_interrupt(struct backlog *b);
 
 /* The trim logs of n channels, on the tail link (so that it runs after the
