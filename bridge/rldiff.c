@@ -66,10 +66,12 @@ rldiff_begin(struct rldiff *rd, int64_t feed)
 static const char SQL_STAGE[] =
     "INSERT OR IGNORE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
     "length, type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+/* a part that stood as it was still holds what it held: the rows its last
+ * read met (not those kept though missed) */
 static const char SQL_CARRY_DOC[] =
     "INSERT OR IGNORE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
     "length, type, miss) SELECT feed, loc, ord, doc, lastmod, hash, length, "
-    "type, 0 FROM rl WHERE feed = ?1 AND doc = ?2";
+    "type, 0 FROM rl WHERE feed = ?1 AND doc = ?2 AND miss = 0";
 
 int
 rldiff_entry(struct rldiff *rd, const struct walk_doc *d, size_t idx,
