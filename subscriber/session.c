@@ -711,6 +711,10 @@ run_queue(struct session *s)
         s->pull_why = j.why;
         s->pulling = st;
         s->pull_started = rs_time_now();
+        /* Counted from the start too: a Resource List announced while this
+         * one is read would otherwise queue a second read right behind. */
+        if (j.kind == PULL_RECONCILE)
+            s->last_reconcile = s->pull_started;
         if (j.kind == PULL_RECONCILE && !st->baselined && s->o.c.dump &&
             !st->dumped && st->d->resourcedump != NULL &&
             start_dump(s, st, &j))

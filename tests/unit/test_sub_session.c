@@ -5,7 +5,8 @@
  * baseline, then nothing to do), a resource that cannot be had, audit in
  * sync and not, run (ready, a change picked up by polling, drained), a
  * drain during the first sync's dump while a pushed change is being
- * fetched, and a --source that is not a URL. The drain is run as
+ * fetched, a --source that is not a URL, and two Resource Lists announced
+ * at once on the framework channel (one reconcile). The drain is run as
  * rs_daemon runs it. on_end is counted exactly; every test runs under a
  * watchdog and ends with nothing left on the loop, clean under ASan. */
 #include "testutil.h"
@@ -391,6 +392,91 @@ test_drain_during_the_dump(void **state)
     assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
 }
 
+/* Publish a framework notification of entries (with {B} the Source's
+ * origin) to topic; its WebSocket channel into chan. */
+static void
+fx_publish_framework(struct fx *f, const char *topic, const char *entries,
+                     char *chan, size_t chansz)
+{
+    char id[64], *body;
+    size_t len = 0;
+
+    body = tu_httpd_expand(f->srv, entries, &len);
+    assert_int_equal(tu_hub_publish(f->g, topic, body, len, id, sizeof(id),
+                                    chan, chansz), 202);
+    free(body);
+}
+
+#define FW(entries)                                                         \
+    URLSET "<rs:md capability=\"framework-notification\"/>" entries         \
+    "</urlset>"
+#define FW_RL                                                               \
+    "<url><loc>{B}/rl.xml</loc><rs:md capability=\"resourcelist\" "         \
+    "change=\"created\" datetime=\"%s\"/></url>"
+
+/* session/resourcelist_announced_twice: two new Resource Lists announced
+ * at once on the framework channel (a Source that rebuilds its list while
+ * a mirror starts) make one reconcile, not one queued behind the other:
+ * at most one a minute, counted from its start. */
+static void
+test_resourcelist_announced_twice(void **state)
+{
+    struct fx *f = *state;
+    char chan_c[256], chan_f[256], caplist[2048], note[1024], when[RS_TIME_BUFSZ];
+    char id[64];
+    struct stat sb;
+    int n;
+
+    assert_int_equal(fx_session(f, SESSION_SYNC), 0);     /* the baseline */
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 2);
+
+    /* both channels exist on the hub; the framework one carries a
+     * notification rssub ignores (a Change Dump) */
+    fx_publish_framework(f, "http://example.com/session/twice-fw",
+                         FW("<url><loc>{B}/cd.xml</loc><rs:md capability=\""
+                            "changedump\" change=\"created\" datetime=\""
+                            TA "\"/></url>"), chan_f, sizeof(chan_f));
+    assert_true(rs_time_format(rs_time_now(), when) > 0);
+    n = snprintf(note, sizeof(note), URLSET "<rs:md capability=\"changelist-"
+                 "notification\"/><url><loc>%s/r1</loc><rs:md change=\""
+                 "updated\" datetime=\"%s\"/></url></urlset>",
+                 f->srv->origin, when);
+    assert_int_equal(tu_hub_publish(f->g, "http://example.com/session/twice",
+                                    note, (size_t)n, id, sizeof(id), chan_c,
+                                    sizeof(chan_c)), 202);
+    snprintf(caplist, sizeof(caplist), CAPLIST(
+        "<url><loc>%s</loc><rs:md capability=\"changelist-notification\"/>"
+        "</url><url><loc>%s</loc><rs:md capability=\"framework-"
+        "notification\"/></url>"), chan_c, chan_f);
+    f->srv->routes[0].path[0] = '\0';
+    (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, caplist);
+
+    char err[256];
+    struct wsclient_opts wo = { .base = f->l.base };
+    f->ws = wsclient_new(&wo, err, sizeof(err));
+    assert_non_null(f->ws);
+    struct session_opts o = fx_opts(f, SESSION_RUN);
+    o.c.ready_file = f->ready;
+    o.c.push = true;
+    o.c.transport = TRANSPORT_WEBSOCKET;
+    o.ws = f->ws;
+    fx_start(f, &o);
+    TU_LOOP_UNTIL(&f->l, stat(f->ready, &sb) == 0, WATCHDOG_MS);
+    /* a restart catches up from the Change Lists: no reconcile */
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 2);
+
+    assert_true(rs_time_format(rs_time_now(), when) > 0);
+    snprintf(note, sizeof(note), FW(FW_RL FW_RL), when, when);
+    fx_publish_framework(f, "http://example.com/session/twice-fw", note,
+                         chan_f, sizeof(chan_f));
+    TU_LOOP_UNTIL(&f->l, tu_httpd_hits(f->srv, "/rl.xml") >= 4, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 500);
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 4);   /* one more */
+    assert_int_equal(f->ends, 1);
+    assert_false(fx_drain(f, 5000));
+    assert_int_equal(f->code, 0);
+}
+
 /* session/bad_source: a --source that is not an http(s) URL is refused at
  * start, and on_end never runs. */
 static void
@@ -434,6 +520,8 @@ main(void)
         T_("run_ready_then_polls", test_run_ready_then_polls),
         T_("bad_source", test_bad_source),
         T_("drain_during_the_dump", test_drain_during_the_dump),
+        T_("resourcelist_announced_twice",
+           test_resourcelist_announced_twice),
     };
 #undef T_
     int rc;
