@@ -338,10 +338,9 @@ fi
 echo "$source_url" > "$run/mirror.source"
 if [ -e "$run/mirror.state" ]; then
   # rssub does not watch its mirror: files changed there by hand since the
-  # last run stay as they are unless an audit compares every one. Before
-  # started.txt changes: the audit would then get rssource to build and
-  # announce a new Resource List, which rssub, starting, pulls while the
-  # first changes arrive (and one of them arrived 5 s late, seen 2 in 10).
+  # last run stay as they are unless an audit compares every one. Done
+  # before started.txt changes, so that it judges the mirror as the last
+  # run left it.
   echo "== rssub audit --fix --deep: is the mirror as the last run left it?"
   touch "$run/audit.log"
   log_of[rssub audit]=$run/audit.log
