@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -923,6 +924,24 @@ test_renew(void **state)
     free(body);
 }
 
+/* Hold 127.0.0.1:port bound but not listening (connections to it are
+ * refused, as to a hub that is down), so that no other program on the
+ * machine takes the port before the hub comes back on it. */
+static int
+hold_port(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port) };
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+                                sizeof(one)), 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
 /* hubsub/hub_down_then_up: a hub that is down at subscribe time is a
  * FAILED report and a retry with backoff; once the hub is up the
  * subscription becomes active and delivers. */
@@ -935,6 +954,7 @@ test_hub_down_then_up(void **state)
     int port = tu_hub_spawn(f->g, 0, "rshub2:", NULL, &f->extra_hub, NULL);
     tu_proc_stop(f->extra_hub);
     f->extra_hub = 0;
+    int held = hold_port(port);
     char hub[64];
     snprintf(hub, sizeof(hub), "http://127.0.0.1:%d/hub", port);
     fx_hubsub(f);
@@ -948,6 +968,7 @@ test_hub_down_then_up(void **state)
     assert_int_equal(f->states[1], HUBSUB_FAILED);
     next = next_in(f, T);
     assert_true(next > 1.2 && next <= 2.21);
+    close(held);
     assert_int_equal(tu_hub_spawn(f->g, port, "rshub2:", NULL, &f->extra_hub,
                                   NULL), port);
     wait_active(f, 1, 20000);
@@ -1420,6 +1441,8 @@ test_free_in_flight(void **state)
 int
 main(void)
 {
+    /* a client that resets mid-reply must not kill the test's servers */
+    signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         TEST(test_options),
         TEST(test_alloc_failures),
