@@ -7,10 +7,15 @@
 # and a WebSocket recorder on each Source's channels. While the Sources
 # keep changing at random:
 #   - kill -9 of the bridge mid-stream, three times, and a restart;
-#   - the hub down for a while (the outbox queues), then back;
+#   - kill -9 after the hub accepted a notification and before the bridge
+#     read the answer (a proxy holds it): the restart sends it again and
+#     the hub takes it for the duplicate it is (X-Publish-Id);
+#   - the hub down for a while (the outbox queues), a kill -9 of the
+#     bridge meanwhile, then the hub back;
 #   - Sources A and C slow (one request in flight), then answering 503
 #     with Retry-After, then garbage, an HTML error page, a truncated
-#     document, then correctly, while B goes on being bridged;
+#     document (each until the bridge met it, then correctly until it
+#     polled well again), while B goes on being bridged;
 #   - history rewritten: A's old entries dropped, reordered, and
 #     never-seen entries backdated among them; B's window shrunk.
 # In every case: nothing lost, nothing twice, nothing false (the recorded
@@ -43,6 +48,12 @@ if ! { bsrc_start a A --seed 404 --initial 20 --rotate 12 &&
     bad "the three Sources start"
     bridge_finish
 fi
+# The bridge publishes through a proxy that can hold the hub's answers.
+bg proxy "$PY" "$HUBTOOL" holdproxy --to "$HP" --ready "$TMP/proxy.ready" \
+    --hold "$TMP/hold" --held "$TMP/held"
+wait_file "$TMP/proxy.ready" 10 || { bad "the proxy starts"; bridge_finish; }
+PROXY=$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$TMP/proxy.ready")
+BR_HUB_URL=http://127.0.0.1:$PROXY/hub
 BR_ARGS=(--source "$(bsrc_url a)" --source "$(bsrc_url b)" --source "$(bsrc_url c)"
          --interval "${INTERVAL}s")
 bridge_start br "${BR_ARGS[@]}" || { bad "rsbridge starts"; bridge_finish; }
@@ -99,14 +110,30 @@ for pause in 1.7 0.9 2.3; do
         bridge_finish
     fi
 done
-T_RESTART=$(now)
 wait_autos a b c
 streams_ok "after kill -9"
 mirrors_ok "after kill -9"
 
+note "kill -9 after the hub accepted a notification, before the bridge read the answer"
+rm -f "$TMP/held"
+touch "$TMP/hold"
+bs a change 3 >/dev/null
+if wait_file "$TMP/held" 20; then
+    ok "the hub answered a publish, held by the proxy"
+else
+    bad "the hub answered a publish, held by the proxy"
+fi
+bridge_kill9 br
+rm -f "$TMP/hold"
+bridge_start br "${BR_ARGS[@]}" || { bad "rsbridge restarts"; bridge_finish; }
+resent_dup() { tail -c +$((BR_LOGOFF[br] + 1)) "${BR_LOG[br]}" | grep -q 'duplicate=1'; }
+check "the restarted bridge sends it again; the hub says duplicate (X-Publish-Id)" \
+    wait_until 20 resent_dup
+streams_ok "after a kill -9 between the hub's answer and the commit"
+
 # ------------------------------------------------------------- hub down
 
-note "the hub down for a while, then back"
+note "the hub down for a while (a kill -9 of the bridge meanwhile), then back"
 hub_stop h
 bs a auto '{"batches":8,"every":0.5,"min":1,"max":3,"seed":4}'
 bs b auto '{"batches":8,"every":0.5,"min":1,"max":3,"seed":5}'
@@ -114,6 +141,15 @@ pending_some() { [ "$(sources_field br a pending)" != 0 ]; }
 check "hub down: changes wait in the outbox (/sources pending)" wait_until 15 pending_some
 check "hub down: the bridge still serves /sources" \
     curl -sf --max-time 10 -o /dev/null "$(bridge_url br sources)"
+bridge_kill9 br
+if bridge_start br "${BR_ARGS[@]}"; then
+    ok "hub down: rsbridge restarts after kill -9, its outbox kept"
+else
+    bad "hub down: rsbridge restarts after kill -9, its outbox kept"
+    bridge_finish
+fi
+check "hub down: the outbox kept what was pending" wait_until 10 pending_some
+T_RESTART=$(now)
 wait_autos a b
 sleep 1
 if hub_start h --open --listen "127.0.0.1:$HP" --ws-listen "127.0.0.1:$HW"; then
@@ -146,17 +182,29 @@ bs b auto '{"batches":20,"every":0.6,"min":1,"max":3,"seed":8}'
 bs c auto '{"batches":6,"every":2.0,"min":1,"max":3,"seed":9}'
 P0=$(sources_field br b changes_published)
 sleep 7
+for s in a c; do
+    check "503: the bridge met it at $s" bs $s met status "$T_F0"
+done
 errors_grew() { [ "$(sources_field br a errors)" -gt "$E0" ]; }
 check "503: the bridge counts the Source's errors (/sources errors)" wait_until 5 errors_grew
 check "503: /sources says the last error" \
     bash -c "[ \"\$1\" != null ]" _ "$(sources_field br a last_error)"
 b_going() { [ "$(sources_field br b changes_published)" -gt "$P0" ]; }
 check "503 at A and C: B's changes are still published" wait_until 5 b_going
+# each fault until the bridge met it, then the truth until it polled well
+# (a success resets its backoff, so each fault is met within seconds)
 for mode in garbage html truncated; do
+    t=$(now)
     for s in a c; do bs $s fault "{\"mode\":\"$mode\",\"ua\":\"rsbridge\"}"; done
-    sleep 4
+    for s in a c; do
+        check "$mode: the bridge met it at $s" wait_until 40 bs $s met "$mode" "$t"
+    done
+    t=$(now)
+    for s in a c; do bs $s fault '{"mode":"none"}'; done
+    for s in a c; do
+        check "$mode over: the bridge reads $s well again" wait_until 70 bs $s met ok "$t"
+    done
 done
-for s in a c; do bs $s fault '{"mode":"none"}'; done
 T_F1=$(now)
 wait_autos a b c
 streams_ok "after the faults"

@@ -76,7 +76,7 @@ bsx() {
 # ------------------------------------------------------------ rsbridge
 
 # bridge_start NAME [RSBRIDGE-ARGS...]: rsbridge publishing to hub
-# ${BR_HUB:-h}, state in $TMP/NAME.bstate, listening on 127.0.0.1 (the
+# ${BR_HUB:-h} (at $BR_HUB_URL when set: a proxy), state in $TMP/NAME.bstate, listening on 127.0.0.1 (the
 # port of its first run again on a restart), logging (logfmt, debug,
 # appended across restarts) to BR_LOG[NAME]; waits ${BR_READY_SECS:-40} s
 # for its ready-file. Sets BR_PID[NAME], BR_HTTP[NAME].
@@ -90,7 +90,7 @@ bridge_start() {
     touch "${BR_LOG[$name]}"
     BR_LOGOFF[$name]=$(stat -c %s "${BR_LOG[$name]}")
     echo "---- rsbridge $*" >>"${BR_LOG[$name]}"
-    "$RSBRIDGE" --hub "http://127.0.0.1:${HUB_HTTP[$hub]}/hub" \
+    "$RSBRIDGE" --hub "${BR_HUB_URL:-http://127.0.0.1:${HUB_HTTP[$hub]}/hub}" \
         --listen "127.0.0.1:${BR_PORT[$name]:-0}" --state "$TMP/$name.bstate" \
         --ready-file "$ready" --log-format logfmt \
         --log-level "${BR_LOG_LEVEL:-debug}" "$@" >>"${BR_LOG[$name]}" 2>&1 &

@@ -680,6 +680,63 @@ async def asyncio_wait(aw, timeout):
     return await asyncio.wait_for(aw, timeout=timeout)
 
 
+def cmd_holdproxy(a):
+    """A TCP proxy on 127.0.0.1 (its port in --ready as {"port":N}) to
+    127.0.0.1:--to. While the file --hold exists, the upstream's bytes
+    are held back from the client (and --held is written once some are):
+    the hub has answered, the client has not read it, and can be killed
+    in between. Runs until killed."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", a.port))
+    srv.listen(128)
+    write_atomic(a.ready, '{"port":%d}\n' % srv.getsockname()[1])
+
+    def close(*socks):
+        for x in socks:
+            try:
+                x.close()
+            except OSError:
+                pass
+
+    def up(c, u):
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    u.shutdown(socket.SHUT_WR)
+                    return
+                u.sendall(d)
+        except OSError:
+            close(c, u)
+
+    def down(u, c):
+        try:
+            while True:
+                d = u.recv(65536)
+                if not d:
+                    break
+                while os.path.exists(a.hold):
+                    if not os.path.exists(a.held):
+                        write_atomic(a.held, "held\n")
+                    time.sleep(0.01)
+                c.sendall(d)
+        except OSError:
+            pass
+        close(c, u)
+
+    while True:
+        c, _ = srv.accept()
+        try:
+            u = socket.create_connection(("127.0.0.1", a.to), timeout=10)
+            u.settimeout(None)
+        except OSError:
+            close(c)
+            continue
+        threading.Thread(target=up, args=(c, u), daemon=True).start()
+        threading.Thread(target=down, args=(u, c), daemon=True).start()
+
+
 def cmd_touch_channels(a):
     """Connect to, and leave, n channels PREFIX00000... one after another
     (open mode: each becomes an active channel for a while)."""
@@ -1568,6 +1625,14 @@ def main():
     q.add_argument("--out", required=True)
     q.add_argument("--ready")
     q.set_defaults(fn=cmd_follow)
+
+    q = sub.add_parser("holdproxy")
+    q.add_argument("--to", type=int, required=True)
+    q.add_argument("--port", type=int, default=0)
+    q.add_argument("--ready", required=True)
+    q.add_argument("--hold", required=True)
+    q.add_argument("--held", required=True)
+    q.set_defaults(fn=cmd_holdproxy)
 
     q = sub.add_parser("touch-channels")
     q.add_argument("--ws", type=int, required=True)
