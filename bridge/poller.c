@@ -252,7 +252,10 @@ url_hash(const char *url)
     return h != 0 ? h : 1;
 }
 
-/* A request for url goes out now. */
+/* A request for url was answered (or failed). The next one waits
+ * --interval from here: from its answer, not from its start, since a
+ * request may leave the loop later than it was made, and a Source counts
+ * from when it arrived. */
 static void
 requested(struct poller *p, const char *url)
 {
@@ -520,13 +523,20 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         poll_fail(p, 0, -1, err);
         return;
     }
+    /* what discovery read counts as read now: the Source Description and
+     * the Capability Lists are read again, whole, at the end of this poll
+     * (their entries are served), not within --interval */
+    requested(p, p->url);
     rs_free(p->description);
     p->description = NULL;
-    if (res->description != NULL)
+    if (res->description != NULL) {
         p->description = rs_strdup(res->description);
+        requested(p, res->description);
+    }
     bool any = false;
     for (size_t i = 0; i < res->nsets; i++) {
         const struct discovery_set *ds = &res->sets[i];
+        requested(p, ds->caplist);
         struct cap *c = cap_add(p, ds->caplist);
         if (c == NULL)
             continue;
@@ -694,6 +704,7 @@ on_cap_read(void *ud, const struct reader_result *r)
     if (p->state == PS_STOPPED)
         return;
     const char *url = p->item < 0 ? p->description : p->caps[p->item].url;
+    requested(p, url);
     char why[700];
     if (r->rc != 0 || (r->status != 200 && !r->not_modified)) {
         if (r->rc == 0)
@@ -808,7 +819,6 @@ caps_step(struct poller *p)
         .on_done = on_cap_read,
         .ud = p,
     };
-    requested(p, url);
     int rc = reader_get(p->rd, &q);
     one_doc_clear(&old);
     if (rc != 0) {
@@ -1045,6 +1055,7 @@ on_check(void *ud, const struct reader_result *r)
     struct poller *p = ud;
     if (p->state == PS_STOPPED)
         return;
+    requested(p, p->checks[p->item]);
     if (r->rc == 0 && (r->status == 429 || r->status == 503)) {
         char why[600];
         snprintf(why, sizeof(why), "HEAD %s: HTTP %ld", p->checks[p->item],
@@ -1082,7 +1093,6 @@ checks_step(struct poller *p)
     }
     struct reader_req q = { .url = url, .head = true, .on_done = on_check,
                             .ud = p };
-    requested(p, url);
     if (reader_get(p->rd, &q) != 0) {
         p->item++;                /* not asked: kept, decided next time */
         arm(p, 0, checks_step);
@@ -1096,6 +1106,7 @@ on_rlhead(void *ud, const struct reader_result *r)
     if (p->state == PS_STOPPED)
         return;
     struct store_feed *f = p->feed;
+    requested(p, f->url);
     char why[700];
     if (r->rc != 0 || (r->status != 200 && !r->not_modified)) {
         if (r->rc == 0)
@@ -1180,7 +1191,6 @@ rlhead_step(struct poller *p)
         .on_done = on_rlhead,
         .ud = p,
     };
-    requested(p, f->url);
     int rc = reader_get(p->rd, &q);
     one_doc_clear(&old);
     if (rc != 0)

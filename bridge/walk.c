@@ -480,6 +480,8 @@ on_read(void *ud, const struct reader_result *r)
     }
     struct pend *c = &w->cur;
     int rc = r->rc;
+    if (w->o.requested != NULL && rc != RS_ECANCELED)
+        w->o.requested(w->o.ud, c->url);
     if (rc == RS_ECANCELED) {
         snprintf(w->err, sizeof(w->err), "%s: cancelled", c->url);
         walk_finish(w, rc);
@@ -621,8 +623,6 @@ walk_request(struct walk *w)
         .ud = w,
     };
     w->cur_index = false;
-    if (w->o.requested != NULL)
-        w->o.requested(w->o.ud, c->url);
     int rc = reader_get(w->o.rd, &q);
     if (rc != 0) {
         snprintf(w->err, sizeof(w->err), "GET %s: %s", c->url,

@@ -58,7 +58,8 @@ struct walk_opts {
     size_t max_docs;          /* one walk; 0 = 100000 */
     /* How long (ms) before url may be requested (politeness); 0: now. */
     int64_t (*wait_ms)(void *ud, const char *url);
-    /* A request for url goes out now. */
+    /* A request for url was answered (or failed): politeness counts
+     * from here. */
     void (*requested)(void *ud, const char *url);
     /* An entry of a document answered 200, in document order. 0 goes on,
      * negative stops the walk with that error. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 #include "tu_httpd.h"
@@ -48,6 +49,8 @@ struct tbs {
     struct tbs_doc docs[TBS_DOCS];
     size_t ndocs;
     char log[TBS_LOG][160];    /* "GET key" / "HEAD key" */
+    double t0[TBS_LOG];        /* when each came (s, monotonic) */
+    double t1[TBS_LOG];        /* when it was answered */
     size_t nlog;
     unsigned requests, not_modified;
     int hold_ms;               /* > 0: each reply waits this long */
@@ -58,6 +61,7 @@ struct tbs {
 
 struct tbs_held {
     struct tbs *s;
+    size_t logi;               /* its line in the log, or TBS_LOG */
     struct evhttp_request *req;
     struct event *ev;
     int status;
@@ -65,6 +69,14 @@ struct tbs_held {
     size_t len;
     char headers[512];
 };
+
+static inline double
+tbs_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static inline char *
 tbs_expand(const struct tbs *s, const char *t, size_t *len)
@@ -202,8 +214,10 @@ tbs_add_headers(struct evkeyvalq *out, const char *lines)
 
 static inline void
 tbs_send(struct tbs *s, struct evhttp_request *req, int status,
-         const char *headers, const char *body, size_t len)
+         const char *headers, const char *body, size_t len, size_t logi)
 {
+    if (logi < TBS_LOG)
+        s->t1[logi] = tbs_now();
     struct evbuffer *b = evbuffer_new();
     assert_non_null(b);
     tbs_add_headers(evhttp_request_get_output_headers(req), headers);
@@ -220,7 +234,8 @@ tbs_on_held(evutil_socket_t fd, short what, void *arg)
     struct tbs_held *h = arg;
     (void)fd;
     (void)what;
-    tbs_send(h->s, h->req, h->status, h->headers, h->body, h->len);
+    tbs_send(h->s, h->req, h->status, h->headers, h->body, h->len,
+             h->logi);
     event_free(h->ev);
     free(h->body);
     free(h);
@@ -230,13 +245,15 @@ static inline void
 tbs_reply(struct tbs *s, struct evhttp_request *req, int status,
           const char *headers, const char *body, size_t len)
 {
+    size_t logi = s->nlog > 0 ? s->nlog - 1 : TBS_LOG;
     if (s->hold_ms <= 0) {
-        tbs_send(s, req, status, headers, body, len);
+        tbs_send(s, req, status, headers, body, len, logi);
         return;
     }
     struct tbs_held *h = calloc(1, sizeof(*h));
     assert_non_null(h);
     h->s = s;
+    h->logi = logi;
     h->req = req;
     h->status = status;
     snprintf(h->headers, sizeof(h->headers), "%s", headers ? headers : "");
@@ -264,9 +281,12 @@ tbs_on_request(struct evhttp_request *req, void *arg)
     s->requests++;
     if (++s->inflight > s->max_inflight)
         s->max_inflight = s->inflight;
-    if (s->nlog < TBS_LOG)
+    if (s->nlog < TBS_LOG) {
+        s->t0[s->nlog] = tbs_now();
+        s->t1[s->nlog] = 0;
         snprintf(s->log[s->nlog++], sizeof(s->log[0]), "%s %.150s",
                  head ? "HEAD" : "GET", key);
+    }
     if (s->hook != NULL)
         s->hook(s, key, s->hook_ud);
     struct tbs_doc *d = tbs_find(s, key);
