@@ -63,6 +63,7 @@ static struct {
     int64_t poll_ms;
     int64_t push_timeout_ms;
     int64_t pull_ms;
+    int64_t reconcile_min_ms;
     int64_t audit_ms;
     bool audit_fix;
     bool fix;
@@ -150,6 +151,10 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_DURATION("pull-interval", 0, &conf.pull_ms, "10m", 0, 0,
                        "with push, also pull Change Lists this often, as a "
                        "safety net (0: never)"),
+    RS_CONFIG_DURATION("reconcile-min-interval", 0, &conf.reconcile_min_ms,
+                       "1m", 0, 0, "run: a new Resource List announced: "
+                       "reconcile, at most this often (one announced sooner "
+                       "waits its turn)"),
     RS_CONFIG_DURATION("audit-interval", 0, &conf.audit_ms, "0", 0, 0,
                        "run: compare with the Resource List this often "
                        "(0: never)"),
@@ -520,6 +525,7 @@ setup_session(struct rssub *s, bool readonly)
             .poll_ms = conf.poll_ms,
             .push_timeout_ms = conf.push_timeout_ms,
             .pull_ms = conf.pull_ms,
+            .reconcile_min_ms = conf.reconcile_min_ms,
             .audit_ms = conf.audit_ms,
             .audit_fix = conf.audit_fix,
             .max_delete = (uint64_t)conf.max_delete,

@@ -45,7 +45,6 @@
 #define SESSION_MAX_SETS 16
 #define SESSION_PROGRESS_MS 250
 #define SESSION_READY_TICK_MS 200   /* run: is the first sync applied yet? */
-#define SESSION_RECONCILE_MIN_MS (60 * 1000)   /* framework-triggered */
 /* A channel replays from this long before a pull began: the hub's ids are
  * its clock, the Source's change times are the Source's. */
 #define SESSION_MARK_MARGIN_US (60 * 1000000LL)
@@ -121,6 +120,10 @@ struct set {
                                      taken up later replays from before it */
     bool baselined;               /* persisted (ledger meta KEY) */
     bool dumped;                  /* --dump: the dump was unpacked */
+    bool reconcile_owed;          /* a new Resource List was announced
+                                     within --reconcile-min-interval of
+                                     the last reconcile: reconcile when it
+                                     is up (ev_reconcile) */
 };
 
 struct job_q {
@@ -162,7 +165,7 @@ struct session {
     rs_time_t last_reconcile;
     int exit_code;
     struct event *ev_poll, *ev_pull, *ev_audit, *ev_progress,
-        *ev_retry_pull, *ev_ready, *ev_end;
+        *ev_retry_pull, *ev_ready, *ev_end, *ev_reconcile;
     int metrics_port;
     struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
     struct rs_metrics_counter *m_fallback[4];
@@ -713,8 +716,10 @@ run_queue(struct session *s)
         s->pull_started = rs_time_now();
         /* Counted from the start too: a Resource List announced while this
          * one is read would otherwise queue a second read right behind. */
-        if (j.kind == PULL_RECONCILE)
+        if (j.kind == PULL_RECONCILE) {
             s->last_reconcile = s->pull_started;
+            st->reconcile_owed = false;   /* this read serves it */
+        }
         if (j.kind == PULL_RECONCILE && !st->baselined && s->o.c.dump &&
             !st->dumped && st->d->resourcedump != NULL &&
             start_dump(s, st, &j))
@@ -972,6 +977,42 @@ on_follow_live(void *ud)
     queue_pull_since(st, PULL_CHANGES, WHY_GAP, source_dt(st));
 }
 
+/* Queue the reconciles owed once --reconcile-min-interval has passed
+ * since the last one began; until then, wait for it. */
+static void
+reconcile_owed_run(struct session *s)
+{
+    rs_time_t wait = s->last_reconcile +
+                     (rs_time_t)s->o.c.reconcile_min_ms * 1000 - rs_time_now();
+
+    if (s->state == SESSION_DRAINING || s->state == SESSION_DONE)
+        return;
+    if (wait > 0) {
+        if (!evtimer_pending(s->ev_reconcile, NULL)) {
+            struct timeval tv = tv_ms(wait / 1000 + 1);
+            char in[24];
+
+            snprintf(in, sizeof(in), "%.1f", (double)wait / 1e6);
+            rs_log_kv(RS_LOG_INFO, "new resource list: reconciling when "
+                      "--reconcile-min-interval has passed since the last "
+                      "reconcile", "in_seconds", in, NULL);
+            evtimer_add(s->ev_reconcile, &tv);
+        }
+        return;
+    }
+    for (size_t i = 0; i < s->nsets; i++)
+        if (s->sets[i].reconcile_owed)
+            queue_pull(&s->sets[i], PULL_RECONCILE, WHY_FRAMEWORK);
+}
+
+static void
+on_reconcile_due(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    reconcile_owed_run(arg);
+}
+
 static void
 on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
                     const char *loc)
@@ -995,11 +1036,13 @@ on_follow_framework(void *ud, enum rs_capability cap, enum rs_change ch,
         queue_pull(st, PULL_CHANGES, WHY_FRAMEWORK);
         break;
     case RS_CAP_RESOURCELIST:
-        /* A new snapshot: reconcile, but not more often than a minute
-         * (a busy Source publishes them often; changes cover the rest). */
-        if (rs_time_now() - s->last_reconcile >
-            (rs_time_t)SESSION_RECONCILE_MIN_MS * 1000)
-            queue_pull(st, PULL_RECONCILE, WHY_FRAMEWORK);
+        /* A new snapshot: reconcile, but not more often than
+         * --reconcile-min-interval (a busy Source publishes them often).
+         * One announced sooner is owed, not dropped: a bridge announces
+         * one when the Source rewrote its history, which no change
+         * brings. */
+        st->reconcile_owed = true;
+        reconcile_owed_run(s);
         break;
     case RS_CAP_CAPABILITYLIST:
         /* Its channels or documents may have moved: read it again. */
@@ -1872,8 +1915,9 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
     s->ev_retry_pull = evtimer_new(o->base, on_retry_pull, s);
     s->ev_ready = event_new(o->base, -1, EV_PERSIST, on_ready_tick, s);
     s->ev_end = evtimer_new(o->base, on_end_event, s);
+    s->ev_reconcile = evtimer_new(o->base, on_reconcile_due, s);
     if (s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
-        s->ev_retry_pull == NULL ||
+        s->ev_retry_pull == NULL || s->ev_reconcile == NULL ||
         s->ev_ready == NULL || s->ev_end == NULL) {
         snprintf(err, errsz, "out of memory");
         goto fail;
@@ -1908,7 +1952,7 @@ session_free(struct session *s)
     discovery_result_free(s->disc);
     struct event *evs[] = { s->ev_poll, s->ev_pull, s->ev_audit,
                             s->ev_progress, s->ev_retry_pull,
-                            s->ev_ready, s->ev_end };
+                            s->ev_ready, s->ev_end, s->ev_reconcile };
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i] != NULL)
             event_free(evs[i]);

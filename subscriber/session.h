@@ -48,6 +48,7 @@ struct session_conf {
     bool fix;                      /* audit --fix */
     bool readonly;                 /* a report-only audit */
     int64_t poll_ms, push_timeout_ms, pull_ms, audit_ms;
+    int64_t reconcile_min_ms;      /* framework-triggered reconciles */
     bool audit_fix;
     uint64_t max_delete;
     unsigned max_delete_share;
