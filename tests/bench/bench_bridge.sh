@@ -118,7 +118,7 @@ redis_start || die "redis-server did not start"
 hub_start h --open || die "rshub did not start"
 
 # srcs_start PREFIX N [SERVE-ARGS...]: N Sources PREFIX1..PREFIXN (shape
-# A), started together.
+# A), started together; seeded 1..N unless SERVE-ARGS give --seed.
 srcs_start() {
     local pre=$1 n=$2 i
     shift 2
@@ -214,7 +214,7 @@ phase() {
     }
     wait_until 300 all_same_n >/dev/null || echo "   WARNING: $name: mirrors not all equal to the Source" >&2
     sleep 2
-    bs "$s" auto "{\"batches\":$((window / 2)),\"every\":2,\"min\":1,\"max\":2,\"seed\":$n}"
+    bs "$s" auto "{\"batches\":$((window / 2)),\"every\":2,\"min\":1,\"max\":2,\"seed\":42}"
     t0=$(now)
     sleep "$window"
     t1=$(now)
@@ -228,7 +228,8 @@ phase() {
 
 if [[ " $parts " == *" load "* ]]; then
     echo "== load: one Source, 1 and $mirrors mirrors behind the bridge, $mirrors polling it" >&2
-    srcs_start l 3 --initial 50 --rotate 1000
+    # the three Sources make the same changes at the same pace
+    srcs_start l 3 --initial 50 --rotate 1000 --seed 42
     bridge_start bl --source "$(bsrc_url l1)" --source "$(bsrc_url l2)" \
         --interval "${interval}s" || die "rsbridge did not start"
     rows=()
@@ -236,7 +237,7 @@ if [[ " $parts " == *" load "* ]]; then
     phase "b$mirrors" l2 bridged "$mirrors"; rows+=("$ROW")
     phase "d$mirrors" l3 direct "$mirrors"; rows+=("$ROW")
     bridge_stop bl
-    emit "### Requests to one Source per minute (changes: 1 or 2 every 2 s)"
+    emit "### Requests to one Source per minute (50 resources; the same changes in each phase: 1 or 2 every 1 to 3 s)"
     emit ""
     emit "| mirrors | following | window, s | documents / min (bridge) | documents / min (mirrors) | resources / min | all / min |"
     emit "|---:|---|---:|---:|---:|---:|---:|"
