@@ -103,7 +103,7 @@ fp_stream(const uint8_t *data, size_t size, struct fp_count *c)
 static void
 fp_write_reparse(const struct rs_doc *doc)
 {
-    static const struct rs_write_opts wopts = { true, false, true };
+    static const struct rs_write_opts wopts = { .pretty = true, .lenient = true };
     char *out = NULL, *out2 = NULL;
     size_t len = 0, len2 = 0;
     if (rs_doc_write(doc, &wopts, &out, &len) != 0)
