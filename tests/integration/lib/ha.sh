@@ -20,7 +20,7 @@
 #                              the epoch second of the fault)
 #   ha_stop_primary / ha_cont  SIGSTOP it / SIGCONT it
 #   ha_wait_failover SECS      every Sentinel names a primary other than
-#                              HA_OLD, and it answers ROLE master
+#                              HA_OLD, and it answers ROLE master (HA_NEW)
 #   ha_wait_replica NODE PRIMARY SECS  NODE replicates from PRIMARY
 #                              (host:port), link up
 #   ha_stop_replica [NODE]     SIGTERM a replica (the first by default)
@@ -28,6 +28,10 @@
 #   ha_restart NODE            same for a node killed by ha_kill9_primary
 #   ha_cli NODE ARGS...        redis-cli to data node NODE
 #   ha_scli S ARGS...          redis-cli to Sentinel S
+# Call ha_start and the faults directly, not in $(...) or through check:
+# the PIDs and names they record must stay in the test's shell.
+# HA_FAULT_T, HA_NEW, HA_FAILOVER_T are for the callers:
+# shellcheck disable=SC2034
 
 HA_NAME=${HA_NAME:-rsmaster}
 HA_DOWN_MS=${HA_DOWN_MS:-1000}         # Sentinel's down-after-milliseconds
@@ -38,6 +42,8 @@ HA_NODES=()
 HA_OLD=             # the node the last fault was made to
 HA_FAULT_T=         # when (epoch seconds, with a fraction)
 HA_STOPPED=         # the node SIGSTOPped now, if any
+HA_NEW=             # the primary ha_wait_failover saw elected
+HA_FAILOVER_T=      # when (epoch seconds)
 declare -A HA_PID HA_PORT HA_KNOWN
 
 # ha_free_port: a TCP port on 127.0.0.1 nobody listens on now. A race with
@@ -98,10 +104,10 @@ ha_pong() { [ "$(ha_cli "$1" ping 2>/dev/null)" = PONG ]; }
 # free one the first time), a replica of PRIMARY when given. Diskless
 # replication without delay: a replica (re)synchronizes in milliseconds.
 ha_node_start() {
-    local n=$1 of=${2:-} try rc args
+    local n=$1 of=${2:-} rc args
     mkdir -p "$HA_DIR/$n"
     [[ " ${HA_NODES[*]} " == *" $n "* ]] || HA_NODES+=("$n")
-    for try in 1 2 3 4 5; do
+    for _ in 1 2 3 4 5; do
         [ -n "${HA_PORT[$n]:-}" ] || HA_PORT[$n]=$(ha_free_port)
         args=(--port "${HA_PORT[$n]}" --bind 127.0.0.1 --dir "$HA_DIR/$n"
               --save "" --appendonly no --daemonize no
@@ -283,12 +289,14 @@ ha_failed_over() {
     [ "$(ha_cli "$(ha_node_of "$first")" role 2>/dev/null | head -n 1)" = master ]
 }
 
-# ha_wait_failover SECS: wait for the failover after a fault; prints the
-# new primary's node and sets HA_FAILOVER_T (epoch seconds, when seen)
+# ha_wait_failover SECS: wait for the failover after a fault; sets HA_NEW
+# (the new primary's node) and HA_FAILOVER_T (epoch seconds, when seen).
+# Not in a subshell (no $(...), no check): the variables are the caller's.
 ha_wait_failover() {
+    HA_NEW=
     if wait_until "$1" ha_failed_over; then
         HA_FAILOVER_T=$(ha_now)
-        ha_primary_node
+        HA_NEW=$(ha_primary_node)
         return 0
     fi
     return 1
