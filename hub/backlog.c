@@ -5,14 +5,18 @@
  * and its mark are read atomically (docs/protocol.md 7). Three links:
  * publishes (appends, topic claims) have one of their own, so an XADD never
  * waits in a pipeline behind replay pages or WebSub work on the command
- * link; the blocking tail read has the third.
+ * link; the blocking tail read has the third. With --ack-replicas N, an
+ * append is answered only after WAIT N on the publish link (group commit:
+ * docs/internals/failover.md).
  */
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define RS_LOG_MODULE "backlog"
+#include "ack.h"
 #include "backlog.h"
 #include "rs_alloc.h"
 #include "rs_backoff.h"
@@ -147,6 +151,19 @@ static struct script scripts[SC_COUNT] = {
         "return ARGV[2]\n",
 };
 
+/* An append Redis answered, waiting for the WAIT that confirms it
+ * (--ack-replicas > 0). */
+struct ackwait {
+    struct ackwait *next;
+    bool once;                    /* backlog_append_once_cb, else
+                                     backlog_append_cb */
+    void *cb;
+    void *ud;
+    struct msg_id id;
+    bool duplicate;
+    uint64_t gen;                 /* the publish connection that answered */
+};
+
 struct backlog {
     struct backlog_opts o;
     char *prefix;
@@ -164,6 +181,17 @@ struct backlog {
     bool unblock_inflight;        /* a CLIENT UNBLOCK awaits its answer */
     unsigned unblock_tries;       /* ...answers "not blocked" in a row */
     struct event *ev_unblock;     /* sends the CLIENT UNBLOCK again */
+    /* --ack-replicas: appends answered, waiting for a WAIT (FIFO). A WAIT
+     * confirms the writes sent before it on its connection, so each
+     * waiter remembers the connection (pub_gen, counted per READY) that
+     * answered it; one on an older connection can no longer be
+     * confirmed. */
+    struct ackwait *aw_head, *aw_tail;
+    bool wait_inflight;
+    uint64_t pub_gen;
+    uint64_t wait_gen;            /* the connection of the WAIT in flight */
+    struct timespec wait_sent;
+    long long ack_count;          /* the last WAIT's replicas; -1 */
 };
 
 /* One call in flight: what to call back and what to keep until then. */
@@ -318,8 +346,10 @@ static void
 on_pub_state(void *ud, enum rs_redis_state st, const char *errstr)
 {
     struct backlog *b = ud;
-    if (st == RS_REDIS_READY)
+    if (st == RS_REDIS_READY) {
+        b->pub_gen++;
         script_load_all(b->pub, scripts, SC_COUNT);
+    }
     if (b->o.on_state != NULL)
         b->o.on_state(b->o.ud, "publish", st, errstr);
 }
@@ -356,6 +386,7 @@ backlog_new(struct event_base *base, const struct backlog_opts *o,
     if (b == NULL)
         return NULL;
     b->o = *o;
+    b->ack_count = -1;
     b->page_bytes = o->page_bytes != 0 ? o->page_bytes : BACKLOG_PAGE_BYTES;
     b->prefix = rs_strdup(o->prefix != NULL ? o->prefix : "rshub:");
     if (b->prefix == NULL)
@@ -398,7 +429,7 @@ backlog_free(struct backlog *b)
     if (b == NULL)
         return;
     rs_redis_free(b->tail);
-    rs_redis_free(b->pub);
+    rs_redis_free(b->pub);      /* a WAIT in flight answers its waiters */
     rs_redis_free(b->cmd);
     if (b->ev_unblock != NULL)
         event_free(b->ev_unblock);
@@ -411,6 +442,30 @@ backlog_ready(const struct backlog *b)
 {
     return rs_redis_state(b->cmd) == RS_REDIS_READY &&
            rs_redis_state(b->pub) == RS_REDIS_READY;
+}
+
+long long
+backlog_ack_count(const struct backlog *b)
+{
+    return b->ack_count;
+}
+
+const char *
+backlog_addr(const struct backlog *b)
+{
+    return rs_redis_addr(b->pub);
+}
+
+const char *
+backlog_cmd_addr(const struct backlog *b)
+{
+    return rs_redis_addr(b->cmd);
+}
+
+const char *
+backlog_tail_addr(const struct backlog *b)
+{
+    return rs_redis_addr(b->tail);
 }
 
 bool
@@ -443,20 +498,140 @@ backlog_prefix(const struct backlog *b)
     return b->prefix;
 }
 
+/* ----------------------------------------------------- replicated acks */
+
+static void
+ackwait_answer(struct ackwait *w, int rc)
+{
+    if (w->once)
+        ((backlog_append_once_cb)w->cb)(w->ud, rc, w->id, w->duplicate);
+    else
+        ((backlog_append_cb)w->cb)(w->ud, rc, w->id);
+    rs_free(w);
+}
+
+/* Answer every waiter: rc for those of connection gen, RS_EIO for those
+ * of an older one (gen 0: rc for all). The list is detached first: an
+ * answer may not append again, but nothing here depends on that. */
+static void
+ackwait_answer_all(struct backlog *b, uint64_t gen, int rc)
+{
+    struct ackwait *w = b->aw_head;
+    b->aw_head = b->aw_tail = NULL;
+    while (w != NULL) {
+        struct ackwait *next = w->next;
+        ackwait_answer(w, gen == 0 || w->gen == gen ? rc : RS_EIO);
+        w = next;
+    }
+}
+
+static void wait_send(struct backlog *b);
+
+/* The WAIT's answer. Every append whose reply came before it on its
+ * connection ran before it in Redis (one connection's commands run in
+ * order), so its count covers all of them: group commit. */
+static void
+on_wait(void *ud, int rc, const redisReply *r)
+{
+    struct backlog *b = ud;
+    struct timespec now;
+    long long got = -1;
+
+    b->wait_inflight = false;
+    if (rc == RS_ECANCELED) {
+        ackwait_answer_all(b, 0, rc);
+        return;
+    }
+    if (rc == 0 && r->type == REDIS_REPLY_INTEGER) {
+        got = r->integer;
+    } else if (rc == 0) {
+        reply_log_error("WAIT", r);
+        rc = RS_EPROTO;
+    }
+    b->ack_count = got;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (b->o.on_wait != NULL)
+        b->o.on_wait(b->o.ud, "publish", rc, got,
+                     (double)(now.tv_sec - b->wait_sent.tv_sec) +
+                     (double)(now.tv_nsec - b->wait_sent.tv_nsec) / 1e9);
+    if (rc == 0 && got < (long long)b->o.ack_replicas)
+        rc = ACK_ESHORT;
+    ackwait_answer_all(b, b->wait_gen, rc);
+    wait_send(b);
+}
+
+/* One WAIT in flight at a time; appends answered meanwhile wait for the
+ * next. (They could not be covered by a WAIT sent before them anyway.) */
+static void
+wait_send(struct backlog *b)
+{
+    char n[16], tmo[16];
+    const char *argv[3] = { "WAIT", n, tmo };
+
+    if (b->wait_inflight || b->aw_head == NULL)
+        return;
+    snprintf(n, sizeof(n), "%u", b->o.ack_replicas);
+    snprintf(tmo, sizeof(tmo), "%u", b->o.ack_timeout_ms);
+    /* the link's own timeout must not cut a WAIT that is still within
+     * its own */
+    unsigned ctl = b->o.command_timeout_ms ? b->o.command_timeout_ms : 2000;
+    int rc = rs_redis_cmd(b->pub, b->o.ack_timeout_ms + ctl, on_wait, b, 3,
+                          argv, NULL);
+    if (rc != 0) {
+        /* stored, and nothing can confirm it on this connection */
+        ackwait_answer_all(b, 0, RS_EIO);
+        return;
+    }
+    b->wait_inflight = true;
+    b->wait_gen = b->pub_gen;
+    clock_gettime(CLOCK_MONOTONIC, &b->wait_sent);
+}
+
+/* An append Redis answered: straight to its callback, or (--ack-replicas)
+ * behind the next WAIT. Takes q. */
+static void
+append_answered(struct backlog *b, struct req *q, bool once, int rc,
+                struct msg_id id, bool dup)
+{
+    if (rc == 0 && b->o.ack_replicas > 0) {
+        struct ackwait *w = rs_calloc(1, sizeof(*w));
+        if (w != NULL) {
+            w->once = once;
+            w->cb = q->cb;
+            w->ud = q->ud;
+            w->id = id;
+            w->duplicate = dup;
+            w->gen = b->pub_gen;
+            if (b->aw_tail != NULL)
+                b->aw_tail->next = w;
+            else
+                b->aw_head = w;
+            b->aw_tail = w;
+            rs_free(q);
+            wait_send(b);
+            return;
+        }
+        rc = RS_ENOMEM;   /* stored; cannot be confirmed: outcome unknown */
+    }
+    if (once)
+        ((backlog_append_once_cb)q->cb)(q->ud, rc, id, dup);
+    else
+        ((backlog_append_cb)q->cb)(q->ud, rc, id);
+    rs_free(q);
+}
+
 /* ----------------------------------------------------------------- append */
 
 static void
 on_append(void *ud, int rc, const redisReply *r)
 {
     struct req *q = ud;
-    backlog_append_cb cb = (backlog_append_cb)q->cb;
     struct msg_id id = { 0, 0 };
     if (rc == 0 && !reply_id(r, &id)) {
         reply_log_error("append", r);
         rc = RS_EPROTO;
     }
-    cb(q->ud, rc, id);
-    rs_free(q);
+    append_answered(q->b, q, false, rc, id, false);
 }
 
 int
@@ -486,7 +661,6 @@ static void
 on_append_once(void *ud, int rc, const redisReply *r)
 {
     struct req *q = ud;
-    backlog_append_once_cb cb = (backlog_append_once_cb)q->cb;
     struct msg_id id = { 0, 0 };
     bool dup = false;
     if (rc == 0) {
@@ -499,8 +673,9 @@ on_append_once(void *ud, int rc, const redisReply *r)
             dup = r->element[0]->integer == 0;
         }
     }
-    cb(q->ud, rc, id, dup);
-    rs_free(q);
+    /* a duplicate waits too: the entry it names may be one a WAIT never
+     * confirmed, and the script's own write comes after it */
+    append_answered(q->b, q, true, rc, id, dup);
 }
 
 int

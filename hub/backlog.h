@@ -36,6 +36,16 @@ struct backlog_opts {
     void (*on_state)(void *ud, const char *which, enum rs_redis_state st,
                      const char *errstr);
     void *ud;
+    /* --ack-replicas: 0 = appends are answered as Redis answers them.
+     * N > 0: an append's callback waits for WAIT N ack_timeout_ms on the
+     * publish link (group commit: one WAIT answers every append answered
+     * before it on that connection); fewer than N -> rc ACK_ESHORT (ack.h)
+     * with the id stored. on_wait hears every WAIT's outcome (which =
+     * "publish"; rc 0 with the replicas counted, or the link's error). */
+    unsigned ack_replicas;
+    unsigned ack_timeout_ms;
+    void (*on_wait)(void *ud, const char *which, int rc, long long got,
+                    double secs);
 };
 
 struct backlog_entry {
@@ -56,7 +66,9 @@ struct backlog_info {
 
 /* Callbacks follow rs_redis's contract: exactly once per accepted call,
  * never when the call returned an error. rc: 0, RS_EIO / RS_ETIMEDOUT /
- * RS_ECANCELED from the link, RS_EPROTO for an unexpected reply. */
+ * RS_ECANCELED from the link, RS_EPROTO for an unexpected reply; appends
+ * also ACK_ESHORT (stored as id, not confirmed on --ack-replicas
+ * replicas: backlog_ack_count says how many were). */
 typedef void (*backlog_append_cb)(void *ud, int rc, struct msg_id id);
 typedef void (*backlog_page_cb)(void *ud, int rc, struct msg_id mark,
                                 const struct backlog_entry *e, size_t n);
@@ -88,6 +100,16 @@ bool backlog_ready(const struct backlog *b);
 bool backlog_tail_ready(const struct backlog *b); /* tail link READY */
 void backlog_stats(const struct backlog *b, struct rs_redis_stats *out);
 void backlog_publish_stats(const struct backlog *b, struct rs_redis_stats *out);
+
+/* The replicas the publish link's last WAIT counted (-1: none yet, or it
+ * failed). */
+long long backlog_ack_count(const struct backlog *b);
+
+/* "host:port" (or the unix path) each link is, or last was, connected to
+ * (rs_redis_addr): a reply's server, read in its callback. */
+const char *backlog_addr(const struct backlog *b);       /* publish link */
+const char *backlog_cmd_addr(const struct backlog *b);   /* command link */
+const char *backlog_tail_addr(const struct backlog *b);  /* tail link */
 
 /* The command link and key prefix, for other stores of the hub's Redis
  * layout (subs.c). */

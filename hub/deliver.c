@@ -428,6 +428,20 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
     if (sub_reap(s) || s->state == DS_REMOVING || rc != 0)
         return;   /* removed meanwhile; or Redis failed: the tick retries */
     struct dtopic *t = s->t;
+    bool cut = false;
+    if (d->o.replicated_only) {
+        /* Only what N replicas hold (the fan-out's cursor): the rest comes
+         * from the tail once confirmed. No cursor yet (the channel is
+         * being activated): the tick reads again. The page is contiguous,
+         * so nothing at or below the cursor is left out. */
+        struct msg_id conf;
+        if (!fanout_confirmed(d->o.fanout, t->name, &conf))
+            return;
+        while (n > 0 && msg_id_cmp(e[n - 1].id, conf) > 0) {
+            n--;
+            cut = true;
+        }
+    }
     d->st.pages++;
     if (msg_id_cmp(s->queued_to, mark) < 0 && !msg_id_is_zero(s->queued_to) &&
         s->gap == GAP_NONE) {
@@ -456,7 +470,8 @@ on_page(void *ud, int rc, struct msg_id mark, const struct backlog_entry *e,
     /* Caught up only if the page was short, all of it fitted in the queue,
      * and the tail has not gone past it meanwhile (what the tail gave is
      * then in the next page). */
-    if (all_in && n < d->o.queue_max && msg_id_cmp(t->head, s->queued_to) <= 0)
+    if (all_in && (n < d->o.queue_max || cut) &&
+        msg_id_cmp(t->head, s->queued_to) <= 0)
         sub_set_feed(s, FEED_LIVE, "caught up with the tail");
     sub_kick(d, s);
 }

@@ -41,6 +41,10 @@ struct deliver_opts {
     unsigned queue_max;             /* per subscription; 0 = 64 */
     unsigned lock_ttl_ms;           /* 0 = 15000 */
     unsigned host_conns;            /* the HTTP client's per-host cap; 0 = 8 */
+    /* --ack-replicas > 0: catch-up pages deliver only up to the fan-out's
+     * cursor of the topic (fanout_confirmed), which holds replicated ids
+     * only; the rest comes from the tail once confirmed. */
+    bool replicated_only;
 };
 
 struct deliver_stats {

@@ -24,6 +24,14 @@
  * threads: when a post says a thread's queue is over its mark, no further
  * XREAD starts until that thread says DRAINED. Nothing is lost meanwhile:
  * the entries wait in Redis and the cursors stay where they are.
+ *
+ * With --ack-replicas (o.ack), nothing goes out that a failover could
+ * lose: a tail batch is copied and held until an ack barrier (a probe
+ * write and WAIT on the ack link, after the XREAD) says N replicas hold
+ * it, then released whole; a batch that cannot be confirmed is dropped and
+ * read again from the cursors, which did not move. So a cursor only ever
+ * holds a replicated id, and replay pages stop at it
+ * (docs/internals/failover.md).
  */
 #include <event2/event.h>
 #include <stdio.h>
@@ -31,6 +39,7 @@
 #include <time.h>
 
 #define RS_LOG_MODULE "fanout"
+#include "ack.h"
 #include "fanout.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
@@ -94,6 +103,12 @@ struct batch_item {
     struct msg_id first;           /* first id the read returned */
 };
 
+/* One channel's part of a held tail batch: held[off .. off + n). */
+struct held_seg {
+    unsigned chan;
+    size_t off, n;
+};
+
 struct fanout {
     struct fanout_opts o;
     struct ws_server *ws;
@@ -117,6 +132,17 @@ struct fanout {
     struct replay **rmap;
     size_t rmap_cap;
     struct replay *rq_head, *rq_tail;
+    /* --ack-replicas: the tail batch held for its barrier. Entries are
+     * copies (body and content type in one block each, owned here); at
+     * most one batch (tail_count entries), as the next read waits. */
+    struct backlog_entry *held;
+    char **held_blk;               /* held[i]'s body and ctype block */
+    size_t nheld, heldcap;
+    struct held_seg *segs;
+    size_t nsegs, segcap;
+    bool held_bad;                 /* a copy failed: drop, read again */
+    bool ack_inflight;             /* the barrier for it is in flight */
+    char held_addr[280];           /* the server the XREAD ran on */
     struct fanout_stats st;
     struct rs_metrics_counter *m_pages, *m_cancelled, *m_refused, *m_future;
 };
@@ -124,6 +150,7 @@ struct fanout {
 struct info_req {
     struct fanout *f;
     unsigned chan;
+    struct msg_id cursor;          /* --ack-replicas: waits for its barrier */
 };
 
 static void fanout_tail(struct fanout *f);
@@ -366,6 +393,12 @@ page_handle(struct page_req *q, int rc, struct msg_id mark,
         replay_end(f, r);
         return;
     }
+    /* --ack-replicas: what is past the cursor may not be replicated yet;
+     * it comes live (or in the next page) once it is. The entries up to
+     * the cursor are all here (a page is contiguous), so the done rule
+     * below holds as it is. */
+    while (f->o.ack != NULL && n > 0 && msg_id_cmp(e[n - 1].id, ch->cursor) > 0)
+        n--;
     /* An empty page with the cursor past it is a read that ran before
      * entries the tail has already seen, so the next read finds them. Two
      * in a row mean entries this node delivered are gone from Redis
@@ -544,23 +577,21 @@ chan_fail_joins(struct fanout *f, struct chan *ch)
     }
 }
 
+/* The channel's first cursor is known (and, with --ack-replicas,
+ * confirmed): live from there. */
 static void
-on_chan_info(void *ud, int rc, const struct backlog_info *info)
+chan_activated(struct fanout *f, struct chan *ch, int rc, struct msg_id cursor)
 {
-    struct info_req *q = ud;
-    struct fanout *f = q->f;
-    struct chan *ch = f->chans[q->chan];
-    rs_free(q);
-    if (rc == RS_ECANCELED)
-        return;
     if (rc != 0) {
         rs_log(RS_LOG_WARN, "cannot activate channel %s: %s", ch->name,
-               rs_strerror(rc));
+               rc == ACK_ESHORT ? "fewer replicas than --ack-replicas "
+                                  "confirmed its newest id"
+                                : rs_strerror(rc));
         ch->state = CH_IDLE;
         chan_fail_joins(f, ch);
         return;
     }
-    ch->cursor = info->last_generated;
+    ch->cursor = cursor;
     ch->state = CH_ACTIVE;
     struct join *j = ch->joins;
     ch->joins = NULL;
@@ -580,6 +611,43 @@ on_chan_info(void *ud, int rc, const struct backlog_info *info)
     }
     fanout_kick(f);
     replay_pump(f);
+}
+
+static void
+on_chan_confirmed(void *ud, int rc)
+{
+    struct info_req *q = ud;
+    struct fanout *f = q->f;
+    struct chan *ch = f->chans[q->chan];
+    struct msg_id cursor = q->cursor;
+    rs_free(q);
+    if (rc != RS_ECANCELED)
+        chan_activated(f, ch, rc, cursor);
+}
+
+static void
+on_chan_info(void *ud, int rc, const struct backlog_info *info)
+{
+    struct info_req *q = ud;
+    struct fanout *f = q->f;
+    struct chan *ch = f->chans[q->chan];
+    if (rc == RS_ECANCELED) {
+        rs_free(q);
+        return;
+    }
+    /* --ack-replicas: a replaying client gets pages up to the cursor, so
+     * the cursor must be an id N replicas hold before anyone reads up to
+     * it; a probe after this read confirms it. */
+    if (rc == 0 && f->o.ack != NULL) {
+        q->cursor = info->last_generated;
+        rc = ack_barrier(f->o.ack, backlog_cmd_addr(f->o.backlog),
+                         on_chan_confirmed, q);
+        if (rc == 0)
+            return;
+    }
+    rs_free(q);
+    chan_activated(f, ch, rc, rc == 0 ? info->last_generated
+                                      : (struct msg_id){ 0, 0 });
 }
 
 static void
@@ -731,6 +799,132 @@ on_inbox(void *ud, struct seam_ev *ev)
 /* ------------------------------------------------------------------ tail */
 
 static void
+held_clear(struct fanout *f)
+{
+    for (size_t i = 0; i < f->nheld; i++)
+        rs_free(f->held_blk[i]);   /* body and ctype: one block */
+    f->nheld = 0;
+    f->nsegs = 0;
+    f->held_bad = false;
+}
+
+/* Copy one stream's part of a tail batch into the held batch. */
+static void
+held_add(struct fanout *f, struct chan *ch, const struct backlog_entry *e,
+         size_t n)
+{
+    if (f->held_bad)
+        return;
+    if (f->nsegs == f->segcap) {
+        size_t ncap = f->segcap ? f->segcap * 2 : 16;
+        struct held_seg *ns = rs_realloc(f->segs, ncap * sizeof(*ns));
+        if (ns == NULL)
+            goto bad;
+        f->segs = ns;
+        f->segcap = ncap;
+    }
+    if (f->nheld + n > f->heldcap) {
+        size_t ncap = f->heldcap ? f->heldcap : 64;
+        while (ncap < f->nheld + n)
+            ncap *= 2;
+        struct backlog_entry *nh = rs_realloc(f->held, ncap * sizeof(*nh));
+        if (nh == NULL)
+            goto bad;
+        f->held = nh;
+        char **nb = rs_realloc(f->held_blk, ncap * sizeof(*nb));
+        if (nb == NULL)
+            goto bad;
+        f->held_blk = nb;
+        f->heldcap = ncap;
+    }
+    f->segs[f->nsegs].chan = ch->idx;
+    f->segs[f->nsegs].off = f->nheld;
+    f->segs[f->nsegs].n = n;
+    f->nsegs++;
+    for (size_t i = 0; i < n; i++) {
+        char *blk = rs_malloc(e[i].len + e[i].ctype_len + 2);
+        if (blk == NULL)
+            goto bad;
+        memcpy(blk, e[i].body, e[i].len);
+        blk[e[i].len] = '\0';
+        memcpy(blk + e[i].len + 1, e[i].ctype, e[i].ctype_len);
+        blk[e[i].len + 1 + e[i].ctype_len] = '\0';
+        f->held_blk[f->nheld] = blk;
+        struct backlog_entry *h = &f->held[f->nheld++];
+        h->id = e[i].id;
+        h->body = blk;
+        h->len = e[i].len;
+        h->ctype = blk + e[i].len + 1;
+        h->ctype_len = e[i].ctype_len;
+    }
+    return;
+bad:
+    f->held_bad = true;   /* the whole batch is read again */
+}
+
+static void dispatch(struct fanout *f, struct chan *ch,
+                     const struct backlog_entry *e);
+
+/* The held batch's barrier answered: all of it goes out, in stream order
+ * per channel, or none of it (the cursors did not move, so the next read
+ * returns it again; the timer restarts the tail, so an outage costs one
+ * read a second, not a loop). */
+static void
+on_held_confirmed(void *ud, int rc)
+{
+    struct fanout *f = ud;
+    f->ack_inflight = false;
+    if (rc == RS_ECANCELED)
+        return;   /* fanout_free clears the batch */
+    if (rc != 0) {
+        f->st.ack_dropped++;
+        rs_log(RS_LOG_DEBUG, "tail batch of %zu entries not confirmed on "
+               "--ack-replicas replicas (%s): held back, read again",
+               f->nheld, rc == ACK_ESHORT ? "too few replicas"
+                         : rc == ACK_EMOVED ? "the primary changed"
+                                            : rs_strerror(rc));
+        held_clear(f);
+        return;
+    }
+    f->st.ack_released++;
+    for (size_t s = 0; s < f->nsegs; s++) {
+        struct chan *ch = f->chans[f->segs[s].chan];
+        const struct backlog_entry *e = f->held + f->segs[s].off;
+        size_t n = f->segs[s].n;
+        for (size_t i = 0; i < n; i++)
+            dispatch(f, ch, &e[i]);
+        if (f->on_entries != NULL)
+            f->on_entries(f->entries_ud, ch->name, e, n);
+    }
+    held_clear(f);
+    fanout_tail(f);
+}
+
+/* The read (and its trim check) is over: hold its batch for the barrier,
+ * or read on. */
+static void
+tail_next(struct fanout *f)
+{
+    if (f->nheld == 0 && !f->held_bad) {
+        fanout_tail(f);
+        return;
+    }
+    if (f->held_bad) {
+        rs_log(RS_LOG_WARN, "out of memory holding a tail batch: read again");
+        f->st.ack_dropped++;
+        held_clear(f);
+        return;   /* the timer restarts the tail */
+    }
+    int rc = ack_barrier(f->o.ack, f->held_addr, on_held_confirmed, f);
+    if (rc == 0) {
+        f->ack_inflight = true;
+        return;
+    }
+    f->st.ack_dropped++;
+    held_clear(f);   /* the ack link is down: the timer reads again */
+}
+
+static void
 dispatch(struct fanout *f, struct chan *ch, const struct backlog_entry *e)
 {
     if (msg_id_cmp(e->id, ch->cursor) <= 0)
@@ -801,7 +995,7 @@ on_trims(void *ud, int rc, const struct backlog_trimlog *logs, size_t n)
         chan_close_all(f, ch, 4001, reason);
     }
     f->nbatch = 0;
-    fanout_tail(f);
+    tail_next(f);
 }
 
 static void
@@ -827,6 +1021,10 @@ on_tail(void *ud, int rc, const char *name, const struct backlog_entry *e,
             f->batch[f->nbatch].first = e[0].id;
             f->nbatch++;
         }
+        if (f->o.ack != NULL) {
+            held_add(f, ch, e, n);
+            return;
+        }
         for (size_t i = 0; i < n; i++)
             dispatch(f, ch, &e[i]);
         if (f->on_entries != NULL)
@@ -838,8 +1036,14 @@ on_tail(void *ud, int rc, const char *name, const struct backlog_entry *e,
         return;
     if (rc != 0) {
         f->nbatch = 0;
+        if (f->nheld > 0 || f->held_bad)
+            f->st.ack_dropped++;
+        held_clear(f);   /* what the lost link read goes unconfirmed */
         return;   /* the link is down; fanout_kick or the timer restarts */
     }
+    if (f->nheld > 0)
+        snprintf(f->held_addr, sizeof(f->held_addr), "%s",
+                 backlog_tail_addr(f->o.backlog));
     if (f->nbatch > 0) {
         const char *names[64];
         size_t k = f->nbatch < 64 ? f->nbatch : 64;
@@ -852,14 +1056,14 @@ on_tail(void *ud, int rc, const char *name, const struct backlog_entry *e,
         }
         f->nbatch = 0;
     }
-    fanout_tail(f);
+    tail_next(f);
 }
 
 static void
 fanout_tail(struct fanout *f)
 {
-    if (f->tail_inflight || f->marks_inflight || f->ws == NULL ||
-        f->tail_holds > 0)
+    if (f->tail_inflight || f->marks_inflight || f->ack_inflight ||
+        f->ws == NULL || f->tail_holds > 0)
         return;
     if (f->tail_cap < f->nchans) {
         const char **nn = rs_realloc(f->tail_names, f->nchans * sizeof(*nn));
@@ -888,6 +1092,16 @@ fanout_tail(struct fanout *f)
         f->tail_inflight = true;
         f->st.tail_reads++;
     }
+}
+
+bool
+fanout_confirmed(const struct fanout *f, const char *name, struct msg_id *out)
+{
+    const struct chan *ch = chan_find(f, name);
+    if (ch == NULL || ch->state != CH_ACTIVE)
+        return false;
+    *out = ch->cursor;
+    return true;
 }
 
 void
@@ -1074,6 +1288,7 @@ fanout_stats(const struct fanout *f, struct fanout_stats *out)
 {
     *out = f->st;
     out->tail_holds = f->tail_holds;
+    out->ack_holds = f->ack_inflight ? 1 : 0;
 }
 
 void
@@ -1105,6 +1320,10 @@ fanout_free(struct fanout *f)
         }
     }
     rs_free(f->rmap);
+    held_clear(f);
+    rs_free(f->held);
+    rs_free(f->held_blk);
+    rs_free(f->segs);
     rs_free(f->batch);
     rs_free(f->tail_names);
     rs_free(f->tail_after);

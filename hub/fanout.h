@@ -12,6 +12,7 @@
 #ifndef HUB_FANOUT_H
 #define HUB_FANOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,7 @@
 #include "topic.h"
 #include "wsserver.h"
 
+struct ack;
 struct event_base;
 struct fanout;
 struct rs_metrics;
@@ -42,6 +44,12 @@ struct fanout_opts {
     unsigned tail_count;         /* entries per XREAD; 0 = 1000 */
     unsigned idle_secs;          /* drop a channel from the tail set after
                                     this long without subscribers; 0 = 60 */
+    /* --ack-replicas > 0: deliver only what N replicas hold. Each tail
+     * batch is held until an ack barrier confirms it (dropped, and read
+     * again from the cursors, when it cannot); a channel's first cursor is
+     * confirmed the same way, and replay pages stop at the cursor. NULL:
+     * what the tail reads goes out at once. */
+    struct ack *ack;
 };
 
 struct fanout_stats {
@@ -62,6 +70,9 @@ struct fanout_stats {
     uint64_t tail_pauses;        /* tail reads held back: a service thread
                                     had over its queue_high waiting */
     unsigned tail_holds;         /* such holds now (0: the tail runs) */
+    unsigned ack_holds;          /* tail batches held for replication now */
+    uint64_t ack_released;       /* batches confirmed and delivered */
+    uint64_t ack_dropped;        /* batches dropped unconfirmed (read again) */
 };
 
 /* The sink wsserver delivers its threads' events to must be
@@ -82,6 +93,12 @@ void fanout_on_entries(struct fanout *f, fanout_entries_cb cb, void *ud);
  * subscribers (WebSub delivery needs its entries); counted. */
 int fanout_pin(struct fanout *f, const char *name) RS_MUST_CHECK;
 void fanout_unpin(struct fanout *f, const char *name);
+
+/* The newest id of a channel this node has delivered (its cursor): with
+ * --ack-replicas, every id up to it is known to be replicated. false when
+ * the channel is not active on this node. */
+bool fanout_confirmed(const struct fanout *f, const char *name,
+                      struct msg_id *out);
 
 /* Live subscribers of a channel on this node. */
 size_t fanout_subscribers(const struct fanout *f, const char *name);

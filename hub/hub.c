@@ -27,6 +27,7 @@ static const char *const reject_names[REJ_COUNT] = {
     [REJ_METHOD] = "method",
     [REJ_TOO_MANY_TOPICS] = "too_many_topics",
     [REJ_BAD_PUBLISH_ID] = "bad_publish_id",
+    [REJ_NOT_REPLICATED] = "not_replicated",
 };
 
 const char *

@@ -19,6 +19,7 @@
 #include "topic.h"
 #include "wsserver.h"
 
+struct ack;
 struct event_base;
 struct evdns_base;
 struct evhttp;
@@ -51,6 +52,8 @@ struct hub_conf {
     int64_t ws_replays_per_addr; /* 0 = no cap */
     int64_t replay_concurrency;  /* replay page reads in flight per node */
     int64_t redis_timeout_ms;
+    int64_t ack_replicas;     /* 0: answer as Redis stores (no WAIT) */
+    int64_t ack_timeout_ms;
     int64_t drain_ms;
     char **callback_allow;
     char **callback_deny;
@@ -88,6 +91,7 @@ enum hub_reject {
     REJ_METHOD,
     REJ_TOO_MANY_TOPICS,
     REJ_BAD_PUBLISH_ID,
+    REJ_NOT_REPLICATED,       /* stored, fewer than --ack-replicas confirmed */
     REJ_COUNT,
 };
 
@@ -112,6 +116,7 @@ struct hub {
     struct event_base *base;
     struct evhttp *http;
     struct backlog *backlog;
+    struct ack *ack;             /* --ack-replicas > 0; else NULL */
     struct topics *topics;
     struct fanout *fanout;
     struct ws_server *ws;

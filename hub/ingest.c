@@ -3,7 +3,7 @@
  * (docs/protocol.md 3); the body is validated by proto, the topic found
  * from Link rel="self", the publisher authenticated, and the reply sent
  * only once Redis has acknowledged the append: an accepted notification is
- * a stored one. With X-Publish-Id, once: a resend is answered as a
+ * a stored one (with --ack-replicas N, one N replicas hold: else 504). With X-Publish-Id, once: a resend is answered as a
  * duplicate and not stored again (backlog_append_once). POST /topics: a topic registered (open mode) or looked up
  * before any publish, under the same rules (docs/source.md 8). The answer's
  * JSON is status.c's.
@@ -17,6 +17,7 @@
 #include <time.h>
 
 #define RS_LOG_MODULE "ingest"
+#include "ack.h"
 #include "hub.h"
 #include "ingest.h"
 #include "reply.h"
@@ -209,6 +210,8 @@ publish_done(struct publish *p, int rc, struct msg_id id, bool duplicate)
         rs_metrics_histogram_observe(h->publish_seconds,
                                      (double)(now.tv_sec - p->start.tv_sec) +
                                      (double)(now.tv_nsec - p->start.tv_nsec) / 1e9);
+    } else if (rc == ACK_ESHORT) {
+        h->rejected[REJ_NOT_REPLICATED]++;
     } else {
         h->rejected[REJ_TIMEOUT]++;   /* outcome unknown: see below */
     }
@@ -218,6 +221,25 @@ publish_done(struct publish *p, int rc, struct msg_id id, bool duplicate)
     }
     /* before replying: the reply may end the connection */
     evhttp_connection_set_closecb(p->evcon, NULL, NULL);
+    if (rc == ACK_ESHORT) {
+        /* Stored on the primary, not shown to be on --ack-replicas
+         * replicas in time: never a 202 then. A failover may lose it, or
+         * it may reach the replicas later and be delivered. */
+        long long got = backlog_ack_count(h->backlog);
+        unsigned tmo = (unsigned)h->conf->ack_timeout_ms;
+        reply_text(p->req, 504, "Gateway Timeout",
+                   "error: not replicated: %lld of %lld replicas confirmed "
+                   "within %u%s; stored on the primary only, a failover may "
+                   "lose it; %s", got < 0 ? 0 : got,
+                   (long long)h->conf->ack_replicas,
+                   tmo % 1000 == 0 ? tmo / 1000 : tmo,
+                   tmo % 1000 == 0 ? "s" : "ms",
+                   p->has_pid ? "a retry with the same X-Publish-Id stores "
+                                "it once"
+                              : "a retry may store it twice");
+        publish_free(p);
+        return;
+    }
     if (rc != 0) {
         /* The command was handed to the Redis link, so Redis may have run
          * it whatever failed afterwards (a timeout, or the link reset by

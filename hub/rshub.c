@@ -22,6 +22,7 @@
 #include <openssl/rand.h>
 
 #include "acceptguard.h"
+#include "ack.h"
 #include "deliver.h"
 #include "hub.h"
 #include "ingest.h"
@@ -53,11 +54,19 @@ static const struct rs_config_opt options[] = {
                        "WebSocket address (default: listen host, port + 1; "
                        "port 0 if listen port is 0)"),
     RS_CONFIG_STRING("redis", 'r', &conf.redis, "URL", "redis://127.0.0.1:6379",
-                     "Redis: redis://[:PASSWORD@]HOST:PORT[/DB] or unix:///PATH"),
+                     "Redis: redis://[:PASSWORD@]HOST:PORT[/DB], unix:///PATH, "
+                     "or sentinel://HOST:PORT[,HOST:PORT...]/MASTER"),
     RS_CONFIG_STRING("redis-prefix", 0, &conf.prefix, "PREFIX", "rshub:",
                      "prefix of every Redis key"),
     RS_CONFIG_DURATION("redis-timeout", 0, &conf.redis_timeout_ms, "2s", 10,
                        600000, "Redis command timeout"),
+    RS_CONFIG_INT("ack-replicas", 0, &conf.ack_replicas, "0", 0, 16,
+                  "answer a publish 202, and deliver a notification, only "
+                  "once this many Redis replicas hold it (WAIT); 0: as soon "
+                  "as the primary has it"),
+    RS_CONFIG_DURATION("ack-timeout", 0, &conf.ack_timeout_ms, "1s", 10,
+                       60000, "how long to wait for --ack-replicas; then "
+                       "the publish gets 504 and fan-out holds"),
     RS_CONFIG_STRING("public-url", 0, &conf.public_url, "URL", NULL,
                      "base of advertised http URIs (default http://LISTEN)"),
     RS_CONFIG_STRING("ws-public-url", 0, &conf.ws_public_url, "URL", NULL,
@@ -314,6 +323,22 @@ on_janitor(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* The primary the publish link reached, logged once per change (every
+ * link follows a failover by itself; the publish link is the one whose
+ * writes count). */
+static char primary_addr[280];
+
+static void
+note_primary(const char *addr)
+{
+    if (addr == NULL || addr[0] == '\0' || strcmp(addr, primary_addr) == 0)
+        return;
+    if (primary_addr[0] != '\0')
+        rs_log_kv(RS_LOG_WARN, "redis primary changed", "from", primary_addr,
+                  "to", addr, NULL);
+    snprintf(primary_addr, sizeof(primary_addr), "%s", addr);
+}
+
 static void
 on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
                  const char *errstr)
@@ -321,6 +346,8 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
     struct hub *h = ud;
     if (st == RS_REDIS_READY) {
         rs_log_kv(RS_LOG_INFO, "redis link ready", "link", which, NULL);
+        if (strcmp(which, "publish") == 0)
+            note_primary(backlog_addr(h->backlog));
         if (strcmp(which, "command") == 0 && h->subs != NULL) {
             subs_on_ready(h->subs);   /* its scripts, before anything else */
             deliver_kick(h->deliver);
@@ -340,6 +367,14 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
 /* The drain (rs_daemon runs it): new publishes are refused (503) and
  * /readyz says so; the loop ends once the publishes in flight have their
  * answer from Redis, or the drain time is up. */
+static void
+on_ack_wait(void *ud, const char *which, int rc, long long got, double secs)
+{
+    struct hub *h = ud;
+    if (h->ack != NULL)
+        ack_observe(h->ack, which, rc, got, secs);
+}
+
 static void
 on_drain(void *ud)
 {
@@ -423,10 +458,12 @@ static int
 setup_websub(struct hub *h)
 {
     unsigned char rnd[16];
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
-        return RS_EIO;
-    for (int i = 0; i < 16; i++)
-        snprintf(h->node_id + 2 * i, 3, "%02x", rnd[i]);
+    if (h->node_id[0] == '\0') {   /* else set for the ack probe already */
+        if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+            return RS_EIO;
+        for (int i = 0; i < 16; i++)
+            snprintf(h->node_id + 2 * i, 3, "%02x", rnd[i]);
+    }
     h->np = netpolicy_new();
     if (h->np == NULL)
         return RS_ENOMEM;
@@ -615,12 +652,41 @@ main(int argc, char **argv)
         .page_bytes = page_bytes,
         .on_state = on_backlog_state,
         .ud = &h,
+        .ack_replicas = (unsigned)conf.ack_replicas,
+        .ack_timeout_ms = (unsigned)conf.ack_timeout_ms,
+        .on_wait = on_ack_wait,
     };
     h.backlog = backlog_new(h.base, &bo, &err);
     if (h.backlog == NULL) {
         rs_log(RS_LOG_ERROR, "redis %s: %s", conf.redis, err);
         exit_code = 2;
         goto out;
+    }
+    if (conf.ack_replicas > 0) {
+        /* the probe key names the node: WebSub's node id, set here first */
+        unsigned char rnd[16];
+        if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+            goto out;
+        for (int i = 0; i < 16; i++)
+            snprintf(h.node_id + 2 * i, 3, "%02x", rnd[i]);
+        struct ack_opts ao = {
+            .base = h.base,
+            .redis_url = conf.redis,
+            .prefix = conf.prefix,
+            .node_id = h.node_id,
+            .replicas = (unsigned)conf.ack_replicas,
+            .timeout_ms = (unsigned)conf.ack_timeout_ms,
+            .command_timeout_ms = (unsigned)conf.redis_timeout_ms,
+            .metrics = h.metrics,
+            .on_state = on_backlog_state,
+            .ud = &h,
+        };
+        h.ack = ack_new(&ao, &err);
+        if (h.ack == NULL) {
+            rs_log(RS_LOG_ERROR, "redis %s: %s", conf.redis, err);
+            exit_code = 2;
+            goto out;
+        }
     }
     struct fanout_opts fo = {
         .base = h.base,
@@ -630,6 +696,7 @@ main(int argc, char **argv)
         .page_bytes = page_bytes,
         .replay_reads = (unsigned)conf.replay_concurrency,
         .metrics = h.metrics,
+        .ack = h.ack,
     };
     h.fanout = fanout_new(&fo, &err);
     if (h.fanout == NULL) {
@@ -706,6 +773,7 @@ main(int argc, char **argv)
         .retry_window_ms = (uint64_t)conf.retry_window_ms,
         .drop_failing = conf.drop_failing,
         .host_conns = (unsigned)conf.delivery_host_conns,
+        .replicated_only = h.ack != NULL,
     };
     h.deliver = deliver_new(&dopts, &err);
     if (h.deliver == NULL) {
@@ -767,6 +835,7 @@ out:
     if (h.dns != NULL)
         evdns_base_free(h.dns, 1);
     backlog_free(h.backlog);
+    ack_free(h.ack);
     deliver_free(h.deliver);
     websub_free(h.websub);
     subs_free(h.subs);

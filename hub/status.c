@@ -15,6 +15,7 @@
 #include <string.h>
 
 #define RS_LOG_MODULE "status"
+#include "ack.h"
 #include "deliver.h"
 #include "hub.h"
 #include "reply.h"
@@ -38,7 +39,15 @@ struct hub_metrics {
     struct synced ws_accepted, ws_frames, ws_writes, ws_bytes, ws_slow, ws_gap;
     struct synced ws_refused;
     struct synced dispatched, replayed, gaps, bad_entries, tail_pauses;
-    struct synced redis_cmds, redis_fail, redis_reconnects;
+    struct synced redis_cmds, redis_fail, redis_reconnects, redis_failovers;
+    /* rshub_redis_primary_info: one series per primary address seen (a
+     * label cannot change), 1 for the current one; at most 8 addresses
+     * are remembered */
+    struct {
+        char addr[280];
+        struct rs_metrics_gauge *g;
+    } primaries[8];
+    size_t nprimaries;
     struct synced ws_requests, ws_verified, ws_verify_failed, ws_denied;
     struct synced ws_pings, ws_ping_failed;
     struct synced wd_delivered, wd_failed, wd_gone, wd_failing, wd_expired,
@@ -130,6 +139,14 @@ gauge_websub_lag(void *ud)
     struct deliver_stats st;
     deliver_stats(((struct hub *)ud)->deliver, &st);
     return (double)st.lag_max_ms / 1000.0;
+}
+
+static double
+gauge_ack_holds(void *ud)
+{
+    struct fanout_stats st;
+    fanout_stats(((struct hub *)ud)->fanout, &st);
+    return (double)st.ack_holds;
 }
 
 static double
@@ -252,6 +269,15 @@ status_metrics_init(struct hub *h)
         rc = COUNTER(redis_reconnects, "rshub_redis_reconnects_total",
                      "Times the Redis command link came back.");
     if (rc == 0)
+        rc = COUNTER(redis_failovers, "rshub_redis_failovers_total",
+                     "Times the publish link found the primary at another "
+                     "address (sentinel://; 0 otherwise).");
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_fanout_ack_holds",
+                                          "Tail batches held until "
+                                          "--ack-replicas replicas confirm them.",
+                                          gauge_ack_holds, h, NULL);
+    if (rc == 0)
         rc = COUNTER(ws_requests, "rshub_websub_requests_total",
                      "Form-encoded WebSub requests (subscribe, unsubscribe, publish).");
     if (rc == 0)
@@ -320,6 +346,36 @@ status_metrics_free(struct hub *h)
     h->hm = NULL;
 }
 
+/* The primary the publish link is (or last was) on: its series 1, the
+ * others 0. */
+static void
+primary_sync(struct hub *h)
+{
+    struct hub_metrics *hm = h->hm;
+    const char *addr = backlog_addr(h->backlog);
+    size_t i;
+    if (addr == NULL || addr[0] == '\0')
+        return;
+    for (i = 0; i < hm->nprimaries; i++)
+        if (strcmp(hm->primaries[i].addr, addr) == 0)
+            break;
+    if (i == hm->nprimaries) {
+        size_t cap = sizeof(hm->primaries) / sizeof(hm->primaries[0]);
+        if (i == cap || strlen(addr) >= sizeof(hm->primaries[i].addr) ||
+            rs_metrics_register_gauge(h->metrics, &hm->primaries[i].g,
+                                      "rshub_redis_primary_info",
+                                      "The Redis primary the publish link is "
+                                      "on (1), and earlier ones (0).",
+                                      "addr", addr, NULL) != 0)
+            return;   /* past the cap: the failovers counter still counts */
+        snprintf(hm->primaries[i].addr, sizeof(hm->primaries[i].addr), "%s",
+                 addr);
+        hm->nprimaries++;
+    }
+    for (size_t k = 0; k < hm->nprimaries; k++)
+        rs_metrics_gauge_set(hm->primaries[k].g, k == i ? 1 : 0);
+}
+
 static void
 metrics_sync(struct hub *h)
 {
@@ -352,6 +408,10 @@ metrics_sync(struct hub *h)
     synced_set(&hm->redis_cmds, rd.commands);
     synced_set(&hm->redis_fail, rd.failures);
     synced_set(&hm->redis_reconnects, rd.reconnects);
+    struct rs_redis_stats pub;
+    backlog_publish_stats(h->backlog, &pub);
+    synced_set(&hm->redis_failovers, pub.failovers);
+    primary_sync(h);
     struct websub_stats ws_st;
     struct deliver_stats dl;
     websub_stats(h->websub, &ws_st);
@@ -678,11 +738,17 @@ status_handle(struct hub *h, struct evhttp_request *req, const char *path)
     if (strcmp(path, "/healthz") == 0) {
         reply_text(req, 200, "OK", "ok");
     } else if (strcmp(path, "/readyz") == 0) {
-        if (backlog_ready(h->backlog) && !h->draining)
+        const char *why = NULL;
+        if (h->draining)
+            why = "draining";
+        else if (!backlog_ready(h->backlog))
+            why = "redis unavailable";
+        else if (h->ack != NULL)
+            (void)ack_ok(h->ack, &why);   /* why, when not */
+        if (why == NULL)
             reply_text(req, 200, "OK", "ready");
         else
-            reply_text(req, 503, "Service Unavailable",
-                           h->draining ? "draining" : "redis unavailable");
+            reply_text(req, 503, "Service Unavailable", "%s", why);
     } else if (strcmp(path, "/metrics") == 0) {
         serve_metrics(h, req);
     } else if (strcmp(path, "/topics") == 0) {

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #define RS_LOG_MODULE "websub"
+#include "ack.h"
 #include "deliver.h"
 #include "hub.h"
 #include "netpolicy.h"
@@ -59,6 +60,7 @@ struct op {
     const char *deny;        /* refuse once the address is known to be
                                 permitted (then a denial notice is safe) */
     bool reserved;           /* holds a slot under the caps in Redis */
+    long long stored;        /* the store's answer, while its barrier runs */
     char challenge[WEBSUBWIRE_CHALLENGE_BUFSZ];
 };
 
@@ -209,6 +211,46 @@ on_activated(void *ud, int rc, long long isnew)
     op_free(o);
 }
 
+/* --ack-replicas: the store's write is held by N replicas (or could not be
+ * shown to be) before the subscription counts as made. */
+static void
+on_store_confirmed(void *ud, int rc)
+{
+    struct op *o = ud;
+    if (rc == RS_ECANCELED) {
+        op_free(o);
+        return;
+    }
+    if (rc != 0)
+        /* The callback verified its intent already, so the store stands:
+         * a failover before it reaches a replica may lose it, and the
+         * subscriber learns that only when its next renewal starts over
+         * (docs/internals/failover.md). */
+        rs_log_kv(RS_LOG_WARN, "subscription change stored, but not "
+                  "confirmed on --ack-replicas replicas: a failover now may "
+                  "undo it", "topic", o->topic_name, "callback", o->callback,
+                  "error", rc == ACK_ESHORT ? "too few replicas"
+                                            : rs_strerror(rc), NULL);
+    on_activated(o, 0, o->stored);
+}
+
+static void
+on_stored(void *ud, int rc, long long isnew)
+{
+    struct op *o = ud;
+    struct ack *a = o->w->h->ack;
+    if (rc == 0 && a != NULL && isnew != SUBS_TOPIC_FULL &&
+        isnew != SUBS_HOST_FULL) {
+        o->stored = isnew;
+        if (ack_barrier(a, backlog_cmd_addr(o->w->h->backlog),
+                        on_store_confirmed, o) == 0)
+            return;
+        on_store_confirmed(o, RS_EIO);
+        return;
+    }
+    on_activated(o, rc, isnew);
+}
+
 /* New subscriptions get what is accepted after they become active. */
 static void
 on_head_for_activation(void *ud, int rc, const struct backlog_info *info)
@@ -231,7 +273,7 @@ on_head_for_activation(void *ud, int rc, const struct backlog_info *info)
     char *js = subs_record_json(&r);
     if (js == NULL || subs_put(w->h->subs, o->topic_name, o->callback, js,
                                r.expires_ms, info->last_generated, o->host,
-                               &caps, on_activated, o) != 0) {
+                               &caps, on_stored, o) != 0) {
         rs_log_kv(RS_LOG_ERROR, "verified, but cannot store the subscription",
                   "callback", o->callback, NULL);
         op_release(o);
@@ -270,7 +312,7 @@ on_verified(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         rc = backlog_info(w->h->backlog, o->topic_name, on_head_for_activation, o);
     else
         rc = subs_remove(w->h->subs, o->topic_name, o->callback, o->host,
-                         on_activated, o);
+                         on_stored, o);
     if (rc != 0) {
         rs_log_kv(RS_LOG_ERROR, "verified, but Redis is unavailable",
                   "callback", o->callback, NULL);
