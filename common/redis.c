@@ -1,9 +1,10 @@
 /*
  * redis.c - one Redis link (rs_redis.h): hiredis async on libevent through
- * hiredis's own adapter (the only file where that seam lives), the link's
- * state machine (connect + handshake, ready, down + backoff), per-command
+ * hiredis's own adapter, the link's state machine (resolve through the
+ * Sentinels, connect + handshake, ready, down + backoff), per-command
  * deadlines, and our own FIFO of accepted commands, which is what makes
  * every reply callback run exactly once whatever hiredis does on teardown.
+ * Talking to the Sentinels themselves is sentinel.c's.
  */
 #include <event2/event.h>
 #include <hiredis/adapters/libevent.h>
@@ -20,10 +21,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define RS_LOG_MODULE "redis"
 #include "rs_alloc.h"
 #include "rs_backoff.h"
 #include "rs_hex.h"
+#include "rs_log.h"
 #include "rs_redis.h"
+#include "rs_sentinel.h"
 
 #include <curl/curl.h>
 
@@ -60,11 +64,13 @@ enum redis_hello {
     REDIS_HELLO_SELECT,
     REDIS_HELLO_SETNAME,
     REDIS_HELLO_PING,
+    REDIS_HELLO_ROLE,           /* sentinel:// only: is it the primary? */
 };
 static const char *const redis_hello_name[] = {
-    "AUTH", "SELECT", "CLIENT SETNAME", "PING",
+    "AUTH", "SELECT", "CLIENT SETNAME", "PING", "ROLE",
 };
-static const char *const redis_hello_expect[] = { "OK", "OK", "OK", "PONG" };
+static const char *const redis_hello_expect[] = { "OK", "OK", "OK", "PONG",
+                                                  NULL };
 
 struct rs_redis {
     struct event_base *base;
@@ -84,10 +90,20 @@ struct rs_redis {
     struct event *cmd_timer;
     uint64_t cmd_timer_due_us;
 
-    /* Where to: exactly one of path (unix socket) or host is set. */
+    /* Where to: exactly one of path (unix socket) or host is set; with
+     * sentinel non-NULL, host and port are the last primary the Sentinels
+     * named (NULL before the first answer). */
     char *path;
     char *host;
     int port;
+    /* sentinel:// only: the Sentinels of master (its name). */
+    struct rs_sentinel *sentinel;
+    char *master;
+    /* "host:port" or the unix path of the node connected to or last tried
+     * ("" before the first attempt); primary: the last one the link was
+     * READY on in sentinel mode, which is what a failover changes. */
+    char addr[300];
+    char primary[300];
     char *user;                 /* NULL: AUTH with the password only */
     char *password;             /* NULL: no AUTH */
     char *client_name;          /* NULL: no CLIENT SETNAME */
@@ -128,6 +144,8 @@ struct rs_redis {
 };
 
 static void redis_connecting(struct rs_redis *r);
+static bool redis_name_ok(const char *name);
+static void redis_on_switch(void *ud, const char *host, int port);
 
 /* ------------------------------------------------------------- utilities */
 
@@ -212,9 +230,34 @@ out:
 
 /* ------------------------------------------------------------ URL parsing */
 
-/* ?db=N&password=P, shared by both URL forms. q is raw (still encoded). */
+/* Percent-decode one URL parameter's value into *out (NULL when empty);
+ * what names the parameter in the reasons given. */
 static const char *
-redis_parse_query(struct rs_redis *r, const char *q, bool *db_seen)
+redis_query_str(const char *v, size_t vlen, char **out, const char *twice,
+                const char *bad)
+{
+    int rc;
+
+    if (*out != NULL)
+        return twice;
+    rc = redis_pct_decode(v, vlen, out);
+    if (rc == RS_ENOMEM)
+        return redis_oom;
+    if (rc != 0)
+        return bad;
+    if ((*out)[0] == '\0') {
+        rs_free(*out);
+        *out = NULL;
+    }
+    return NULL;
+}
+
+/* ?db=N&password=P, shared by all URL forms; sentinel:// also takes
+ * sentinel-user and sentinel-password (s_user, s_pass non-NULL). q is raw
+ * (still encoded). */
+static const char *
+redis_parse_query(struct rs_redis *r, const char *q, bool *db_seen,
+                  char **s_user, char **s_pass)
 {
     const char *p = q;
 
@@ -239,18 +282,28 @@ redis_parse_query(struct rs_redis *r, const char *q, bool *db_seen)
                 return "URL database must be a decimal number";
             *db_seen = true;
         } else if (klen == 8 && memcmp(p, "password", 8) == 0) {
-            int rc;
-            if (r->password != NULL)
-                return "password given twice in the URL";
-            rc = redis_pct_decode(v, vlen, &r->password);
-            if (rc == RS_ENOMEM)
-                return redis_oom;
-            if (rc != 0)
-                return "bad percent-encoding in the URL password";
-            if (r->password[0] == '\0') {
-                rs_free(r->password);
-                r->password = NULL;
-            }
+            const char *err = redis_query_str(
+                v, vlen, &r->password, "password given twice in the URL",
+                "bad percent-encoding in the URL password");
+            if (err != NULL)
+                return err;
+        } else if (s_pass != NULL && klen == 17 &&
+                   memcmp(p, "sentinel-password", 17) == 0) {
+            const char *err = redis_query_str(
+                v, vlen, s_pass, "sentinel-password given twice in the URL",
+                "bad percent-encoding in the URL's sentinel-password");
+            if (err != NULL)
+                return err;
+        } else if (s_user != NULL && klen == 13 &&
+                   memcmp(p, "sentinel-user", 13) == 0) {
+            const char *err = redis_query_str(
+                v, vlen, s_user, "sentinel-user given twice in the URL",
+                "bad percent-encoding in the URL's sentinel-user");
+            if (err != NULL)
+                return err;
+        } else if (s_pass != NULL) {
+            return "unknown URL parameter (db, password, sentinel-user and "
+                   "sentinel-password are known)";
         } else {
             return "unknown URL parameter (only db and password are known)";
         }
@@ -284,7 +337,7 @@ redis_parse_unix(struct rs_redis *r, const char *url)
         const char *q = p + plen + 1;
         if (strchr(q, '#') != NULL)
             return "URL fragments are not allowed";
-        return redis_parse_query(r, q, &db_seen);
+        return redis_parse_query(r, q, &db_seen, NULL, NULL);
     }
     return NULL;
 }
@@ -330,11 +383,13 @@ redis_parse_tcp(struct rs_redis *r, const char *url)
         goto out;
     }
     if (strcmp(scheme, "rediss") == 0) {
-        err = "rediss:// (TLS) is not supported (hiredis 0.14 has no TLS)";
+        err = "rediss:// (TLS) is not supported: Debian's hiredis 0.14 has "
+              "no TLS; reach Redis through a TLS tunnel ending on loopback "
+              "(stunnel, spiped) and give its redis://127.0.0.1:PORT";
         goto out;
     }
     if (strcmp(scheme, "redis") != 0) {
-        err = "URL scheme must be redis:// or unix://";
+        err = "URL scheme must be redis://, unix:// or sentinel://";
         goto out;
     }
     if (curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_OK) {
@@ -411,7 +466,7 @@ redis_parse_tcp(struct rs_redis *r, const char *url)
         db_seen = true;
     }
     if (curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_OK)
-        err = redis_parse_query(r, query, &db_seen);
+        err = redis_parse_query(r, query, &db_seen, NULL, NULL);
 out:
     curl_free(scheme);
     curl_free(user);
@@ -425,6 +480,186 @@ out:
     return err;
 }
 
+/* redis_pct_decode with its failure as a reason: out of memory, or bad. */
+static const char *
+redis_decode_part(const char *s, size_t len, char **out, const char *bad)
+{
+    int rc = redis_pct_decode(s, len, out);
+
+    if (rc == RS_ENOMEM)
+        return redis_oom;
+    return rc != 0 ? bad : NULL;
+}
+
+/* One "HOST[:PORT]" or "[V6]:PORT" of a sentinel:// authority, s[0..len),
+ * into node (its host malloc'ed into *hostp, which the caller frees). */
+static const char *
+redis_parse_sentinel_node(const char *s, size_t len, char **hostp,
+                          struct rs_sentinel_node *node)
+{
+    const char *hs = s, *colon = NULL;
+    size_t hlen = len;
+    unsigned long port = RS_SENTINEL_DEFAULT_PORT;
+    char *host;
+    const char *err;
+
+    if (len > 0 && s[0] == '[') {
+        const char *close = memchr(s, ']', len);
+        if (close == NULL)
+            return "bad IPv6 address in sentinel:// URL";
+        hs = s + 1;
+        hlen = (size_t)(close - hs);
+        if (close + 1 < s + len) {
+            if (close[1] != ':')
+                return "bad IPv6 address in sentinel:// URL";
+            colon = close + 1;
+        }
+    } else {
+        colon = memchr(s, ':', len);
+        if (colon != NULL)
+            hlen = (size_t)(colon - s);
+    }
+    if (hlen == 0)
+        return "empty Sentinel host in sentinel:// URL";
+    if (colon != NULL &&
+        (redis_parse_ulong(colon + 1, (size_t)(s + len - colon - 1), 65535,
+                           &port) != 0 || port == 0))
+        return "bad Sentinel port in sentinel:// URL";
+    err = redis_decode_part(hs, hlen, &host,
+                            "bad Sentinel host in sentinel:// URL");
+    if (err != NULL)
+        return err;
+    *hostp = host;
+    node->host = host;
+    node->port = (int)port;
+    return NULL;
+}
+
+/*
+ * sentinel://[[user]:password@]H[:P][,H[:P]...]/MASTER[?query]. curl takes
+ * one host per URL, so the authority is split here; the user and password
+ * are the Redis node's (as in redis://), the Sentinels' own come in the
+ * query. Builds r->sentinel, whose watch calls redis_on_switch.
+ */
+static const char *
+redis_parse_sentinel(struct rs_redis *r, const char *url)
+{
+    struct rs_sentinel_node nodes[RS_SENTINEL_MAX_NODES];
+    char *hosts[RS_SENTINEL_MAX_NODES];
+    struct rs_sentinel_opts so;
+    size_t n = 0, i, alen, plen;
+    const char *auth = url + strlen("sentinel://");
+    const char *at, *p, *end, *name;
+    char *s_user = NULL, *s_pass = NULL;
+    bool db_seen = false;
+    const char *err = NULL;
+
+    memset(nodes, 0, sizeof(nodes));
+    memset(hosts, 0, sizeof(hosts));
+    alen = strcspn(auth, "/?#");
+    if (auth[alen] != '/') {
+        err = "sentinel:// URL needs a master name (sentinel://H:P/NAME)";
+        goto out;
+    }
+    /* The last '@' ends the user info: a password may hold '@'s (encoded
+     * or not), a host never does. */
+    at = NULL;
+    for (p = auth; p < auth + alen; p++) {
+        if (*p == '@')
+            at = p;
+    }
+    if (at != NULL) {
+        const char *colon = memchr(auth, ':', (size_t)(at - auth));
+        size_t ulen = colon ? (size_t)(colon - auth) : (size_t)(at - auth);
+
+        if (ulen > 0) {
+            err = redis_decode_part(auth, ulen, &r->user,
+                                    "bad user name in sentinel:// URL");
+            if (err != NULL)
+                goto out;
+        }
+        if (colon != NULL && colon + 1 < at) {
+            err = redis_decode_part(colon + 1, (size_t)(at - colon - 1),
+                                    &r->password,
+                                    "bad password in sentinel:// URL");
+            if (err != NULL)
+                goto out;
+        }
+        p = at + 1;
+    } else {
+        p = auth;
+    }
+    end = auth + alen;
+    if (p == end) {
+        err = "sentinel:// URL names no Sentinel";
+        goto out;
+    }
+    while (p <= end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+
+        if (n == RS_SENTINEL_MAX_NODES) {
+            err = "too many Sentinels in sentinel:// URL (at most 16)";
+            goto out;
+        }
+        err = redis_parse_sentinel_node(p, (size_t)(stop - p), &hosts[n],
+                                        &nodes[n]);
+        if (err != NULL)
+            goto out;
+        n++;
+        p = stop + 1;
+    }
+
+    name = auth + alen + 1;
+    plen = strcspn(name, "?#");
+    if (name[plen] == '#' || strchr(name, '#') != NULL) {
+        err = "URL fragments are not allowed";
+        goto out;
+    }
+    if (plen == 0) {
+        err = "sentinel:// URL needs a master name (sentinel://H:P/NAME)";
+        goto out;
+    }
+    err = redis_decode_part(name, plen, &r->master,
+                            "bad master name in sentinel:// URL");
+    if (err != NULL)
+        goto out;
+    if (!redis_name_ok(r->master) || strchr(r->master, '/') != NULL) {
+        err = "bad master name in sentinel:// URL (printable, no spaces "
+              "or slashes)";
+        goto out;
+    }
+    if (name[plen] == '?') {
+        err = redis_parse_query(r, name + plen + 1, &db_seen, &s_user,
+                                &s_pass);
+        if (err != NULL)
+            goto out;
+    }
+    if (s_user != NULL && s_pass == NULL) {
+        err = "sentinel-user in the URL needs a sentinel-password";
+        goto out;
+    }
+
+    memset(&so, 0, sizeof(so));
+    so.nodes = nodes;
+    so.n_nodes = n;
+    so.master = r->master;
+    so.user = s_user;
+    so.password = s_pass;
+    so.timeout_ms = r->connect_timeout_ms;
+    so.retry_min_ms = r->backoff_min_ms;
+    so.retry_max_ms = r->backoff_max_ms;
+    so.on_switch = redis_on_switch;
+    so.ud = r;
+    r->sentinel = rs_sentinel_new(r->base, &so, &err);
+out:
+    for (i = 0; i < RS_SENTINEL_MAX_NODES; i++)
+        rs_free(hosts[i]);
+    rs_free(s_user);
+    rs_free(s_pass);
+    return err;
+}
+
 /* Fills r's target fields; NULL on success, else a static reason. */
 static const char *
 redis_parse_url(struct rs_redis *r, const char *url)
@@ -435,6 +670,8 @@ redis_parse_url(struct rs_redis *r, const char *url)
         return "no Redis URL given";
     if (strncasecmp(url, "unix://", 7) == 0)
         err = redis_parse_unix(r, url);
+    else if (strncasecmp(url, "sentinel://", 11) == 0)
+        err = redis_parse_sentinel(r, url);
     else
         err = redis_parse_tcp(r, url);
     if (err == NULL && r->user != NULL && r->password == NULL)
@@ -572,6 +809,8 @@ redis_destroy(struct rs_redis *r)
         event_free(r->state_timer);
     if (r->cmd_timer != NULL)
         event_free(r->cmd_timer);
+    rs_sentinel_free(r->sentinel);
+    rs_free(r->master);
     rs_free(r->path);
     rs_free(r->host);
     rs_free(r->user);
@@ -734,10 +973,49 @@ redis_ready(struct rs_redis *r)
     if (r->ever_ready)
         r->stats.reconnects++;
     r->ever_ready = true;
+    if (r->sentinel != NULL) {
+        /* Counted where ROLE said master, not where a Sentinel named an
+         * address: one that lags behind can name the old primary. */
+        if (r->primary[0] != '\0' && strcmp(r->primary, r->addr) != 0) {
+            r->stats.failovers++;
+            rs_log_kv(RS_LOG_WARN, "redis primary changed", "from",
+                      r->primary, "to", r->addr, "master", r->master, "link",
+                      r->client_name, NULL);
+        }
+        snprintf(r->primary, sizeof(r->primary), "%s", r->addr);
+    }
     redis_set_state(r, RS_REDIS_READY, NULL);
 }
 
 /* ------------------------------------------------------ hiredis callbacks */
+
+/* sentinel:// only: an error reply that says this node is not (or not
+ * yet) a usable primary: READONLY (a replica now), MASTERDOWN (a replica
+ * cut off from its primary), LOADING (restarted, reading its data). why
+ * gets the word. Only the top-level reply is looked at. */
+static bool
+redis_reply_moved(const struct rs_redis *r, const redisReply *reply,
+                  char *why, size_t whysz)
+{
+    static const char *const words[] = { "READONLY", "MASTERDOWN",
+                                         "LOADING" };
+    size_t i;
+
+    if (r->sentinel == NULL || reply->type != REDIS_REPLY_ERROR ||
+        reply->str == NULL)
+        return false;
+    for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        size_t n = strlen(words[i]);
+
+        if (reply->len >= n && strncmp(reply->str, words[i], n) == 0 &&
+            (reply->len == n || reply->str[n] == ' ')) {
+            snprintf(why, whysz, "%s", words[i]);
+            return true;
+        }
+    }
+    return false;
+}
+
 
 static void
 redis_on_connect(const redisAsyncContext *ac, int status)
@@ -787,8 +1065,22 @@ redis_on_hello_reply(redisAsyncContext *ac, void *reply_, void *privdata)
         redis_reset(r, NULL);
         goto out;
     }
-    if (reply->type != REDIS_REPLY_STATUS ||
-        strcmp(reply->str, redis_hello_expect[step]) != 0) {
+    if (step == REDIS_HELLO_ROLE) {
+        /* A replica, or a primary being demoted that a Sentinel still
+         * names: ask again after the backoff. */
+        const char *role = "?";
+
+        if (reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+            reply->element[0]->type == REDIS_REPLY_STRING)
+            role = reply->element[0]->str;
+        if (strcmp(role, "master") != 0) {
+            redis_set_errstr(r, "%s is not the primary of '%s' (ROLE: %s)",
+                             r->addr, r->master, role);
+            redis_reset(r, NULL);
+            goto out;
+        }
+    } else if (reply->type != REDIS_REPLY_STATUS ||
+               strcmp(reply->str, redis_hello_expect[step]) != 0) {
         redis_set_errstr(r, "%s: unexpected reply from %s",
                          redis_hello_name[step], r->path ? r->path : r->host);
         redis_reset(r, NULL);
@@ -810,6 +1102,8 @@ redis_on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
     rs_redis_reply_cb cb;
     void *ud;
     uint64_t rtt;
+    bool moved;
+    char why[24];
 
     if (r == NULL)
         return;
@@ -827,6 +1121,9 @@ redis_on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
         redis_reset(r, NULL);
         goto out;
     }
+    /* Kept before the callback: the reply is hiredis's, and the caller
+     * sees it first. */
+    moved = redis_reply_moved(r, reply, why, sizeof(why));
     c = redis_fifo_pop(r);
     rtt = redis_now_us() - c->sent_us;
     r->stats.replies++;
@@ -839,6 +1136,12 @@ redis_on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
     ud = c->ud;
     rs_free(c);
     cb(ud, 0, reply);
+    if (moved && !redis_closed(r) && r->state == RS_REDIS_READY &&
+        r->ac == ac) {
+        redis_set_errstr(r, "%s answered %s: asking the Sentinels again",
+                         r->addr, why);
+        redis_reset(r, NULL);
+    }
 out:
     redis_release(r);
 }
@@ -896,6 +1199,10 @@ redis_hello_queue(struct rs_redis *r)
     }
     argv[0] = "PING";
     rc = redis_hello_send(r, REDIS_HELLO_PING, 1, argv);
+    if (rc != 0 || r->sentinel == NULL)
+        goto out;
+    argv[0] = "ROLE";
+    rc = redis_hello_send(r, REDIS_HELLO_ROLE, 1, argv);
 out:
     return rc;
 }
@@ -909,6 +1216,12 @@ redis_connecting(struct rs_redis *r)
     const char *where = r->path ? r->path : r->host;
     redisAsyncContext *ac;
 
+    if (r->path != NULL)
+        snprintf(r->addr, sizeof(r->addr), "%s", r->path);
+    else if (strchr(r->host, ':') != NULL)
+        snprintf(r->addr, sizeof(r->addr), "[%s]:%d", r->host, r->port);
+    else
+        snprintf(r->addr, sizeof(r->addr), "%s:%d", r->host, r->port);
     redis_set_state(r, RS_REDIS_CONNECTING, NULL);
     if (redis_closed(r))
         return;
@@ -947,6 +1260,94 @@ redis_connecting(struct rs_redis *r)
 }
 
 static void
+redis_on_resolved(void *ud, int rc, const char *host, int port,
+                  const char *errstr)
+{
+    struct rs_redis *r = ud;
+    char *h;
+
+    if (rc == RS_ECANCELED || redis_closed(r))
+        return;
+    redis_hold(r);
+    if (r->state != RS_REDIS_RESOLVING)
+        goto out;
+    if (rc != 0) {
+        redis_set_errstr(r, "%s", errstr);
+        redis_down(r, NULL);
+        goto out;
+    }
+    h = rs_strdup(host);
+    if (h == NULL) {
+        redis_set_errstr(r, "resolving '%s': %s", r->master, redis_oom);
+        redis_down(r, NULL);
+        goto out;
+    }
+    rs_free(r->host);
+    r->host = h;
+    r->port = port;
+    redis_connecting(r);
+out:
+    redis_release(r);
+}
+
+/* RESOLVING (sentinel:// only): ask the Sentinels where the primary is;
+ * redis_on_resolved goes on to CONNECTING, or DOWN. Each Sentinel asked
+ * is bounded by the connect timeout, so this state is too. */
+static void
+redis_resolving(struct rs_redis *r)
+{
+    int rc;
+
+    redis_set_state(r, RS_REDIS_RESOLVING, NULL);
+    if (redis_closed(r))
+        return;
+    rc = rs_sentinel_resolve(r->sentinel, redis_on_resolved, r);
+    if (rc != 0) {
+        redis_set_errstr(r, "cannot ask the Sentinels of '%s': %s",
+                         r->master, rs_strerror(rc));
+        redis_down(r, NULL);
+    }
+}
+
+/* A Sentinel announced +switch-master for our master. A link on another
+ * node drops (its pending commands get RS_EIO) and asks again at once; a
+ * link waiting out its backoff stops waiting. Nothing to do while a
+ * resolve is in flight: ROLE checks whatever it finds. */
+static void
+redis_on_switch(void *ud, const char *host, int port)
+{
+    struct rs_redis *r = ud;
+    char to[300];
+
+    if (redis_closed(r))
+        return;
+    redis_hold(r);
+    if (strchr(host, ':') != NULL)
+        snprintf(to, sizeof(to), "[%s]:%d", host, port);
+    else
+        snprintf(to, sizeof(to), "%s:%d", host, port);
+    switch (r->state) {
+    case RS_REDIS_CONNECTING:
+    case RS_REDIS_READY:
+        if (strcmp(to, r->addr) == 0)
+            break;
+        redis_set_errstr(r, "Sentinel: the primary of '%s' moved from %s "
+                            "to %s", r->master, r->addr, to);
+        redis_reset(r, NULL);
+        if (!redis_closed(r) && r->state == RS_REDIS_DOWN)
+            (void)redis_state_timer_arm(r, 0);
+        break;
+    case RS_REDIS_DOWN:
+        (void)redis_state_timer_arm(r, 0);
+        break;
+    case RS_REDIS_RESOLVING:
+    case RS_REDIS_CLOSED:
+        break;
+    }
+    redis_release(r);
+}
+
+static void
 redis_on_state_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct rs_redis *r = arg;
@@ -966,7 +1367,15 @@ redis_on_state_timer(evutil_socket_t fd, short what, void *arg)
         redis_reset(r, NULL);
         break;
     case RS_REDIS_DOWN:
-        redis_connecting(r);
+        if (r->sentinel != NULL)
+            redis_resolving(r);
+        else
+            redis_connecting(r);
+        break;
+    case RS_REDIS_RESOLVING:
+        /* The first resolve, deferred out of rs_redis_new(); the state
+         * timer is not armed while a resolve is in flight. */
+        redis_resolving(r);
         break;
     case RS_REDIS_READY:
     case RS_REDIS_CLOSED:
@@ -1062,6 +1471,8 @@ rs_redis_new(struct event_base *base, const struct rs_redis_opts *opts,
     err = redis_parse_url(r, opts->url);
     if (err != NULL)
         goto out;
+    if (r->sentinel != NULL)
+        r->state = RS_REDIS_RESOLVING;
     r->state_timer = evtimer_new(base, redis_on_state_timer, r);
     r->cmd_timer = evtimer_new(base, redis_on_cmd_timer, r);
     if (r->state_timer == NULL || r->cmd_timer == NULL) {
@@ -1211,6 +1622,16 @@ rs_redis_free(struct rs_redis *r)
     event_del(r->state_timer);
     redis_cmd_timer_stop(r);
     redis_set_state(r, RS_REDIS_CLOSED, NULL);
+    /* A resolve in flight is cancelled (redis_on_resolved ignores it), and
+     * the watch's callbacks stop here. */
+    rs_sentinel_free(r->sentinel);
+    r->sentinel = NULL;
     redis_fail_pending(r, NULL, RS_ECANCELED);
     redis_release(r);
+}
+
+const char *
+rs_redis_addr(const struct rs_redis *r)
+{
+    return r ? r->addr : "";
 }

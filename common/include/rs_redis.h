@@ -5,6 +5,11 @@
  * by itself. It owns the connection and its timers; what the commands mean
  * is the caller's business.
  *
+ * With a sentinel:// URL it also finds the primary through the Sentinels
+ * (rs_sentinel.h), checks its ROLE, and follows a failover by itself: a
+ * +switch-master from a Sentinel, a lost connection, or a READONLY,
+ * MASTERDOWN or LOADING error reply drop the link and ask again.
+ *
  * Commands are never queued while the link is down: rs_redis_cmd() fails at
  * once with RS_EAGAIN, so a caller can answer "503, nothing stored" rather
  * than promise something it cannot keep.
@@ -24,17 +29,24 @@ struct event_base;
 struct rs_redis;
 
 enum rs_redis_state {
-    RS_REDIS_CONNECTING = 1,  /* TCP/unix connect, AUTH, SELECT, SETNAME in flight */
+    RS_REDIS_CONNECTING = 1,  /* TCP/unix connect, AUTH, SELECT, SETNAME
+                                 (and ROLE for sentinel://) in flight */
     RS_REDIS_READY,           /* commands accepted */
     RS_REDIS_DOWN,            /* lost or refused; waiting for the backoff timer */
     RS_REDIS_CLOSED,          /* rs_redis_free() is running */
+    RS_REDIS_RESOLVING,       /* sentinel:// only: asking the Sentinels */
 };
 
 #define RS_REDIS_NO_TIMEOUT 0xffffffffu
 
 struct rs_redis_opts {
-    /* redis://[[user]:password@]host[:port][/db] or unix:///path[?db=N]
-     * (password also as ?password=). */
+    /* redis://[[user]:password@]host[:port][/db], unix:///path[?db=N]
+     * (password also as ?password=), or
+     * sentinel://[[user]:password@]H[:P][,H[:P]...]/MASTER[?db=N&
+     *   sentinel-user=U&sentinel-password=P]: at most 16 Sentinels (port
+     * 26379 by default); user and password are the Redis node's, the
+     * Sentinels' own AUTH comes in the query. rediss:// is refused (the
+     * hiredis we build on has no TLS). */
     const char *url;
     const char *client_name;        /* CLIENT SETNAME; may be NULL */
     unsigned connect_timeout_ms;    /* 0 = 2000 */
@@ -62,7 +74,8 @@ struct rs_redis_opts {
 typedef void (*rs_redis_reply_cb)(void *ud, int rc, const redisReply *reply);
 
 /* Starts connecting at once (on the loop's next turn: no callback runs
- * inside rs_redis_new(); the object starts CONNECTING). NULL on allocation
+ * inside rs_redis_new(); the object starts CONNECTING, or RESOLVING for
+ * sentinel://). NULL on allocation
  * failure, a URL it cannot parse or unusable options (then *errstr, when
  * given, points to a static explanation). */
 struct rs_redis *rs_redis_new(struct event_base *base,
@@ -88,6 +101,11 @@ enum rs_redis_state rs_redis_state(const struct rs_redis *r);
 /* Last error text of the link ("" when none). */
 const char *rs_redis_errstr(const struct rs_redis *r);
 
+/* "host:port" ("[v6]:port") or the unix path of the node the link is
+ * connected to, or was last (being READY says it is the primary now); ""
+ * before the first connect. Valid until the next loop turn. */
+const char *rs_redis_addr(const struct rs_redis *r);
+
 struct rs_redis_stats {
     uint64_t commands;       /* accepted */
     uint64_t replies;        /* answered with rc == 0 */
@@ -95,6 +113,9 @@ struct rs_redis_stats {
     uint64_t reconnects;     /* READY reached after the first time */
     uint64_t rtt_us_sum;     /* sum of round trips of answered commands */
     uint64_t rtt_us_max;
+    uint64_t failovers;      /* READY on a primary other than the last one
+                                (sentinel:// only; each is logged once,
+                                "redis primary changed from=A to=B") */
     size_t pending;          /* in flight now */
 };
 void rs_redis_stats(const struct rs_redis *r, struct rs_redis_stats *out);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -441,7 +442,8 @@ opts_for(struct fixture *f, const char *url)
 }
 
 static struct rs_redis *
-link_new(struct fixture *f, const struct rs_redis_opts *o)
+link_new_state(struct fixture *f, const struct rs_redis_opts *o,
+               enum rs_redis_state first)
 {
     const char *err = "unset";
     struct rs_redis *r = rs_redis_new(f->base, o, &err);
@@ -449,8 +451,14 @@ link_new(struct fixture *f, const struct rs_redis_opts *o)
     if (r == NULL)
         fail_msg("rs_redis_new(%s): %s", o->url, err ? err : "(null)");
     assert_null(err);
-    assert_int_equal(rs_redis_state(r), RS_REDIS_CONNECTING);
+    assert_int_equal(rs_redis_state(r), first);
     return r;
+}
+
+static struct rs_redis *
+link_new(struct fixture *f, const struct rs_redis_opts *o)
+{
+    return link_new_state(f, o, RS_REDIS_CONNECTING);
 }
 
 static void
@@ -516,12 +524,35 @@ test_urls(void **state)
         "unix:///tmp/%zz", "unix:///tmp/x%00y", "unix:///tmp/x#f",
         "unix:///tmp/x?password=%4", "unix:///tmp/x?db=1&db=2",
         "redis://h/99999999999",
+        /* sentinel:// */
+        "sentinel://", "sentinel://h:1", "sentinel://h:1/", "sentinel:///m",
+        "sentinel://h:1,/m", "sentinel://,h:1/m", "sentinel://h:0/m",
+        "sentinel://h:65536/m", "sentinel://h:x/m", "sentinel://[::1/m",
+        "sentinel://[::1]x/m", "sentinel://u@h/m", "sentinel://h/a%20b",
+        "sentinel://h/a%2Fb", "sentinel://h/m#f", "sentinel://h/m?foo=1",
+        "sentinel://h/m?db=x", "sentinel://h/m?sentinel-user=u",
+        "sentinel://h/m?sentinel-password=a&sentinel-password=b",
+        "sentinel://h/%zz", "redis://h?sentinel-password=p",
     };
     static const char *const good[] = {
         "redis://127.0.0.1", "redis://localhost:6380/15",
         "redis://:pw@[::1]:7000/2", "redis://user:p%40w@h?db=3",
         "REDIS://H/", "unix:///tmp/x.sock",
         "unix:///tmp/x.sock?db=2&password=a%26b", "unix:///tmp/x.sock?",
+        "sentinel://127.0.0.1:26379/mymaster",
+        "SENTINEL://:pw@h1:1,h2,[::1]:3/m-1?db=2&sentinel-password=s%26p",
+        "sentinel://u:p@h/m?sentinel-user=su&sentinel-password=sp",
+    };
+    /* Which reason each sentinel:// mistake gets. */
+    static const char *const why[][2] = {
+        { "sentinel://h:1", "master name" },
+        { "sentinel://h:1/", "master name" },
+        { "sentinel://@/m", "no Sentinel" },
+        { "sentinel://h:1,/m", "empty Sentinel host" },
+        { "sentinel://h:99999/m", "bad Sentinel port" },
+        { "sentinel://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q/m",
+          "too many Sentinels" },
+        { "rediss://h", "stunnel" },
     };
     char longurl[300];
     struct rs_redis_opts o;
@@ -543,6 +574,20 @@ test_urls(void **state)
     assert_null(rs_redis_new(f->base, &o, &err));
     assert_non_null(strstr(err, "too long"));
 
+    for (i = 0; i < sizeof(why) / sizeof(why[0]); i++) {
+        o = opts_for(f, why[i][0]);
+        err = NULL;
+        assert_null(rs_redis_new(f->base, &o, &err));
+        if (err == NULL || strstr(err, why[i][1]) == NULL)
+            fail_msg("%s: %s, not %s", why[i][0], err ? err : "(null)",
+                     why[i][1]);
+    }
+    o = opts_for(f, "sentinel://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p/m");
+    f->r = link_new_state(f, &o, RS_REDIS_RESOLVING);
+    assert_string_equal(rs_redis_addr(f->r), "");
+    free_link_and_check(f);
+    f->n_state = 0;
+
     o = opts_for(f, NULL);
     assert_null(rs_redis_new(f->base, &o, &err));
     assert_non_null(err);
@@ -561,8 +606,10 @@ test_urls(void **state)
 
     for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         o = opts_for(f, good[i]);
-        f->r = link_new(f, &o);
-        assert_int_equal(rs_redis_state(f->r), RS_REDIS_CONNECTING);
+        f->r = link_new_state(f, &o,
+                              strncasecmp(good[i], "sentinel", 8) == 0
+                                  ? RS_REDIS_RESOLVING
+                                  : RS_REDIS_CONNECTING);
         assert_string_equal(rs_redis_errstr(f->r), "");
         free_link_and_check(f);
     }
@@ -574,13 +621,12 @@ test_urls(void **state)
 }
 
 /* Failing any one allocation of rs_redis_new gives NULL and leaks
- * nothing (ASan's leak check has the last word). */
+ * nothing (ASan's leak check has the last word), for redis:// and for
+ * sentinel:// (which also builds the Sentinel watcher). */
 static void
-test_alloc_failure(void **state)
+alloc_failure_url(struct fixture *f, const char *url)
 {
-    struct fixture *f = *state;
-    struct rs_redis_opts o =
-        opts_for(f, "redis://user:secret@127.0.0.1:1/3?");
+    struct rs_redis_opts o = opts_for(f, url);
     unsigned long n, seen;
     unsigned failed = 0;
 
@@ -608,6 +654,16 @@ test_alloc_failure(void **state)
     assert_true(failed >= 3);
     assert_true(n < 1000);
     assert_loop_empty(f);
+}
+
+static void
+test_alloc_failure(void **state)
+{
+    struct fixture *f = *state;
+
+    alloc_failure_url(f, "redis://user:secret@127.0.0.1:1/3?");
+    alloc_failure_url(f, "sentinel://user:secret@127.0.0.1:1,[::1]:2/m?db=3"
+                         "&sentinel-user=su&sentinel-password=sp");
 }
 
 /* Over a unix socket: READY, a binary key and value round-trip intact,
