@@ -710,26 +710,34 @@ state_change_add(struct state *st, struct state_change *c)
     return rc;
 }
 
-int64_t
-state_change_last_seq(struct state *st)
+/* The last seq of TABLE: its newest row (statement LAST), or the highest
+ * AUTOINCREMENT has handed out, which remembers the seqs of deleted rows,
+ * so that "last" never goes back after retention emptied the table. */
+static int64_t
+st_last_seq(struct state *st, enum state_stmt last, const char *table)
 {
-    sqlite3_stmt *s = st_get(st, ST_CH_LAST);
+    sqlite3_stmt *s = st_get(st, last);
     if (s == NULL)
         return 0;
     int64_t v = 0;
     if (sqlite3_step(s) == SQLITE_ROW)
         v = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    /* AUTOINCREMENT remembers seqs of deleted rows: ask it too, so that
-     * "last" never goes back after retention emptied the table. */
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(st->db, "SELECT seq FROM sqlite_sequence WHERE "
-                           "name = 'changes'", -1, &q, NULL) == SQLITE_OK) {
+                           "name = ?1", -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC);
         if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) > v)
             v = sqlite3_column_int64(q, 0);
         sqlite3_finalize(q);
     }
     return v;
+}
+
+int64_t
+state_change_last_seq(struct state *st)
+{
+    return st_last_seq(st, ST_CH_LAST, "changes");
 }
 
 /* count(*) of a range statement: seq > after and seq <= upto. */
@@ -936,21 +944,7 @@ state_fw_add(struct state *st, struct state_fw *f)
 int64_t
 state_fw_last_seq(struct state *st)
 {
-    sqlite3_stmt *s = st_get(st, ST_FW_LAST);
-    if (s == NULL)
-        return 0;
-    int64_t v = 0;
-    if (sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(st->db, "SELECT seq FROM sqlite_sequence WHERE "
-                           "name = 'framework'", -1, &q, NULL) == SQLITE_OK) {
-        if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) > v)
-            v = sqlite3_column_int64(q, 0);
-        sqlite3_finalize(q);
-    }
-    return v;
+    return st_last_seq(st, ST_FW_LAST, "framework");
 }
 
 int
