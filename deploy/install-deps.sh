@@ -15,6 +15,9 @@ PKGS=(
   iproute2 util-linux   # the tests: ss -K (chaos), unshare (test_multinode)
   python3 python3-defusedxml python3-dateutil python3-requests python3-websockets
   python3-distutils   # resync, the interop tests' reference tools, imports it
+  dpkg-dev file lintian   # deploy/package.sh: CPack's DEB generator
+                          # (dpkg-shlibdeps), tests/integration/test_package.sh
+  prometheus   # promtool, for tests/integration/test_monitoring.sh
 )
 
 # --bench: also what the benchmarks compare against (nginx with nchan).
