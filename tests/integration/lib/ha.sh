@@ -252,9 +252,10 @@ ha_now() { date +%s.%N | cut -c1-17; }
 ha_kill9_primary() {
     local n
     n=$(ha_primary_node) || { echo "no primary known" >&2; return 1; }
-    HA_FAULT_T=$(ha_now)
     kill -KILL "${HA_PID[$n]}" 2>/dev/null
     wait "${HA_PID[$n]}" 2>/dev/null
+    # the time is taken once it is gone: nothing sent after it reached it
+    HA_FAULT_T=$(ha_now)
     HA_PID[$n]=
     HA_OLD=$n
 }
@@ -263,11 +264,17 @@ ha_kill9_primary() {
 ha_stop_primary() {
     local n
     n=$(ha_primary_node) || { echo "no primary known" >&2; return 1; }
-    HA_FAULT_T=$(ha_now)
     kill -STOP "${HA_PID[$n]}"
     HA_OLD=$n
     HA_STOPPED=$n
+    # the time is taken once it is stopped (state T): nothing sent after
+    # it is run until SIGCONT
+    wait_until 5 ha_is_stopped "${HA_PID[$n]}" || return 1
+    HA_FAULT_T=$(ha_now)
 }
+
+# ha_is_stopped PID: the process is in state T (stopped by a signal)
+ha_is_stopped() { [ "$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)" = T ]; }
 
 # ha_cont: SIGCONT the node ha_stop_primary stopped
 ha_cont() {

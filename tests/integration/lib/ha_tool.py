@@ -18,13 +18,18 @@ tests/bench/bench_ha.sh; docs/internals/failover.md).
             next node's port in turn; logs every id and connection event
   check     a subscriber's ids against the stream (the new primary's ids,
             in order) and the acknowledged ids: no skip, no id the
-            stream does not hold, every acknowledged id, in order
+            stream does not hold, every acknowledged id, in order; and
+            each message's bytes against the stream's entry of its id
+            (an entry the failover lost may share its id with a later
+            one of the new primary)
+  websub    the same bytes check for a WebSub subscriber's deliveries
   latency   publish latency percentiles and the accepted rate of a log
 
 Uses hubtool.py's document generator and id helpers. Loopback only; every
 wait has a timeout. Run with Debian's /usr/bin/python3 (websockets 10.4).
 """
 import argparse
+import hashlib
 import http.client
 import json
 import os
@@ -35,7 +40,7 @@ import time
 
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hubtool import ANN_RE, gen_doc, id_key  # noqa: E402
+from hubtool import ANN_RE, annotation, gen_doc, id_key  # noqa: E402
 
 
 def die(msg, rc=1):
@@ -237,24 +242,23 @@ def cmd_report(a):
                                 "publishing resumed (first n=%d %s %s)"
                                 % (i, len(late), a.settle, late[0]["n"],
                                    late[0]["st"], late[0].get("why", "")[:80]))
-    # nobody acknowledged alone: no publish sent after quiet_from was
-    # answered 202 before quiet_until (the switch to the new primary)
-    if a.quiet_from is not None:
-        early = [r for r in acks
-                 if r["t0"] > a.quiet_from and r["t1"] < a.quiet_until]
-        if a.quiet_until <= a.quiet_from:
-            problems.append("no switch after the fault (%.3f <= %.3f)"
-                            % (a.quiet_until, a.quiet_from))
+    # nobody acknowledged alone: no publish sent after a fault was
+    # answered 202 before Sentinel's switch to the new primary
+    for q in a.quiet or []:
+        qf, _, qu = q.partition(":")
+        qf, qu = float(qf), float(qu)
+        early = [r for r in acks if r["t0"] > qf and r["t1"] < qu]
+        if qu <= qf:
+            problems.append("no switch after the fault at %.3f (%.3f)" % (qf, qu))
         elif early:
-            problems.append("%d publishes sent after the fault were "
+            problems.append("%d publishes sent after the fault at %.3f were "
                             "acknowledged before the switch (%.3f s after "
                             "it): first n=%d %s at +%.3f s"
-                            % (len(early), a.quiet_until - a.quiet_from,
-                               early[0]["n"], early[0]["id"],
-                               early[0]["t1"] - a.quiet_from))
+                            % (len(early), qf, qu - qf, early[0]["n"],
+                               early[0]["id"], early[0]["t1"] - qf))
         else:
-            print("quiet: no 202 between the fault and the switch (%.3f s)"
-                  % (a.quiet_until - a.quiet_from))
+            print("quiet: no 202 between the fault at %.3f and the switch "
+                  "%.3f s later" % (qf, qu - qf))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f)
@@ -336,7 +340,16 @@ async def follow(a, log):
                     continue
                 m = ANN_RE.search(msg)
                 hid = m.group(1) if m else None
-                log({"ev": "msg", "id": hid})
+                rec = {"ev": "msg", "id": hid}
+                if hid is not None:
+                    # the bytes stored in the stream: the message less the
+                    # hub's annotation (docs/protocol.md 2)
+                    raw = msg.encode("utf-8").replace(
+                        annotation(hid).encode(), b"", 1)
+                    rec["h"] = hashlib.sha1(raw).hexdigest()
+                if a.mark and a.mark in msg:
+                    rec["mark"] = True
+                log(rec)
                 got += 1
                 if hid is not None:
                     last = hid
@@ -373,6 +386,54 @@ def cmd_follow(a):
 def read_ids(path):
     with open(path) as f:
         return [l.split()[0] for l in f if l.strip()]
+
+
+def read_sums(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 2:
+                out[w[0]] = w[1]
+    return out
+
+
+def sum_problems(pairs, sums_path):
+    """(id, sha1 of the bytes received) against the stream's 'ID SHA1':
+    the same id with other bytes is an entry the failover lost, under an
+    id the new primary gave to another entry."""
+    sums = read_sums(sums_path)
+    differ = [hid for hid, h in pairs if hid in sums and sums[hid] != h]
+    if differ:
+        return ["%d messages differ from the stream's entry of their id "
+                "(first %s): an entry the failover lost, its id reused"
+                % (len(differ), differ[:3])]
+    return []
+
+
+def cmd_websub(a):
+    """The 2xx-answered POSTs on --path of a callback_server.py log: each
+    body is the stream's entry of its X-Hub-Id (--sums), none holds
+    --mark."""
+    from callback_server import body, hdr, read_log
+    pairs, marked, n = [], [], 0
+    for r in read_log(a.log):
+        if r["method"] != "POST" or r["path"] != a.path or \
+                not 200 <= r.get("answered", 0) < 300:
+            continue
+        n += 1
+        b = body(r)
+        hid = hdr(r, "X-Hub-Id")
+        pairs.append((hid, hashlib.sha1(b).hexdigest()))
+        if a.mark and a.mark.encode() in b:
+            marked.append(hid)
+    problems = sum_problems(pairs, a.sums)
+    if marked:
+        problems.append("%d deliveries hold the mark %r (ids %s)"
+                        % (len(marked), a.mark, marked[:3]))
+    if problems:
+        die("%s: %d deliveries: %s" % (a.path, n, "; ".join(problems)))
+    print("ok: %d deliveries, each the stream's entry of its id" % n)
 
 
 def cmd_check(a):
@@ -434,6 +495,16 @@ def cmd_check(a):
         if opens < a.min_opens:
             problems.append("%d connections, want at least %d (resumes with "
                             "since=)" % (opens, a.min_opens))
+    if not a.ids:
+        msgs = [e for e in read_jsonl(a.sub) if e["ev"] == "msg"]
+        marked = [e.get("id") for e in msgs if e.get("mark")]
+        if marked:
+            problems.append("%d messages hold the mark %r (ids %s)"
+                            % (len(marked), a.mark, marked[:3]))
+        if a.sums:
+            problems += sum_problems(
+                [(e.get("id"), e.get("h")) for e in msgs if e.get("h")],
+                a.sums)
     if problems:
         die("%s: %d ids: %s" % (os.path.basename(a.sub), len(got),
                                 "; ".join(problems)))
@@ -473,9 +544,9 @@ def main():
                    help="the first 202 after the fault within this")
     q.add_argument("--settle", type=float,
                    help="no refusal this long after publishing resumed")
-    q.add_argument("--quiet-from", type=float,
-                   help="no publish sent after this is acknowledged...")
-    q.add_argument("--quiet-until", type=float, help="...before this")
+    q.add_argument("--quiet", action="append",
+                   help="FAULT:SWITCH (epoch seconds): no publish sent after "
+                   "FAULT is acknowledged before SWITCH (repeatable)")
     q.add_argument("--json", help="write the figures here")
     q.set_defaults(fn=cmd_report)
 
@@ -496,6 +567,7 @@ def main():
     q.add_argument("--timeout", type=float, default=600)
     q.add_argument("--out", required=True)
     q.add_argument("--ready")
+    q.add_argument("--mark", help="flag the messages holding this")
     q.set_defaults(fn=cmd_follow)
 
     q = sub.add_parser("check")
@@ -508,7 +580,17 @@ def main():
                    help="the subscriber must have the whole stream")
     q.add_argument("--allow-repeats", action="store_true")
     q.add_argument("--min-opens", type=int, default=0)
+    q.add_argument("--sums", help="the stream's 'ID SHA1' lines: each "
+                   "message must be its id's entry")
+    q.add_argument("--mark", help="no message may hold this")
     q.set_defaults(fn=cmd_check)
+
+    q = sub.add_parser("websub")
+    q.add_argument("--log", required=True)
+    q.add_argument("--path", required=True)
+    q.add_argument("--sums", required=True)
+    q.add_argument("--mark")
+    q.set_defaults(fn=cmd_websub)
 
     a = p.parse_args()
     a.fn(a)
