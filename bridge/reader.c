@@ -265,7 +265,11 @@ on_http_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res
         out.not_modified = true;
     } else if (res->status == 200 && r->p != NULL) {
         int rc = rs_parser_finish(r->p);
-        if (rc != 0 && r->cb_rc == 0) {
+        if (rc != 0 && r->q.head_only && r->head_seen && r->cb_rc == 0) {
+            /* a list without entries: its head comes with its end, which
+             * the parser holds until the finish, and stops there */
+            parsed = true;
+        } else if (rc != 0 && r->cb_rc == 0) {
             parse_error(r, rc);
             out.rc = rc;
         } else if (r->cb_rc != 0) {

@@ -3,8 +3,9 @@
  * answers back: one request in flight, no document asked for again within
  * --interval of its last answer, conditional GETs, a 503's Retry-After
  * honoured, errors counted and polling going on once the Source is well
- * again, garbage publishing nothing. The hub is unreachable: nothing here
- * is about publishing. */
+ * again, garbage publishing nothing, an empty Resource List watched
+ * head-only read well. The hub is unreachable: nothing here is about
+ * publishing. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -57,23 +58,21 @@ serve(struct fx *f, int n)
              body);
 }
 
-static int
-setup(void **state)
+static const char CAPLIST[] =
+    "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
+    "<url><loc>{B}/cl.xml</loc><rs:md capability=\"changelist\"/>"
+    "</url></urlset>";
+/* A Capability List that names a Resource List too (watched head-only). */
+static const char CAPLIST_RL[] =
+    "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
+    "<url><loc>{B}/rl.xml</loc><rs:md capability=\"resourcelist\"/></url>"
+    "<url><loc>{B}/cl.xml</loc><rs:md capability=\"changelist\"/>"
+    "</url></urlset>";
+
+/* A poller on the Source, started, read once: a start of the bridge. */
+static void
+poller_up(struct fx *f)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    tu_loop_init(&f->l);
-    f->src = tbs_new(f->l.base);
-    f->src->hold_ms = 100;
-    tbs_put(f->src, "/caplist.xml",
-            "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
-            "<url><loc>{B}/cl.xml</loc><rs:md capability=\"changelist\"/>"
-            "</url></urlset>");
-    serve(f, 2);
-    f->dir = tu_mkdtemp();
-    char db[600], err[256];
-    snprintf(db, sizeof(db), "%s/bridge.db", f->dir);
-    assert_int_equal(store_open(db, &f->st, err, sizeof(err)), 0);
     struct rs_http_opts ho = { .user_agent = "rsbridge/test" };
     f->http = rs_http_new(f->l.base, &ho);
     f->hub_http = rs_http_new(f->l.base, &ho);
@@ -95,25 +94,69 @@ setup(void **state)
         .ud = f,
     };
     const char *perr = NULL;
+    f->ready = 0;
     f->p = poller_new(&po, &perr);
     assert_non_null(f->p);
     poller_start(f->p);
     TU_LOOP_UNTIL(&f->l, f->ready == 1, 10000);
-    *state = f;
-    return 0;
 }
 
-static int
-teardown(void **state)
+/* The poller stopped and gone (the state stays): an end of the bridge. */
+static void
+poller_down(struct fx *f)
 {
-    struct fx *f = *state;
     /* the answer held back goes out, later ones at once: then stop */
+    int hold = f->src->hold_ms;
     f->src->hold_ms = 0;
     TU_LOOP_UNTIL(&f->l, f->src->inflight == 0, 3000);
     poller_drain(f->p);
     rs_http_free(f->http);
     rs_http_free(f->hub_http);
     poller_free(f->p);
+    f->p = NULL;
+    tu_loop_settle(&f->l);
+    f->src->hold_ms = hold;
+}
+
+static int
+setup_with(void **state, const char *caplist)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    tu_loop_init(&f->l);
+    f->src = tbs_new(f->l.base);
+    f->src->hold_ms = 100;
+    tbs_put(f->src, "/caplist.xml", caplist);
+    tbs_put(f->src, "/rl.xml",
+            "<urlset " TBS_NS "><rs:md capability=\"resourcelist\" "
+            "at=\"2025-01-01T00:00:00Z\"/></urlset>");
+    serve(f, 2);
+    f->dir = tu_mkdtemp();
+    char db[600], err[256];
+    snprintf(db, sizeof(db), "%s/bridge.db", f->dir);
+    assert_int_equal(store_open(db, &f->st, err, sizeof(err)), 0);
+    poller_up(f);
+    *state = f;
+    return 0;
+}
+
+static int
+setup(void **state)
+{
+    return setup_with(state, CAPLIST);
+}
+
+static int
+setup_rl(void **state)
+{
+    return setup_with(state, CAPLIST_RL);
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+    poller_down(f);
     store_free(f->st);
     tu_loop_settle(&f->l);
     tbs_free(f->src);
@@ -219,6 +262,24 @@ test_garbage(void **state)
     assert_string_equal(poller_name(f->p), "src");
 }
 
+/* poller/empty_resource_list: the Resource List of a Capability List
+ * with a Change List is watched head-only; one without entries (its head
+ * comes with its end, at the parser's finish) is read well, not a failed
+ * poll. */
+static void
+test_empty_resource_list(void **state)
+{
+    struct fx *f = *state;
+    tu_loop_run_for(&f->l, 4 * INTERVAL_MS);
+    assert_true(tbs_count(f->src, "GET /rl.xml") >= 2);
+    struct poller_stats ps;
+    poller_stats(f->p, &ps);
+    if (ps.errors != 0)
+        fail_msg("%llu failed polls: %s", (unsigned long long)ps.errors,
+                 ps.last_error);
+    assert_true(ps.polls >= 2);
+}
+
 int
 main(void)
 {
@@ -226,6 +287,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_polite, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_resource_list, setup_rl,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
