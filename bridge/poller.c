@@ -111,6 +111,9 @@ struct poller {
     struct event *timer;          /* waiting, backoff, a polite wait */
     step_fn resume;               /* what the timer runs */
     struct event *hub_wait;
+    struct event *ask_timer;      /* the first held ask to reconcile */
+    struct store_feed *askf;      /* scratch: a Resource List's feed */
+    bool asks_held;               /* this commit held an ask */
     /* the Source */
     struct cap caps[POLLER_MAX_CAPS];
     size_t ncaps;
@@ -150,6 +153,7 @@ static void job_step(struct poller *p);
 static void checks_step(struct poller *p);
 static void rlhead_step(struct poller *p);
 static void caps_begin(struct poller *p);
+static int ask_reconcile(struct poller *p, int64_t k, const char *changelist);
 
 /* ----------------------------------------------------------- plumbing */
 
@@ -480,12 +484,162 @@ add_framework(struct poller *p, int64_t k, enum rs_capability cap,
     return outbox_add(p->ob, OUTBOX_FRAMEWORK, &it);
 }
 
+/* clscan's framework events; history rewritten or entries lost (updated)
+ * also ask the mirrors to reconcile. */
 static int
 add_cl_framework(void *ud, enum rs_change change, const char *loc)
 {
     struct poller *p = ud;
-    return add_framework(p, p->jobs[p->job].k, RS_CAP_CHANGELIST, change,
-                         loc);
+    int64_t k = p->jobs[p->job].k;
+    int rc = add_framework(p, k, RS_CAP_CHANGELIST, change, loc);
+    if (rc == 0 && change == RS_CHANGE_UPDATED)
+        rc = ask_reconcile(p, k, loc);
+    return rc;
+}
+
+/* ------------------------------------------------- asks to reconcile */
+
+/*
+ * A Resource List's "created" framework notification is the spec's way of
+ * asking Destinations to reconcile (rssub does, reading the original
+ * list), so it goes at most once a minute per list (fw_at in the list's
+ * feed). Two things send one: the list regenerated - told when its minute
+ * is up, else not at all (the changes are in the Change Lists) - and
+ * history rewritten or entries lost at the Change Lists of its Capability
+ * List: the one way a mirror learns of what the bridge may not publish,
+ * so within the minute the ask is held, not dropped. A held ask is the
+ * feed's ask_due in the state, written in the transaction of the walk
+ * that found the rewrite; ask_timer sends it when due, in the transaction
+ * that clears it: it survives a kill -9 and goes out once per due time
+ * (the outbox's rules do the rest). Rewrites while one is held join it.
+ */
+
+static bool
+rl_minute_up(rs_time_t fw_at, rs_time_t now)
+{
+    /* a clock set back does not hold the lists for that long */
+    return fw_at == RS_TIME_NONE || now < fw_at ||
+           now - fw_at >= (rs_time_t)POLLER_RL_FW_MIN_MS * 1000;
+}
+
+/* Resource List url of Capability List k: its "created", inside the
+ * caller's transaction, when its minute is up; else, to ask the mirrors to
+ * reconcile (reconcile), held until it is (p->asks_held). */
+static int
+rl_tell(struct poller *p, int64_t k, const char *url, bool reconcile)
+{
+    struct store_feed *f = p->askf;
+    int rc = store_feed_get(p->o.st, p->src, STORE_FEED_RESOURCES, url, k, f);
+    if (rc != 0)
+        return rc;
+    rs_time_t now = rs_time_now();
+    if (rl_minute_up(f->fw_at, now)) {
+        rc = add_framework(p, k, RS_CAP_RESOURCELIST, RS_CHANGE_CREATED, url);
+        if (rc == 0)        /* it answers a held ask too */
+            rc = store_feed_told(p->o.st, f->id, now, RS_TIME_NONE);
+        return rc;
+    }
+    if (!reconcile)
+        return 0;
+    bool joins = f->ask_due != RS_TIME_NONE;
+    rs_time_t due = joins ? f->ask_due
+                          : f->fw_at + (rs_time_t)POLLER_RL_FW_MIN_MS * 1000;
+    char t[RS_TIME_BUFSZ];
+    rs_time_format(due, t);
+    rs_log_kv(RS_LOG_INFO, "ask to reconcile waits for the resource list's "
+              "minute", "source", p->name, "resourcelist", url, "due", t,
+              "joins_held", joins ? "1" : "0", NULL);
+    if (joins)
+        return 0;
+    p->asks_held = true;
+    return store_feed_told(p->o.st, f->id, f->fw_at, due);
+}
+
+/* History rewritten or entries lost at changelist, of Capability List k:
+ * ask the mirrors to reconcile with its Resource List. */
+static int
+ask_reconcile(struct poller *p, int64_t k, const char *changelist)
+{
+    const char *rl = NULL;
+    for (size_t i = 0; i < p->ncaps && rl == NULL; i++)
+        if (p->caps[i].k == k && !p->caps[i].gone)
+            rl = p->caps[i].resources;
+    if (rl == NULL) {
+        rs_log_kv(RS_LOG_INFO, "no resource list to ask mirrors to "
+                  "reconcile with: the capability list names none",
+                  "source", p->name, "changelist", changelist, NULL);
+        return 0;
+    }
+    return rl_tell(p, k, rl, true);
+}
+
+/* The timer on the first held ask (none: not armed). */
+static void
+asks_arm(struct poller *p)
+{
+    event_del(p->ask_timer);
+    int rc = store_ask_next(p->o.st, p->src, p->askf);
+    if (rc == RS_ENOTFOUND)
+        return;
+    int64_t ms = 1000;            /* the state failed: try again */
+    if (rc == 0) {
+        rs_time_t us = p->askf->ask_due - rs_time_now();
+        ms = us > 0 ? (int64_t)((us + 999) / 1000) : 0;
+    } else {
+        rs_log_kv(RS_LOG_ERROR, "cannot read the asks to reconcile",
+                  "source", p->name, "error", store_errstr(p->o.st), NULL);
+    }
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    evtimer_add(p->ask_timer, &tv);
+}
+
+/* Send the held asks that are due, each in the transaction that clears
+ * it. */
+static void
+on_ask_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct poller *p = arg;
+    if (p->state == PS_STOPPED)
+        return;
+    if (store_in_txn(p->o.st)) {  /* a walk's staging: the next turn */
+        struct timeval tv = { 0, 50000 };
+        evtimer_add(p->ask_timer, &tv);
+        return;
+    }
+    bool sent = false;
+    for (size_t n = 0; n < POLLER_MAX_JOBS; n++) {
+        struct store_feed *f = p->askf;
+        int rc = store_ask_next(p->o.st, p->src, f);
+        if (rc == RS_ENOTFOUND)
+            break;
+        rs_time_t now = rs_time_now();
+        if (rc == 0 && f->ask_due > now)
+            break;
+        if (rc == 0)
+            rc = store_begin(p->o.st);
+        if (rc == 0) {
+            rc = add_framework(p, f->k, RS_CAP_RESOURCELIST,
+                               RS_CHANGE_CREATED, f->url);
+            if (rc == 0)
+                rc = store_feed_told(p->o.st, f->id, now, RS_TIME_NONE);
+            if (rc == 0)
+                rc = store_commit(p->o.st);
+            else
+                store_rollback(p->o.st);
+        }
+        if (rc != 0) {
+            rs_log_kv(RS_LOG_ERROR, "cannot send an ask to reconcile",
+                      "source", p->name, "error", store_errstr(p->o.st),
+                      NULL);
+            break;
+        }
+        sent = true;
+    }
+    if (sent)
+        outbox_kick(p->ob);
+    asks_arm(p);
 }
 
 /* ------------------------------------------------------- discovering */
@@ -949,16 +1103,10 @@ rl_commit(struct poller *p, bool checked)
                   "created", c, "updated", u, "deleted", d, "kept", k, NULL);
     }
     /* a regenerated Resource List, told at most once a minute */
-    rs_time_t now = rs_time_now();
-    if (n > 0 && (f->fw_at == RS_TIME_NONE ||
-                  now - f->fw_at >= (rs_time_t)POLLER_RL_FW_MIN_MS * 1000)) {
-        f->fw_at = now;
+    if (n > 0) {
         rc = store_begin(p->o.st);
         if (rc == 0)
-            rc = add_framework(p, p->jobs[p->job].k, RS_CAP_RESOURCELIST,
-                               RS_CHANGE_CREATED, f->url);
-        if (rc == 0)
-            rc = store_feed_put(p->o.st, f);
+            rc = rl_tell(p, p->jobs[p->job].k, f->url, false);
         if (rc == 0)
             rc = store_commit(p->o.st);
         else
@@ -1004,7 +1152,10 @@ on_walk_done(void *ud, int rc, const char *err, const struct walk_result *wr)
     if (p->jobs[p->job].kind == JOB_CHANGES) {
         struct clscan_hooks h = { add_change, add_cl_framework, p };
         struct clscan_stats cs;
+        p->asks_held = false;
         rc = clscan_commit(p->cs, f, wr, p->poll_started, &h, &cs);
+        if (p->asks_held)
+            asks_arm(p);
         if (rc != 0) {
             char why[700];
             snprintf(why, sizeof(why), "%.300s: cannot record the Change "
@@ -1144,13 +1295,8 @@ on_rlhead(void *ud, const struct reader_result *r)
         rc = store_doc_stage(p->o.st, f->id, &d);
         if (rc == 0)
             rc = store_docs_commit(p->o.st, f->id, NULL, NULL);
-        if (rc == 0 && regen &&
-            (f->fw_at == RS_TIME_NONE ||
-             now - f->fw_at >= (rs_time_t)POLLER_RL_FW_MIN_MS * 1000)) {
-            f->fw_at = now;
-            rc = add_framework(p, p->jobs[p->job].k, RS_CAP_RESOURCELIST,
-                               RS_CHANGE_CREATED, f->url);
-        }
+        if (rc == 0 && regen)   /* told at most once a minute */
+            rc = rl_tell(p, p->jobs[p->job].k, f->url, false);
         f->gen++;
         f->at = at;
         f->walked = now;
@@ -1316,8 +1462,9 @@ poller_new(const struct poller_opts *o, const char **err)
                  k == OUTBOX_CHANGE ? "changes" : "framework");
     }
     p->feed = rs_malloc(sizeof(*p->feed));
+    p->askf = rs_malloc(sizeof(*p->askf));
     p->checks = rs_calloc(RLDIFF_CHECKS, sizeof(*p->checks));
-    if (p->feed == NULL || p->checks == NULL)
+    if (p->feed == NULL || p->askf == NULL || p->checks == NULL)
         goto fail;
     p->cur_interval_ms = o->interval_ms;
     p->backoff = (struct rs_backoff){
@@ -1346,8 +1493,9 @@ poller_new(const struct poller_opts *o, const char **err)
     p->disc = discovery_new(o->base, o->http, on_discovered, p);
     p->timer = evtimer_new(o->base, on_timer, p);
     p->hub_wait = evtimer_new(o->base, on_hub_wait, p);
+    p->ask_timer = evtimer_new(o->base, on_ask_timer, p);
     if (p->rd == NULL || p->cs == NULL || p->rdf == NULL || p->disc == NULL ||
-        p->timer == NULL || p->hub_wait == NULL)
+        p->timer == NULL || p->hub_wait == NULL || p->ask_timer == NULL)
         goto fail;
     struct walk_opts wo = {
         .base = o->base,
@@ -1424,6 +1572,8 @@ poller_free(struct poller *p)
         event_free(p->timer);
     if (p->hub_wait != NULL)
         event_free(p->hub_wait);
+    if (p->ask_timer != NULL)
+        event_free(p->ask_timer);
     for (size_t i = 0; i < p->ncaps; i++) {
         rs_free(p->caps[i].url);
         rs_doc_free(p->caps[i].doc);
@@ -1435,6 +1585,7 @@ poller_free(struct poller *p)
         checks_clear(p);
     rs_free(p->checks);
     rs_free(p->feed);
+    rs_free(p->askf);
     rs_free(p->reqlog);
     rs_free(p->description);
     rs_free(p->last_error);
@@ -1460,6 +1611,7 @@ poller_start(struct poller *p)
     evtimer_add(p->hub_wait, &tv);
     rs_channels_refresh(p->ch);
     outbox_kick(p->ob);          /* what waited in the outbox */
+    asks_arm(p);                 /* an ask held before a restart */
     poll_begin(p);
 }
 
@@ -1470,6 +1622,7 @@ poller_drain(struct poller *p)
         return;
     poll_set(p, PS_STOPPED);
     event_del(p->timer);
+    event_del(p->ask_timer);     /* a held ask stays in the state */
     staging_close(p);
     /* a walk or a read under way is abandoned: what it staged is
      * scratch, and nothing of it was committed */

@@ -27,7 +27,9 @@
  *              Change Lists the position (pos: newest datetime taken),
  *              the window they declared (win_from) and when the last walk
  *              began (walked), the spans a forward walk may have missed
- *              (suspects); for Resource Lists the list's `at`
+ *              (suspects); for Resource Lists the list's `at`, when
+ *              the last framework notification about it went (fw_at),
+ *              and when a held ask to reconcile is due (ask_due)
  *   docs     - each document of a feed as its last complete walk read it:
  *              validators, digest, rel="next", the index that listed it
  *   seen     - clscan.c: every Change List entry of a feed's last walks
@@ -50,7 +52,7 @@ static const char store_schema[] =
     "  src INTEGER NOT NULL, kind INTEGER NOT NULL, k INTEGER NOT NULL, "
     "  url TEXT NOT NULL, gen INTEGER NOT NULL DEFAULT 0, pos INTEGER, "
     "  win_from INTEGER, walked INTEGER, at INTEGER, "
-    "  suspects TEXT NOT NULL DEFAULT '', fw_at INTEGER, "
+    "  suspects TEXT NOT NULL DEFAULT '', fw_at INTEGER, ask_due INTEGER, "
     "  UNIQUE(src, kind, url));"
     "CREATE TABLE IF NOT EXISTS docs(feed INTEGER NOT NULL, url TEXT NOT NULL, "
     "  etag TEXT, lastmod TEXT, digest BLOB, next TEXT, parent TEXT, "
@@ -297,14 +299,21 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
         rc = RS_EINVAL;
         goto out;
     }
-    char pragmas[256];
+    char pragmas[256], version[64];
     snprintf(pragmas, sizeof(pragmas),
              "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
              "PRAGMA cache_size=-16000; PRAGMA temp_store=MEMORY; "
-             "PRAGMA application_id=%d; PRAGMA user_version=%d;",
-             STORE_APP_ID, STORE_SCHEMA);
+             "PRAGMA application_id=%d;", STORE_APP_ID);
+    snprintf(version, sizeof(version), "PRAGMA user_version=%d;",
+             STORE_SCHEMA);
+    /* schema 1 had no feeds.ask_due (CREATE ... IF NOT EXISTS keeps its
+     * feeds as they were); the version is written once the columns are */
     if (store_exec_sql(st, pragmas) != 0 ||
-        store_exec_sql(st, store_schema) != 0) {
+        store_exec_sql(st, store_schema) != 0 ||
+        (ver == 1 &&
+         store_exec_sql(st, "ALTER TABLE feeds ADD COLUMN ask_due INTEGER")
+             != 0) ||
+        store_exec_sql(st, version) != 0) {
         snprintf(err, errlen, "%s: %s", path, st->errstr);
         goto out;
     }
@@ -414,7 +423,7 @@ fail:
 /* --------------------------------------------------------------- feeds */
 
 #define FEED_COLS "id, src, kind, k, url, gen, pos, win_from, walked, at, " \
-                  "suspects, fw_at"
+                  "suspects, fw_at, ask_due"
 
 static void
 feed_row(sqlite3_stmt *s, struct store_feed *f)
@@ -434,6 +443,7 @@ feed_row(sqlite3_stmt *s, struct store_feed *f)
     snprintf(f->suspects, sizeof(f->suspects), "%s",
              t != NULL ? (const char *)t : "");
     f->fw_at = rs_sql_col_time(s, 11);
+    f->ask_due = rs_sql_col_time(s, 12);
 }
 
 static const char SQL_FEED_GET[] =
@@ -444,7 +454,12 @@ static const char SQL_FEED_ADD[] =
     "   WHERE src = ?1 AND kind = 1) ELSE ?4 END, ?3)";
 static const char SQL_FEED_PUT[] =
     "UPDATE feeds SET gen = ?2, pos = ?3, win_from = ?4, walked = ?5, "
-    "at = ?6, suspects = ?7, fw_at = ?8 WHERE id = ?1";
+    "at = ?6, suspects = ?7 WHERE id = ?1";
+static const char SQL_FEED_TOLD[] =
+    "UPDATE feeds SET fw_at = ?2, ask_due = ?3 WHERE id = ?1";
+static const char SQL_FEED_ASK_NEXT[] =
+    "SELECT " FEED_COLS " FROM feeds WHERE src = ?1 AND ask_due IS NOT NULL "
+    "ORDER BY ask_due, id LIMIT 1";
 static const char SQL_FEED_CAPS[] =
     "SELECT " FEED_COLS " FROM feeds WHERE src = ?1 AND kind = 1 ORDER BY k";
 
@@ -500,8 +515,38 @@ store_feed_put(struct store *st, const struct store_feed *f)
     rs_sql_bind_time(s, 5, f->walked);
     rs_sql_bind_time(s, 6, f->at);
     sqlite3_bind_text(s, 7, f->suspects, -1, SQLITE_TRANSIENT);
-    rs_sql_bind_time(s, 8, f->fw_at);
     return store_exec(st, s, "a feed");
+}
+
+int
+store_feed_told(struct store *st, int64_t id, rs_time_t fw_at,
+                rs_time_t ask_due)
+{
+    sqlite3_stmt *s = store_stmt(st, SQL_FEED_TOLD);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, id);
+    rs_sql_bind_time(s, 2, fw_at);
+    rs_sql_bind_time(s, 3, ask_due);
+    return store_exec(st, s, "a feed's framework notification");
+}
+
+int
+store_ask_next(struct store *st, int64_t src, struct store_feed *out)
+{
+    sqlite3_stmt *s = store_stmt(st, SQL_FEED_ASK_NEXT);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, src);
+    int r = sqlite3_step(s);
+    if (r == SQLITE_ROW)
+        feed_row(s, out);
+    int rc = r == SQLITE_ROW ? 0 : r == SQLITE_DONE
+                                       ? RS_ENOTFOUND
+                                       : store_fail(st, "asks to reconcile");
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc;
 }
 
 int

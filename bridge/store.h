@@ -19,7 +19,7 @@
 #include "rs_error.h"
 #include "rs_time.h"
 
-#define STORE_SCHEMA 1
+#define STORE_SCHEMA 2            /* 2: feeds.ask_due */
 #define STORE_DIGEST 32            /* SHA-256 of a document's bytes */
 
 struct store;
@@ -93,6 +93,9 @@ struct store_feed {
     rs_time_t at;                  /* Resource Lists: the list's `at` */
     char suspects[1024];           /* clscan.c's suspect spans, as text */
     rs_time_t fw_at;               /* last framework notification about it */
+    rs_time_t ask_due;             /* a held ask to reconcile (a "created"
+                                      notification of this Resource List):
+                                      when it is due; RS_TIME_NONE: none */
 };
 
 /* The feed (src, kind, url), created when new (gen 0, k as given; for a
@@ -100,8 +103,19 @@ struct store_feed {
 int store_feed_get(struct store *st, int64_t src, enum store_feed_kind kind,
                    const char *url, int64_t k, struct store_feed *out)
     RS_MUST_CHECK;
-/* Write back gen, pos, win_from, walked, at, suspects, fw_at. */
+/* Write back gen, pos, win_from, walked, at, suspects - not fw_at and
+ * ask_due: those are written by store_feed_told alone, so that a feed
+ * read before a loop turn and written back after it cannot undo what was
+ * told meanwhile. */
 int store_feed_put(struct store *st, const struct store_feed *f)
+    RS_MUST_CHECK;
+/* Feed id's framework notification went at fw_at, and its held ask to
+ * reconcile is due at ask_due (RS_TIME_NONE: none). */
+int store_feed_told(struct store *st, int64_t id, rs_time_t fw_at,
+                    rs_time_t ask_due) RS_MUST_CHECK;
+/* The Source's feed whose held ask to reconcile is due first: 0, or
+ * RS_ENOTFOUND when none is held. */
+int store_ask_next(struct store *st, int64_t src, struct store_feed *out)
     RS_MUST_CHECK;
 /* The Capability Lists of a Source, in k order, into cb. */
 int store_caplists(struct store *st, int64_t src,

@@ -3,9 +3,11 @@
  * answers back: one request in flight, no document asked for again within
  * --interval of its last answer, conditional GETs, a 503's Retry-After
  * honoured, errors counted and polling going on once the Source is well
- * again, garbage publishing nothing, an empty Resource List watched
- * head-only read well. The hub is unreachable: nothing here is about
- * publishing. */
+ * again, garbage publishing nothing; history rewritten asking the mirrors
+ * to reconcile (a Resource List "created"), at most once a minute per
+ * list, a held ask kept in the state across restarts and sent once when
+ * due. The hub is unreachable: what is published stays in the outbox,
+ * where the tests read it. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "poller.h"
+#include "rs_doc.h"
 #include "rs_http.h"
 #include "rs_time.h"
 #include "store.h"
@@ -21,6 +24,8 @@
 #include "tu_httpd.h"
 
 #define INTERVAL_MS 300
+#define T0 (1735689600LL * 1000000)   /* 2025-01-01T00:00:00Z */
+#define MINUTE_US (60LL * 1000000)
 
 struct fx {
     struct tu_loop l;
@@ -62,7 +67,8 @@ static const char CAPLIST[] =
     "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
     "<url><loc>{B}/cl.xml</loc><rs:md capability=\"changelist\"/>"
     "</url></urlset>";
-/* A Capability List that names a Resource List too (watched head-only). */
+/* A Capability List that names a Resource List too: the one an ask to
+ * reconcile is about. */
 static const char CAPLIST_RL[] =
     "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
     "<url><loc>{B}/rl.xml</loc><rs:md capability=\"resourcelist\"/></url>"
@@ -262,6 +268,192 @@ test_garbage(void **state)
     assert_string_equal(poller_name(f->p), "src");
 }
 
+/* ---------------------------------------------- asks to reconcile */
+
+/* The Change List: one entry r<S> created at T0 + S seconds for each S of
+ * secs (serve's r0, r1 are S 0, 1; a never-seen one older than the newest
+ * is history rewritten). */
+static void
+serve_secs(struct fx *f, const int *secs, size_t n)
+{
+    char body[8192], e[512];
+    size_t off = 0;
+    body[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char dt[RS_TIME_BUFSZ], loc[64];
+        assert_true(rs_time_format(T0 + (rs_time_t)secs[i] * 1000000, dt) > 0);
+        snprintf(loc, sizeof(loc), "{B}/data/r%d", secs[i]);
+        tbs_change(e, sizeof(e), loc, "created", dt);
+        off += (size_t)snprintf(body + off, sizeof(body) - off, "%s", e);
+    }
+    tbs_putf(f->src, "/cl.xml", "<urlset " TBS_NS "><rs:md capability="
+             "\"changelist\" from=\"2025-01-01T00:00:00Z\"/>%s</urlset>",
+             body);
+}
+
+/* Framework notifications waiting in the outbox (the hub is unreachable)
+ * of capability cap, about loc (NULL: any). */
+static int
+fw_count(struct fx *f, enum rs_capability cap, const char *loc)
+{
+    static const char sql[] =
+        "SELECT count(*) FROM outbox WHERE lane = ?1 AND cap = ?2 AND "
+        "(?3 IS NULL OR loc = ?3)";
+    sqlite3_stmt *q = store_stmt(f->st, sql);
+    assert_non_null(q);
+    sqlite3_bind_int(q, 1, OUTBOX_FRAMEWORK);
+    sqlite3_bind_int(q, 2, (int)cap);
+    if (loc != NULL)
+        sqlite3_bind_text(q, 3, loc, -1, SQLITE_TRANSIENT);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return n;
+}
+
+/* The Resource List's feed, as the state holds it. */
+static void
+rl_feed(struct fx *f, struct store_feed *out)
+{
+    int64_t src;
+    bool fresh;
+    assert_int_equal(store_source(f->st, "src", tbs_url(f->src,
+                                                        "/caplist.xml"),
+                                  &src, &fresh), 0);
+    assert_false(fresh);
+    assert_int_equal(store_feed_get(f->st, src, STORE_FEED_RESOURCES,
+                                    tbs_url(f->src, "/rl.xml"), 0, out), 0);
+}
+
+/* poller/reconcile_gate: history rewritten asks the mirrors to reconcile
+ * with the Capability List's Resource List ("created"), besides the
+ * Change List's "updated"; a second rewrite within the list's minute
+ * holds the ask (in the state, due when the minute is up) and sends
+ * nothing; a third joins the held one. */
+static void
+test_reconcile_gate(void **state)
+{
+    struct fx *f = *state;
+    char rl[256];
+    snprintf(rl, sizeof(rl), "%s", tbs_url(f->src, "/rl.xml"));
+    static const int base[] = { 0, 1, 10, 11 }, rw1[] = { 0, 1, 5, 10, 11 },
+                     rw2[] = { 0, 1, 5, 6, 10, 11 },
+                     rw3[] = { 0, 1, 5, 6, 7, 10, 11 };
+    serve_secs(f, base, 4);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 0);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 0);
+
+    serve_secs(f, rw1, 5);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_CHANGELIST, NULL) == 1, 5000);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, rl), 1);
+    struct store_feed *fd = malloc(sizeof(*fd));
+    assert_non_null(fd);
+    rl_feed(f, fd);
+    rs_time_t told = fd->fw_at;
+    assert_true(told != RS_TIME_NONE);
+    assert_true(fd->ask_due == RS_TIME_NONE);
+
+    serve_secs(f, rw2, 6);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_CHANGELIST, NULL) == 2, 5000);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 1);
+    rl_feed(f, fd);
+    assert_true(fd->fw_at == told);
+    assert_true(fd->ask_due == told + MINUTE_US);
+
+    serve_secs(f, rw3, 7);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_CHANGELIST, NULL) == 3, 5000);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 1);
+    rl_feed(f, fd);
+    assert_true(fd->ask_due == told + MINUTE_US);   /* one ask, one due */
+    free(fd);
+}
+
+/* poller/reconcile_due_later: a held ask due in the future survives a
+ * restart and goes out when it is due, not before, once. */
+static void
+test_reconcile_due_later(void **state)
+{
+    struct fx *f = *state;
+    char rl[256];
+    snprintf(rl, sizeof(rl), "%s", tbs_url(f->src, "/rl.xml"));
+    static const int base[] = { 0, 1, 10, 11 }, rw1[] = { 0, 1, 5, 10, 11 },
+                     rw2[] = { 0, 1, 5, 6, 10, 11 };
+    serve_secs(f, base, 4);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    serve_secs(f, rw1, 5);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_RESOURCELIST, rl) == 1, 5000);
+    serve_secs(f, rw2, 6);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_CHANGELIST, NULL) == 2, 5000);
+    struct store_feed *fd = malloc(sizeof(*fd));
+    assert_non_null(fd);
+    rl_feed(f, fd);
+    assert_true(fd->ask_due != RS_TIME_NONE);
+
+    /* the bridge stops; its minute is nearly up when it starts again */
+    poller_down(f);
+    rs_time_t due = rs_time_now() + 1500000;
+    assert_int_equal(store_feed_told(f->st, fd->id, fd->fw_at, due), 0);
+    poller_up(f);
+    while (rs_time_now() < due - 300000)
+        tu_loop_run_for(&f->l, 50);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 1);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_RESOURCELIST, rl) == 2, 5000);
+    assert_true(rs_time_now() >= due);
+    rl_feed(f, fd);
+    assert_true(fd->ask_due == RS_TIME_NONE);
+    assert_true(fd->fw_at >= due);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 2);
+    free(fd);
+}
+
+/* poller/reconcile_due_past: a held ask whose time passed while the
+ * bridge was down goes out at the start, once: not again at the next
+ * start. */
+static void
+test_reconcile_due_past(void **state)
+{
+    struct fx *f = *state;
+    char rl[256];
+    snprintf(rl, sizeof(rl), "%s", tbs_url(f->src, "/rl.xml"));
+    struct store_feed *fd = malloc(sizeof(*fd));
+    assert_non_null(fd);
+    rl_feed(f, fd);               /* the first poll made it */
+    poller_down(f);
+    rs_time_t now = rs_time_now();
+    assert_int_equal(store_feed_told(f->st, fd->id, now - 2 * MINUTE_US,
+                                     now - MINUTE_US), 0);
+    poller_up(f);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_RESOURCELIST, rl) == 1, 3000);
+    rl_feed(f, fd);
+    assert_true(fd->ask_due == RS_TIME_NONE);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    poller_down(f);
+    poller_up(f);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 1);
+    assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 0);
+    free(fd);
+}
+
+/* poller/reconcile_no_rl: history rewritten at a Capability List that
+ * names no Resource List: the Change List's "updated", nothing to ask. */
+static void
+test_reconcile_no_rl(void **state)
+{
+    struct fx *f = *state;
+    static const int base[] = { 0, 1, 10, 11 }, rw1[] = { 0, 1, 5, 10, 11 };
+    serve_secs(f, base, 4);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    serve_secs(f, rw1, 5);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_CHANGELIST, NULL) == 1, 5000);
+    tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 0);
+}
+
 /* poller/empty_resource_list: the Resource List of a Capability List
  * with a Change List is watched head-only; one without entries (its head
  * comes with its end, at the parser's finish) is read well, not a failed
@@ -288,6 +480,14 @@ main(void)
         cmocka_unit_test_setup_teardown(test_retry_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_resource_list, setup_rl,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reconcile_gate, setup_rl,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reconcile_due_later, setup_rl,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reconcile_due_past, setup_rl,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reconcile_no_rl, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
