@@ -4,10 +4,11 @@
 # alert fires on the series it is about, and not without them), the Grafana
 # dashboard is well-formed JSON whose panels each query something, and
 # every metric name the rules and the dashboard use is one the daemons
-# export: rshub (private Redis, WebSub on), rssource pushing to it, rssub
-# mirroring it, rsbridge following a Source of lib/bridge_source.py, each
-# on loopback, their /metrics scraped (a histogram's _bucket, _sum and
-# _count count as its name). rssource has no metrics endpoint. Skipped,
+# export: rshub (private Redis, WebSub on; a second node with
+# --ack-replicas), rssource pushing to it, rssub mirroring it, rsbridge
+# following a Source of lib/bridge_source.py, each on loopback, their
+# /metrics scraped (a histogram's _bucket, _sum and _count count as its
+# name). rssource has no metrics endpoint. Skipped,
 # saying so, without promtool (Debian's prometheus package).
 # shellcheck source-path=SCRIPTDIR disable=SC2317 # helpers run through check
 set -u
@@ -56,6 +57,10 @@ bridge_require
 redis_start || finish
 hub_start h --open --callback-allow 127.0.0.0/8 || { bad "rshub starts"; finish; }
 HUB=http://127.0.0.1:${HUB_HTTP[h]}/hub
+# A second node with --ack-replicas, for the series only it exports
+# (rshub_ack_*); our Redis has no replica, so it never reports ready.
+hub_start a --ack-replicas 1 --ack-timeout 100ms ||
+    { bad "rshub --ack-replicas 1 starts"; finish; }
 D=$TMP/src
 mkdir -p "$D" "$TMP/m"
 printf 'one\n' >"$D/one.txt"
@@ -75,7 +80,7 @@ check "a change reaches the mirror" converged 20 "$D" "$TMP/m/mirror"
 
 # ============================================================ 3. the names
 note "3. every name the rules and the dashboard use is exported"
-declare -A SCRAPE=([h]=${HUB_HTTP[h]} [m]=${SUB_METRICS[m]} [br]=$BR_METRICS)
+declare -A SCRAPE=([h]=${HUB_HTTP[h]} [a]=${HUB_HTTP[a]} [m]=${SUB_METRICS[m]} [br]=$BR_METRICS)
 for k in "${!SCRAPE[@]}"; do
     check "scrape $k /metrics" curl -sf --max-time 10 -o "$TMP/$k.metrics" \
         "http://127.0.0.1:${SCRAPE[$k]}/metrics"
