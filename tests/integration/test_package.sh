@@ -20,8 +20,9 @@ STATES=(/var/lib/rssub /var/lib/rssource /var/lib/rsbridge)
 
 skip() { echo "skipped: $*"; exit 0; }
 [ "$(id -u)" -eq 0 ] || skip "installing packages needs root"
-command -v dpkg >/dev/null && command -v dpkg-deb >/dev/null ||
+if ! command -v dpkg >/dev/null || ! command -v dpkg-deb >/dev/null; then
     skip "dpkg not found (not a Debian system)"
+fi
 command -v lintian >/dev/null ||
     skip "lintian not found: run deploy/install-deps.sh"
 
