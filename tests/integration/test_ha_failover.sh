@@ -9,7 +9,7 @@
 # mirror of an rssource Source publishing through the hub while its files
 # change (lib/ha_scenario.sh). Four seconds into the burst the primary is
 # killed: Sentinel promotes a replica, publishing resumes by itself within
-# 20 s, nothing sent after the kill is acknowledged before the switch,
+# 20 s, nothing sent after the kill is acknowledged before the promotion,
 # every acknowledged id is in the new primary's stream, every subscriber
 # got that stream in order with no skip (WebSub may repeat), the mirror
 # converges with no gap pull and audits clean, and the hubs name the new

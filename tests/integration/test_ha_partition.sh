@@ -9,13 +9,14 @@
 # resuming with since=, a WebSub subscriber, an rssub mirror of an
 # rssource Source), with SIGSTOP instead of kill -9. While it is stopped,
 # rshub's writes queued to it and a canary entry written straight to it
-# wait in its sockets; SIGCONT two seconds after Sentinel's switch runs
+# wait in its sockets; SIGCONT two seconds after Sentinel's failover runs
 # them on the old primary alone, until Sentinel makes it a replica (within
-# 30 s). Then: nothing sent after the stop was acknowledged before the
-# switch; every acknowledged id is in the new primary's stream, the canary
-# is not; every subscriber got exactly that stream (no id the old primary
-# held alone), in order, no skip; the replicas, the old primary among
-# them, hold the same stream; the mirror converges with no gap pull.
+# 30 s). Then: nothing sent after the stop was acknowledged before a
+# replica was promoted; every acknowledged id is in the new primary's
+# stream, the canary is not; every subscriber got exactly that stream,
+# byte for byte (nothing the old primary held alone), in order, no skip;
+# the replicas, the old primary among them, hold the same stream; the
+# mirror converges with no gap pull.
 # About a minute.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
 # shellcheck source-path=SCRIPTDIR

@@ -5,12 +5,13 @@
 # rshub nodes on sentinel://... with --ack-replicas 1; a publisher at
 # 200/s; three WebSocket subscribers resuming with since=; a WebSub
 # subscriber; an rssub mirror of a changing rssource Source. For --minutes
-# N, seeded faults of the primary, kill -9 and SIGSTOP in turn (the first
-# picked by the seed), 5 to 15 s apart (seeded): each waits for Sentinel's
-# failover, brings the old primary back as a replica (restart, or SIGCONT)
+# N, seeded faults of the primary, kill -9, SIGSTOP and a switchover
+# (SENTINEL FAILOVER) in turn (the first picked by the seed), 5 to 15 s
+# apart (seeded): each waits for Sentinel's failover, brings the old
+# primary back as a replica (restart, SIGCONT, or Sentinel's own doing)
 # and for publishing to resume. Then the same checks as the tests, over
 # the whole run: every fault resumed within 20 s; nothing acknowledged
-# between a fault and its switch; every acknowledged id in the final
+# between a fault and the promotion; every acknowledged id in the final
 # primary's stream; every subscriber got that stream in order with no
 # skip; the mirror converges with no gap pull and audits clean. Prints a
 # summary (faults, failover and resume times, publishes, refusals, the
@@ -67,11 +68,11 @@ hs_setup
 hs_publish_start
 check "202s under load before the first fault" wait_until 10 hs_some_acked_after 0 200
 END=$((SECONDS + MINUTES * 60))
-KINDS=(kill9 stop)
-k=$((RANDOM % 2))
+KINDS=(kill9 stop switch)
+k=$((RANDOM % 3))
 round=0
 declare -a FO_SECS
-declare -A CNT=([kill9]=0 [stop]=0)
+declare -A CNT=([kill9]=0 [stop]=0 [switch]=0)
 while [ "$SECONDS" -lt "$END" ]; do
     sleep $((5 + RANDOM % 11))
     round=$((round + 1))
@@ -80,7 +81,7 @@ while [ "$SECONDS" -lt "$END" ]; do
         >"$TMP/churn$round.out"
     sleep 1
     kind=${KINDS[$k]}
-    k=$(((k + 1) % 2))
+    k=$(((k + 1) % 3))
     CNT[$kind]=$((CNT[$kind] + 1))
     hs_fault "$kind" || break
     FO_SECS+=("$(awk -v a="$HA_FAILOVER_T" -v b="$HA_FAULT_T" 'BEGIN { printf "%.1f", a - b }')")
@@ -102,7 +103,7 @@ for f in "$TMP"/old.*.ids; do
     unrepl=$((unrepl + $(comm -23 <(sort "$f") <(sort "$TMP/stream.ids") | wc -l)))
 done
 note "summary (seed $SEED, $MINUTES min)"
-echo "     faults: $round (kill -9: ${CNT[kill9]}, SIGSTOP: ${CNT[stop]}), failovers seen: ${#FO_SECS[@]}"
+echo "     faults: $round (kill -9: ${CNT[kill9]}, SIGSTOP: ${CNT[stop]}, SENTINEL FAILOVER: ${CNT[switch]}), failovers seen: ${#FO_SECS[@]}"
 echo "     failover seen by the test (s): ${FO_SECS[*]:-none}"
 echo "     first 202 after each fault (s): $("$PY" -c 'import json,sys; print(" ".join("%.1f" % x for x in json.load(open(sys.argv[1]))["resume_s"]))' "$TMP/report.json" 2>/dev/null)"
 echo "     publishes: $("$PY" -c 'import json,sys; r = json.load(open(sys.argv[1])); print("%d sent, %d acknowledged, %d refused" % (r["publishes"], r["acked"], r["refused"]))' "$TMP/report.json" 2>/dev/null)"

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # ha.sh - a highly available Redis for the tests of issue 15 (rshub on
 # Sentinel, docs/internals/failover.md), sourced after common.sh (and
-# after source.sh / sub.sh when the test uses them: its trap runs theirs):
+# after source.sh / sub.sh when the test uses them: its trap runs theirs;
+# source.sh is sourced here when it was not, for wait_until):
 # a primary, one or two replicas (replicaof) and three Sentinels
 # (redis-server CONF --sentinel, quorum 2), all on 127.0.0.1 ports picked
 # free in the test's $TMP, no persistence. Then the faults of the tests:
@@ -19,6 +20,7 @@
 #   ha_kill9_primary           kill -9 it (HA_OLD = its node, HA_FAULT_T =
 #                              the epoch second of the fault)
 #   ha_stop_primary / ha_cont  SIGSTOP it / SIGCONT it
+#   ha_switchover              SENTINEL FAILOVER (it stays up, demoted)
 #   ha_wait_failover SECS      every Sentinel names a primary other than
 #                              HA_OLD, and it answers ROLE master (HA_NEW)
 #   ha_wait_replica NODE PRIMARY SECS  NODE replicates from PRIMARY
@@ -26,12 +28,19 @@
 #   ha_stop_replica [NODE]     SIGTERM a replica (the first by default)
 #   ha_start_replica NODE      start it again as a replica of the primary
 #   ha_restart NODE            same for a node killed by ha_kill9_primary
+#   ha_add_replica NODE        one more replica, seen by the Sentinels
 #   ha_cli NODE ARGS...        redis-cli to data node NODE
 #   ha_scli S ARGS...          redis-cli to Sentinel S
 # Call ha_start and the faults directly, not in $(...) or through check:
 # the PIDs and names they record must stay in the test's shell.
 # HA_FAULT_T, HA_NEW, HA_FAILOVER_T are for the callers:
 # shellcheck disable=SC2034
+
+# wait_until is source.sh's: brought in when the test did not source it
+if ! declare -F wait_until >/dev/null; then
+    # shellcheck source-path=SCRIPTDIR source=source.sh
+    . "$(dirname "${BASH_SOURCE[0]}")/source.sh"
+fi
 
 HA_NAME=${HA_NAME:-rsmaster}
 HA_DOWN_MS=${HA_DOWN_MS:-1000}         # Sentinel's down-after-milliseconds
@@ -276,6 +285,18 @@ ha_stop_primary() {
 # ha_is_stopped PID: the process is in state T (stopped by a signal)
 ha_is_stopped() { [ "$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)" = T ]; }
 
+# ha_switchover: a failover an operator asks for (SENTINEL FAILOVER) while
+# the primary is healthy: it keeps running, and taking writes, until
+# Sentinel makes it a replica of the promoted one (seconds later); only
+# +switch-master tells its clients to move (HA_OLD, HA_FAULT_T)
+ha_switchover() {
+    local n
+    n=$(ha_primary_node) || { echo "no primary known" >&2; return 1; }
+    HA_FAULT_T=$(ha_now)
+    [ "$(ha_scli s0 sentinel failover "$HA_NAME" | tr -d '\r')" = OK ] || return 1
+    HA_OLD=$n
+}
+
 # ha_cont: SIGCONT the node ha_stop_primary stopped
 ha_cont() {
     [ -n "$HA_STOPPED" ] || return 0
@@ -339,6 +360,18 @@ ha_start_replica() {
     ha_wait_replica "$1" "$p" 15
 }
 ha_restart() { ha_start_replica "$@"; }
+
+# ha_add_replica NODE: a new data node NODE, a replica of the primary, in
+# sync (15 s) and seen by every Sentinel (30 s)
+ha_add_replica() {
+    local p nrep
+    p=$(ha_primary) || return 1
+    ha_node_start "$1" "$p" || return 1
+    HA_KNOWN[$1]=1
+    ha_wait_replica "$1" "$p" 15 >/dev/null || return 1
+    nrep=$((${#HA_NODES[@]} - 1))
+    wait_until 30 ha_sentinels_see "$nrep" >/dev/null
+}
 
 # ha_teardown: SIGCONT what is stopped, then SIGTERM every process started
 # here (KILL after 5 s), by PID

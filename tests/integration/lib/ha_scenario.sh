@@ -11,7 +11,7 @@
 # rssource Source that publishes through the hub. Then the checks of
 # docs/internals/failover.md: publishing resumes by itself within
 # HS_RESUME_BOUND s; no publish sent after the fault is acknowledged
-# before Sentinel switched the primary; every acknowledged id is in the
+# before Sentinel promoted a replica; every acknowledged id is in the
 # new primary's stream; every subscriber got the stream, in order, with
 # no skip and no id the stream does not hold (WebSub may repeat, the
 # WebSocket subscribers may not); ids causally monotonic; the mirror
@@ -29,6 +29,9 @@ HS_RATE=${HS_RATE:-200}
 # +switch-master at once, and its first WAIT needs the other replica
 # moved to the new primary. 20 s covers a split vote on a loaded machine.
 HS_RESUME_BOUND=${HS_RESUME_BOUND:-20}
+# A switchover (SENTINEL FAILOVER): from the promotion to the hubs on the
+# new primary; +switch-master comes within a second of it.
+HS_SWITCH_BOUND=${HS_SWITCH_BOUND:-5}
 # Once publishing resumed, no refusal later than this: the set settled.
 HS_SETTLE=${HS_SETTLE:-10}
 HS_T=http://example.com/ha               # the publisher's topic
@@ -168,35 +171,26 @@ hs_publish_start() {
         --duration "${HS_PUB_MAX_SECS:-300}" --out "$TMP/pub.jsonl"
 }
 
-# hs_acked_after T: the number of 202s so far for publishes sent after T
-hs_acked_after() {
-    "$PY" - "$TMP/pub.jsonl" "$1" <<'EOF'
-import json, sys
-n = 0
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if r["st"] == 202 and r["t0"] > float(sys.argv[2]):
-        n += 1
-print(n)
-EOF
+# hs_some_acked_after T [N]: N (1) 202s so far for publishes sent after T
+hs_some_acked_after() {
+    hs_tool acked-after --log "$TMP/pub.jsonl" --t "$1" --n "${2:-1}" >/dev/null
 }
-hs_some_acked_after() { [ "$(hs_acked_after "$1")" -ge "${2:-1}" ]; }
 
-# hs_switch_time: the epoch second (with ms) of the last +switch-master
-# any Sentinel logged
-hs_switch_time() {
-    "$PY" - "$HA_DIR"/s?.log <<'EOF'
+# hs_promote_time: the epoch second (with ms) of the last "MASTER MODE
+# enabled" a data node logged: when Sentinel's REPLICAOF NO ONE made the
+# new primary. Before it no other node took writes; from it on, the hub
+# may find the new primary (a Sentinel names it once it reconfigures the
+# replicas, before +switch-master)
+hs_promote_time() {
+    "$PY" - "$HA_DIR"/r?.log <<'EOF'
 import re, sys, time
 from datetime import datetime
 best = 0.0
 for p in sys.argv[1:]:
     for line in open(p, errors="replace"):
-        if "+switch-master" not in line:
+        if "MASTER MODE enabled" not in line:
             continue
-        m = re.match(r"\d+:X (\d+ \w+ \d+ [\d:]+)\.(\d+) ", line)
+        m = re.match(r"\d+:\w (\d+ \w+ \d+ [\d:]+)\.(\d+) ", line)
         if m:
             t = time.mktime(datetime.strptime(m.group(1), "%d %b %Y %H:%M:%S")
                             .timetuple()) + int(m.group(2)) / 1000.0
@@ -205,15 +199,19 @@ print("%.3f" % best)
 EOF
 }
 
-# hs_fault kill9|stop: the fault made to the primary under load, Sentinel's
-# failover awaited (30 s); kill9: the old primary restarted as a replica;
-# stop: continued and back as a replica (30 s). Then publishing must
-# resume within HS_RESUME_BOUND s of the fault.
+# hs_fault kill9|stop|switch: the fault made to the primary under load,
+# Sentinel's failover awaited (30 s); kill9: the old primary restarted as a
+# replica; stop: continued and back as a replica (30 s); switch (SENTINEL
+# FAILOVER): the hubs on the new primary within HS_SWITCH_BOUND s of its
+# promotion, the old one turned into a replica by Sentinel (30 s). Then
+# publishing must resume within HS_RESUME_BOUND s of the fault.
 hs_fault() {
     local kind=$1 from
     from=$(ha_primary)
     if [ "$kind" = kill9 ]; then
         ha_kill9_primary
+    elif [ "$kind" = switch ]; then
+        ha_switchover || { bad "switch: SENTINEL FAILOVER is accepted"; return 1; }
     else
         ha_stop_primary
         # a write of a client other than rshub reaches only the stopped
@@ -225,7 +223,10 @@ hs_fault() {
     HS_FAULTS+=("$HA_FAULT_T")
     note "$kind of the primary $HA_OLD ($from) at T+$((SECONDS - T0)) s"
     if ha_wait_failover 30; then
-        HS_QUIET+=(--quiet "$HA_FAULT_T:$(hs_switch_time)")
+        # a switchover's old primary answers until the promotion: its
+        # acknowledgements are good ones (its replica had them)
+        [ "$kind" = switch ] ||
+            HS_QUIET+=(--quiet "$HA_FAULT_T:$(hs_promote_time)")
         ok "$kind: Sentinel promotes $HA_NEW ($(ha_primary)) within 30 s ($(
             awk -v a="$HA_FAILOVER_T" -v b="$HA_FAULT_T" 'BEGIN { printf "%.1f", a - b }') s)"
     else
@@ -233,7 +234,22 @@ hs_fault() {
             "$(tail -n 15 "$HA_DIR/s0.log")"
         return 1
     fi
-    if [ "$kind" = kill9 ]; then
+    if [ "$kind" = switch ]; then
+        # nothing but +switch-master tells the hub: the old primary stays
+        # up, a master, until Sentinel turns it (about 10 s later), and
+        # takes writes its replicas no longer confirm (504)
+        for k in "${HS_NODES[@]}"; do
+            check "switch: $k names the new primary $(ha_primary) within ${HS_SWITCH_BOUND} s of the promotion (it follows +switch-master)" \
+                ht wait-metric --http "${HS_HTTP[$k]}" \
+                --get "rshub_redis_primary_info{addr=\"$(ha_primary)\"}" \
+                --min 1 --timeout "$HS_SWITCH_BOUND"
+        done
+        if ha_wait_replica "$HA_OLD" "$(ha_primary)" 30 >/dev/null; then
+            ok "switch: Sentinel makes the old primary $HA_OLD a replica of $HA_NEW (within 30 s)"
+        else
+            bad "switch: Sentinel makes the old primary $HA_OLD a replica of $HA_NEW (within 30 s)"
+        fi
+    elif [ "$kind" = kill9 ]; then
         # not through check: the PID it records must stay in this shell
         if ha_restart "$HA_OLD"; then
             ok "$kind: the old primary $HA_OLD restarts as a replica of $HA_NEW"
@@ -242,7 +258,7 @@ hs_fault() {
                 "$(tail -n 10 "$HA_DIR/$HA_OLD.log")"
         fi
     else
-        sleep "${HS_STOP_MORE:-2}"   # the stopped one stays stopped past the switch
+        sleep "${HS_STOP_MORE:-2}"   # the stopped one stays stopped past the failover
         ha_cont
         hs_after_cont
     fi
@@ -308,11 +324,10 @@ hs_checks() {
         --json "$TMP/report.json"
     hs_tool report --log "$TMP/pub.jsonl" --acked "$TMP/acked.ids" \
         "${faults[@]}" 2>&1 | sed 's/^/     /'
-    # the switch: no publish sent after the last fault was acknowledged
-    # before any Sentinel switched (the stopped or dead primary
-    # acknowledged nothing alone)
+    # no publish sent after a fault was acknowledged before a replica was
+    # promoted (the stopped or dead primary acknowledged nothing alone)
     if [ "${#HS_QUIET[@]}" -gt 0 ]; then
-        check "no 202 for a publish sent after a fault and answered before Sentinel's +switch-master" \
+        check "no 202 for a publish sent after a fault and answered before a replica was promoted" \
             hs_tool report --log "$TMP/pub.jsonl" --acked "$TMP/acked.quiet" \
             "${HS_QUIET[@]}"
     fi

@@ -219,7 +219,10 @@ def cmd_report(a):
         nxt = faults[i + 1] if i + 1 < len(faults) else float("inf")
         before = [r for r in acks if r["t1"] <= f]
         after = [r for r in acks if f < r["t0"] < nxt]
-        refused = [r for r in recs if r["st"] != 202 and f < r["t0"] < nxt]
+        # refusals of this fault's window: sent after it, answered before
+        # the next one (a publish in flight at the next fault is its)
+        refused = [r for r in recs if r["st"] != 202 and f < r["t0"]
+                   and r["t1"] < nxt]
         if not before:
             problems.append("fault %d: no 202 before it" % i)
         if not after:
@@ -243,21 +246,21 @@ def cmd_report(a):
                                 % (i, len(late), a.settle, late[0]["n"],
                                    late[0]["st"], late[0].get("why", "")[:80]))
     # nobody acknowledged alone: no publish sent after a fault was
-    # answered 202 before Sentinel's switch to the new primary
+    # answered 202 before Sentinel promoted a replica (the new primary)
     for q in a.quiet or []:
         qf, _, qu = q.partition(":")
         qf, qu = float(qf), float(qu)
         early = [r for r in acks if r["t0"] > qf and r["t1"] < qu]
         if qu <= qf:
-            problems.append("no switch after the fault at %.3f (%.3f)" % (qf, qu))
+            problems.append("no promotion after the fault at %.3f (%.3f)" % (qf, qu))
         elif early:
             problems.append("%d publishes sent after the fault at %.3f were "
-                            "acknowledged before the switch (%.3f s after "
+                            "acknowledged before the promotion (%.3f s after "
                             "it): first n=%d %s at +%.3f s"
                             % (len(early), qf, qu - qf, early[0]["n"],
                                early[0]["id"], early[0]["t1"] - qf))
         else:
-            print("quiet: no 202 between the fault at %.3f and the switch "
+            print("quiet: no 202 between the fault at %.3f and the promotion "
                   "%.3f s later" % (qf, qu - qf))
     if a.json:
         with open(a.json, "w") as f:
@@ -265,6 +268,24 @@ def cmd_report(a):
     if problems:
         die("; ".join(problems[:10]))
     print("ok: %s" % json.dumps(out))
+
+
+def cmd_acked_after(a):
+    """Exit 0 once the log holds --n 202s of publishes sent after --t."""
+    n = 0
+    try:
+        with open(a.log) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue            # a line being written
+                if r["st"] == 202 and r["t0"] > a.t:
+                    n += 1
+    except OSError:
+        pass
+    print(n)
+    sys.exit(0 if n >= a.n else 1)
 
 
 # --------------------------------------------------------------- latency
@@ -545,10 +566,16 @@ def main():
     q.add_argument("--settle", type=float,
                    help="no refusal this long after publishing resumed")
     q.add_argument("--quiet", action="append",
-                   help="FAULT:SWITCH (epoch seconds): no publish sent after "
-                   "FAULT is acknowledged before SWITCH (repeatable)")
+                   help="FAULT:PROMOTION (epoch seconds): no publish sent "
+                   "after FAULT is acknowledged before PROMOTION (repeatable)")
     q.add_argument("--json", help="write the figures here")
     q.set_defaults(fn=cmd_report)
+
+    q = sub.add_parser("acked-after")
+    q.add_argument("--log", required=True)
+    q.add_argument("--t", type=float, required=True, help="epoch seconds")
+    q.add_argument("--n", type=int, default=1)
+    q.set_defaults(fn=cmd_acked_after)
 
     q = sub.add_parser("latency")
     q.add_argument("--log", required=True)
