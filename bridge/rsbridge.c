@@ -30,12 +30,12 @@
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "rs_sock.h"
+#include "rs_tokenfile.h"
 #include "rs_url.h"
 #include "site.h"
 #include "store.h"
 
 #define BRIDGE_MAX_SOURCES 10000
-#define BRIDGE_TOKEN_MAX 4096
 #define BRIDGE_NAME_MAX 200
 #define BRIDGE_URL_MAX 4096
 
@@ -144,7 +144,7 @@ struct bridge {
     struct rs_metrics_server *mserver;
     int metrics_port;
     struct poller_metrics pm;
-    char token[BRIDGE_TOKEN_MAX + 1];
+    char token[RS_TOKENFILE_MAX + 1];
     bool have_token;
     bool ready;
     int exit_code;
@@ -330,48 +330,19 @@ sources_build(void)
 
 /* ------------------------------------------------------------ start-up */
 
-/* The first line of the token file; white space around it is trimmed. */
+/* The hub token: the first line of --token-file (rs_tokenfile.h). */
 static int
 read_token(struct bridge *b)
 {
-    int fd = open(conf.token_file, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        rs_log(RS_LOG_ERROR, "token file %s: %s", conf.token_file,
-               strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return RS_EIO;
+    char err[512];
+    int rc = rs_tokenfile_read(conf.token_file, conf.insecure_token_file,
+                               b->token, sizeof(b->token), err,
+                               sizeof(err));
+
+    if (rc != 0) {
+        rs_log(RS_LOG_ERROR, "token file %s", err);
+        return rc;
     }
-    if (!conf.insecure_token_file && (st.st_mode & (S_IRGRP | S_IROTH))) {
-        rs_log(RS_LOG_ERROR, "token file %s is readable by group or others "
-               "(chmod 600, or --insecure-token-file)", conf.token_file);
-        close(fd);
-        return RS_EINVAL;
-    }
-    char raw[BRIDGE_TOKEN_MAX + 2];
-    ssize_t n = read(fd, raw, sizeof(raw) - 1);
-    close(fd);
-    if (n < 0)
-        return RS_EIO;
-    raw[n] = '\0';
-    char *nl = strpbrk(raw, "\r\n");
-    if (nl != NULL)
-        *nl = '\0';
-    char *p = raw;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    size_t len = strlen(p);
-    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-        p[--len] = '\0';
-    if (len == 0 || len > BRIDGE_TOKEN_MAX || strpbrk(p, " \t") != NULL) {
-        rs_log(RS_LOG_ERROR, "token file %s: empty, too long or holds white "
-               "space", conf.token_file);
-        explicit_bzero(raw, sizeof(raw));
-        return RS_EINVAL;
-    }
-    memcpy(b->token, p, len + 1);
-    explicit_bzero(raw, sizeof(raw));
     b->have_token = true;
     return 0;
 }

@@ -38,6 +38,7 @@
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
+#include "rs_tokenfile.h"
 #include "rs_url.h"
 #include "serve.h"
 #include "snapshot.h"
@@ -45,7 +46,6 @@
 #include "tree.h"
 #include "watch.h"
 
-#define RSSOURCE_TOKEN_MAX 4096
 #define RSSOURCE_TICK_MS 10000
 /* Rescan period when the inotify watch limit left directories unwatched. */
 #define RSSOURCE_UNWATCHED_MS (10 * 60 * 1000)
@@ -174,7 +174,7 @@ struct src {
     struct rs_daemon *daemon;     /* signals and the drain */
     char *state_dir, *state_db, *rl_dir;
     char *topic[PUSH_LANES];
-    char token[RSSOURCE_TOKEN_MAX + 1];
+    char token[RS_TOKENFILE_MAX + 1];
     bool have_token;
     bool serving;            /* the listener accepts; the ready-file is out */
     double started;          /* mono_s() when setup began */
@@ -430,47 +430,19 @@ setup_log(void)
     return 0;
 }
 
-/* The first line of the token file; white space around it is trimmed. */
+/* The hub token: the first line of --token-file (rs_tokenfile.h). */
 static int
 read_token(struct src *s)
 {
-    int fd = open(conf.token_file, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        rs_log(RS_LOG_ERROR, "token file %s: %s", conf.token_file,
-               strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return RS_EIO;
+    char err[512];
+    int rc = rs_tokenfile_read(conf.token_file, conf.insecure_token_file,
+                               s->token, sizeof(s->token), err,
+                               sizeof(err));
+
+    if (rc != 0) {
+        rs_log(RS_LOG_ERROR, "token file %s", err);
+        return rc;
     }
-    if (!conf.insecure_token_file && (st.st_mode & (S_IRGRP | S_IROTH))) {
-        rs_log(RS_LOG_ERROR, "token file %s is readable by group or others "
-               "(chmod 600, or --insecure-token-file)", conf.token_file);
-        close(fd);
-        return RS_EINVAL;
-    }
-    char raw[RSSOURCE_TOKEN_MAX + 2];
-    ssize_t n = read(fd, raw, sizeof(raw) - 1);
-    close(fd);
-    if (n < 0)
-        return RS_EIO;
-    raw[n] = '\0';
-    char *nl = strpbrk(raw, "\r\n");
-    if (nl != NULL)
-        *nl = '\0';
-    char *b = raw;
-    while (*b == ' ' || *b == '\t')
-        b++;
-    size_t len = strlen(b);
-    while (len > 0 && (b[len - 1] == ' ' || b[len - 1] == '\t'))
-        b[--len] = '\0';
-    if (len == 0 || len > RSSOURCE_TOKEN_MAX || strpbrk(b, " \t") != NULL) {
-        rs_log(RS_LOG_ERROR, "token file %s: empty, too long or holds white "
-               "space", conf.token_file);
-        return RS_EINVAL;
-    }
-    memcpy(s->token, b, len + 1);
-    explicit_bzero(raw, sizeof(raw));
     s->have_token = true;
     return 0;
 }
