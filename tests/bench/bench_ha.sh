@@ -7,7 +7,8 @@
 #  - publish latency (p50/p99, wsload, the same ~1 KB notification as
 #    bench_hub.sh) at a paced 200/s and at the highest rate it accepts
 #    (wsload asking --max-rate/s over 32 connections), and that rate,
-#    side by side with the ratio 1:0;
+#    side by side with the ratio 1:0 (--rounds runs each, the two modes
+#    taking turns, medians);
 #  - then a second replica joins, and --faults times: kill -9 of the
 #    primary under a 200/s publisher (ha_tool.py publish), the time from
 #    the kill to the first 202 of a publish sent after it, next to
@@ -15,8 +16,8 @@
 #    before the primary has been down that long), as a ratio; the old
 #    primary restarted as a replica before the next.
 # Everything it starts, it stops (by PID); never a system redis.
-#   tests/bench/bench_ha.sh [--build DIR] [--duration S] [--faults N]
-#       [--max-rate R] [--out FILE] [--keep]
+#   tests/bench/bench_ha.sh [--build DIR] [--duration S] [--rounds N]
+#       [--faults N] [--max-rate R] [--out FILE] [--keep]
 # shellcheck disable=SC2119 # ha_url's NAME is optional
 set -u
 
@@ -25,6 +26,7 @@ src=$(cd "$here/../.." && pwd)
 build=$src/build-release
 dur=15
 faults=3
+rounds=3
 max_rate=50000
 out=""
 
@@ -34,6 +36,8 @@ Usage: $0 [OPTION]...
   --build DIR      build dir with hub/rshub and tests/bench/wsload, Release
                    (default $build)
   --duration S     seconds per publish measurement (default $dur)
+  --rounds N       publish runs per mode, the modes taking turns, the
+                   median reported (default $rounds)
   --faults N       kill -9 failovers timed (default $faults)
   --max-rate R     the rate asked in the saturation run (default $max_rate)
   --out FILE       also write the tables (markdown) to FILE
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift ;;
     --duration) dur=$2; shift ;;
     --faults) faults=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
     --max-rate) max_rate=$2; shift ;;
     --out) out=$2; shift ;;
     --keep) export RS_KEEP_TMP=1 ;;
@@ -98,13 +103,28 @@ wsrun() {
         "refused ${R[$key.refused]}" >&2
 }
 
-for n in 0 1; do
-    hub_start H --config "$TMP/hub.conf" --redis "$(ha_url)" --ack-replicas "$n" \
-        --log-level warn || die "rshub --ack-replicas $n does not start"
-    echo "== rshub --ack-replicas $n" >&2
-    wsrun "paced-$n" 200 8
-    wsrun "max-$n" "$max_rate" 32
-    hub_stop H
+# the modes take turns (0 1 0 1 ...): a drift of the shared machine's load
+# falls on both
+for ((j = 1; j <= rounds; j++)); do
+    for n in 0 1; do
+        hub_start H --config "$TMP/hub.conf" --redis "$(ha_url)" --ack-replicas "$n" \
+            --log-level warn || die "rshub --ack-replicas $n does not start"
+        echo "== round $j, rshub --ack-replicas $n" >&2
+        wsrun "paced-$n-$j" 200 8
+        wsrun "max-$n-$j" "$max_rate" 32
+        hub_stop H
+    done
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+for k in paced max; do
+    for n in 0 1; do
+        for f in ack_p50_ms ack_p99_ms accepted_ps refused; do
+            vals=()
+            for ((j = 1; j <= rounds; j++)); do vals+=("${R[$k-$n-$j.$f]}"); done
+            R[$k-$n.$f]=$(median "${vals[@]}")
+            R[$k-$n.$f.all]="${vals[*]}"
+        done
+    done
 done
 
 # ---------------------------------------------------- kill -9 to first 202
@@ -140,17 +160,16 @@ hub_stop H
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }'
 }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 table() {
-    echo "| publish | --ack-replicas 0 | --ack-replicas 1 | 1 : 0 |"
-    echo "|---|---|---|---|"
+    echo "| publish, median of $rounds | --ack-replicas 0 | --ack-replicas 1 | 1 : 0 | each run (0; 1) |"
+    echo "|---|---|---|---|---|"
     local k f
     for k in paced max; do
         for f in ack_p50_ms ack_p99_ms; do
-            echo "| $k: $f | ${R[$k-0.$f]} | ${R[$k-1.$f]} | $(ratio "${R[$k-1.$f]}" "${R[$k-0.$f]}") |"
+            echo "| $k: $f | ${R[$k-0.$f]} | ${R[$k-1.$f]} | $(ratio "${R[$k-1.$f]}" "${R[$k-0.$f]}") | ${R[$k-0.$f.all]}; ${R[$k-1.$f.all]} |"
         done
-        echo "| $k: accepted/s (asked $([ $k = paced ] && echo 200 || echo "$max_rate")) | ${R[$k-0.accepted_ps]} | ${R[$k-1.accepted_ps]} | $(ratio "${R[$k-1.accepted_ps]}" "${R[$k-0.accepted_ps]}") |"
-        echo "| $k: refused | ${R[$k-0.refused]} | ${R[$k-1.refused]} | |"
+        echo "| $k: accepted/s (asked $([ $k = paced ] && echo 200 || echo "$max_rate")) | ${R[$k-0.accepted_ps]} | ${R[$k-1.accepted_ps]} | $(ratio "${R[$k-1.accepted_ps]}" "${R[$k-0.accepted_ps]}") | ${R[$k-0.accepted_ps.all]}; ${R[$k-1.accepted_ps.all]} |"
+        echo "| $k: refused | ${R[$k-0.refused]} | ${R[$k-1.refused]} | | ${R[$k-0.refused.all]}; ${R[$k-1.refused.all]} |"
     done
     echo
     local med
@@ -163,7 +182,7 @@ table() {
     echo "| median of ${#RES[@]} | $med | $(ratio "$med" 1) |"
     echo
     echo "Machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end;" \
-        "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'); ${dur} s per publish run;" \
+        "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'); ${dur} s per publish run, $rounds rounds;" \
         "$(git -C "$src" rev-parse --short HEAD 2>/dev/null)"
 }
 table
