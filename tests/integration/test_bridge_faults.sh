@@ -17,10 +17,14 @@
 #     document (each until the bridge met it, then correctly until it
 #     polled well again), while B goes on being bridged;
 #   - history rewritten: A's old entries dropped, reordered, and
-#     never-seen entries backdated among them; B's window shrunk.
+#     never-seen entries backdated among them; B's window shrunk: the
+#     mirrors asked to reconcile (a Resource List "created"); then a
+#     rewrite at A that changes a file behind the mirrors' back, the ask
+#     held by the list's minute, a kill -9 meanwhile, the ask sent when
+#     the minute is up and the mirror reconciling to the Source.
 # In every case: nothing lost, nothing twice, nothing false (the recorded
 # streams against the Sources' journals, the mirrors against the
-# Sources, rssub audit), a framework notification for a rewritten
+# Sources, rssub audit), framework notifications for a rewritten
 # history, and the bridge's politeness in the Sources' access logs (one
 # request in flight per Source, Retry-After honoured, --interval the
 # floor). Skips (exit 0) while bridge/rsbridge is not built.
@@ -223,7 +227,13 @@ check "503: the bridge met the Retry-After answers" ra_seen
 
 # ------------------------------------------------------ history rewritten
 
+# reconciles MIRROR: how many times rssub MIRROR read its Resource List;
+# reconciled_since MIRROR N: more than N times.
+reconciles() { grep -c 'resource list read' "${SUB_LOG[$1]}"; }
+reconciled_since() { [ "$(reconciles "$1")" -gt "$2" ]; }
+
 note "history rewritten: A's old entries dropped, reordered, backdated; B's window shrunk"
+RC_A0=$(reconciles ma)
 T_RW=$(now)
 bs a rewrite '{"mode":"drop","n":3}'
 bs a rewrite '{"mode":"reorder"}'
@@ -233,14 +243,14 @@ sleep 3
 bs a auto '{"batches":6,"every":0.6,"min":1,"max":3,"seed":10}'
 bs b auto '{"batches":6,"every":0.6,"min":1,"max":3,"seed":11}'
 wait_autos a b
-# fw_after RECORDER T CAPABILITY CHANGE: a framework notification received
-# after T has an entry of CAPABILITY and CHANGE.
+# fw_after RECORDER T CAPABILITY CHANGE [LOC]: a framework notification
+# received after T has an entry of CAPABILITY and CHANGE (about LOC).
 fw_after() {
-    "$PY" - "$TMP/$1.rec.jsonl" "$2" "$3" "$4" <<'EOF'
+    "$PY" - "$TMP/$1.rec.jsonl" "$2" "$3" "$4" "${5:-}" <<'EOF'
 import json, sys, xml.etree.ElementTree as ET
 SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 RS = "{http://www.openarchives.org/rs/terms/}"
-t0, cap, change = float(sys.argv[2]), sys.argv[3], sys.argv[4]
+t0, cap, change, loc = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 seen = []
 for line in open(sys.argv[1]):
     ev = json.loads(line)
@@ -249,20 +259,67 @@ for line in open(sys.argv[1]):
     for u in ET.fromstring(ev["data"].encode()).findall(SM + "url"):
         md = u.find(RS + "md").attrib
         seen.append((md.get("capability"), md.get("change"), u.findtext(SM + "loc")))
-        if md.get("capability") == cap and md.get("change") == change:
+        if md.get("capability") == cap and md.get("change") == change and \
+                loc in ("", u.findtext(SM + "loc")):
             sys.exit(0)
 sys.exit("not among %r" % seen[:10])
 EOF
 }
+RL_A="$(bsrc_url a)resourcesync/resourcelist.xml"
+RL_B="$(bsrc_url b)resourcesync/resourcelist.xml"
 check "rewritten history at A: a framework notification (changelist updated)" \
     wait_until 15 fw_after fa "$T_RW" changelist updated
 check "shrunk window at B: a framework notification (changelist updated)" \
     wait_until 15 fw_after fb "$T_RW" changelist updated
+# rssub takes a changelist notification for "pull the Change Lists", and
+# not even that while its WebSocket channel is up: the bridge asks its
+# mirrors to reconcile the spec's way, with the Resource List "created"
+# (A's Resource List is never regenerated: its minute is free, the ask
+# goes at once; B's is, on every change, and told when its minute is up:
+# its ask may wait for it, and is checked below, after that minute)
+check "rewritten history at A: mirrors asked to reconcile (resourcelist created)" \
+    wait_until 15 fw_after fa "$T_RW" resourcelist created "$RL_A"
+check "A's mirror reconciled" wait_until 30 reconciled_since ma "$RC_A0"
+
+# A rewrite that changes a file: the change is never published (it is
+# older than what was), so a mirror following the channel holds the old
+# content until it reconciles. Made within a minute of the notification
+# above, the bridge's ask waits for the list's minute; a kill -9 meanwhile
+# does not lose it (the state holds it).
+note "history rewritten with a real change at A: the mirror reconciles (the ask waits its minute, across a kill -9)"
+RC_A1=$(reconciles ma)
+T_BC=$(now)
+LOGOFF_BC=$(stat -c %s "${BR_LOG[br]}")
+bs a rewrite '{"mode":"backchange","n":1}'
+held() {
+    tail -c +$((LOGOFF_BC + 1)) "${BR_LOG[br]}" |
+        grep -q 'waits for the resource list.s minute'
+}
+check "the ask to reconcile waits for the list's minute" wait_until 20 held
+if mirror_same a "$TMP/ma.mirror" >/dev/null 2>&1; then
+    bad "A's mirror does not have the rewritten file (nothing published it)"
+else
+    ok "A's mirror does not have the rewritten file (nothing published it)"
+fi
+T_KILL=$(now)
+bridge_kill9 br
+bridge_start br "${BR_ARGS[@]}" || { bad "rsbridge restarts"; bridge_finish; }
+T_RESTART2=$(now)
+check "after kill -9 and restart, the ask goes out when the minute is up" \
+    wait_until 90 fw_after fa "$T_BC" resourcelist created "$RL_A"
+check "A's mirror reconciles" wait_until 60 reconciled_since ma "$RC_A1"
+check "A's mirror holds the Source again" wait_until 30 mirror_same a "$TMP/ma.mirror"
+check "shrunk window at B: mirrors asked to reconcile (resourcelist created)" \
+    wait_until 60 fw_after fb "$T_RW" resourcelist created "$RL_B"
 streams_ok "after the rewrites"
 mirrors_ok "after the rewrites"
-check "the bridge's requests after its last restart: one in flight, --interval the floor, Retry-After" \
-    bsx politeness a --interval "$INTERVAL" --t0 "$T_RESTART"
-check "the same at B" bsx politeness b --interval "$INTERVAL" --t0 "$T_RESTART"
+# (the bridge's politeness log is in memory: a start reads at once)
+for s in a b; do
+    check "$s: the bridge's requests from its restart with the hub down to the kill -9 of the rewrites: one in flight, --interval the floor, Retry-After" \
+        bsx politeness $s --interval "$INTERVAL" --t0 "$T_RESTART" --t1 "$T_KILL"
+    check "$s: the same after its last restart" \
+        bsx politeness $s --interval "$INTERVAL" --t0 "$T_RESTART2"
+done
 
 note "the end: mirrors audit clean"
 for s in a b c; do

@@ -57,6 +57,9 @@ Control URL (never logged):
         reorder   A: the oldest Change List's entries shuffled in place
         backdate  K never-seen entries inserted among old ones (never
                   to be published: marked "bogus" in the journal)
+        backchange  A, B: K files changed now, each listed with a datetime
+                  among old entries (bogus too: a mirror following the
+                  bridge learns of it only by reconciling)
         shrink    B: the window becomes "secs" seconds
   POST /_ctl/regen              A: a new Resource List (new `at`)
 
@@ -444,6 +447,48 @@ class Model:
 
     # ---- history rewritten
 
+    def list_after(self, before, e):
+        """A: e listed right after before; the lists touched."""
+        touched = set()
+        if self.shape != "A":
+            return touched      # B's window is built from the journal
+        for lst in self.lists:
+            if before["seq"] in lst["seqs"]:
+                i = lst["seqs"].index(before["seq"])
+                lst["seqs"].insert(i + 1, e["seq"])
+                if lst["order"] is not None:
+                    lst["order"].append(e["seq"])
+                touched.add(lst["n"])
+        return touched
+
+    def backchange(self, live):
+        """A live file changed now, its entry dated right after an old
+        one (the older half), among files no later entry names (so the
+        lists still say what the file holds); its journal entry (with
+        _before), or None."""
+        last = {}
+        for x in self.journal:
+            last[x["rel"]] = max(last.get(x["rel"], 0), x["dt"])
+        ks = list(range(len(live) // 2 + 1))
+        self.rng.shuffle(ks)
+        for k in ks:
+            before = live[k]
+            dt = before["dt"] + 1
+            rels = [r for r in sorted(self.files) if last.get(r, 0) < before["dt"]]
+            if not rels or any(x["dt"] == dt for x in self.journal):
+                continue
+            rel = self.rng.choice(rels)
+            old = self.files[rel]["md5"]
+            while self.files[rel]["md5"] == old:
+                self.write_file(rel, self.body(), dt)
+            e = {"seq": len(self.journal), "rel": rel, "loc": self.loc(rel),
+                 "change": "updated", "dt": dt, "shown": None, "bogus": True,
+                 "hidden": False}
+            e.update(self.files[rel])
+            self.journal.append(e)
+            return dict(e, _before=before)
+        return None
+
     def rewrite(self, mode, n, secs):
         with self.lock:
             live = [e for e in self.journal if not e["hidden"] and not e["bogus"]]
@@ -478,14 +523,18 @@ class Model:
                     if any(x["dt"] == e["dt"] for x in self.journal):
                         continue
                     self.journal.append(e)
-                    if self.shape == "A":
-                        for lst in self.lists:
-                            if before["seq"] in lst["seqs"]:
-                                i = lst["seqs"].index(before["seq"])
-                                lst["seqs"].insert(i + 1, e["seq"])
-                                if lst["order"] is not None:
-                                    lst["order"].append(e["seq"])
-                                touched.add(lst["n"])
+                    touched |= self.list_after(before, e)
+            elif mode == "backchange":
+                if self.shape not in ("A", "B") or len(live) < 2:
+                    return "backchange: shape A or B, two entries"
+                done = 0
+                for _ in range(n):
+                    e = self.backchange(live)
+                    if e is not None:
+                        done += 1
+                        touched |= self.list_after(e.pop("_before"), e)
+                if done == 0:
+                    return "backchange: no file to change"
             elif mode == "shrink":
                 if self.shape != "B":
                     return "shrink: shape B only"
