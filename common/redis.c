@@ -1112,6 +1112,9 @@ redis_on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
         redis_lost(r);
         goto out;
     }
+    /* Kept before the callback: the reply is hiredis's, and the caller
+     * sees it first. */
+    moved = redis_reply_moved(r, reply, why, sizeof(why));
     /* hiredis answers in the order it sent; if its callback list and our
      * FIFO ever disagree (e.g. it failed to record a callback when out of
      * memory) every later reply would go to the wrong caller. */
@@ -1121,9 +1124,6 @@ redis_on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
         redis_reset(r, NULL);
         goto out;
     }
-    /* Kept before the callback: the reply is hiredis's, and the caller
-     * sees it first. */
-    moved = redis_reply_moved(r, reply, why, sizeof(why));
     c = redis_fifo_pop(r);
     rtt = redis_now_us() - c->sent_us;
     r->stats.replies++;
