@@ -978,7 +978,9 @@ redis_ready(struct rs_redis *r)
          * address: one that lags behind can name the old primary. */
         if (r->primary[0] != '\0' && strcmp(r->primary, r->addr) != 0) {
             r->stats.failovers++;
-            rs_log_kv(RS_LOG_WARN, "redis primary changed", "from",
+            /* debug: every link of a process sees the same change, and
+             * the program logs it once (rshub: its publish link's) */
+            rs_log_kv(RS_LOG_DEBUG, "redis primary changed", "from",
                       r->primary, "to", r->addr, "master", r->master, "link",
                       r->client_name, NULL);
         }

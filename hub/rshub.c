@@ -54,8 +54,10 @@ static const struct rs_config_opt options[] = {
                        "WebSocket address (default: listen host, port + 1; "
                        "port 0 if listen port is 0)"),
     RS_CONFIG_STRING("redis", 'r', &conf.redis, "URL", "redis://127.0.0.1:6379",
-                     "Redis: redis://[:PASSWORD@]HOST:PORT[/DB], unix:///PATH, "
-                     "or sentinel://HOST:PORT[,HOST:PORT...]/MASTER"),
+                     "Redis: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], "
+                     "unix:///PATH, or sentinel://[[USER]:PASSWORD@]HOST[:PORT]"
+                     "[,HOST[:PORT]...]/MASTER[?db=N&sentinel-password=P] "
+                     "(no rediss://: hiredis 0.14 has no TLS)"),
     RS_CONFIG_STRING("redis-prefix", 0, &conf.prefix, "PREFIX", "rshub:",
                      "prefix of every Redis key"),
     RS_CONFIG_DURATION("redis-timeout", 0, &conf.redis_timeout_ms, "2s", 10,
