@@ -11,9 +11,11 @@ PKGS=(
   libevent-dev libwebsockets-dev libxml2-dev libhiredis-dev
   libcurl4-openssl-dev libcmocka-dev libssl-dev libsqlite3-dev
   libinih-dev libjansson-dev libzip-dev
+  libjwt-dev   # rshub: signed, expiring read tokens (JWT)
   redis-server curl
   iproute2 util-linux   # the tests: ss -K (chaos), unshare (test_multinode)
   python3 python3-defusedxml python3-dateutil python3-requests python3-websockets
+  python3-jwt python3-cryptography   # test_hub_private.sh signs JWTs
   python3-distutils   # resync, the interop tests' reference tools, imports it
   dpkg-dev file lintian   # deploy/package.sh: CPack's DEB generator
                           # (dpkg-shlibdeps), tests/integration/test_package.sh

@@ -247,7 +247,7 @@ wait_autos a b
 # received after T has an entry of CAPABILITY and CHANGE (about LOC).
 fw_after() {
     "$PY" - "$TMP/$1.rec.jsonl" "$2" "$3" "$4" "${5:-}" <<'EOF'
-import json, sys, xml.etree.ElementTree as ET
+import json, os, sys, xml.etree.ElementTree as ET
 SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 RS = "{http://www.openarchives.org/rs/terms/}"
 t0, cap, change, loc = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
@@ -261,6 +261,8 @@ for line in open(sys.argv[1]):
         seen.append((md.get("capability"), md.get("change"), u.findtext(SM + "loc")))
         if md.get("capability") == cap and md.get("change") == change and \
                 loc in ("", u.findtext(SM + "loc")):
+            if os.environ.get("FW_PRINT"):
+                print(ev["t"])
             sys.exit(0)
 sys.exit("not among %r" % seen[:10])
 EOF
@@ -280,6 +282,7 @@ check "shrunk window at B: a framework notification (changelist updated)" \
 check "rewritten history at A: mirrors asked to reconcile (resourcelist created)" \
     wait_until 15 fw_after fa "$T_RW" resourcelist created "$RL_A"
 check "A's mirror reconciled" wait_until 30 reconciled_since ma "$RC_A0"
+T_ASK1=$(FW_PRINT=1 fw_after fa "$T_RW" resourcelist created "$RL_A")
 
 # A rewrite that changes a file: the change is never published (it is
 # older than what was), so a mirror following the channel holds the old
@@ -307,6 +310,10 @@ bridge_start br "${BR_ARGS[@]}" || { bad "rsbridge restarts"; bridge_finish; }
 T_RESTART2=$(now)
 check "after kill -9 and restart, the ask goes out when the minute is up" \
     wait_until 90 fw_after fa "$T_BC" resourcelist created "$RL_A"
+T_ASK2=$(FW_PRINT=1 fw_after fa "$T_BC" resourcelist created "$RL_A")
+check "... not before the list's minute was up (the last ask at $T_ASK1, this one at $T_ASK2)" \
+    "$PY" -c 'import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) < 59.5)' \
+    "${T_ASK1:-0}" "${T_ASK2:-0}"
 check "A's mirror reconciles" wait_until 60 reconciled_since ma "$RC_A1"
 check "A's mirror holds the Source again" wait_until 30 mirror_same a "$TMP/ma.mirror"
 check "shrunk window at B: mirrors asked to reconcile (resourcelist created)" \

@@ -1,0 +1,414 @@
+/* test_readauth.c - rshub's read credentials (hub/readauth.c): static
+ * tokens per topic, hub-wide and admin tokens, JWTs (HS256, RS256, ES256,
+ * made here with libjwt and OpenSSL), the algorithm the key decides, expiry,
+ * topic patterns, the token files and the Authorization parser. */
+#include "testutil.h"
+
+#include <jwt.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "readauth.h"
+#include "topic.h"
+
+#define NOW 1700000000
+#define SECRET "0123456789abcdef0123456789abcdef-hs256"
+
+static struct readauth *
+closed_hub(void)
+{
+    struct readauth *ra = readauth_new(false);
+    assert_non_null(ra);
+    assert_int_equal(readauth_topic(ra, "pub", "http://ex.org/pub", false), 0);
+    assert_int_equal(readauth_topic(ra, "priv", "http://ex.org/priv", false), 0);
+    assert_int_equal(readauth_topic(ra, "other", "http://ex.org/other", false), 0);
+    assert_int_equal(readauth_topic(ra, "jwtonly", "http://ex.org/j", true), 0);
+    assert_int_equal(readauth_topic_token(ra, "priv", "tok-A"), 0);
+    assert_int_equal(readauth_topic_token(ra, "priv", "tok-B"), 0);
+    assert_int_equal(readauth_topic_token(ra, "other", "tok-O"), 0);
+    assert_int_equal(readauth_admin_token(ra, "admin-1"), 0);
+    assert_int_equal(readauth_jwt_secret(ra, SECRET, strlen(SECRET)), 0);
+    readauth_freeze(ra);
+    return ra;
+}
+
+static enum read_verdict
+check(struct readauth *ra, const char *bearer, const char *name)
+{
+    int64_t exp = 0;
+    return readauth_check(ra, bearer, name, NULL, NOW, &exp);
+}
+
+/* A JWT signed with key under alg (NULL key: alg none); exp 0: none. */
+static char *
+make_jwt(jwt_alg_t alg, const void *key, size_t klen, long exp,
+         const char *topics_json, bool admin)
+{
+    jwt_t *j = NULL;
+    assert_int_equal(jwt_new(&j), 0);
+    if (exp != 0)
+        assert_int_equal(jwt_add_grant_int(j, "exp", exp), 0);
+    if (topics_json != NULL) {
+        char buf[512];
+        snprintf(buf, sizeof(buf), "{\"topics\":%s}", topics_json);
+        assert_int_equal(jwt_add_grants_json(j, buf), 0);
+    }
+    if (admin)
+        assert_int_equal(jwt_add_grant_bool(j, "admin", 1), 0);
+    assert_int_equal(jwt_set_alg(j, alg, key, (int)klen), 0);
+    char *s = jwt_encode_str(j);
+    assert_non_null(s);
+    jwt_free(j);
+    return s;
+}
+
+/* A key pair as PEM: private into priv, public into pub (free both). */
+static void
+make_keys(const char *type, const char *param, char **priv, char **pub)
+{
+    EVP_PKEY *k = strcmp(type, "RSA") == 0
+                      ? EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)atoi(param))
+                      : EVP_PKEY_Q_keygen(NULL, NULL, "EC", param);
+    assert_non_null(k);
+    BIO *b = BIO_new(BIO_s_mem());
+    char *p;
+    assert_int_equal(PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL), 1);
+    long n = BIO_get_mem_data(b, &p);
+    *priv = strndup(p, (size_t)n);
+    BIO_free(b);
+    b = BIO_new(BIO_s_mem());
+    assert_int_equal(PEM_write_bio_PUBKEY(b, k), 1);
+    n = BIO_get_mem_data(b, &p);
+    *pub = strndup(p, (size_t)n);
+    BIO_free(b);
+    EVP_PKEY_free(k);
+}
+
+/* readauth/static_tokens: a private topic takes each of its tokens, not a
+ * wrong one, not another topic's; no credential is 401's verdict; a public
+ * topic takes anything, even a wrong token. */
+static void
+test_static_tokens(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    assert_int_equal(check(ra, "tok-A", "priv"), READ_OK);
+    assert_int_equal(check(ra, "tok-B", "priv"), READ_OK);
+    assert_int_equal(check(ra, NULL, "priv"), READ_NO_CRED);
+    assert_int_equal(check(ra, "tok-C", "priv"), READ_BAD_CRED);
+    assert_int_equal(check(ra, "tok-A ", "priv"), READ_BAD_CRED);
+    assert_int_equal(check(ra, "tok-O", "priv"), READ_NOT_ALLOWED);
+    assert_int_equal(check(ra, "tok-A", "jwtonly"), READ_NOT_ALLOWED);
+    assert_int_equal(check(ra, NULL, "pub"), READ_PUBLIC);
+    assert_int_equal(check(ra, "junk", "pub"), READ_PUBLIC);
+    assert_int_equal(readauth_verdict_status(READ_NO_CRED), 401);
+    assert_int_equal(readauth_verdict_status(READ_BAD_CRED), 403);
+    assert_int_equal(readauth_verdict_status(READ_PUBLIC), 0);
+    assert_true(readauth_active(ra));
+    assert_int_equal(readauth_topic(ra, "priv", "x", false), RS_EINVAL);
+    readauth_unref(ra);
+}
+
+/* readauth/admin: an admin token reads every topic, private or unknown. */
+static void
+test_admin(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    assert_int_equal(check(ra, "admin-1", "priv"), READ_OK);
+    assert_int_equal(check(ra, "admin-1", "jwtonly"), READ_OK);
+    assert_int_equal(check(ra, "admin-1", "nosuch"), READ_OK);
+    struct read_cred *c = NULL;
+    assert_int_equal(readauth_cred_new(ra, "admin-1", NOW, &c), READ_OK);
+    assert_true(readauth_cred_admin(c));
+    assert_int_equal(readauth_cred_expiry(c), 0);
+    readauth_cred_free(c);
+    readauth_cred_free(NULL);
+    readauth_unref(NULL);
+    readauth_unref(ra);
+}
+
+/* readauth/unknown_hidden: in closed mode an unknown name is as private
+ * as the hub's topics are (probing cannot tell private from unknown); a
+ * hub without private topics leaves it public (4004 follows). */
+static void
+test_unknown_hidden(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    assert_int_equal(check(ra, NULL, "nosuch"), READ_NO_CRED);
+    assert_int_equal(check(ra, "tok-A", "nosuch"), READ_NOT_ALLOWED);
+    readauth_unref(ra);
+    ra = readauth_new(false);
+    assert_int_equal(readauth_topic(ra, "pub", "http://ex.org/pub", false), 0);
+    assert_int_equal(check(ra, NULL, "nosuch"), READ_PUBLIC);
+    assert_false(readauth_active(ra));
+    readauth_unref(ra);
+}
+
+/* readauth/open_hub_tokens: the hub-wide tokens make every open-mode topic
+ * private; a configured topic keeps its own rule. */
+static void
+test_open_hub_tokens(void **state)
+{
+    (void)state;
+    struct readauth *ra = readauth_new(true);
+    assert_int_equal(readauth_topic(ra, "conf", "http://ex.org/c", false), 0);
+    assert_int_equal(check(ra, NULL, "ex.org-anything-1234abcd"), READ_PUBLIC);
+    assert_int_equal(readauth_hub_token(ra, "hub-1"), 0);
+    assert_int_equal(check(ra, NULL, "ex.org-anything-1234abcd"), READ_NO_CRED);
+    assert_int_equal(check(ra, "hub-1", "ex.org-anything-1234abcd"), READ_OK);
+    assert_int_equal(check(ra, "hub-2", "ex.org-anything-1234abcd"), READ_BAD_CRED);
+    assert_int_equal(check(ra, NULL, "conf"), READ_PUBLIC);
+    readauth_unref(ra);
+}
+
+/* readauth/jwt_hs256: a valid token allows the topics it names, by name,
+ * URI or pattern, until its exp (reported); expired, not yet valid,
+ * without exp, with a wrong signature or a tampered payload: refused. */
+static void
+test_jwt_hs256(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    char *t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60,
+                       "[\"priv\"]", false);
+    int64_t exp = 0;
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW, &exp), READ_OK);
+    assert_int_equal(exp, NOW + 60);
+    assert_int_equal(check(ra, t, "jwtonly"), READ_NOT_ALLOWED);
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW + 60, &exp),
+                     READ_EXPIRED);
+    /* tampered: one character of the payload changed */
+    char *dot = strchr(t, '.');
+    dot[3] = dot[3] == 'A' ? 'B' : 'A';
+    assert_int_equal(check(ra, t, "priv"), READ_BAD_CRED);
+    free(t);
+
+    t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60,
+                 "[\"http://ex.org/*\"]", false);
+    assert_int_equal(check(ra, t, "jwtonly"), READ_OK);
+    assert_int_equal(check(ra, t, "priv"), READ_OK);
+    free(t);
+    t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60,
+                 "[\"jwt*\"]", false);
+    assert_int_equal(check(ra, t, "jwtonly"), READ_OK);
+    assert_int_equal(check(ra, t, "priv"), READ_NOT_ALLOWED);
+    free(t);
+    t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), 0, "[\"priv\"]", false);
+    assert_int_equal(check(ra, t, "priv"), READ_BAD_CRED);   /* no exp */
+    free(t);
+    t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60, "\"priv\"",
+                 false);
+    assert_int_equal(check(ra, t, "priv"), READ_BAD_CRED);   /* not an array */
+    free(t);
+    t = make_jwt(JWT_ALG_HS256, "another secret of 32 bytes at least!", 36,
+                 NOW + 60, "[\"priv\"]", false);
+    assert_int_equal(check(ra, t, "priv"), READ_BAD_CRED);
+    free(t);
+    t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60, NULL, true);
+    assert_int_equal(check(ra, t, "jwtonly"), READ_OK);      /* admin claim */
+    free(t);
+    readauth_unref(ra);
+}
+
+/* readauth/jwt_nbf: a token used before its nbf is refused as expired. */
+static void
+test_jwt_nbf(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    jwt_t *j = NULL;
+    assert_int_equal(jwt_new(&j), 0);
+    assert_int_equal(jwt_add_grant_int(j, "exp", NOW + 600), 0);
+    assert_int_equal(jwt_add_grant_int(j, "nbf", NOW + 60), 0);
+    assert_int_equal(jwt_add_grants_json(j, "{\"topics\":[\"priv\"]}"), 0);
+    assert_int_equal(jwt_set_alg(j, JWT_ALG_HS256, (const unsigned char *)SECRET,
+                                 (int)strlen(SECRET)), 0);
+    char *t = jwt_encode_str(j);
+    jwt_free(j);
+    assert_int_equal(check(ra, t, "priv"), READ_EXPIRED);
+    int64_t exp;
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW + 61, &exp), READ_OK);
+    free(t);
+    readauth_unref(ra);
+}
+
+/* readauth/alg_decided_by_key: with an RSA public key, RS256 tokens are
+ * taken; "none", HS256 keyed with the public key's PEM (algorithm
+ * confusion) and an ES256 token are not. With an EC P-256 key, ES256. */
+static void
+test_alg_decided_by_key(void **state)
+{
+    (void)state;
+    char *priv, *pub, *epriv, *epub;
+    const char *why = NULL;
+    make_keys("RSA", "2048", &priv, &pub);
+    make_keys("EC", "P-256", &epriv, &epub);
+    struct readauth *ra = readauth_new(false);
+    assert_int_equal(readauth_topic(ra, "t", "http://ex.org/t", true), 0);
+    assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), 0);
+
+    char *t = make_jwt(JWT_ALG_RS256, priv, strlen(priv), NOW + 60, "[\"t\"]", false);
+    assert_int_equal(check(ra, t, "t"), READ_OK);
+    free(t);
+    t = make_jwt(JWT_ALG_HS256, pub, strlen(pub), NOW + 60, "[\"t\"]", true);
+    assert_int_equal(check(ra, t, "t"), READ_BAD_CRED);
+    free(t);
+    t = make_jwt(JWT_ALG_NONE, NULL, 0, NOW + 60, "[\"t\"]", true);
+    assert_int_equal(check(ra, t, "t"), READ_BAD_CRED);
+    free(t);
+    t = make_jwt(JWT_ALG_ES256, epriv, strlen(epriv), NOW + 60, "[\"t\"]", false);
+    assert_int_equal(check(ra, t, "t"), READ_BAD_CRED);
+    char *es = t;
+    readauth_unref(ra);
+
+    ra = readauth_new(false);
+    assert_int_equal(readauth_topic(ra, "t", "http://ex.org/t", true), 0);
+    assert_int_equal(readauth_jwt_public_key(ra, epub, strlen(epub), &why), 0);
+    assert_int_equal(check(ra, es, "t"), READ_OK);
+    free(es);
+    readauth_unref(ra);
+    free(priv);
+    free(pub);
+    free(epriv);
+    free(epub);
+}
+
+/* readauth/public_keys_refused: not PEM, RSA under 2048 bits, EC off P-256. */
+static void
+test_public_keys_refused(void **state)
+{
+    (void)state;
+    char *priv, *pub;
+    const char *why = NULL;
+    struct readauth *ra = readauth_new(false);
+    assert_int_equal(readauth_jwt_public_key(ra, "nope", 4, &why), RS_EINVAL);
+    assert_non_null(why);
+    make_keys("RSA", "1024", &priv, &pub);
+    assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), RS_EINVAL);
+    free(priv);
+    free(pub);
+    make_keys("EC", "P-384", &priv, &pub);
+    assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), RS_EINVAL);
+    free(priv);
+    free(pub);
+    assert_int_equal(readauth_jwt_secret(ra, "short", 5), RS_EINVAL);
+    readauth_unref(ra);
+}
+
+/* readauth/jwt_open_uri: in open mode a JWT naming a topic URI allows the
+ * channel named after that URI. */
+static void
+test_jwt_open_uri(void **state)
+{
+    (void)state;
+    struct readauth *ra = readauth_new(true);
+    assert_int_equal(readauth_hub_token(ra, "hub-1"), 0);
+    assert_int_equal(readauth_jwt_secret(ra, SECRET, strlen(SECRET)), 0);
+    char name[128], other[128];
+    assert_int_equal(topics_derive_name("http://ex.org/feed", name, sizeof(name)), 0);
+    assert_int_equal(topics_derive_name("http://ex.org/else", other, sizeof(other)), 0);
+    char *t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60,
+                       "[\"http://ex.org/feed\"]", false);
+    assert_int_equal(check(ra, t, name), READ_OK);
+    assert_int_equal(check(ra, t, other), READ_NOT_ALLOWED);
+    free(t);
+    readauth_unref(ra);
+}
+
+/* readauth/token_files: comments and blank lines skipped; a file others
+ * may read refused unless insecure; white space inside a token, an empty
+ * file or a missing one refused with a message. */
+static void
+test_token_files(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_readauth.XXXXXX", err[256];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "# rotation\n\n  tok-1  \ntok-2\r\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    struct readauth *ra = readauth_new(true);
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(readauth_read_tokens(path, false, readauth_hub_token, ra,
+                                          err, sizeof(err)), 0);
+    assert_int_equal(check(ra, "tok-1", "x"), READ_OK);
+    assert_int_equal(check(ra, "tok-2", "x"), READ_OK);
+    assert_int_equal(check(ra, "# rotation", "x"), READ_BAD_CRED);
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(readauth_read_tokens(path, false, readauth_hub_token, ra,
+                                          err, sizeof(err)), RS_EINVAL);
+    assert_non_null(strstr(err, "readable by group or others"));
+    assert_int_equal(readauth_read_tokens(path, true, readauth_hub_token, ra,
+                                          err, sizeof(err)), 0);
+    FILE *f = fopen(path, "w");
+    fputs("two words\n", f);
+    fclose(f);
+    assert_int_equal(readauth_read_tokens(path, true, readauth_hub_token, ra,
+                                          err, sizeof(err)), RS_EINVAL);
+    f = fopen(path, "w");
+    fputs("# nothing\n\n", f);
+    fclose(f);
+    assert_int_equal(readauth_read_tokens(path, true, readauth_hub_token, ra,
+                                          err, sizeof(err)), RS_EINVAL);
+    unlink(path);
+    assert_int_equal(readauth_read_tokens(path, true, readauth_hub_token, ra,
+                                          err, sizeof(err)), RS_EIO);
+    readauth_unref(ra);
+}
+
+/* readauth/bearer_of: "Bearer TOKEN" in any case, white space trimmed;
+ * other schemes and an empty token are no bearer. */
+static void
+test_bearer_of(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const char *b = readauth_bearer_of("  bEaReR   abc.def  ", &n);
+    assert_non_null(b);
+    assert_int_equal(n, 7);
+    assert_memory_equal(b, "abc.def", 7);
+    assert_null(readauth_bearer_of("Basic dXNlcjpwdw==", &n));
+    assert_null(readauth_bearer_of("Bearer   ", &n));
+    assert_null(readauth_bearer_of("Bearerabc", &n));
+}
+
+/* readauth/refs: a snapshot lives until its last reference goes. */
+static void
+test_refs(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    struct readauth *r2 = readauth_ref(ra);
+    readauth_unref(ra);
+    assert_int_equal(check(r2, "tok-A", "priv"), READ_OK);
+    readauth_unref(r2);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_static_tokens),
+        cmocka_unit_test(test_admin),
+        cmocka_unit_test(test_unknown_hidden),
+        cmocka_unit_test(test_open_hub_tokens),
+        cmocka_unit_test(test_jwt_hs256),
+        cmocka_unit_test(test_jwt_nbf),
+        cmocka_unit_test(test_alg_decided_by_key),
+        cmocka_unit_test(test_public_keys_refused),
+        cmocka_unit_test(test_jwt_open_uri),
+        cmocka_unit_test(test_token_files),
+        cmocka_unit_test(test_bearer_of),
+        cmocka_unit_test(test_refs),
+    };
+    return cmocka_run_group_tests_name("readauth", tests, NULL, NULL);
+}
