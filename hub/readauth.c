@@ -4,9 +4,10 @@
  * bearer token against it. Static tokens are kept only as their SHA-256
  * and compared with CRYPTO_memcmp, so neither a token's content nor its
  * length shows in the time a check takes. JWTs are libjwt's (Debian's
- * 1.10): it checks the signature; the algorithm the key allows, exp, nbf
- * and the claims are checked here, because 1.10 takes the algorithm from
- * the token's own header and validates no claim.
+ * 1.10.2-1+deb12u1, whose HMAC comparison is constant-time since
+ * CVE-2024-25189): it checks the signature; the algorithm the key allows,
+ * exp, nbf and the claims are checked here, because 1.10 takes the
+ * algorithm from the token's own header and validates no claim.
  */
 #include "readauth.h"
 

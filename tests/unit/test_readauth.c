@@ -68,6 +68,19 @@ make_jwt(jwt_alg_t alg, const void *key, size_t klen, long exp,
     return s;
 }
 
+/* The bytes of a memory BIO as a C string (free it). */
+static char *
+bio_string(BIO *b)
+{
+    char *p;
+    long n = BIO_get_mem_data(b, &p);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    memcpy(s, p, (size_t)n);
+    s[n] = '\0';
+    return s;
+}
+
 /* A key pair as PEM: private into priv, public into pub (free both). */
 static void
 make_keys(const char *type, const char *param, char **priv, char **pub)
@@ -77,15 +90,12 @@ make_keys(const char *type, const char *param, char **priv, char **pub)
                       : EVP_PKEY_Q_keygen(NULL, NULL, "EC", param);
     assert_non_null(k);
     BIO *b = BIO_new(BIO_s_mem());
-    char *p;
     assert_int_equal(PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL), 1);
-    long n = BIO_get_mem_data(b, &p);
-    *priv = strndup(p, (size_t)n);
+    *priv = bio_string(b);
     BIO_free(b);
     b = BIO_new(BIO_s_mem());
     assert_int_equal(PEM_write_bio_PUBKEY(b, k), 1);
-    n = BIO_get_mem_data(b, &p);
-    *pub = strndup(p, (size_t)n);
+    *pub = bio_string(b);
     BIO_free(b);
     EVP_PKEY_free(k);
 }
