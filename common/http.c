@@ -3,8 +3,9 @@
  * interface driven by libevent (the only file where that seam lives: one
  * event per socket, one timer, one "kick" event for deferred work), the
  * request life cycle that makes on_done run exactly once, response header
- * collection, body limits, and a pool of reusable easy handles. What a
- * request means is the caller's business.
+ * collection, body limits, a pool of reusable easy handles, redirects
+ * followed hop by hop and the credentials each origin gets. What a request
+ * means is the caller's business.
  */
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -40,6 +41,9 @@
 #define HTTP_KEEP_HDR 16384u
 #define HTTP_KEEP_BODY 65536u
 #define HTTP_BODY_MIN 1024u
+/* "scheme://host:port": a 253-byte name or a bracketed IPv6 address with
+ * a zone fits. */
+#define HTTP_ORIGIN_MAX 320u
 
 /*
  * Where a request is in its life:
@@ -64,6 +68,16 @@ enum http_req_state {
 struct http_list {
     struct rs_http_req *head, *tail;
     unsigned n;
+};
+
+/* One origin's credentials (rs_http_cred_add); immutable once added, and
+ * kept until the client is freed, so requests point at them freely. */
+struct http_cred {
+    char origin[HTTP_ORIGIN_MAX];   /* "scheme://host:port", lower case */
+    char *realm;
+    char **headers;                 /* nheaders "Name: value" strings */
+    size_t nheaders;
+    char *netrc_file, *client_cert, *client_key;
 };
 
 struct rs_http_req {
@@ -91,10 +105,25 @@ struct rs_http_req {
 
     /* Request side, one block: curl_slist nodes first (aligned by the
      * allocator), then header strings, the URL and the body copy. curl
-     * reads the header list and the body until the transfer ends. */
+     * reads the header list and the body until the transfer ends. The
+     * nodes are the caller's headers (ncaller, Expect included), then
+     * ncred spare ones for the credentials of a hop's origin; each hop
+     * links its own list through them (http_hop_creds). */
     char *store;
     size_t store_cap;
     const char *url;            /* in store: the URL as given */
+    struct curl_slist *nodes;   /* in store */
+    size_t ncaller, ncred;
+
+    /* Redirects, followed here (rs_http.h says why). */
+    unsigned max_redirects, hops;
+    unsigned timeout_ms;        /* of the whole request, every hop */
+    bool head, post;            /* the method of the hop under way */
+    bool redirecting;           /* this hop's response is a redirect we
+                                   follow: its body is dropped */
+    long hop_connects;          /* connections the earlier hops opened */
+    char origin0[HTTP_ORIGIN_MAX]; /* the first URL's origin ("" unknown) */
+    const struct http_cred *cred;  /* this hop's origin's, or NULL */
 
     /* Response headers of the latest response: "name\0value\0" pairs in
      * arrival order; hdr_len <= HTTP_MAX_HEADER_BYTES. */
@@ -129,6 +158,13 @@ struct rs_http {
     char *user_agent;
     bool (*addr_ok)(void *ud, const struct sockaddr *sa);
     void *addr_ud;
+    char *ca_file;
+    void (*on_refused)(void *ud, const char *realm, const char *url,
+                       long status);
+    void *refused_ud;
+    struct http_cred creds[RS_HTTP_MAX_CREDS];
+    unsigned ncreds;
+    size_t cred_nodes;          /* the most headers one origin has */
     unsigned connect_timeout_ms;
     unsigned max_requests;
     unsigned pool_max;
@@ -370,6 +406,21 @@ http_sock_put(struct rs_http *h, struct http_sock *sk)
  * run; release curl, the events and the memory. curl_multi_cleanup() may
  * still call the socket and timer callbacks, so h lives until the end. */
 static void
+http_cred_cleanup(struct http_cred *c)
+{
+    for (size_t i = 0; i < c->nheaders; i++) {
+        explicit_bzero(c->headers[i], strlen(c->headers[i]));
+        rs_free(c->headers[i]);
+    }
+    rs_free(c->headers);
+    rs_free(c->realm);
+    rs_free(c->netrc_file);
+    rs_free(c->client_cert);
+    rs_free(c->client_key);
+    memset(c, 0, sizeof(*c));
+}
+
+static void
 http_destroy(struct rs_http *h)
 {
     struct rs_http_req *req;
@@ -400,6 +451,9 @@ http_destroy(struct rs_http *h)
         event_free(h->timer);
     if (h->kick != NULL)
         event_free(h->kick);
+    for (unsigned i = 0; i < h->ncreds; i++)
+        http_cred_cleanup(&h->creds[i]);
+    rs_free(h->ca_file);
     rs_free(h->user_agent);
     rs_free(h);
 }
@@ -493,7 +547,12 @@ http_finish(struct rs_http *h, struct rs_http_req *req)
         curl_easy_getinfo(req->easy, CURLINFO_EFFECTIVE_URL, &eff);
         curl_easy_getinfo(req->easy, CURLINFO_NUM_CONNECTS, &nconn);
     }
+    nconn += req->hop_connects;
     h->stats.connects += nconn > 0 ? (uint64_t)nconn : 0;
+    if (req->rc == 0 && (status == 401 || status == 403) &&
+        req->cred != NULL && h->on_refused != NULL)
+        h->on_refused(h->refused_ud, req->cred->realm,
+                      eff != NULL ? eff : req->url, status);
 
     memset(&res, 0, sizeof(res));
     res.rc = req->rc;
@@ -575,6 +634,20 @@ http_hdr_fail(struct rs_http_req *req, int rc)
     return 0;
 }
 
+/* A response's headers are in: is it a redirect this request follows? */
+static void
+http_on_headers_end(struct rs_http_req *req)
+{
+    long status = 0;
+
+    if (req->max_redirects == 0)
+        return;
+    curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+    req->redirecting = (status == 301 || status == 302 || status == 303 ||
+                        status == 307 || status == 308) &&
+                       rs_http_req_header(req, "location") != NULL;
+}
+
 /* Response header lines, one per call, for every response of the request
  * (1xx, redirects, the final one): a status line starts the collection
  * over, so only the final response's headers remain. A short count makes
@@ -595,10 +668,13 @@ http_on_header(char *buf, size_t size, size_t nitems, void *arg)
         len--;
     if (len >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
         req->hdr_len = 0;
+        req->redirecting = false;
         return total;
     }
-    if (len == 0)
-        return total;                   /* the end of a header block */
+    if (len == 0) {                     /* the end of a header block */
+        http_on_headers_end(req);
+        return total;
+    }
     if (memchr(buf, '\0', len) != NULL) {
         http_req_abort(req, RS_EPROTO, "NUL byte in a response header");
         return 0;
@@ -685,6 +761,10 @@ http_on_body(char *buf, size_t size, size_t nmemb, void *arg)
         return CURL_WRITEFUNC_ERROR;    /* canceled */
     if (n == 0)
         return 0;
+    /* A redirect's body is read to keep the connection, and dropped:
+     * nothing is held, the request's timeout bounds it. */
+    if (req->redirecting)
+        return n;
     if (n > req->max_body - req->body_seen) {
         http_req_abort(req, RS_ETOOBIG, "response body too large");
         return CURL_WRITEFUNC_ERROR;
@@ -726,6 +806,90 @@ http_on_body(char *buf, size_t size, size_t nmemb, void *arg)
 
 /* ---------------------------------------------------- the libevent seam */
 
+static int http_hop_creds(struct rs_http *h, struct rs_http_req *req,
+                          bool first);
+
+/* The hop that ended was a redirect: the next hop goes to its Location
+ * as a new transfer on the same handle, with the credentials of its own
+ * origin (http_hop_creds), through the pending queue. Methods change as
+ * browsers and libcurl change them: 303 turns anything but HEAD into GET,
+ * 301 and 302 turn POST into GET; 307 and 308 keep method and body. */
+static void
+http_follow(struct rs_http *h, struct rs_http_req *req)
+{
+    CURL *e = req->easy;
+    char *loc = NULL;
+    long status = 0, nconn = 0;
+    uint64_t spent_ms;
+    bool bad = false;
+    CURLUcode uc;
+
+    curl_multi_remove_handle(h->multi, e);
+    req->in_multi = false;
+    curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &nconn);
+    req->hop_connects += nconn;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &loc);
+    req->redirecting = false;
+    if (loc == NULL) {
+        /* curl found no URL in the Location: the 3xx is the answer. */
+        http_set_done(h, req, 0, CURLE_OK);
+        return;
+    }
+    if (req->hops >= req->max_redirects) {
+        snprintf(req->errbuf, sizeof(req->errbuf),
+                 "Maximum (%u) redirects followed", req->max_redirects);
+        http_req_abort(req, RS_EPROTO, req->errbuf);
+        http_set_done(h, req, RS_EPROTO, CURLE_OK);
+        return;
+    }
+    if (strncasecmp(loc, "http://", 7) != 0 &&
+        strncasecmp(loc, "https://", 8) != 0) {
+        http_req_abort(req, RS_EPROTO, "redirect to a scheme other than "
+                       "http(s)");
+        http_set_done(h, req, RS_EPROTO, CURLE_OK);
+        return;
+    }
+    spent_ms = (http_now_us() - req->start_us) / 1000u;
+    if (spent_ms >= req->timeout_ms) {
+        http_req_abort(req, RS_ETIMEDOUT, "timed out following redirects");
+        http_set_done(h, req, RS_ETIMEDOUT, CURLE_OK);
+        return;
+    }
+    /* loc belongs to the handle: parse it before anything touches it. */
+    uc = curl_url_set(req->curlu, CURLUPART_URL, loc, 0);
+    if (uc != CURLUE_OK) {
+        http_req_abort(req, uc == CURLUE_OUT_OF_MEMORY ? RS_ENOMEM
+                       : RS_EPROTO, "redirect to a malformed URL");
+        http_set_done(h, req, req->rc, CURLE_OK);
+        return;
+    }
+    req->hops++;
+    if ((status == 303 && !req->head) ||
+        ((status == 301 || status == 302) && req->post)) {
+        bad |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L) != CURLE_OK;
+        bad |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, NULL) != CURLE_OK;
+        req->post = false;
+    }
+    /* As a string: curl 7.88 keeps reporting the first URL as the
+     * effective one when the same CURLU handle is set again. */
+    char *next = NULL;
+    if (curl_url_get(req->curlu, CURLUPART_URL, &next, 0) != CURLUE_OK)
+        bad = true;
+    bad |= curl_easy_setopt(e, CURLOPT_CURLU, NULL) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_URL, next) != CURLE_OK;
+    curl_free(next);
+    bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                            (long)(req->timeout_ms - spent_ms)) != CURLE_OK;
+    if (bad || http_hop_creds(h, req, false) != 0) {
+        http_req_abort(req, RS_ENOMEM, "out of memory following a redirect");
+        http_set_done(h, req, RS_ENOMEM, CURLE_OK);
+        return;
+    }
+    http_req_move(h, req, HTTP_REQ_PENDING);
+    http_kick(h);
+}
+
 /* Move every transfer curl reports finished to the done queue. */
 static void
 http_check_done(struct rs_http *h)
@@ -745,6 +909,11 @@ http_check_done(struct rs_http *h)
         /* A canceled request is DONE already; its late end is not news. */
         if (req == NULL || req->state != HTTP_REQ_RUNNING)
             continue;
+        if (req->redirecting && m->data.result == CURLE_OK &&
+            req->why == NULL) {
+            http_follow(h, req);
+            continue;
+        }
         http_set_done(h, req, http_rc_of(req, m->data.result),
                       m->data.result);
     }
@@ -992,11 +1161,11 @@ http_url_set(struct rs_http_req *req, const char *url)
 /*
  * Copy what curl must read during the transfer into req->store: the
  * header list (our own curl_slist nodes, so no allocation per header),
- * the URL, and the body unless borrowed. *list is NULL without headers.
+ * the URL, and the body unless borrowed.
  */
 static int
 http_store_fill(struct rs_http_req *req, const struct rs_http_req_opts *o,
-                struct curl_slist **list, const void **body)
+                const void **body)
 {
     static const char no_expect[] = "Expect:";
     size_t nh = 0, nodes, need, ulen = strlen(o->url) + 1, i;
@@ -1014,7 +1183,7 @@ http_store_fill(struct rs_http_req *req, const struct rs_http_req_opts *o,
     /* curl asks large POSTs for "100 Continue" first, a round trip (or a
      * one-second wait) for nothing when the peer is known to take them. */
     want_expect = o->body_len > 0 && !has_expect;
-    nodes = nh + (want_expect ? 1 : 0);
+    nodes = nh + (want_expect ? 1 : 0) + req->h->cred_nodes;
     need = nodes * sizeof(struct curl_slist) + ulen;
     for (i = 0; i < nh; i++)
         need += strlen(o->headers[i]) + 1;
@@ -1035,12 +1204,15 @@ http_store_fill(struct rs_http_req *req, const struct rs_http_req_opts *o,
     }
     node = (struct curl_slist *)(void *)req->store;
     p = req->store + nodes * sizeof(struct curl_slist);
-    for (i = 0; i < nodes; i++) {
+    req->nodes = node;
+    req->ncaller = nh + (want_expect ? 1 : 0);
+    req->ncred = req->h->cred_nodes;
+    for (i = 0; i < req->ncaller; i++) {
         const char *s = i < nh ? o->headers[i] : no_expect;
         size_t len = strlen(s) + 1;
         memcpy(p, s, len);
         node[i].data = p;
-        node[i].next = i + 1 < nodes ? &node[i + 1] : NULL;
+        node[i].next = NULL;
         p += len;
     }
     memcpy(p, o->url, ulen);
@@ -1051,8 +1223,143 @@ http_store_fill(struct rs_http_req *req, const struct rs_http_req_opts *o,
         memcpy(p, o->body, o->body_len);
         *body = p;
     }
-    *list = nodes > 0 ? node : NULL;
     return 0;
+}
+
+/* The origin of the URL in u, "scheme://host:port" in lower case with the
+ * port spelled out, so that http://H/ and http://h:80/ are one. */
+static int
+http_origin_of(CURLU *u, char *out, size_t outsz)
+{
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    int rc = RS_EINVAL, n;
+
+    out[0] = '\0';
+    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT)
+        == CURLUE_OK) {
+        n = snprintf(out, outsz, "%s://%s:%s", scheme, host, port);
+        if (n > 0 && (size_t)n < outsz) {
+            for (char *c = out; *c != '\0'; c++)
+                if (*c >= 'A' && *c <= 'Z')
+                    *c = (char)(*c - 'A' + 'a');
+            rc = 0;
+        } else {
+            out[0] = '\0';
+        }
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    return rc;
+}
+
+static const struct http_cred *
+http_cred_find(const struct rs_http *h, const char *origin)
+{
+    for (unsigned i = 0; i < h->ncreds && origin[0] != '\0'; i++)
+        if (strcmp(h->creds[i].origin, origin) == 0)
+            return &h->creds[i];
+    return NULL;
+}
+
+/* Headers that carry a credential of the caller's own: they go no
+ * further than the first URL's origin (libcurl's rule for them). */
+static bool
+http_header_secret(const char *s)
+{
+    static const char *const names[] = { "authorization", "cookie",
+                                         "proxy-authorization" };
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(names[i]);
+        if (strncasecmp(s, names[i], n) == 0 && (s[n] == ':' || s[n] == ';'))
+            return true;
+    }
+    return false;
+}
+
+static size_t
+http_header_name_len(const char *s)
+{
+    size_t n = 0;
+
+    while (s[n] != '\0' && s[n] != ':' && s[n] != ';')
+        n++;
+    return n;
+}
+
+/* Does one of the caller's headers have the name of h (a credential's)? */
+static bool
+http_caller_has(const struct rs_http_req *req, const char *hdr)
+{
+    size_t n = http_header_name_len(hdr);
+
+    for (size_t i = 0; i < req->ncaller; i++) {
+        const char *d = req->nodes[i].data;
+        if (http_header_name_len(d) == n && strncasecmp(d, hdr, n) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * What this hop's origin gets, set on the handle for the transfer about to
+ * start: the caller's headers (its secret ones only on the first URL's
+ * origin), then the origin's credential headers the caller did not give
+ * itself, its netrc and its client certificate; another origin gets none
+ * of them (curl's own netrc and certificate options are per handle, not
+ * per host, so they are set afresh on every hop).
+ */
+static int
+http_hop_creds(struct rs_http *h, struct rs_http_req *req, bool first)
+{
+    char origin[HTTP_ORIGIN_MAX];
+    struct curl_slist *head = NULL, **tail = &head;
+    const struct http_cred *cr = NULL;
+    bool foreign = false, bad = false;
+    CURL *e = req->easy;
+    size_t k = 0;
+
+    if (h->ncreds > 0 || req->max_redirects > 0) {
+        if (http_origin_of(req->curlu, origin, sizeof(origin)) != 0)
+            origin[0] = '\0';
+        if (first)
+            memcpy(req->origin0, origin, sizeof(origin));
+        else
+            foreign = origin[0] == '\0' || strcmp(origin, req->origin0) != 0;
+        cr = http_cred_find(h, origin);
+    }
+    req->cred = cr;
+    for (size_t i = 0; i < req->ncaller; i++) {
+        struct curl_slist *n = &req->nodes[i];
+        if (foreign && http_header_secret(n->data))
+            continue;
+        *tail = n;
+        tail = &n->next;
+    }
+    for (size_t j = 0; cr != NULL && j < cr->nheaders && k < req->ncred; j++) {
+        struct curl_slist *n = &req->nodes[req->ncaller + k];
+        if (http_caller_has(req, cr->headers[j]))
+            continue;
+        n->data = cr->headers[j];
+        *tail = n;
+        tail = &n->next;
+        k++;
+    }
+    *tail = NULL;
+    bad |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, head) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_NETRC,
+                            cr != NULL && cr->netrc_file != NULL
+                            ? (long)CURL_NETRC_OPTIONAL
+                            : (long)CURL_NETRC_IGNORED) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_NETRC_FILE,
+                            cr != NULL ? cr->netrc_file : NULL) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_SSLCERT,
+                            cr != NULL ? cr->client_cert : NULL) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_SSLKEY,
+                            cr != NULL ? cr->client_key : NULL) != CURLE_OK;
+    return bad ? RS_ENOMEM : 0;
 }
 
 static int
@@ -1065,7 +1372,6 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     bool get = strcmp(method, "GET") == 0;
     bool with_body = post || strcmp(method, "PUT") == 0 ||
                      strcmp(method, "PATCH") == 0;
-    struct curl_slist *list = NULL;
     const void *body = NULL;
     CURL *e = req->easy;
     bool bad = false;
@@ -1076,7 +1382,7 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     rc = http_url_set(req, o->url);
     if (rc != 0)
         return rc;
-    rc = http_store_fill(req, o, &list, &body);
+    rc = http_store_fill(req, o, &body);
     if (rc != 0)
         return rc;
 
@@ -1091,6 +1397,15 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     req->cc = CURLE_OK;
     req->why = NULL;
     req->errbuf[0] = '\0';
+    req->max_redirects = o->max_redirects;
+    req->hops = 0;
+    req->timeout_ms = o->timeout_ms ? o->timeout_ms : HTTP_TIMEOUT_MS;
+    req->head = head;
+    req->post = post;
+    req->redirecting = false;
+    req->hop_connects = 0;
+    req->origin0[0] = '\0';
+    req->cred = NULL;
 
     bad |= curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)req) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_CURLU, req->curlu) != CURLE_OK;
@@ -1102,10 +1417,10 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     bad |= curl_easy_setopt(e, CURLOPT_USERAGENT, h->user_agent) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                             (long)h->connect_timeout_ms) != CURLE_OK;
-    bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                            (long)(o->timeout_ms ? o->timeout_ms
-                                                 : HTTP_TIMEOUT_MS))
+    bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)req->timeout_ms)
            != CURLE_OK;
+    if (h->ca_file != NULL)
+        bad |= curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_file) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                             h->http2 ? (long)CURL_HTTP_VERSION_2TLS
                                      : (long)CURL_HTTP_VERSION_1_1)
@@ -1124,19 +1439,15 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     bad |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_on_body)
            != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)req) != CURLE_OK;
-    if (o->max_redirects > 0) {
-        bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK;
-        bad |= curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)o->max_redirects)
-               != CURLE_OK;
-    }
+    /* No CURLOPT_FOLLOWLOCATION: http_follow takes each hop. */
     /* Refuses an announced Content-Length over the cap before any body
      * byte; http_on_body enforces it on what arrives. A HEAD response
      * announces a body that never comes. */
     if (!head)
         bad |= curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
                                 (curl_off_t)req->max_body) != CURLE_OK;
-    if (list != NULL)
-        bad |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, list) != CURLE_OK;
+    if (!bad && http_hop_creds(h, req, true) != 0)
+        bad = true;
     if (head) {
         bad |= curl_easy_setopt(e, CURLOPT_NOBODY, 1L) != CURLE_OK;
     } else if (with_body || o->body_len > 0) {
@@ -1178,6 +1489,10 @@ rs_http_new(struct event_base *base, const struct rs_http_opts *o)
     h->base = base;
     h->addr_ok = o->addr_ok;
     h->addr_ud = o->addr_ud;
+    h->on_refused = o->on_refused;
+    h->refused_ud = o->refused_ud;
+    if (o->ca_file != NULL && (h->ca_file = rs_strdup(o->ca_file)) == NULL)
+        goto out;
     max_conns = o->max_conns ? o->max_conns : HTTP_MAX_CONNS;
     max_host = o->max_host_conns ? o->max_host_conns : HTTP_MAX_HOST_CONNS;
     if (max_host > max_conns)
@@ -1223,6 +1538,74 @@ out:
         h = NULL;
     }
     return h;
+}
+
+static char *
+http_strdup_or_null(const char *s, bool *bad)
+{
+    char *d;
+
+    if (s == NULL)
+        return NULL;
+    d = rs_strdup(s);
+    if (d == NULL)
+        *bad = true;
+    return d;
+}
+
+int
+rs_http_cred_add(struct rs_http *h, const struct rs_http_cred *c)
+{
+    struct http_cred *cr;
+    CURLU *u;
+    size_t n = 0;
+    bool bad = false, e;
+    int rc;
+
+    if (h == NULL || c == NULL || c->origin == NULL)
+        return RS_EINVAL;
+    if (h->ncreds >= RS_HTTP_MAX_CREDS)
+        return RS_EINVAL;
+    for (n = 0; c->headers != NULL && c->headers[n] != NULL; n++) {
+        if (n >= RS_HTTP_MAX_CRED_HEADERS || !http_header_ok(c->headers[n], &e))
+            return RS_EINVAL;
+    }
+    cr = &h->creds[h->ncreds];
+    memset(cr, 0, sizeof(*cr));
+    if ((u = curl_url()) == NULL)
+        return RS_ENOMEM;
+    if (strncasecmp(c->origin, "http://", 7) != 0 &&
+        strncasecmp(c->origin, "https://", 8) != 0)
+        rc = RS_EINVAL;
+    else if (curl_url_set(u, CURLUPART_URL, c->origin, 0) != CURLUE_OK)
+        rc = RS_EINVAL;
+    else
+        rc = http_origin_of(u, cr->origin, sizeof(cr->origin));
+    curl_url_cleanup(u);
+    if (rc != 0)
+        return rc;
+    if (http_cred_find(h, cr->origin) != NULL) {
+        cr->origin[0] = '\0';
+        return RS_ESTATE;
+    }
+    if (n > 0 && (cr->headers = rs_calloc(n, sizeof(char *))) == NULL)
+        return RS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        cr->headers[i] = http_strdup_or_null(c->headers[i], &bad);
+        cr->nheaders += cr->headers[i] != NULL;
+    }
+    cr->realm = http_strdup_or_null(c->realm != NULL ? c->realm : "", &bad);
+    cr->netrc_file = http_strdup_or_null(c->netrc_file, &bad);
+    cr->client_cert = http_strdup_or_null(c->client_cert, &bad);
+    cr->client_key = http_strdup_or_null(c->client_key, &bad);
+    if (bad) {
+        http_cred_cleanup(cr);
+        return RS_ENOMEM;
+    }
+    h->ncreds++;
+    if (cr->nheaders > h->cred_nodes)
+        h->cred_nodes = cr->nheaders;
+    return 0;
 }
 
 int

@@ -4,8 +4,16 @@
  * seam between libcurl and libevent lives in http.c only). Keep-alive
  * connection reuse, a cap on connections in total and per host, per-request
  * timeouts, body size limits, bounded redirects, streaming or buffered
- * response bodies. It owns transfers and connections; what a request means
- * is the caller's business. No thread, no blocking call.
+ * response bodies, and credentials that go to their own origin only. It
+ * owns transfers and connections; what a request means is the caller's
+ * business. No thread, no blocking call.
+ *
+ * Redirects are followed here, one request per hop, not by libcurl: each
+ * hop gets the credentials of its own origin (rs_http_cred_add) and none
+ * of another's, the caller's Authorization, Cookie and
+ * Proxy-Authorization headers go no further than the first URL's origin,
+ * and no client certificate is shown to another origin (libcurl would
+ * keep custom headers and the certificate across hosts).
  */
 #ifndef RS_HTTP_H
 #define RS_HTTP_H
@@ -34,6 +42,27 @@ struct rs_http_opts {
      * ends with RS_EDENIED. NULL: every address is allowed. */
     bool (*addr_ok)(void *ud, const struct sockaddr *sa);
     void *addr_ud;
+    /* PEM file of the CAs TLS peers are checked against instead of the
+     * system's; copied; NULL: the system store. */
+    const char *ca_file;
+    /* A final response 401 or 403 from an origin that has credentials
+     * (rs_http_cred_add, even empty ones): called with that entry's realm
+     * and the URL, before the request's on_done. NULL: not told. */
+    void (*on_refused)(void *ud, const char *realm, const char *url,
+                       long status);
+    void *refused_ud;
+};
+
+/* What goes to one origin (scheme, host, port) and nowhere else. */
+struct rs_http_cred {
+    const char *origin;          /* any http(s) URL: its origin is meant */
+    const char *realm;           /* a name for on_refused ("source"); copied */
+    const char *const *headers;  /* "Name: value", NULL-terminated; copied;
+                                    a header the request itself gives of the
+                                    same name wins */
+    const char *netrc_file;      /* basic auth from this netrc (libcurl's) */
+    const char *client_cert;     /* PEM certificate for TLS client auth... */
+    const char *client_key;      /* ...and its key (NULL: in client_cert) */
 };
 
 /* What a finished request produced. Valid only during on_done. */
@@ -81,6 +110,17 @@ struct rs_http *rs_http_new(struct event_base *base, const struct rs_http_opts *
 /* Every request still in flight completes with RS_ECANCELED before this
  * returns. Must not be called from inside one of its callbacks. NULL ok. */
 void rs_http_free(struct rs_http *h);
+
+/* Credentials for c->origin's requests, redirect hops included, and for no
+ * other origin. At most RS_HTTP_MAX_CREDS origins and RS_HTTP_MAX_CRED_HEADERS
+ * headers each; every header as rs_http_request checks them. 0; RS_EINVAL
+ * (not an http(s) URL, a bad header, too many); RS_ESTATE: the origin has
+ * credentials already (the first stay); RS_ENOMEM. Requests started before
+ * the call do not see them. */
+#define RS_HTTP_MAX_CREDS 16
+#define RS_HTTP_MAX_CRED_HEADERS 32
+int rs_http_cred_add(struct rs_http *h, const struct rs_http_cred *c)
+    RS_MUST_CHECK;
 
 /* Start a request. 0: on_done will run exactly once (never from inside
  * this call); *out (may be NULL) identifies it until then. RS_EINVAL (bad

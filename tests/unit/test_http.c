@@ -53,6 +53,7 @@ struct srv {
     char *body;                     /* malloc'ed copy */
     size_t body_len;
     char token[64], ua[64], ctype[64];
+    char auth[128], cookie[64], custom[64];
     bool expect_seen;
 };
 
@@ -248,6 +249,12 @@ srv_on_request(struct evhttp_request *req, void *arg)
     v = evhttp_find_header(in, "Content-Type");
     snprintf(s->ctype, sizeof(s->ctype), "%s", v ? v : "");
     s->expect_seen = evhttp_find_header(in, "Expect") != NULL;
+    v = evhttp_find_header(in, "Authorization");
+    snprintf(s->auth, sizeof(s->auth), "%s", v ? v : "");
+    v = evhttp_find_header(in, "Cookie");
+    snprintf(s->cookie, sizeof(s->cookie), "%s", v ? v : "");
+    v = evhttp_find_header(in, "X-Custom");
+    snprintf(s->custom, sizeof(s->custom), "%s", v ? v : "");
 
     if (path == NULL)
         path = "/";
@@ -297,6 +304,13 @@ srv_on_request(struct evhttp_request *req, void *arg)
             evhttp_add_header(out, "Link", "<http://hop/>; rel=\"hop\"");
             srv_reply(req, 302, "Found", "moved", 5);
         }
+    } else if (strcmp(path, "/away") == 0) {
+        /* to port's /hello (another origin), with status code */
+        snprintf(loc, sizeof(loc), "http://127.0.0.1:%lu%s",
+                 query_num(q, "port", 1),
+                 query_num(q, "echo", 0) ? "/echo" : "/hello");
+        evhttp_add_header(out, "Location", loc);
+        srv_reply(req, (int)query_num(q, "code", 302), "Moved", "moved", 5);
     } else if (strcmp(path, "/loop") == 0) {
         evhttp_add_header(out, "Location", "/loop");
         srv_reply(req, 302, "Found", NULL, 0);
@@ -919,6 +933,230 @@ test_redirects(void **state)
     assert_client_gone(f);
 }
 
+/* A second evhttp peer: another origin (same address, another port). */
+struct srv2_fixture {
+    struct srv s;
+    char away[256];
+};
+
+static void
+away_url(struct fixture *f, struct srv2_fixture *o, const char *q)
+{
+    snprintf(o->away, sizeof(o->away), "http://127.0.0.1:%d/away?port=%d%s",
+             f->srv.port, o->s.port, q);
+}
+
+static void
+srv2_start(struct fixture *f, struct srv2_fixture *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->s.http = evhttp_new(f->loop.base);
+    assert_non_null(o->s.http);
+    evhttp_set_allowed_methods(o->s.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+    evhttp_set_gencb(o->s.http, srv_on_request, &o->s);
+    o->s.port = tu_httpd_listen(o->s.http);
+}
+
+/* http/cred_origin_only: an origin's credential headers reach it, its
+ * redirect to another origin carries none of them, nor the caller's own
+ * Authorization and Cookie, while the caller's other headers go on (as
+ * libcurl does); a redirect back to the first origin gets them again; a
+ * header the caller gives itself wins over the credential's. (With
+ * libcurl following, X-Custom of a credential would reach the other
+ * origin: fails that way.) */
+static void
+test_cred_origin_only(void **state)
+{
+    struct fixture *f = *state;
+    struct srv2_fixture o2;
+    struct call c;
+    struct rs_http_req_opts o;
+    const char *const cred_h[] = { "Authorization: Bearer SECRET",
+                                   "X-Custom: from-cred", NULL };
+    const char *const own_h[] = { "Cookie: c=1", "X-Token: t1", NULL };
+    const char *const own_auth[] = { "Authorization: Bearer MINE", NULL };
+    char origin[64];
+
+    srv2_start(f, &o2);
+    client_new(f, NULL);
+    snprintf(origin, sizeof(origin), "http://127.0.0.1:%d/", f->srv.port);
+    struct rs_http_cred cr = { .origin = origin, .realm = "source",
+                               .headers = cred_h };
+    assert_int_equal(rs_http_cred_add(f->h, &cr), 0);
+
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    o.headers = own_h;
+    run_one(f, &c, &o);
+    assert_int_equal(c.status, 200);
+    assert_string_equal(f->srv.auth, "Bearer SECRET");
+    assert_string_equal(f->srv.custom, "from-cred");
+    assert_string_equal(f->srv.cookie, "c=1");
+
+    for (int code = 301; code <= 308; code++) {
+        if (code > 303 && code < 307)
+            continue;
+        char q[32];
+        snprintf(q, sizeof(q), "&code=%d", code);
+        away_url(f, &o2, q);
+        o = req_opts(&c, f, o2.away);
+        o.headers = own_h;
+        o.max_redirects = 3;
+        run_one(f, &c, &o);
+        assert_int_equal(c.rc, 0);
+        assert_int_equal(c.status, 200);
+        assert_string_equal(c.body, "hello world");
+        assert_string_equal(f->srv.auth, "Bearer SECRET");
+        assert_string_equal(o2.s.auth, "");
+        assert_string_equal(o2.s.custom, "");
+        assert_string_equal(o2.s.cookie, "");
+        assert_string_equal(o2.s.token, "t1");
+    }
+    /* and back: the second server redirects to the first */
+    char back[256];
+    snprintf(back, sizeof(back), "http://127.0.0.1:%d/away?port=%d",
+             o2.s.port, f->srv.port);
+    o = req_opts(&c, f, back);
+    o.max_redirects = 3;
+    run_one(f, &c, &o);
+    assert_int_equal(c.status, 200);
+    assert_string_equal(o2.s.auth, "");
+    assert_string_equal(f->srv.auth, "Bearer SECRET");
+
+    o = req_opts(&c, f, url_of(f, "/hello"));
+    o.headers = own_auth;
+    run_one(f, &c, &o);
+    assert_string_equal(f->srv.auth, "Bearer MINE");
+    assert_string_equal(f->srv.custom, "from-cred");
+    client_free_and_check(f);
+    srv_stop(&o2.s);
+    assert_client_gone(f);
+}
+
+static unsigned refused_n;
+static long refused_status;
+static char refused_realm[32], refused_url[256];
+
+static void
+on_refused(void *ud, const char *realm, const char *url, long status)
+{
+    (void)ud;
+    refused_n++;
+    refused_status = status;
+    snprintf(refused_realm, sizeof(refused_realm), "%s", realm);
+    snprintf(refused_url, sizeof(refused_url), "%s", url);
+}
+
+/* http/cred_refused: a 401 or 403 from an origin with credentials (empty
+ * ones too) is told with its realm and URL before on_done; one from
+ * another origin, or any other status, is not. */
+static void
+test_cred_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct srv2_fixture o2;
+    struct call c;
+    struct rs_http_req_opts o;
+    struct rs_http_opts ho = { .on_refused = on_refused };
+    char origin[64], url2[128];
+
+    refused_n = 0;
+    srv2_start(f, &o2);
+    client_new(f, &ho);
+    snprintf(origin, sizeof(origin), "http://127.0.0.1:%d", f->srv.port);
+    struct rs_http_cred cr = { .origin = origin, .realm = "source" };
+    assert_int_equal(rs_http_cred_add(f->h, &cr), 0);
+    o = req_opts(&c, f, url_of(f, "/status?code=401"));
+    run_one(f, &c, &o);
+    assert_int_equal(c.status, 401);
+    assert_int_equal(refused_n, 1);
+    assert_int_equal(refused_status, 401);
+    assert_string_equal(refused_realm, "source");
+    assert_non_null(strstr(refused_url, "/status?code=401"));
+    o = req_opts(&c, f, url_of(f, "/status?code=403"));
+    run_one(f, &c, &o);
+    assert_int_equal(refused_n, 2);
+    assert_int_equal(refused_status, 403);
+    o = req_opts(&c, f, url_of(f, "/status?code=404"));
+    run_one(f, &c, &o);
+    assert_int_equal(refused_n, 2);
+    snprintf(url2, sizeof(url2), "http://127.0.0.1:%d/status?code=401",
+             o2.s.port);
+    o = req_opts(&c, f, url2);
+    run_one(f, &c, &o);
+    assert_int_equal(c.status, 401);
+    assert_int_equal(refused_n, 2);
+    client_free_and_check(f);
+    srv_stop(&o2.s);
+    assert_client_gone(f);
+}
+
+/* http/cred_add_errors: not an http(s) URL, a header with CR/LF or no
+ * name, a second entry for one origin (spelled otherwise: the default
+ * port, upper case) are refused; the first entry stays. */
+static void
+test_cred_add_errors(void **state)
+{
+    struct fixture *f = *state;
+    const char *const bad1[] = { "X-A: b\r\nHost: evil", NULL };
+    const char *const bad2[] = { ": nameless", NULL };
+    struct rs_http_cred cr = { .origin = "ftp://x/" };
+
+    client_new(f, NULL);
+    assert_int_equal(rs_http_cred_add(f->h, &cr), RS_EINVAL);
+    assert_int_equal(rs_http_cred_add(f->h, NULL), RS_EINVAL);
+    cr.origin = "http://example.org/a";
+    cr.headers = bad1;
+    assert_int_equal(rs_http_cred_add(f->h, &cr), RS_EINVAL);
+    cr.headers = bad2;
+    assert_int_equal(rs_http_cred_add(f->h, &cr), RS_EINVAL);
+    cr.headers = NULL;
+    assert_int_equal(rs_http_cred_add(f->h, &cr), 0);
+    cr.origin = "HTTP://Example.ORG:80/other";
+    assert_int_equal(rs_http_cred_add(f->h, &cr), RS_ESTATE);
+    cr.origin = "https://example.org/";
+    assert_int_equal(rs_http_cred_add(f->h, &cr), 0);
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* http/redirect_methods: a POST redirected by 303 (and 302) becomes a GET
+ * without a body; by 307 it stays a POST with its body. */
+static void
+test_redirect_methods(void **state)
+{
+    struct fixture *f = *state;
+    struct srv2_fixture o2;
+    struct call c;
+    struct rs_http_req_opts o;
+
+    srv2_start(f, &o2);
+    client_new(f, NULL);
+    away_url(f, &o2, "&code=303&echo=1");
+    o = req_opts(&c, f, o2.away);
+    o.method = "POST";
+    o.body = "payload";
+    o.body_len = 7;
+    o.max_redirects = 2;
+    run_one(f, &c, &o);
+    assert_int_equal(c.status, 201);
+    assert_int_equal(o2.s.method, EVHTTP_REQ_GET);
+    assert_int_equal(o2.s.body_len, 0);
+    away_url(f, &o2, "&code=307&echo=1");
+    o = req_opts(&c, f, o2.away);
+    o.method = "POST";
+    o.body = "payload";
+    o.body_len = 7;
+    o.max_redirects = 2;
+    run_one(f, &c, &o);
+    assert_int_equal(c.status, 201);
+    assert_int_equal(o2.s.method, EVHTTP_REQ_POST);
+    assert_int_equal(o2.s.body_len, 7);
+    assert_memory_equal(o2.s.body, "payload", 7);
+    client_free_and_check(f);
+    srv_stop(&o2.s);
+    assert_client_gone(f);
+}
+
 /* Repeated Link headers come back in order through rs_http_req_headers,
  * names compared without case; rs_http_req_header gives the last. */
 static void
@@ -1536,6 +1774,10 @@ main(void)
         T("http/timeout", test_timeout),
         T("http/connection_refused", test_connection_refused),
         T("http/redirects", test_redirects),
+        T("http/cred_origin_only", test_cred_origin_only),
+        T("http/cred_refused", test_cred_refused),
+        T("http/cred_add_errors", test_cred_add_errors),
+        T("http/redirect_methods", test_redirect_methods),
         T("http/repeated_link_headers", test_repeated_link_headers),
         T("http/keepalive_1000_sequential", test_keepalive_1000_sequential),
         T("http/host_conn_cap", test_host_conn_cap),
