@@ -174,7 +174,26 @@ struct rs_metrics_server {
     struct evhttp *http;
     struct rs_httpguard *guard;
     int port;
+    struct {
+        const char *path;
+        rs_metrics_server_route_cb cb;
+        void *ud;
+    } routes[RS_METRICS_SERVER_ROUTES];
+    size_t nroutes;
 };
+
+/* The program's route for path, or -1. */
+static int
+metrics_route_find(const struct rs_metrics_server *ms, const char *path)
+{
+    for (size_t i = 0; i < ms->nroutes; i++) {
+        const char *r = ms->routes[i].path;
+        size_t n = strlen(r);
+        if (r[n - 1] == '/' ? strncmp(path, r, n) == 0 : strcmp(path, r) == 0)
+            return (int)i;
+    }
+    return -1;
+}
 
 static void
 on_metrics_request(struct evhttp_request *req, void *arg)
@@ -186,7 +205,13 @@ on_metrics_request(struct evhttp_request *req, void *arg)
     size_t cap = 0, len = 0;
 
     if (uri == NULL || strcmp(uri, "/metrics") != 0) {
-        evhttp_send_error(req, HTTP_NOTFOUND, NULL);
+        const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+        const char *path = u != NULL ? evhttp_uri_get_path(u) : NULL;
+        int r = path != NULL ? metrics_route_find(ms, path) : -1;
+        if (r >= 0)
+            ms->routes[r].cb(req, path, ms->routes[r].ud);
+        else
+            evhttp_send_error(req, HTTP_NOTFOUND, NULL);
         return;
     }
     if (rs_metrics_render(ms->m, &buf, &cap, &len) != 0) {
@@ -249,6 +274,21 @@ rs_metrics_server_new(struct event_base *base, struct rs_metrics *m,
     }
     ms->port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
     return ms;
+}
+
+int
+rs_metrics_server_route(struct rs_metrics_server *ms, const char *path,
+                        rs_metrics_server_route_cb cb, void *ud)
+{
+    if (path == NULL || path[0] != '/' || cb == NULL)
+        return RS_EINVAL;
+    if (ms->nroutes == RS_METRICS_SERVER_ROUTES)
+        return RS_ETOOBIG;
+    ms->routes[ms->nroutes].path = path;
+    ms->routes[ms->nroutes].cb = cb;
+    ms->routes[ms->nroutes].ud = ud;
+    ms->nroutes++;
+    return 0;
 }
 
 int

@@ -5,8 +5,8 @@
  * program reload -, the drain itself (a tick that asks the program whether
  * its work in flight is done, bounded by a drain time), the ready file (a
  * small JSON object written atomically) and a metrics listener (GET
- * /metrics behind the HTTP guard). What draining and reloading mean is the
- * program's.
+ * /metrics behind the HTTP guard, and the routes a program adds: a
+ * dashboard). What draining and reloading mean is the program's.
  */
 #ifndef RS_DAEMON_H
 #define RS_DAEMON_H
@@ -19,6 +19,7 @@
 #include "rs_httpguard.h"
 
 struct event_base;
+struct evhttp_request;
 struct rs_metrics;
 struct rs_daemon;
 struct rs_metrics_server;
@@ -61,6 +62,18 @@ struct rs_metrics_server *rs_metrics_server_new(
     struct event_base *base, struct rs_metrics *m, const char *host, int port,
     const struct rs_httpguard_limits *limits, const char *prefix, char *err,
     size_t errsz);
+/* More GET (and HEAD) routes on the listener, such as a dashboard: path
+ * ending in '/' is a prefix (itself and every path below it), any other
+ * path is matched exactly; /metrics stays the listener's. cb answers req;
+ * rpath is the request's path without its query. path is borrowed (a
+ * literal). RS_ETOOBIG past RS_METRICS_SERVER_ROUTES routes, RS_EINVAL
+ * for a path not starting with '/'. */
+#define RS_METRICS_SERVER_ROUTES 8
+typedef void (*rs_metrics_server_route_cb)(struct evhttp_request *req,
+                                           const char *rpath, void *ud);
+int rs_metrics_server_route(struct rs_metrics_server *ms, const char *path,
+                            rs_metrics_server_route_cb cb,
+                            void *ud) RS_MUST_CHECK;
 /* The port bound (the kernel's choice for port 0). */
 int rs_metrics_server_port(const struct rs_metrics_server *ms);
 void rs_metrics_server_free(struct rs_metrics_server *ms);  /* NULL ok */
