@@ -1,14 +1,19 @@
 /*
  * hub.c - the rshub process's own helpers (hub.h): the names of publish
  * outcomes, the advertised URI of a topic's channel, and learning the
- * topics other nodes registered (open mode). The handlers are ingest.c,
+ * topics other nodes registered (open mode), and read access on the HTTP
+ * side (the request's bearer against readauth.h). The handlers are ingest.c,
  * status.c and websub.c; rshub.c builds the process.
  */
+#include <event2/http.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define RS_LOG_MODULE "hub"
 #include "hub.h"
+#include "readnote.h"
+#include "reply.h"
 #include "rs_alloc.h"
 #include "rs_log.h"
 
@@ -85,3 +90,62 @@ hub_reload_topics(struct hub *h, void (*done)(void *ud), void *ud)
         done(ud);
 }
 
+
+/* ----------------------------------------------------------- read access */
+
+void
+hub_read_note(struct hub *h, struct evhttp_request *req, const char *where,
+              const char *topic, enum read_verdict v)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    char *addr = NULL;
+    ev_uint16_t port = 0;
+    if (evcon != NULL)
+        evhttp_connection_get_peer(evcon, &addr, &port);
+    readnote_refused(h->readnote, addr != NULL ? addr : "?", where, topic, v);
+}
+
+enum read_verdict
+hub_read_cred(struct hub *h, struct evhttp_request *req, const char *where,
+              struct read_cred **out)
+{
+    *out = NULL;
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                       "Authorization");
+    size_t len = 0;
+    const char *b = v != NULL ? readauth_bearer_of(v, &len) : NULL;
+    if (v == NULL)
+        return READ_NO_CRED;
+    enum read_verdict r = READ_BAD_CRED;
+    char *tok = b != NULL ? rs_strndup(b, len) : NULL;
+    if (tok != NULL) {
+        r = readauth_cred_new(h->readauth, tok, (int64_t)time(NULL), out);
+        explicit_bzero(tok, len);
+        rs_free(tok);
+    }
+    if (r != READ_OK)
+        hub_read_note(h, req, where, NULL, r);
+    return r;
+}
+
+bool
+hub_topic_visible(const struct hub *h, const struct topic *t,
+                  const struct read_cred *c)
+{
+    enum read_verdict v = readauth_allows(h->readauth, c, t->name, t->uri);
+    return v == READ_PUBLIC || v == READ_OK;
+}
+
+void
+hub_read_reply(struct evhttp_request *req, enum read_verdict v)
+{
+    if (readauth_verdict_status(v) == 401) {
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "WWW-Authenticate", "Bearer realm=\"rshub\"");
+        reply_text(req, 401, "Unauthorized", "error: %s",
+                   readauth_verdict_reason(v));
+    } else {
+        reply_text(req, 403, "Forbidden", "error: %s",
+                   readauth_verdict_reason(v));
+    }
+}

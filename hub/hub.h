@@ -14,6 +14,7 @@
 
 #include "backlog.h"
 #include "fanout.h"
+#include "readauth.h"
 #include "rs_config.h"
 #include "rs_metrics.h"
 #include "topic.h"
@@ -25,6 +26,7 @@ struct evdns_base;
 struct evhttp;
 struct evhttp_request;
 struct netpolicy;
+struct readnote;
 struct rs_http;
 struct subs;
 struct deliver;
@@ -38,6 +40,11 @@ struct hub_conf {
     char *public_url;         /* base of advertised http URIs */
     char *ws_public_url;      /* base of advertised ws URIs */
     bool open;
+    char *read_token_file;           /* hub-wide read tokens (open mode) */
+    char *admin_token_file;
+    char *read_jwt_secret_file;      /* HS256 */
+    char *read_jwt_public_key_file;  /* RS256 / ES256 */
+    bool insecure_token_file;
     int64_t max_topics;       /* topics (and channels) a node holds */
     uint64_t max_body;
     int64_t backlog_max;
@@ -140,6 +147,10 @@ struct hub {
     struct rs_metrics *metrics;
     struct rs_metrics_histogram *publish_seconds;  /* request -> persisted */
     struct hub_metrics *hm;   /* status.c's synced counters */
+    struct readauth *readauth;   /* read credentials in force (a reload
+                                    replaces it; the service threads hold
+                                    references of their own) */
+    struct readnote *readnote;   /* refusals: counted, logged */
 };
 
 const char *hub_reject_name(enum hub_reject r);
@@ -147,6 +158,25 @@ const char *hub_reject_name(enum hub_reject r);
 /* The advertised URI of a topic's WebSocket channel. */
 int hub_channel_uri(const struct hub *h, const struct topic *t, char *buf,
                     size_t len) RS_MUST_CHECK;
+
+/*
+ * Read access on the HTTP side (docs/protocol.md 4, 5, 6). The request's
+ * Authorization bearer, checked against the credentials in force: READ_OK
+ * with *out (readauth_cred_free it), READ_NO_CRED with *out NULL when the
+ * request has none, READ_BAD_CRED / READ_EXPIRED otherwise (then noted as
+ * a refusal at where).
+ */
+enum read_verdict hub_read_cred(struct hub *h, struct evhttp_request *req,
+                                const char *where, struct read_cred **out);
+/* May the holder of c (NULL: none) see and read topic t? Public topics:
+ * always; private ones: with a credential that allows them; admin: all. */
+bool hub_topic_visible(const struct hub *h, const struct topic *t,
+                       const struct read_cred *c);
+/* Count and log a refusal of req's client at where for topic (NULL ok). */
+void hub_read_note(struct hub *h, struct evhttp_request *req,
+                   const char *where, const char *topic, enum read_verdict v);
+/* Answer a refusal: 401 (with WWW-Authenticate) or 403, one line why. */
+void hub_read_reply(struct evhttp_request *req, enum read_verdict v);
 
 /* Open mode: learn the topics other nodes created from the registry in
  * Redis, then call done (if given) whatever happened. */

@@ -27,6 +27,8 @@
 #include "hub.h"
 #include "ingest.h"
 #include "netpolicy.h"
+#include "readauth.h"
+#include "readnote.h"
 #include "reply.h"
 #include "rs_alloc.h"
 #include "rs_daemon.h"
@@ -75,6 +77,22 @@ static const struct rs_config_opt options[] = {
                      "base of advertised WebSocket URIs (default ws://WS-LISTEN)"),
     RS_CONFIG_BOOL("open", 0, &conf.open, "false",
                    "accept any topic without a token (development)"),
+    RS_CONFIG_STRING("read-token-file", 0, &conf.read_token_file, "FILE",
+                     NULL, "read tokens (one a line) that open-mode topics "
+                     "then require to be read (channels, WebSub)"),
+    RS_CONFIG_STRING("admin-token-file", 0, &conf.admin_token_file, "FILE",
+                     NULL, "admin tokens (one a line): read every topic, "
+                     "see every topic in /topics"),
+    RS_CONFIG_STRING("read-jwt-secret-file", 0, &conf.read_jwt_secret_file,
+                     "FILE", NULL, "HS256 secret (the first line, 32 bytes "
+                     "or more) of signed read tokens (JWT)"),
+    RS_CONFIG_STRING("read-jwt-public-key-file", 0,
+                     &conf.read_jwt_public_key_file, "FILE", NULL,
+                     "PEM public key of signed read tokens (JWT): RSA for "
+                     "RS256, EC P-256 for ES256"),
+    RS_CONFIG_BOOL("insecure-token-file", 0, &conf.insecure_token_file,
+                   "false", "accept token and secret files that group or "
+                   "others may read"),
     RS_CONFIG_INT("max-topics", 0, &conf.max_topics, "100000", 1, 10000000,
                   "topics, and WebSocket channels, a node holds (open mode: "
                   "publishing to or registering one more is refused)"),
@@ -155,17 +173,22 @@ struct topic_conf {
     enum topic_kind kind;
     char **tokens;
     size_t ntokens;
+    char **read_tokens;        /* read-token lines: the topic is private */
+    size_t nread_tokens;
+    bool read_private;         /* read-private = true: JWT and admin only */
     int64_t max_entries;       /* -1 = default */
     int64_t max_age_ms;        /* -1 = default */
     struct topic_conf *next;
 };
 
+/* The sections as read at start-up; a reload reads them again into a list
+ * of its own (on_section's ud says which) and keeps only the read keys. */
 static struct topic_conf *topic_confs;
 
 static struct topic_conf *
-topic_conf_get(const char *name)
+topic_conf_get(struct topic_conf **list, const char *name)
 {
-    for (struct topic_conf *t = topic_confs; t != NULL; t = t->next)
+    for (struct topic_conf *t = *list; t != NULL; t = t->next)
         if (strcmp(t->name, name) == 0)
             return t;
     struct topic_conf *t = rs_calloc(1, sizeof(*t));
@@ -175,9 +198,22 @@ topic_conf_get(const char *name)
     t->kind = TOPIC_CHANGE;
     t->max_entries = -1;
     t->max_age_ms = -1;
-    t->next = topic_confs;
-    topic_confs = t;
+    t->next = *list;
+    *list = t;
     return t;
+}
+
+static bool
+strv_push(char ***v, size_t *n, const char *s)
+{
+    char **nv = rs_realloc(*v, (*n + 2) * sizeof(*nv));
+    if (nv == NULL)
+        return false;
+    *v = nv;
+    if ((nv[*n] = rs_strdup(s)) == NULL)
+        return false;
+    nv[++*n] = NULL;
+    return true;
 }
 
 static bool
@@ -217,13 +253,12 @@ static const char *
 on_section(void *ud, const char *type, const char *name, const char *key,
            const char *value, int line)
 {
-    (void)ud;
     (void)line;
     if (strcmp(type, "topic") != 0)
         return "unknown section (expected [topic NAME])";
     if (!backlog_name_ok(name))
         return "topic name must be 1-100 characters of [A-Za-z0-9._-]";
-    struct topic_conf *t = topic_conf_get(name);
+    struct topic_conf *t = topic_conf_get(ud, name);
     if (t == NULL)
         return "out of memory";
     if (strcmp(key, "uri") == 0) {
@@ -233,12 +268,21 @@ on_section(void *ud, const char *type, const char *name, const char *key,
         if (topic_kind_from(value, &t->kind) != 0)
             return "expected change or framework";
     } else if (strcmp(key, "token") == 0) {
-        char **nt = rs_realloc(t->tokens, (t->ntokens + 2) * sizeof(*nt));
-        if (nt == NULL)
+        if (!strv_push(&t->tokens, &t->ntokens, value))
             return "out of memory";
-        t->tokens = nt;
-        t->tokens[t->ntokens++] = rs_strdup(value);
-        t->tokens[t->ntokens] = NULL;
+    } else if (strcmp(key, "read-token") == 0) {
+        if (value[0] == '\0' || strlen(value) > READAUTH_TOKEN_MAX ||
+            strpbrk(value, " \t") != NULL)
+            return "expected a token without white space";
+        if (!strv_push(&t->read_tokens, &t->nread_tokens, value))
+            return "out of memory";
+    } else if (strcmp(key, "read-private") == 0) {
+        if (strcmp(value, "true") == 0 || strcmp(value, "yes") == 0)
+            t->read_private = true;
+        else if (strcmp(value, "false") == 0 || strcmp(value, "no") == 0)
+            t->read_private = false;
+        else
+            return "expected true or false";
     } else if (strcmp(key, "backlog-max") == 0) {
         if (!parse_i64(value, &t->max_entries))
             return "expected a non-negative integer";
@@ -246,23 +290,206 @@ on_section(void *ud, const char *type, const char *name, const char *key,
         if (!parse_duration(value, &t->max_age_ms))
             return "expected a duration such as 7d, 12h, 30m";
     } else {
-        return "unknown key (uri, kind, token, backlog-max, backlog-max-age)";
+        return "unknown key (uri, kind, token, read-token, read-private, "
+               "backlog-max, backlog-max-age)";
     }
     return NULL;
 }
 
 static void
+topic_confs_free_list(struct topic_conf **list)
+{
+    while (*list != NULL) {
+        struct topic_conf *t = *list, *next = t->next;
+        for (size_t i = 0; i < t->ntokens; i++)
+            rs_free(t->tokens[i]);
+        rs_free(t->tokens);
+        for (size_t i = 0; i < t->nread_tokens; i++) {
+            explicit_bzero(t->read_tokens[i], strlen(t->read_tokens[i]));
+            rs_free(t->read_tokens[i]);
+        }
+        rs_free(t->read_tokens);
+        rs_free(t->uri);
+        rs_free(t);
+        *list = next;
+    }
+}
+
+static void
 topic_confs_free(void)
 {
-    while (topic_confs != NULL) {
-        struct topic_conf *next = topic_confs->next;
-        for (size_t i = 0; i < topic_confs->ntokens; i++)
-            rs_free(topic_confs->tokens[i]);
-        rs_free(topic_confs->tokens);
-        rs_free(topic_confs->uri);
-        rs_free(topic_confs);
-        topic_confs = next;
+    topic_confs_free_list(&topic_confs);
+}
+
+/* ------------------------------------------------------ read credentials */
+
+/* The config file named on the command line, for reloads (NULL: none). */
+static char *config_path;
+
+static void
+note_config_path(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strcmp(a, "--") == 0)
+            break;
+        if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc)
+            v = argv[++i];
+        else if (strncmp(a, "--config=", 9) == 0)
+            v = a + 9;
+        else if (strncmp(a, "-c", 2) == 0 && a[2] != '\0')
+            v = a + 2;
+        if (v != NULL) {
+            rs_free(config_path);
+            config_path = rs_strdup(v);
+        }
     }
+}
+
+/* The snapshot of read credentials: the configured topics' read keys from
+ * list, then the files. NULL with err set. */
+static struct readauth *
+readauth_build(const struct hub *h, struct topic_conf **list, char *err,
+               size_t errsz)
+{
+    struct readauth *ra = readauth_new(conf.open);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = ra != NULL ? 0 : RS_ENOMEM;
+    snprintf(err, errsz, "out of memory");
+    for (size_t i = 0; rc == 0 && i < topics_count(h->topics); i++) {
+        const struct topic *t = topics_at(h->topics, i);
+        if (!t->configured)
+            continue;
+        struct topic_conf *tc = *list;
+        while (tc != NULL && strcmp(tc->name, t->name) != 0)
+            tc = tc->next;
+        rc = readauth_topic(ra, t->name, t->uri, tc != NULL && tc->read_private);
+        for (size_t k = 0; rc == 0 && tc != NULL && k < tc->nread_tokens; k++)
+            rc = readauth_topic_token(ra, t->name, tc->read_tokens[k]);
+    }
+    for (struct topic_conf *tc = *list; rc == 0 && tc != NULL; tc = tc->next)
+        if (topics_by_name(h->topics, tc->name) == NULL)
+            rs_log(RS_LOG_WARN, "[topic %s] is new: topics are read at "
+                   "start-up only (its read keys wait for a restart)", tc->name);
+    if (rc == 0 && conf.read_token_file != NULL)
+        rc = readauth_read_tokens(conf.read_token_file, conf.insecure_token_file,
+                                  readauth_hub_token, ra, err, errsz);
+    if (rc == 0 && conf.admin_token_file != NULL)
+        rc = readauth_read_tokens(conf.admin_token_file,
+                                  conf.insecure_token_file,
+                                  readauth_admin_token, ra, err, errsz);
+    if (rc == 0 && conf.read_jwt_secret_file != NULL) {
+        rc = readauth_read_file(conf.read_jwt_secret_file, true,
+                                conf.insecure_token_file, &buf, &len, err,
+                                errsz);
+        if (rc == 0) {
+            size_t n = strcspn(buf, "\r\n");
+            rc = readauth_jwt_secret(ra, buf, n);
+            if (rc != 0)
+                snprintf(err, errsz, "%s: the secret (its first line) must "
+                         "be %d bytes or more", conf.read_jwt_secret_file,
+                         READAUTH_SECRET_MIN);
+            explicit_bzero(buf, len);
+            rs_free(buf);
+            buf = NULL;
+        }
+    }
+    if (rc == 0 && conf.read_jwt_public_key_file != NULL) {
+        rc = readauth_read_file(conf.read_jwt_public_key_file, false, true,
+                                &buf, &len, err, errsz);
+        const char *why = NULL;
+        if (rc == 0 && (rc = readauth_jwt_public_key(ra, buf, len, &why)) != 0)
+            snprintf(err, errsz, "%s: %s", conf.read_jwt_public_key_file,
+                     why != NULL ? why : "out of memory");
+        rs_free(buf);
+    }
+    if (rc != 0) {
+        readauth_unref(ra);
+        return NULL;
+    }
+    readauth_freeze(ra);
+    return ra;
+}
+
+/* A scratch copy of the option table, for a reload's second parse of the
+ * file: every value lands in scratch and is thrown away; only the topic
+ * sections are kept. */
+union opt_scratch {
+    char *s;
+    int64_t i;
+    uint64_t u;
+    bool b;
+    struct rs_config_hostport hp;
+    char **l;
+};
+
+static int
+reread_sections(struct topic_conf **list, char *err, size_t errsz)
+{
+    size_t n = 0;
+    while (options[n].name != NULL)
+        n++;
+    struct rs_config_opt *opts = rs_calloc(n + 1, sizeof(*opts));
+    union opt_scratch *scratch = rs_calloc(n + 1, sizeof(*scratch));
+    struct rs_config *cfg = NULL;
+    int rc = RS_ENOMEM;
+    snprintf(err, errsz, "out of memory");
+    if (opts == NULL || scratch == NULL)
+        goto out;
+    for (size_t i = 0; i <= n; i++) {
+        opts[i] = options[i];
+        if (i < n)
+            opts[i].dest = &scratch[i];
+    }
+    struct rs_config_info info = {
+        .program = "rshub",
+        .opts = opts,
+        .on_section = on_section,
+        .section_ud = list,
+    };
+    char prog[] = "rshub", copt[] = "-c";
+    char *argv[] = { prog, copt, config_path, NULL };
+    cfg = rs_config_new(&info);
+    if (cfg == NULL)
+        goto out;
+    rc = rs_config_parse(cfg, 3, argv, NULL);
+    if (rc != 0)
+        snprintf(err, errsz, "%s", rs_config_errstr(cfg));
+out:
+    rs_config_free(cfg);   /* frees what it stored in scratch */
+    rs_free(scratch);
+    rs_free(opts);
+    return rc;
+}
+
+/* SIGHUP: the read credentials again (topic sections' read keys, the
+ * token, secret and key files); other options and the topic set wait for
+ * a restart. A bad file keeps the credentials in force. */
+static void
+on_reload(void *ud)
+{
+    struct hub *h = ud;
+    struct topic_conf *fresh = NULL;
+    char err[512];
+    int rc = 0;
+    if (config_path != NULL)
+        rc = reread_sections(&fresh, err, sizeof(err));
+    struct readauth *ra = rc == 0 ? readauth_build(h, config_path != NULL
+                                                       ? &fresh : &topic_confs,
+                                                   err, sizeof(err))
+                                  : NULL;
+    topic_confs_free_list(&fresh);
+    if (ra == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "reload: read credentials kept as they were",
+                  "error", err, NULL);
+        return;
+    }
+    readauth_unref(h->readauth);
+    h->readauth = ra;
+    if (h->ws != NULL)
+        ws_server_set_auth(h->ws, ra);
+    rs_log(RS_LOG_INFO, "reload: read credentials in force again");
 }
 
 /* --------------------------------------------------------------- router */
@@ -606,11 +833,15 @@ main(int argc, char **argv)
                  "The ResourceSync notification hub: Sources POST notifications to\n"
                  "/hub; they are stored in Redis, then sent to WebSocket channels.\n"
                  "Topics come from [topic NAME] sections of the config file (uri,\n"
-                 "kind, token, backlog-max, backlog-max-age), or from --open.\n"
+                 "kind, token, read-token, read-private, backlog-max,\n"
+                 "backlog-max-age), or from --open. SIGHUP reopens the log file\n"
+                 "and reloads the read credentials.\n"
                  "Exit status: 0 clean shutdown, 1 runtime failure, 2 usage.",
         .opts = options,
         .on_section = on_section,
+        .section_ud = &topic_confs,
     };
+    note_config_path(argc, argv);
     struct rs_config *cfg = rs_config_new(&info);
     if (cfg == NULL)
         return 1;
@@ -620,12 +851,14 @@ main(int argc, char **argv)
                                        : rs_config_version(cfg, stdout);
         rs_config_free(cfg);
         topic_confs_free();
+        rs_free(config_path);
         return rc == 0 ? 0 : 1;
     }
     if (rc != 0) {
         fprintf(stderr, "rshub: %s\nTry 'rshub --help'.\n", rs_config_errstr(cfg));
         rs_config_free(cfg);
         topic_confs_free();
+        rs_free(config_path);
         return 2;
     }
     if (setup_log() != 0) {
@@ -637,10 +870,20 @@ main(int argc, char **argv)
         exit_code = 2;
         goto out;
     }
+    char raerr[512];
+    h.readauth = readauth_build(&h, &topic_confs, raerr, sizeof(raerr));
+    if (h.readauth == NULL) {
+        rs_log(RS_LOG_ERROR, "read credentials: %s", raerr);
+        exit_code = 2;
+        goto out;
+    }
 
     h.base = event_base_new();
     h.metrics = rs_metrics_new();
     if (h.base == NULL || h.metrics == NULL)
+        goto out;
+    h.readnote = readnote_new(h.metrics);
+    if (h.readnote == NULL)
         goto out;
 
     const char *err = NULL;
@@ -738,6 +981,8 @@ main(int argc, char **argv)
         .conn_burst = (unsigned)conf.ws_conn_burst,
         .replays_per_addr = (unsigned)conf.ws_replays_per_addr,
         .metrics = h.metrics,
+        .auth = h.readauth,
+        .notes = h.readnote,
     };
     h.ws = ws_server_new(&wo, &err);
     if (h.ws == NULL) {
@@ -792,6 +1037,7 @@ main(int argc, char **argv)
         .on_drain = on_drain,
         .drained = on_drained,
         .on_stopped = on_stopped,
+        .on_reload = on_reload,
         .ud = &h,
     };
     if ((daemon = rs_daemon_new(&dmo)) == NULL)
@@ -852,8 +1098,11 @@ out:
     rs_free(h.hub_url);
     if (h.base != NULL)
         event_base_free(h.base);
+    readauth_unref(h.readauth);
+    readnote_free(h.readnote);
     rs_config_free(cfg);
     topic_confs_free();
+    rs_free(config_path);
     rs_log_shutdown();
     return exit_code;
 }

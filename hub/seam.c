@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <unistd.h>
 
+#include "readauth.h"
 #include "rs_alloc.h"
 #include "seam.h"
 
@@ -31,6 +32,7 @@ seam_ev_free(struct seam_ev *ev)
     for (size_t i = 0; i < ev->nmsgs; i++)
         msg_unref(ev->msgs[i]);
     rs_free(ev->msgs);
+    readauth_unref(ev->auth);
     rs_free(ev);
 }
 

@@ -16,6 +16,8 @@
 #include "msg.h"
 #include "rs_seam.h"
 
+struct readauth;
+
 #define SEAM_NO_CHAN 0xffffffffu
 #define SEAM_TEXT 160
 
@@ -36,6 +38,7 @@ enum seam_type {
     SEAM_CLOSE,     /* client (0: every client of chan): close with code
                        and text as reason */
     SEAM_ADOPT,     /* thread: take the accepted socket fd */
+    SEAM_AUTH,      /* thread: the read credentials now in force (auth) */
     /* service thread -> main */
     SEAM_JOIN,      /* client connected to channel name `text`; flag: since
                        given as id; addr: where from */
@@ -58,6 +61,7 @@ struct seam_ev {
     int fd;                   /* SEAM_ADOPT: owned by the event until adopted */
     struct msg *m;            /* SEAM_MSG: one reference owned by the event */
     struct msg **msgs;        /* SEAM_REPLAY: references owned by the event */
+    struct readauth *auth;    /* SEAM_AUTH: one reference owned by the event */
     size_t nmsgs;
     char text[SEAM_TEXT];
 };

@@ -651,15 +651,28 @@ topics_req_start(struct topics_req *tr)
         topics_req_finish(tr);
 }
 
+/* Private topics are listed only to a caller whose credential
+ * (Authorization) allows them; a credential that is not valid is refused
+ * rather than taken for none, so its holder learns why. */
 static void
 serve_topics_now(struct hub *h, struct evhttp_request *req)
 {
-    struct topics_req *tr = topics_req_new(h, req);
-    if (tr == NULL)
+    struct read_cred *c = NULL;
+    enum read_verdict v = hub_read_cred(h, req, "topics", &c);
+    if (v != READ_OK && v != READ_NO_CRED) {
+        hub_read_reply(req, v);
         return;
-    for (size_t i = 0; i < topics_count(h->topics); i++)
-        topics_req_add(tr, topics_at(h->topics, i));
-    topics_req_start(tr);
+    }
+    struct topics_req *tr = topics_req_new(h, req);
+    if (tr != NULL) {
+        for (size_t i = 0; i < topics_count(h->topics); i++) {
+            const struct topic *t = topics_at(h->topics, i);
+            if (hub_topic_visible(h, t, c))
+                topics_req_add(tr, t);
+        }
+        topics_req_start(tr);
+    }
+    readauth_cred_free(c);
 }
 
 void
@@ -691,7 +704,18 @@ serve_caplist_entries(struct hub *h, struct evhttp_request *req,
     size_t len = 0;
     bool framework;
 
-    if (t == NULL || hub_channel_uri(h, t, uri, sizeof(uri)) != 0) {
+    struct read_cred *c = NULL;
+    enum read_verdict v = hub_read_cred(h, req, "topics", &c);
+    if (v != READ_OK && v != READ_NO_CRED) {
+        hub_read_reply(req, v);
+        return;
+    }
+    bool visible = t != NULL && hub_topic_visible(h, t, c);
+    if (t != NULL && !visible)   /* told as unknown: a private topic hides */
+        hub_read_note(h, req, "topics", t->name,
+                      readauth_allows(h->readauth, c, t->name, t->uri));
+    readauth_cred_free(c);
+    if (!visible || hub_channel_uri(h, t, uri, sizeof(uri)) != 0) {
         reply_text(req, 404, "Not Found", "error: unknown topic");
         return;
     }

@@ -657,6 +657,28 @@ handle_subscription(struct websub *w, struct evhttp_request *req,
     struct hub *h = w->h;
     struct topic *t = topics_by_uri(h->topics, f->topic);
     bool created = false;
+    /* Read access first, before a topic is learnt or anything reaches the
+     * callback: the bearer comes in Authorization only (never a hub.*
+     * parameter, which would land in form logs). */
+    char derived[BACKLOG_NAME_MAX + 1];
+    const char *name = t != NULL ? t->name
+                     : topics_derive_name(f->topic, derived,
+                                          sizeof(derived)) == 0 ? derived
+                                                                : f->topic;
+    struct read_cred *cred = NULL;
+    enum read_verdict rv = hub_read_cred(h, req, "websub", &cred);
+    if (rv == READ_OK || rv == READ_NO_CRED)
+        rv = readauth_allows(h->readauth, cred, name, f->topic);
+    else if (readauth_allows(h->readauth, NULL, name, f->topic) == READ_PUBLIC)
+        rv = READ_PUBLIC;   /* a public topic, whatever came along */
+    readauth_cred_free(cred);
+    if (readauth_verdict_status(rv) != 0) {
+        w->st.denied++;
+        if (rv == READ_NO_CRED || rv == READ_NOT_ALLOWED)
+            hub_read_note(h, req, "websub", name, rv);
+        hub_read_reply(req, rv);
+        return;
+    }
     if (t == NULL && f->mode == WEBSUBWIRE_SUBSCRIBE)
         t = topics_learn(h->topics, f->topic, &created);
     if (t == NULL && f->mode == WEBSUBWIRE_SUBSCRIBE && topics_full(h->topics)) {

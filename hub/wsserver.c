@@ -40,6 +40,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -54,7 +55,10 @@
 #include "rs_alloc.h"
 #include "rs_hex.h"
 #include "rs_log.h"
+#include "readauth.h"
+#include "readnote.h"
 #include "rs_metrics.h"
+#include "rs_wsclose.h"
 #include "wsserver.h"
 
 #define WS_SCRATCH (64 * 1024)
@@ -66,6 +70,10 @@
 #define WS_CLOSE_SECS 5         /* time for the peer's close after ours */
 #define WS_CTL_MAX 125          /* a control frame's payload (RFC 6455 5.5) */
 #define WS_PROTOCOL "resourcesync-notification"
+/* A browser's way to send a read credential (it cannot set Authorization
+ * on a WebSocket): one more subprotocol offered, this prefix and the token
+ * in base64url, never echoed (docs/protocol.md 4). */
+#define WS_BEARER_PROTOCOL "rspush.bearer."
 #define WS_TIMEOUT_HEAD (PENDING_TIMEOUT_USER_REASON_BASE + 1)
 #define WS_QUEUE_HIGH ((size_t)64 << 20)  /* default o.queue_high */
 
@@ -154,6 +162,13 @@ struct ws_client {
     bool choked;                   /* the kernel did not take our last write */
     uint16_t close_code;           /* 0: a close frame without a code */
     char close_reason[WS_CLIENT_TEXT];
+    /* Read access (readauth.h), checked at the upgrade and again at each
+     * reload; NULL names when the hub has no read credentials at all. */
+    char *chan_name;               /* the channel asked for */
+    char *bearer;                  /* the credential that let it in; NULL:
+                                      none (a public channel) */
+    int64_t expires_ms;            /* Unix ms the credential ends; 0: never */
+    uint64_t ping_at_ms;           /* monotonic: the next keepalive ping */
 };
 
 struct ws_chan {
@@ -192,6 +207,8 @@ struct ws_thread {
      * descriptor number comes back only through another ADOPT. */
     struct seam_addr *peers;
     size_t npeers;
+    struct readauth *auth;         /* this thread's reference to the read
+                                      credentials in force; NULL: none */
 };
 
 /* Main loop only: one client address, what the per-address limits know
@@ -657,6 +674,38 @@ client_close(struct ws_client *c, uint16_t code, const char *reason)
     lws_callback_on_writable(c->wsi);
 }
 
+static int64_t
+wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The timer fires at the next ping or when the credential ends, whichever
+ * comes first. */
+static void
+client_arm(struct ws_client *c)
+{
+    uint64_t now = now_ms();
+    uint64_t due = c->ping_at_ms;
+    if (c->expires_ms > 0) {
+        int64_t left = c->expires_ms - wall_ms();
+        uint64_t end = now + (left > 0 ? (uint64_t)left : 0);
+        if (end < due)
+            due = end;
+    }
+    uint64_t ms = due > now ? due - now : 1;
+    lws_set_timer_usecs(c->wsi, (lws_usec_t)ms * 1000);
+}
+
+/* The credential ended, or a reload no longer lets it in. */
+static void
+client_revoke(struct ws_client *c)
+{
+    client_close(c, RS_WSCLOSE_REVOKED, "credential expired or revoked");
+}
+
 /* Queue one frame; cut the client when it is too far behind. */
 static void
 client_enqueue(struct ws_client *c, struct msg *m)
@@ -831,6 +880,45 @@ on_ev_close(struct ws_thread *t, struct seam_ev *ev)
     client_close(c, ev->code, ev->text);
 }
 
+/* New read credentials (a reload): every client is checked again as if it
+ * connected now, and those no longer let in are closed with 4008. */
+static void
+on_ev_auth(struct ws_thread *t, struct seam_ev *ev)
+{
+    readauth_unref(t->auth);
+    t->auth = ev->auth;
+    ev->auth = NULL;
+    if (t->auth == NULL)
+        return;
+    int64_t now = wall_ms();
+    size_t cut = 0;
+    for (size_t i = 0; i < t->clients.cap; i++) {
+        uint64_t k = t->clients.keys[i];
+        struct ws_client *c = t->clients.vals[i];
+        if (k == 0 || k == UINT64_MAX || c->chan_name == NULL ||
+            c->state == CL_CLOSING || c->state == CL_CLOSED)
+            continue;
+        int64_t exp = 0;
+        enum read_verdict v = readauth_check(t->auth, c->bearer, c->chan_name,
+                                             NULL, now / 1000, &exp);
+        if (readauth_verdict_status(v) != 0) {
+            client_revoke(c);
+            cut++;
+        } else {
+            c->expires_ms = exp * 1000;
+            client_arm(c);
+        }
+    }
+    if (cut > 0) {
+        char n[24], th[12];
+        snprintf(n, sizeof(n), "%zu", cut);
+        snprintf(th, sizeof(th), "%u", t->idx);
+        rs_log_kv(RS_LOG_INFO, "read credentials reloaded: connections no "
+                  "longer allowed closed (4008)", "closed", n, "thread", th,
+                  NULL);
+    }
+}
+
 static void
 on_ev_stop(struct ws_thread *t)
 {
@@ -890,6 +978,7 @@ thread_drain_inbox(struct ws_thread *t)
         case SEAM_REPLAY: on_ev_replay(t, ev); break;
         case SEAM_CLOSE: on_ev_close(t, ev); break;
         case SEAM_ADOPT: on_ev_adopt(t, ev); break;
+        case SEAM_AUTH: on_ev_auth(t, ev); break;
         default: break;
         }
         if (rs_seam_done(seam, t->idx, &ev->item)) {
@@ -1141,7 +1230,69 @@ struct ws_hs {
     bool protocol;                 /* offered resourcesync-notification */
     int keys;                      /* Sec-WebSocket-Key headers */
     char key[32];
+    char *auth;                    /* Authorization's bearer token, in the
+                                      head buffer; NULL: none */
+    int auths;                     /* Authorization headers */
+    char *sub_bearer;              /* the rspush.bearer. subprotocol's,
+                                      decoded (rs_free it); NULL: none */
 };
+
+/* base64url without padding (RFC 4648 5) into out: its length, or -1. */
+static int
+ws_b64url_decode(const char *s, size_t n, char *out, size_t outsz)
+{
+    if (n == 0 || n % 4 == 1 || outsz < (n + 3) / 4 * 3 + 1)
+        return -1;
+    char *tmp = rs_malloc(n + 3);
+    if (tmp == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '-')
+            ch = '+';
+        else if (ch == '_')
+            ch = '/';
+        else if (ch == '+' || ch == '/' || ch == '=')
+            ch = '!';   /* not base64url: EVP_DecodeBlock refuses it */
+        tmp[i] = ch;
+    }
+    size_t pad = (4 - n % 4) % 4;
+    memset(tmp + n, '=', pad);
+    int got = EVP_DecodeBlock((unsigned char *)out, (unsigned char *)tmp,
+                              (int)(n + pad));
+    rs_free(tmp);
+    if (got < 0 || (size_t)got < pad)
+        return -1;
+    got -= (int)pad;
+    if (memchr(out, '\0', (size_t)got) != NULL)
+        return -1;
+    out[got] = '\0';
+    return got;
+}
+
+/* The rspush.bearer. entry of a Sec-WebSocket-Protocol list: 0 (none, or
+ * taken into h->sub_bearer), or 400 with why. */
+static int
+ws_hs_sub_bearer(const char *v, struct ws_hs *h, const char **why)
+{
+    static const size_t pl = sizeof(WS_BEARER_PROTOCOL) - 1;
+    while (*v != '\0') {
+        while (*v == ' ' || *v == '\t' || *v == ',')
+            v++;
+        size_t n = strcspn(v, ", \t");
+        if (n > pl && strncmp(v, WS_BEARER_PROTOCOL, pl) == 0) {
+            size_t cap = (n - pl + 3) / 4 * 3 + 1;
+            if (h->sub_bearer != NULL || (h->sub_bearer = rs_malloc(cap)) == NULL ||
+                ws_b64url_decode(v + pl, n - pl, h->sub_bearer, cap) <= 0) {
+                *why = "the rspush.bearer. subprotocol must be one token in "
+                       "base64url";
+                return 400;
+            }
+        }
+        v += n;
+    }
+    return 0;
+}
 
 /* Does the comma-separated list v hold token tok (any case)? */
 static bool
@@ -1212,10 +1363,24 @@ ws_hs_parse(char *head, struct ws_hs *h, const char **why)
             h->version = strcmp(v, "13") == 0;
         } else if (strcasecmp(line, "Sec-WebSocket-Protocol") == 0) {
             h->protocol = h->protocol || ws_hs_has_token(v, WS_PROTOCOL);
+            int st = ws_hs_sub_bearer(v, h, why);
+            if (st != 0)
+                return st;
+        } else if (strcasecmp(line, "Authorization") == 0) {
+            size_t bl = 0;
+            const char *b = readauth_bearer_of(v, &bl);
+            h->auths++;
+            h->auth = b != NULL ? v + (b - v) : NULL;
+            if (h->auth != NULL)
+                h->auth[bl] = '\0';
         } else if (strcasecmp(line, "Sec-WebSocket-Key") == 0) {
             h->keys++;
             snprintf(h->key, sizeof(h->key), "%s", v);
         }
+    }
+    if (h->auths > 1) {
+        *why = "more than one Authorization header";
+        return 400;
     }
     if (!h->upgrade) {
         *why = "this port speaks WebSocket only (Upgrade: websocket)";
@@ -1339,7 +1504,9 @@ static void
 client_refuse(struct ws_thread *t, struct ws_client *c, int status,
               const char *why)
 {
-    const char *reason = status == 405 ? "Method Not Allowed"
+    const char *reason = status == 401 ? "Unauthorized"
+                       : status == 403 ? "Forbidden"
+                       : status == 405 ? "Method Not Allowed"
                        : status == 426 ? "Upgrade Required"
                        : status == 431 ? "Request Header Fields Too Large"
                                        : "Bad Request";
@@ -1348,13 +1515,15 @@ client_refuse(struct ws_thread *t, struct ws_client *c, int status,
                      "HTTP/1.1 %d %s\r\n"
                      "Content-Type: text/plain; charset=utf-8\r\n"
                      "Content-Length: %zu\r\n"
-                     "%s%s"
+                     "%s%s%s"
                      "Connection: close\r\n\r\n"
                      "error: %s\n",
                      status, reason, strlen(why) + 8,
                      status == 426 ? "Upgrade: websocket\r\n"
                                      "Sec-WebSocket-Version: 13\r\n" : "",
-                     status == 405 ? "Allow: GET\r\n" : "", why);
+                     status == 405 ? "Allow: GET\r\n" : "",
+                     status == 401 ? "WWW-Authenticate: Bearer realm=\"rshub\"\r\n"
+                                   : "", why);
     if (n > 0 && n < 1024)
         (void)lws_write(c->wsi, (unsigned char *)out, (size_t)n, LWS_WRITE_RAW);
     client_shut(c);
@@ -1362,6 +1531,42 @@ client_refuse(struct ws_thread *t, struct ws_client *c, int status,
 
 static int on_established(struct ws_thread *t, struct ws_client *c,
                           const char *target);
+
+/* May this client read the channel it asks for (readauth.h)? 0, or the
+ * status to refuse the upgrade with (401, 403) and why. A target that is
+ * no channel is left to on_established (4004, 4005). */
+static int
+client_read_access(struct ws_thread *t, struct ws_client *c,
+                   const struct ws_hs *h, const char **why)
+{
+    if (t->auth == NULL)
+        return 0;
+    struct seam_ev probe;
+    memset(&probe, 0, sizeof(probe));
+    if (ws_parse_target(h->target, &probe) != 0)
+        return 0;
+    const char *bearer = h->auth != NULL ? h->auth : h->sub_bearer;
+    int64_t exp = 0;
+    enum read_verdict v = readauth_check(t->auth, bearer, probe.text, NULL,
+                                         wall_ms() / 1000, &exp);
+    int status = readauth_verdict_status(v);
+    if (status != 0) {
+        char who[64];
+        ws_server_addr_format(&c->addr, who, sizeof(who));
+        readnote_refused(t->srv->o.notes, who, "channel", probe.text, v);
+        *why = readauth_verdict_reason(v);
+        return status;
+    }
+    c->chan_name = rs_strdup(probe.text);
+    if (v == READ_OK) {
+        c->bearer = rs_strdup(bearer);
+        c->expires_ms = exp * 1000;
+        if (c->bearer == NULL)
+            c->expires_ms = wall_ms();   /* cut at once: cannot re-check */
+    }
+    return 0;
+}
+
 
 /* Collect the request head; once whole, answer it. *used: the bytes of
  * in that were the head's (the rest are the client's first frames).
@@ -1395,6 +1600,9 @@ client_handshake(struct ws_thread *t, struct ws_client *c, const uint8_t *in,
     struct ws_hs h;
     const char *why = NULL;
     int status = ws_hs_parse(c->head, &h, &why);
+    if (status == 0)
+        status = client_read_access(t, c, &h, &why);
+    rs_free(h.sub_bearer);
     if (status != 0) {
         client_refuse(t, c, status, why);
         return 0;
@@ -1418,7 +1626,8 @@ client_handshake(struct ws_thread *t, struct ws_client *c, const uint8_t *in,
     if (lws_write(c->wsi, (unsigned char *)out, (size_t)n, LWS_WRITE_RAW) < 0)
         return -1;
     lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
-    lws_set_timer_usecs(c->wsi, (lws_usec_t)t->srv->o.ping_secs * LWS_US_PER_SEC);
+    c->ping_at_ms = now_ms() + (uint64_t)t->srv->o.ping_secs * 1000;
+    client_arm(c);
     c->open = true;
     int rc = on_established(t, c, h.target);
     rs_free(c->head);
@@ -1505,13 +1714,25 @@ on_timer(struct ws_thread *t, struct ws_client *c)
     if (c->state == CL_HANDSHAKE || c->state == CL_CLOSING ||
         c->state == CL_CLOSED)
         return 0;
-    if (c->ping_out && !c->alive)
-        return -1;
-    c->alive = false;
-    c->ping_out = true;
-    c->ping_due = true;
-    lws_callback_on_writable(c->wsi);
-    lws_set_timer_usecs(c->wsi, (lws_usec_t)t->srv->o.ping_secs * LWS_US_PER_SEC);
+    if (c->expires_ms > 0 && wall_ms() >= c->expires_ms) {
+        char who[64];
+        ws_server_addr_format(&c->addr, who, sizeof(who));
+        rs_log_kv(RS_LOG_INFO, "read credential expired: closed", "client",
+                  who, "channel", c->chan_name ? c->chan_name : "-", NULL);
+        client_revoke(c);
+        return 0;
+    }
+    uint64_t now = now_ms();
+    if (now >= c->ping_at_ms) {
+        if (c->ping_out && !c->alive)
+            return -1;
+        c->alive = false;
+        c->ping_out = true;
+        c->ping_due = true;
+        lws_callback_on_writable(c->wsi);
+        c->ping_at_ms = now + (uint64_t)t->srv->o.ping_secs * 1000;
+    }
+    client_arm(c);
     return 0;
 }
 
@@ -1569,6 +1790,12 @@ on_closed(struct ws_thread *t, struct ws_client *c)
 {
     rs_free(c->head);
     c->head = NULL;
+    rs_free(c->chan_name);
+    c->chan_name = NULL;
+    if (c->bearer != NULL)
+        OPENSSL_cleanse(c->bearer, strlen(c->bearer));
+    rs_free(c->bearer);
+    c->bearer = NULL;
     if (c->t == NULL)
         return;   /* never established */
     chan_unlink(t, c);
@@ -1926,6 +2153,7 @@ ws_server_new(const struct ws_server_opts *o, const char **err)
         struct ws_thread *t = &s->threads[i];
         t->srv = s;
         t->idx = i;
+        t->auth = readauth_ref(o->auth);
         rs_seam_flow_init(&t->live, s->o.queue_high);
         t->scratch = rs_malloc(LWS_PRE + WS_SCRATCH);
         if (t->scratch == NULL)
@@ -1984,6 +2212,21 @@ ws_server_post(struct ws_server *s, unsigned thread, struct seam_ev *ev)
 }
 
 void
+ws_server_set_auth(struct ws_server *s, struct readauth *ra)
+{
+    for (unsigned i = 0; i < s->nthreads; i++) {
+        struct seam_ev *ev = seam_ev_new(SEAM_AUTH);
+        if (ev == NULL) {
+            rs_log(RS_LOG_ERROR, "out of memory: WebSocket thread %u keeps "
+                   "the read credentials it had", i);
+            continue;
+        }
+        ev->auth = readauth_ref(ra);
+        (void)ws_server_post(s, i, ev);
+    }
+}
+
+void
 ws_server_stats(const struct ws_server *s, struct ws_stats *out)
 {
     memset(out, 0, sizeof(*out));
@@ -2039,6 +2282,7 @@ ws_server_free(struct ws_server *s, unsigned grace_ms)
         rs_free(t->chans);
         rs_free(t->clients.keys);
         rs_free(t->clients.vals);
+        readauth_unref(t->auth);
     }
     rs_free(s->threads);
     rs_free(s->addrs.v);

@@ -8,8 +8,11 @@
  * to send, whom to close; who joined, who left, who wants more replay,
  * whose queue drained). On the main loop it also keeps the per-address
  * limits: a token bucket for new connections (checked at accept) and the
- * count of replays each address has going (checked by fanout.c). It knows
- * nothing of Redis or topics.
+ * count of replays each address has going (checked by fanout.c). Read
+ * access is checked in the threads at the upgrade against the snapshot of
+ * read credentials they hold (readauth.h), which the main loop replaces on
+ * a reload. It knows nothing of Redis, and of topics only what that
+ * snapshot says.
  */
 #ifndef HUB_WSSERVER_H
 #define HUB_WSSERVER_H
@@ -20,6 +23,8 @@
 #include "seam.h"
 
 struct event_base;
+struct readauth;
+struct readnote;
 struct rs_metrics;
 
 struct ws_server_opts {
@@ -43,6 +48,10 @@ struct ws_server_opts {
     size_t max_addrs;         /* addresses tracked; 0 = 65536; beyond it
                                  new addresses are not limited */
     struct rs_metrics *metrics;  /* registers its series here; may be NULL */
+    struct readauth *auth;    /* read credentials (each thread takes a
+                                 reference); NULL: every channel public */
+    struct readnote *notes;   /* where refusals are noted; may be NULL;
+                                 must outlive the server */
 };
 
 struct ws_stats {
@@ -78,6 +87,12 @@ unsigned ws_server_threads(const struct ws_server *s);
 int ws_server_post(struct ws_server *s, unsigned thread, struct seam_ev *ev);
 
 void ws_server_stats(const struct ws_server *s, struct ws_stats *out);
+
+/* Main loop only: new read credentials (a reload). Each thread takes a
+ * reference, checks its connections again as if they connected now and
+ * closes those no longer let in with 4008; connections whose credential
+ * expires are closed the same way, by the threads themselves. */
+void ws_server_set_auth(struct ws_server *s, struct readauth *ra);
 
 /* Main loop only. A client from addr starts a replay: 0, or RS_ETOOBIG
  * when its address has replays_per_addr going (then nothing is counted).

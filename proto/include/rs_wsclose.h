@@ -22,6 +22,9 @@ enum rs_wsclose {
                                           for a replay: later, since=LAST */
     RS_WSCLOSE_UNKNOWN_CHANNEL = 4004, /* no such channel (yet) */
     RS_WSCLOSE_BAD_SINCE = 4005,       /* a since value the hub refuses */
+    RS_WSCLOSE_REVOKED = 4008,         /* the read credential expired, or a
+                                          reload no longer lets it in: get a
+                                          new one, then since=LAST */
 };
 
 #endif
