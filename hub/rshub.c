@@ -38,6 +38,7 @@
 #include "rs_sock.h"
 #include "status.h"
 #include "subs.h"
+#include "ui.h"
 #include "websub.h"
 
 static struct hub_conf conf;
@@ -517,7 +518,7 @@ on_http(struct evhttp_request *req, void *arg)
         reply_text(req, 405, "Method Not Allowed", "error: method not allowed");
         return;
     }
-    if (!status_handle(h, req, path))
+    if (!status_handle(h, req, path) && !ui_handle(h, req, path))
         reply_text(req, 404, "Not Found", "error: no such resource");
 }
 
