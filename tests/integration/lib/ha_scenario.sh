@@ -22,6 +22,7 @@
 # shellcheck disable=SC2154,SC2034
 
 HS_RATE=${HS_RATE:-200}
+HS_ACK_REPLICAS=${HS_ACK_REPLICAS:-1}    # of the two replicas
 # From the fault to the first 202 of a publish sent after it: Sentinel
 # needs down-after-milliseconds (1 s) to call the primary down, then a
 # vote and the promotion (1-3 s); a vote split among the three Sentinels
@@ -66,7 +67,8 @@ hs_hub_start() {
     [ -n "${HS_HTTP[$n]:-}" ] &&
         ports=(--listen "127.0.0.1:${HS_HTTP[$n]}" --ws-listen "127.0.0.1:${HS_WS[$n]}")
     hub_start "$n" --config "$TMP/hub.conf" "${WS_HUB_ARGS[@]}" "${ports[@]}" \
-        --redis "$(ha_url)" --ack-replicas 1 --ack-timeout 1s || return 1
+        --redis "$(ha_url)" --ack-replicas "$HS_ACK_REPLICAS" --ack-timeout 1s ||
+        return 1
     HS_HTTP[$n]=${HUB_HTTP[$n]}
     HS_WS[$n]=${HUB_WS[$n]}
 }
