@@ -32,6 +32,7 @@
 #include "rs_metrics.h"
 #include "rs_url.h"
 #include "session.h"
+#include "statusjson.h"
 #include "wsclient.h"
 
 enum cmd { CMD_RUN, CMD_SYNC, CMD_AUDIT, CMD_STATUS };
@@ -204,6 +205,7 @@ struct rssub {
     char *state_path;
     struct rs_daemon *daemon;     /* signals and the drain */
     struct rs_metrics_server *mserver;  /* --metrics-listen */
+    struct statusjson *sj;        /* its dashboard (/ui/, /status.json) */
     int metrics_port;
     struct rs_metrics *metrics;
     bool tty;
@@ -286,7 +288,24 @@ setup_metrics(struct rssub *s)
         return 1;
     }
     s->metrics_port = rs_metrics_server_port(s->mserver);
+    if ((s->sj = statusjson_new(s->session, s->ledger)) == NULL ||
+        rs_metrics_server_route(s->mserver, "/ui", statusjson_route,
+                                s->sj) != 0 ||
+        rs_metrics_server_route(s->mserver, "/ui/", statusjson_route,
+                                s->sj) != 0 ||
+        rs_metrics_server_route(s->mserver, "/status.json",
+                                statusjson_route, s->sj) != 0)
+        return 1;
     return 0;
+}
+
+static void
+on_applied(void *ud, const char *uri, int outcome, const char *what)
+{
+    struct rssub *s = ud;
+
+    if (s->sj != NULL)
+        statusjson_note(s->sj, uri, outcome, what);
 }
 
 /* ---------------------------------------------------- session glue */
@@ -551,6 +570,7 @@ setup_session(struct rssub *s, bool readonly)
         .hubsub = s->hubsub,
         .metrics = s->metrics,
         .on_end = on_session_end,
+        .on_applied = on_applied,
         .ud = s,
     };
     char err[512];
@@ -662,6 +682,7 @@ teardown(struct rssub *s)
     mirror_close(s->mirror);
     ledger_close(s->ledger);
     rs_metrics_server_free(s->mserver);
+    statusjson_free(s->sj);         /* the listener's routes used it */
     rs_metrics_free(s->metrics);
     rs_daemon_free(s->daemon);
     rs_free(s->state_path);

@@ -1429,6 +1429,8 @@ on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
     struct session *s = ud;
 
     rs_metrics_counter_inc(s->m_applied[o]);
+    if (s->o.on_applied != NULL)
+        s->o.on_applied(s->o.ud, uri, (int)o, what);
     switch (o) {
     case APPLY_FAILED:
         rs_log_kv(RS_LOG_ERROR, "resource failed", "uri", uri, "error", what,
@@ -1982,4 +1984,39 @@ void
 session_set_metrics_port(struct session *s, int port)
 {
     s->metrics_port = port;
+}
+
+void
+session_info(struct session *s, struct session_info *out)
+{
+    out->state = session_state_names[s->state];
+    out->source = s->o.c.source;
+    out->lists = s->nsets;
+    out->pulling = s->pulling != NULL ? s->pulling->d->caplist : NULL;
+    if (todo_counts(s, &out->pending, &out->failed) != 0)
+        out->pending = out->failed = -1;
+    out->lag_s = gauge_lag(s);
+}
+
+int
+session_list_info(const struct session *s, size_t i,
+                  struct session_list_info *out)
+{
+    const struct set *st;
+    struct follow_stats fs;
+
+    if (i >= s->nsets)
+        return RS_ENOTFOUND;
+    st = &s->sets[i];
+    out->caplist = st->d->caplist;
+    out->phase = set_phase_names[st->phase];
+    out->transport = transport_names[st->tr];
+    out->channel_up = false;
+    if (st->follow != NULL) {
+        follow_stats(st->follow, &fs);
+        out->channel_up = fs.connected[0];
+    }
+    out->websub_failing = st->websub_failing;
+    out->baselined = st->baselined;
+    return 0;
 }

@@ -82,6 +82,11 @@ struct session_opts {
     /* The session is over (sync, audit done; run drained or failed):
      * leave the loop. Exactly once. */
     void (*on_end)(void *ud, int exit_code);
+    /* A resource change handled, after it was counted: outcome is an
+     * enum apply_outcome, what "" or why it failed (apply.h's on_result).
+     * For the dashboard's recent changes (statusjson.h). May be NULL. */
+    void (*on_applied)(void *ud, const char *uri, int outcome,
+                       const char *what);
     void *ud;
 };
 
@@ -115,5 +120,30 @@ int session_log_failed(struct ledger *l) RS_MUST_CHECK;
 
 /* For the metrics listener's port in the ready file (set before start). */
 void session_set_metrics_port(struct session *s, int port);
+
+/* What a dashboard shows of the session (statusjson.h). The strings are
+ * the session's: valid until the loop next runs. */
+struct session_info {
+    const char *state;             /* "discovering", "ready", ... */
+    const char *source;            /* the --source URL */
+    size_t lists;                  /* Capability Lists followed */
+    const char *pulling;           /* the list whose pull runs, or NULL */
+    int64_t pending, failed;       /* todo rows (counted at most once a
+                                      second); -1: the state unreadable */
+    double lag_s;                  /* as rssub_lag_seconds */
+};
+struct session_list_info {
+    const char *caplist;
+    const char *phase;             /* "waiting", "baseline", "catch-up",
+                                      "gap pull", "reconcile", ... */
+    const char *transport;         /* "none", "websocket", "websub", "poll" */
+    bool channel_up;               /* its WebSocket change channel is up */
+    bool websub_failing;
+    bool baselined;
+};
+void session_info(struct session *s, struct session_info *out);
+/* The i-th Capability List; RS_ENOTFOUND past the last. */
+int session_list_info(const struct session *s, size_t i,
+                      struct session_list_info *out) RS_MUST_CHECK;
 
 #endif
