@@ -62,6 +62,7 @@ static struct {
     char *change_topic;
     char *framework_topic;
     char *token_file;
+    char *read_token_file;
     bool insecure_token_file;
     char *state;
     int64_t page_size;
@@ -106,6 +107,10 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_STRING("token-file", 0, &conf.token_file, "FILE", NULL,
                      "bearer token for the hub: the first line of FILE "
                      "(mode 600)"),
+    RS_CONFIG_STRING("read-token-file", 0, &conf.read_token_file, "FILE",
+                     NULL, "readers need this bearer token (the first line "
+                     "of FILE, mode 600) for every document and file: 401 "
+                     "without, 403 with another"),
     RS_CONFIG_BOOL("insecure-token-file", 0, &conf.insecure_token_file,
                    "false", "accept a token file readable by group or others"),
     RS_CONFIG_STRING("state", 's', &conf.state, "DIR", NULL,
@@ -176,6 +181,7 @@ struct src {
     char *topic[PUSH_LANES];
     char token[RS_TOKENFILE_MAX + 1];
     bool have_token;
+    char read_token[RS_TOKENFILE_MAX + 1];   /* --read-token-file, or "" */
     bool serving;            /* the listener accepts; the ready-file is out */
     double started;          /* mono_s() when setup began */
     bool rescan_due;
@@ -723,6 +729,13 @@ setup(struct src *s)
         rs_log(RS_LOG_ERROR, "--dir: %s", err);
         return 2;
     }
+    if (conf.read_token_file != NULL &&
+        rs_tokenfile_read(conf.read_token_file, conf.insecure_token_file,
+                          s->read_token, sizeof(s->read_token), err,
+                          sizeof(err)) != 0) {
+        rs_log(RS_LOG_ERROR, "read token file %s", err);
+        return 2;
+    }
     if (conf.token_file != NULL && read_token(s) != 0)
         return 2;
     if (setup_state_dir(s) != 0)
@@ -860,6 +873,7 @@ setup(struct src *s)
         .rl_refresh_ms = conf.rl_refresh_ms,
         .channels = s->channels != NULL ? channels_get : NULL,
         .channels_ud = s->channels,
+        .read_token = s->read_token[0] != '\0' ? s->read_token : NULL,
     };
     s->serve = serve_new(&sv);
     if (s->serve == NULL)
@@ -946,6 +960,7 @@ teardown(struct src *s)
     rs_free(s->state_db);
     rs_free(s->rl_dir);
     explicit_bzero(s->token, sizeof(s->token));
+    explicit_bzero(s->read_token, sizeof(s->read_token));
 }
 
 int

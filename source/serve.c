@@ -12,6 +12,8 @@
 #include <event2/keyvalq_struct.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,11 @@
 
 struct serve {
     struct serve_opts o;
+    /* SHA-256 of the read token: requests' tokens are hashed and compared
+     * with CRYPTO_memcmp, so neither the token's bytes nor its length
+     * show in the time a refusal takes. */
+    unsigned char token_sha[SHA256_DIGEST_LENGTH];
+    bool have_token;
     struct evhttp_request *parked[SERVE_PARK_MAX];
     size_t nparked;
     struct serve_stats stats;
@@ -398,11 +405,42 @@ route_docs(struct serve *s, struct evhttp_request *req, const char *name)
     }
 }
 
+/* With a read token: may req be served? If not, it is answered here. */
+static bool
+authorized(struct serve *s, struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *v = evhttp_find_header(in, "Authorization");
+    unsigned char got[SHA256_DIGEST_LENGTH];
+
+    if (!s->have_token)
+        return true;
+    if (v == NULL || strncasecmp(v, "Bearer ", 7) != 0) {
+        s->stats.unauthorized++;
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "WWW-Authenticate", "Bearer realm=\"rssource\"");
+        reply_text(s, req, 401, "Unauthorized", "a bearer token is needed");
+        return false;
+    }
+    v += 7;
+    while (*v == ' ')
+        v++;
+    SHA256((const unsigned char *)v, strlen(v), got);
+    if (CRYPTO_memcmp(got, s->token_sha, sizeof(got)) != 0) {
+        s->stats.forbidden++;
+        reply_text(s, req, 403, "Forbidden", "this token may not read here");
+        return false;
+    }
+    return true;
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
     struct serve *s = arg;
     s->stats.requests++;
+    if (!authorized(s, req))
+        return;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
@@ -446,6 +484,12 @@ serve_new(const struct serve_opts *o)
     if (s == NULL)
         return NULL;
     s->o = *o;
+    s->o.read_token = NULL;
+    if (o->read_token != NULL) {
+        SHA256((const unsigned char *)o->read_token, strlen(o->read_token),
+               s->token_sha);
+        s->have_token = true;
+    }
     rs_httpguard_set_handler(o->guard, on_request, s);
     return s;
 }

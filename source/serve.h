@@ -4,7 +4,8 @@
  * Lists and their index) and the resources themselves (GET and HEAD,
  * Content-Type, Last-Modified, ETag, conditional requests, the
  * rel="resourcesync" Link header). Only regular files that tree.c allows
- * are served; directories are never listed. Binding the listener and the
+ * are served; directories are never listed. With a read token, every one
+ * of them needs it (Authorization: Bearer). Binding the listener and the
  * loop are rssource.c's business.
  */
 #ifndef SOURCE_SERVE_H
@@ -33,6 +34,10 @@ struct serve_opts {
     /* The notification channels to advertise (NULL: none). */
     const struct docs_channel *(*channels)(void *ud, size_t *n);
     void *channels_ud;
+    /* Every document and file needs "Authorization: Bearer TOKEN": 401
+     * (WWW-Authenticate: Bearer) without one, 403 with another. Only its
+     * SHA-256 is kept. NULL: open. */
+    const char *read_token;
 };
 
 struct serve_stats {
@@ -41,6 +46,8 @@ struct serve_stats {
     uint64_t not_modified;         /* 304 */
     uint64_t documents;
     uint64_t not_found;
+    uint64_t unauthorized;         /* 401: no bearer token */
+    uint64_t forbidden;            /* 403: another token */
 };
 
 struct serve;
