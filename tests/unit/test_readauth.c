@@ -81,13 +81,14 @@ bio_string(BIO *b)
     return s;
 }
 
-/* A key pair as PEM: private into priv, public into pub (free both). */
+/* A key pair as PEM (RSA of rsa_bits, or EC on curve): private into priv,
+ * public into pub (free both). */
 static void
-make_keys(const char *type, const char *param, char **priv, char **pub)
+make_keys(size_t rsa_bits, const char *curve, char **priv, char **pub)
 {
-    EVP_PKEY *k = strcmp(type, "RSA") == 0
-                      ? EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)atoi(param))
-                      : EVP_PKEY_Q_keygen(NULL, NULL, "EC", param);
+    EVP_PKEY *k = curve == NULL
+                      ? EVP_PKEY_Q_keygen(NULL, NULL, "RSA", rsa_bits)
+                      : EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve);
     assert_non_null(k);
     BIO *b = BIO_new(BIO_s_mem());
     assert_int_equal(PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL), 1);
@@ -259,8 +260,8 @@ test_alg_decided_by_key(void **state)
     (void)state;
     char *priv, *pub, *epriv, *epub;
     const char *why = NULL;
-    make_keys("RSA", "2048", &priv, &pub);
-    make_keys("EC", "P-256", &epriv, &epub);
+    make_keys(2048, NULL, &priv, &pub);
+    make_keys(0, "P-256", &epriv, &epub);
     struct readauth *ra = readauth_new(false);
     assert_int_equal(readauth_topic(ra, "t", "http://ex.org/t", true), 0);
     assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), 0);
@@ -301,11 +302,11 @@ test_public_keys_refused(void **state)
     struct readauth *ra = readauth_new(false);
     assert_int_equal(readauth_jwt_public_key(ra, "nope", 4, &why), RS_EINVAL);
     assert_non_null(why);
-    make_keys("RSA", "1024", &priv, &pub);
+    make_keys(1024, NULL, &priv, &pub);
     assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), RS_EINVAL);
     free(priv);
     free(pub);
-    make_keys("EC", "P-384", &priv, &pub);
+    make_keys(0, "P-384", &priv, &pub);
     assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), RS_EINVAL);
     free(priv);
     free(pub);
