@@ -20,6 +20,8 @@ PKGS=(
   dpkg-dev file lintian   # deploy/package.sh: CPack's DEB generator
                           # (dpkg-shlibdeps), tests/integration/test_package.sh
   prometheus   # promtool, for tests/integration/test_monitoring.sh
+  chromium chromium-driver   # tests/integration/test_ui.sh: the dashboards
+                             # in headless Chromium (WebDriver)
 )
 
 # --bench: also what the benchmarks compare against (nginx with nchan).
