@@ -114,7 +114,7 @@ async function poll() {
 
 /* --------------------------------------------------------------- tail */
 
-/* The channel is read as any subscriber reads it (docs/protocol.md 5):
+/* The channel is read as any subscriber reads it (docs/protocol.md 4):
  * one notification per text frame, reconnecting with since=LAST. */
 const tail = { name: "", ws: null, last: "", count: 0, retry: null };
 
