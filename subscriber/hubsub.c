@@ -109,6 +109,8 @@ struct hubsub {
     struct hubsub_opts o;        /* listen_host, callback_base: see below */
     char *listen_host;
     char *cb_base;               /* public base URL, ends with '/' */
+    char *auth_hdr;              /* "Authorization: Bearer ..." or NULL */
+    char *client_cert, *client_key;
     struct evhttp *http;
     struct rs_httpguard *guard;  /* http's deadlines and caps */
     int port;
@@ -350,11 +352,22 @@ sub_send(struct sub *s, bool unsub)
         "hub.lease_seconds", unsub || h->o.lease_seconds == 0 ? NULL : lease,
         NULL,
     };
-    static const char *const hdrs[] = {
+    const char *hdrs[] = {
         "Content-Type: application/x-www-form-urlencoded",
         "Expect:",   /* no 100-continue round trip for a small form */
+        h->auth_hdr,
         NULL,
     };
+    if (h->client_cert != NULL) {
+        /* The first request to a hub tells the client which certificate
+         * its origin gets; an origin that has credentials keeps them. */
+        struct rs_http_cred cr = { .origin = s->hub_url, .realm = "hub",
+                                   .client_cert = h->client_cert,
+                                   .client_key = h->client_key };
+        int crc = rs_http_cred_add(h->o.http, &cr);
+        if (crc != 0 && crc != RS_ESTATE)
+            return crc;
+    }
     char *body = form_encode(kv);
     struct call *c = rs_calloc(1, sizeof(*c));
     int rc = RS_ENOMEM;
@@ -892,6 +905,18 @@ hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
     h->o = *o;
     h->o.callback_base = NULL;
     h->o.http_limits = NULL;     /* copied into the guard below */
+    h->o.hub_token = h->o.client_cert = h->o.client_key = NULL;
+    if (o->hub_token != NULL) {
+        size_t n = strlen(o->hub_token) + sizeof("Authorization: Bearer ");
+        if ((h->auth_hdr = rs_malloc(n)) == NULL)
+            goto nomem;
+        snprintf(h->auth_hdr, n, "Authorization: Bearer %s", o->hub_token);
+    }
+    if ((o->client_cert != NULL &&
+         (h->client_cert = rs_strdup(o->client_cert)) == NULL) ||
+        (o->client_key != NULL &&
+         (h->client_key = rs_strdup(o->client_key)) == NULL))
+        goto nomem;
     if (h->o.max_body == 0)
         h->o.max_body = HUBSUB_MAX_BODY;
     if (h->o.verify_wait_ms == 0)
@@ -978,6 +1003,12 @@ hubsub_free(struct hubsub *h)
         event_free(h->reap);
     rs_free(h->listen_host);
     rs_free(h->cb_base);
+    if (h->auth_hdr != NULL) {
+        explicit_bzero(h->auth_hdr, strlen(h->auth_hdr));
+        rs_free(h->auth_hdr);
+    }
+    rs_free(h->client_cert);
+    rs_free(h->client_key);
     rs_free(h);
 }
 

@@ -72,6 +72,15 @@ struct hubsub_opts {
     void (*on_state)(void *ud, const char *topic, enum hubsub_state st,
                      const char *why);
     void *ud;
+    /* The hub's read credential: sent as "Authorization: Bearer TOKEN" on
+     * subscribe and unsubscribe requests, to the hub URL the request goes
+     * to and nowhere else (these requests follow no redirect). Copied;
+     * NULL: none. */
+    const char *hub_token;
+    /* TLS client certificate (and key; NULL: in the certificate) shown to
+     * the hubs subscribed at (rs_http_cred_add for each hub's origin;
+     * an origin that has credentials already keeps them). Copied. */
+    const char *client_cert, *client_key;
 };
 
 /* Binds the listener; strings in o are copied. NULL on failure (bad

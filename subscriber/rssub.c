@@ -9,6 +9,7 @@
  * sync: resources that could not be mirrored), 2 usage or configuration,
  * 3 audit or status could not complete.
  */
+#include <errno.h>
 #include <event2/event.h>
 #include <libgen.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define RS_LOG_MODULE "rssub"
@@ -30,6 +32,7 @@
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_tokenfile.h"
 #include "rs_url.h"
 #include "session.h"
 #include "statusjson.h"
@@ -80,6 +83,14 @@ static struct {
     char *log_level;
     char *log_format;
     char *log_file;
+    char *source_token_file;
+    char *header_file;
+    char *netrc_file;
+    char *cacert;
+    char *client_cert;
+    char *client_key;
+    char *hub_token_file;
+    bool insecure_token_file;
 } conf;
 
 static const struct rs_config_opt options[] = {
@@ -100,6 +111,32 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_LIST("map", 0, &conf.maps, "URI_PREFIX=DIR", NULL,
                    "mirror resources under URI_PREFIX into DIR (relative to "
                    "the mirror)"),
+    RS_CONFIG_STRING("source-token-file", 0, &conf.source_token_file, "FILE",
+                     NULL, "send the bearer token on the first line of FILE "
+                     "(mode 600) to the Source's origin (--source's scheme, "
+                     "host and port), never elsewhere"),
+    RS_CONFIG_STRING("header-file", 0, &conf.header_file, "FILE", NULL,
+                     "send these headers (one 'Name: value' a line, mode "
+                     "600) to the Source's origin, never elsewhere"),
+    RS_CONFIG_STRING("netrc-file", 0, &conf.netrc_file, "FILE", NULL,
+                     "basic auth for the Source's origin from this netrc "
+                     "(mode 600)"),
+    RS_CONFIG_STRING("cacert", 0, &conf.cacert, "FILE", NULL,
+                     "check https and wss peers against the CAs in this PEM "
+                     "file instead of the system's"),
+    RS_CONFIG_STRING("client-cert", 0, &conf.client_cert, "FILE", NULL,
+                     "TLS client certificate (PEM) for the Source's origin "
+                     "and the hubs"),
+    RS_CONFIG_STRING("client-key", 0, &conf.client_key, "FILE", NULL,
+                     "its private key (PEM, mode 600; default: in "
+                     "--client-cert)"),
+    RS_CONFIG_STRING("hub-token-file", 0, &conf.hub_token_file, "FILE", NULL,
+                     "send the bearer token on the first line of FILE "
+                     "(mode 600) to the hubs: WebSocket upgrades and WebSub "
+                     "subscribe and unsubscribe requests"),
+    RS_CONFIG_BOOL("insecure-token-file", 0, &conf.insecure_token_file,
+                   "false", "accept token, header, netrc and key files "
+                   "readable by group or others"),
     RS_CONFIG_LIST("channel", 0, &conf.channels, "WS_URI", NULL,
                    "the change channel's WebSocket URI(s), tried in turn "
                    "(default: from the Capability List)"),
@@ -210,6 +247,10 @@ struct rssub {
     struct rs_metrics *metrics;
     bool tty;
     int exit_code;
+    /* Credentials (setup_creds); wiped at teardown */
+    char *source_hdrs[RS_HTTP_MAX_CRED_HEADERS + 1];  /* NULL-terminated */
+    size_t nsource_hdrs;
+    char hub_token[RS_TOKENFILE_MAX + 1];            /* "" none */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -490,7 +531,13 @@ check_transport(const struct rssub *s)
 static int
 setup_push(struct rssub *s)
 {
-    struct wsclient_opts wo = { .base = s->base };
+    struct wsclient_opts wo = {
+        .base = s->base,
+        .ca_file = conf.cacert,
+        .client_cert = conf.client_cert,
+        .client_key = conf.client_key,
+        .bearer = s->hub_token[0] != '\0' ? s->hub_token : NULL,
+    };
     char err[512];
 
     s->ws = wsclient_new(&wo, err, sizeof(err));
@@ -514,6 +561,9 @@ setup_push(struct rssub *s)
         .on_notification = on_websub,
         .on_state = on_websub_state,
         .ud = s,
+        .hub_token = s->hub_token[0] != '\0' ? s->hub_token : NULL,
+        .client_cert = conf.client_cert,
+        .client_key = conf.client_key,
     };
     s->hubsub = hubsub_new(&hso, err, sizeof(err));
     if (s->hubsub == NULL) {
@@ -583,6 +633,202 @@ setup_session(struct rssub *s, bool readonly)
     return 0;
 }
 
+/* ---------------------------------------------------------- credentials */
+
+/* Headers of ours or of the transport's: a header file cannot set them. */
+static bool
+header_owned(const char *name, size_t n)
+{
+    static const char *const owned[] = {
+        "host", "content-length", "transfer-encoding", "connection",
+        "expect", "upgrade", "te", "trailer", "keep-alive",
+        "proxy-connection", "if-none-match", "if-modified-since", "range",
+        "accept-encoding",
+    };
+    for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
+        if (strlen(owned[i]) == n && strncasecmp(owned[i], name, n) == 0)
+            return true;
+    return false;
+}
+
+static bool
+is_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static int
+add_source_header(struct rssub *s, const char *line, size_t len)
+{
+    if (s->nsource_hdrs >= RS_HTTP_MAX_CRED_HEADERS)
+        return RS_ETOOBIG;
+    if ((s->source_hdrs[s->nsource_hdrs] = rs_malloc(len + 1)) == NULL)
+        return RS_ENOMEM;
+    memcpy(s->source_hdrs[s->nsource_hdrs], line, len);
+    s->source_hdrs[s->nsource_hdrs++][len] = '\0';
+    return 0;
+}
+
+/* --header-file: "Name: value" lines; blank lines and # comments skipped,
+ * a CRLF line end taken as LF. A CR anywhere else, a name that is not a
+ * token, a header we own (Host, Content-Length...) are refused, naming
+ * the line. */
+static int
+read_header_file(struct rssub *s, bool have_auth)
+{
+    char err[512], *text = NULL, *line, *next;
+    unsigned lineno = 0;
+    int rc;
+
+    rc = rs_tokenfile_read_text(conf.header_file, conf.insecure_token_file,
+                                64 * 1024, &text, NULL, err, sizeof(err));
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot use --header-file", "error", err,
+                  NULL);
+        return 2;
+    }
+    for (line = text; line != NULL && rc == 0; line = next) {
+        size_t len, n = 0;
+        const char *why = NULL;
+        char ln[16];
+
+        lineno++;
+        next = strchr(line, '\n');
+        len = next != NULL ? (size_t)(next - line) : strlen(line);
+        if (next != NULL)
+            next++;
+        if (len > 0 && line[len - 1] == '\r')
+            len--;
+        while (n < len && is_tchar(line[n]))
+            n++;
+        if (len == 0 || line[0] == '#')
+            continue;
+        if (memchr(line, '\r', len) != NULL)
+            why = "a CR inside a line";
+        else if (n == 0 || n >= len || line[n] != ':')
+            why = "not 'Name: value'";
+        else if (header_owned(line, n))
+            why = "a header rssub sets itself";
+        else if (have_auth && n == 13 &&
+                 strncasecmp(line, "authorization", 13) == 0)
+            why = "Authorization, and --source-token-file gives one";
+        else if (add_source_header(s, line, len) != 0)
+            why = "too many headers (32 at most)";
+        if (why != NULL) {
+            snprintf(ln, sizeof(ln), "%u", lineno);
+            rs_log_kv(RS_LOG_ERROR, "cannot use --header-file", "file",
+                      conf.header_file, "line", ln, "error", why, NULL);
+            rc = 2;
+        }
+    }
+    rs_tokenfile_text_free(text);
+    return rc;
+}
+
+static int
+check_secret_file(const char *opt, const char *path)
+{
+    char err[512];
+
+    if (path == NULL ||
+        rs_tokenfile_check(path, conf.insecure_token_file, err,
+                           sizeof(err)) == 0)
+        return 0;
+    rs_log_kv(RS_LOG_ERROR, "cannot use the file", "option", opt, "error",
+              err, NULL);
+    return 2;
+}
+
+/* The credentials of the options, checked before anything connects: the
+ * Source's go to its origin only (rs_http_cred_add; an entry even without
+ * any, so that a 401/403 from it is told to the session), the hub token
+ * to the WebSocket client and hubsub. */
+static int
+setup_creds(struct rssub *s)
+{
+    char err[512];
+    int rc;
+
+    if (conf.source_token_file != NULL) {
+        char tok[RS_TOKENFILE_MAX + 1], hdr[RS_TOKENFILE_MAX + 32];
+        rc = rs_tokenfile_read(conf.source_token_file,
+                               conf.insecure_token_file, tok, sizeof(tok),
+                               err, sizeof(err));
+        if (rc != 0) {
+            rs_log_kv(RS_LOG_ERROR, "cannot use --source-token-file",
+                      "error", err, NULL);
+            return 2;
+        }
+        snprintf(hdr, sizeof(hdr), "Authorization: Bearer %s", tok);
+        rc = add_source_header(s, hdr, strlen(hdr));
+        explicit_bzero(tok, sizeof(tok));
+        explicit_bzero(hdr, sizeof(hdr));
+        if (rc != 0)
+            return 1;
+    }
+    if (conf.header_file != NULL &&
+        (rc = read_header_file(s, conf.source_token_file != NULL)) != 0)
+        return rc;
+    if (conf.hub_token_file != NULL &&
+        rs_tokenfile_read(conf.hub_token_file, conf.insecure_token_file,
+                          s->hub_token, sizeof(s->hub_token), err,
+                          sizeof(err)) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot use --hub-token-file", "error", err,
+                  NULL);
+        return 2;
+    }
+    if (conf.client_key != NULL && conf.client_cert == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "--client-key needs --client-cert", NULL);
+        return 2;
+    }
+    if ((rc = check_secret_file("--netrc-file", conf.netrc_file)) != 0 ||
+        (rc = check_secret_file(conf.client_key != NULL ? "--client-key"
+                                : "--client-cert", conf.client_key != NULL
+                                ? conf.client_key : conf.client_cert)) != 0)
+        return rc;
+    const char *readable[] = { conf.cacert, conf.client_cert };
+    for (size_t i = 0; i < 2; i++) {
+        if (readable[i] != NULL && access(readable[i], R_OK) != 0) {
+            rs_log_kv(RS_LOG_ERROR, "cannot read the file", "file",
+                      readable[i], "error", strerror(errno), NULL);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static void
+on_http_refused(void *ud, const char *realm, const char *url, long status)
+{
+    struct rssub *s = ud;
+
+    if (s->session != NULL && strcmp(realm, "source") == 0)
+        session_source_refused(s->session, url, status);
+}
+
+static int
+add_source_cred(struct rssub *s)
+{
+    struct rs_http_cred cr = {
+        .origin = conf.source,
+        .realm = "source",
+        .headers = (const char *const *)s->source_hdrs,
+        .netrc_file = conf.netrc_file,
+        .client_cert = conf.client_cert,
+        .client_key = conf.client_key,
+    };
+    int rc = rs_http_cred_add(s->http, &cr);
+
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "bad --source", "source", conf.source,
+                  "error", rs_strerror(rc), NULL);
+        return rc == RS_ENOMEM ? 1 : 2;
+    }
+    return 0;
+}
+
 static int
 setup(struct rssub *s)
 {
@@ -590,6 +836,9 @@ setup(struct rssub *s)
     struct rs_http_opts ho = {
         .max_host_conns = (unsigned)conf.host_conns,
         .max_conns = (unsigned)(conf.parallel + 16),
+        .ca_file = conf.cacert,
+        .on_refused = on_http_refused,
+        .refused_ud = s,
     };
     char err[512];
     size_t swept = 0;
@@ -601,6 +850,8 @@ setup(struct rssub *s)
         return 2;
     }
     if ((rc = check_transport(s)) != 0)
+        return rc;
+    if ((rc = setup_creds(s)) != 0)
         return rc;
     if ((s->base = event_base_new()) == NULL)
         return 1;
@@ -644,6 +895,8 @@ setup(struct rssub *s)
     if ((s->http = rs_http_new(s->base, &ho)) == NULL ||
         (s->metrics = rs_metrics_new()) == NULL)
         return 1;
+    if ((rc = add_source_cred(s)) != 0)
+        return rc;
     if (s->cmd == CMD_RUN && conf.push && (rc = setup_push(s)) != 0)
         return rc;
     if ((rc = setup_session(s, readonly)) != 0)
@@ -688,6 +941,11 @@ teardown(struct rssub *s)
     rs_free(s->state_path);
     if (s->base != NULL)
         event_base_free(s->base);
+    for (size_t i = 0; i < s->nsource_hdrs; i++) {
+        explicit_bzero(s->source_hdrs[i], strlen(s->source_hdrs[i]));
+        rs_free(s->source_hdrs[i]);
+    }
+    explicit_bzero(s->hub_token, sizeof(s->hub_token));
 }
 
 /* ----------------------------------------------------------- status */

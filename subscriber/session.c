@@ -101,6 +101,16 @@ static const char *const transport_names[TR_COUNT] = {
 
 enum pull_why { WHY_START, WHY_GAP, WHY_FRAMEWORK, WHY_POLL, WHY_AUDIT };
 
+/* Whether the Source lets us read, a machine of its own (access_set):
+ * a 401 or 403 can come in any session state, from discovery, a pull or
+ * a fetch. refused: the last word from the Source's origin was one of
+ * those; ok: a discovery or a pull went through since. */
+enum access { ACCESS_UNKNOWN, ACCESS_OK, ACCESS_REFUSED, ACCESS_COUNT };
+
+static const char *const access_names[ACCESS_COUNT] = {
+    "unknown", "ok", "refused"
+};
+
 /* One Capability List followed. */
 struct set {
     struct session *s;
@@ -160,18 +170,22 @@ struct session {
     unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
     uint64_t refused;             /* URIs refused by this session */
     unsigned pull_fails;          /* run: failed pulls in a row */
+    enum access access;
+    unsigned disc_fails;          /* run: discoveries refused in a row */
     struct set *retry_set;
     enum pull_kind retry_kind;
     rs_time_t last_reconcile;
     int exit_code;
     struct event *ev_poll, *ev_pull, *ev_audit, *ev_progress,
-        *ev_retry_pull, *ev_ready, *ev_end, *ev_reconcile;
+        *ev_retry_pull, *ev_ready, *ev_end, *ev_reconcile, *ev_retry_disc;
     int metrics_port;
     struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
     struct rs_metrics_counter *m_fallback[4];
     struct rs_metrics_counter *m_strays;
     struct rs_metrics_counter *m_held;
     struct rs_metrics_counter *m_transport[TR_COUNT];
+    struct rs_metrics_counter *m_refused;
+    struct rs_metrics_gauge *m_access[ACCESS_COUNT];
     rs_time_t counted_at;         /* todo_counts' cache (metrics) */
     int64_t count_pending, count_failed;
     uint64_t listed;              /* entries read by pulls (progress) */
@@ -203,6 +217,20 @@ set_phase(struct set *st, enum set_phase to, const char *why)
                   st->d->caplist, "from", set_phase_names[st->phase], "to",
                   set_phase_names[to], "why", why, NULL);
     st->phase = to;
+}
+
+static void
+access_set(struct session *s, enum access to, const char *why)
+{
+    if (s->access == to)
+        return;
+    rs_log_kv(to == ACCESS_REFUSED || s->access == ACCESS_REFUSED
+              ? RS_LOG_INFO : RS_LOG_DEBUG, "source access", "from",
+              access_names[s->access], "to", access_names[to], "why", why,
+              NULL);
+    rs_metrics_gauge_set(s->m_access[s->access], 0);
+    rs_metrics_gauge_set(s->m_access[to], 1);
+    s->access = to;
 }
 
 /* ------------------------------------------------------------- helpers */
@@ -585,6 +613,7 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
     }
     s->pull_failed = false;
     s->pull_fails = 0;
+    access_set(s, ACCESS_OK, "pull done");
     if (r->kind != PULL_AUDIT)
         st->covered = s->pull_started;
     /* A channel closed for a gap waits for this: it replays from a moment
@@ -1577,6 +1606,17 @@ register_metrics(struct session *s, struct rs_metrics *m)
             "rssub_deletions_held_total", "Deletions a Resource List asked "
             "for that --max-delete or --max-delete-share held back.", NULL);
     if (rc == 0)
+        rc = rs_metrics_register_counter(m, &s->m_refused,
+            "rssub_source_auth_failures_total", "Responses 401 or 403 from "
+            "the Source's origin.", NULL);
+    for (int a = 0; a < ACCESS_COUNT && rc == 0; a++)
+        rc = rs_metrics_register_gauge(m, &s->m_access[a],
+            "rssub_source_access", "1 for the state of the Source's access: "
+            "unknown, ok, refused (401 or 403 since the last discovery or "
+            "pull that went through).", "state", access_names[a], NULL);
+    if (rc == 0)
+        rs_metrics_gauge_set(s->m_access[ACCESS_UNKNOWN], 1);
+    if (rc == 0)
         rc = rs_metrics_register_counter(m, &s->m_strays,
             "rssub_audit_strays_total", "Files in the mirror no resource "
             "accounts for, found by audits.", NULL);
@@ -1686,6 +1726,19 @@ set_default_prefixes(struct session *s)
 }
 
 static void
+on_retry_discovery(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    if (s->state != SESSION_DISCOVERING)
+        return;
+    if (discovery_start(s->discovery, s->o.c.source) != 0)
+        finish(s, 1);
+}
+
+static void
 on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
 {
     struct session *s = ud;
@@ -1695,9 +1748,20 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         rs_log_kv(RS_LOG_ERROR, "discovery failed", "source", s->o.c.source,
                   "error", err, NULL);
         set_last_error(s, err);
+        if (s->o.cmd == SESSION_RUN && s->access == ACCESS_REFUSED &&
+            s->state == SESSION_DISCOVERING) {
+            /* Credentials can be fixed at the Source's end (a token
+             * granted, a list made public): try again, backing off. */
+            struct timeval tv = tv_ms((int64_t)rs_backoff_base(
+                &SESSION_PULL_BACKOFF, ++s->disc_fails));
+            evtimer_add(s->ev_retry_disc, &tv);
+            return;
+        }
         finish(s, s->o.cmd == SESSION_AUDIT ? 3 : 1);
         return;
     }
+    s->disc_fails = 0;
+    access_set(s, ACCESS_OK, "capability lists found");
     s->disc = res;
     for (size_t i = 0; i < res->nsets && s->nsets < SESSION_MAX_SETS; i++) {
         struct discovery_set *d = &res->sets[i];
@@ -1918,7 +1982,8 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
     s->ev_ready = event_new(o->base, -1, EV_PERSIST, on_ready_tick, s);
     s->ev_end = evtimer_new(o->base, on_end_event, s);
     s->ev_reconcile = evtimer_new(o->base, on_reconcile_due, s);
-    if (s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
+    s->ev_retry_disc = evtimer_new(o->base, on_retry_discovery, s);
+    if (s->ev_retry_disc == NULL || s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
         s->ev_retry_pull == NULL || s->ev_reconcile == NULL ||
         s->ev_ready == NULL || s->ev_end == NULL) {
         snprintf(err, errsz, "out of memory");
@@ -1954,7 +2019,8 @@ session_free(struct session *s)
     discovery_result_free(s->disc);
     struct event *evs[] = { s->ev_poll, s->ev_pull, s->ev_audit,
                             s->ev_progress, s->ev_retry_pull,
-                            s->ev_ready, s->ev_end, s->ev_reconcile };
+                            s->ev_ready, s->ev_end, s->ev_reconcile,
+                            s->ev_retry_disc };
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i] != NULL)
             event_free(evs[i]);
@@ -1972,6 +2038,30 @@ session_start(struct session *s)
         return rc;
     session_set(s, SESSION_DISCOVERING, s->o.c.source);
     return 0;
+}
+
+void
+session_source_refused(struct session *s, const char *url, long status)
+{
+    char st[16];
+
+    rs_metrics_counter_inc(s->m_refused);
+    if (s->state == SESSION_DONE)
+        return;
+    snprintf(st, sizeof(st), "%ld", status);
+    /* Said once per refusal spell in run (the backoff repeats it at most
+     * once per retry in the pull and discovery errors), always in sync and
+     * audit, which end here: waiting out --retries would not help. */
+    if (s->o.cmd != SESSION_RUN || s->access != ACCESS_REFUSED)
+        rs_log_kv(RS_LOG_ERROR, "the source refused access (see "
+                  "--source-token-file, --header-file, --netrc-file, "
+                  "--client-cert)", "url", url, "status", st, NULL);
+    access_set(s, ACCESS_REFUSED, status == 401 ? "401" : "403");
+    if (s->o.cmd != SESSION_RUN) {
+        set_last_error(s, "the source refused access");
+        s->nq = 0;
+        finish(s, s->o.cmd == SESSION_AUDIT ? 3 : 1);
+    }
 }
 
 int

@@ -118,6 +118,16 @@ void session_websub_state(struct session *s, const char *topic,
  * last error): the end of a sync, and rssub status. 0 or a ledger error. */
 int session_log_failed(struct ledger *l) RS_MUST_CHECK;
 
+/* The Source's origin answered 401 or 403 (rs_http's on_refused for the
+ * realm "source"): counted (rssub_source_auth_failures_total), shown in
+ * rssub_source_access{state="refused"} until a discovery or pull goes
+ * through. sync and audit end at once (1, 3) with one error line naming
+ * url and status; run logs it once per spell and keeps retrying with
+ * backoff (a refused discovery too, instead of ending). Safe inside any
+ * rs_http callback. */
+void session_source_refused(struct session *s, const char *url,
+                            long status);
+
 /* For the metrics listener's port in the ready file (set before start). */
 void session_set_metrics_port(struct session *s, int port);
 

@@ -158,6 +158,8 @@ struct wsclient {
     uint64_t connect_us, idle_us;
     char *user_agent;
     char *ca_file;
+    char *client_cert, *client_key;
+    char *auth;               /* "Bearer X" for the upgrade, or NULL */
 
     struct lws_context *ctx;  /* made and destroyed by the main loop */
     struct rs_seam *seam;     /* the lws thread and all that crosses */
@@ -770,10 +772,16 @@ on_append_headers(struct wsclient *w, struct lws *wsi, void *in, size_t len)
 {
     unsigned char **p = in;
     unsigned char *end = *p + len;
-    return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_USER_AGENT,
-                                        (unsigned char *)w->user_agent,
-                                        (int)strlen(w->user_agent), p, end)
-               ? -1 : 0;
+    if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_USER_AGENT,
+                                     (unsigned char *)w->user_agent,
+                                     (int)strlen(w->user_agent), p, end))
+        return -1;
+    if (w->auth != NULL &&
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
+                                     (unsigned char *)w->auth,
+                                     (int)strlen(w->auth), p, end))
+        return -1;
+    return 0;
 }
 
 static int
@@ -964,6 +972,21 @@ wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
         set_err(err, errsz, "wsclient: cannot read ca_file");
         return NULL;
     }
+    if ((o->client_cert != NULL && access(o->client_cert, R_OK) != 0) ||
+        (o->client_key != NULL && access(o->client_key, R_OK) != 0)) {
+        set_err(err, errsz, "wsclient: cannot read client_cert or key");
+        return NULL;
+    }
+    if (o->client_key != NULL && o->client_cert == NULL) {
+        set_err(err, errsz, "wsclient: client_key without client_cert");
+        return NULL;
+    }
+    if (o->bearer != NULL &&
+        (o->bearer[0] == '\0' || strlen(o->bearer) > 4096 ||
+         strpbrk(o->bearer, " \t\r\n") != NULL)) {
+        set_err(err, errsz, "wsclient: bad bearer token");
+        return NULL;
+    }
     struct wsclient *w = rs_calloc(1, sizeof(*w));
     if (w == NULL) {
         set_err(err, errsz, "wsclient: out of memory");
@@ -983,6 +1006,18 @@ wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
         goto fail;
     if (o->ca_file != NULL && (w->ca_file = rs_strdup(o->ca_file)) == NULL)
         goto fail;
+    if (o->client_cert != NULL &&
+        (w->client_cert = rs_strdup(o->client_cert)) == NULL)
+        goto fail;
+    if (o->client_key != NULL &&
+        (w->client_key = rs_strdup(o->client_key)) == NULL)
+        goto fail;
+    if (o->bearer != NULL) {
+        size_t n = strlen(o->bearer) + sizeof("Bearer ");
+        if ((w->auth = rs_malloc(n)) == NULL)
+            goto fail;
+        snprintf(w->auth, n, "Bearer %s", o->bearer);
+    }
     struct rs_seam_opts so = {
         .base = o->base,
         .threads = 1,
@@ -1008,6 +1043,9 @@ wsclient_new(const struct wsclient_opts *o, char *err, size_t errsz)
     info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
                    LWS_SERVER_OPTION_JUST_USE_RAW_ORIGIN;
     info.client_ssl_ca_filepath = w->ca_file;
+    info.client_ssl_cert_filepath = w->client_cert;
+    info.client_ssl_private_key_filepath =
+        w->client_key != NULL ? w->client_key : w->client_cert;
     info.pt_serv_buf_size = WSC_SERV_BUF;
     info.fd_limit_per_thread = WSC_MAX_FDS;
     info.count_threads = 1;
@@ -1054,6 +1092,12 @@ wsclient_free(struct wsclient *w)
     }
     rs_free(w->user_agent);
     rs_free(w->ca_file);
+    rs_free(w->client_cert);
+    rs_free(w->client_key);
+    if (w->auth != NULL) {
+        explicit_bzero(w->auth, strlen(w->auth));
+        rs_free(w->auth);
+    }
     rs_free(w);
 }
 

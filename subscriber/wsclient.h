@@ -40,6 +40,15 @@ struct wsclient_opts {
     const char *user_agent;      /* copied, <= 256 bytes; NULL = rssub/VER */
     const char *ca_file;         /* PEM CAs for wss:// besides the system
                                     store; copied; NULL = system only */
+    const char *client_cert;     /* PEM certificate for TLS client auth on
+                                    wss:// (and its key; NULL: in the
+                                    certificate); copied */
+    const char *client_key;
+    const char *bearer;          /* sent as "Authorization: Bearer X" on
+                                    every upgrade request (every connection
+                                    of this client goes to a hub; lws
+                                    follows no redirect); copied; <= 4096
+                                    bytes, no white space; NULL: none */
 };
 
 /* All three run on the main loop thread, never after wsclient_conn_close(c)
