@@ -106,7 +106,7 @@ hub_read_note(struct hub *h, struct evhttp_request *req, const char *where,
 }
 
 enum read_verdict
-hub_read_cred(struct hub *h, struct evhttp_request *req, const char *where,
+hub_read_cred(struct hub *h, struct evhttp_request *req,
               struct read_cred **out)
 {
     *out = NULL;
@@ -123,8 +123,6 @@ hub_read_cred(struct hub *h, struct evhttp_request *req, const char *where,
         explicit_bzero(tok, len);
         rs_free(tok);
     }
-    if (r != READ_OK)
-        hub_read_note(h, req, where, NULL, r);
     return r;
 }
 

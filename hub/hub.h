@@ -163,11 +163,12 @@ int hub_channel_uri(const struct hub *h, const struct topic *t, char *buf,
  * Read access on the HTTP side (docs/protocol.md 4, 5, 6). The request's
  * Authorization bearer, checked against the credentials in force: READ_OK
  * with *out (readauth_cred_free it), READ_NO_CRED with *out NULL when the
- * request has none, READ_BAD_CRED / READ_EXPIRED otherwise (then noted as
- * a refusal at where).
+ * request has none, READ_BAD_CRED / READ_EXPIRED otherwise. Noting a
+ * refusal (hub_read_note) is the caller's, once it refuses: a public topic
+ * is served whatever credential came along.
  */
 enum read_verdict hub_read_cred(struct hub *h, struct evhttp_request *req,
-                                const char *where, struct read_cred **out);
+                                struct read_cred **out);
 /* May the holder of c (NULL: none) see and read topic t? Public topics:
  * always; private ones: with a credential that allows them; admin: all. */
 bool hub_topic_visible(const struct hub *h, const struct topic *t,

@@ -658,8 +658,9 @@ static void
 serve_topics_now(struct hub *h, struct evhttp_request *req)
 {
     struct read_cred *c = NULL;
-    enum read_verdict v = hub_read_cred(h, req, "topics", &c);
+    enum read_verdict v = hub_read_cred(h, req, &c);
     if (v != READ_OK && v != READ_NO_CRED) {
+        hub_read_note(h, req, "topics", NULL, v);
         hub_read_reply(req, v);
         return;
     }
@@ -705,8 +706,9 @@ serve_caplist_entries(struct hub *h, struct evhttp_request *req,
     bool framework;
 
     struct read_cred *c = NULL;
-    enum read_verdict v = hub_read_cred(h, req, "topics", &c);
+    enum read_verdict v = hub_read_cred(h, req, &c);
     if (v != READ_OK && v != READ_NO_CRED) {
+        hub_read_note(h, req, "topics", name, v);
         hub_read_reply(req, v);
         return;
     }

@@ -666,7 +666,7 @@ handle_subscription(struct websub *w, struct evhttp_request *req,
                                           sizeof(derived)) == 0 ? derived
                                                                 : f->topic;
     struct read_cred *cred = NULL;
-    enum read_verdict rv = hub_read_cred(h, req, "websub", &cred);
+    enum read_verdict rv = hub_read_cred(h, req, &cred);
     if (rv == READ_OK || rv == READ_NO_CRED)
         rv = readauth_allows(h->readauth, cred, name, f->topic);
     else if (readauth_allows(h->readauth, NULL, name, f->topic) == READ_PUBLIC)
@@ -674,8 +674,7 @@ handle_subscription(struct websub *w, struct evhttp_request *req,
     readauth_cred_free(cred);
     if (readauth_verdict_status(rv) != 0) {
         w->st.denied++;
-        if (rv == READ_NO_CRED || rv == READ_NOT_ALLOWED)
-            hub_read_note(h, req, "websub", name, rv);
+        hub_read_note(h, req, "websub", name, rv);
         hub_read_reply(req, rv);
         return;
     }
