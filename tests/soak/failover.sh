@@ -69,7 +69,7 @@ hs_publish_start
 check "202s under load before the first fault" wait_until 10 hs_some_acked_after 0 200
 END=$((SECONDS + MINUTES * 60))
 KINDS=(kill9 stop switch)
-k=$((RANDOM % 3))
+ki=$((RANDOM % 3))
 round=0
 declare -a FO_SECS
 declare -A CNT=([kill9]=0 [stop]=0 [switch]=0)
@@ -80,8 +80,8 @@ while [ "$SECONDS" -lt "$END" ]; do
     bg "churn$round" "$PY" -c "$CHURN_PY" "$HS_SRC" $((SEED + round)) 40 0.1 \
         >"$TMP/churn$round.out"
     sleep 1
-    kind=${KINDS[$k]}
-    k=$(((k + 1) % 3))
+    kind=${KINDS[$ki]}
+    ki=$(((ki + 1) % 3))
     CNT[$kind]=$((CNT[$kind] + 1))
     hs_fault "$kind" || break
     FO_SECS+=("$(awk -v a="$HA_FAILOVER_T" -v b="$HA_FAULT_T" 'BEGIN { printf "%.1f", a - b }')")

@@ -208,7 +208,7 @@ EOF
 # promotion, the old one turned into a replica by Sentinel (30 s). Then
 # publishing must resume within HS_RESUME_BOUND s of the fault.
 hs_fault() {
-    local kind=$1 from
+    local kind=$1 from k
     from=$(ha_primary)
     if [ "$kind" = kill9 ]; then
         ha_kill9_primary
