@@ -11,8 +11,6 @@
  */
 #include "readauth.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <jwt.h>
@@ -25,13 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_tokenfile.h"
 #include "topic.h"
 
-#define READAUTH_FILE_MAX (64 * 1024)
 #define READAUTH_TOKENS_MAX 100000   /* tokens in one snapshot, all kinds */
 
 struct digests {
@@ -317,66 +313,14 @@ out:
 /* ---------------------------------------------------------------- files */
 
 int
-readauth_read_file(const char *path, bool secret, bool insecure, char **out,
-                   size_t *len, char *err, size_t errsz)
-{
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    *out = NULL;
-    *len = 0;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errsz, "%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return RS_EIO;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size > READAUTH_FILE_MAX) {
-        snprintf(err, errsz, "%s: not a regular file of at most 64 KiB", path);
-        close(fd);
-        return RS_EINVAL;
-    }
-    if (secret && !insecure && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
-        snprintf(err, errsz, "%s is readable by group or others (chmod 600, "
-                 "or --insecure-token-file)", path);
-        close(fd);
-        return RS_EINVAL;
-    }
-    char *buf = rs_malloc((size_t)st.st_size + 1);
-    if (buf == NULL) {
-        close(fd);
-        snprintf(err, errsz, "%s: out of memory", path);
-        return RS_ENOMEM;
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    buf[got] = '\0';
-    if (memchr(buf, '\0', got) != NULL) {
-        OPENSSL_cleanse(buf, got);
-        rs_free(buf);
-        snprintf(err, errsz, "%s: holds a NUL byte", path);
-        return RS_EINVAL;
-    }
-    *out = buf;
-    *len = got;
-    return 0;
-}
-
-int
 readauth_read_tokens(const char *path, bool insecure,
                      int (*add)(struct readauth *, const char *),
                      struct readauth *ra, char *err, size_t errsz)
 {
     char *buf;
     size_t len;
-    int rc = readauth_read_file(path, true, insecure, &buf, &len, err, errsz);
+    int rc = rs_tokenfile_read_text(path, insecure, READAUTH_FILE_MAX, &buf,
+                                    &len, err, errsz);
     if (rc != 0)
         return rc;
     int lineno = 0, n = 0;
@@ -410,8 +354,7 @@ readauth_read_tokens(const char *path, bool insecure,
         snprintf(err, errsz, "%s: holds no token", path);
         rc = RS_EINVAL;
     }
-    OPENSSL_cleanse(buf, len);
-    rs_free(buf);
+    rs_tokenfile_text_free(buf);
     return rc;
 }
 

@@ -21,6 +21,7 @@
 #define READAUTH_JWT_MAX 8192       /* a JWT, bytes */
 #define READAUTH_CLAIM_TOPICS 256   /* entries of a JWT's topics claim */
 #define READAUTH_SECRET_MIN 32      /* an HS256 secret, bytes */
+#define READAUTH_FILE_MAX (64 * 1024)  /* a token, secret or key file */
 
 enum read_verdict {
     READ_PUBLIC = 0,    /* the topic needs no credential */
@@ -71,21 +72,16 @@ int readauth_jwt_public_key(struct readauth *ra, const char *pem, size_t len,
                             const char **why) RS_MUST_CHECK;
 
 /*
- * Read a file of credentials: each line that is not empty nor a # comment
- * is one token (white space around it trimmed, none inside, at most
- * READAUTH_TOKEN_MAX bytes), handed to add. A file readable by group or
- * others is refused unless insecure. 0, or RS_EIO / RS_EINVAL /
- * RS_ENOMEM with a message in err.
+ * Read a file of credentials (rs_tokenfile.h: at most 64 KiB): each line
+ * that is not empty nor a # comment is one token (white space around it
+ * trimmed, none inside, at most READAUTH_TOKEN_MAX bytes), handed to add.
+ * 0, or RS_EIO, RS_EDENIED (readable by group or others and !insecure),
+ * RS_EINVAL, RS_ETOOBIG, RS_ENOMEM with a message in err.
  */
 int readauth_read_tokens(const char *path, bool insecure,
                          int (*add)(struct readauth *, const char *),
                          struct readauth *ra, char *err,
                          size_t errsz) RS_MUST_CHECK;
-/* Read a whole file (at most 64 KiB) into *out (rs_free it; NUL added).
- * secret: refused when readable by group or others unless insecure. */
-int readauth_read_file(const char *path, bool secret, bool insecure,
-                       char **out, size_t *len, char *err,
-                       size_t errsz) RS_MUST_CHECK;
 
 /* Building is over: sort for lookups. Call before sharing the snapshot
  * (checks work before it too, only slower). */

@@ -36,6 +36,7 @@
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
+#include "rs_tokenfile.h"
 #include "status.h"
 #include "subs.h"
 #include "ui.h"
@@ -381,9 +382,9 @@ readauth_build(const struct hub *h, struct topic_conf **list, char *err,
                                   conf.insecure_token_file,
                                   readauth_admin_token, ra, err, errsz);
     if (rc == 0 && conf.read_jwt_secret_file != NULL) {
-        rc = readauth_read_file(conf.read_jwt_secret_file, true,
-                                conf.insecure_token_file, &buf, &len, err,
-                                errsz);
+        rc = rs_tokenfile_read_text(conf.read_jwt_secret_file,
+                                    conf.insecure_token_file,
+                                    READAUTH_FILE_MAX, &buf, &len, err, errsz);
         if (rc == 0) {
             size_t n = strcspn(buf, "\r\n");
             rc = readauth_jwt_secret(ra, buf, n);
@@ -391,19 +392,19 @@ readauth_build(const struct hub *h, struct topic_conf **list, char *err,
                 snprintf(err, errsz, "%s: the secret (its first line) must "
                          "be %d bytes or more", conf.read_jwt_secret_file,
                          READAUTH_SECRET_MIN);
-            explicit_bzero(buf, len);
-            rs_free(buf);
+            rs_tokenfile_text_free(buf);
             buf = NULL;
         }
     }
     if (rc == 0 && conf.read_jwt_public_key_file != NULL) {
-        rc = readauth_read_file(conf.read_jwt_public_key_file, false, true,
-                                &buf, &len, err, errsz);
+        /* a public key: anyone may read it */
+        rc = rs_tokenfile_read_text(conf.read_jwt_public_key_file, true,
+                                    READAUTH_FILE_MAX, &buf, &len, err, errsz);
         const char *why = NULL;
         if (rc == 0 && (rc = readauth_jwt_public_key(ra, buf, len, &why)) != 0)
             snprintf(err, errsz, "%s: %s", conf.read_jwt_public_key_file,
                      why != NULL ? why : "out of memory");
-        rs_free(buf);
+        rs_tokenfile_text_free(buf);
     }
     if (rc != 0) {
         readauth_unref(ra);

@@ -356,7 +356,7 @@ test_token_files(void **state)
     assert_int_equal(check(ra, "# rotation", "x"), READ_BAD_CRED);
     assert_int_equal(chmod(path, 0644), 0);
     assert_int_equal(readauth_read_tokens(path, false, readauth_hub_token, ra,
-                                          err, sizeof(err)), RS_EINVAL);
+                                          err, sizeof(err)), RS_EDENIED);
     assert_non_null(strstr(err, "readable by group or others"));
     assert_int_equal(readauth_read_tokens(path, true, readauth_hub_token, ra,
                                           err, sizeof(err)), 0);
