@@ -33,7 +33,7 @@
 #   ha_scli S ARGS...          redis-cli to Sentinel S
 # Call ha_start and the faults directly, not in $(...) or through check:
 # the PIDs and names they record must stay in the test's shell.
-# HA_FAULT_T, HA_NEW, HA_FAILOVER_T are for the callers:
+# HA_FAULT_T0, HA_FAULT_T, HA_NEW, HA_FAILOVER_T are for the callers:
 # shellcheck disable=SC2034
 
 # wait_until is source.sh's: brought in when the test did not source it
@@ -49,7 +49,8 @@ HA_DIR=$TMP/ha
 HA_SENTINELS=(s0 s1 s2)
 HA_NODES=()
 HA_OLD=             # the node the last fault was made to
-HA_FAULT_T=         # when (epoch seconds, with a fraction)
+HA_FAULT_T0=        # when it began (epoch seconds, with a fraction)
+HA_FAULT_T=         # when it was done: nothing sent later reached the node
 HA_STOPPED=         # the node SIGSTOPped now, if any
 HA_NEW=             # the primary ha_wait_failover saw elected
 HA_FAILOVER_T=      # when (epoch seconds)
@@ -261,6 +262,7 @@ ha_now() { date +%s.%N | cut -c1-17; }
 ha_kill9_primary() {
     local n
     n=$(ha_primary_node) || { echo "no primary known" >&2; return 1; }
+    HA_FAULT_T0=$(ha_now)
     kill -KILL "${HA_PID[$n]}" 2>/dev/null
     wait "${HA_PID[$n]}" 2>/dev/null
     # the time is taken once it is gone: nothing sent after it reached it
@@ -273,6 +275,7 @@ ha_kill9_primary() {
 ha_stop_primary() {
     local n
     n=$(ha_primary_node) || { echo "no primary known" >&2; return 1; }
+    HA_FAULT_T0=$(ha_now)
     kill -STOP "${HA_PID[$n]}"
     HA_OLD=$n
     HA_STOPPED=$n
@@ -292,7 +295,8 @@ ha_is_stopped() { [ "$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)" = T
 ha_switchover() {
     local n
     n=$(ha_primary_node) || { echo "no primary known" >&2; return 1; }
-    HA_FAULT_T=$(ha_now)
+    HA_FAULT_T0=$(ha_now)
+    HA_FAULT_T=$HA_FAULT_T0
     [ "$(ha_scli s0 sentinel failover "$HA_NAME" | tr -d '\r')" = OK ] || return 1
     HA_OLD=$n
 }
