@@ -22,11 +22,13 @@ PKGS=(
   prometheus   # promtool, for tests/integration/test_monitoring.sh
   chromium chromium-driver   # tests/integration/test_ui.sh: the dashboards
                              # in headless Chromium (WebDriver)
+  openssl nginx-light   # test_sub_credentials.sh: a private CA, TLS in front of rshub
 )
 
-# --bench: also what the benchmarks compare against (nginx with nchan).
+# --bench: also what the benchmarks compare against (nginx with nchan; nginx
+# itself is in the list above).
 if [ "${1:-}" = "--bench" ]; then
-  PKGS+=(nginx-light libnginx-mod-nchan)
+  PKGS+=(libnginx-mod-nchan)
 fi
 
 missing=()
