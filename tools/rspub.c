@@ -38,6 +38,7 @@
 #include "rs_pubid.h"
 #include "rs_retry_after.h"
 #include "rs_time.h"
+#include "rs_tokenfile.h"
 #include "rs_url.h"
 #include "rs_write.h"
 
@@ -47,7 +48,7 @@
 #define RSPUB_UNAVAILABLE 3     /* 5xx, no connection, timeout */
 
 #define RSPUB_CHUNK 65536               /* read size for files and stdin */
-#define RSPUB_TOKEN_MAX 4096            /* bytes of a token, after trimming */
+#define RSPUB_TOKEN_MAX RS_TOKENFILE_MAX  /* bytes of a token, after trimming */
 #define RSPUB_REPLY_MAX 4096            /* reply body kept for messages */
 #define RSPUB_BACKOFF_MS 500L           /* first retry delay; doubles */
 #define RSPUB_BACKOFF_MAX_MS 8000L
@@ -711,53 +712,18 @@ token_set(char *tok, size_t toksz, const char *src, size_t len,
     return RSPUB_OK;
 }
 
-/* The first line of the token file. The mode is checked on the open
- * descriptor, so the file checked is the file read. */
+/* The first line of the token file, read by the daemons' own reader (mode
+ * checked on the open descriptor, trimmed, one header value). */
 static int
 token_from_file(const char *path, char *tok, size_t toksz)
 {
-    int rc = RSPUB_REJECTED;
-    char raw[RSPUB_TOKEN_MAX + 2];
-    size_t n = 0;
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        fprintf(stderr, "rspub: token file %s: %s\n", path, strerror(errno));
-        goto out;
+    char err[512];
+    if (rs_tokenfile_read(path, conf.insecure_token_file, tok, toksz, err,
+                          sizeof(err)) != 0) {
+        fprintf(stderr, "rspub: %s\n", err);
+        return RSPUB_REJECTED;
     }
-    if (fstat(fd, &st) != 0) {
-        fprintf(stderr, "rspub: token file %s: %s\n", path, strerror(errno));
-        goto out;
-    }
-    if (!conf.insecure_token_file && (st.st_mode & (S_IRGRP | S_IROTH))) {
-        fprintf(stderr, "rspub: token file %s is readable by group or "
-                "others (mode %04o): chmod 600 it, or pass "
-                "--insecure-token-file\n", path,
-                (unsigned)(st.st_mode & 07777));
-        goto out;
-    }
-    while (n < sizeof(raw) && memchr(raw, '\n', n) == NULL) {
-        ssize_t k = read(fd, raw + n, sizeof(raw) - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            fprintf(stderr, "rspub: token file %s: %s\n", path,
-                    strerror(errno));
-            goto out;
-        }
-        if (k == 0)
-            break;
-        n += (size_t)k;
-    }
-    const char *nl = memchr(raw, '\n', n);
-    char from[300];
-    snprintf(from, sizeof(from), "token file %s", path);
-    rc = token_set(tok, toksz, raw, nl != NULL ? (size_t)(nl - raw) : n, from);
-out:
-    explicit_bzero(raw, sizeof(raw));
-    if (fd >= 0)
-        close(fd);
-    return rc;
+    return RSPUB_OK;
 }
 
 /* --token-file (flag or config file) wins over RSPUB_TOKEN; with neither,
