@@ -72,6 +72,7 @@ struct opts {
     double rate, duration, drain, hold;
     double connect_timeout, warmup_timeout;
     const char *label;
+    const char *header;       /* one more line on every upgrade, or NULL */
 };
 
 static struct opts opt = {
@@ -360,6 +361,7 @@ struct sub {
     uint8_t src;               /* last octet of the source address */
     uint16_t close_code;
     uint64_t t_start;
+    uint64_t t_upgrade;        /* when the upgrade request went out */
     unsigned char *pend;       /* partial frame (or handshake) bytes */
     uint32_t npend, cappend;
     uint64_t *bits;            /* seqs received */
@@ -382,6 +384,8 @@ struct sub_thread {
     uint64_t closed_run;       /* closed by the peer after connecting */
     uint64_t pings;
     uint64_t last_rx;          /* newest measured delivery, us */
+    struct hist up;            /* upgrade request sent -> 101 read */
+    uint64_t last_open;        /* newest 101, us */
     /* read by main while running */
     atomic_uint_fast64_t open, failed, warm, delivered;
 };
@@ -450,7 +454,7 @@ sub_send_upgrade(struct sub_thread *t, struct sub *s)
         sub_fail(t, s);
         return;
     }
-    char req[512];
+    char req[4608];
     int n;
     if (opt.tgt == TGT_RSHUB)
         n = snprintf(req, sizeof(req), "GET /channel/%s HTTP/1.1\r\n",
@@ -461,7 +465,10 @@ sub_send_upgrade(struct sub_thread *t, struct sub *s)
     n += snprintf(req + n, sizeof(req) - (size_t)n,
                   "Host: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                  "Sec-WebSocket-Version: 13\r\n\r\n", opt.ws_host);
+                  "Sec-WebSocket-Version: 13\r\n%s%s\r\n", opt.ws_host,
+                  opt.header != NULL ? opt.header : "",
+                  opt.header != NULL ? "\r\n" : "");
+    s->t_upgrade = now_us();
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
     if (write(s->fd, req, (size_t)n) != n ||
         epoll_ctl(t->ep, EPOLL_CTL_MOD, s->fd, &ev) != 0) {
@@ -635,6 +642,8 @@ sub_on_handshake(struct sub_thread *t, struct sub *s, size_t n, uint64_t now)
     s->state = SUB_OPEN;
     t->inflight--;
     atomic_fetch_add(&t->open, 1);
+    hist_add(&t->up, now > s->t_upgrade ? now - s->t_upgrade : 0);
+    t->last_open = now;
     size_t hl = (size_t)(end - p) + 4;
     uint64_t measured = 0;
     long used = sub_frames(t, s, p + hl, n - hl, now, &measured);
@@ -1056,6 +1065,8 @@ usage(FILE *f)
 "                         after printing CONNECTED (or until SIGTERM)\n"
 "  --connect-timeout S    (default 60)   --warmup-timeout S (default 30)\n"
 "  --label TEXT           copied into the RESULT line\n"
+"  --header 'NAME: VALUE' one more header on every WebSocket upgrade\n"
+"                         (e.g. 'Authorization: Bearer TOKEN')\n"
 "Prints a summary and one line 'RESULT key=value ...'.\n");
 }
 
@@ -1064,7 +1075,8 @@ parse_args(int argc, char **argv)
 {
     enum { O_TARGET = 256, O_HTTP, O_WS, O_CHANNEL, O_TOPIC, O_SUBS,
            O_THREADS, O_SOURCES, O_RATE, O_DURATION, O_DRAIN, O_PUBCONNS,
-           O_SIZE, O_HOLD, O_CTIMEOUT, O_WTIMEOUT, O_LABEL, O_HELP };
+           O_SIZE, O_HOLD, O_CTIMEOUT, O_WTIMEOUT, O_LABEL, O_HEADER,
+           O_HELP };
     static const struct option lo[] = {
         { "target", 1, NULL, O_TARGET }, { "http", 1, NULL, O_HTTP },
         { "ws", 1, NULL, O_WS }, { "channel", 1, NULL, O_CHANNEL },
@@ -1075,7 +1087,8 @@ parse_args(int argc, char **argv)
         { "size", 1, NULL, O_SIZE }, { "hold", 1, NULL, O_HOLD },
         { "connect-timeout", 1, NULL, O_CTIMEOUT },
         { "warmup-timeout", 1, NULL, O_WTIMEOUT },
-        { "label", 1, NULL, O_LABEL }, { "help", 0, NULL, O_HELP },
+        { "label", 1, NULL, O_LABEL }, { "header", 1, NULL, O_HEADER },
+        { "help", 0, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
     bool have_http = false, have_ws = false;
@@ -1135,6 +1148,13 @@ parse_args(int argc, char **argv)
         case O_CTIMEOUT: ok = parse_num(optarg, 1, 3600, &opt.connect_timeout); break;
         case O_WTIMEOUT: ok = parse_num(optarg, 1, 3600, &opt.warmup_timeout); break;
         case O_LABEL: opt.label = optarg; break;
+        case O_HEADER:
+            /* one header line, no CR/LF of its own: the request stays one
+             * well-formed head */
+            ok = strlen(optarg) <= 4096 && strpbrk(optarg, "\r\n") == NULL &&
+                 strchr(optarg, ':') != NULL;
+            opt.header = optarg;
+            break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -1347,14 +1367,19 @@ main(int argc, char **argv)
         pthread_join(pub.tid, NULL);
 
     /* ------------------------------------------------------- report */
-    struct hist lat;
+    struct hist lat, up;
     memset(&lat, 0, sizeof(lat));
+    memset(&up, 0, sizeof(up));
+    uint64_t last_open = 0;
     uint64_t delivered = 0, lost = 0, lost_conns = 0, expected = 0, dups = 0,
              foreign = 0, unparsed = 0, bad = 0, no_hub_id = 0, closed = 0,
              failed = 0, pings = 0, last_rx = 0, open_run = 0;
     for (unsigned i = 0; i < opt.threads; i++) {
         struct sub_thread *t = &sthreads[i];
         hist_merge(&lat, &t->lat);
+        hist_merge(&up, &t->up);
+        if (t->last_open > last_open)
+            last_open = t->last_open;
         dups += t->dups;
         foreign += t->foreign;
         unparsed += t->unparsed;
@@ -1403,6 +1428,14 @@ main(int argc, char **argv)
             expected, del_ps, lost, lost_conns, dups, closed,
             hist_pct(&lat, 50), hist_pct(&lat, 99), hist_pct(&lat, 99.9),
             (double)lat.max / 1000.0);
+    /* set-up rate: completed upgrades over the time from the first
+     * connect to the last 101 */
+    double up_secs = last_open > t_conn ? (double)(last_open - t_conn) / 1e6
+                                        : 0;
+    double up_ps = up_secs > 0 ? (double)up.count / up_secs : 0;
+    fprintf(stderr, "  upgrades: %" PRIu64 " in %.2f s (%.0f/s), round trip "
+            "ms p50 %.2f p99 %.2f max %.2f\n", up.count, up_secs, up_ps,
+            hist_pct(&up, 50), hist_pct(&up, 99), (double)up.max / 1000.0);
     printf("RESULT label=%s target=%s subs=%u open=%" PRIu64 " open_run=%"
            PRIu64 " conn_fail=%" PRIu64 " conn_secs=%.2f warm=%" PRIu64
            " rate=%.0f duration=%.2f sent=%" PRIu64 " accepted=%" PRIu64
@@ -1413,7 +1446,9 @@ main(int argc, char **argv)
            "p99_ms=%.3f p999_ms=%.3f max_ms=%.3f lost=%" PRIu64
            " lost_conns=%" PRIu64 " dups=%" PRIu64 " foreign=%" PRIu64
            " unparsed=%" PRIu64 " bad_frames=%" PRIu64 " no_hub_id=%" PRIu64
-           " closed=%" PRIu64 " pings=%" PRIu64 "\n",
+           " closed=%" PRIu64 " pings=%" PRIu64 " upgrades=%" PRIu64
+           " up_secs=%.3f up_ps=%.0f up_p50_ms=%.3f up_p99_ms=%.3f"
+           " up_max_ms=%.3f\n",
            opt.label[0] ? opt.label : "-",
            opt.tgt == TGT_RSHUB ? "rshub" : "nchan", opt.subs, open0,
            open_run, failed, conn_secs, warm_ok, opt.rate, run_secs, pub.sent,
@@ -1422,7 +1457,8 @@ main(int argc, char **argv)
            hist_pct(&pub.ack, 99), delivered, expected, del_ps,
            hist_pct(&lat, 50), hist_pct(&lat, 99), hist_pct(&lat, 99.9),
            (double)lat.max / 1000.0, lost, lost_conns, dups, foreign,
-           unparsed, bad, no_hub_id, closed, pings);
+           unparsed, bad, no_hub_id, closed, pings, up.count, up_secs, up_ps,
+           hist_pct(&up, 50), hist_pct(&up, 99), (double)up.max / 1000.0);
     fflush(stdout);
     return 0;
 }
