@@ -576,6 +576,8 @@ enum read_verdict
 readauth_allows(const struct readauth *ra, const struct read_cred *c,
                 const char *name, const char *uri)
 {
+    if (ra == NULL)
+        return READ_PUBLIC;
     const struct ra_topic *t = topic_find(ra, name);
     bool private_;
     const struct digests *tokens = NULL;

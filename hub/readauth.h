@@ -125,7 +125,7 @@ bool readauth_cred_admin(const struct read_cred *c);
  * is, so that probing names does not tell private topics from unknown ones.
  * A JWT's topics entry matches the name or the URI as an fnmatch pattern;
  * an entry that is a plain URI also matches the open-mode topic named
- * after it.
+ * after it. ra NULL (no read rules at all): READ_PUBLIC.
  */
 enum read_verdict readauth_allows(const struct readauth *ra,
                                   const struct read_cred *c,
