@@ -71,9 +71,18 @@ rm "$D/first.txt"
 mkdir "$D/newdir"
 printf 'deep\n' >"$D/newdir/deep.txt"
 # On failure, say what was notified (a flake under load was seen once, and
-# "nothing" is not a diagnosis).
+# "nothing" is not a diagnosis). Each change in any order: changes that
+# land in one batch are notified in the order rssource's scan meets them,
+# which need not be the order they were made in (a delete and a create in
+# another directory); the order is checked against the Change Lists below.
+notified_all() {
+    notified "$1" "$2" "" | "$PY" -c '
+import sys
+got = set(l.rstrip("\n") for l in sys.stdin)
+sys.exit(0 if set(sys.argv[1:]) <= got else 1)' "${@:3}"
+}
 all_notified() {
-    wait_until 15 notified_has "$TMP/subc.log" "$B" "" "$@" && return 0
+    wait_until 15 notified_all "$TMP/subc.log" "$B" "$@" && return 0
     echo "notified, in order:"
     notified "$TMP/subc.log" "$B" ""
     return 1
