@@ -7,7 +7,12 @@
  * 1.10.2-1+deb12u1, whose HMAC comparison is constant-time since
  * CVE-2024-25189): it checks the signature; the algorithm the key allows,
  * exp, nbf and the claims are checked here, because 1.10 takes the
- * algorithm from the token's own header and validates no claim.
+ * algorithm from the token's own header and validates no claim. 1.10 also
+ * takes a public key only as PEM and parses it on every jwt_decode (most
+ * of an ES256/RS256 check's ~0.45 ms), so each snapshot caches what a
+ * verification established, per token's SHA-256: the cache owns those
+ * grants (shared, refcounted, with the credentials made from them) and
+ * nothing of the token itself.
  */
 #include "readauth.h"
 
@@ -18,6 +23,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +48,45 @@ struct ra_topic {
     struct digests tokens;
 };
 
+/* What verifying one JWT established, shared by the cache and the
+ * credentials made from it: immutable once built, one allocation (topics
+ * point into it), freed with its last reference, by any thread. */
+struct ra_grant {
+    atomic_uint refs;
+    unsigned char digest[SHA256_DIGEST_LENGTH];   /* of the token */
+    int64_t exp;            /* Unix s, > 0: checked on every use */
+    int64_t nbf;            /* Unix s; INT64_MIN: none. Likewise */
+    bool admin;
+    size_t bytes;           /* the allocation, for the cache's bound */
+    size_t ntopics;
+    char *topics[];         /* patterns, NUL-terminated, after the array */
+};
+
+/* The cache of verified JWTs: open addressing (linear probing) keyed by
+ * the token's SHA-256, whose first bytes are already a uniform hash.
+ * Nothing is removed alone: an insert that would pass READAUTH_JWT_CACHE
+ * entries or READAUTH_JWT_CACHE_BYTES empties the table first, so there
+ * are no tombstones and no order to keep, and at most a bound's worth of
+ * tokens is verified again. mu guards slots, n and bytes, and is held for
+ * one lookup or one insert, never while libjwt runs. */
+#define JCACHE_SLOTS 16384
+_Static_assert((JCACHE_SLOTS & (JCACHE_SLOTS - 1)) == 0 &&
+               JCACHE_SLOTS > READAUTH_JWT_CACHE + READAUTH_JWT_CACHE / 2,
+               "the table is a power of 2, at most 2/3 full");
+
+struct jcache {
+    pthread_mutex_t mu;
+    struct ra_grant **slots;     /* JCACHE_SLOTS, from the first insert;
+                                     each holds a reference */
+    size_t n;                     /* <= READAUTH_JWT_CACHE */
+    size_t bytes;                 /* <= READAUTH_JWT_CACHE_BYTES */
+    atomic_uint_fast64_t verified;
+    atomic_uint_fast64_t hits;
+};
+
 struct readauth {
     atomic_uint refs;
+    struct jcache *jwt_cache;     /* mutable: a const snapshot fills it */
     bool open;
     struct ra_topic *topics;      /* sorted by name once frozen */
     size_t ntopics;
@@ -66,8 +109,7 @@ struct read_cred {
     bool admin;
     unsigned char digest[SHA256_DIGEST_LENGTH];   /* CRED_STATIC */
     int64_t exp;                                  /* CRED_JWT; 0 static */
-    char **topics;                                /* CRED_JWT: patterns */
-    size_t ntopics;
+    struct ra_grant *grant;                      /* CRED_JWT: a reference */
 };
 
 /* ---------------------------------------------------------------- names */
@@ -109,6 +151,111 @@ readauth_verdict_status(enum read_verdict v)
     return v == READ_NO_CRED ? 401 : 403;
 }
 
+/* ------------------------------------------------------ the JWT cache */
+
+static void
+grant_unref(struct ra_grant *g)
+{
+    if (g != NULL && atomic_fetch_sub(&g->refs, 1) == 1)
+        rs_free(g);
+}
+
+static struct jcache *
+jcache_new(void)
+{
+    struct jcache *jc = rs_calloc(1, sizeof(*jc));
+    if (jc == NULL)
+        return NULL;
+    pthread_mutex_init(&jc->mu, NULL);
+    atomic_init(&jc->verified, 0);
+    atomic_init(&jc->hits, 0);
+    return jc;
+}
+
+static void
+jcache_clear_locked(struct jcache *jc)
+{
+    for (size_t i = 0; jc->slots != NULL && i < JCACHE_SLOTS; i++) {
+        grant_unref(jc->slots[i]);
+        jc->slots[i] = NULL;
+    }
+    jc->n = 0;
+    jc->bytes = 0;
+}
+
+static void
+jcache_free(struct jcache *jc)
+{
+    if (jc == NULL)
+        return;
+    jcache_clear_locked(jc);
+    rs_free(jc->slots);
+    pthread_mutex_destroy(&jc->mu);
+    rs_free(jc);
+}
+
+/* The slot holding digest, or the empty one where it would go (there is
+ * always one: the table is at most 2/3 full). */
+static size_t
+jcache_probe(const struct jcache *jc, const unsigned char *digest)
+{
+    size_t i;
+    memcpy(&i, digest, sizeof(i));
+    for (i &= JCACHE_SLOTS - 1; jc->slots[i] != NULL;
+         i = (i + 1) & (JCACHE_SLOTS - 1))
+        if (CRYPTO_memcmp(jc->slots[i]->digest, digest,
+                          SHA256_DIGEST_LENGTH) == 0)
+            break;
+    return i;
+}
+
+/* The grant of the token whose SHA-256 is digest (a new reference), or
+ * NULL when this snapshot has not verified it. */
+static struct ra_grant *
+jcache_get(struct jcache *jc, const unsigned char *digest)
+{
+    struct ra_grant *g = NULL;
+    pthread_mutex_lock(&jc->mu);
+    if (jc->slots != NULL) {
+        g = jc->slots[jcache_probe(jc, digest)];
+        if (g != NULL)
+            atomic_fetch_add(&g->refs, 1);
+    }
+    pthread_mutex_unlock(&jc->mu);
+    if (g != NULL)
+        atomic_fetch_add(&jc->hits, 1);
+    return g;
+}
+
+/* Keep g (a reference of its own) unless it is there already (another
+ * thread verified the same token meanwhile) or cannot be allocated for:
+ * a cache that cannot grow only costs verifications. */
+static void
+jcache_put(struct jcache *jc, struct ra_grant *g)
+{
+    if (g->bytes > READAUTH_JWT_CACHE_BYTES)
+        return;
+    pthread_mutex_lock(&jc->mu);
+    if (jc->slots == NULL)
+        jc->slots = rs_calloc(JCACHE_SLOTS, sizeof(*jc->slots));
+    if (jc->slots == NULL)
+        goto out;
+    size_t i = jcache_probe(jc, g->digest);
+    if (jc->slots[i] != NULL)
+        goto out;
+    if (jc->n + 1 > READAUTH_JWT_CACHE ||
+        jc->bytes + g->bytes > READAUTH_JWT_CACHE_BYTES) {
+        jcache_clear_locked(jc);
+        i = jcache_probe(jc, g->digest);
+    }
+    atomic_fetch_add(&g->refs, 1);
+    jc->slots[i] = g;
+    jc->n++;
+    jc->bytes += g->bytes;
+out:
+    pthread_mutex_unlock(&jc->mu);
+}
+
 /* ------------------------------------------------------------- building */
 
 struct readauth *
@@ -117,6 +264,11 @@ readauth_new(bool open)
     struct readauth *ra = rs_calloc(1, sizeof(*ra));
     if (ra == NULL)
         return NULL;
+    ra->jwt_cache = jcache_new();
+    if (ra->jwt_cache == NULL) {
+        rs_free(ra);
+        return NULL;
+    }
     atomic_init(&ra->refs, 1);
     ra->open = open;
     ra->sorted = true;
@@ -385,6 +537,7 @@ readauth_unref(struct readauth *ra)
         OPENSSL_cleanse(ra->secret, ra->secret_len);
     rs_free(ra->secret);
     rs_free(ra->pem);
+    jcache_free(ra->jwt_cache);
     rs_free(ra);
 }
 
@@ -394,6 +547,18 @@ readauth_active(const struct readauth *ra)
     return ra->any_private || ra->hub.n > 0;
 }
 
+void
+readauth_stats(const struct readauth *ra, struct readauth_stats *out)
+{
+    struct jcache *jc = ra->jwt_cache;
+    pthread_mutex_lock(&jc->mu);
+    out->jwt_cached = jc->n;
+    out->jwt_cached_bytes = jc->bytes;
+    pthread_mutex_unlock(&jc->mu);
+    out->jwt_verified = atomic_load(&jc->verified);
+    out->jwt_cache_hits = atomic_load(&jc->hits);
+}
+
 /* ------------------------------------------------------------- checking */
 
 void
@@ -401,9 +566,7 @@ readauth_cred_free(struct read_cred *c)
 {
     if (c == NULL)
         return;
-    for (size_t i = 0; i < c->ntopics; i++)
-        rs_free(c->topics[i]);
-    rs_free(c->topics);
+    grant_unref(c->grant);
     rs_free(c);
 }
 
@@ -436,43 +599,68 @@ jwt_int_claim(jwt_t *j, const char *name, int64_t *out)
     return ok;
 }
 
-/* The claims: exp (required), nbf, admin, topics. */
+/* The claims of a verified token whose SHA-256 is digest, at now_s:
+ * exp (required), nbf, admin, topics (required unless admin). READ_OK
+ * with *out (one reference); a token outside its exp/nbf window is
+ * READ_EXPIRED and no grant, so that only what was valid is cached. */
 static enum read_verdict
-jwt_claims(jwt_t *j, int64_t now_s, struct read_cred *c)
+grant_new(jwt_t *j, const unsigned char *digest, int64_t now_s,
+          struct ra_grant **out)
 {
-    int64_t exp = 0, nbf = 0;
+    int64_t exp = 0, nbf = INT64_MIN;
+    *out = NULL;
     if (!jwt_int_claim(j, "exp", &exp) || exp <= 0)
         return READ_BAD_CRED;
     if (exp <= now_s)
         return READ_EXPIRED;
     if (jwt_int_claim(j, "nbf", &nbf) && nbf > now_s)
         return READ_EXPIRED;
-    c->exp = exp;
+    bool admin = false;
     char *js = jwt_get_grants_json(j, "admin");
     if (js != NULL) {
-        c->admin = strcmp(js, "true") == 0;
+        admin = strcmp(js, "true") == 0;
         free(js);
     }
+    json_t *arr = NULL;
     js = jwt_get_grants_json(j, "topics");
-    if (js == NULL)
-        return c->admin ? READ_OK : READ_BAD_CRED;
-    json_error_t je;
-    json_t *arr = json_loads(js, JSON_DECODE_ANY, &je);
-    free(js);
+    bool has_topics = js != NULL;
+    if (!has_topics && !admin)
+        return READ_BAD_CRED;
+    if (has_topics) {
+        json_error_t je;
+        arr = json_loads(js, JSON_DECODE_ANY, &je);
+        free(js);
+    }
     enum read_verdict v = READ_BAD_CRED;
     size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
-    if (!json_is_array(arr) || n > READAUTH_CLAIM_TOPICS)
+    if ((has_topics && !json_is_array(arr)) || n > READAUTH_CLAIM_TOPICS)
         goto out;
-    c->topics = rs_calloc(n > 0 ? n : 1, sizeof(*c->topics));
-    if (c->topics == NULL)
-        goto out;
+    size_t strings = 0;
     for (size_t i = 0; i < n; i++) {
         const char *s = json_string_value(json_array_get(arr, i));
-        if (s == NULL || s[0] == '\0' || strlen(s) > TOPIC_URI_MAX ||
-            (c->topics[i] = rs_strdup(s)) == NULL)
+        if (s == NULL || s[0] == '\0' || strlen(s) > TOPIC_URI_MAX)
             goto out;
-        c->ntopics++;
+        strings += strlen(s) + 1;
     }
+    size_t bytes = sizeof(struct ra_grant) + n * sizeof(char *) + strings;
+    struct ra_grant *g = rs_malloc(bytes);
+    if (g == NULL)
+        goto out;
+    atomic_init(&g->refs, 1);
+    memcpy(g->digest, digest, SHA256_DIGEST_LENGTH);
+    g->exp = exp;
+    g->nbf = nbf;
+    g->admin = admin;
+    g->bytes = bytes;
+    g->ntopics = n;
+    char *p = (char *)&g->topics[n];
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(arr, i));
+        size_t len = strlen(s) + 1;
+        g->topics[i] = memcpy(p, s, len);
+        p += len;
+    }
+    *out = g;
     v = READ_OK;
 out:
     json_decref(arr);
@@ -496,22 +684,35 @@ jwt_verified(const char *token, const unsigned char *key, size_t len,
     return j;
 }
 
+/* A JWT: from the snapshot's cache, or verified by libjwt and cached when
+ * valid now. Either way its time window is checked against now_s. */
 static enum read_verdict
-cred_jwt(const struct readauth *ra, const char *bearer, int64_t now_s,
-         struct read_cred *c)
+cred_jwt(const struct readauth *ra, const char *bearer, size_t len,
+         int64_t now_s, struct read_cred *c)
 {
-    if (strlen(bearer) > READAUTH_JWT_MAX)
-        return READ_BAD_CRED;
-    jwt_t *j = jwt_verified(bearer, (const unsigned char *)ra->pem,
-                            ra->pem_len, ra->pem_alg);
-    if (j == NULL)
-        j = jwt_verified(bearer, ra->secret, ra->secret_len, JWT_ALG_HS256);
-    if (j == NULL)
-        return READ_BAD_CRED;
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)bearer, len, digest);
     c->kind = CRED_JWT;
-    enum read_verdict v = jwt_claims(j, now_s, c);
-    jwt_free(j);
-    return v;
+    struct ra_grant *g = jcache_get(ra->jwt_cache, digest);
+    if (g == NULL) {
+        atomic_fetch_add(&ra->jwt_cache->verified, 1);
+        jwt_t *j = jwt_verified(bearer, (const unsigned char *)ra->pem,
+                                ra->pem_len, ra->pem_alg);
+        if (j == NULL)
+            j = jwt_verified(bearer, ra->secret, ra->secret_len,
+                             JWT_ALG_HS256);
+        if (j == NULL)
+            return READ_BAD_CRED;
+        enum read_verdict v = grant_new(j, digest, now_s, &g);
+        jwt_free(j);
+        if (v != READ_OK)
+            return v;
+        jcache_put(ra->jwt_cache, g);
+    }
+    c->grant = g;
+    c->exp = g->exp;
+    c->admin = g->admin;
+    return g->exp <= now_s || g->nbf > now_s ? READ_EXPIRED : READ_OK;
 }
 
 enum read_verdict
@@ -529,7 +730,7 @@ readauth_cred_new(const struct readauth *ra, const char *bearer,
     const char *dot = strchr(bearer, '.');
     bool jwt_shape = dot != NULL && strchr(dot + 1, '.') != NULL;
     if (jwt_shape && (ra->secret != NULL || ra->pem != NULL)) {
-        v = cred_jwt(ra, bearer, now_s, c);
+        v = cred_jwt(ra, bearer, len, now_s, c);
     } else if (len <= READAUTH_TOKEN_MAX) {
         c->kind = CRED_STATIC;
         SHA256((const unsigned char *)bearer, len, c->digest);
@@ -558,8 +759,8 @@ has_glob(const char *s)
 static bool
 jwt_names(const struct read_cred *c, const char *name, const char *uri)
 {
-    for (size_t i = 0; i < c->ntopics; i++) {
-        const char *p = c->topics[i];
+    for (size_t i = 0; i < c->grant->ntopics; i++) {
+        const char *p = c->grant->topics[i];
         if (fnmatch(p, name, 0) == 0 || (uri != NULL && fnmatch(p, uri, 0) == 0))
             return true;
         /* an open-mode topic's name is derived from its URI */

@@ -7,6 +7,12 @@
  * threads; a reload builds a new one. It reads the files it is given and
  * does no other I/O; counting and logging refusals is readnote.c's, and
  * applying a verdict (401/403, closing with 4008) is the callers'.
+ * The one mutable part of a snapshot is its cache of verified JWTs (at
+ * most READAUTH_JWT_CACHE entries and READAUTH_JWT_CACHE_BYTES of claims;
+ * emptied when either is reached): it owns, per token's SHA-256 (never the
+ * token), what verifying it established, so that a reconnect or a reload's
+ * re-check with the same token skips the signature; the time claims are
+ * checked on every use. A new snapshot starts with it empty.
  */
 #ifndef HUB_READAUTH_H
 #define HUB_READAUTH_H
@@ -22,6 +28,8 @@
 #define READAUTH_CLAIM_TOPICS 256   /* entries of a JWT's topics claim */
 #define READAUTH_SECRET_MIN 32      /* an HS256 secret, bytes */
 #define READAUTH_FILE_MAX (64 * 1024)  /* a token, secret or key file */
+#define READAUTH_JWT_CACHE 10000    /* verified JWTs cached per snapshot */
+#define READAUTH_JWT_CACHE_BYTES (8 * 1024 * 1024)  /* their claims, bytes */
 
 enum read_verdict {
     READ_PUBLIC = 0,    /* the topic needs no credential */
@@ -96,13 +104,24 @@ void readauth_unref(struct readauth *ra);            /* NULL ok */
 /* Does any topic need a credential (a private topic, a hub-wide token)? */
 bool readauth_active(const struct readauth *ra);
 
+/* What the snapshot's JWT cache has done since it was built. */
+struct readauth_stats {
+    uint64_t jwt_verified;     /* JWTs handed to libjwt (cache misses) */
+    uint64_t jwt_cache_hits;   /* JWTs taken from the cache instead */
+    size_t jwt_cached;         /* entries now (<= READAUTH_JWT_CACHE) */
+    size_t jwt_cached_bytes;   /* their claims (<= ..._CACHE_BYTES) */
+};
+void readauth_stats(const struct readauth *ra, struct readauth_stats *out);
+
 /* ------------------------------------------------------------- checking */
 
 /*
  * A bearer token, checked once against a snapshot: a static token (any
  * of the snapshot's, compared in constant time through their SHA-256) or a
- * JWT (signature, algorithm fixed by the key, exp required). What it
- * allows is asked per topic with readauth_allows.
+ * JWT (signature, algorithm fixed by the key, exp required; a JWT this
+ * snapshot verified before is found in its cache, by SHA-256, and only its
+ * exp and nbf are checked again). What it allows is asked per topic with
+ * readauth_allows. Any thread may check against a shared snapshot.
  */
 struct read_cred;
 

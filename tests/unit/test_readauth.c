@@ -1,12 +1,14 @@
 /* test_readauth.c - rshub's read credentials (hub/readauth.c): static
  * tokens per topic, hub-wide and admin tokens, JWTs (HS256, RS256, ES256,
  * made here with libjwt and OpenSSL), the algorithm the key decides, expiry,
- * topic patterns, the token files and the Authorization parser. */
+ * topic patterns, the cache of verified JWTs (its counts, expiry, reloads,
+ * bounds, threads), the token files and the Authorization parser. */
 #include "testutil.h"
 
 #include <jwt.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +57,12 @@ make_jwt(jwt_alg_t alg, const void *key, size_t klen, long exp,
     if (exp != 0)
         assert_int_equal(jwt_add_grant_int(j, "exp", exp), 0);
     if (topics_json != NULL) {
-        char buf[512];
-        snprintf(buf, sizeof(buf), "{\"topics\":%s}", topics_json);
+        size_t n = strlen(topics_json) + 16;
+        char *buf = malloc(n);
+        assert_non_null(buf);
+        snprintf(buf, n, "{\"topics\":%s}", topics_json);
         assert_int_equal(jwt_add_grants_json(j, buf), 0);
+        free(buf);
     }
     if (admin)
         assert_int_equal(jwt_add_grant_bool(j, "admin", 1), 0);
@@ -292,6 +297,340 @@ test_alg_decided_by_key(void **state)
     free(epub);
 }
 
+/* ---------------------------------------------------------- JWT cache */
+
+static struct readauth_stats
+stats_of(const struct readauth *ra)
+{
+    struct readauth_stats st;
+    readauth_stats(ra, &st);
+    return st;
+}
+
+/* readauth/jwt_cached: a JWT checked again against the same snapshot is
+ * verified once and then found in the cache, with the same exp, topics and
+ * admin claim; a token that fails verification is never cached. */
+static void
+test_jwt_cached(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    struct readauth_stats st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 0);
+    assert_int_equal(st.jwt_cached, 0);
+    char *t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60,
+                       "[\"priv\", \"jwt*\"]", false);
+    int64_t exp = 0;
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW, &exp), READ_OK);
+    assert_int_equal(exp, NOW + 60);
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 1);
+    assert_int_equal(st.jwt_cache_hits, 0);
+    assert_int_equal(st.jwt_cached, 1);
+    assert_true(st.jwt_cached_bytes > 0);
+    exp = 0;
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW + 1, &exp), READ_OK);
+    assert_int_equal(exp, NOW + 60);
+    assert_int_equal(check(ra, t, "jwtonly"), READ_OK);
+    assert_int_equal(check(ra, t, "other"), READ_NOT_ALLOWED);
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 1);
+    assert_int_equal(st.jwt_cache_hits, 3);
+    assert_int_equal(st.jwt_cached, 1);
+    free(t);
+
+    t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60, NULL, true);
+    struct read_cred *c = NULL;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(readauth_cred_new(ra, t, NOW, &c), READ_OK);
+        assert_true(readauth_cred_admin(c));
+        assert_int_equal(readauth_cred_expiry(c), NOW + 60);
+        readauth_cred_free(c);
+    }
+    free(t);
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 2);
+    assert_int_equal(st.jwt_cache_hits, 4);
+
+    /* a wrong signature and a token without exp: verified each time */
+    t = make_jwt(JWT_ALG_HS256, "another secret of 32 bytes at least!", 36,
+                 NOW + 60, "[\"priv\"]", false);
+    char *noexp = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), 0,
+                           "[\"priv\"]", false);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(check(ra, t, "priv"), READ_BAD_CRED);
+        assert_int_equal(check(ra, noexp, "priv"), READ_BAD_CRED);
+    }
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 6);
+    assert_int_equal(st.jwt_cache_hits, 4);
+    assert_int_equal(st.jwt_cached, 2);
+    free(t);
+    free(noexp);
+    /* static tokens do not go through it */
+    assert_int_equal(check(ra, "tok-A", "priv"), READ_OK);
+    assert_int_equal(stats_of(ra).jwt_verified, 6);
+    readauth_unref(ra);
+}
+
+/* readauth/jwt_cache_expiry: a cached JWT is refused once past its exp and
+ * before its nbf, from the cache (no new verification); a token already
+ * expired or not yet valid when first verified is not cached. */
+static void
+test_jwt_cache_expiry(void **state)
+{
+    (void)state;
+    struct readauth *ra = closed_hub();
+    char *t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 60,
+                       "[\"priv\"]", false);
+    int64_t exp;
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW, &exp), READ_OK);
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW + 59, &exp), READ_OK);
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW + 60, &exp),
+                     READ_EXPIRED);
+    struct read_cred *c = (struct read_cred *)t;   /* must be reset */
+    assert_int_equal(readauth_cred_new(ra, t, NOW + 3600, &c), READ_EXPIRED);
+    assert_null(c);
+    struct readauth_stats st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 1);
+    assert_int_equal(st.jwt_cache_hits, 3);
+    free(t);
+
+    jwt_t *j = NULL;
+    assert_int_equal(jwt_new(&j), 0);
+    assert_int_equal(jwt_add_grant_int(j, "exp", NOW + 600), 0);
+    assert_int_equal(jwt_add_grant_int(j, "nbf", NOW + 60), 0);
+    assert_int_equal(jwt_add_grants_json(j, "{\"topics\":[\"priv\"]}"), 0);
+    assert_int_equal(jwt_set_alg(j, JWT_ALG_HS256, (const unsigned char *)SECRET,
+                                 (int)strlen(SECRET)), 0);
+    t = jwt_encode_str(j);
+    jwt_free(j);
+    /* not yet valid: refused and not cached */
+    assert_int_equal(check(ra, t, "priv"), READ_EXPIRED);
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 2);
+    assert_int_equal(st.jwt_cached, 1);
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW + 61, &exp), READ_OK);
+    assert_int_equal(stats_of(ra).jwt_cached, 2);
+    /* cached now; before its nbf still refused, from the cache */
+    assert_int_equal(check(ra, t, "priv"), READ_EXPIRED);
+    assert_int_equal(readauth_check(ra, t, "priv", NULL, NOW + 600, &exp),
+                     READ_EXPIRED);
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 3);
+    assert_int_equal(st.jwt_cache_hits, 5);
+    free(t);
+
+    /* already expired when first seen: refused, not cached */
+    t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW - 1, "[\"priv\"]",
+                 false);
+    assert_int_equal(check(ra, t, "priv"), READ_EXPIRED);
+    assert_int_equal(check(ra, t, "priv"), READ_EXPIRED);
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 5);
+    assert_int_equal(st.jwt_cached, 2);
+    free(t);
+    readauth_unref(ra);
+}
+
+/* An ES256-only snapshot with one private topic "t" and the public key. */
+static struct readauth *
+es256_hub(const char *pub)
+{
+    const char *why = NULL;
+    struct readauth *ra = readauth_new(false);
+    assert_non_null(ra);
+    assert_int_equal(readauth_topic(ra, "t", "http://ex.org/t", true), 0);
+    assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), 0);
+    readauth_freeze(ra);
+    return ra;
+}
+
+/* readauth/jwt_cache_reload: a new snapshot starts with an empty cache: a
+ * token cached under a key that the reload rotated out is refused (and a
+ * token of the new key let in), even while the old snapshot, still
+ * referenced, lets the old token in from its cache. */
+static void
+test_jwt_cache_reload(void **state)
+{
+    (void)state;
+    char *priv1, *pub1, *priv2, *pub2;
+    make_keys(0, "P-256", &priv1, &pub1);
+    make_keys(0, "P-256", &priv2, &pub2);
+    char *t1 = make_jwt(JWT_ALG_ES256, priv1, strlen(priv1), NOW + 600,
+                        "[\"t\"]", false);
+    char *t2 = make_jwt(JWT_ALG_ES256, priv2, strlen(priv2), NOW + 600,
+                        "[\"t\"]", false);
+    struct readauth *old = es256_hub(pub1);
+    assert_int_equal(check(old, t1, "t"), READ_OK);
+    assert_int_equal(check(old, t1, "t"), READ_OK);
+    assert_int_equal(stats_of(old).jwt_cache_hits, 1);
+
+    struct readauth *ra = es256_hub(pub2);   /* the reload */
+    struct readauth_stats st = stats_of(ra);
+    assert_int_equal(st.jwt_cached, 0);
+    assert_int_equal(st.jwt_verified, 0);
+    assert_int_equal(check(ra, t1, "t"), READ_BAD_CRED);
+    assert_int_equal(check(ra, t1, "t"), READ_BAD_CRED);
+    assert_int_equal(check(ra, t2, "t"), READ_OK);
+    st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, 3);
+    assert_int_equal(st.jwt_cache_hits, 0);
+    assert_int_equal(st.jwt_cached, 1);
+    /* the old snapshot, as a WebSocket thread not yet told holds it */
+    assert_int_equal(check(old, t1, "t"), READ_OK);
+    assert_int_equal(check(old, t2, "t"), READ_BAD_CRED);
+    assert_int_equal(stats_of(old).jwt_cache_hits, 2);
+    readauth_unref(old);
+    assert_int_equal(check(ra, t2, "t"), READ_OK);
+    assert_int_equal(stats_of(ra).jwt_cache_hits, 1);
+    readauth_unref(ra);
+    free(t1);
+    free(t2);
+    free(priv1);
+    free(pub1);
+    free(priv2);
+    free(pub2);
+}
+
+/* readauth/jwt_cache_bound: READAUTH_JWT_CACHE + 1 distinct tokens keep
+ * the cache at or under its bound, every token still allows its own topic
+ * and no other, each checked again; tokens with large claims keep it under
+ * READAUTH_JWT_CACHE_BYTES. */
+static void
+test_jwt_cache_bound(void **state)
+{
+    (void)state;
+    enum { N = READAUTH_JWT_CACHE + 1 };
+    struct readauth *ra = readauth_new(true);
+    assert_int_equal(readauth_hub_token(ra, "hub-1"), 0);
+    assert_int_equal(readauth_jwt_secret(ra, SECRET, strlen(SECRET)), 0);
+    readauth_freeze(ra);
+    char **tok = calloc(N, sizeof(*tok));
+    assert_non_null(tok);
+    char topics[64], name[32], other[32];
+    size_t most = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(topics, sizeof(topics), "[\"n%d\"]", i);
+        tok[i] = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 600,
+                          topics, false);
+        snprintf(name, sizeof(name), "n%d", i);
+        assert_int_equal(check(ra, tok[i], name), READ_OK);
+        struct readauth_stats st = stats_of(ra);
+        assert_true(st.jwt_cached <= READAUTH_JWT_CACHE);
+        assert_true(st.jwt_cached >= 1);
+        if (st.jwt_cached > most)
+            most = st.jwt_cached;
+    }
+    assert_int_equal(most, READAUTH_JWT_CACHE);   /* it was filled */
+    struct readauth_stats st = stats_of(ra);
+    assert_int_equal(st.jwt_verified, N);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "n%d", i);
+        snprintf(other, sizeof(other), "n%d", (i + 1) % N);
+        assert_int_equal(check(ra, tok[i], name), READ_OK);
+        assert_int_equal(check(ra, tok[i], other), READ_NOT_ALLOWED);
+        assert_true(stats_of(ra).jwt_cached <= READAUTH_JWT_CACHE);
+    }
+    for (int i = 0; i < N; i++)
+        free(tok[i]);
+
+    /* about 5 kB of claims each: the byte bound comes first */
+    enum { FAT = READAUTH_JWT_CACHE_BYTES / 5000 + 100 };
+    size_t tl = 40 * 128 + 64;
+    char *big = malloc(tl);
+    assert_non_null(big);
+    for (int i = 0; i < FAT; i++) {
+        size_t o = (size_t)snprintf(big, tl, "[\"f%d\"", i);
+        for (int k = 0; k < 40; k++)
+            o += (size_t)snprintf(big + o, tl - o, ",\"%0120d\"", k);
+        snprintf(big + o, tl - o, "]");
+        char *t = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 600,
+                           big, false);
+        assert_true(strlen(t) <= READAUTH_JWT_MAX);
+        snprintf(name, sizeof(name), "f%d", i);
+        for (int r = 0; r < 2; r++)
+            assert_int_equal(check(ra, t, name), READ_OK);
+        st = stats_of(ra);
+        assert_true(st.jwt_cached_bytes <= READAUTH_JWT_CACHE_BYTES);
+        free(t);
+    }
+    assert_true(stats_of(ra).jwt_cached < FAT);   /* it was emptied */
+    free(big);
+    free(tok);
+    readauth_unref(ra);
+}
+
+struct cache_thread {
+    struct readauth *ra;
+    char **tok;
+    int ntok;
+    int seed;
+    int bad;
+};
+
+static void *
+cache_thread_run(void *arg)
+{
+    struct cache_thread *ct = arg;
+    char name[32];
+    for (int r = 0; r < 5; r++) {
+        for (int k = 0; k < ct->ntok; k++) {
+            int i = (k * 7 + ct->seed + r) % ct->ntok;
+            snprintf(name, sizeof(name), "n%d", i);
+            int64_t exp = 0;
+            if (readauth_check(ct->ra, ct->tok[i], name, NULL, NOW, &exp) !=
+                    READ_OK || exp != NOW + 600)
+                ct->bad++;
+        }
+    }
+    return NULL;
+}
+
+/* readauth/jwt_cache_threads: threads sharing one snapshot check the same
+ * tokens at once: every check right, every token cached once, each check
+ * either a verification or a hit (clean under ASan). */
+static void
+test_jwt_cache_threads(void **state)
+{
+    (void)state;
+    enum { NTOK = 101, NTH = 4 };
+    struct readauth *ra = readauth_new(true);
+    assert_int_equal(readauth_hub_token(ra, "hub-1"), 0);
+    assert_int_equal(readauth_jwt_secret(ra, SECRET, strlen(SECRET)), 0);
+    readauth_freeze(ra);
+    char *tok[NTOK];
+    char topics[64];
+    for (int i = 0; i < NTOK; i++) {
+        snprintf(topics, sizeof(topics), "[\"n%d\"]", i);
+        tok[i] = make_jwt(JWT_ALG_HS256, SECRET, strlen(SECRET), NOW + 600,
+                          topics, false);
+    }
+    struct cache_thread ct[NTH];
+    pthread_t th[NTH];
+    for (int i = 0; i < NTH; i++) {
+        ct[i] = (struct cache_thread){ .ra = readauth_ref(ra), .tok = tok,
+                                       .ntok = NTOK, .seed = i * 13 };
+        assert_int_equal(pthread_create(&th[i], NULL, cache_thread_run, &ct[i]), 0);
+    }
+    readauth_unref(ra);   /* the threads hold it now */
+    ra = readauth_ref(ct[0].ra);
+    for (int i = 0; i < NTH; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(ct[i].bad, 0);
+        readauth_unref(ct[i].ra);
+    }
+    struct readauth_stats st = stats_of(ra);
+    assert_int_equal(st.jwt_cached, NTOK);
+    assert_true(st.jwt_verified >= NTOK);
+    assert_true(st.jwt_verified <= (uint64_t)NTOK * NTH);
+    assert_int_equal(st.jwt_verified + st.jwt_cache_hits,
+                     (uint64_t)NTOK * NTH * 5);
+    readauth_unref(ra);
+    for (int i = 0; i < NTOK; i++)
+        free(tok[i]);
+}
+
 /* readauth/public_keys_refused: not PEM, RSA under 2048 bits, EC off P-256. */
 static void
 test_public_keys_refused(void **state)
@@ -415,6 +754,11 @@ main(void)
         cmocka_unit_test(test_jwt_hs256),
         cmocka_unit_test(test_jwt_nbf),
         cmocka_unit_test(test_alg_decided_by_key),
+        cmocka_unit_test(test_jwt_cached),
+        cmocka_unit_test(test_jwt_cache_expiry),
+        cmocka_unit_test(test_jwt_cache_reload),
+        cmocka_unit_test(test_jwt_cache_bound),
+        cmocka_unit_test(test_jwt_cache_threads),
         cmocka_unit_test(test_public_keys_refused),
         cmocka_unit_test(test_jwt_open_uri),
         cmocka_unit_test(test_token_files),
