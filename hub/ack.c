@@ -46,10 +46,18 @@ struct ack {
     bool short_now;                /* the last WAIT counted fewer than N
                                       (logged once per transition) */
     bool known;                    /* a WAIT has been answered */
+    bool role_pending;             /* a ROLE is in flight */
+    bool below_now;                /* the primary lists more replicas than
+                                      --ack-replicas (said once) */
+    struct timespec last_role;     /* when ROLE was last sent */
     struct ack_stats st;
     struct rs_metrics_histogram *m_wait;
     struct rs_metrics_counter *m_timeouts_pub, *m_timeouts_probe;
+    struct rs_metrics_gauge *m_replicas;
 };
+
+/* ROLE is asked on READY and then every ACK_ROLE_EVERY_S. */
+#define ACK_ROLE_EVERY_S 10
 
 static double
 elapsed(const struct timespec *from, const struct timespec *to)
@@ -239,6 +247,52 @@ ack_barrier(struct ack *a, const char *addr, ack_cb cb, void *ud)
     return rc;
 }
 
+/* The replicas the primary lists (ROLE). With --ack-replicas below their
+ * number a switchover or a false failover can lose notifications answered
+ * 202 (docs/internals/failover.md, "Switchovers"): said once per
+ * transition, and exported, so an operator learns it before a failover
+ * does. */
+static void
+on_role(void *ud, int rc, const redisReply *r)
+{
+    struct ack *a = ud;
+    a->role_pending = false;
+    if (rc != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(r->element[0]->str, "master") != 0 ||
+        r->element[2]->type != REDIS_REPLY_ARRAY)
+        return;
+    long long n = (long long)r->element[2]->elements;
+    rs_metrics_gauge_set(a->m_replicas, n);
+    bool below = n > (long long)a->o.replicas;
+    if (below == a->below_now)
+        return;
+    a->below_now = below;
+    char h[24], w[24];
+    snprintf(h, sizeof(h), "%lld", n);
+    snprintf(w, sizeof(w), "%u", a->o.replicas);
+    if (below)
+        rs_log_kv(RS_LOG_WARN, "--ack-replicas is below the primary's "
+                  "replicas: a switchover or a false failover can lose "
+                  "acknowledged notifications (docs/internals/failover.md)",
+                  "replicas", h, "ack_replicas", w, NULL);
+    else
+        rs_log_kv(RS_LOG_INFO, "--ack-replicas covers every replica",
+                  "replicas", h, "ack_replicas", w, NULL);
+}
+
+static void
+role_check(struct ack *a)
+{
+    const char *argv[] = { "ROLE" };
+    if (a->role_pending || rs_redis_state(a->link) != RS_REDIS_READY)
+        return;
+    if (rs_redis_cmd(a->link, 0, on_role, a, 1, argv, NULL) == 0) {
+        a->role_pending = true;
+        clock_gettime(CLOCK_MONOTONIC, &a->last_role);
+    }
+}
+
 /* With nothing else waiting, a probe every idle_ms keeps readiness true to
  * the replicas of now (a replica that died while no publish came). */
 static void
@@ -249,6 +303,8 @@ on_idle(evutil_socket_t fd, short what, void *arg)
     struct ack *a = arg;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    if (elapsed(&a->last_role, &now) >= ACK_ROLE_EVERY_S)
+        role_check(a);
     if (a->probing || elapsed(&a->last_wait, &now) * 1000 < a->o.idle_ms)
         return;
     if (rs_redis_state(a->link) != RS_REDIS_READY || a->head != NULL)
@@ -268,6 +324,7 @@ on_link_state(void *ud, enum rs_redis_state st, const char *errstr)
         if (a->head == NULL && waiter_push(a, NULL, NULL, NULL) != 0)
             rs_log(RS_LOG_WARN, "cannot queue a probe");
         probe_send(a);
+        role_check(a);
     }
     if (a->o.on_state != NULL)
         a->o.on_state(a->o.ud, "ack", st, errstr);
@@ -293,6 +350,12 @@ ack_metrics(struct ack *a, struct rs_metrics *m)
             m, &a->m_timeouts_probe, "rshub_ack_timeouts_total",
             "WAITs that counted fewer than --ack-replicas replicas.", "link",
             "probe", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge(
+            m, &a->m_replicas, "rshub_redis_replicas",
+            "Replicas the Redis primary lists (ROLE); --ack-replicas below "
+            "this leaves a switchover free to lose acknowledged entries.",
+            NULL);
     return rc;
 }
 

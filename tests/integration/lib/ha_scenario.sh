@@ -113,6 +113,14 @@ EOF
         check "$k: rshub_redis_primary_info names $(ha_primary)" \
             ht wait-metric --http "${HS_HTTP[$k]}" \
             --get "rshub_redis_primary_info{addr=\"$(ha_primary)\"}" --min 1 --timeout 5
+        check "$k: rshub_redis_replicas counts the primary's two replicas" \
+            ht wait-metric --http "${HS_HTTP[$k]}" --get rshub_redis_replicas \
+            --min 2 --timeout 5
+        # --ack-replicas below the replicas is said once, as a warning
+        local below=0
+        grep -q 'ack-replicas is below the primary' "${HUB_LOG[$k]}" && below=1
+        expect_eq "$k: the warning for --ack-replicas $HS_ACK_REPLICAS of 2" \
+            "$below" "$(( HS_ACK_REPLICAS < 2 ? 1 : 0 ))"
     done
     cb_start C || { bad "callback server starts"; sub_finish; }
     ws_subscribe_ok "WebSub subscription /cb/ha made on A" A "$HS_T" ha C /cb/ha ||
