@@ -1,0 +1,799 @@
+/*
+ * dumpw.c - the Resource Dump writer. The build thread reads the catalog in
+ * one read transaction on its own connection and streams each file through
+ * a libzip source callback straight from disk into the package; what the
+ * manifest says (length, md5, sha-256, lastmod) is what that read gave, so
+ * a file changed after `at` never contradicts its manifest entry. The loop
+ * only starts builds, joins them and publishes (meta, old files).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "dumpw.h"
+#include "rs_alloc.h"
+#include "rs_hash.h"
+#include "rs_write.h"
+
+#define DUMPW_DEFAULT_BYTES (UINT64_C(64) << 20)
+#define DUMPW_DEFAULT_FILES 20000u
+#define DUMPW_KEEP 2                       /* generations on disk */
+#define DUMPW_PATH_MAX 4400
+#define DUMPW_MANIFEST "manifest.xml"
+
+/* One member of the package being written. lastmod, len and h are filled
+ * by the source callback as the file is read. */
+struct dw_member {
+    struct dw_pkg *pkg;
+    char *rel;
+    char *type;
+    rs_time_t lastmod;
+    int64_t len;
+    struct rs_hashes h;
+    bool done;                   /* read to its end and closed */
+    bool missing;                /* gone when read: left out of manifest */
+};
+
+/* One package: members are read one at a time (libzip writes entries in
+ * order), so one fd and one hasher serve them all. */
+struct dw_pkg {
+    const struct dumpw_opts *o;
+    struct dw_member *m;         /* max_files slots */
+    size_t n;
+    uint64_t bytes;              /* catalogued sizes, for the split */
+    size_t closed;               /* members done */
+    int fd;
+    struct rs_hasher *hasher;
+    rs_time_t at;
+    char *man;                   /* the manifest, made when libzip opens it */
+    size_t man_len, man_cap, man_pos;
+    zip_error_t zerr;
+    char err[256];
+};
+
+struct dumpw {
+    struct dumpw_opts o;
+    char *dir, *state_path;
+    struct dumpw_info cur;
+    /* the build under way: its thread owns next and berr until done */
+    pthread_t thread;
+    bool running;
+    atomic_bool done, stop;
+    int brc;
+    struct dumpw_info next;
+    char berr[256];
+    char err[256];
+};
+
+/* ------------------------------------------------------------- names */
+
+static int
+dw_path(const struct dumpw *w, char *buf, size_t len, int64_t gen,
+        int64_t part, const char *suffix)
+{
+    int n = part > 0
+        ? snprintf(buf, len, "%s/resourcedump-%lld-%lld%s", w->dir,
+                   (long long)gen, (long long)part, suffix)
+        : snprintf(buf, len, "%s/resourcedump-%lld%s", w->dir,
+                   (long long)gen, suffix);
+    return n < 0 || (size_t)n >= len ? RS_ETOOBIG : 0;
+}
+
+/* "resourcedump-G.xml" (part 0) or "resourcedump-G-K.zip": 0 with gen and
+ * part, or RS_EINVAL for any other name (so a name never reaches the
+ * filesystem unless it is exactly one we write). */
+static int
+dw_parse_name(const char *name, int64_t *gen, int64_t *part)
+{
+    long long g = 0, k = 0;
+    char again[96];
+    int n;
+
+    if (strncmp(name, "resourcedump-", 13) != 0 || strlen(name) > 64)
+        return RS_EINVAL;
+    if (sscanf(name + 13, "%lld-%lld.zip", &g, &k) == 2 && g > 0 && k > 0) {
+        n = snprintf(again, sizeof(again), "resourcedump-%lld-%lld.zip", g, k);
+    } else if (sscanf(name + 13, "%lld.xml", &g) == 1 && g > 0) {
+        k = 0;
+        n = snprintf(again, sizeof(again), "resourcedump-%lld.xml", g);
+    } else {
+        return RS_EINVAL;
+    }
+    if (n < 0 || strcmp(again, name) != 0)
+        return RS_EINVAL;
+    *gen = g;
+    *part = k;
+    return 0;
+}
+
+/* Remove the files of every generation but keep_a and keep_b. */
+static void
+dw_prune(struct dumpw *w, int64_t keep_a, int64_t keep_b)
+{
+    DIR *d = opendir(w->dir);
+    struct dirent *de;
+    int64_t g, k;
+
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        bool tmp = strstr(de->d_name, ".tmp") != NULL;
+        if (strncmp(de->d_name, "resourcedump-", 13) != 0)
+            continue;
+        if (!tmp && dw_parse_name(de->d_name, &g, &k) != 0)
+            continue;
+        if (tmp || (g != keep_a && g != keep_b))
+            unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+/* ------------------------------------------------------ libzip sources */
+
+static zip_int64_t
+dw_member_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
+{
+    struct dw_member *m = ud;
+    struct dw_pkg *p = m->pkg;
+    struct stat st;
+    ssize_t k;
+
+    switch (cmd) {
+    case ZIP_SOURCE_OPEN:
+        m->len = 0;
+        p->fd = tree_open_file(p->o->tree, m->rel, &st);
+        if (p->fd < 0) {
+            /* deleted since the catalog was read: an empty member the
+             * manifest does not list (the Change Lists say it is gone) */
+            m->missing = true;
+            p->fd = -1;
+            return 0;
+        }
+        m->missing = false;
+        m->lastmod = (rs_time_t)st.st_mtim.tv_sec * 1000000 +
+                     st.st_mtim.tv_nsec / 1000;
+        return 0;
+    case ZIP_SOURCE_READ:
+        if (p->fd < 0)
+            return 0;
+        do
+            k = read(p->fd, data, len);
+        while (k < 0 && errno == EINTR);
+        if (k < 0) {
+            snprintf(p->err, sizeof(p->err), "reading %.200s: %s", m->rel,
+                     strerror(errno));
+            zip_error_set(&p->zerr, ZIP_ER_READ, errno);
+            return -1;
+        }
+        if (k > 0 && rs_hasher_update(p->hasher, data, (size_t)k) != 0) {
+            zip_error_set(&p->zerr, ZIP_ER_MEMORY, 0);
+            return -1;
+        }
+        m->len += k;
+        return k;
+    case ZIP_SOURCE_CLOSE:
+        if (p->fd >= 0) {
+            close(p->fd);
+            p->fd = -1;
+        }
+        if (rs_hasher_final(p->hasher, &m->h) != 0) {
+            zip_error_set(&p->zerr, ZIP_ER_MEMORY, 0);
+            return -1;
+        }
+        if (!m->done) {
+            m->done = true;
+            p->closed++;
+        }
+        return 0;
+    case ZIP_SOURCE_STAT:
+        /* no size: it is whatever the read gives */
+        zip_stat_init(data);
+        return sizeof(zip_stat_t);
+    case ZIP_SOURCE_ERROR:
+        return zip_error_to_data(&p->zerr, data, len);
+    case ZIP_SOURCE_FREE:
+        return 0;
+    case ZIP_SOURCE_SUPPORTS:
+        return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN,
+                   ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                   ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
+    default:
+        zip_error_set(&p->zerr, ZIP_ER_OPNOTSUPP, 0);
+        return -1;
+    }
+}
+
+/* A dump document's or manifest's head: at, completed, rel="up" to the
+ * Capability List. */
+static void
+dw_head(struct rs_head *h, struct rs_link *up, const struct docs *d,
+        enum rs_capability cap, rs_time_t at, rs_time_t completed)
+{
+    rs_link_init(up);
+    up->rel = "up";
+    up->href = docs_caplist_url(d);
+    rs_head_init(h);
+    h->root = RS_ROOT_URLSET;
+    h->has_md = true;
+    h->md.capability = cap;
+    h->md.at = at;
+    h->md.completed = completed;
+    h->links = up;
+    h->nlinks = 1;
+}
+
+static int
+dw_man_put(void *ud, const char *buf, size_t len)
+{
+    struct dw_pkg *p = ud;
+
+    if (p->man_len + len > RS_MAX_DOC_BYTES)
+        return RS_ETOOBIG;
+    if (p->man_len + len > p->man_cap) {
+        size_t cap = p->man_cap ? p->man_cap : 65536;
+        while (cap < p->man_len + len)
+            cap *= 2;
+        char *n = rs_realloc(p->man, cap);
+        if (n == NULL)
+            return RS_ENOMEM;
+        p->man = n;
+        p->man_cap = cap;
+    }
+    memcpy(p->man + p->man_len, buf, len);
+    p->man_len += len;
+    return 0;
+}
+
+/* The manifest, from what the member reads gave. */
+static int
+dw_man_write(struct dw_pkg *p)
+{
+    const struct docs *d = p->o->docs;
+    struct rs_writer *wr = rs_writer_new(dw_man_put, p, NULL);
+    struct rs_link up;
+    struct rs_head h;
+    char loc[DOCS_URL_MAX], path[DOCS_URL_MAX + 1];
+    int rc;
+
+    if (wr == NULL)
+        return RS_ENOMEM;
+    dw_head(&h, &up, d, RS_CAP_RESOURCEDUMP_MANIFEST, p->at, rs_time_now());
+    rc = rs_writer_begin(wr, &h);
+    for (size_t i = 0; rc == 0 && i < p->n; i++) {
+        const struct dw_member *m = &p->m[i];
+        struct rs_entry e;
+        if (m->missing)
+            continue;
+        path[0] = '/';
+        if ((rc = docs_resource_url(d, m->rel, loc, sizeof(loc))) != 0 ||
+            (rc = tree_url_encode(m->rel, path + 1, sizeof(path) - 1)) < 0)
+            break;
+        rs_entry_init(&e);
+        e.loc = loc;
+        e.lastmod = m->lastmod;
+        e.has_md = true;
+        e.md.length = m->len;
+        e.md.type = m->type;
+        e.md.path = path;
+        e.md.hash = m->h;
+        rc = rs_writer_entry(wr, &e);
+    }
+    if (rc == 0)
+        rc = rs_writer_end(wr);
+    if (rc != 0)
+        snprintf(p->err, sizeof(p->err), "manifest: %s",
+                 rs_writer_errstr(wr));
+    rs_writer_free(wr);
+    return rc;
+}
+
+static zip_int64_t
+dw_man_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
+{
+    struct dw_pkg *p = ud;
+    size_t k;
+
+    switch (cmd) {
+    case ZIP_SOURCE_OPEN:
+        /* libzip writes entries in index order and the manifest is the
+         * last: every member has been read. Checked, not assumed. */
+        if (p->closed != p->n) {
+            snprintf(p->err, sizeof(p->err), "the manifest was asked for "
+                     "before its members were written");
+            zip_error_set(&p->zerr, ZIP_ER_INTERNAL, 0);
+            return -1;
+        }
+        p->man_len = p->man_pos = 0;
+        if (dw_man_write(p) != 0) {
+            zip_error_set(&p->zerr, ZIP_ER_INTERNAL, 0);
+            return -1;
+        }
+        return 0;
+    case ZIP_SOURCE_READ:
+        k = p->man_len - p->man_pos < len ? p->man_len - p->man_pos : len;
+        memcpy(data, p->man + p->man_pos, k);
+        p->man_pos += k;
+        return (zip_int64_t)k;
+    case ZIP_SOURCE_CLOSE:
+    case ZIP_SOURCE_FREE:
+        return 0;
+    case ZIP_SOURCE_STAT:
+        zip_stat_init(data);
+        return sizeof(zip_stat_t);
+    case ZIP_SOURCE_ERROR:
+        return zip_error_to_data(&p->zerr, data, len);
+    case ZIP_SOURCE_SUPPORTS:
+        return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN,
+                   ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                   ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
+    default:
+        zip_error_set(&p->zerr, ZIP_ER_OPNOTSUPP, 0);
+        return -1;
+    }
+}
+
+/* --------------------------------------------------------- the build */
+
+static void
+dw_pkg_clear(struct dw_pkg *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        rs_free(p->m[i].rel);
+        rs_free(p->m[i].type);
+    }
+    p->n = 0;
+    p->bytes = 0;
+    p->closed = 0;
+    p->man_len = p->man_pos = 0;
+    p->err[0] = '\0';
+}
+
+/* Write the members gathered in p as the package at path. Files are not
+ * read before zip_close: that is where libzip pulls every source. */
+static int
+dw_pkg_write(struct dw_pkg *p, const char *path, uint64_t *size, char *err,
+             size_t errsz)
+{
+    zip_t *za;
+    zip_source_t *src;
+    zip_error_t ze;
+    zip_int64_t idx;
+    struct stat st;
+    char name[DOCS_URL_MAX];
+    int zrc, rc = 0;
+
+    zip_error_init(&p->zerr);
+    za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zrc);
+    if (za == NULL) {
+        zip_error_init_with_code(&ze, zrc);
+        snprintf(err, errsz, "%.200s: %s", path, zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return RS_EIO;
+    }
+    for (size_t i = 0; i <= p->n && rc == 0; i++) {
+        bool man = i == p->n;
+        if (!man && tree_url_encode(p->m[i].rel, name, sizeof(name)) < 0) {
+            snprintf(err, errsz, "%.200s: a path too long", path);
+            rc = RS_ETOOBIG;
+            break;
+        }
+        src = man ? zip_source_function(za, dw_man_cb, p)
+                  : zip_source_function(za, dw_member_cb, &p->m[i]);
+        if (src == NULL) {
+            rc = RS_ENOMEM;
+        } else if ((idx = zip_file_add(za, man ? DUMPW_MANIFEST : name, src,
+                                       ZIP_FL_ENC_UTF_8)) < 0) {
+            zip_source_free(src);      /* not taken by za */
+            rc = RS_EIO;
+        /* Members are stored: most bytes a Source holds in bulk are
+         * compressed already (images, archives, PDFs), deflate would cost
+         * the Source's CPU at every rebuild and each Destination's at
+         * every unpack, and stored members keep a package's size equal to
+         * its content's, which is what --dump-max-bytes bounds. The
+         * manifest is XML and deflates well. */
+        } else if (!man && zip_set_file_compression(za, (zip_uint64_t)idx,
+                                                    ZIP_CM_STORE, 0) != 0) {
+            rc = RS_EIO;
+        }
+        if (rc != 0)
+            snprintf(err, errsz, "%.200s: %s", path, zip_strerror(za));
+    }
+    if (rc != 0) {
+        zip_discard(za);
+        return rc;
+    }
+    if (zip_close(za) != 0) {
+        snprintf(err, errsz, "%.200s: %s", path,
+                 p->err[0] != '\0' ? p->err : zip_strerror(za));
+        zip_discard(za);
+        unlink(path);
+        return RS_EIO;
+    }
+    if (stat(path, &st) != 0) {
+        snprintf(err, errsz, "%.200s: %s", path, strerror(errno));
+        return RS_EIO;
+    }
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+struct dw_doc {
+    FILE *f;
+};
+
+static int
+dw_doc_put(void *ud, const char *buf, size_t len)
+{
+    struct dw_doc *x = ud;
+    return fwrite(buf, 1, len, x->f) == len ? 0 : RS_EIO;
+}
+
+/* The Resource Dump document of generation info->gen, whose packages are
+ * parts 1..info->packages with sizes sizes[]. */
+static int
+dw_doc_write(struct dumpw *w, const struct dumpw_info *info,
+             const uint64_t *sizes, char *err, size_t errsz)
+{
+    char tmp[DUMPW_PATH_MAX], path[DUMPW_PATH_MAX], name[96];
+    char loc[DOCS_URL_MAX];
+    struct rs_link up;
+    struct rs_head h;
+    struct dw_doc x;
+    struct rs_writer *wr;
+    int rc;
+
+    if (dw_path(w, path, sizeof(path), info->gen, 0, ".xml") != 0 ||
+        dw_path(w, tmp, sizeof(tmp), info->gen, 0, ".xml.tmp") != 0)
+        return RS_ETOOBIG;
+    if ((x.f = fopen(tmp, "we")) == NULL) {
+        snprintf(err, errsz, "%.200s: %s", tmp, strerror(errno));
+        return RS_EIO;
+    }
+    if ((wr = rs_writer_new(dw_doc_put, &x, NULL)) == NULL) {
+        fclose(x.f);
+        unlink(tmp);
+        return RS_ENOMEM;
+    }
+    dw_head(&h, &up, w->o.docs, RS_CAP_RESOURCEDUMP, info->at,
+            info->completed);
+    rc = rs_writer_begin(wr, &h);
+    for (int64_t k = 1; rc == 0 && k <= info->packages; k++) {
+        struct rs_entry e;
+        snprintf(name, sizeof(name), "resourcedump-%lld-%lld.zip",
+                 (long long)info->gen, (long long)k);
+        if ((rc = docs_url(w->o.docs, name, loc, sizeof(loc))) != 0)
+            break;
+        rs_entry_init(&e);
+        e.loc = loc;
+        e.lastmod = info->completed;
+        e.has_md = true;
+        e.md.type = "application/zip";
+        e.md.length = (int64_t)sizes[k - 1];
+        rc = rs_writer_entry(wr, &e);
+    }
+    if (rc == 0)
+        rc = rs_writer_end(wr);
+    if (rc != 0)
+        snprintf(err, errsz, "%s: %s", DUMPW_DOC, rs_writer_errstr(wr));
+    rs_writer_free(wr);
+    if (fclose(x.f) != 0 && rc == 0) {
+        snprintf(err, errsz, "%.200s: %s", tmp, strerror(errno));
+        rc = RS_EIO;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        snprintf(err, errsz, "%.200s: %s", path, strerror(errno));
+        rc = RS_EIO;
+    }
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* Write generation out->gen (set by the caller): every package, then the
+ * document. Runs on the build thread; touches nothing of w but the
+ * read-only options and the stop flag. */
+static int
+dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
+{
+    size_t max_files = w->o.max_files ? w->o.max_files : DUMPW_DEFAULT_FILES;
+    uint64_t max_bytes = w->o.max_bytes ? w->o.max_bytes : DUMPW_DEFAULT_BYTES;
+    struct dw_pkg p = { .o = &w->o, .fd = -1 };
+    struct state *rst = NULL;
+    struct state_iter *it = NULL;
+    struct state_res r;
+    uint64_t *sizes = NULL;
+    size_t nsizes = 0;
+    char path[DUMPW_PATH_MAX];
+    int rc, more;
+
+    out->at = p.at = rs_time_now();
+    out->files = out->packages = 0;
+    out->bytes = 0;
+    p.m = rs_calloc(max_files, sizeof(*p.m));
+    p.hasher = rs_hasher_new((1u << RS_HASH_MD5) | (1u << RS_HASH_SHA256));
+    if (p.m == NULL || p.hasher == NULL) {
+        rc = RS_ENOMEM;
+        goto out;
+    }
+    if ((rc = state_open(w->state_path, true, &rst, err, errsz)) != 0)
+        goto out;
+    if ((rc = state_begin_read(rst)) != 0 ||
+        (rc = state_res_iter(rst, "", &it)) != 0) {
+        snprintf(err, errsz, "state: %s", state_errstr(rst));
+        goto out;
+    }
+    out->change_seq = state_change_last_seq(rst);
+    for (;;) {
+        more = state_res_next(it, &r);
+        if (more < 0) {
+            rc = more;
+            snprintf(err, errsz, "state: %s", state_errstr(rst));
+            goto out;
+        }
+        if (atomic_load(&w->stop)) {
+            rc = RS_ECANCELED;
+            snprintf(err, errsz, "stopped");
+            goto out;
+        }
+        /* the package is full, or the catalog ended: write it */
+        if (p.n > 0 && (more == 0 || p.n == max_files ||
+                        p.bytes + (uint64_t)r.size > max_bytes)) {
+            uint64_t *ns = rs_realloc(sizes, (nsizes + 1) * sizeof(*ns));
+            if (ns == NULL) {
+                rc = RS_ENOMEM;
+                goto out;
+            }
+            sizes = ns;
+            if ((rc = dw_path(w, path, sizeof(path), out->gen, out->packages
+                              + 1, ".zip")) != 0 ||
+                (rc = dw_pkg_write(&p, path, &sizes[nsizes], err, errsz)) != 0)
+                goto out;
+            for (size_t i = 0; i < p.n; i++)
+                out->files += p.m[i].missing ? 0 : 1;
+            out->bytes += sizes[nsizes++];
+            out->packages++;
+            dw_pkg_clear(&p);
+        }
+        if (more == 0)
+            break;
+        struct dw_member *m = &p.m[p.n];
+        *m = (struct dw_member){ .pkg = &p, .lastmod = RS_TIME_NONE };
+        m->rel = rs_strdup(r.path);
+        m->type = rs_strdup(r.type != NULL ? r.type
+                                           : "application/octet-stream");
+        p.n++;
+        if (m->rel == NULL || m->type == NULL) {
+            rc = RS_ENOMEM;
+            goto out;
+        }
+        p.bytes += (uint64_t)(r.size > 0 ? r.size : 0);
+    }
+    state_iter_free(it);
+    it = NULL;
+    state_end_read(rst);
+    out->completed = rs_time_now();
+    rc = dw_doc_write(w, out, sizes, err, errsz);
+out:
+    if (p.fd >= 0)
+        close(p.fd);
+    if (p.m != NULL)
+        dw_pkg_clear(&p);
+    rs_free(p.m);
+    rs_free(p.man);
+    rs_hasher_free(p.hasher);
+    rs_free(sizes);
+    state_iter_free(it);
+    state_free(rst);
+    if (rc != 0 && err[0] == '\0')
+        snprintf(err, errsz, "%s", rs_strerror(rc));
+    return rc;
+}
+
+static void *
+dw_thread(void *arg)
+{
+    struct dumpw *w = arg;
+
+    w->berr[0] = '\0';
+    w->brc = dw_build(w, &w->next, w->berr, sizeof(w->berr));
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+/* After a build: make it current (or clean up after a failure). */
+static int
+dw_finish(struct dumpw *w, int rc)
+{
+    const struct dumpw_info *n = &w->next;
+
+    if (rc != 0) {
+        snprintf(w->err, sizeof(w->err), "%s", w->berr);
+        dw_prune(w, w->cur.gen, w->cur.gen - 1);
+        return rc;
+    }
+    if ((rc = state_begin(w->o.st)) == 0) {
+        if ((rc = state_meta_set(w->o.st, "dump.gen", n->gen)) != 0 ||
+            (rc = state_meta_set(w->o.st, "dump.at", n->at)) != 0 ||
+            (rc = state_meta_set(w->o.st, "dump.completed",
+                                 n->completed)) != 0 ||
+            (rc = state_meta_set(w->o.st, "dump.seq", n->change_seq)) != 0 ||
+            (rc = state_meta_set(w->o.st, "dump.files", n->files)) != 0 ||
+            (rc = state_meta_set(w->o.st, "dump.packages",
+                                 n->packages)) != 0 ||
+            (rc = state_meta_set(w->o.st, "dump.bytes",
+                                 (int64_t)n->bytes)) != 0)
+            state_rollback(w->o.st);
+        else
+            rc = state_commit(w->o.st);
+    }
+    if (rc != 0) {
+        snprintf(w->err, sizeof(w->err), "state: %s",
+                 state_errstr(w->o.st));
+        dw_prune(w, w->cur.gen, w->cur.gen - 1);
+        return rc;
+    }
+    w->cur = *n;
+    dw_prune(w, w->cur.gen, w->cur.gen - 1);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- API */
+
+struct dumpw *
+dumpw_new(const struct dumpw_opts *o, const char **err)
+{
+    struct dumpw *w;
+    int64_t v;
+
+    if (o->max_files > DUMPW_MAX_FILES) {
+        *err = "members per package: at most 50000 (a manifest's entries)";
+        return NULL;
+    }
+    if ((w = rs_calloc(1, sizeof(*w))) == NULL) {
+        *err = "out of memory";
+        return NULL;
+    }
+    w->o = *o;
+    w->dir = rs_strdup(o->dir);
+    w->state_path = rs_strdup(o->state_path);
+    if (w->dir == NULL || w->state_path == NULL) {
+        dumpw_free(w);
+        *err = "out of memory";
+        return NULL;
+    }
+    w->o.dir = w->dir;
+    w->o.state_path = w->state_path;
+    atomic_init(&w->done, false);
+    atomic_init(&w->stop, false);
+    if (mkdir(w->dir, 0755) != 0 && errno != EEXIST) {
+        dumpw_free(w);
+        *err = "cannot create the dump directory";
+        return NULL;
+    }
+    if (state_meta_get(o->st, "dump.gen", &v) == 0 && v > 0) {
+        char path[DUMPW_PATH_MAX];
+        w->cur.gen = v;
+        if (state_meta_get(o->st, "dump.at", &w->cur.at) != 0 ||
+            state_meta_get(o->st, "dump.completed", &w->cur.completed) != 0 ||
+            state_meta_get(o->st, "dump.seq", &w->cur.change_seq) != 0 ||
+            state_meta_get(o->st, "dump.files", &w->cur.files) != 0 ||
+            state_meta_get(o->st, "dump.packages", &w->cur.packages) != 0 ||
+            state_meta_get(o->st, "dump.bytes", &v) != 0 ||
+            dw_path(w, path, sizeof(path), w->cur.gen, 0, ".xml") != 0 ||
+            access(path, R_OK) != 0)
+            memset(&w->cur, 0, sizeof(w->cur));    /* rebuilt */
+        else
+            w->cur.bytes = (uint64_t)v;
+    }
+    dw_prune(w, w->cur.gen, w->cur.gen - 1);
+    return w;
+}
+
+void
+dumpw_free(struct dumpw *w)
+{
+    if (w == NULL)
+        return;
+    if (w->running) {
+        atomic_store(&w->stop, true);
+        pthread_join(w->thread, NULL);
+        dw_prune(w, w->cur.gen, w->cur.gen - 1);
+    }
+    rs_free(w->dir);
+    rs_free(w->state_path);
+    rs_free(w);
+}
+
+const struct dumpw_info *
+dumpw_current(const struct dumpw *w)
+{
+    return &w->cur;
+}
+
+bool
+dumpw_stale(struct dumpw *w)
+{
+    return w->cur.gen == 0 ||
+           state_change_last_seq(w->o.st) > w->cur.change_seq;
+}
+
+bool
+dumpw_building(const struct dumpw *w)
+{
+    return w->running;
+}
+
+const char *
+dumpw_errstr(const struct dumpw *w)
+{
+    return w->err;
+}
+
+int
+dumpw_start(struct dumpw *w)
+{
+    if (w->running)
+        return RS_ESTATE;
+    memset(&w->next, 0, sizeof(w->next));
+    w->next.gen = w->cur.gen + 1;
+    atomic_store(&w->done, false);
+    atomic_store(&w->stop, false);
+    if (pthread_create(&w->thread, NULL, dw_thread, w) != 0) {
+        snprintf(w->err, sizeof(w->err), "cannot start a thread");
+        return RS_ENOMEM;
+    }
+    w->running = true;
+    return 0;
+}
+
+int
+dumpw_poll(struct dumpw *w)
+{
+    if (!w->running || !atomic_load(&w->done))
+        return 0;
+    pthread_join(w->thread, NULL);
+    w->running = false;
+    return dw_finish(w, w->brc);
+}
+
+int
+dumpw_build(struct dumpw *w)
+{
+    int rc;
+
+    if (w->running)
+        return RS_ESTATE;
+    memset(&w->next, 0, sizeof(w->next));
+    w->next.gen = w->cur.gen + 1;
+    w->berr[0] = '\0';
+    rc = dw_finish(w, dw_build(w, &w->next, w->berr, sizeof(w->berr)));
+    return rc == 1 ? 0 : rc;
+}
+
+int
+dumpw_file(const struct dumpw *w, const char *name, char *path, size_t len,
+           const char **ctype)
+{
+    int64_t gen, part;
+
+    if (strcmp(name, DUMPW_DOC) == 0) {
+        gen = w->cur.gen;
+        part = 0;
+    } else if (dw_parse_name(name, &gen, &part) != 0) {
+        return RS_ENOTFOUND;
+    }
+    if (gen <= 0 || (gen != w->cur.gen && gen != w->cur.gen - 1) ||
+        dw_path(w, path, len, gen, part, part > 0 ? ".zip" : ".xml") != 0 ||
+        access(path, R_OK) != 0)
+        return RS_ENOTFOUND;
+    *ctype = part > 0 ? "application/zip" : "application/xml";
+    return 0;
+}
