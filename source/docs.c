@@ -323,12 +323,35 @@ int
 docs_changelist(const struct docs *d, struct state *st, int64_t num,
                 rs_write_cb cb, void *ud, char *errstr)
 {
+    int64_t last;
+    return docs_changelist_after(d, st, num, 0, cb, ud, &last, errstr);
+}
+
+int
+docs_changelist_after(const struct docs *d, struct state *st, int64_t num,
+                      int64_t after, rs_write_cb cb, void *ud, int64_t *last,
+                      char *errstr)
+{
     struct state_clist cl;
+    *last = after;
     int rc = state_clist_get(st, num, &cl);
     if (rc != 0)
         return rc;
+    if (after > 0) {
+        /* The rest of the list after a change of its own: a Change List
+         * of the period since that change, so its from is the change's
+         * datetime (nothing it leaves out is later). */
+        int64_t list;
+        rs_time_t dt;
+        rc = state_change_at(st, after, &list, &dt);
+        if (rc != 0)
+            return rc;
+        if (list != num)
+            return RS_ENOTFOUND;
+        cl.from = dt;
+    }
     struct state_iter *it;
-    rc = state_change_iter(st, num, 0, 0, &it);
+    rc = state_change_iter(st, num, after, 0, &it);
     if (rc != 0)
         return rc;
     struct wr x;
@@ -361,6 +384,8 @@ docs_changelist(const struct docs *d, struct state *st, int64_t num,
         rc = change_entry(d, &c, &e, loc);
         if (rc == 0)
             rc = rs_writer_entry(x.w, &e);
+        if (rc == 0)
+            *last = c.seq;
     }
     rs_free(loc);
     state_iter_free(it);

@@ -67,6 +67,15 @@ int docs_capability_list(const struct docs *d, const struct docs_channel *ch,
     RS_MUST_CHECK;
 int docs_changelist(const struct docs *d, struct state *st, int64_t num,
                     rs_write_cb cb, void *ud, char *errstr) RS_MUST_CHECK;
+/* Change List num from after the change of seq after (0: all of it; else
+ * a change of that list, RS_ENOTFOUND otherwise), with from = that
+ * change's datetime. *last: the seq of the last entry written, or after
+ * when none was. A reader that holds the list up to a change reads only
+ * what came since (serve.c's ?after=). */
+int docs_changelist_after(const struct docs *d, struct state *st,
+                          int64_t num, int64_t after, rs_write_cb cb,
+                          void *ud, int64_t *last, char *errstr)
+    RS_MUST_CHECK;
 int docs_changelist_index(const struct docs *d, struct state *st,
                           rs_write_cb cb, void *ud, char *errstr)
     RS_MUST_CHECK;

@@ -63,6 +63,7 @@ static struct {
     char *framework_topic;
     char *token_file;
     char *read_token_file;
+    char *access_log;
     bool insecure_token_file;
     char *state;
     int64_t page_size;
@@ -111,6 +112,9 @@ static const struct rs_config_opt options[] = {
                      NULL, "readers need this bearer token (the first line "
                      "of FILE, mode 600) for every document and file: 401 "
                      "without, 403 with another"),
+    RS_CONFIG_STRING("access-log", 0, &conf.access_log, "FILE", NULL,
+                     "append a line per reply to FILE: time, method, URI, "
+                     "status, body bytes (reopened on SIGHUP)"),
     RS_CONFIG_BOOL("insecure-token-file", 0, &conf.insecure_token_file,
                    "false", "accept a token file readable by group or others"),
     RS_CONFIG_STRING("state", 's', &conf.state, "DIR", NULL,
@@ -182,6 +186,7 @@ struct src {
     char token[RS_TOKENFILE_MAX + 1];
     bool have_token;
     char read_token[RS_TOKENFILE_MAX + 1];   /* --read-token-file, or "" */
+    FILE *access;            /* --access-log, line buffered; or NULL */
     bool serving;            /* the listener accepts; the ready-file is out */
     double started;          /* mono_s() when setup began */
     bool rescan_due;
@@ -408,13 +413,45 @@ on_stopped(void *ud, bool timed_out)
     event_base_loopexit(s->base, NULL);
 }
 
+/* --access-log: "TIME METHOD URI STATUS BYTES", one reply a line. */
+static void
+on_access(void *ud, const char *method, const char *uri, int status,
+          size_t bytes)
+{
+    struct src *s = ud;
+
+    if (s->access != NULL)
+        fprintf(s->access, "%.6f %s %s %d %zu\n",
+                (double)rs_time_now() / 1e6, method, uri, status, bytes);
+}
+
+static int
+access_open(struct src *s)
+{
+    FILE *f;
+
+    if (conf.access_log == NULL)
+        return 0;
+    if ((f = fopen(conf.access_log, "ae")) == NULL) {
+        rs_log(RS_LOG_ERROR, "--access-log %s: %s", conf.access_log,
+               strerror(errno));
+        return -1;
+    }
+    setvbuf(f, NULL, _IOLBF, 0);
+    if (s->access != NULL)
+        fclose(s->access);
+    s->access = f;
+    return 0;
+}
+
 /* SIGHUP: the outbox tries the hub again now, and the channels are asked
- * for again. */
+ * for again; the access log is reopened (rotation). */
 static void
 on_reload(void *ud)
 {
     struct src *s = ud;
 
+    (void)access_open(s);
     if (s->push != NULL)
         push_resume(s->push);
     if (s->channels != NULL)
@@ -874,7 +911,11 @@ setup(struct src *s)
         .channels = s->channels != NULL ? channels_get : NULL,
         .channels_ud = s->channels,
         .read_token = s->read_token[0] != '\0' ? s->read_token : NULL,
+        .on_access = conf.access_log != NULL ? on_access : NULL,
+        .access_ud = s,
     };
+    if (access_open(s) != 0)
+        return 1;
     s->serve = serve_new(&sv);
     if (s->serve == NULL)
         return 1;
@@ -917,6 +958,9 @@ teardown(struct src *s)
      * HTTP client before push and channels (it completes their requests
      * as cancelled); readers before the writer's state. */
     serve_free(s->serve);
+    if (s->access != NULL)
+        fclose(s->access);
+    s->access = NULL;
     if (s->http != NULL)
         evhttp_free(s->http);
     rs_httpguard_free(s->guard);

@@ -38,6 +38,11 @@ struct serve_opts {
      * (WWW-Authenticate: Bearer) without one, 403 with another. Only its
      * SHA-256 is kept. NULL: open. */
     const char *read_token;
+    /* Every reply, once sent: method, request URI, status, body bytes
+     * (0 for HEAD and 304). May be NULL. */
+    void (*on_access)(void *ud, const char *method, const char *uri,
+                      int status, size_t bytes);
+    void *access_ud;
 };
 
 struct serve_stats {
@@ -48,6 +53,7 @@ struct serve_stats {
     uint64_t not_found;
     uint64_t unauthorized;         /* 401: no bearer token */
     uint64_t forbidden;            /* 403: another token */
+    uint64_t bytes;                /* body bytes of every reply */
 };
 
 struct serve;

@@ -34,6 +34,8 @@ enum state_stmt {
     ST_CH_ADD,
     ST_CH_LAST,
     ST_CH_RANGE,
+    ST_CH_AT,
+    ST_CL_LAST,
     ST_CL_CUR,
     ST_CL_GET,
     ST_CL_ADD,
@@ -74,6 +76,9 @@ static const char *const state_sql[ST_COUNT_] = {
     [ST_CH_LAST] = "SELECT seq, dt FROM changes ORDER BY seq DESC LIMIT 1",
     [ST_CH_RANGE] = "SELECT count(*) FROM changes WHERE seq > ?1 AND "
                     "seq <= ?2",
+    [ST_CH_AT] = "SELECT list, dt FROM changes WHERE seq = ?1",
+    [ST_CL_LAST] = "SELECT seq, dt FROM changes WHERE list = ?1 "
+                   "ORDER BY seq DESC LIMIT 1",
     [ST_CL_CUR] = "SELECT num, from_dt, until_dt, count FROM clists "
                   "ORDER BY num DESC LIMIT 1",
     [ST_CL_GET] = "SELECT num, from_dt, until_dt, count FROM clists "
@@ -820,7 +825,47 @@ state_change_next(struct state_iter *it, struct state_change *out)
     return 1;
 }
 
+int
+state_change_at(struct state *st, int64_t seq, int64_t *list, rs_time_t *dt)
+{
+    sqlite3_stmt *s = st_get(st, ST_CH_AT);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, seq);
+    int r = sqlite3_step(s);
+    int rc = 0;
+    if (r == SQLITE_ROW) {
+        *list = sqlite3_column_int64(s, 0);
+        *dt = sqlite3_column_int64(s, 1);
+    } else {
+        rc = r == SQLITE_DONE ? RS_ENOTFOUND : st_fail(st, "change get");
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc;
+}
+
 /* -------------------------------------------------------- change lists */
+
+int
+state_clist_last(struct state *st, int64_t num, int64_t *seq, rs_time_t *dt)
+{
+    sqlite3_stmt *s = st_get(st, ST_CL_LAST);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, num);
+    int r = sqlite3_step(s);
+    int rc = 0;
+    if (r == SQLITE_ROW) {
+        *seq = sqlite3_column_int64(s, 0);
+        *dt = sqlite3_column_int64(s, 1);
+    } else {
+        rc = r == SQLITE_DONE ? RS_ENOTFOUND : st_fail(st, "change list last");
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc;
+}
 
 static void
 clist_from_row(sqlite3_stmt *s, struct state_clist *c)

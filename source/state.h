@@ -146,6 +146,13 @@ int state_change_next(struct state_iter *it, struct state_change *out)
 
 /* -------------------------------------------------------- change lists */
 
+/* The change seq: its Change List and datetime. 0 or RS_ENOTFOUND. */
+int state_change_at(struct state *st, int64_t seq, int64_t *list,
+                    rs_time_t *dt) RS_MUST_CHECK;
+/* The newest change of Change List num: its seq and datetime. 0, or
+ * RS_ENOTFOUND when the list holds none. */
+int state_clist_last(struct state *st, int64_t num, int64_t *seq,
+                     rs_time_t *dt) RS_MUST_CHECK;
 int state_clist_current(struct state *st, struct state_clist *out)
     RS_MUST_CHECK;                           /* 0 or RS_ENOTFOUND */
 int state_clist_get(struct state *st, int64_t num, struct state_clist *out)
