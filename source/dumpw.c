@@ -46,6 +46,7 @@ struct dw_member {
  * order), so one fd and one hasher serve them all. */
 struct dw_pkg {
     const struct dumpw_opts *o;
+    atomic_bool *stop;           /* dumpw_free: give up now */
     struct dw_member *m;         /* max_files slots */
     size_t n;
     uint64_t bytes;              /* catalogued sizes, for the split */
@@ -148,6 +149,11 @@ dw_member_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
 
     switch (cmd) {
     case ZIP_SOURCE_OPEN:
+        if (atomic_load(p->stop)) {
+            snprintf(p->err, sizeof(p->err), "stopped");
+            zip_error_set(&p->zerr, ZIP_ER_CANCELLED, 0);
+            return -1;
+        }
         m->len = 0;
         p->fd = tree_open_file(p->o->tree, m->rel, &st);
         if (p->fd < 0) {
@@ -505,7 +511,7 @@ dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
 {
     size_t max_files = w->o.max_files ? w->o.max_files : DUMPW_DEFAULT_FILES;
     uint64_t max_bytes = w->o.max_bytes ? w->o.max_bytes : DUMPW_DEFAULT_BYTES;
-    struct dw_pkg p = { .o = &w->o, .fd = -1 };
+    struct dw_pkg p = { .o = &w->o, .stop = &w->stop, .fd = -1 };
     struct state *rst = NULL;
     struct state_iter *it = NULL;
     struct state_res r;

@@ -29,6 +29,7 @@
 #include "catalog.h"
 #include "changelog.h"
 #include "channels.h"
+#include "dumpw.h"
 #include "docs.h"
 #include "push.h"
 #include "rs_alloc.h"
@@ -69,6 +70,10 @@ static struct {
     int64_t page_size;
     char *rl_paging;
     int64_t rl_refresh_ms;
+    bool dump;
+    int64_t dump_interval_ms;
+    uint64_t dump_max_bytes;
+    int64_t dump_max_files;
     int64_t cl_max_age_ms;
     int64_t cl_retain_ms;
     int64_t settle_ms;
@@ -128,6 +133,17 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_DURATION("resourcelist-refresh", 0, &conf.rl_refresh_ms, "1m",
                        0, 86400000, "rebuild a Resource List missing "
                        "changes at most this often (0: on every request)"),
+    RS_CONFIG_BOOL("dump", 0, &conf.dump, "false",
+                   "publish a Resource Dump (ZIP packages of every file, in "
+                   "the state directory: as much disk again as the tree)"),
+    RS_CONFIG_DURATION("dump-interval", 0, &conf.dump_interval_ms, "10m", 0,
+                       0, "rebuild a Resource Dump missing changes at most "
+                       "this often"),
+    RS_CONFIG_SIZE("dump-max-bytes", 0, &conf.dump_max_bytes, "64M", 4096,
+                   UINT64_C(1) << 40, "content bytes per dump package (a "
+                   "larger file goes alone)"),
+    RS_CONFIG_INT("dump-max-files", 0, &conf.dump_max_files, "20000", 1,
+                  50000, "files per dump package"),
     RS_CONFIG_DURATION("changelist-max-age", 0, &conf.cl_max_age_ms, "1d", 0,
                        0, "close a non-empty Change List this old (0: never)"),
     RS_CONFIG_DURATION("changelist-retain", 0, &conf.cl_retain_ms, "30d", 0, 0,
@@ -175,13 +191,17 @@ struct src {
     struct catalog *cat;
     struct watch *watch;
     struct snapshot *snap;
+    struct dumpw *dump;                /* --dump, or NULL */
+    struct event *ev_dump;
+    struct docs_channel caps[2 * PUSH_LANES + 1];   /* for the caplist */
+    char dump_url[DOCS_URL_MAX];
     struct serve *serve;
     struct rs_http *httpc;
     struct push *push;
     struct channels *channels;
     struct event *ev_tick, *ev_rescan, *ev_hubwait;
     struct rs_daemon *daemon;     /* signals and the drain */
-    char *state_dir, *state_db, *rl_dir;
+    char *state_dir, *state_db, *rl_dir, *dump_dir;
     char *topic[PUSH_LANES];
     char token[RS_TOKENFILE_MAX + 1];
     bool have_token;
@@ -381,6 +401,60 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* --dump: publish a build that ended; start one when the dump misses
+ * changes and is --dump-interval old (or there is none). Builds run on
+ * their own thread; this only looks every second. */
+static void
+on_dump_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct src *s = arg;
+    const struct dumpw_info *cur = dumpw_current(s->dump);
+    char n[3][24];
+    int rc = dumpw_poll(s->dump);
+
+    if (rc == 1) {
+        snprintf(n[0], 24, "%lld", (long long)cur->gen);
+        snprintf(n[1], 24, "%lld", (long long)cur->files);
+        snprintf(n[2], 24, "%lld", (long long)cur->packages);
+        rs_log_kv(RS_LOG_INFO, "resource dump published", "generation", n[0],
+                  "files", n[1], "packages", n[2], NULL);
+    } else if (rc < 0) {
+        rs_log_kv(RS_LOG_ERROR, "resource dump failed", "error",
+                  dumpw_errstr(s->dump), NULL);
+    }
+    if (dumpw_building(s->dump) || !dumpw_stale(s->dump) ||
+        (cur->gen > 0 &&
+         rs_time_now() - cur->completed < conf.dump_interval_ms * 1000))
+        return;
+    if ((rc = dumpw_start(s->dump)) != 0)
+        rs_log_kv(RS_LOG_ERROR, "cannot start a resource dump", "error",
+                  dumpw_errstr(s->dump), NULL);
+}
+
+/* The Capability List's entries besides the Resource List and the Change
+ * Lists: the hub's channels, and the Resource Dump once there is one. */
+static const struct docs_channel *
+caplist_entries(void *ud, size_t *n)
+{
+    struct src *s = ud;
+    const struct docs_channel *ch;
+    size_t k = 0;
+
+    if (s->channels != NULL) {
+        ch = channels_get(s->channels, &k);
+        if (k > 2 * PUSH_LANES)
+            k = 2 * PUSH_LANES;
+        memcpy(s->caps, ch, k * sizeof(*ch));
+    }
+    if (s->dump != NULL && dumpw_current(s->dump)->gen > 0)
+        s->caps[k++] = (struct docs_channel){
+            .loc = s->dump_url, .cap = RS_CAP_RESOURCEDUMP };
+    *n = k;
+    return s->caps;
+}
+
 /* -------------------------------------------------------------- signals */
 
 /* The drain (rs_daemon runs it): what is still gathering goes out now;
@@ -552,7 +626,9 @@ setup_state_dir(struct src *s)
     }
     s->state_db = join(s->state_dir, "state.db");
     s->rl_dir = join(s->state_dir, "resourcelists");
-    return s->state_db != NULL && s->rl_dir != NULL ? 0 : RS_ENOMEM;
+    s->dump_dir = join(s->state_dir, "dumps");
+    return s->state_db != NULL && s->rl_dir != NULL && s->dump_dir != NULL
+           ? 0 : RS_ENOMEM;
 }
 
 static int
@@ -852,6 +928,32 @@ setup(struct src *s)
     }
     if (startup_scan(s) != 0)
         return 1;
+    if (conf.dump) {
+        struct dumpw_opts dwo = {
+            .docs = s->docs,
+            .tree = s->tree,
+            .st = s->st,
+            .state_path = s->state_db,
+            .dir = s->dump_dir,
+            .max_bytes = conf.dump_max_bytes,
+            .max_files = (size_t)conf.dump_max_files,
+        };
+        if (docs_url(s->docs, DUMPW_DOC, s->dump_url,
+                     sizeof(s->dump_url)) != 0) {
+            rs_log(RS_LOG_ERROR, "--base-url: too long");
+            return 2;
+        }
+        s->dump = dumpw_new(&dwo, &e);
+        s->ev_dump = event_new(s->base, -1, EV_PERSIST, on_dump_tick, s);
+        struct timeval every = { 1, 0 };
+        if (s->dump == NULL || s->ev_dump == NULL ||
+            event_add(s->ev_dump, &every) != 0) {
+            rs_log(RS_LOG_ERROR, "Resource Dump: %s",
+                   s->dump == NULL ? e : "cannot add its timer");
+            return 1;
+        }
+        on_dump_tick(-1, 0, s);
+    }
     if (conf.hub != NULL) {
         if (!rs_url_is_http(conf.hub)) {
             rs_log(RS_LOG_ERROR, "--hub: expected an absolute http(s) URL");
@@ -908,8 +1010,9 @@ setup(struct src *s)
         .st = s->st,
         .snap = s->snap,
         .rl_refresh_ms = conf.rl_refresh_ms,
-        .channels = s->channels != NULL ? channels_get : NULL,
-        .channels_ud = s->channels,
+        .channels = caplist_entries,
+        .channels_ud = s,
+        .dump = s->dump,
         .read_token = s->read_token[0] != '\0' ? s->read_token : NULL,
         .on_access = conf.access_log != NULL ? on_access : NULL,
         .access_ud = s,
@@ -984,6 +1087,9 @@ teardown(struct src *s)
     push_free(s->push);
     channels_free(s->channels);
     snapshot_free(s->snap);
+    dumpw_free(s->dump);          /* waits for a build under way */
+    if (s->ev_dump != NULL)
+        event_free(s->ev_dump);
     catalog_free(s->cat);
     changelog_free(s->cl);
     state_free(s->st);
@@ -1003,6 +1109,7 @@ teardown(struct src *s)
     rs_free(s->state_dir);
     rs_free(s->state_db);
     rs_free(s->rl_dir);
+    rs_free(s->dump_dir);
     explicit_bzero(s->token, sizeof(s->token));
     explicit_bzero(s->read_token, sizeof(s->read_token));
 }

@@ -517,6 +517,23 @@ serve_resourcelist(struct serve *s, struct evhttp_request *req)
     serve_snapshot(s, req, DOCS_RESOURCELIST);
 }
 
+/* A file of the Resource Dump (an fd opened now keeps serving it when a
+ * later generation removes it). */
+static void
+serve_dump(struct serve *s, struct evhttp_request *req, const char *name)
+{
+    char path[4400];
+    const char *ctype;
+
+    if (s->o.dump == NULL ||
+        dumpw_file(s->o.dump, name, path, sizeof(path), &ctype) != 0) {
+        not_found(s, req);
+        return;
+    }
+    s->stats.documents++;
+    serve_file(s, req, path, ctype);
+}
+
 void
 serve_snapshot_done(struct serve *s, int rc)
 {
@@ -637,6 +654,8 @@ route_docs(struct serve *s, struct evhttp_request *req, const char *name)
         serve_resourcelist(s, req);
     } else if (strncmp(name, "resourcelist-", 13) == 0) {
         serve_snapshot(s, req, name);
+    } else if (strncmp(name, "resourcedump", 12) == 0) {
+        serve_dump(s, req, name);
     } else if (strcmp(name, CHANGELOG_INDEX_NAME) == 0) {
         serve_doc(s, req, DOC_CLINDEX, 0, 0);
     } else if (strcmp(name, DOCS_CHANGELIST) == 0 ||

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "docs.h"
+#include "dumpw.h"
 #include "snapshot.h"
 #include "state.h"
 #include "tree.h"
@@ -38,6 +39,9 @@ struct serve_opts {
      * (WWW-Authenticate: Bearer) without one, 403 with another. Only its
      * SHA-256 is kept. NULL: open. */
     const char *read_token;
+    /* The Resource Dump's document and packages (BASE/resourcesync/
+     * resourcedump*), or NULL: none. */
+    const struct dumpw *dump;
     /* Every reply, once sent: method, request URI, status, body bytes
      * (0 for HEAD and 304). May be NULL. */
     void (*on_access)(void *ud, const char *method, const char *uri,
