@@ -6,6 +6,10 @@
 # CPU (/proc/PID/stat utime+stime) and memory (Pss of its processes), prints
 # one table with ratios and the goals of docs/benchmarks.md. Everything it
 # starts, it stops; it never touches a system nginx or redis.
+# --targets "rshub floor" sets rshub against floor_ws, a minimal epoll
+# broadcast server without persistence (the latency floor), and
+# --rshub-b BIN adds a second rshub build (target rshub-b) for A/B runs;
+# --repeat N runs the fan-out scenario N times, targets interleaved.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,6 +30,8 @@ scenarios="idle fanout heavy ingest"
 out=""
 keep=0
 nice_n=""
+repeat=1
+rshub_b=""
 
 usage() {
     cat <<EOF
@@ -37,7 +43,12 @@ Runs rshub and nchan side by side on loopback (see docs/benchmarks.md).
   --duration S         seconds per scenario (default $dur)
   --drain S            longest wait for late deliveries (default $drain)
   --scenarios LIST     of: idle fanout heavy ingest (default "$scenarios")
-  --targets LIST       of: rshub nchan nchan-redis (default "$targets")
+  --targets LIST       of: rshub rshub-b floor nchan nchan-redis
+                       (default "$targets"); floor = floor_ws, the latency
+                       floor; rshub-b = the binary given by --rshub-b
+  --rshub-b BIN        a second rshub binary (A/B in one run)
+  --repeat N           run the fanout scenario N times, targets interleaved,
+                       and print the ratios to the floor per run (default 1)
   --rates LIST         fan-out publish rates (default "$rates")
   --pub-conns N        keep-alive publish connections (default $pub_conns)
   --nchan-workers N    nginx worker_processes (default $nchan_workers)
@@ -63,6 +74,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift ;;
     --keep) keep=1 ;;
     --nice) nice_n=$2; shift ;;
+    --repeat) repeat=$2; shift ;;
+    --rshub-b) rshub_b=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_hub: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -77,6 +90,7 @@ bash "$(dirname "$here")/../deploy/install-deps.sh" --bench ||
     die "cannot install the benchmark's dependencies (deploy/install-deps.sh --bench)"
 rshub=$build/hub/rshub
 wsload=$build/tests/bench/wsload
+floor_ws=$build/tests/bench/floor_ws
 nchan_mod=/usr/lib/nginx/modules/ngx_nchan_module.so
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$rshub" ] && [ -x "$wsload" ] ||
@@ -84,6 +98,12 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
   cmake -S $(dirname "$here")/.. -B $build -DCMAKE_BUILD_TYPE=Release -DRS_TESTS=OFF -DRS_BENCH=ON
   cmake --build $build -j2 --target rshub wsload"
 command -v redis-server >/dev/null || die "redis-server is missing (apt-get install -y redis-server)"
+case " $targets " in
+*" floor "*) [ -x "$floor_ws" ] || die "no $floor_ws; build it: cmake --build $build --target floor_ws" ;;
+esac
+case " $targets " in
+*" rshub-b "*) [ -x "$rshub_b" ] || die "--targets rshub-b needs --rshub-b BIN" ;;
+esac
 case " $targets " in
 *nchan*)
     [ -x "$nginx_bin" ] && [ -f "$nchan_mod" ] ||
@@ -170,26 +190,41 @@ topic_uri=http://bench.example.org/dataset1/changelist.xml
 
 for t in $targets; do
     case $t in
-    rshub)
+    rshub|rshub-b)
+        bin=$rshub
+        [ "$t" = rshub-b ] && bin=$rshub_b
         port=$(free_port)
-        start_redis redis-rshub "$port"
-        redis_of[rshub]=$redis_pid
-        printf '[topic bench]\nuri = %s\n' "$topic_uri" > "$tmp/rshub.conf"
-        "$rshub" -c "$tmp/rshub.conf" -l 127.0.0.1:0 -w 127.0.0.1:0 \
+        start_redis "redis-$t" "$port"
+        redis_of[$t]=$redis_pid
+        printf '[topic bench]\nuri = %s\n' "$topic_uri" > "$tmp/$t.conf"
+        "$bin" -c "$tmp/$t.conf" -l 127.0.0.1:0 -w 127.0.0.1:0 \
             -r "redis://127.0.0.1:$port" --log-level warn \
-            --log-file "$tmp/rshub.log" --ready-file "$tmp/rshub.ready" &
-        srv_pid[rshub]=$!
+            --log-file "$tmp/$t.log" --ready-file "$tmp/$t.ready" &
+        srv_pid[$t]=$!
         pids+=("$!")
         for ((i = 0; i < 100; i++)); do
-            [ -s "$tmp/rshub.ready" ] && break
+            [ -s "$tmp/$t.ready" ] && break
             sleep 0.1
         done
-        [ -s "$tmp/rshub.ready" ] || die "rshub did not start (see $tmp/rshub.log)"
-        ready=$(cat "$tmp/rshub.ready")
+        [ -s "$tmp/$t.ready" ] || die "$t did not start (see $tmp/$t.log)"
+        ready=$(cat "$tmp/$t.ready")
         hp=$(sed 's/.*"http":\([0-9]*\).*/\1/' <<<"$ready")
         wp=$(sed 's/.*"ws":\([0-9]*\).*/\1/' <<<"$ready")
-        http_of[rshub]=127.0.0.1:$hp
-        ws_of[rshub]=127.0.0.1:$wp
+        http_of[$t]=127.0.0.1:$hp
+        ws_of[$t]=127.0.0.1:$wp
+        ;;
+    floor)
+        "$floor_ws" -r "$tmp/floor.ready" 2> "$tmp/floor.log" &
+        srv_pid[floor]=$!
+        pids+=("$!")
+        for ((i = 0; i < 100; i++)); do
+            [ -s "$tmp/floor.ready" ] && break
+            sleep 0.1
+        done
+        [ -s "$tmp/floor.ready" ] || die "floor_ws did not start (see $tmp/floor.log)"
+        redis_of[floor]=""
+        http_of[floor]=127.0.0.1:$(cat "$tmp/floor.ready")
+        ws_of[floor]=${http_of[floor]}
         ;;
     nchan|nchan-redis)
         dir=$tmp/$t
@@ -256,8 +291,9 @@ busy_ticks() {   # every CPU's non-idle time, clock ticks
     awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat
 }
 
-rshub_metric() {   # NAME -> value from rshub's /metrics
-    local hp=${http_of[rshub]}
+rshub_metric() {   # TARGET NAME -> value from that rshub's /metrics
+    local hp=${http_of[$1]}
+    shift
     exec 3<>"/dev/tcp/${hp%:*}/${hp#*:}"
     printf 'GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$hp" >&3
     local v
@@ -284,7 +320,7 @@ run_case() {   # KEY TARGET WSLOAD-ARGS...
     local key=$1 t=$2
     shift 2
     local tgt=rshub ch=bench
-    if [ "$t" != rshub ]; then
+    if [[ $t == nchan* ]]; then
         tgt=nchan
         seq_no=$((seq_no + 1))
         ch=b$seq_no-$RANDOM
@@ -295,9 +331,9 @@ run_case() {   # KEY TARGET WSLOAD-ARGS...
     local c0 r0 d0=0 w0=0
     c0=$(cpu_ticks $sp)
     r0=$(cpu_ticks $rp)
-    if [ "$t" = rshub ]; then
-        d0=$(rshub_metric rshub_ws_deliveries_total)
-        w0=$(rshub_metric rshub_ws_writes_total)
+    if [[ $t == rshub* ]]; then
+        d0=$(rshub_metric "$t" rshub_ws_deliveries_total)
+        w0=$(rshub_metric "$t" rshub_ws_writes_total)
     fi
     local b0 b1
     b0=$(busy_ticks)
@@ -321,10 +357,10 @@ run_case() {   # KEY TARGET WSLOAD-ARGS...
     R[$key.rcpu]=-
     [ -z "$rp" ] || R[$key.rcpu]=$(awk -v a="$r0" -v b="$r1" -v hz="$hz" 'BEGIN {printf "%.2f", (b - a) / hz}')
     R[$key.fpw]=-
-    if [ "$t" = rshub ]; then
+    if [[ $t == rshub* ]]; then
         local d1 w1
-        d1=$(rshub_metric rshub_ws_deliveries_total)
-        w1=$(rshub_metric rshub_ws_writes_total)
+        d1=$(rshub_metric "$t" rshub_ws_deliveries_total)
+        w1=$(rshub_metric "$t" rshub_ws_writes_total)
         R[$key.fpw]=$(awk -v d=$((d1 - d0)) -v w=$((w1 - w0)) 'BEGIN {if (w > 0) printf "%.1f", d / w; else print "-"}')
     fi
     R[$key.srv]=$t
@@ -335,7 +371,7 @@ run_case() {   # KEY TARGET WSLOAD-ARGS...
 # 19,000 idle subscribers in two wsload processes (each under the fd cap).
 run_idle() {   # KEY TARGET
     local key=$1 t=$2 tgt=rshub ch=bench half=$((idle_subs / 2))
-    [ "$t" != rshub ] && { tgt=nchan; ch=idle$RANDOM; }
+    [[ $t == nchan* ]] && { tgt=nchan; ch=idle$RANDOM; }
     local sp m0 m1 a b i
     sp=$(server_pids "$t")
     m0=$(pss_kb $sp)
@@ -383,9 +419,13 @@ for sc in $scenarios; do
     idle)
         for t in $targets; do run_idle "idle-$t" "$t"; done ;;
     fanout)
-        for r in $rates; do
-            for t in $targets; do
-                run_case "fanout-$r-$t" "$t" --subs "$subs" --rate "$r"
+        for ((rep_i = 1; rep_i <= repeat; rep_i++)); do
+            sfx=""
+            [ "$rep_i" -gt 1 ] && sfx=-run$rep_i
+            for r in $rates; do
+                for t in $targets; do
+                    run_case "fanout-$r$sfx-$t" "$t" --subs "$subs" --rate "$r"
+                done
             done
         done ;;
     heavy)
@@ -435,9 +475,18 @@ table() {
     if [ -n "$prev" ]; then ratio_rows "$prev"; fi
 }
 
-ratio_rows() {   # BASE: rshub/nchan and rshub/nchan-redis for a scenario
+ratio_rows() {   # BASE: rshub/nchan, rshub/nchan-redis, rshub/floor
     local base=$1 o a b
     a=$base-rshub
+    if [ -n "${R[$base-floor.srv]:-}" ]; then
+        for o in rshub rshub-b; do
+            a=$base-$o
+            b=$base-floor
+            [ -n "${R[$a.srv]:-}" ] || continue
+            echo "| $base | **$o/floor** | | | $(ratio "${R[$a.accepted_ps]}" "${R[$b.accepted_ps]}") | $(ratio "${R[$a.deliveries_ps]}" "${R[$b.deliveries_ps]}") | $(ratio "${R[$a.cpu]}" "${R[$b.cpu]}") | | | | $(ratio "${R[$a.p50_ms]}" "${R[$b.p50_ms]}") | $(ratio "${R[$a.p99_ms]}" "${R[$b.p99_ms]}") | $(ratio "${R[$a.p999_ms]}" "${R[$b.p999_ms]}") | $(ratio "${R[$a.max_ms]}" "${R[$b.max_ms]}") | | | | | |"
+        done
+        a=$base-rshub
+    fi
     [ -n "${R[$a.srv]:-}" ] || return 0
     for o in nchan nchan-redis; do
         b=$base-$o
@@ -456,6 +505,11 @@ goal() {   # TEXT OK(1/0/-) DETAIL
     [ "$2" = 1 ] && v=met
     [ "$2" = - ] && v="not measured"
     echo "- $1: **$v** ($3)"
+}
+
+median() {   # VALUES... (- ignored) -> median, or -
+    printf '%s\n' "$@" | grep -v '^-$' | sort -g |
+        awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
 gt() { awk -v a="${1:--}" -v b="${2:--}" 'BEGIN {print (a != "-" && b != "-" && a + 0 >= b + 0) ? 1 : 0}'; }
@@ -498,9 +552,28 @@ goals() {
         local m=${R[idle-rshub.mem]:--}
         goal "<= 5 kB per idle connection" "$(awk -v m="$m" 'BEGIN {print (m != "-" && m <= 5000) ? 1 : 0}')" "rshub $m B, nchan ${R[idle-nchan.mem]:--} B, nchan-redis ${R[idle-nchan-redis.mem]:--} B"
     fi
+    if [[ " $targets " == *" floor "* ]] && [[ " $scenarios " == *" fanout "* ]]; then
+        local o i sfx k50 k99 l50 l99
+        for o in rshub rshub-b; do
+            [[ " $targets " == *" $o "* ]] || continue
+            l50="" l99=""
+            for ((i = 1; i <= repeat; i++)); do
+                sfx=""
+                [ "$i" -gt 1 ] && sfx=-run$i
+                k50=$(ratio "${R[fanout-100$sfx-$o.p50_ms]:-}" "${R[fanout-100$sfx-floor.p50_ms]:-}")
+                k99=$(ratio "${R[fanout-100$sfx-$o.p99_ms]:-}" "${R[fanout-100$sfx-floor.p99_ms]:-}")
+                l50="$l50 $k50" l99="$l99 $k99"
+            done
+            local m50 m99
+            m50=$(median $l50)
+            m99=$(median $l99)
+            goal "$o p99 within 1.3x the floor's at $subs subscribers, 100 publishes/s (median of runs)" "$(awk -v m="$m99" 'BEGIN {print (m != "-" && m <= 1.3) ? 1 : 0}')" "p99 ratio per run:$l99; median $m99"
+            goal "$o p50 within 1.5x the floor's (median of runs)" "$(awk -v m="$m50" 'BEGIN {print (m != "-" && m <= 1.5) ? 1 : 0}')" "p50 ratio per run:$l50; median $m50"
+        done
+    fi
     local lost=0 closed=0 nohub=0 runs=""
     for k in "${rows[@]}"; do
-        [ "${R[$k.srv]}" = rshub ] || continue
+        [[ ${R[$k.srv]} == rshub* ]] || continue
         [[ $k == idle-* ]] && continue
         lost=$((lost + ${R[$k.lost]:-0}))
         closed=$((closed + ${R[$k.closed]:-0}))
