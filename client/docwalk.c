@@ -50,6 +50,10 @@ struct docwalk {
     char *url;
     struct rs_parser *p;
     struct rs_http_req *req;
+    struct rs_http_req *hreq;    /* the response being read: headers for
+                                    docwalk_header, during callbacks */
+    char *cond, *cond_url;       /* docwalk_start_cond: the header, for
+                                    the first document only */
     unsigned attempt;
     size_t doc_entries;
     bool is_index;
@@ -110,6 +114,9 @@ dw_clear(struct docwalk *w)
         rs_free(w->stack[--w->nstack]);
     rs_free(w->url);
     w->url = NULL;
+    rs_free(w->cond);
+    rs_free(w->cond_url);
+    w->cond = w->cond_url = NULL;
     uriset_clear(&w->seen);
 }
 
@@ -267,7 +274,9 @@ dw_on_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
         return 1;
     if (status < 200 || status > 299)
         return 0;                     /* an error page: on_done reports it */
+    w->hreq = req;
     rc = rs_parser_feed(w->p, buf, len);
+    w->hreq = NULL;
     if (rc != 0 && w->cb_rc == 0 && !w->skip && !w->freed) {
         const struct rs_diag *d = rs_parser_error(w->p);
         char line[32] = "";
@@ -340,6 +349,19 @@ dw_handle_done(struct docwalk *w, struct rs_http_req *req,
     if (ra != NULL && rs_retry_after_parse(ra, (int64_t)time(NULL), &ra_ms) == 0)
         w->retry_after_s = ra_ms / 1000 < DW_RETRY_AFTER_MAX_S
                            ? (long)(ra_ms / 1000) : DW_RETRY_AFTER_MAX_S;
+    if (res->rc == 0 && res->status == 304 && w->cond != NULL &&
+        strcmp(w->url, w->cond_url) == 0) {
+        /* Unchanged since the validator: read, with nothing new. */
+        w->docs++;
+        w->attempt = 0;
+        dw_doc_reset(w);
+        if (w->o.on_not_modified != NULL)
+            w->o.on_not_modified(w->o.ud, w->url);
+        if (w->freed)
+            return;
+        dw_step(w);
+        return;
+    }
     if (w->skip && res->rc == RS_ESTOPPED) {
         w->docs++;
         w->attempt = 0;
@@ -384,7 +406,9 @@ dw_handle_done(struct docwalk *w, struct rs_http_req *req,
                      ? RS_ENOTFOUND : RS_EPROTO);
         return;
     }
+    w->hreq = req;
     rc = rs_parser_finish(w->p);
+    w->hreq = NULL;
     if (w->freed)
         return;
     if (rc != 0 && w->cb_rc == 0 && !w->skip) {
@@ -440,8 +464,8 @@ dw_step(struct docwalk *w)
         .on_done = dw_on_http_done,
         .ud = w,
     };
-    static const char *const hdrs[] = {
-        "Accept: application/xml, text/xml;q=0.9, */*;q=0.1", NULL
+    const char *hdrs[] = {
+        "Accept: application/xml, text/xml;q=0.9, */*;q=0.1", NULL, NULL
     };
     int rc;
 
@@ -483,6 +507,8 @@ dw_step(struct docwalk *w)
     }
     w->p = rs_parser_new(&po, &cbs, w);
     ro.url = w->url;
+    if (w->cond != NULL && strcmp(w->url, w->cond_url) == 0)
+        hdrs[1] = w->cond;
     ro.headers = hdrs;
     if (w->p == NULL) {
         snprintf(w->err, sizeof(w->err), "out of memory");
@@ -550,6 +576,12 @@ docwalk_free(struct docwalk *w)
 int
 docwalk_start(struct docwalk *w, const char *url)
 {
+    return docwalk_start_cond(w, url, NULL);
+}
+
+int
+docwalk_start_cond(struct docwalk *w, const char *url, const char *cond)
+{
     struct timeval now = { 0, 0 };
     char *u;
     int rc;
@@ -560,6 +592,14 @@ docwalk_start(struct docwalk *w, const char *url)
         return RS_EINVAL;
     if ((u = rs_strdup(url)) == NULL)
         return RS_ENOMEM;
+    if (cond != NULL &&
+        ((w->cond = rs_strdup(cond)) == NULL ||
+         (w->cond_url = rs_strdup(url)) == NULL)) {
+        rs_free(u);
+        rs_free(w->cond);
+        w->cond = NULL;
+        return RS_ENOMEM;
+    }
     if ((rc = dw_push(w, u)) != 0)
         return rc;
     w->busy = true;
@@ -569,6 +609,20 @@ docwalk_start(struct docwalk *w, const char *url)
     w->err[0] = '\0';
     evtimer_add(w->ev_step, &now);
     return 0;
+}
+
+const char *
+docwalk_header(const struct docwalk *w, const char *name)
+{
+    return w->hreq != NULL ? rs_http_req_header(w->hreq, name) : NULL;
+}
+
+void
+docwalk_links(const struct docwalk *w,
+              void (*cb)(void *ud, const char *value), void *ud)
+{
+    if (w->hreq != NULL)
+        rs_http_req_headers(w->hreq, "Link", cb, ud);
 }
 
 bool

@@ -4,7 +4,9 @@
  * bounded whatever the list size), following an index's children and
  * rel="next" pages to the end, retrying a document that could not be had.
  * A document met twice in one walk (a loop, a part listed twice) fails
- * the walk: a list read short must not look complete.
+ * the walk: a list read short must not look complete. The first document
+ * may be asked for conditionally (docwalk_start_cond): a 304 reads as a
+ * document without entries.
  * What the documents and entries mean is the caller's business.
  */
 #ifndef SUB_DOCWALK_H
@@ -42,8 +44,12 @@ struct docwalk_opts {
      * order, each before the index's next page. */
     int (*on_child)(void *ud, const char *index_url, const struct rs_entry *e,
                     const char *loc);
-    /* A document ended well (after all its entries). May be NULL. */
+    /* A document ended well (after all its entries). May be NULL.
+     * docwalk_header works here. */
     void (*on_doc_end)(void *ud, const char *url, const struct rs_head *h);
+    /* The first document, asked for with docwalk_start_cond, is
+     * unchanged (304): no head, entries nor children. May be NULL. */
+    void (*on_not_modified)(void *ud, const char *url);
     /* Runs exactly once per docwalk_start that returned 0, from the loop:
      * 0 when every document was read, else the error and what failed. */
     void (*on_done)(void *ud, int rc, const char *err);
@@ -60,6 +66,22 @@ void docwalk_free(struct docwalk *w);
 /* Walk from url. RS_ESTATE when a walk is under way, RS_EINVAL for a
  * URL that is not http(s), RS_ENOMEM. */
 int docwalk_start(struct docwalk *w, const char *url) RS_MUST_CHECK;
+
+/* The same, sending cond ("If-None-Match: ..." or "If-Modified-Since:
+ * ...", copied; NULL: none) with the first document's request; a 304 to
+ * it is on_not_modified, and the walk goes on with nothing from it. */
+int docwalk_start_cond(struct docwalk *w, const char *url, const char *cond)
+    RS_MUST_CHECK;
+
+/* A response header of the document being read (case-insensitive, the
+ * last if repeated; every Link value joined is not offered: see
+ * docwalk_links), valid inside on_head, on_entry and on_doc_end. NULL
+ * when absent or outside them. */
+const char *docwalk_header(const struct docwalk *w, const char *name);
+
+/* Each Link header value of the document being read, as docwalk_header. */
+void docwalk_links(const struct docwalk *w,
+                   void (*cb)(void *ud, const char *value), void *ud);
 
 /* Is a walk under way? */
 bool docwalk_busy(const struct docwalk *w);

@@ -4,7 +4,8 @@
  * requests parked while a fresh one is built), and resources with their
  * conditional-request logic. Documents carry validators too: a Change
  * List's ETag is its version (number, from, until, count), the index's the
- * set of lists, a Resource List file's its identity; a Change List also
+ * set of lists, a Resource List file's its identity, the Source
+ * Description's and Capability List's a hash of their bytes; a Change List also
  * names, in a Link header, where its next read can start (?after=SEQ).
  */
 #include "serve.h"
@@ -389,6 +390,18 @@ serve_doc(struct serve *s, struct evhttp_request *req, enum doc_kind kind,
                   err[0] != '\0' ? err : rs_strerror(rc), NULL);
         reply_text(s, req, 500, "Internal Server Error", "document failed");
     } else {
+        if (kind == DOC_SD || kind == DOC_CAPLIST) {
+            /* Small and made from configuration and the hub's answer:
+             * their bytes are their version. */
+            size_t n = evbuffer_get_length(b);
+            const unsigned char *bytes = evbuffer_pullup(b, -1);
+            doc_etag(s, bytes != NULL ? bytes : (const unsigned char *)"",
+                     bytes != NULL ? n : 0, etag);
+            if (doc_validators(s, req, etag, RS_TIME_NONE)) {
+                evbuffer_free(b);
+                return;
+            }
+        }
         s->stats.documents++;
         if (kind == DOC_CLIST) {
             struct state_clist cl;
