@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# test_source_dump.sh - rssource --dump end to end with rssub --dump: the
+# Capability List advertises the Resource Dump, its document and every
+# package manifest are valid; `rssub sync --dump` mirrors the Source from
+# the packages (requests counted by a logging proxy rssource's base URL
+# points at: the packages, not one request per file, except a file changed
+# after the dump, which comes through the Change Lists); a package with a
+# tampered member (the proxy flips one byte) has that one member refused
+# and fetched on its own; a restart with a short --dump-interval rebuilds
+# the stale dump, and a new mirror from it needs no resource request.
+set -u
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/source.sh
+. "$(dirname "$0")/lib/source.sh"
+# shellcheck source=lib/sub.sh
+. "$(dirname "$0")/lib/sub.sh"
+
+N=300
+D=$TMP/data
+mkdir -p "$D/sub/deeper" "$D/odd names"
+"$PY" - "$D" "$N" <<'EOF'
+import os, random, sys
+d, n = sys.argv[1], int(sys.argv[2])
+r = random.Random(7)
+for i in range(n):
+    sub = ("sub", "sub/deeper", "odd names", ".")[i % 4]
+    with open(os.path.join(d, sub, "f%04d.txt" % i), "wb") as f:
+        f.write(r.randbytes(r.randint(1000, 4000)))
+EOF
+printf 'a file with a space\n' >"$D/odd names/a b.txt"
+NFILES=$((N + 1))
+
+# The proxy first: rssource's base URL is the proxy's.
+PX=$TMP/proxy
+bg proxy "$PY" "$RS_SOURCE_DIR/tests/integration/lib/dump_proxy.py" \
+    --ready "$PX.ready" --upstream-file "$PX.upstream" \
+    --tamper-file "$PX.tamper" --log "$PX.log"
+wait_file "$PX.ready" 10 || { bad "the proxy starts"; src_finish; }
+PP=$(sed -n 's/.*"port": *\([0-9]*\).*/\1/p' "$PX.ready")
+B=http://127.0.0.1:$PP/
+
+start_source() {
+    src_start s "$D" --base-url "$B" --dump --dump-max-files 100 \
+        --resourcelist-refresh 1h "$@" &&
+        echo "${SRC_HTTP[s]}" >"$PX.upstream"
+}
+caplist_has_dump() {
+    curl -sf --max-time 5 "${B}resourcesync/capabilitylist.xml" |
+        grep -q "<loc>${B}resourcesync/resourcedump.xml</loc>"
+}
+# count REGEX: proxy log lines (GET, 200) whose path matches REGEX
+count() { grep -cE "^GET $1 200\$" "$PX.log"; }
+resource_gets() { grep -E '^GET /[^ ]* 200$' "$PX.log" | grep -vc ' /resourcesync/\| /robots.txt \| /.well-known/'; }
+
+note "rssource --dump"
+# (not through check: its subshell would keep rssource's PID and port)
+if start_source --dump-interval 1h; then ok "rssource starts"; else
+    bad "rssource starts"; src_finish; fi
+check "the Capability List advertises the Resource Dump" \
+    wait_until 20 caplist_has_dump
+curl -sf "${B}resourcesync/resourcedump.xml" -o "$TMP/rd.xml"
+check "the Resource Dump is valid (strict)" rsdoc_ok "$TMP/rd.xml"
+NPKG=$(xq "$TMP/rd.xml" 'len(urls)')
+expect_eq "packages of 100 files" "$NPKG" 4
+expect_eq "capability" "$(xq "$TMP/rd.xml" 'md["capability"]')" resourcedump
+AT=$(xq "$TMP/rd.xml" 'md["at"]')
+check "each package is a ZIP of its announced length, its manifest valid" \
+    "$PY" - "$TMP/rd.xml" "$NFILES" <<'EOF'
+import io, sys, urllib.request, zipfile
+import xml.etree.ElementTree as ET
+SM = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+RS = "{http://www.openarchives.org/rs/terms/}"
+total = 0
+for u in ET.parse(sys.argv[1]).getroot().findall(SM + "url"):
+    body = urllib.request.urlopen(u.findtext(SM + "loc")).read()
+    assert len(body) == int(u.find(RS + "md").get("length")), "length"
+    z = zipfile.ZipFile(io.BytesIO(body))
+    m = ET.fromstring(z.read("manifest.xml"))
+    assert m.find(RS + "md").get("capability") == "resourcedump-manifest"
+    for e in m.findall(SM + "url"):
+        md = e.find(RS + "md")
+        data = z.read(md.get("path").lstrip("/"))
+        assert len(data) == int(md.get("length"))
+        total += 1
+    for i in z.infolist():
+        if i.filename != "manifest.xml":
+            assert i.compress_type == zipfile.ZIP_STORED, i.filename
+assert total == int(sys.argv[2]), total
+EOF
+curl -sf "${B}resourcesync/resourcedump-1-1.zip" -o "$TMP/p1.zip"
+"$PY" -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("manifest.xml"))' \
+    "$TMP/p1.zip" "$TMP/manifest1.xml"
+check "a package manifest is valid (strict)" rsdoc_ok "$TMP/manifest1.xml"
+
+note "a change after the dump"
+sleep 1.1
+printf 'changed after the dump\n' >"$D/sub/f0000.txt"
+printf 'created after the dump\n' >"$D/new.txt"
+NFILES=$((NFILES + 1))
+check "the changes are in the Change List" wait_until 10 has_changes s \
+    "updated sub/f0000.txt" "created new.txt"
+sleep 2
+expect_eq "the dump was not rebuilt (--dump-interval 1h)" \
+    "$(curl -sf "${B}resourcesync/resourcedump.xml" | grep -c 'resourcedump-1-')" 4
+
+note "rssub sync --dump"
+: >"$PX.log"
+sub_cmd m1 sync "$B" "$TMP/m1" "$TMP/m1.state" --dump
+sub_exit m1 0
+check "the mirror equals the Source" same_tree "$D" "$TMP/m1"
+expect_eq "package requests" "$(count '/resourcesync/resourcedump-1-[0-9]+\.zip')" "$NPKG"
+expect_eq "resource requests: only the two changed after the dump" \
+    "$(resource_gets)" 2
+check "they are the changed files" grep -qE '^GET /(sub/f0000\.txt|new\.txt) 200$' "$PX.log"
+check "rssub unpacked the dump" grep -q 'msg="resource dump unpacked" packages=4 written=301 failed=0' "$TMP/m1.log"
+
+note "a tampered member"
+echo resourcedump-1-2.zip >"$PX.tamper"
+: >"$PX.log"
+sub_cmd m2 sync "$B" "$TMP/m2" "$TMP/m2.state" --dump
+sub_exit m2 0
+BADM=$(sed -n 's/^TAMPERED resourcedump-1-2.zip //p' "$PX.log")
+check "the proxy tampered with a member" test -n "$BADM"
+check "rssub refused it" grep -q 'not taken from the dump' "$TMP/m2.log"
+check "the mirror equals the Source" same_tree "$D" "$TMP/m2"
+BADP=$("$PY" -c 'import sys, urllib.parse; print("/" + sys.argv[1])' "$BADM")
+expect_eq "resource requests: the refused member and the two changes" \
+    "$(resource_gets)" 3
+check "the refused member was fetched on its own" grep -qF "GET $BADP 200" "$PX.log"
+: >"$PX.tamper"
+
+note "the dump rebuilt"
+src_stop s
+if start_source --dump-interval 1s; then ok "rssource restarts"; else
+    bad "rssource restarts"; src_finish; fi
+rebuilt() {
+    local at
+    at=$(curl -sf "${B}resourcesync/resourcedump.xml" |
+        sed -n 's/.*capability="resourcedump" at="\([^"]*\)".*/\1/p')
+    [ -n "$at" ] && [ "$at" != "$AT" ]
+}
+check "a new generation is published" wait_until 20 rebuilt
+check "its packages are generation 2" \
+    sh -c "curl -sf '${B}resourcesync/resourcedump.xml' | grep -q 'resourcedump-2-1.zip'"
+expect_eq "generation 1 still served (a Destination may be downloading it)" \
+    "$(curl -s -o /dev/null -w '%{http_code}' "${B}resourcesync/resourcedump-1-1.zip")" 200
+: >"$PX.log"
+sub_cmd m3 sync "$B" "$TMP/m3" "$TMP/m3.state" --dump
+sub_exit m3 0
+check "the mirror equals the Source" same_tree "$D" "$TMP/m3"
+expect_eq "resource requests: none" "$(resource_gets)" 0
+check "written from the dump" grep -q "written=$NFILES failed=0" "$TMP/m3.log"
+expect_eq "a temporary name is not served" \
+    "$(curl -s -o /dev/null -w '%{http_code}' "${B}resourcesync/resourcedump-1-1.zip.tmp")" 404
+
+sub_finish
