@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# bench_dump.sh - a baseline from rssource's Resource Dump against the
+# per-file baseline, for docs/benchmarks.md ("Baselines from a Resource
+# Dump"). For each tree size N (small files, 1-4 KiB, in a tmpfs when one is
+# available): rssource --dump serves the tree; `rssub sync` (one GET per
+# file) and `rssub sync --dump` (the packages) each make a fresh mirror,
+# interleaved, R runs each, every mirror diffed against the tree. Prints
+# wall seconds, files/s, rssub's peak RSS and CPU, and the ratio, per run;
+# also the time rssource took to build the dump. Builds nothing; starts its
+# own processes on loopback in a private directory and stops only those,
+# by PID.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$root/build-release
+sizes="10000 100000"
+reps=1
+where=""
+keep=0
+nice_n=""
+timeout_s=1800
+
+usage() {
+    cat <<EOF
+Usage: $0 [OPTION]...
+  --build DIR     build dir with source/rssource and subscriber/rssub
+                  (Release; default $build)
+  --files LIST    tree sizes (default "$sizes")
+  --reps N        runs of each client per size, interleaved (default $reps)
+  --root DIR      where the tree, rssource's state and the mirrors go: a
+                  private directory is made in it (default /dev/shm when it
+                  is a tmpfs, else \$TMPDIR)
+  --nice N        run everything under nice -n N
+  --timeout S     longest rssub run (default $timeout_s)
+  --keep          keep the directory
+EOF
+}
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=$2; shift ;;
+    --files) sizes=$2; shift ;;
+    --reps) reps=$2; shift ;;
+    --root) where=$2; shift ;;
+    --nice) nice_n=$2; shift ;;
+    --timeout) timeout_s=$2; shift ;;
+    --keep) keep=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+rssub=$build/subscriber/rssub
+rssource=$build/source/rssource
+for p in "$rssub" "$rssource" /usr/bin/time curl; do
+    [ -x "$p" ] || command -v "$p" >/dev/null ||
+        { echo "bench_dump: missing $p" >&2; exit 2; }
+done
+if [ -z "$where" ]; then
+    if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+        where=/dev/shm
+    else
+        where=${TMPDIR:-/tmp}
+    fi
+fi
+W=$(mktemp -d "$where/bench-dump.XXXXXX")
+NICE=()
+[ -z "$nice_n" ] || NICE=(nice -n "$nice_n")
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
+SRC_PID=""
+
+cleanup() {
+    if [ -n "$SRC_PID" ]; then
+        kill "$SRC_PID" 2>/dev/null || true
+        wait "$SRC_PID" 2>/dev/null || true
+    fi
+    if [ "$keep" = 1 ]; then echo "kept $W"; else rm -rf "$W"; fi
+}
+trap cleanup EXIT
+
+# make_tree DIR N: N files of 1-4 KiB, 100 to a directory.
+make_tree() {
+    /usr/bin/python3 - "$1" "$2" <<'EOF'
+import os, random, sys
+d, n = sys.argv[1], int(sys.argv[2])
+r = random.Random(18)
+for i in range(n):
+    sub = os.path.join(d, "d%04d" % (i // 100))
+    if i % 100 == 0:
+        os.makedirs(sub, exist_ok=True)
+    with open(os.path.join(sub, "f%06d.txt" % i), "wb") as f:
+        f.write(r.randbytes(r.randint(1024, 4096)))
+EOF
+}
+
+wait_dump() {
+    local base=$1
+    for _ in $(seq 1 1200); do
+        if curl -sf --max-time 5 "${base}resourcesync/capabilitylist.xml" |
+            grep -q 'capability="resourcedump"'; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    return 1
+}
+
+# run NAME ARGS...: one rssub sync into a fresh mirror and state; prints
+# "seconds peak_kB cpu_s" and checks the mirror.
+run() {
+    local name=$1
+    shift
+    rm -rf "$W/m" "$W/st"
+    "${NICE[@]}" /usr/bin/time -f '%e %M %U %S' -o "$W/$name.time" \
+        timeout "$timeout_s" "$rssub" sync --source "$BASE" --mirror "$W/m" \
+        --state "$W/st" --log-format logfmt --no-progress "$@" \
+        >"$W/$name.out" 2>"$W/$name.log" ||
+        { echo "bench_dump: $name failed:" >&2; tail -5 "$W/$name.log" >&2;
+          exit 1; }
+    diff -r "$W/tree" "$W/m" >/dev/null ||
+        { echo "bench_dump: $name: the mirror differs" >&2; exit 1; }
+    awk '{ printf "%s %s %.2f\n", $1, $2, $3 + $4 }' "$W/$name.time"
+}
+
+echo "bench_dump: $(nproc) cores; tree, state and mirrors in $W"
+echo "rssub: $rssub"
+printf '%-8s %-9s %4s %9s %10s %12s %8s\n' files client run seconds \
+    "files/s" "peak RSS MB" "CPU s"
+for n in $sizes; do
+    rm -rf "$W/tree" "$W/src.state"
+    make_tree "$W/tree" "$n"
+    t0=$(date +%s.%N)
+    "${NICE[@]}" "$rssource" --dir "$W/tree" --listen 127.0.0.1:0 \
+        --state "$W/src.state" --ready-file "$W/src.ready" --dump \
+        --log-format logfmt >"$W/src.$n.log" 2>&1 &
+    SRC_PID=$!
+    for _ in $(seq 1 600); do [ -s "$W/src.ready" ] && break; sleep 0.1; done
+    port=$(sed -n 's/.*"http":\([0-9]*\).*/\1/p' "$W/src.ready")
+    BASE=http://127.0.0.1:$port/
+    wait_dump "$BASE" || { echo "bench_dump: no dump" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    pk=$(grep -o 'packages=[0-9]*' "$W/src.$n.log" | tail -1)
+    du=$(du -sm "$W/src.state/dumps" | cut -f1)
+    echo "# $n files: rssource start + scan + dump $(awk -v a="$t0" \
+        -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, $pk, $du MB of packages"
+    for r in $(seq 1 "$reps"); do
+        for c in per-file dump; do
+            if [ "$c" = dump ]; then
+                res=$(run "$c.$n.$r" --dump)
+            else
+                res=$(run "$c.$n.$r")
+            fi
+            read -r secs kb cpu <<<"$res"
+            awk -v n="$n" -v c="$c" -v r="$r" -v s="$secs" -v kb="$kb" \
+                -v cpu="$cpu" 'BEGIN { printf "%-8s %-9s %4s %9s %10.0f %12.1f %8s\n",
+                n, c, r, s, n / s, kb / 1024, cpu }'
+            eval "t_${c//-/_}=$secs"
+        done
+        # shellcheck disable=SC2154
+        awk -v n="$n" -v r="$r" -v a="$t_per_file" -v b="$t_dump" \
+            'BEGIN { printf "%-8s ratio     %4s %9.1fx\n", n, r, a / b }'
+    done
+    kill "$SRC_PID"
+    wait "$SRC_PID" 2>/dev/null || true
+    SRC_PID=""
+    rm -f "$W/src.ready"
+done
