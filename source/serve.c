@@ -660,7 +660,7 @@ query_after(struct evhttp_request *req)
 static void
 route_docs(struct serve *s, struct evhttp_request *req, const char *name)
 {
-    int64_t num;
+    int64_t num = 0;
     if (strcmp(name, DOCS_CAPLIST) == 0) {
         serve_doc(s, req, DOC_CAPLIST, 0, 0);
     } else if (strcmp(name, DOCS_RESOURCELIST) == 0) {
