@@ -11,6 +11,8 @@
  *       FOLLOW_SETTLE_MS without a close--> OPEN
  *   CONNECTING/JOINING/OPEN --close 1001, 4002, 4003, 1013, network--> BACKOFF
  *   CONNECTING/JOINING/OPEN --close 4004--> BACKOFF (longer)
+ *   CONNECTING/JOINING/OPEN --upgrade 401/403, close 4008--> BACKOFF
+ *       (slow: our credential, which a retry sends again unchanged)
  *   CONNECTING/JOINING/OPEN --close 4001, 4005--> GAP --follow_resume-->
  *       CONNECTING
  *   BACKOFF --timer--> CONNECTING
@@ -18,6 +20,13 @@
  *
  * How a connection replays is its own field: from the id held, from a
  * time mark, or live (then the seam needs a pull once it is open).
+ *
+ * A refusal of our credential (the hub answers the upgrade 401 or 403, or
+ * closes with 4008 when a reload or the token's expiry withdrew it) is
+ * told to the caller once per spell, which ends when the channel opens or
+ * its URIs change: retrying cannot help until the hub's configuration
+ * does, so the retries are slow and quiet (polling stands in, past
+ * --push-timeout).
  *
  * JOINING: rshub accepts the upgrade, then refuses the channel with a
  * close (4001, 4003, 4004, 4005, 1013) a few milliseconds later. Such a
@@ -45,6 +54,8 @@
 #define FOLLOW_BACKOFF_MAX_MS 30000
 #define FOLLOW_UNKNOWN_MIN_MS 1000   /* 4004: the hub may learn it soon */
 #define FOLLOW_UNKNOWN_MAX_MS 60000
+#define FOLLOW_REFUSED_MIN_MS 5000   /* 401, 403, 4008: our credential */
+#define FOLLOW_REFUSED_MAX_MS 300000
 #define FOLLOW_SETTLE_MS 2000        /* open this long without a close, or
                                         a message: the hub serves it */
 
@@ -78,6 +89,8 @@ struct chan {
     struct event *ev_settle;         /* JOINING */
     unsigned backoff_ms;
     unsigned gap_resumes;            /* resumes since a message came */
+    bool refused;                    /* a refusal (401, 403, 4008) was told
+                                        in this spell */
 };
 
 struct follow {
@@ -251,6 +264,7 @@ chan_open(struct chan *c)
     evtimer_del(c->ev_settle);
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
     c->replay = REPLAY_ID;
+    c->refused = false;
     chan_set(c, CH_OPEN, "connected");
     if (c->f->o.on_channel != NULL)
         c->f->o.on_channel(c->f->o.ud, c->uris[c->cur],
@@ -292,6 +306,13 @@ on_ws_message(void *ud, struct wsclient_conn *conn, const char *buf,
     (void)take_doc(c->f, c, buf, len, "push");
 }
 
+static bool
+is_refusal(int code)
+{
+    return code == WSCLIENT_UNAUTHORIZED || code == WSCLIENT_FORBIDDEN ||
+           code == RS_WSCLOSE_REVOKED;
+}
+
 static void
 on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
 {
@@ -307,11 +328,24 @@ on_ws_close(void *ud, struct wsclient_conn *conn, int code, const char *reason)
         chan_set(c, CH_OFF, "stopping");
         return;
     }
-    if (f->o.on_channel != NULL)
+    /* refused again (4008, then 403 at the retry), nothing opened
+     * between: quiet */
+    if (f->o.on_channel != NULL && !(is_refusal(code) && c->refused))
         f->o.on_channel(f->o.ud, c->uris[c->cur], wsclient_conn_peer(conn),
                         false, code, reason);
     snprintf(why, sizeof(why), "%s closed %d: %s", c->uris[c->cur], code,
              reason);
+    if (is_refusal(code)) {
+        /* Another node may already hold a reloaded configuration. */
+        c->refused = true;
+        c->cur = (c->cur + 1) % c->nuris;
+        if (c->backoff_ms < FOLLOW_REFUSED_MIN_MS)
+            c->backoff_ms = FOLLOW_REFUSED_MIN_MS;
+        chan_backoff(c, c->backoff_ms, why);
+        c->backoff_ms = c->backoff_ms * 2 > FOLLOW_REFUSED_MAX_MS
+                        ? FOLLOW_REFUSED_MAX_MS : c->backoff_ms * 2;
+        return;
+    }
     switch (code) {
     case RS_WSCLOSE_GAP:               /* our position is gone */
     case RS_WSCLOSE_BAD_SINCE:         /* the hub refuses it: start over */
@@ -577,6 +611,7 @@ follow_set_uris(struct follow *f, int kind, const char *const *uris,
     evtimer_del(c->ev_settle);
     chan_set(c, CH_OFF, "its URIs changed");
     c->gap_resumes = 0;
+    c->refused = false;
     c->backoff_ms = FOLLOW_BACKOFF_MIN_MS;
     /* The id taken belongs to the stream of the channel left behind; the
      * new one replays from a time (hub ids are times, docs/protocol.md

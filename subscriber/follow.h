@@ -67,7 +67,10 @@ struct follow_opts {
     void (*on_framework)(void *ud, enum rs_capability cap, enum rs_change ch,
                          const char *loc);
     /* A channel went up or down (logs, status). peer: the address
-     * connected to (wsclient_conn_peer), NULL if none was reached. */
+     * connected to (wsclient_conn_peer), NULL if none was reached. code:
+     * wsclient's (a close code, or the HTTP status of a refused upgrade).
+     * A refusal of our credential (401, 403, 4008) is told once until
+     * the channel opens again (or its URIs change), not at every retry. */
     void (*on_channel)(void *ud, const char *uri, const char *peer, bool up,
                        int code, const char *why);
     void *ud;

@@ -39,8 +39,10 @@
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "rs_url.h"
+#include "rs_wsclose.h"
 #include "session.h"
 #include "stray.h"
+#include "wsclient.h"
 
 #define SESSION_MAX_SETS 16
 #define SESSION_PROGRESS_MS 250
@@ -1096,6 +1098,12 @@ on_follow_channel(void *ud, const char *uri, const char *peer, bool up,
     if (up)
         rs_log_kv(RS_LOG_INFO, "channel connected", "uri", uri, "peer", peer,
                   NULL);
+    else if (code == WSCLIENT_UNAUTHORIZED || code == WSCLIENT_FORBIDDEN ||
+             code == RS_WSCLOSE_REVOKED)
+        /* follow.c tells this once per spell and retries slowly */
+        rs_log_kv(RS_LOG_WARN, "the hub refuses the channel (see "
+                  "--hub-token-file): retrying slowly, polling stands in",
+                  "uri", uri, "peer", peer, "code", c, "reason", why, NULL);
     else
         rs_log_kv(RS_LOG_WARN, "channel closed", "uri", uri, "peer", peer,
                   "code", c, "reason", why, NULL);

@@ -805,10 +805,24 @@ wsc_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
         return on_append_headers(w, wsi, in, len);
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
         char why[WSCLIENT_REASON_MAX];
-        snprintf(why, sizeof(why), "connect failed: %.*s",
-                 in != NULL ? (int)strnlen(in, len) : 7,
-                 in != NULL ? (const char *)in : "unknown");
-        set_close(c, WSCLIENT_ABNORMAL, why);
+        /* An upgrade refused for its credential (a hub's read access: 401,
+         * 403) is told as that status: retrying at once cannot help, so
+         * the caller backs off differently from a network failure. lws
+         * says 401 in its text and keeps the status until the wsi goes. */
+        static const char unauth[] = "HS: ws upgrade unauthorized";
+        unsigned st = lws_http_client_http_response(wsi);
+        if (st == 0 && in != NULL && len == sizeof(unauth) - 1 &&
+            memcmp(in, unauth, len) == 0)
+            st = WSCLIENT_UNAUTHORIZED;
+        if (st == WSCLIENT_UNAUTHORIZED || st == WSCLIENT_FORBIDDEN) {
+            snprintf(why, sizeof(why), "upgrade refused: HTTP %u", st);
+            set_close(c, (int)st, why);
+        } else {
+            snprintf(why, sizeof(why), "connect failed: %.*s",
+                     in != NULL ? (int)strnlen(in, len) : 7,
+                     in != NULL ? (const char *)in : "unknown");
+            set_close(c, WSCLIENT_ABNORMAL, why);
+        }
         conn_set_state(c, L_CLOSING);
         return 0;
     }

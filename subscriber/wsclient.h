@@ -24,6 +24,11 @@ struct wsclient_conn;
 #define WSCLIENT_TOO_BIG 1009    /* a message over max_message */
 #define WSCLIENT_INTERNAL 1011   /* out of memory on our side */
 #define WSCLIENT_REASON_MAX 124  /* a reason: at most 123 bytes + NUL */
+/* An upgrade answered 401 or 403 (a hub refusing our credential) closes
+ * with that HTTP status as its code, apart from every WebSocket close
+ * code; any other answer but 101 is WSCLIENT_ABNORMAL. */
+#define WSCLIENT_UNAUTHORIZED 401
+#define WSCLIENT_FORBIDDEN 403
 
 struct wsclient_opts {
     struct event_base *base;     /* the main loop: every callback runs on it */
@@ -58,8 +63,9 @@ typedef void (*wsclient_open_cb)(void *ud, struct wsclient_conn *c);
 typedef void (*wsclient_message_cb)(void *ud, struct wsclient_conn *c,
                                     const char *buf, size_t len);
 /* Exactly once per connection wsclient_connect accepted, opened or not,
- * unless wsclient_conn_close came first. code: the server's (4001, 1001...)
- * or one of WSCLIENT_*; reason: the server's text or ours ("connect
+ * unless wsclient_conn_close came first. code: the server's (4001, 1001...),
+ * or one of WSCLIENT_* (WSCLIENT_UNAUTHORIZED, _FORBIDDEN: the upgrade was
+ * refused with that HTTP status); reason: the server's text or ours ("connect
  * timeout"), never NULL. c is freed when on_close returns (conn_close on it
  * inside is a no-op). lws 4.1 reports a server's 1012-1014 (the hub's 1013
  * "too many channels") as 1002; the server's reason is kept. */
