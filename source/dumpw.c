@@ -520,7 +520,7 @@ dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
     char path[DUMPW_PATH_MAX];
     int rc, more;
 
-    out->at = p.at = rs_time_now();
+    p.at = out->at;
     out->files = out->packages = 0;
     out->bytes = 0;
     p.m = rs_calloc(max_files, sizeof(*p.m));
@@ -651,6 +651,19 @@ dw_finish(struct dumpw *w, int rc)
     return 1;
 }
 
+/* The next generation's number and `at`. `at` is taken here, on the
+ * loop, between its transactions: every change dated before it is
+ * committed, so the build's read transaction (begun later) sees it. Taken
+ * on the thread, a change dated just before could commit after the read
+ * began and be in neither the dump nor the Change Lists after `at`. */
+static void
+dw_next_init(struct dumpw *w)
+{
+    memset(&w->next, 0, sizeof(w->next));
+    w->next.gen = w->cur.gen + 1;
+    w->next.at = rs_time_now();
+}
+
 /* ---------------------------------------------------------------- API */
 
 struct dumpw *
@@ -748,8 +761,7 @@ dumpw_start(struct dumpw *w)
 {
     if (w->running)
         return RS_ESTATE;
-    memset(&w->next, 0, sizeof(w->next));
-    w->next.gen = w->cur.gen + 1;
+    dw_next_init(w);
     atomic_store(&w->done, false);
     atomic_store(&w->stop, false);
     if (pthread_create(&w->thread, NULL, dw_thread, w) != 0) {
@@ -777,8 +789,7 @@ dumpw_build(struct dumpw *w)
 
     if (w->running)
         return RS_ESTATE;
-    memset(&w->next, 0, sizeof(w->next));
-    w->next.gen = w->cur.gen + 1;
+    dw_next_init(w);
     w->berr[0] = '\0';
     rc = dw_finish(w, dw_build(w, &w->next, w->berr, sizeof(w->berr)));
     return rc == 1 ? 0 : rc;
