@@ -55,6 +55,7 @@ struct job {
     uint64_t got;
     int write_rc;                /* a mirror error while streaming */
     char why[512];
+    bool gone;                   /* the last answer was 404 or 410 */
 };
 
 struct apply {
@@ -186,6 +187,17 @@ report(struct apply *a, const char *uri, enum apply_outcome o,
         a->o.on_result(a->o.ud, uri, o, what != NULL ? what : "");
 }
 
+/* Does the mirror hold a copy of uri (a live row in the ledger)? */
+static bool
+mirror_holds(struct apply *a, const char *uri)
+{
+    struct ledger_res r;
+    char *buf = NULL;
+    bool live = ledger_res_get(a->o.ledger, uri, &r, &buf) == 0 && !r.deleted;
+    rs_free(buf);
+    return live;
+}
+
 /* The attempt failed: retry later, or give up for good. */
 static void
 job_retry(struct apply *a, struct job *j, long retry_after_s, bool permanent)
@@ -196,7 +208,18 @@ job_retry(struct apply *a, struct job *j, long retry_after_s, bool permanent)
 
     if (apply_txn(a) != 0)
         return;                      /* the row stays due; redone later */
-    if (permanent || (unsigned)j->t.attempts + 1 >= max) {
+    if ((permanent || (unsigned)j->t.attempts + 1 >= max) && j->gone &&
+        !mirror_holds(a, j->t.uri)) {
+        /* The Source has no such resource any more and neither has the
+         * mirror: they agree, nothing is left to do. Typically a change
+         * that comes after the resource's deletion was applied (a repeated
+         * delivery, a pull and a channel crossing); kept as failed, it
+         * was retried at every start and made every audit fail. A newer
+         * change of the resource is a new row. */
+        rc = ledger_todo_done(a->o.ledger, j->t.uri, j->t.seq);
+        report(a, j->uri, APPLY_UNCHANGED, "gone at the Source and not in "
+               "the mirror");
+    } else if (permanent || (unsigned)j->t.attempts + 1 >= max) {
         rc = ledger_todo_fail(a->o.ledger, j->t.uri, j->t.seq, j->why);
         report(a, j->uri, APPLY_FAILED, j->why);
     } else {
@@ -457,6 +480,7 @@ on_job_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         job_commit(a, j, req);
     } else {
         snprintf(j->why, sizeof(j->why), "GET: HTTP %ld", res->status);
+        j->gone = res->status == 404 || res->status == 410;
         job_retry(a, j, retry_after, false);
     }
     job_end(a, j);

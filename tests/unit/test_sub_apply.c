@@ -43,6 +43,7 @@ struct fx {
     unsigned feed;
     unsigned fed;
     unsigned idle;
+    unsigned retries;            /* apply's attempts; 0: 20 */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -102,7 +103,7 @@ fx_apply(struct fx *f, unsigned parallel)
         .mirror = f->mirror,
         .pathmap = f->pm,
         .parallel = parallel,
-        .retries = 20,
+        .retries = f->retries ? f->retries : 20,
         .timeout_ms = 10000,
         .on_result = on_result,
         .on_idle = on_idle,
@@ -404,6 +405,65 @@ test_same_offer_keeps_job(void **state)
     assert_int_equal(r->hits, 2);
 }
 
+/* Count the failed rows of the ledger. */
+static int64_t
+failed_rows(struct fx *f)
+{
+    int64_t due = 0, waiting = 0, failed = 0;
+    assert_int_equal(ledger_todo_count(f->ledger, rs_time_now(), &due,
+                                       &waiting, &failed), 0);
+    return failed;
+}
+
+/* apply/gone_is_not_failed: a change of a resource the Source answers 404
+ * for, to the end of its attempts, with no copy in the mirror (a change
+ * delivered after the resource's deletion was applied) ends as unchanged:
+ * no failed row, which every start would retry and every audit report. */
+static void
+test_gone_is_not_failed(void **state)
+{
+    struct fx *f = *state;
+    tu_httpd_add(f->srv, "/gone", 404, NULL, "no\n");
+    f->retries = 2;
+    fx_apply(f, 0);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/gone"));
+    offer(f, f->watch);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_RETRY);
+    assert_int_equal(f->watch_o[1], APPLY_UNCHANGED);
+    assert_int_equal(f->results[APPLY_FAILED], 0);
+    assert_int_equal(failed_rows(f), 0);
+    char *buf = NULL;
+    struct ledger_todo t;
+    assert_int_equal(ledger_todo_get(f->ledger, f->watch, &t, &buf),
+                     RS_ENOTFOUND);
+    rs_free(buf);
+}
+
+/* apply/gone_but_mirrored_fails: the same 404s for a resource the mirror
+ * holds is a difference the apply cannot settle: the row fails (the
+ * deletion, or a reconcile, settles it). */
+static void
+test_gone_but_mirrored_fails(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/had", 0, NULL, "v1\n");
+    char buf[64];
+    f->retries = 2;
+    fx_apply(f, 0);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/had"));
+    offer(f, f->watch);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_CREATED);
+    assert_string_equal(mirrored(f, "/had", buf, sizeof(buf)), "v1\n");
+    tu_httpd_fail(f->srv, r, 100, 404, NULL);
+    offer(f, f->watch);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 3, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[1], APPLY_RETRY);
+    assert_int_equal(f->watch_o[2], APPLY_FAILED);
+    assert_int_equal(failed_rows(f), 1);
+}
+
 /* apply/free_null: apply_free(NULL) is a no-op. */
 static void
 test_free_null(void **state)
@@ -423,6 +483,8 @@ main(void)
         TS("apply/superseded_taken", test_superseded_taken_under_stream),
         TS("apply/same_offer_keeps_backoff", test_same_offer_keeps_backoff),
         TS("apply/same_offer_keeps_job", test_same_offer_keeps_job),
+        TS("apply/gone_is_not_failed", test_gone_is_not_failed),
+        TS("apply/gone_but_mirrored_fails", test_gone_but_mirrored_fails),
         { "apply/free_null", test_free_null, NULL, NULL, NULL },
     };
 
