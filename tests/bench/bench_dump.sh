@@ -107,12 +107,20 @@ wait_dump() {
     return 1
 }
 
+# src_cpu: rssource's CPU seconds so far (user + system).
+src_cpu() {
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' \
+        "/proc/$SRC_PID/stat"
+}
+
 # run NAME ARGS...: one rssub sync into a fresh mirror and state; prints
-# "seconds peak_kB cpu_s" and checks the mirror.
+# "seconds peak_kB cpu_s rssource_cpu_s" and checks the mirror.
 run() {
     local name=$1
     shift
+    local c0
     rm -rf "$W/m" "$W/st"
+    c0=$(src_cpu)
     "${NICE[@]}" /usr/bin/time -f '%e %M %U %S' -o "$W/$name.time" \
         timeout "$timeout_s" "$rssub" sync --source "$BASE" --mirror "$W/m" \
         --state "$W/st" --log-format logfmt --no-progress "$@" \
@@ -121,13 +129,15 @@ run() {
           exit 1; }
     diff -r "$W/tree" "$W/m" >/dev/null ||
         { echo "bench_dump: $name: the mirror differs" >&2; exit 1; }
-    awk '{ printf "%s %s %.2f\n", $1, $2, $3 + $4 }' "$W/$name.time"
+    awk -v c0="$c0" -v c1="$(src_cpu)" \
+        '{ printf "%s %s %.2f %.2f\n", $1, $2, $3 + $4, c1 - c0 }' \
+        "$W/$name.time"
 }
 
 echo "bench_dump: $(nproc) cores; tree, state and mirrors in $W"
 echo "rssub: $rssub"
-printf '%-8s %-9s %4s %9s %10s %12s %8s\n' files client run seconds \
-    "files/s" "peak RSS MB" "CPU s"
+printf '%-8s %-9s %4s %9s %10s %12s %8s %10s\n' files client run seconds \
+    "files/s" "peak RSS MB" "CPU s" "source CPU"
 for n in $sizes; do
     rm -rf "$W/tree" "$W/src.state"
     make_tree "$W/tree" "$n"
@@ -152,10 +162,11 @@ for n in $sizes; do
             else
                 res=$(run "$c.$n.$r")
             fi
-            read -r secs kb cpu <<<"$res"
+            read -r secs kb cpu scpu <<<"$res"
             awk -v n="$n" -v c="$c" -v r="$r" -v s="$secs" -v kb="$kb" \
-                -v cpu="$cpu" 'BEGIN { printf "%-8s %-9s %4s %9s %10.0f %12.1f %8s\n",
-                n, c, r, s, n / s, kb / 1024, cpu }'
+                -v cpu="$cpu" -v scpu="$scpu" 'BEGIN { printf \
+                "%-8s %-9s %4s %9s %10.0f %12.1f %8s %10s\n",
+                n, c, r, s, n / s, kb / 1024, cpu, scpu }'
             eval "t_${c//-/_}=$secs"
         done
         # shellcheck disable=SC2154
