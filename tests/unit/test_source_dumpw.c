@@ -228,10 +228,11 @@ static void
 test_split_count(void **state)
 {
     struct fx *f = *state;
-    char rel[64];
+    char rel[64], sub[4200];
     size_t per[16], npkg;
 
-    assert_int_equal(mkdir(strcat(strcpy(rel, f->dir), "/sub dir"), 0755), 0);
+    snprintf(sub, sizeof(sub), "%s/sub dir", f->dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
     for (int i = 0; i < 24; i++) {
         snprintf(rel, sizeof(rel), "f%02d.txt", i);
         fx_write(f, rel, 100 + (size_t)i * 37, (char)('a' + i));
