@@ -174,7 +174,7 @@ dw_member_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
             k = read(p->fd, data, len);
         while (k < 0 && errno == EINTR);
         if (k < 0) {
-            snprintf(p->err, sizeof(p->err), "reading %.200s: %s", m->rel,
+            snprintf(p->err, sizeof(p->err), "reading %.100s: %.140s", m->rel,
                      strerror(errno));
             zip_error_set(&p->zerr, ZIP_ER_READ, errno);
             return -1;
@@ -295,7 +295,7 @@ dw_man_write(struct dw_pkg *p)
     if (rc == 0)
         rc = rs_writer_end(wr);
     if (rc != 0)
-        snprintf(p->err, sizeof(p->err), "manifest: %s",
+        snprintf(p->err, sizeof(p->err), "manifest: %.240s",
                  rs_writer_errstr(wr));
     rs_writer_free(wr);
     return rc;
@@ -380,7 +380,7 @@ dw_pkg_write(struct dw_pkg *p, const char *path, uint64_t *size, char *err,
     za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zrc);
     if (za == NULL) {
         zip_error_init_with_code(&ze, zrc);
-        snprintf(err, errsz, "%.200s: %s", path, zip_error_strerror(&ze));
+        snprintf(err, errsz, "%.100s: %.150s", path, zip_error_strerror(&ze));
         zip_error_fini(&ze);
         return RS_EIO;
     }
@@ -410,21 +410,21 @@ dw_pkg_write(struct dw_pkg *p, const char *path, uint64_t *size, char *err,
             rc = RS_EIO;
         }
         if (rc != 0)
-            snprintf(err, errsz, "%.200s: %s", path, zip_strerror(za));
+            snprintf(err, errsz, "%.100s: %.150s", path, zip_strerror(za));
     }
     if (rc != 0) {
         zip_discard(za);
         return rc;
     }
     if (zip_close(za) != 0) {
-        snprintf(err, errsz, "%.200s: %s", path,
+        snprintf(err, errsz, "%.100s: %.150s", path,
                  p->err[0] != '\0' ? p->err : zip_strerror(za));
         zip_discard(za);
         unlink(path);
         return RS_EIO;
     }
     if (stat(path, &st) != 0) {
-        snprintf(err, errsz, "%.200s: %s", path, strerror(errno));
+        snprintf(err, errsz, "%.100s: %.150s", path, strerror(errno));
         return RS_EIO;
     }
     *size = (uint64_t)st.st_size;
@@ -460,7 +460,7 @@ dw_doc_write(struct dumpw *w, const struct dumpw_info *info,
         dw_path(w, tmp, sizeof(tmp), info->gen, 0, ".xml.tmp") != 0)
         return RS_ETOOBIG;
     if ((x.f = fopen(tmp, "we")) == NULL) {
-        snprintf(err, errsz, "%.200s: %s", tmp, strerror(errno));
+        snprintf(err, errsz, "%.100s: %.150s", tmp, strerror(errno));
         return RS_EIO;
     }
     if ((wr = rs_writer_new(dw_doc_put, &x, NULL)) == NULL) {
@@ -488,14 +488,14 @@ dw_doc_write(struct dumpw *w, const struct dumpw_info *info,
     if (rc == 0)
         rc = rs_writer_end(wr);
     if (rc != 0)
-        snprintf(err, errsz, "%s: %s", DUMPW_DOC, rs_writer_errstr(wr));
+        snprintf(err, errsz, "%s: %.220s", DUMPW_DOC, rs_writer_errstr(wr));
     rs_writer_free(wr);
     if (fclose(x.f) != 0 && rc == 0) {
-        snprintf(err, errsz, "%.200s: %s", tmp, strerror(errno));
+        snprintf(err, errsz, "%.100s: %.150s", tmp, strerror(errno));
         rc = RS_EIO;
     }
     if (rc == 0 && rename(tmp, path) != 0) {
-        snprintf(err, errsz, "%.200s: %s", path, strerror(errno));
+        snprintf(err, errsz, "%.100s: %.150s", path, strerror(errno));
         rc = RS_EIO;
     }
     if (rc != 0)
@@ -533,7 +533,7 @@ dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
         goto out;
     if ((rc = state_begin_read(rst)) != 0 ||
         (rc = state_res_iter(rst, "", &it)) != 0) {
-        snprintf(err, errsz, "state: %s", state_errstr(rst));
+        snprintf(err, errsz, "state: %.240s", state_errstr(rst));
         goto out;
     }
     out->change_seq = state_change_last_seq(rst);
@@ -541,7 +541,7 @@ dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
         more = state_res_next(it, &r);
         if (more < 0) {
             rc = more;
-            snprintf(err, errsz, "state: %s", state_errstr(rst));
+            snprintf(err, errsz, "state: %.240s", state_errstr(rst));
             goto out;
         }
         if (atomic_load(&w->stop)) {
@@ -641,7 +641,7 @@ dw_finish(struct dumpw *w, int rc)
             rc = state_commit(w->o.st);
     }
     if (rc != 0) {
-        snprintf(w->err, sizeof(w->err), "state: %s",
+        snprintf(w->err, sizeof(w->err), "state: %.240s",
                  state_errstr(w->o.st));
         dw_prune(w, w->cur.gen, w->cur.gen - 1);
         return rc;

@@ -135,7 +135,8 @@ static const struct rs_config_opt options[] = {
                        "changes at most this often (0: on every request)"),
     RS_CONFIG_BOOL("dump", 0, &conf.dump, "false",
                    "publish a Resource Dump (ZIP packages of every file, in "
-                   "the state directory: as much disk again as the tree)"),
+                   "the state directory: as much disk again as the tree, "
+                   "twice while a new one is built)"),
     RS_CONFIG_DURATION("dump-interval", 0, &conf.dump_interval_ms, "10m", 0,
                        0, "rebuild a Resource Dump missing changes at most "
                        "this often"),
