@@ -115,7 +115,9 @@ dw_parse_name(const char *name, int64_t *gen, int64_t *part)
     return 0;
 }
 
-/* Remove the files of every generation but keep_a and keep_b. */
+/* Remove the files of every generation but keep_a and keep_b, and any
+ * other resourcedump-* name (our .tmp files, libzip's temporary copies
+ * left by a crash or a stopped build). Never while a build runs. */
 static void
 dw_prune(struct dumpw *w, int64_t keep_a, int64_t keep_b)
 {
@@ -126,12 +128,10 @@ dw_prune(struct dumpw *w, int64_t keep_a, int64_t keep_b)
     if (d == NULL)
         return;
     while ((de = readdir(d)) != NULL) {
-        bool tmp = strstr(de->d_name, ".tmp") != NULL;
         if (strncmp(de->d_name, "resourcedump-", 13) != 0)
             continue;
-        if (!tmp && dw_parse_name(de->d_name, &g, &k) != 0)
-            continue;
-        if (tmp || (g != keep_a && g != keep_b))
+        if (dw_parse_name(de->d_name, &g, &k) != 0 ||
+            (g != keep_a && g != keep_b))
             unlinkat(dirfd(d), de->d_name, 0);
     }
     closedir(d);

@@ -5,6 +5,7 @@
  * file gone before the build; the names served; the background build. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,12 @@ fx_teardown(void **state)
     free(f->sdir);
     free(f);
     return 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static char *
@@ -400,6 +407,97 @@ test_async(void **state)
     assert_int_equal(npkg, 3);
 }
 
+/* Names in the dump directory, but "." and "..", joined by ' '. */
+static const char *
+dir_names(struct fx *f)
+{
+    static char out[4096];
+    char *names[64];
+    size_t n = 0, len = 0;
+    DIR *d = opendir(f->ddir);
+    struct dirent *de;
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL && n < 64)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            names[n++] = strdup(de->d_name);
+    closedir(d);
+    qsort(names, n, sizeof(names[0]), cmp_str);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%s",
+                                i ? " " : "", names[i]);
+        free(names[i]);
+    }
+    return out;
+}
+
+/* dumpw/failure: a build that cannot write fails with a message, the
+ * previous dump stays current and served, and what the failed build
+ * left is removed; the next build succeeds. */
+static void
+test_failure(void **state)
+{
+    struct fx *f = *state;
+    char path[4400];
+    const char *ct;
+    FILE *fp;
+
+    fx_write(f, "a", 10, 'a');
+    fx_scan(f, false);
+    fx_dumpw(f, 0, 0);
+    assert_int_equal(dumpw_build(f->w), 0);
+    fx_write(f, "b", 10, 'b');
+    fx_scan(f, true);
+    /* a stray libzip temporary and a stray .tmp, as a crash leaves them */
+    snprintf(path, sizeof(path), "%s/resourcedump-9-1.zip.Ab12Cd", f->ddir);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    /* the dump directory replaced by a file: nothing can be created */
+    tu_rmtree(f->ddir);
+    fp = fopen(f->ddir, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_true(dumpw_build(f->w) < 0);
+    assert_true(strstr(dumpw_errstr(f->w), "resourcedump-2-1.zip") != NULL);
+    assert_int_equal(dumpw_current(f->w)->gen, 1);
+    assert_true(dumpw_stale(f->w));
+    assert_int_equal(unlink(f->ddir), 0);
+    assert_int_equal(mkdir(f->ddir, 0755), 0);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(dumpw_build(f->w), 0);
+    assert_int_equal(dumpw_current(f->w)->gen, 2);
+    assert_string_equal(dir_names(f), "resourcedump-2-1.zip "
+                        "resourcedump-2.xml");
+    assert_int_equal(dumpw_file(f->w, DUMPW_DOC, path, sizeof(path), &ct),
+                     0);
+}
+
+/* dumpw/stop: freeing dumpw while its thread builds stops the build at
+ * its next member and leaves no file of it behind. */
+static void
+test_stop(void **state)
+{
+    struct fx *f = *state;
+    char rel[32];
+
+    for (int i = 0; i < 2000; i++) {
+        snprintf(rel, sizeof(rel), "f%04d", i);
+        fx_write(f, rel, 3000, (char)('a' + i % 26));
+    }
+    fx_scan(f, false);
+    fx_dumpw(f, 500, 0);
+    assert_int_equal(dumpw_start(f->w), 0);
+    usleep(20000);
+    dumpw_free(f->w);
+    f->w = NULL;
+    assert_string_equal(dir_names(f), "");
+    fx_dumpw(f, 500, 0);
+    assert_int_equal(dumpw_current(f->w)->gen, 0);
+}
+
 int
 main(void)
 {
@@ -413,6 +511,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_gone, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_names, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_async, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_failure, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_stop, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
