@@ -322,10 +322,14 @@ typedef void (*ch_done_cb)(void *, struct rs_http_req *,
 static void
 ch_get(struct rs_channels *ch, const char *url, ch_done_cb done)
 {
+    /* the publish token: a hub shows a private topic's channels to its
+     * publisher (docs/protocol.md 6) */
+    const char *headers[2] = { ch->auth, NULL };
     struct rs_http_req_opts ro = {
         .url = url,
         .timeout_ms = 5000,
         .max_body = 4 * 1024 * 1024,
+        .headers = ch->auth != NULL ? headers : NULL,
         .on_done = done,
         .ud = ch,
     };

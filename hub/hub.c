@@ -134,6 +134,26 @@ hub_topic_visible(const struct hub *h, const struct topic *t,
     return v == READ_PUBLIC || v == READ_OK;
 }
 
+bool
+hub_publisher_of(struct evhttp_request *req, const struct topic *t)
+{
+    if (!topic_needs_token(t))
+        return false;
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                       "Authorization");
+    size_t len = 0;
+    const char *b = v != NULL ? readauth_bearer_of(v, &len) : NULL;
+    if (b == NULL || len == 0)
+        return false;
+    char *tok = rs_strndup(b, len);
+    if (tok == NULL)
+        return false;
+    bool ok = topic_token_ok(t, tok) == 1;
+    explicit_bzero(tok, len);
+    rs_free(tok);
+    return ok;
+}
+
 void
 hub_read_reply(struct evhttp_request *req, enum read_verdict v)
 {

@@ -173,6 +173,11 @@ enum read_verdict hub_read_cred(struct hub *h, struct evhttp_request *req,
  * always; private ones: with a credential that allows them; admin: all. */
 bool hub_topic_visible(const struct hub *h, const struct topic *t,
                        const struct read_cred *c);
+
+/* Is req's bearer a publish token of t (a topic that has tokens)? A Source
+ * may see the channels of a topic it publishes to, private or not: it
+ * knows the topic and the hub already. */
+bool hub_publisher_of(struct evhttp_request *req, const struct topic *t);
 /* Count and log a refusal of req's client at where for topic (NULL ok). */
 void hub_read_note(struct hub *h, struct evhttp_request *req,
                    const char *where, const char *topic, enum read_verdict v);

@@ -659,16 +659,21 @@ serve_topics_now(struct hub *h, struct evhttp_request *req)
 {
     struct read_cred *c = NULL;
     enum read_verdict v = hub_read_cred(h, req, &c);
+    bool publisher = false;    /* a publish token: its own topics only */
     if (v != READ_OK && v != READ_NO_CRED) {
-        hub_read_note(h, req, "topics", NULL, v);
-        hub_read_reply(req, v);
-        return;
+        for (size_t i = 0; i < topics_count(h->topics) && !publisher; i++)
+            publisher = hub_publisher_of(req, topics_at(h->topics, i));
+        if (!publisher) {
+            hub_read_note(h, req, "topics", NULL, v);
+            hub_read_reply(req, v);
+            return;
+        }
     }
     struct topics_req *tr = topics_req_new(h, req);
     if (tr != NULL) {
         for (size_t i = 0; i < topics_count(h->topics); i++) {
             const struct topic *t = topics_at(h->topics, i);
-            if (hub_topic_visible(h, t, c))
+            if (hub_topic_visible(h, t, c) || hub_publisher_of(req, t))
                 topics_req_add(tr, t);
         }
         topics_req_start(tr);
@@ -707,12 +712,13 @@ serve_caplist_entries(struct hub *h, struct evhttp_request *req,
 
     struct read_cred *c = NULL;
     enum read_verdict v = hub_read_cred(h, req, &c);
-    if (v != READ_OK && v != READ_NO_CRED) {
+    bool publisher = t != NULL && hub_publisher_of(req, t);
+    if (v != READ_OK && v != READ_NO_CRED && !publisher) {
         hub_read_note(h, req, "topics", name, v);
         hub_read_reply(req, v);
         return;
     }
-    bool visible = t != NULL && hub_topic_visible(h, t, c);
+    bool visible = t != NULL && (publisher || hub_topic_visible(h, t, c));
     if (t != NULL && !visible)   /* told as unknown: a private topic hides */
         hub_read_note(h, req, "topics", t->name,
                       readauth_allows(h->readauth, c, t->name, t->uri));

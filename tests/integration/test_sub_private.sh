@@ -116,12 +116,14 @@ SRC=$(src_url s)
 WSC=ws://127.0.0.1:${HUB_WS[h]}/channel/srcchg
 note "the Source's Capability List"
 # rssource asks the hub for its topics' entries (GET /topics/NAME/
-# capabilitylist-entries) without a credential, and the hub hides private
-# topics from such callers: the channels are learned from the answer to
-# the first publish instead. So one change is published first.
-printf 'first\n' >"$D/first.txt"
-check "it advertises the private change channel (after a publish)" \
+# capabilitylist-entries) with its publish token, which shows a private
+# topic's channels to its publisher: they are in the Capability List
+# before anything is published.
+check "it advertises the private change channel before any publish" \
     wait_until 15 caplist_ws s change-notification
+check "... and the hub answered rssource's lookup (no refusal logged for it)" \
+    bash -c "! grep -q 'read access refused.*at=topics' '${HUB_LOG[h]}'"
+printf 'first\n' >"$D/first.txt"
 expect_eq "... srcchg and srcfw, as for public topics" \
     "$(caplist_ws s change-notification) $(caplist_ws s framework-notification)" \
     "srcchg srcfw"
