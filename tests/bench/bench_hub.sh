@@ -32,6 +32,9 @@ keep=0
 nice_n=""
 repeat=1
 rshub_b=""
+rshub_a=""
+floor_args="-t $(nproc) -H"
+rshub_args=""
 
 usage() {
     cat <<EOF
@@ -46,6 +49,11 @@ Runs rshub and nchan side by side on loopback (see docs/benchmarks.md).
   --targets LIST       of: rshub rshub-b floor nchan nchan-redis
                        (default "$targets"); floor = floor_ws, the latency
                        floor; rshub-b = the binary given by --rshub-b
+  --rshub BIN          the rshub binary (default: the build dir's)
+  --floor-args ARGS    floor_ws options (default "$floor_args": one loop per
+                       CPU for subscribers, publishes on a loop of their
+                       own, as rshub's main loop and service threads)
+  --rshub-args ARGS    more rshub options, for both rshub targets
   --rshub-b BIN        a second rshub binary (A/B in one run)
   --repeat N           run the fanout scenario N times, targets interleaved,
                        and print the ratios to the floor per run (default 1)
@@ -76,6 +84,9 @@ while [ $# -gt 0 ]; do
     --nice) nice_n=$2; shift ;;
     --repeat) repeat=$2; shift ;;
     --rshub-b) rshub_b=$2; shift ;;
+    --rshub) rshub_a=$2; shift ;;
+    --floor-args) floor_args=$2; shift ;;
+    --rshub-args) rshub_args=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_hub: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -88,7 +99,7 @@ die() { echo "bench_hub: $*" >&2; exit 1; }
 # The project's own script installs the peers (nginx with nchan) if missing.
 bash "$(dirname "$here")/../deploy/install-deps.sh" --bench ||
     die "cannot install the benchmark's dependencies (deploy/install-deps.sh --bench)"
-rshub=$build/hub/rshub
+rshub=${rshub_a:-$build/hub/rshub}
 wsload=$build/tests/bench/wsload
 floor_ws=$build/tests/bench/floor_ws
 nchan_mod=/usr/lib/nginx/modules/ngx_nchan_module.so
@@ -199,7 +210,7 @@ for t in $targets; do
         printf '[topic bench]\nuri = %s\n' "$topic_uri" > "$tmp/$t.conf"
         "$bin" -c "$tmp/$t.conf" -l 127.0.0.1:0 -w 127.0.0.1:0 \
             -r "redis://127.0.0.1:$port" --log-level warn \
-            --log-file "$tmp/$t.log" --ready-file "$tmp/$t.ready" &
+            --log-file "$tmp/$t.log" --ready-file "$tmp/$t.ready" $rshub_args &
         srv_pid[$t]=$!
         pids+=("$!")
         for ((i = 0; i < 100; i++)); do
@@ -214,7 +225,8 @@ for t in $targets; do
         ws_of[$t]=127.0.0.1:$wp
         ;;
     floor)
-        "$floor_ws" -r "$tmp/floor.ready" 2> "$tmp/floor.log" &
+        # shellcheck disable=SC2086
+        "$floor_ws" $floor_args -r "$tmp/floor.ready" 2> "$tmp/floor.log" &
         srv_pid[floor]=$!
         pids+=("$!")
         for ((i = 0; i < 100; i++)); do
@@ -223,8 +235,9 @@ for t in $targets; do
         done
         [ -s "$tmp/floor.ready" ] || die "floor_ws did not start (see $tmp/floor.log)"
         redis_of[floor]=""
-        http_of[floor]=127.0.0.1:$(cat "$tmp/floor.ready")
-        ws_of[floor]=${http_of[floor]}
+        read -r wp hp < "$tmp/floor.ready"
+        ws_of[floor]=127.0.0.1:$wp
+        http_of[floor]=127.0.0.1:${hp:-$wp}
         ;;
     nchan|nchan-redis)
         dir=$tmp/$t
@@ -590,6 +603,7 @@ goals() {
     echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r), open files $nofile"
     echo "Versions: rshub $("$rshub" --version 2>&1 | head -1 | awk '{print $NF}'), $("$nginx_bin" -v 2>&1 | sed 's/.*: //') + nchan $(dpkg-query -W -f '${Version}' libnginx-mod-nchan 2>/dev/null || echo '?') ($nchan_workers workers), $(redis-server --version | awk '{print $3}' | sed 's/v=/redis /')"
     echo "Load: wsload, $threads subscriber threads, $pub_conns publish connections, ${dur} s per scenario, drain up to ${drain} s; nice ${nice_n:-0}; CPU = utime+stime of the server's processes; bytes/conn = Pss growth / connections"
+    case " $targets " in *" floor "*) echo "floor_ws $floor_args; rshub: $rshub${rshub_b:+, rshub-b: $rshub_b}${rshub_args:+, options $rshub_args}" ;; esac
     echo
     table
     echo

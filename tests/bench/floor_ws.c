@@ -76,8 +76,9 @@ struct worker {
 
 #define QUEUE_MAX 65536             /* frames waiting for one thread */
 
-static struct worker workers[THREADS_MAX];
-static unsigned nworkers = 2;
+static struct worker workers[THREADS_MAX + 1];
+static unsigned nworkers = 2;       /* event loops with subscribers */
+static bool pub_thread;             /* -H: publishes on one more loop */
 static _Atomic uint64_t next_id = 1;
 static volatile sig_atomic_t stopping;
 
@@ -485,15 +486,18 @@ main(int argc, char **argv)
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = 0,
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     int o;
-    while ((o = getopt(argc, argv, "p:r:t:h")) != -1) {
+    while ((o = getopt(argc, argv, "p:r:t:Hh")) != -1) {
         switch (o) {
         case 'p': sa.sin_port = htons((uint16_t)atoi(optarg)); break;
         case 'r': ready = optarg; break;
         case 't': nworkers = (unsigned)atoi(optarg); break;
+        case 'H': pub_thread = true; break;
         default:
-            fprintf(stderr, "usage: floor_ws [-p PORT] [-r READY-FILE] [-t THREADS]\n"
+            fprintf(stderr, "usage: floor_ws [-p PORT] [-r READY-FILE] [-t THREADS] [-H]\n"
                     "  listens on 127.0.0.1 (port 0: any); writes the port to READY-FILE;\n"
-                    "  THREADS event loops (default 2, at most %d)\n", THREADS_MAX);
+                    "  THREADS event loops (default 2, at most %d); -H: publishes on a\n"
+                    "  loop of their own, on a second port (READY-FILE: WSPORT HTTPPORT)\n",
+                    THREADS_MAX);
             return o == 'h' ? 0 : 2;
         }
     }
@@ -504,9 +508,12 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
-    for (unsigned w = 0; w < nworkers; w++) {
+    struct sockaddr_in hsa = sa;
+    hsa.sin_port = 0;
+    unsigned nloops = nworkers + (pub_thread ? 1 : 0);
+    for (unsigned w = 0; w < nloops; w++) {
         struct worker *wk = &workers[w];
-        wk->lfd = listener(&sa);
+        wk->lfd = listener(w < nworkers ? &sa : &hsa);
         wk->ep = epoll_create1(EPOLL_CLOEXEC);
         wk->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (wk->lfd < 0 || wk->ep < 0 || wk->efd < 0) {
@@ -521,7 +528,9 @@ main(int argc, char **argv)
     }
     if (ready != NULL) {
         FILE *f = fopen(ready, "w");
-        if (f == NULL || fprintf(f, "%u\n", ntohs(sa.sin_port)) < 0 || fclose(f) != 0) {
+        if (f == NULL || (pub_thread
+                          ? fprintf(f, "%u %u\n", ntohs(sa.sin_port), ntohs(hsa.sin_port))
+                          : fprintf(f, "%u\n", ntohs(sa.sin_port))) < 0 || fclose(f) != 0) {
             perror("floor_ws: ready file");
             return 1;
         }
@@ -529,9 +538,9 @@ main(int argc, char **argv)
         printf("%u\n", ntohs(sa.sin_port));
         fflush(stdout);
     }
-    for (unsigned w = 0; w < nworkers; w++)
+    for (unsigned w = 0; w < nloops; w++)
         pthread_create(&workers[w].th, NULL, worker_run, &workers[w]);
-    for (unsigned w = 0; w < nworkers; w++)
+    for (unsigned w = 0; w < nloops; w++)
         pthread_join(workers[w].th, NULL);
     return 0;
 }
