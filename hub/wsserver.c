@@ -22,10 +22,11 @@
  * keepalive are a few lines each.
  *
  * Writes are one per subscriber per loop turn: every notification is
- * already a complete frame (msg.c), so on each WRITEABLE we copy as many
- * queued frames as fit into a 64 KiB scratch buffer (after any pong or
- * ping due) and hand it to lws_write(LWS_WRITE_RAW), which buffers a
- * partial send itself and calls us again only once it has drained.
+ * already a complete frame (msg.c), so right after draining main's events
+ * (and on each WRITEABLE for what that left) we copy as many queued frames
+ * as fit into a 64 KiB scratch buffer (after any pong or ping due) and
+ * hand it to lws_write(LWS_WRITE_RAW), which buffers a partial send itself
+ * and calls us again only once it has drained.
  *
  * Anonymous clients are limited per address on the main loop: a token
  * bucket refuses a burst of new connections at accept (a 429, before any
@@ -209,6 +210,13 @@ struct ws_thread {
     size_t npeers;
     struct readauth *auth;         /* this thread's reference to the read
                                       credentials in force; NULL: none */
+    /* Clients whose queue became non-empty while the main loop's events
+     * were being drained: written right after it (thread_flush_dirty)
+     * instead of on the next poll turn. At most one entry per client per
+     * drain (a queue becomes non-empty once), so bounded by nclients. */
+    bool draining;
+    uint64_t *dirty;
+    size_t ndirty, capdirty;
 };
 
 /* Main loop only: one client address, what the per-address limits know
@@ -706,6 +714,23 @@ client_revoke(struct ws_client *c)
     client_close(c, RS_WSCLOSE_REVOKED, "credential expired or revoked");
 }
 
+/* Remember c for the write after the drain; false (out of memory): the
+ * caller asks lws for a WRITEABLE instead. */
+static bool
+dirty_add(struct ws_thread *t, struct ws_client *c)
+{
+    if (t->ndirty == t->capdirty) {
+        size_t ncap = t->capdirty ? t->capdirty * 2 : 64;
+        uint64_t *nd = rs_realloc(t->dirty, ncap * sizeof(*nd));
+        if (nd == NULL)
+            return false;
+        t->dirty = nd;
+        t->capdirty = ncap;
+    }
+    t->dirty[t->ndirty++] = c->id;
+    return true;
+}
+
 /* Queue one frame; cut the client when it is too far behind. */
 static void
 client_enqueue(struct ws_client *c, struct msg *m)
@@ -755,7 +780,7 @@ client_enqueue(struct ws_client *c, struct msg *m)
     c->qlen++;
     c->qbytes += m->frame_len;
     c->last_queued = m->id;
-    if (c->qlen == 1)
+    if (c->qlen == 1 && !(t->draining && dirty_add(t, c)))
         lws_callback_on_writable(c->wsi);
 }
 
@@ -962,6 +987,36 @@ on_ev_adopt(struct ws_thread *t, struct seam_ev *ev)
                                      NULL);
 }
 
+static int on_writeable(struct ws_thread *t, struct ws_client *c);
+
+/* Write what the drain queued, now: waiting for WRITEABLE would cost
+ * another poll() over every socket of the thread and a POLLOUT set and
+ * cleared per client, per notification (docs/internals/fanout.md, "Live
+ * path"). Every frame the drain brought is already queued, so this is
+ * still one write per client per drain. A client whose last write the
+ * kernel did not take whole waits for lws's WRITEABLE as before. */
+static void
+thread_flush_dirty(struct ws_thread *t)
+{
+    for (size_t i = 0; i < t->ndirty; i++) {
+        struct ws_client *c = cmap_get(&t->clients, t->dirty[i]);
+        if (c == NULL || c->qlen == 0)
+            continue;
+        if (c->choked || lws_partial_buffered(c->wsi)) {
+            lws_callback_on_writable(c->wsi);
+            continue;
+        }
+        if (on_writeable(t, c) != 0)
+            lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+    }
+    t->ndirty = 0;
+    if (t->capdirty > 4096 && t->capdirty > 4 * t->nclients) {
+        rs_free(t->dirty);   /* a burst of clients has gone: give it back */
+        t->dirty = NULL;
+        t->capdirty = 0;
+    }
+}
+
 /* The main loop's events, in order; then its stop request, which follows
  * every event posted before it. */
 static void
@@ -970,6 +1025,7 @@ thread_drain_inbox(struct ws_thread *t)
     struct rs_seam *seam = t->srv->seam;
     bool stop = false;
     struct seam_ev *ev = seam_ev_of(rs_seam_take(seam, t->idx, &stop));
+    t->draining = true;
     while (ev != NULL) {
         struct seam_ev *next = seam_ev_next(ev);
         switch (ev->type) {
@@ -994,6 +1050,8 @@ thread_drain_inbox(struct ws_thread *t)
         seam_ev_free(ev);
         ev = next;
     }
+    t->draining = false;
+    thread_flush_dirty(t);
     if (stop)
         on_ev_stop(t);
 }
@@ -2279,6 +2337,7 @@ ws_server_free(struct ws_server *s, unsigned grace_ms)
         struct ws_thread *t = &s->threads[i];
         rs_free(t->scratch);
         rs_free(t->peers);
+        rs_free(t->dirty);
         rs_free(t->chans);
         rs_free(t->clients.keys);
         rs_free(t->clients.vals);
