@@ -50,6 +50,7 @@ struct conn {
     bool want_out;          /* EPOLLOUT armed */
     bool dead;              /* closed; freed at the end of the loop turn */
     struct conn *next_dead;
+    struct conn *prev, *next;   /* the thread's open connections */
     size_t sub_ix;          /* index in subs[] when C_WS */
     char *in;               /* head, then body (C_HEAD, C_BODY) */
     size_t nin, capin, body_len;
@@ -88,6 +89,7 @@ static _Thread_local struct conn **subs;
 static _Thread_local size_t nsubs, capsubs;
 static _Thread_local struct conn *graveyard;   /* closed this loop turn */
 static _Thread_local size_t nconn;
+static _Thread_local struct conn *conns;      /* open connections */
 
 static void on_signal(int sig) { (void)sig; stopping = 1; }
 
@@ -103,6 +105,12 @@ conn_close(struct conn *c)
         subs[c->sub_ix]->sub_ix = c->sub_ix;
     }
     close(c->fd);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
     c->dead = true;
     c->next_dead = graveyard;
     graveyard = c;
@@ -300,13 +308,14 @@ broadcast(const char *body, size_t len)
     }
 }
 
+static _Thread_local struct frame **mine;    /* worker_drain's spare array */
+static _Thread_local size_t capmine;
+
 /* Everything posted to this thread since the last turn: one contiguous
  * batch, one write per subscriber. */
 static void
 worker_drain(struct worker *wk)
 {
-    static _Thread_local struct frame **mine;
-    static _Thread_local size_t capmine;
     pthread_mutex_lock(&wk->mu);
     struct frame **q = wk->q;
     size_t n = wk->nq, cap = wk->capq;
@@ -434,6 +443,10 @@ worker_run(void *arg)
                     }
                     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                     c->fd = fd;
+                    c->next = conns;
+                    if (conns != NULL)
+                        conns->prev = c;
+                    conns = c;
                     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
                     epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
                     nconn++;
@@ -462,6 +475,12 @@ worker_run(void *arg)
         worker_drain(wk);
         conn_bury();
     }
+    while (conns != NULL)
+        conn_close(conns);
+    conn_bury();
+    free(subs);
+    worker_drain(wk);   /* frees this thread's share of what is left */
+    free(mine);
     return NULL;
 }
 
@@ -479,6 +498,20 @@ listener(struct sockaddr_in *sa)
     return fd;
 }
 
+/* A decimal option value up to max; exits on anything else. */
+static unsigned long
+num_arg(const char *s, unsigned long max)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v > max) {
+        fprintf(stderr, "floor_ws: bad number %s (at most %lu)\n", s, max);
+        exit(2);
+    }
+    return v;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -488,9 +521,13 @@ main(int argc, char **argv)
     int o;
     while ((o = getopt(argc, argv, "p:r:t:Hh")) != -1) {
         switch (o) {
-        case 'p': sa.sin_port = htons((uint16_t)atoi(optarg)); break;
+        case 'p': {
+            unsigned long v = num_arg(optarg, 65535);
+            sa.sin_port = htons((uint16_t)v);
+            break;
+        }
         case 'r': ready = optarg; break;
-        case 't': nworkers = (unsigned)atoi(optarg); break;
+        case 't': nworkers = (unsigned)num_arg(optarg, THREADS_MAX); break;
         case 'H': pub_thread = true; break;
         default:
             fprintf(stderr, "usage: floor_ws [-p PORT] [-r READY-FILE] [-t THREADS] [-H]\n"
@@ -542,5 +579,15 @@ main(int argc, char **argv)
         pthread_create(&workers[w].th, NULL, worker_run, &workers[w]);
     for (unsigned w = 0; w < nloops; w++)
         pthread_join(workers[w].th, NULL);
+    for (unsigned w = 0; w < nloops; w++) {
+        /* a publish posted after a thread's last drain: nobody sends it */
+        for (size_t i = 0; i < workers[w].nq; i++)
+            if (atomic_fetch_sub(&workers[w].q[i]->refs, 1) == 1)
+                free(workers[w].q[i]);
+        free(workers[w].q);
+        close(workers[w].ep);
+        close(workers[w].lfd);
+        close(workers[w].efd);
+    }
     return 0;
 }
