@@ -56,6 +56,7 @@ struct job {
     int write_rc;                /* a mirror error while streaming */
     char why[512];
     bool gone;                   /* the last answer was 404 or 410 */
+    bool pushed;                 /* offered by a notification (origin push) */
 };
 
 struct apply {
@@ -209,13 +210,16 @@ job_retry(struct apply *a, struct job *j, long retry_after_s, bool permanent)
     if (apply_txn(a) != 0)
         return;                      /* the row stays due; redone later */
     if ((permanent || (unsigned)j->t.attempts + 1 >= max) && j->gone &&
-        !mirror_holds(a, j->t.uri)) {
-        /* The Source has no such resource any more and neither has the
-         * mirror: they agree, nothing is left to do. Typically a change
-         * that comes after the resource's deletion was applied (a repeated
-         * delivery, a pull and a channel crossing); kept as failed, it
-         * was retried at every start and made every audit fail. A newer
-         * change of the resource is a new row. */
+        j->pushed && !mirror_holds(a, j->t.uri)) {
+        /* A notification said the resource changed; the Source has no
+         * such resource any more and neither has the mirror: they agree,
+         * nothing is left to do. Typically a notification that comes after
+         * the resource's deletion was applied (a repeated delivery, a pull
+         * and a channel crossing); kept as failed, it was retried at every
+         * start and made every audit fail. A newer change of the resource
+         * is a new row. A list that names a resource the Source does not
+         * serve is another matter (origin resourcelist, changelist): that
+         * still fails, the Source contradicts itself. */
         rc = ledger_todo_done(a->o.ledger, j->t.uri, j->t.seq);
         report(a, j->uri, APPLY_UNCHANGED, "gone at the Source and not in "
                "the mirror");
@@ -684,6 +688,7 @@ job_start(struct apply *a, const struct ledger_todo *t)
     }
     j->t.uri = j->uri;
     j->t.hash = j->hash_s;
+    j->pushed = t->origin != NULL && strcmp(t->origin, "push") == 0;
     j->t.origin = NULL;
     j->t.last_error = NULL;
     if (j->hash_s != NULL &&
