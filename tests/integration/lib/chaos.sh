@@ -776,11 +776,29 @@ chaos_scan_logs() {
     fi
 }
 
-# chaos_finish_checks: the retries past due, stop the mirrors (exit 0),
-# audit each, the loss check, the log scan; then the summary.
+# chaos_pending M: the todo rows of mirror M not failed (due or waiting
+# for a retry), read beside the running rssub; empty when unreadable.
+chaos_pending() {
+    sqlq "$TMP/$1.db" "select count(*) from todo where failed = 0" 2>/dev/null
+}
+chaos_settled() { [ "$(chaos_pending "$1")" = 0 ]; }
+
+# chaos_finish_checks: the retries past due, every mirror done with its
+# work (a mirror equal to the Source can still be retrying a notification
+# of a resource deleted since: its last attempts end it, within the
+# backoff's 15 s), stop the mirrors (exit 0), audit each (read-only: it
+# reports pending rows), the loss check, the log scan; then the summary.
 chaos_finish_checks() {
     local m gaps
     chaos_retries
+    for m in "${CHAOS_MIRRORS[@]}"; do
+        [ -n "${SUB_PID[$m]:-}" ] || continue
+        if wait_until 60 chaos_settled "$m"; then
+            ok "$m: nothing left to apply or retry"
+        else
+            bad "$m: $(chaos_pending "$m") changes still to apply or retry 60 s on"
+        fi
+    done
     for m in "${CHAOS_MIRRORS[@]}"; do
         [ -n "${SUB_PID[$m]:-}" ] || continue
         sub_stop "$m"
