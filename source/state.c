@@ -825,24 +825,33 @@ state_change_next(struct state_iter *it, struct state_change *out)
     return 1;
 }
 
-int
-state_change_at(struct state *st, int64_t seq, int64_t *list, rs_time_t *dt)
+/* Statement which, bound to key, gives one row of two integers: *a, *b.
+ * RS_ENOTFOUND when there is no row. */
+static int
+st_pair(struct state *st, enum state_stmt which, int64_t key, int64_t *a,
+        int64_t *b, const char *what)
 {
-    sqlite3_stmt *s = st_get(st, ST_CH_AT);
+    sqlite3_stmt *s = st_get(st, which);
     if (s == NULL)
         return RS_EIO;
-    sqlite3_bind_int64(s, 1, seq);
+    sqlite3_bind_int64(s, 1, key);
     int r = sqlite3_step(s);
     int rc = 0;
     if (r == SQLITE_ROW) {
-        *list = sqlite3_column_int64(s, 0);
-        *dt = sqlite3_column_int64(s, 1);
+        *a = sqlite3_column_int64(s, 0);
+        *b = sqlite3_column_int64(s, 1);
     } else {
-        rc = r == SQLITE_DONE ? RS_ENOTFOUND : st_fail(st, "change get");
+        rc = r == SQLITE_DONE ? RS_ENOTFOUND : st_fail(st, what);
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     return rc;
+}
+
+int
+state_change_at(struct state *st, int64_t seq, int64_t *list, rs_time_t *dt)
+{
+    return st_pair(st, ST_CH_AT, seq, list, dt, "change get");
 }
 
 /* -------------------------------------------------------- change lists */
@@ -850,21 +859,7 @@ state_change_at(struct state *st, int64_t seq, int64_t *list, rs_time_t *dt)
 int
 state_clist_last(struct state *st, int64_t num, int64_t *seq, rs_time_t *dt)
 {
-    sqlite3_stmt *s = st_get(st, ST_CL_LAST);
-    if (s == NULL)
-        return RS_EIO;
-    sqlite3_bind_int64(s, 1, num);
-    int r = sqlite3_step(s);
-    int rc = 0;
-    if (r == SQLITE_ROW) {
-        *seq = sqlite3_column_int64(s, 0);
-        *dt = sqlite3_column_int64(s, 1);
-    } else {
-        rc = r == SQLITE_DONE ? RS_ENOTFOUND : st_fail(st, "change list last");
-    }
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    return rc;
+    return st_pair(st, ST_CL_LAST, num, seq, dt, "change list last");
 }
 
 static void
