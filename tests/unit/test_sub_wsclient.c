@@ -80,7 +80,7 @@ enum ts_op {
     TS_HUGE_HDR,    /* a frame header announcing 2^62 bytes, then 128 KiB */
     TS_WAIT_GO,     /* wait until the test sets go */
     TS_NO_HS,       /* first step: never answer the handshake */
-    TS_REJECT,      /* first step: answer the handshake with 404 */
+    TS_REJECT,      /* first step: answer the handshake with n (0: 404) */
     TS_RAW,         /* write `size` bytes of text as they are */
 };
 
@@ -407,9 +407,14 @@ tsc_handshake(struct tsc *t)
         return NULL;
     }
     if (sc[0].op == TS_REJECT) {
-        static const char no[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0"
-                                 "\r\nConnection: close\r\n\r\n";
-        (void)tsc_write(t, no, sizeof(no) - 1);
+        char no[200];
+        unsigned st = sc[0].n ? sc[0].n : 404;
+        int nl = snprintf(no, sizeof(no), "HTTP/1.1 %u %s\r\n%s"
+                          "Content-Length: 0\r\nConnection: close\r\n\r\n",
+                          st, st == 401 ? "Unauthorized" : st == 403
+                          ? "Forbidden" : "Not Found", st == 401
+                          ? "WWW-Authenticate: Bearer realm=\"rshub\"\r\n" : "");
+        (void)tsc_write(t, no, (size_t)nl);
         return NULL;
     }
     char low[4096];
@@ -1202,6 +1207,33 @@ test_connect_timeout(void **state)
     assert_true(r[1].t_close - t0 < 250);
 }
 
+/* wsclient/upgrade_refused: an upgrade answered 401 or 403 (a hub's read
+ * access) closes with that status as the code and says so, so that the
+ * channel can back off and tell the operator; a 404 stays 1006. */
+static void
+test_upgrade_refused(void **state)
+{
+    static const struct ts_step r401[] = { { .op = TS_REJECT, .n = 401 },
+                                           { .op = TS_END } };
+    static const struct ts_step r403[] = { { .op = TS_REJECT, .n = 403 },
+                                           { .op = TS_END } };
+    struct fx *f = *state;
+    struct rec *r = f->r;
+    fx_server(f);
+    fx_client(f, NULL);
+    rec_connect(f, &r[0], 'A', r401, NULL);
+    rec_connect(f, &r[1], 'B', r403, NULL);
+    fx_run(f);
+    assert_int_equal(r[0].opens, 0);
+    assert_int_equal(r[0].closes, 1);
+    assert_int_equal(r[0].code, WSCLIENT_UNAUTHORIZED);
+    assert_string_equal(r[0].reason, "upgrade refused: HTTP 401");
+    assert_int_equal(r[1].opens, 0);
+    assert_int_equal(r[1].closes, 1);
+    assert_int_equal(r[1].code, WSCLIENT_FORBIDDEN);
+    assert_string_equal(r[1].reason, "upgrade refused: HTTP 403");
+}
+
 /* wsclient/server_vanishes: what came before the socket died is delivered,
  * then 1006. */
 static void
@@ -1866,6 +1898,8 @@ main(void)
         { "wsclient/connect_refused", test_connect_refused, fx_setup,
           fx_teardown, NULL },
         { "wsclient/connect_timeout", test_connect_timeout, fx_setup,
+          fx_teardown, NULL },
+        { "wsclient/upgrade_refused", test_upgrade_refused, fx_setup,
           fx_teardown, NULL },
         { "wsclient/server_vanishes", test_vanish, fx_setup, fx_teardown,
           NULL },
