@@ -392,7 +392,8 @@ ack_new(const struct ack_opts *o, const char **err)
     struct rs_redis_opts ro = {
         .url = o->redis_url,
         .client_name = "rshub-ack",
-        .command_timeout_ms = a->o.command_timeout_ms,
+        /* a command queued behind a WAIT (ROLE) waits for it first */
+        .command_timeout_ms = a->o.command_timeout_ms + a->o.timeout_ms,
         .on_state = on_link_state,
         .ud = a,
     };

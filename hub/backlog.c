@@ -404,9 +404,14 @@ backlog_new(struct event_base *base, const struct backlog_opts *o,
         goto fail;
     ro.client_name = "rshub-publish";
     ro.on_state = on_pub_state;
+    /* an append sent while a WAIT blocks the link runs when it returns:
+     * its answer may take the WAIT's timeout on top of its own */
+    if (o->ack_replicas > 0)
+        ro.command_timeout_ms += o->ack_timeout_ms;
     b->pub = rs_redis_new(base, &ro, err);
     if (b->pub == NULL)
         goto fail;
+    ro.command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms : 2000;
     ro.client_name = "rshub-tail";
     ro.on_state = on_tail_state;
     b->tail = rs_redis_new(base, &ro, err);

@@ -35,6 +35,10 @@ hub_start A --open --redis "redis://$P0" --ack-replicas 1 --ack-timeout 500ms ||
     { bad "rshub A (--ack-replicas 1) starts"; finish; }
 hub_start Z --open --redis "redis://$P0" ||
     { bad "rshub Z (--ack-replicas 0) starts"; finish; }
+# L: an --ack-timeout longer than --redis-timeout (appends queued behind
+# a WAIT must not time out the publish link)
+hub_start L --open --redis "redis://$P0" --ack-replicas 1 --ack-timeout 2s \
+    --redis-timeout 1s || { bad "rshub L (--ack-timeout 2s > --redis-timeout 1s) starts"; finish; }
 
 # pub NODE TOPIC N: publish document N; sets PUB (the status line's
 # code), SECS (how long it took), BODY and CHAN (the channel's name).
@@ -105,6 +109,27 @@ for n in 4 5; do
 done
 expect_eq "both are stored on the primary (never acknowledged)" \
     "$(ha_cli r0 XLEN "rshub:s:$CH")" 5
+# three publishes to L at once: the second and third queue behind the
+# first's WAIT (2 s, longer than L's 1 s link timeout) and are answered
+# by the next one: each a 504 "not replicated", the link never reset
+lpids=()
+for n in 1 2 3; do
+    ( pub L "$TA-long" "$n"; printf '%s %s\n' "$PUB" "$BODY" >"$TMP/L.$n" ) &
+    lpids+=("$!")
+done
+wait "${lpids[@]}"
+for n in 1 2 3; do
+    case $(cat "$TMP/L.$n") in
+        "504 "*"not replicated: 0 of 1 replicas confirmed within 2s"*)
+            ok "L: concurrent publish $n is 504 not replicated" ;;
+        *) bad "L: concurrent publish $n is 504 not replicated" "$(cat "$TMP/L.$n")" ;;
+    esac
+done
+if grep -q 'redis link down' "${HUB_LOG[L]}"; then
+    bad "L: no Redis link timed out behind the WAIT" "$(grep 'redis link down' "${HUB_LOG[L]}" | head -3)"
+else
+    ok "L: no Redis link timed out behind the WAIT"
+fi
 sleep 1.5
 expect_eq "the subscriber got nothing while no replica confirmed" \
     "$(ids "$SUB")" "$before"
@@ -139,8 +164,8 @@ expect_eq "Z: its subscriber gets both while the replica is stopped" \
 expect_eq "Z: /readyz 200" "$(readyz Z)" 200
 expect_eq "Z: no rshub_ack metrics" \
     "$(curl -s "http://127.0.0.1:${HUB_HTTP[Z]}/metrics" | grep -c '^rshub_ack_')" 0
-expect_eq "one ack link in Redis (A's), none for Z" \
-    "$(ha_cli r0 CLIENT LIST | grep -c 'name=rshub-ack ')" 1
+expect_eq "one ack link in Redis for each of A and L, none for Z" \
+    "$(ha_cli r0 CLIENT LIST | grep -c 'name=rshub-ack ')" 2
 
 # ------------------------------------------------------ replica back
 note "2b. replica continued"
