@@ -62,8 +62,13 @@ FULL=$(get s resourcesync/changelist.xml | wc -c)
 note "the whole open list: $FULL bytes"
 
 note "rssub polls it"
-check "rssub syncs" sub_start p "$(src_url s)" "$M" "$TMP/sub.db" \
-    --no-push --poll-interval 1s
+# not through check: its command substitution is a subshell, and the
+# PID sub_start records would be lost with it (the rssub left running)
+if sub_start p "$(src_url s)" "$M" "$TMP/sub.db" --no-push --poll-interval 1s; then
+    ok "rssub syncs"
+else
+    bad "rssub syncs"
+fi
 check "the mirror equals the Source" converged 60 "$D" "$M"
 # one poll after the first sync reads the list whole: let it pass
 sleep 2.5
@@ -133,8 +138,11 @@ mkdir -p "$D2" "$M2"
 src_start r "$D2" --settle 100ms --page-size 40 --access-log "$LOG" ||
     { bad "rssource r starts"; src_finish; }
 rounds "$D2" 30 1
-check "rssub syncs" sub_start q "$(src_url r)" "$M2" "$TMP/sub2.db" \
-    --no-push --poll-interval 1s
+if sub_start q "$(src_url r)" "$M2" "$TMP/sub2.db" --no-push --poll-interval 1s; then
+    ok "rssub syncs"
+else
+    bad "rssub syncs"
+fi
 sleep 2.5
 LQ=$(lines)
 rounds "$D2" 30 4
