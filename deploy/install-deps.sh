@@ -17,6 +17,7 @@ PKGS=(
   python3 python3-defusedxml python3-dateutil python3-requests python3-websockets
   python3-jwt python3-cryptography   # test_hub_private.sh signs JWTs
   python3-distutils   # resync, the interop tests' reference tools, imports it
+  systemd   # systemd-analyze: test_package.sh verifies the packaged units
   dpkg-dev file lintian   # deploy/package.sh: CPack's DEB generator
                           # (dpkg-shlibdeps), tests/integration/test_package.sh
   prometheus   # promtool, for tests/integration/test_monitoring.sh
