@@ -525,11 +525,11 @@ part_million() {
         fi
         if [ "$fit" -ge "$nparts" ]; then
             for ((r = 1; r <= mreps; r++)); do
-                msync "all-$nparts-parts-run$r" "$url" "$million"
+                msync "all-$nparts-parts-run$r" "${url}.well-known/resourcesync" "$million"
             done
         else
             note "   the full list: rssub audit only (the mirror holds what fitted)"
-            timed "$tmp/m/audit-full" "$million_timeout" "$rssub" audit --source "$url" \
+            timed "$tmp/m/audit-full" "$million_timeout" "$rssub" audit --source "${url}.well-known/resourcesync" \
                 --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
                 "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
             M_PEAKS+=("$T_RSS")
