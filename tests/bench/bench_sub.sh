@@ -9,6 +9,8 @@
 #             resources (Resource List Index of 20 x 50,000, one nginx
 #             location answers every resource): peak RSS and res/s, with a
 #             100,000-entry run of the same Source for comparison;
+#             --rssub-b BIN runs each of these syncs with a second rssub
+#             too, in turn (A/B in one run);
 #   push      redis-server + rshub + rssource --hub + rssub run (WebSocket):
 #             bench_sub_push creates files at 100/s and 1,000/s and times
 #             each one from send to its rename into the mirror (inotify).
@@ -32,6 +34,7 @@ push_secs=10
 push_drain=10
 push_files=1000
 rssub_args=""
+rssub_b=""
 out=""
 keep=0
 nice_n=""
@@ -62,6 +65,9 @@ rssub's benchmark (docs/benchmarks.md, "Subscriber (rssub)").
   --million-small K   million: also a run over the first K parts, the
                       memory comparison point (default $msmall; 0: none)
   --million-reps N    million: runs of the full sync (default $mreps)
+  --rssub-b BIN       million: a second rssub binary; every sync and audit
+                      runs with it too, in turn with the build's (which one
+                      goes first alternates between runs): A/B in one run
   --push-rates LIST   push: changes/s (default "$push_rates")
   --push-seconds S    push: writing time per run (default $push_secs)
   --push-drain S      push: longest wait for the last arrivals (default $push_drain)
@@ -92,6 +98,7 @@ while [ $# -gt 0 ]; do
     --push-drain) push_drain=$2; shift ;;
     --push-files) push_files=$2; shift ;;
     --rssub-args) rssub_args=$2; shift ;;
+    --rssub-b) rssub_b=$2; shift ;;
     --mirror-roots) mirror_roots=$2; shift ;;
     --timeout) client_timeout=$2; shift ;;
     --million-timeout) million_timeout=$2; shift ;;
@@ -123,6 +130,9 @@ for b in "${need[@]}"; do
 done
 have_rssub=1
 [ -x "$rssub" ] || { have_rssub=0; note "bench_sub: no $rssub: rssub's side is skipped"; }
+if [ -n "$rssub_b" ] && [ ! -x "$rssub_b" ]; then
+    die "--rssub-b $rssub_b is not an executable"
+fi
 if [ -n "$resync" ] && [ ! -f "$resync/resync-sync" ]; then
     die "--resync $resync holds no resync-sync"
 fi
@@ -461,14 +471,15 @@ EOF
     die "nginx did not start: $(tail -n 5 "$ng/error.log")"
 }
 
-# msync KEY SOURCE-URL EXPECT: rssub sync into a fresh mirror, then rssub
-# audit; checks the mirror holds EXPECT files of one byte "x".
+# msync KEY SOURCE-URL EXPECT [BIN]: rssub sync (BIN, default the build's)
+# into a fresh mirror, then rssub audit; checks the mirror holds EXPECT
+# files of one byte "x".
 msync() {
-    local key=$1 url=$2 expect=$3 d=$tmp/m/$1-$ROOT_TAG
+    local key=$1 url=$2 expect=$3 bin=${4:-$rssub} d=$tmp/m/$1-$ROOT_TAG
     rm -rf "$MROOT/mirror" "$MROOT/state.db"*
     mkdir -p "$MROOT/mirror"
     note "   $key: rssub sync of $expect resources"
-    timed "$d.sync" "$million_timeout" "$rssub" sync --source "$url" \
+    timed "$d.sync" "$million_timeout" "$bin" sync --source "$url" \
         --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
         "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
     local src=$T_RC sw=$T_WALL srss=$T_RSS scpu=$T_CPU fin nf nx ok=yes
@@ -482,13 +493,30 @@ msync() {
     note "      ${fin:-(no msg=synced line)}"
     [ "$ok" = yes ] || tail -n 5 "$d.sync.log" >&2
     note "   $key: rssub audit"
-    timed "$d.audit" "$million_timeout" "$rssub" audit --source "$url" \
+    timed "$d.audit" "$million_timeout" "$bin" audit --source "$url" \
         --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
         "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
     note "      rc $T_RC, $T_WALL s, peak RSS $T_RSS MB, CPU $T_CPU s: $(grep -E 'msg=.?audited' "$d.audit.log" | tail -n 1)"
     [ "$T_RC" = 0 ] || note "      audit lists $(grep -cvE '^ts=' "$d.audit.log") differences, e.g. $(grep -vE '^ts=' "$d.audit.log" | head -n 3 | tr '\n' ' ')"
     M_PEAKS+=("$srss" "$T_RSS")
     M_ROWS+=("| $ROOT_NAME | $key | $expect | $sw | $(div "$expect" "$sw" %.0f) | **$srss** | $scpu | $ok | $T_RC ($([ "$T_RC" = 0 ] && echo "in sync" || echo "NOT in sync")) | $T_WALL | $T_RSS |")
+}
+
+# msync_ab RUN KEY SOURCE-URL EXPECT: msync with the build's rssub and, with
+# --rssub-b, with that one too (key suffix "-rssub-b"); an even RUN starts
+# with rssub-b, so a slow spell of the machine does not always hit one.
+msync_ab() {
+    local r=$1 key=$2
+    shift 2
+    if [ -z "$rssub_b" ]; then
+        msync "$key" "$@"
+    elif [ $((r % 2)) = 1 ]; then
+        msync "$key" "$@"
+        msync "$key-rssub-b" "$@" "$rssub_b"
+    else
+        msync "$key-rssub-b" "$@" "$rssub_b"
+        msync "$key" "$@"
+    fi
 }
 
 part_million() {
@@ -521,19 +549,24 @@ part_million() {
             note "   not enough room for all $nparts parts: only the audit runs over the full list"
         fi
         if [ "$msmall" -gt 0 ] && [ "$msmall" -lt "$nparts" ]; then
-            msync "first-$msmall-parts" "${url}bounded/capabilitylist.xml" $((msmall * mpart))
+            msync_ab 1 "first-$msmall-parts" "${url}bounded/capabilitylist.xml" $((msmall * mpart))
         fi
         if [ "$fit" -ge "$nparts" ]; then
             for ((r = 1; r <= mreps; r++)); do
-                msync "all-$nparts-parts-run$r" "${url}.well-known/resourcesync" "$million"
+                msync_ab "$r" "all-$nparts-parts-run$r" "${url}.well-known/resourcesync" "$million"
             done
         else
             note "   the full list: rssub audit only (the mirror holds what fitted)"
-            timed "$tmp/m/audit-full" "$million_timeout" "$rssub" audit --source "${url}.well-known/resourcesync" \
-                --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
-                "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
-            M_PEAKS+=("$T_RSS")
-            M_ROWS+=("| $ROOT_NAME | audit only, all $nparts parts | $million | - | - | - | - | - | $T_RC | $T_WALL | **$T_RSS** |")
+            local b tag
+            for b in "$rssub" ${rssub_b:+"$rssub_b"}; do
+                tag=""
+                [ "$b" = "$rssub" ] || tag=" (rssub-b)"
+                timed "$tmp/m/audit-full" "$million_timeout" "$b" audit --source "${url}.well-known/resourcesync" \
+                    --mirror "$MROOT/mirror" --state "$MROOT/state.db" --log-format logfmt \
+                    "${RSSUB_ARGS[@]+"${RSSUB_ARGS[@]}"}"
+                M_PEAKS+=("$T_RSS")
+                M_ROWS+=("| $ROOT_NAME | audit only, all $nparts parts$tag | $million | - | - | - | - | - | $T_RC | $T_WALL | **$T_RSS** |")
+            done
         fi
         root_leave
     done
@@ -674,5 +707,5 @@ has_part push && part_push
 
 emit ""
 emit "Machine: $machine_note; at the end: $(loadavg). Floor: ${emit_floor%; }."
-emit " rssub $( [ $have_rssub = 1 ] && echo "from $build" || echo "not built" ); resync: ${resync:-not run}."
+emit " rssub $( [ $have_rssub = 1 ] && echo "from $build" || echo "not built" )${rssub_b:+; rssub-b: $rssub_b}; resync: ${resync:-not run}."
 [ -z "$out" ] || printf '%s' "$tables" >"$out"
