@@ -155,6 +155,7 @@ expect_eq "POST -> 405" "$(status_code s a.txt -X POST -d x)" 405
 expect_eq "PUT -> 405" "$(status_code s a.txt -X PUT -d x)" 405
 
 note "changes on disk"
+cl_before=$(changes_of s | wc -l)
 printf 'new\n' >"$D/new.txt"
 printf 'hello again\n' >>"$D/a.txt"
 mv "$D/sub/b.json" "$D/sub/b2.json"
@@ -163,7 +164,7 @@ mkdir "$D/made"
 printf 'inside\n' >"$D/made/in.txt"
 printf 'hidden tmp\n' >"$D/.x.part"
 mv "$D/.x.part" "$D/renamed-in.txt"
-check "Change List: created, updated, moved, deleted, new directory" \
+CL_AFTER=$cl_before check "Change List: created, updated, moved, deleted, new directory" \
     wait_until 10 has_changes s "created new.txt" "updated a.txt" \
     "created sub/b2.json" "deleted sub/b.json" "deleted empty.txt" \
     "created made/in.txt" "created renamed-in.txt"
