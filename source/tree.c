@@ -11,9 +11,12 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "rs_alloc.h"
@@ -202,17 +205,79 @@ errno_rc(int e)
                : RS_EIO;
 }
 
+/* openat2(2) is missing before Linux 5.6 and may be refused by a seccomp
+ * filter; then the walk one component at a time is used for good. Shared
+ * by every tree of the process (dumpw's thread opens files too). */
+static atomic_bool no_openat2;
+
+void
+tree_set_openat2(bool on)
+{
+    atomic_store(&no_openat2, !on);
+}
+
 /*
- * Open the directory holding rel's last segment, one component at a time
- * (O_NOFOLLOW unless following), and point *last at that segment. Returns
- * the directory fd, which is t->rootfd for a top-level name (do not close
- * it then), or a negative RS_E*.
+ * The directory dir (n bytes of a relative path, no trailing '/') opened
+ * in one call, the kernel refusing symlinks and anything outside the root
+ * (RESOLVE_BENEATH). The policy (no "..", no hidden names) was checked
+ * already. Returns the fd, a negative RS_E*, or RS_EAGAIN when the walk
+ * must be used instead (no openat2, or a rename raced the lookup).
+ */
+static int
+open_dir_beneath(const struct tree *t, const char *dir, size_t n)
+{
+    char path[TREE_PATH_MAX];
+    if (n >= sizeof(path))
+        return RS_ENOTFOUND;
+    memcpy(path, dir, n);
+    path[n] = '\0';
+    if (t->follow) {
+        /* following symlinks wherever they point, as the walk does */
+        int fd = openat(t->rootfd, path,
+                        O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd >= 0 ? fd : errno_rc(errno);
+    }
+    if (atomic_load_explicit(&no_openat2, memory_order_relaxed))
+        return RS_EAGAIN;
+    struct open_how how = {
+        .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                   RESOLVE_NO_MAGICLINKS,
+    };
+    long fd = syscall(SYS_openat2, t->rootfd, path, &how, sizeof(how));
+    if (fd >= 0)
+        return (int)fd;
+    if (errno == ENOSYS || errno == EPERM || errno == E2BIG) {
+        atomic_store_explicit(&no_openat2, true, memory_order_relaxed);
+        return RS_EAGAIN;
+    }
+    if (errno == EAGAIN || errno == EXDEV)
+        return RS_EAGAIN;
+    return errno_rc(errno);
+}
+
+/*
+ * Open the directory holding rel's last segment (O_NOFOLLOW unless
+ * following) and point *last at that segment. Returns the directory fd,
+ * which is t->rootfd for a top-level name (do not close it then), or a
+ * negative RS_E*. One openat2 when the kernel has it; else one component
+ * at a time, which costs an open and a close per level.
  */
 static int
 open_parent(const struct tree *t, const char *rel, const char **last)
 {
+    const char *slash_last = strrchr(rel, '/');
+    if (slash_last == NULL) {
+        *last = rel;
+        return t->rootfd;
+    }
+    int dfd = open_dir_beneath(t, rel, (size_t)(slash_last - rel));
+    if (dfd != RS_EAGAIN) {
+        *last = slash_last + 1;
+        return dfd;
+    }
     char seg[NAME_MAX + 1];
-    int dfd = t->rootfd;
+    dfd = t->rootfd;
     const char *p = rel;
     for (const char *slash = strchr(p, '/'); slash != NULL;
          slash = strchr(p, '/')) {

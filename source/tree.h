@@ -54,9 +54,12 @@ bool tree_follows_symlinks(const struct tree *t);
 bool tree_path_ok(const struct tree *t, const char *rel);
 
 /*
- * Open rel read-only beneath the root: every directory component is opened
- * with O_NOFOLLOW (unless following symlinks), the last one too, so no
- * symlink can lead out of the tree. Only regular files are opened. Returns
+ * Open rel read-only beneath the root: no directory component may be a
+ * symlink (unless following symlinks), the last one neither, so no
+ * symlink can lead out of the tree. The directories are resolved in one
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) where the kernel has it,
+ * else opened one at a time with O_NOFOLLOW. Only regular files are
+ * opened. Returns
  * an fd (>= 0, close-on-exec) with *st filled, or RS_ENOTFOUND (absent, not
  * allowed by tree_path_ok, not a regular file), RS_EIO.
  */
@@ -72,6 +75,10 @@ int tree_open_at(const struct tree *t, int dirfd, const char *name,
  * RS_ENOTFOUND or RS_EIO. */
 int tree_stat(const struct tree *t, const char *rel, struct stat *st)
     RS_MUST_CHECK;
+
+/* For tests: false makes every tree of the process open directories one
+ * component at a time, as on a kernel without openat2. */
+void tree_set_openat2(bool on);
 
 /*
  * Walk the subtree at sub ("" = everything), in byte order of the full

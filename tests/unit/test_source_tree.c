@@ -122,9 +122,32 @@ test_open_no_escape(void **state)
     snprintf(p, sizeof(p), "%s/linkdir", dir);
     assert_int_equal(symlink(outside, p), 0);
 
+    /* deeper: a symlinked directory in the middle of a path, pointing
+     * outside or back inside, and a real file three levels down */
+    tt_mkdir(dir, "sub/deeper");
+    tt_write(dir, "sub/deeper/file.txt", "deep\n");
+    snprintf(p, sizeof(p), "%s/sub/out", dir);
+    assert_int_equal(symlink(outside, p), 0);
+    snprintf(p, sizeof(p), "%s/sub/back", dir);
+    assert_int_equal(symlink("deeper", p), 0);
+
     struct tree *t = tt_open(dir, NULL, false);
     struct stat st;
-    int fd = tree_open_file(t, "in.txt", &st);
+    int fd = tree_open_file(t, "sub/deeper/file.txt", &st);
+    assert_true(fd >= 0);
+    assert_int_equal(st.st_size, 5);
+    close(fd);
+    assert_int_equal(tree_stat(t, "sub/deeper/file.txt", &st), 0);
+    assert_int_equal(tree_open_file(t, "sub/out/secret", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_stat(t, "sub/out/secret", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "sub/back/file.txt", &st),
+                     RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "sub/deeper/../../in.txt", &st),
+                     RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "sub/nope/file.txt", &st),
+                     RS_ENOTFOUND);
+    assert_int_equal(tree_open_file(t, "in.txt/x", &st), RS_ENOTFOUND);
+    fd = tree_open_file(t, "in.txt", &st);
     assert_true(fd >= 0);
     assert_int_equal(st.st_size, 3);
     close(fd);
@@ -146,11 +169,27 @@ test_open_no_escape(void **state)
     fd = tree_open_file(t, "linkdir/secret", &st);
     assert_true(fd >= 0);
     close(fd);
+    fd = tree_open_file(t, "sub/out/secret", &st);
+    assert_true(fd >= 0);
+    close(fd);
+    fd = tree_open_file(t, "sub/back/file.txt", &st);
+    assert_true(fd >= 0);
+    close(fd);
     tree_free(t);
     tu_rmtree(dir);
     tu_rmtree(outside);
     free(dir);
     free(outside);
+}
+
+/* tree/open_no_escape_walk: the same where the kernel has no openat2
+ * (directories opened one component at a time). */
+static void
+test_open_no_escape_walk(void **state)
+{
+    tree_set_openat2(false);
+    test_open_no_escape(state);
+    tree_set_openat2(true);
 }
 
 struct walked {
@@ -299,6 +338,7 @@ main(void)
         TT("tree/path_policy", test_path_policy),
         TT("tree/excludes", test_excludes),
         TT("tree/open_no_escape", test_open_no_escape),
+        TT("tree/open_no_escape_walk", test_open_no_escape_walk),
         TT("tree/walk_order", test_walk_order),
         TT("tree/url_mapping", test_url_mapping),
         TT("tree/free_null", test_free_null),
