@@ -27,6 +27,7 @@ poll_interval=1s
 rssub_args=""
 out=""
 keep=0
+mirrors="ws websub poll"
 nice_n=""
 
 usage() {
@@ -59,6 +60,9 @@ end (issue 7)").
                        p99 is still reported against --p99-limit)
   --poll-interval D    the polling mirror's --poll-interval (default $poll_interval)
   --rssub-args "..."   extra options for every rssub
+  --mirrors LIST       which mirrors to run, of "ws websub poll" (default all
+                       three; "ws" alone measures the WebSocket path with
+                       nothing else competing for the CPUs)
   --quick              under 2 minutes: rates "100 500 2000 5000", 5 s each,
                        drain 10 s, 200 files
   --nice N             run at nice N (negative: root)
@@ -80,6 +84,7 @@ while [ $# -gt 0 ]; do
     --until-divergence) until_div=1 ;;
     --poll-interval) poll_interval=$2; shift ;;
     --rssub-args) rssub_args=$2; shift ;;
+    --mirrors) mirrors=$2; shift ;;
     --quick) rates="100 500 2000 5000"; secs=5; drain=10; files=200 ;;
     --nice) nice_n=$2; shift ;;
     --out) out=$2; shift ;;
@@ -248,7 +253,11 @@ chan=${chan#<loc>}
 note "   Source $base, hub http://127.0.0.1:$hub_http/hub, channel ${chan%</loc>}"
 
 # The three mirrors: name, how it follows, the rssub options that say so.
-names=(ws websub poll)
+read -ra names <<<"$mirrors"
+for n in "${names[@]}"; do
+    case $n in ws|websub|poll) ;; *) die "--mirrors: unknown mirror $n" ;; esac
+done
+[ ${#names[@]} -gt 0 ] || die "--mirrors: none given"
 declare -A HOW=([ws]="WebSocket (default)"
                 [websub]="WebSub (--transport websub)"
                 [poll]="polling (--transport poll --poll-interval $poll_interval)")
@@ -275,12 +284,14 @@ for n in "${names[@]}"; do
     fi
 done
 # WebSub: the subscription must be verified before the clock starts
-for ((i = 0; i < 200; i++)); do
-    grep -Eq 'msg="?websub subscription"? .*state=active' "$tmp/rssub-websub.log" && break
-    sleep 0.1
-done
-grep -Eq 'msg="?websub subscription"? .*state=active' "$tmp/rssub-websub.log" ||
-    note "   WARNING: rssub (websub) has no active WebSub subscription after 20 s"
+if [ -n "${SUB_PID[websub]:-}" ]; then
+    for ((i = 0; i < 200; i++)); do
+        grep -Eq 'msg="?websub subscription"? .*state=active' "$tmp/rssub-websub.log" && break
+        sleep 0.1
+    done
+    grep -Eq 'msg="?websub subscription"? .*state=active' "$tmp/rssub-websub.log" ||
+        note "   WARNING: rssub (websub) has no active WebSub subscription after 20 s"
+fi
 for n in "${names[@]}"; do
     note "   rssub ($n): $(grep -E 'msg="?(following|polling change lists)"?' "$tmp/rssub-$n.log" | head -n1 | sed 's/^ts=[^ ]* //')"
 done
@@ -351,6 +362,8 @@ for rate in $rates; do
         [0-9]*) L[${names[$m]}]=$line ;;
         esac
     done <"$tmp/$tag.out"
+    # one mirror: the probe prints no mirror=all line; its own line is all
+    [ -n "${L[all]:-}" ] || L[all]=${L[${names[0]}]}
     wend=$(kv "${L[all]}" writer_end_us)
     # each mirror equals the Source (diff -r) within the drain, counted from
     # the writer's last change; checked in turn, so each time is an upper
@@ -376,13 +389,15 @@ for rate in $rates; do
     all_eq=1
     for n in "${names[@]}"; do [ "${EQ[$n]}" != - ] || all_eq=0; done
     if [ $all_eq = 1 ]; then
-        EQ[all]=$(printf '%s\n' "${EQ[ws]}" "${EQ[websub]}" "${EQ[poll]}" | sort -g | tail -n1)
+        EQ[all]=$(for n in "${names[@]}"; do echo "${EQ[$n]}"; done | sort -g | tail -n1)
     fi
     probe=$(awk -v c="$(kv "${L[all]}" cpu_ms)" 'BEGIN {printf "%.1f", c / 1000}')
     ours=0
-    for k in ws websub poll src hub redis; do ours=$((ours + C1[$k] - C0[$k])); done
+    for k in "${names[@]}" src hub redis; do ours=$((ours + C1[$k] - C0[$k])); done
     other=$(awk -v b=$((C1[busy] - C0[busy] - ours)) -v hz="$hz" -v p="$probe" 'BEGIN {x = b / hz - p; printf "%.1f", (x < 0) ? 0 : x}')
-    CPU_ROWS+=("| $rate | $span | $(secs_of $((C1[ws] - C0[ws]))) | $(secs_of $((C1[websub] - C0[websub]))) | $(secs_of $((C1[poll] - C0[poll]))) | $(secs_of $((C1[src] - C0[src]))) | $(secs_of $((C1[hub] - C0[hub]))) | $(secs_of $((C1[redis] - C0[redis]))) | $probe | $other |")
+    row="| $rate | $span |"
+    for n in "${names[@]}"; do row+=" $(secs_of $((C1[$n] - C0[$n]))) |"; done
+    CPU_ROWS+=("$row $(secs_of $((C1[src] - C0[src]))) | $(secs_of $((C1[hub] - C0[hub]))) | $(secs_of $((C1[redis] - C0[redis]))) | $probe | $other |")
 
     sent=$(kv "${L[all]}" sent)
     wrote=$(kv "${L[all]}" wrote_ms)
@@ -406,7 +421,7 @@ for rate in $rates; do
             verdict="behind (p99 > $p99_limit ms)"
         fi
         what=$n
-        [ "$n" != all ] || what="all three"
+        [ "$n" != all ] || what="all ${#names[@]}"
         if [ "${OKP[$n]}" = 0 ]; then
             [ "$n" = all ] || [ $until_div = 1 ] || verdict="$verdict (left the ramp at ${LEFT[$n]%%:*})"
         elif [ "$verdict" != ok ]; then
@@ -475,7 +490,9 @@ log_kinds() {
         print l, m, e
     }' | sort | uniq -c | sort -rn
 }
-logs=(rssub-ws rssub-websub rssub-poll rssource rshub)
+logs=()
+for n in "${names[@]}"; do logs+=("rssub-$n"); done
+logs+=(rssource rshub)
 for l in "${logs[@]}"; do
     NWARN[$l]=$(grep -c 'level=warn' "$tmp/$l.log" || true)
     NERR[$l]=$(grep -c 'level=error' "$tmp/$l.log" || true)
@@ -502,16 +519,23 @@ emit "|---|---|---:|---:|---|"
 for n in "${names[@]}"; do
     emit "| $n | ${HOW[$n]} | **${BEST[$n]}**${BNOTE[$n]} | ${BESTP[$n]} | ${LEFT[$n]} |"
 done
-emit "| all three | | **${BEST[all]}**${BNOTE[all]} | ${BESTP[all]} | |"
+emit "| all ${#names[@]} | | **${BEST[all]}**${BNOTE[all]} | ${BESTP[all]} | |"
 emit ""
 emit "CPU seconds over each rate (the writing and until the last arrival, *wall s*; $(nproc) CPUs give $(nproc) CPU seconds a second): each process of the run, and the rest of the machine's busy time (*other*: other work on the shared VM, the noise, and kernel threads such as disk writeback):"
 emit ""
-emit "| changes/s | wall s | rssub ws | rssub websub | rssub poll | rssource | rshub | redis | bench_sub_push | other |"
-emit "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+hdr="| changes/s | wall s |"; sep="|---:|---:|"
+for n in "${names[@]}"; do hdr+=" rssub $n |"; sep+="---:|"; done
+emit "$hdr rssource | rshub | redis | bench_sub_push | other |"
+emit "$sep---:|---:|---:|---:|---:|"
 for r in "${CPU_ROWS[@]}"; do emit "$r"; done
 emit ""
-emit "rssub peak RSS: ws ${HWM[ws]} MB, websub ${HWM[websub]} MB, poll ${HWM[poll]} MB. Exit on SIGTERM: rssub ws ${RC[ws]}, websub ${RC[websub]}, poll ${RC[poll]}; rssource ${RC[src]}; rshub ${RC[hub]}."
-emit "Log lines (errors/warnings): rssub ws ${NERR[rssub-ws]}/${NWARN[rssub-ws]}, websub ${NERR[rssub-websub]}/${NWARN[rssub-websub]}, poll ${NERR[rssub-poll]}/${NWARN[rssub-poll]}; rssource ${NERR[rssource]}/${NWARN[rssource]}; rshub ${NERR[rshub]}/${NWARN[rshub]}."
+rss="" rcs="" lls=""
+for n in "${names[@]}"; do
+    rss+="${rss:+, }$n ${HWM[$n]} MB"; rcs+="${rcs:+, }$n ${RC[$n]}"
+    lls+="${lls:+, }$n ${NERR[rssub-$n]}/${NWARN[rssub-$n]}"
+done
+emit "rssub peak RSS: $rss. Exit on SIGTERM: rssub $rcs; rssource ${RC[src]}; rshub ${RC[hub]}."
+emit "Log lines (errors/warnings): rssub $lls; rssource ${NERR[rssource]}/${NWARN[rssource]}; rshub ${NERR[rshub]}/${NWARN[rshub]}."
 tree_rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$root" status --porcelain -- proto common hub source subscriber 2>/dev/null | wc -l)
 [ "$dirty" = 0 ] || tree_rev="$tree_rev (with $dirty uncommitted edits under proto common hub source subscriber)"
