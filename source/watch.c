@@ -1,17 +1,30 @@
 /*
  * watch.c - inotify watches of the tree and the settling of changed paths
- * (see watch.h). Layers: two small hash tables (watch descriptor -> path,
- * path -> pending entry), the pending lists and their timer, event
- * decoding, and the loop callbacks. The inotify <-> libevent seam is the
- * one read event in this file.
+ * (see watch.h). Layers: the drain thread (the inotify descriptor -> a
+ * queue of raw event chunks), two small hash tables (watch descriptor ->
+ * path, path -> pending entry), the pending lists and their timer, event
+ * decoding, and the loop callbacks. The thread <-> loop seam is the queue,
+ * its mutex and one eventfd.
+ *
+ * Why a thread: the kernel holds at most fs.inotify.max_queued_events
+ * (16,384 by default) per descriptor, about 6,000 changes. At 10,000
+ * changes/s any stall of the loop longer than half a second (a large
+ * batch's transaction, a burst of GETs) lost events and cost a rescan of
+ * the whole tree, which made the next stall longer. The thread does
+ * nothing but read, so the kernel's queue stays near empty; the events
+ * wait in memory instead, bounded by max_queued.
  */
 #include "watch.h"
 
 #include <errno.h>
 #include <event2/event.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,7 +33,15 @@
 #include "rs_fnv.h"
 
 #define WATCH_READ_BUF (64 * 1024)
-#define WATCH_READS_PER_TURN 64       /* then let the loop breathe */
+#define WATCH_QUEUE_MAX (64u * 1024 * 1024)   /* default max_queued: ~1M
+                                                 events */
+
+/* One read() of the inotify descriptor, as the kernel gave it. */
+struct chunk {
+    struct chunk *next;
+    size_t len;
+    char data[];
+};
 
 /* ------------------------------------------------------------- tables */
 
@@ -45,10 +66,20 @@ struct plist {
 
 struct watch {
     struct watch_opts o;
-    int fd;
+    int fd;                    /* inotify; read by the drain thread only */
     int root_wd;
     uint32_t mask;
-    struct event *ev_read;
+    /* the drain thread and its queue: q_* under mu */
+    pthread_t drain;
+    bool drain_started;
+    int wake_fd;               /* eventfd: the loop has chunks to take */
+    int stop_fd;               /* eventfd: the thread is to return */
+    pthread_mutex_t mu;
+    bool mu_init;
+    struct chunk *q_head, *q_tail;
+    size_t q_bytes;
+    bool q_lost;               /* the queue was full: events dropped */
+    struct event *ev_read;     /* on wake_fd */
     struct event *ev_timer;
     struct wdent **wds;        /* buckets */
     size_t nwd_buckets, nwds;
@@ -60,7 +91,6 @@ struct watch {
     bool overflowed;           /* the rest of this read is covered by the
                                   rescan just asked for */
     struct watch_stats stats;
-    char *buf;
 };
 
 static int64_t
@@ -404,28 +434,99 @@ handle_event(struct watch *w, const struct inotify_event *ev)
     pend_touch(w, full, now);
 }
 
+/* ------------------------------------------------------ drain thread */
+
+static void *
+drain_main(void *arg)
+{
+    struct watch *w = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    char *buf = rs_malloc(WATCH_READ_BUF);
+    struct pollfd p[2] = { { .fd = w->fd, .events = POLLIN },
+                           { .fd = w->stop_fd, .events = POLLIN } };
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents != 0)
+            break;
+        for (;;) {
+            ssize_t n = buf != NULL ? read(w->fd, buf, WATCH_READ_BUF) : -1;
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;            /* drained (EAGAIN), or no buffer */
+            struct chunk *c = NULL;
+            pthread_mutex_lock(&w->mu);
+            bool was_empty = w->q_head == NULL && !w->q_lost;
+            if (w->q_bytes + (size_t)n <= w->o.max_queued)
+                c = rs_malloc(sizeof(*c) + (size_t)n);
+            if (c != NULL) {
+                memcpy(c->data, buf, (size_t)n);
+                c->len = (size_t)n;
+                c->next = NULL;
+                if (w->q_tail != NULL)
+                    w->q_tail->next = c;
+                else
+                    w->q_head = c;
+                w->q_tail = c;
+                w->q_bytes += (size_t)n;
+            } else {
+                w->q_lost = true; /* full or out of memory: a rescan */
+            }
+            pthread_mutex_unlock(&w->mu);
+            if (was_empty) {
+                uint64_t one = 1;
+                (void)!write(w->wake_fd, &one, sizeof(one));
+            }
+        }
+        if (buf == NULL) {        /* cannot read: say so, then stop */
+            pthread_mutex_lock(&w->mu);
+            w->q_lost = true;
+            pthread_mutex_unlock(&w->mu);
+            uint64_t one = 1;
+            (void)!write(w->wake_fd, &one, sizeof(one));
+            break;
+        }
+    }
+    rs_free(buf);
+    return NULL;
+}
+
+/* The loop's side: take every chunk the thread queued, decode them in
+ * order, hand over what is ready. */
 static void
 on_read(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     struct watch *w = arg;
+    uint64_t v;
+    (void)!read(fd, &v, sizeof(v));
+    pthread_mutex_lock(&w->mu);
+    struct chunk *c = w->q_head;
+    bool lost = w->q_lost;
+    w->q_head = w->q_tail = NULL;
+    w->q_bytes = 0;
+    w->q_lost = false;
+    pthread_mutex_unlock(&w->mu);
     w->overflowed = false;
-    for (int i = 0; i < WATCH_READS_PER_TURN; i++) {
-        ssize_t n = read(fd, w->buf, WATCH_READ_BUF);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        for (ssize_t off = 0; off < n;) {
+    while (c != NULL) {
+        for (size_t off = 0; off < c->len;) {
             const struct inotify_event *ev =
-                (const struct inotify_event *)(w->buf + off);
+                (const struct inotify_event *)(c->data + off);
             handle_event(w, ev);
-            off += (ssize_t)(sizeof(*ev) + ev->len);
+            off += sizeof(*ev) + ev->len;
         }
-        if (n < (ssize_t)(WATCH_READ_BUF - sizeof(struct inotify_event) -
-                          NAME_MAX - 1))
-            break;                /* drained */
+        struct chunk *next = c->next;
+        rs_free(c);
+        c = next;
     }
+    if (lost)
+        overflow(w, "events held in memory over the limit");
     deliver(w);
     timer_arm(w);
 }
@@ -457,17 +558,21 @@ watch_new(const struct watch_opts *o, const char **err)
     if (w == NULL)
         return NULL;
     w->o = *o;
-    w->fd = -1;
+    w->fd = w->wake_fd = w->stop_fd = -1;
     w->root_wd = -1;
     if (w->o.max_pending == 0)
         w->o.max_pending = 1000000;
+    if (w->o.max_queued == 0)
+        w->o.max_queued = WATCH_QUEUE_MAX;
     w->nwd_buckets = 1024;
     w->npend_buckets = 1024;
     w->wds = rs_calloc(w->nwd_buckets, sizeof(*w->wds));
     w->pends = rs_calloc(w->npend_buckets, sizeof(*w->pends));
-    w->buf = rs_malloc(WATCH_READ_BUF);
-    if (w->wds == NULL || w->pends == NULL || w->buf == NULL)
+    if (w->wds == NULL || w->pends == NULL)
         goto fail;
+    if (pthread_mutex_init(&w->mu, NULL) != 0)
+        goto fail;
+    w->mu_init = true;
     w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->fd < 0) {
         *err = "inotify_init1 failed (fs.inotify.max_user_instances?)";
@@ -477,11 +582,23 @@ watch_new(const struct watch_opts *o, const char **err)
               IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF |
               IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK |
               (tree_follows_symlinks(o->tree) ? 0 : IN_DONT_FOLLOW);
-    w->ev_read = event_new(o->base, w->fd, EV_READ | EV_PERSIST, on_read, w);
+    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->wake_fd < 0 || w->stop_fd < 0) {
+        *err = "eventfd failed";
+        goto fail;
+    }
+    w->ev_read = event_new(o->base, w->wake_fd, EV_READ | EV_PERSIST,
+                           on_read, w);
     w->ev_timer = event_new(o->base, -1, 0, on_timer, w);
     if (w->ev_read == NULL || w->ev_timer == NULL ||
         event_add(w->ev_read, NULL) != 0)
         goto fail;
+    if (pthread_create(&w->drain, NULL, drain_main, w) != 0) {
+        *err = "cannot start the inotify drain thread";
+        goto fail;
+    }
+    w->drain_started = true;
     *err = NULL;
     return w;
 fail:
@@ -494,6 +611,18 @@ watch_free(struct watch *w)
 {
     if (w == NULL)
         return;
+    if (w->drain_started) {
+        uint64_t one = 1;
+        (void)!write(w->stop_fd, &one, sizeof(one));
+        pthread_join(w->drain, NULL);
+    }
+    while (w->q_head != NULL) {
+        struct chunk *c = w->q_head;
+        w->q_head = c->next;
+        rs_free(c);
+    }
+    if (w->mu_init)
+        pthread_mutex_destroy(&w->mu);
     if (w->ev_read != NULL)
         event_free(w->ev_read);
     if (w->ev_timer != NULL)
@@ -511,9 +640,12 @@ watch_free(struct watch *w)
     }
     if (w->fd >= 0)
         close(w->fd);
+    if (w->wake_fd >= 0)
+        close(w->wake_fd);
+    if (w->stop_fd >= 0)
+        close(w->stop_fd);
     rs_free(w->wds);
     rs_free(w->pends);
-    rs_free(w->buf);
     rs_free(w);
 }
 

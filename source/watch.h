@@ -6,8 +6,11 @@
  * at once; a created, modified or re-attributed one only after `settle`
  * without further events, so a file still being written is not announced
  * half-written. Ready paths are handed over in batches, one per read of
- * the inotify descriptor or timer expiry. An event queue overflow (or too
- * many pending paths) asks the owner for a full rescan. What a path's
+ * the inotify descriptor or timer expiry. A thread of its own reads the
+ * descriptor, so that the kernel's small event queue does not overflow
+ * while the loop is busy; the events wait in memory for the loop. An
+ * overflow of either queue (or too many pending paths) asks the owner for
+ * a full rescan. What a path's
  * change means is catalog.c's business.
  */
 #ifndef SOURCE_WATCH_H
@@ -27,6 +30,9 @@ struct watch_opts {
     int64_t settle_ms;            /* quiet time before an unclosed change
                                      is ready */
     size_t max_pending;           /* paths held; over it: rescan; 0: 1M */
+    size_t max_queued;            /* bytes of events read from the kernel
+                                     and not yet decoded; over it: rescan;
+                                     0: 64 MiB */
     /* Paths ready to observe (files or directories, which may be gone).
      * The array is valid during the call only. */
     void (*on_batch)(void *ud, const char *const *paths, size_t n);

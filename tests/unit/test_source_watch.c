@@ -25,6 +25,7 @@ struct fx {
     struct event *watchdog;
     char got[64][256];        /* paths of every batch, in order */
     int ngot;
+    int total;                /* paths of every batch, also past 64 */
     int batches;
     int rescans;
     int want;                 /* stop the loop after this many paths */
@@ -37,7 +38,8 @@ on_batch(void *ud, const char *const *paths, size_t n)
     f->batches++;
     for (size_t i = 0; i < n && f->ngot < 64; i++)
         snprintf(f->got[f->ngot++], 256, "%s", paths[i]);
-    if (f->want > 0 && f->ngot >= f->want)
+    f->total += (int)n;
+    if (f->want > 0 && f->total >= f->want)
         event_base_loopbreak(f->base);
 }
 
@@ -58,6 +60,8 @@ on_watchdog(evutil_socket_t fd, short what, void *arg)
     event_base_loopbreak(((struct fx *)arg)->base);
 }
 
+static size_t fx_max_queued;      /* watch_opts.max_queued of fx_open */
+
 static void
 fx_open(struct fx *f, int64_t settle_ms, size_t max_pending)
 {
@@ -67,6 +71,7 @@ fx_open(struct fx *f, int64_t settle_ms, size_t max_pending)
     struct watch_opts wo = { .base = f->base, .tree = f->tree,
                              .settle_ms = settle_ms,
                              .max_pending = max_pending,
+                             .max_queued = fx_max_queued,
                              .on_batch = on_batch, .on_rescan = on_rescan,
                              .ud = f };
     const char *e;
@@ -238,6 +243,67 @@ test_overflow(void **state)
     watch_free(NULL);
 }
 
+/* watch/kernel_queue_never_overflows: more events than the kernel holds
+ * per inotify descriptor (fs.inotify.max_queued_events) arrive while the
+ * loop is busy elsewhere; none is lost and no rescan is asked: the drain
+ * thread keeps the kernel's queue empty. Without it the kernel dropped
+ * them (IN_Q_OVERFLOW) and the whole tree was scanned again. */
+static void
+test_kernel_queue(void **state)
+{
+    struct fx *f = *state;
+    long q = 16384;
+    FILE *fp = fopen("/proc/sys/fs/inotify/max_queued_events", "r");
+    if (fp != NULL) {
+        if (fscanf(fp, "%ld", &q) != 1)
+            q = 16384;
+        fclose(fp);
+    }
+    if (q > 200000)
+        skip();                   /* a machine tuned past what we create */
+    fx_open(f, 10000, 0);
+    /* each file is at least two events (created, closed) */
+    int n = (int)q / 2 + 4000;
+    for (int i = 0; i < n; i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/f%06d", f->dir, i);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    fx_run(f, n, 30000);
+    assert_int_equal(f->rescans, 0);
+    assert_int_equal(f->total, n);
+    struct watch_stats st;
+    watch_get_stats(f->w, &st);
+    assert_int_equal(st.overflows, 0);
+    assert_true(st.events >= (uint64_t)n * 2);
+}
+
+/* watch/memory_queue_full_rescans: events the loop has not taken past
+ * max_queued bytes are dropped for a rescan, not held without bound. */
+static void
+test_queue_full(void **state)
+{
+    struct fx *f = *state;
+    fx_max_queued = 4096;         /* about a hundred events */
+    fx_open(f, 10000, 0);
+    fx_max_queued = 0;
+    for (int i = 0; i < 2000; i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/f%06d", f->dir, i);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    fx_run(f, 2000, 5000);
+    assert_true(f->rescans >= 1);
+    assert_true(f->total < 2000);
+    struct watch_stats st;
+    watch_get_stats(f->w, &st);
+    assert_int_equal(st.overflows, (uint64_t)f->rescans);
+}
+
 #define TW(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -248,6 +314,8 @@ main(void)
         TW("watch/open_waits_for_settle", test_settle),
         TW("watch/dirs_moves_deletes", test_dirs),
         TW("watch/too_many_pending_rescans", test_overflow),
+        TW("watch/kernel_queue_never_overflows", test_kernel_queue),
+        TW("watch/memory_queue_full_rescans", test_queue_full),
     };
     return cmocka_run_group_tests_name("source_watch", tests, NULL, NULL);
 }
