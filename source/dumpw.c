@@ -16,18 +16,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zip.h>
 
 #include "dumpw.h"
 #include "rs_alloc.h"
 #include "rs_hash.h"
 #include "rs_write.h"
+#include "zippkg.h"
 
 #define DUMPW_DEFAULT_BYTES (UINT64_C(64) << 20)
 #define DUMPW_DEFAULT_FILES 20000u
 #define DUMPW_KEEP 2                       /* generations on disk */
 #define DUMPW_PATH_MAX 4400
-#define DUMPW_MANIFEST "manifest.xml"
 
 /* One member of the package being written. lastmod, len and h are filled
  * by the source callback as the file is read. */
@@ -38,7 +37,6 @@ struct dw_member {
     rs_time_t lastmod;
     int64_t len;
     struct rs_hashes h;
-    bool done;                   /* read to its end and closed */
     bool missing;                /* gone when read: left out of manifest */
 };
 
@@ -50,13 +48,11 @@ struct dw_pkg {
     struct dw_member *m;         /* max_files slots */
     size_t n;
     uint64_t bytes;              /* catalogued sizes, for the split */
-    size_t closed;               /* members done */
     int fd;
     struct rs_hasher *hasher;
     rs_time_t at;
     char *man;                   /* the manifest, made when libzip opens it */
-    size_t man_len, man_cap, man_pos;
-    zip_error_t zerr;
+    size_t man_len, man_cap;
     char err[256];
 };
 
@@ -137,84 +133,72 @@ dw_prune(struct dumpw *w, int64_t keep_a, int64_t keep_b)
     closedir(d);
 }
 
-/* ------------------------------------------------------ libzip sources */
+/* ------------------------------------------------- members, read from disk */
 
-static zip_int64_t
-dw_member_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
+static int
+dw_op_open(void *ud, size_t i, char *why)
 {
-    struct dw_member *m = ud;
-    struct dw_pkg *p = m->pkg;
+    struct dw_pkg *p = ud;
+    struct dw_member *m = &p->m[i];
     struct stat st;
+
+    (void)why;
+    m->len = 0;
+    p->fd = tree_open_file(p->o->tree, m->rel, &st);
+    if (p->fd < 0) {
+        /* deleted since the catalog was read: an empty member the
+         * manifest does not list (the Change Lists say it is gone) */
+        m->missing = true;
+        p->fd = -1;
+        return 0;
+    }
+    m->missing = false;
+    m->lastmod = (rs_time_t)st.st_mtim.tv_sec * 1000000 +
+                 st.st_mtim.tv_nsec / 1000;
+    return 0;
+}
+
+static ssize_t
+dw_op_read(void *ud, size_t i, void *data, size_t len, char *why)
+{
+    struct dw_pkg *p = ud;
+    struct dw_member *m = &p->m[i];
     ssize_t k;
 
-    switch (cmd) {
-    case ZIP_SOURCE_OPEN:
-        if (atomic_load(p->stop)) {
-            snprintf(p->err, sizeof(p->err), "stopped");
-            zip_error_set(&p->zerr, ZIP_ER_CANCELLED, 0);
-            return -1;
-        }
-        m->len = 0;
-        p->fd = tree_open_file(p->o->tree, m->rel, &st);
-        if (p->fd < 0) {
-            /* deleted since the catalog was read: an empty member the
-             * manifest does not list (the Change Lists say it is gone) */
-            m->missing = true;
-            p->fd = -1;
-            return 0;
-        }
-        m->missing = false;
-        m->lastmod = (rs_time_t)st.st_mtim.tv_sec * 1000000 +
-                     st.st_mtim.tv_nsec / 1000;
+    if (p->fd < 0)
         return 0;
-    case ZIP_SOURCE_READ:
-        if (p->fd < 0)
-            return 0;
-        do
-            k = read(p->fd, data, len);
-        while (k < 0 && errno == EINTR);
-        if (k < 0) {
-            snprintf(p->err, sizeof(p->err), "reading %.100s: %.140s", m->rel,
-                     strerror(errno));
-            zip_error_set(&p->zerr, ZIP_ER_READ, errno);
-            return -1;
-        }
-        if (k > 0 && rs_hasher_update(p->hasher, data, (size_t)k) != 0) {
-            zip_error_set(&p->zerr, ZIP_ER_MEMORY, 0);
-            return -1;
-        }
-        m->len += k;
-        return k;
-    case ZIP_SOURCE_CLOSE:
-        if (p->fd >= 0) {
-            close(p->fd);
-            p->fd = -1;
-        }
-        if (rs_hasher_final(p->hasher, &m->h) != 0) {
-            zip_error_set(&p->zerr, ZIP_ER_MEMORY, 0);
-            return -1;
-        }
-        if (!m->done) {
-            m->done = true;
-            p->closed++;
-        }
-        return 0;
-    case ZIP_SOURCE_STAT:
-        /* no size: it is whatever the read gives */
-        zip_stat_init(data);
-        return sizeof(zip_stat_t);
-    case ZIP_SOURCE_ERROR:
-        return zip_error_to_data(&p->zerr, data, len);
-    case ZIP_SOURCE_FREE:
-        return 0;
-    case ZIP_SOURCE_SUPPORTS:
-        return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN,
-                   ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
-                   ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
-    default:
-        zip_error_set(&p->zerr, ZIP_ER_OPNOTSUPP, 0);
-        return -1;
+    do
+        k = read(p->fd, data, len);
+    while (k < 0 && errno == EINTR);
+    if (k < 0) {
+        snprintf(why, ZIPPKG_WHY, "reading %.100s: %.140s", m->rel,
+                 strerror(errno));
+        return RS_EIO;
     }
+    if (k > 0 && rs_hasher_update(p->hasher, data, (size_t)k) != 0)
+        return RS_ENOMEM;
+    m->len += k;
+    return k;
+}
+
+static int
+dw_op_close(void *ud, size_t i, char *why)
+{
+    struct dw_pkg *p = ud;
+
+    (void)why;
+    if (p->fd >= 0) {
+        close(p->fd);
+        p->fd = -1;
+    }
+    return rs_hasher_final(p->hasher, &p->m[i].h) != 0 ? RS_ENOMEM : 0;
+}
+
+static bool
+dw_op_stopped(void *ud)
+{
+    struct dw_pkg *p = ud;
+    return atomic_load(p->stop);
 }
 
 /* A dump document's or manifest's head: at, completed, rel="up" to the
@@ -301,50 +285,29 @@ dw_man_write(struct dw_pkg *p)
     return rc;
 }
 
-static zip_int64_t
-dw_man_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
+static int
+dw_op_manifest(void *ud, const char **buf, size_t *len, char *why)
 {
     struct dw_pkg *p = ud;
-    size_t k;
+    int rc;
 
-    switch (cmd) {
-    case ZIP_SOURCE_OPEN:
-        /* libzip writes entries in index order and the manifest is the
-         * last: every member has been read. Checked, not assumed. */
-        if (p->closed != p->n) {
-            snprintf(p->err, sizeof(p->err), "the manifest was asked for "
-                     "before its members were written");
-            zip_error_set(&p->zerr, ZIP_ER_INTERNAL, 0);
-            return -1;
-        }
-        p->man_len = p->man_pos = 0;
-        if (dw_man_write(p) != 0) {
-            zip_error_set(&p->zerr, ZIP_ER_INTERNAL, 0);
-            return -1;
-        }
-        return 0;
-    case ZIP_SOURCE_READ:
-        k = p->man_len - p->man_pos < len ? p->man_len - p->man_pos : len;
-        memcpy(data, p->man + p->man_pos, k);
-        p->man_pos += k;
-        return (zip_int64_t)k;
-    case ZIP_SOURCE_CLOSE:
-    case ZIP_SOURCE_FREE:
-        return 0;
-    case ZIP_SOURCE_STAT:
-        zip_stat_init(data);
-        return sizeof(zip_stat_t);
-    case ZIP_SOURCE_ERROR:
-        return zip_error_to_data(&p->zerr, data, len);
-    case ZIP_SOURCE_SUPPORTS:
-        return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN,
-                   ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
-                   ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
-    default:
-        zip_error_set(&p->zerr, ZIP_ER_OPNOTSUPP, 0);
-        return -1;
+    p->man_len = 0;
+    if ((rc = dw_man_write(p)) != 0) {
+        snprintf(why, ZIPPKG_WHY, "%s", p->err);
+        return rc;
     }
+    *buf = p->man;
+    *len = p->man_len;
+    return 0;
 }
+
+static const struct zippkg_ops dw_ops = {
+    .open = dw_op_open,
+    .read = dw_op_read,
+    .close = dw_op_close,
+    .manifest = dw_op_manifest,
+    .stopped = dw_op_stopped,
+};
 
 /* --------------------------------------------------------- the build */
 
@@ -357,78 +320,43 @@ dw_pkg_clear(struct dw_pkg *p)
     }
     p->n = 0;
     p->bytes = 0;
-    p->closed = 0;
-    p->man_len = p->man_pos = 0;
+    p->man_len = 0;
     p->err[0] = '\0';
 }
 
 /* Write the members gathered in p as the package at path. Files are not
- * read before zip_close: that is where libzip pulls every source. */
+ * read before zippkg_write closes the archive. */
 static int
 dw_pkg_write(struct dw_pkg *p, const char *path, uint64_t *size, char *err,
              size_t errsz)
 {
-    zip_t *za;
-    zip_source_t *src;
-    zip_error_t ze;
-    zip_int64_t idx;
-    struct stat st;
-    char name[DOCS_URL_MAX];
-    int zrc, rc = 0;
+    const char **names = rs_calloc(p->n > 0 ? p->n : 1, sizeof(*names));
+    char *buf = NULL;
+    size_t used = 0;
+    int rc = 0;
 
-    zip_error_init(&p->zerr);
-    za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zrc);
-    if (za == NULL) {
-        zip_error_init_with_code(&ze, zrc);
-        snprintf(err, errsz, "%.100s: %.150s", path, zip_error_strerror(&ze));
-        zip_error_fini(&ze);
-        return RS_EIO;
-    }
-    for (size_t i = 0; i <= p->n && rc == 0; i++) {
-        bool man = i == p->n;
-        if (!man && tree_url_encode(p->m[i].rel, name, sizeof(name)) < 0) {
+    if (names == NULL)
+        return RS_ENOMEM;
+    /* the member names, percent-encoded, in one buffer */
+    for (size_t i = 0; i < p->n && rc == 0; i++)
+        used += 3 * strlen(p->m[i].rel) + 1;
+    if ((buf = rs_malloc(used > 0 ? used : 1)) == NULL)
+        rc = RS_ENOMEM;
+    for (size_t i = 0, at = 0; i < p->n && rc == 0; i++) {
+        int k = tree_url_encode(p->m[i].rel, buf + at, used - at);
+        if (k < 0) {
             snprintf(err, errsz, "%.200s: a path too long", path);
             rc = RS_ETOOBIG;
             break;
         }
-        src = man ? zip_source_function(za, dw_man_cb, p)
-                  : zip_source_function(za, dw_member_cb, &p->m[i]);
-        if (src == NULL) {
-            rc = RS_ENOMEM;
-        } else if ((idx = zip_file_add(za, man ? DUMPW_MANIFEST : name, src,
-                                       ZIP_FL_ENC_UTF_8)) < 0) {
-            zip_source_free(src);      /* not taken by za */
-            rc = RS_EIO;
-        /* Members are stored: most bytes a Source holds in bulk are
-         * compressed already (images, archives, PDFs), deflate would cost
-         * the Source's CPU at every rebuild and each Destination's at
-         * every unpack, and stored members keep a package's size equal to
-         * its content's, which is what --dump-max-bytes bounds. The
-         * manifest is XML and deflates well. */
-        } else if (!man && zip_set_file_compression(za, (zip_uint64_t)idx,
-                                                    ZIP_CM_STORE, 0) != 0) {
-            rc = RS_EIO;
-        }
-        if (rc != 0)
-            snprintf(err, errsz, "%.100s: %.150s", path, zip_strerror(za));
+        names[i] = buf + at;
+        at += strlen(buf + at) + 1;
     }
-    if (rc != 0) {
-        zip_discard(za);
-        return rc;
-    }
-    if (zip_close(za) != 0) {
-        snprintf(err, errsz, "%.100s: %.150s", path,
-                 p->err[0] != '\0' ? p->err : zip_strerror(za));
-        zip_discard(za);
-        unlink(path);
-        return RS_EIO;
-    }
-    if (stat(path, &st) != 0) {
-        snprintf(err, errsz, "%.100s: %.150s", path, strerror(errno));
-        return RS_EIO;
-    }
-    *size = (uint64_t)st.st_size;
-    return 0;
+    if (rc == 0)
+        rc = zippkg_write(path, names, p->n, &dw_ops, p, size, err, errsz);
+    rs_free(buf);
+    rs_free(names);
+    return rc;
 }
 
 struct dw_doc {
