@@ -26,6 +26,11 @@ struct catalog {
     struct catalog_stats stats;
     unsigned slice;            /* writes since the scan's last commit */
     bool in_scan;
+    /* --dump: capture what hash_file reads (cap_want, set per file by
+     * observe_file); a whole read leaves its capture pending until the
+     * change is recorded (cap_ok, with where it went) */
+    bool cap_want, cap_ok;
+    int64_t cap_list, cap_off, cap_len;
 };
 
 /* -------------------------------------------------- identity and hashing */
@@ -82,6 +87,9 @@ hash_file(struct catalog *c, const char *rel, const struct at *at,
     identity_from(r, &st);
     if (st.st_size > 1024 * 1024)
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    bool cap = c->cap_want &&
+               changedump_capture_begin(c->o.cdump, changelog_current(c->o.cl),
+                                        (int64_t)st.st_size);
     int rc = 0;
     uint64_t total = 0;
     for (;;) {
@@ -96,6 +104,8 @@ hash_file(struct catalog *c, const char *rel, const struct at *at,
         if (n == 0)
             break;
         total += (uint64_t)n;
+        if (cap)
+            changedump_capture_write(c->o.cdump, c->buf, (size_t)n);
         rc = rs_hasher_update(c->hasher, c->buf, (size_t)n);
         if (rc != 0)
             break;
@@ -105,6 +115,10 @@ hash_file(struct catalog *c, const char *rel, const struct at *at,
                     total != (uint64_t)st.st_size))
         rc = RS_EAGAIN;
     close(fd);
+    /* only a whole, unchanged read is the content the digests are of */
+    if (cap)
+        c->cap_ok = changedump_capture_end(c->o.cdump, rc == 0, &c->cap_list,
+                                           &c->cap_off, &c->cap_len);
     struct rs_hashes h;
     int frc = rs_hasher_final(c->hasher, &h);   /* also resets it */
     if (rc != 0)
@@ -179,6 +193,14 @@ record(struct catalog *c, const char *rel, enum rs_change ch,
         chg.lastmod = r->mtime_ns / 1000;
     }
     int rc = changelog_record(c->o.cl, &chg, now);
+    if (rc == 0 && r != NULL && c->cap_ok) {
+        c->cap_ok = false;
+        if (chg.list == c->cap_list) {
+            rc = state_spool_add(c->o.st, chg.seq, c->cap_off, c->cap_len);
+            if (rc == 0)
+                changedump_capture_commit(c->o.cdump);
+        }
+    }
     if (rc == 0) {
         if (ch == RS_CHANGE_CREATED)
             c->stats.created++;
@@ -217,7 +239,11 @@ observe_file(struct catalog *c, const char *rel, const struct at *at,
         memcpy(old_sha, old->sha256, 32);
     }
     r.first_seen = had ? old->first_seen : now;
-    if (!cache_lookup(c, &r)) {
+    /* With --dump a change's content is captured as it is read: the hash
+     * cache would skip that read (a file moved), so it is not used. */
+    c->cap_want = rec && c->o.cdump != NULL;
+    c->cap_ok = false;
+    if (c->cap_want || !cache_lookup(c, &r)) {
         int rc = hash_file(c, rel, at, &r);
         if (rc == RS_ENOTFOUND)        /* gone meanwhile: next event */
             return 0;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "changedump.h"
 #include "changelog.h"
 #include "rs_error.h"
 #include "state.h"
@@ -32,6 +33,9 @@ struct catalog_opts {
     struct state *st;          /* the writer */
     const char *state_path;    /* for the scan's snapshot reader */
     struct changelog *cl;
+    /* --dump: the content of each created/updated change is captured as
+     * it is read for its digests (no second read); NULL: none. */
+    struct changedump *cdump;
     struct catalog_hooks hooks;
 };
 

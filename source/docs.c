@@ -192,9 +192,9 @@ docs_resource_entry(const struct docs *d, const struct state_res *r,
     return 0;
 }
 
-static int
-change_entry(const struct docs *d, const struct state_change *c,
-             struct rs_entry *e, char *loc)
+int
+docs_change_entry(const struct docs *d, const struct state_change *c,
+                  struct rs_entry *e, char *loc)
 {
     int rc = docs_resource_url(d, c->path, loc, DOCS_URL_MAX);
     if (rc != 0)
@@ -381,7 +381,7 @@ docs_changelist_after(const struct docs *d, struct state *st, int64_t num,
             break;
         }
         struct rs_entry e;
-        rc = change_entry(d, &c, &e, loc);
+        rc = docs_change_entry(d, &c, &e, loc);
         if (rc == 0)
             rc = rs_writer_entry(x.w, &e);
         if (rc == 0)
@@ -477,7 +477,7 @@ docs_change_notification(const struct docs *d, struct state *st,
     size_t bytes = NOTIF_HEAD_BYTES;
     while (rc == 0 && step == 1) {
         struct rs_entry e;
-        rc = change_entry(d, &c, &e, loc);
+        rc = docs_change_entry(d, &c, &e, loc);
         if (rc != 0)
             break;
         size_t eb = entry_bytes(loc, c.type);

@@ -99,6 +99,12 @@ int docs_framework_notification(const struct docs *d, struct state *st,
                                 int64_t *last, size_t *n, char *errstr)
     RS_MUST_CHECK;
 
+/* A Change List entry for change c (loc, lastmod, change, datetime,
+ * length, type, hash); loc is the caller's buffer (DOCS_URL_MAX) the
+ * entry points into. 0 or RS_ETOOBIG. */
+int docs_change_entry(const struct docs *d, const struct state_change *c,
+                      struct rs_entry *e, char *loc) RS_MUST_CHECK;
+
 /* A Resource List entry for a catalogued resource; loc is the caller's
  * buffer (DOCS_URL_MAX) the entry points into. 0 or RS_ETOOBIG. */
 int docs_resource_entry(const struct docs *d, const struct state_res *r,

@@ -27,6 +27,7 @@
 
 #define RS_LOG_MODULE "rssource"
 #include "catalog.h"
+#include "changedump.h"
 #include "changelog.h"
 #include "channels.h"
 #include "dumpw.h"
@@ -74,6 +75,7 @@ static struct {
     int64_t dump_interval_ms;
     uint64_t dump_max_bytes;
     int64_t dump_max_files;
+    uint64_t cdump_max_bytes;
     int64_t cl_max_age_ms;
     int64_t cl_retain_ms;
     int64_t settle_ms;
@@ -145,6 +147,10 @@ static const struct rs_config_opt options[] = {
                    "larger file goes alone)"),
     RS_CONFIG_INT("dump-max-files", 0, &conf.dump_max_files, "20000", 1,
                   50000, "files per dump package"),
+    RS_CONFIG_SIZE("changedump-max-bytes", 0, &conf.cdump_max_bytes, "1G",
+                   4096, UINT64_C(1) << 42, "--dump: disk for the content "
+                   "captured for Change Dumps of lists not yet packed (past "
+                   "it, a list gets no Change Dump)"),
     RS_CONFIG_DURATION("changelist-max-age", 0, &conf.cl_max_age_ms, "1d", 0,
                        0, "close a non-empty Change List this old (0: never)"),
     RS_CONFIG_DURATION("changelist-retain", 0, &conf.cl_retain_ms, "30d", 0, 0,
@@ -193,9 +199,11 @@ struct src {
     struct watch *watch;
     struct snapshot *snap;
     struct dumpw *dump;                /* --dump, or NULL */
+    struct changedump *cdump;          /* --dump, or NULL */
     struct event *ev_dump;
-    struct docs_channel caps[2 * PUSH_LANES + 1];   /* for the caplist */
+    struct docs_channel caps[2 * PUSH_LANES + 2];   /* for the caplist */
     char dump_url[DOCS_URL_MAX];
+    char cdump_url[DOCS_URL_MAX];
     struct serve *serve;
     struct rs_http *httpc;
     struct push *push;
@@ -402,6 +410,37 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* --dump: the Change Dump of each closed Change List (built on a thread
+ * of its own; this looks every second). */
+static void
+cdump_tick(struct src *s)
+{
+    char n[24];
+    int rc = changedump_tick(s->cdump);
+
+    if (rc == CHANGEDUMP_PUBLISHED) {
+        snprintf(n, sizeof(n), "%lld",
+                 (long long)changedump_packages(s->cdump));
+        rs_log_kv(RS_LOG_INFO, "change dump published", "packages", n, NULL);
+    } else if (rc == CHANGEDUMP_SKIPPED) {
+        rs_log_kv(RS_LOG_WARN, "no change dump for a Change List", "why",
+                  changedump_errstr(s->cdump), NULL);
+    } else if (rc < 0) {
+        rs_log_kv(RS_LOG_ERROR, "change dump failed", "error",
+                  changedump_errstr(s->cdump), NULL);
+    }
+}
+
+static void
+on_cdump_skip(void *ud, int64_t list, const char *why)
+{
+    (void)ud;
+    char n[24];
+    snprintf(n, sizeof(n), "%lld", (long long)list);
+    rs_log_kv(RS_LOG_WARN, "change dump capture stopped: this Change List "
+              "will have no Change Dump", "list", n, "why", why, NULL);
+}
+
 /* --dump: publish a build that ended; start one when the dump misses
  * changes and is --dump-interval old (or there is none). Builds run on
  * their own thread; this only looks every second. */
@@ -415,6 +454,7 @@ on_dump_tick(evutil_socket_t fd, short what, void *arg)
     char n[3][24];
     int rc = dumpw_poll(s->dump);
 
+    cdump_tick(s);
     if (rc == 1) {
         snprintf(n[0], 24, "%lld", (long long)cur->gen);
         snprintf(n[1], 24, "%lld", (long long)cur->files);
@@ -452,6 +492,9 @@ caplist_entries(void *ud, size_t *n)
     if (s->dump != NULL && dumpw_current(s->dump)->gen > 0)
         s->caps[k++] = (struct docs_channel){
             .loc = s->dump_url, .cap = RS_CAP_RESOURCEDUMP };
+    if (s->cdump != NULL && changedump_packages(s->cdump) > 0)
+        s->caps[k++] = (struct docs_channel){
+            .loc = s->cdump_url, .cap = RS_CAP_CHANGEDUMP };
     *n = k;
     return s->caps;
 }
@@ -895,11 +938,35 @@ setup(struct src *s)
         rs_log(RS_LOG_ERROR, "watch: %s", e);
         return 1;
     }
+    if (conf.dump) {
+        struct changedump_opts cdo = {
+            .docs = s->docs,
+            .st = s->st,
+            .state_path = s->state_db,
+            .dir = s->dump_dir,
+            .max_spool = conf.cdump_max_bytes,
+            .max_bytes = conf.dump_max_bytes,
+            .max_files = (size_t)conf.dump_max_files,
+            .on_skip = on_cdump_skip,
+            .ud = s,
+        };
+        if (docs_url(s->docs, CHANGEDUMP_DOC, s->cdump_url,
+                     sizeof(s->cdump_url)) != 0) {
+            rs_log(RS_LOG_ERROR, "--base-url: too long");
+            return 2;
+        }
+        s->cdump = changedump_new(&cdo, &e);
+        if (s->cdump == NULL) {
+            rs_log(RS_LOG_ERROR, "Change Dump: %s", e);
+            return 1;
+        }
+    }
     struct catalog_opts cao = {
         .tree = s->tree,
         .st = s->st,
         .state_path = s->state_db,
         .cl = s->cl,
+        .cdump = s->cdump,
         .hooks = { .on_dir = on_scan_dir, .on_problem = on_problem, .ud = s },
     };
     s->cat = catalog_new(&cao);
@@ -1014,6 +1081,7 @@ setup(struct src *s)
         .channels = caplist_entries,
         .channels_ud = s,
         .dump = s->dump,
+        .cdump = s->cdump,
         .read_token = s->read_token[0] != '\0' ? s->read_token : NULL,
         .on_access = conf.access_log != NULL ? on_access : NULL,
         .access_ud = s,
@@ -1092,6 +1160,7 @@ teardown(struct src *s)
     if (s->ev_dump != NULL)
         event_free(s->ev_dump);
     catalog_free(s->cat);
+    changedump_free(s->cdump);    /* likewise */
     changelog_free(s->cl);
     state_free(s->st);
     docs_free(s->docs);

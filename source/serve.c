@@ -530,16 +530,21 @@ serve_resourcelist(struct serve *s, struct evhttp_request *req)
     serve_snapshot(s, req, DOCS_RESOURCELIST);
 }
 
-/* A file of the Resource Dump (an fd opened now keeps serving it when a
- * later generation removes it). */
+/* A file of the Resource Dump or the Change Dump (an fd opened now keeps
+ * serving it when a later generation or the retention removes it). */
 static void
 serve_dump(struct serve *s, struct evhttp_request *req, const char *name)
 {
     char path[4400];
     const char *ctype;
+    bool change = strncmp(name, "changedump", 10) == 0;
 
-    if (s->o.dump == NULL ||
-        dumpw_file(s->o.dump, name, path, sizeof(path), &ctype) != 0) {
+    if (change ? s->o.cdump == NULL ||
+                     changedump_file(s->o.cdump, name, path, sizeof(path),
+                                     &ctype) != 0
+               : s->o.dump == NULL ||
+                     dumpw_file(s->o.dump, name, path, sizeof(path),
+                                &ctype) != 0) {
         not_found(s, req);
         return;
     }
@@ -667,7 +672,8 @@ route_docs(struct serve *s, struct evhttp_request *req, const char *name)
         serve_resourcelist(s, req);
     } else if (strncmp(name, "resourcelist-", 13) == 0) {
         serve_snapshot(s, req, name);
-    } else if (strncmp(name, "resourcedump", 12) == 0) {
+    } else if (strncmp(name, "resourcedump", 12) == 0 ||
+               strncmp(name, "changedump", 10) == 0) {
         serve_dump(s, req, name);
     } else if (strcmp(name, CHANGELOG_INDEX_NAME) == 0) {
         serve_doc(s, req, DOC_CLINDEX, 0, 0);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "docs.h"
+#include "changedump.h"
 #include "dumpw.h"
 #include "snapshot.h"
 #include "state.h"
@@ -42,6 +43,9 @@ struct serve_opts {
     /* The Resource Dump's document and packages (BASE/resourcesync/
      * resourcedump*), or NULL: none. */
     const struct dumpw *dump;
+    /* The Change Dump's document, packages and manifests (BASE/
+     * resourcesync/changedump*), or NULL: none. */
+    const struct changedump *cdump;
     /* Every reply, once sent: method, request URI, status, body bytes
      * (0 for HEAD and 304). May be NULL. */
     void (*on_access)(void *ud, const char *method, const char *uri,

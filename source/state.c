@@ -50,6 +50,13 @@ enum state_stmt {
     ST_META_GET,
     ST_META_SET,
     ST_META_SET_TEXT,
+    ST_SP_ADD,
+    ST_SP_GET,
+    ST_SP_DROP,
+    ST_CD_ADD,
+    ST_CD_DROP,
+    ST_CD_PENDING,
+    ST_CD_ORPHAN,
     ST_COUNT_,
 };
 
@@ -100,6 +107,19 @@ static const char *const state_sql[ST_COUNT_] = {
                     "VALUES (?1, ?2, NULL)",
     [ST_META_SET_TEXT] = "INSERT OR REPLACE INTO meta(key, ival, tval) "
                          "VALUES (?1, NULL, ?2)",
+    [ST_SP_ADD] = "INSERT OR REPLACE INTO spool(seq, off, len) "
+                  "VALUES (?1, ?2, ?3)",
+    [ST_SP_GET] = "SELECT off, len FROM spool WHERE seq = ?1",
+    [ST_SP_DROP] = "DELETE FROM spool WHERE seq IN (SELECT seq FROM changes "
+                   "WHERE list = ?1)",
+    [ST_CD_ADD] = "INSERT OR REPLACE INTO cdump(list, part, length) "
+                  "VALUES (?1, ?2, ?3)",
+    [ST_CD_DROP] = "DELETE FROM cdump WHERE list = ?1",
+    [ST_CD_PENDING] = "SELECT num, 0 FROM clists WHERE until_dt IS NOT NULL "
+                      "AND num > ?1 AND num NOT IN (SELECT list FROM cdump) "
+                      "ORDER BY num LIMIT 1",
+    [ST_CD_ORPHAN] = "SELECT list, 0 FROM cdump WHERE list > ?1 AND list "
+                     "NOT IN (SELECT num FROM clists) ORDER BY list LIMIT 1",
 };
 
 static const char state_schema[] =
@@ -119,7 +139,16 @@ static const char state_schema[] =
     "  from_dt INTEGER NOT NULL, until_dt INTEGER, count INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS framework(seq INTEGER PRIMARY KEY "
     "  AUTOINCREMENT, dt INTEGER NOT NULL, name TEXT NOT NULL, "
-    "  cap TEXT NOT NULL, change TEXT NOT NULL, idx TEXT);";
+    "  cap TEXT NOT NULL, change TEXT NOT NULL, idx TEXT);"
+    /* --dump: where a change's captured content sits in its list's
+     * spool, and the Change Dump packages built (part 0, length -1: the
+     * list has none). Tables of their own, so a state made before them
+     * gains them at its next open. */
+    "CREATE TABLE IF NOT EXISTS spool(seq INTEGER PRIMARY KEY, "
+    "  off INTEGER NOT NULL, len INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS cdump(list INTEGER NOT NULL, "
+    "  part INTEGER NOT NULL, length INTEGER NOT NULL, "
+    "  PRIMARY KEY(list, part)) WITHOUT ROWID;";
 
 /* The checkpointer thread: the only state shared across threads is this
  * struct, under its mutex; the thread has its own connection. */
@@ -147,7 +176,7 @@ struct state {
     char path_buf[4096];
 };
 
-enum iter_kind { IT_RES, IT_CHANGE, IT_CLIST, IT_FW };
+enum iter_kind { IT_RES, IT_CHANGE, IT_CLIST, IT_FW, IT_CDUMP };
 
 struct state_iter {
     struct state *st;
@@ -930,12 +959,15 @@ state_clist_set(struct state *st, const struct state_clist *c)
 int
 state_clist_drop(struct state *st, int64_t num)
 {
+    int rc = state_spool_drop(st, num);
+    if (rc != 0)
+        return rc;
     sqlite3_stmt *a = st_get(st, ST_CL_DROP_CH), *b = st_get(st, ST_CL_DROP);
     if (a == NULL || b == NULL)
         return RS_EIO;
     sqlite3_bind_int64(a, 1, num);
     sqlite3_bind_int64(b, 1, num);
-    int rc = st_exec(st, a, "change list drop");
+    rc = st_exec(st, a, "change list drop");
     int rc2 = st_exec(st, b, "change list drop");
     return rc != 0 ? rc : rc2;
 }
@@ -960,6 +992,94 @@ int64_t
 state_clist_count(struct state *st)
 {
     return st_count(st, ST_CL_COUNT);
+}
+
+/* ----------------------------------------------------- change dumps */
+
+int
+state_spool_add(struct state *st, int64_t seq, int64_t off, int64_t len)
+{
+    sqlite3_stmt *s = st_get(st, ST_SP_ADD);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, seq);
+    sqlite3_bind_int64(s, 2, off);
+    sqlite3_bind_int64(s, 3, len);
+    return st_exec(st, s, "spool add");
+}
+
+int
+state_spool_get(struct state *st, int64_t seq, int64_t *off, int64_t *len)
+{
+    return st_pair(st, ST_SP_GET, seq, off, len, "spool get");
+}
+
+int
+state_spool_drop(struct state *st, int64_t list)
+{
+    sqlite3_stmt *s = st_get(st, ST_SP_DROP);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, list);
+    return st_exec(st, s, "spool drop");
+}
+
+int
+state_cdump_add(struct state *st, int64_t list, int64_t part, int64_t length)
+{
+    sqlite3_stmt *s = st_get(st, ST_CD_ADD);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, list);
+    sqlite3_bind_int64(s, 2, part);
+    sqlite3_bind_int64(s, 3, length);
+    return st_exec(st, s, "change dump add");
+}
+
+int
+state_cdump_drop(struct state *st, int64_t list)
+{
+    sqlite3_stmt *s = st_get(st, ST_CD_DROP);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, list);
+    return st_exec(st, s, "change dump drop");
+}
+
+int
+state_cdump_pending(struct state *st, int64_t after, int64_t *list)
+{
+    int64_t unused;
+    return st_pair(st, ST_CD_PENDING, after, list, &unused,
+                   "change dump pending");
+}
+
+int
+state_cdump_orphan(struct state *st, int64_t after, int64_t *list)
+{
+    int64_t unused;
+    return st_pair(st, ST_CD_ORPHAN, after, list, &unused,
+                   "change dump orphan");
+}
+
+int
+state_cdump_iter(struct state *st, struct state_iter **out)
+{
+    return iter_new(st, IT_CDUMP, "SELECT list, part, length FROM cdump "
+                    "ORDER BY list, part", out);
+}
+
+int
+state_cdump_next(struct state_iter *it, int64_t *list, int64_t *part,
+                 int64_t *length)
+{
+    int r = iter_step(it, IT_CDUMP);
+    if (r == 1) {
+        *list = sqlite3_column_int64(it->stmt, 0);
+        *part = sqlite3_column_int64(it->stmt, 1);
+        *length = sqlite3_column_int64(it->stmt, 2);
+    }
+    return r;
 }
 
 /* ----------------------------------------------------------- framework */

@@ -170,6 +170,36 @@ int state_clist_next(struct state_iter *it, struct state_clist *out)
     RS_MUST_CHECK;
 int64_t state_clist_count(struct state *st);
 
+/* ------------------------------------------------------- change dumps */
+
+/* The captured content of change seq: bytes off..off+len of its Change
+ * List's spool file (changedump.c). get: 0 or RS_ENOTFOUND. */
+int state_spool_add(struct state *st, int64_t seq, int64_t off, int64_t len)
+    RS_MUST_CHECK;
+int state_spool_get(struct state *st, int64_t seq, int64_t *off,
+                    int64_t *len) RS_MUST_CHECK;
+/* Forget the captures of Change List list's changes (state_clist_drop
+ * does it too). */
+int state_spool_drop(struct state *st, int64_t list) RS_MUST_CHECK;
+/* Change Dump packages: part K (1..) of Change List list, length bytes;
+ * part 0 with length -1 records that the list gets no Change Dump. */
+int state_cdump_add(struct state *st, int64_t list, int64_t part,
+                    int64_t length) RS_MUST_CHECK;
+int state_cdump_drop(struct state *st, int64_t list) RS_MUST_CHECK;
+/* The oldest closed Change List numbered above after that has no row in
+ * cdump (to build): 0 or RS_ENOTFOUND. */
+int state_cdump_pending(struct state *st, int64_t after, int64_t *list)
+    RS_MUST_CHECK;
+/* The lowest list above after with cdump rows but no Change List any
+ * more (dropped by retention): 0 or RS_ENOTFOUND. */
+int state_cdump_orphan(struct state *st, int64_t after, int64_t *list)
+    RS_MUST_CHECK;
+/* Every cdump row, by list and part. */
+int state_cdump_iter(struct state *st, struct state_iter **out)
+    RS_MUST_CHECK;
+int state_cdump_next(struct state_iter *it, int64_t *list, int64_t *part,
+                     int64_t *length) RS_MUST_CHECK;
+
 /* ----------------------------------------------------------- framework */
 
 int state_fw_add(struct state *st, struct state_fw *f) RS_MUST_CHECK;

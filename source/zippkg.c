@@ -32,7 +32,9 @@ struct zp_write {
     const char *man;             /* the caller's, from ops->manifest */
     size_t man_len, man_pos;
     zip_error_t zerr;
-    char why[ZIPPKG_WHY];
+    bool failed;                 /* a callback failed: libzip may go on
+                                    after a failed close, we do not */
+    char why[ZIPPKG_WHY];        /* the first failure's */
 };
 
 static zip_int64_t
@@ -40,6 +42,7 @@ zp_fail(struct zp_write *w, int ze, int rc)
 {
     if (w->why[0] == '\0')
         snprintf(w->why, sizeof(w->why), "%s", rs_strerror(rc));
+    w->failed = true;
     zip_error_set(&w->zerr, ze, 0);
     return -1;
 }
@@ -78,7 +81,8 @@ zp_member_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
     switch (cmd) {
     case ZIP_SOURCE_OPEN:
         if (w->ops->stopped != NULL && w->ops->stopped(w->ud)) {
-            snprintf(w->why, sizeof(w->why), "stopped");
+            if (w->why[0] == '\0')
+                snprintf(w->why, sizeof(w->why), "stopped");
             return zp_fail(w, ZIP_ER_CANCELLED, RS_ECANCELED);
         }
         if ((rc = w->ops->open(w->ud, m->i, w->why)) != 0)
@@ -113,6 +117,8 @@ zp_man_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
     case ZIP_SOURCE_OPEN:
         /* libzip writes entries in index order and the manifest is the
          * last: every member has been read. Checked, not assumed. */
+        if (w->failed)
+            return zp_fail(w, ZIP_ER_INTERNAL, RS_EIO);
         if (w->closed != w->n) {
             snprintf(w->why, sizeof(w->why), "the manifest was asked for "
                      "before its members were written");
