@@ -138,7 +138,8 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_BOOL("dump", 0, &conf.dump, "false",
                    "publish a Resource Dump (ZIP packages of every file, in "
                    "the state directory: as much disk again as the tree, "
-                   "twice while a new one is built)"),
+                   "twice while a new one is built) and a Change Dump of "
+                   "each closed Change List"),
     RS_CONFIG_DURATION("dump-interval", 0, &conf.dump_interval_ms, "10m", 0,
                        0, "rebuild a Resource Dump missing changes at most "
                        "this often"),
@@ -148,9 +149,9 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_INT("dump-max-files", 0, &conf.dump_max_files, "20000", 1,
                   50000, "files per dump package"),
     RS_CONFIG_SIZE("changedump-max-bytes", 0, &conf.cdump_max_bytes, "1G",
-                   4096, UINT64_C(1) << 42, "--dump: disk for the content "
-                   "captured for Change Dumps of lists not yet packed (past "
-                   "it, a list gets no Change Dump)"),
+                   4096, UINT64_C(1) << 42, "disk for the content --dump "
+                   "captures for the Change Dumps of lists not yet packed "
+                   "(past it, a list gets none)"),
     RS_CONFIG_DURATION("changelist-max-age", 0, &conf.cl_max_age_ms, "1d", 0,
                        0, "close a non-empty Change List this old (0: never)"),
     RS_CONFIG_DURATION("changelist-retain", 0, &conf.cl_retain_ms, "30d", 0, 0,
