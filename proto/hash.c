@@ -169,6 +169,18 @@ rs_hashes_find(const struct rs_hashes *h, enum rs_hash_algo algo)
     return NULL;
 }
 
+enum rs_hash_algo
+rs_hashes_strongest(const struct rs_hashes *h)
+{
+    static const enum rs_hash_algo pref[] = { RS_HASH_SHA256, RS_HASH_SHA512,
+                                              RS_HASH_SHA1, RS_HASH_MD5 };
+
+    for (size_t i = 0; i < sizeof(pref) / sizeof(pref[0]); i++)
+        if (rs_hashes_find(h, pref[i]) != NULL)
+            return pref[i];
+    return RS_HASH_OTHER;
+}
+
 int
 rs_hashes_match(const struct rs_hashes *a, const struct rs_hashes *b)
 {

@@ -332,13 +332,9 @@ job_delete(struct apply *a, struct job *j, const struct ledger_res *old)
 static unsigned
 hash_mask(const struct rs_hashes *h)
 {
-    static const enum rs_hash_algo pref[] = { RS_HASH_SHA256, RS_HASH_SHA512,
-                                              RS_HASH_SHA1, RS_HASH_MD5 };
+    enum rs_hash_algo a = rs_hashes_strongest(h);
 
-    for (size_t i = 0; i < sizeof(pref) / sizeof(pref[0]); i++)
-        if (rs_hashes_find(h, pref[i]) != NULL)
-            return 1u << pref[i];
-    return 1u << RS_HASH_MD5;
+    return 1u << (a != RS_HASH_OTHER ? a : RS_HASH_MD5);
 }
 
 static int

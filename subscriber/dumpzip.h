@@ -98,9 +98,10 @@ int dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
 /*
  * Read up to len (> 0) bytes of content into buf. Returns the number of
  * bytes read (> 0), or 0 at the end, only once the content has been checked
- * complete: exactly the declared length, the ZIP CRC, and every digest in
- * the entry's hash attribute whose algorithm rs_hasher supports (md5,
- * sha-1, sha-256, sha-512; others are ignored). Bytes handed out before
+ * complete: exactly the declared length, the ZIP CRC, and the strongest
+ * digest in the entry's hash attribute that rs_hasher supports
+ * (rs_hashes_strongest: sha-256, sha-512, sha-1, md5; others are
+ * ignored). Bytes handed out before
  * that are unverified: keep them aside until 0 comes back. Otherwise a
  * negative code, repeated by every later call, with dumpzip_file_error():
  *   RS_EINVALID   content shorter or longer than declared, a hash or CRC

@@ -57,6 +57,12 @@ size_t rs_hashes_format(const struct rs_hashes *h, char *buf);
 /* The digest of algorithm algo in h, or NULL. */
 const struct rs_digest *rs_hashes_find(const struct rs_hashes *h, enum rs_hash_algo algo);
 
+/* The strongest algorithm h carries that we compute (sha-256, sha-512,
+ * sha-1, md5, in that order), or RS_HASH_OTHER when none: one verified
+ * digest is the check, computing every announced one costs CPU for
+ * nothing. */
+enum rs_hash_algo rs_hashes_strongest(const struct rs_hashes *h);
+
 /*
  * Compare two lists on the algorithms both carry (RS_HASH_OTHER never counts).
  * Returns 1 if at least one common algorithm exists and all common ones

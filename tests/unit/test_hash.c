@@ -263,6 +263,25 @@ test_find(void **state)
     assert_null(rs_hashes_find(NULL, RS_HASH_MD5));
 }
 
+/* hash/strongest: sha-256 before sha-512, sha-1 and md5, whatever the
+ * order written; RS_HASH_OTHER when only unknown algorithms (or none). */
+static void
+test_strongest(void **state)
+{
+    (void)state;
+    struct rs_hashes h = th_parse("md5:" MD5_ABC " sha-256:" SHA256_ABC);
+    assert_int_equal(rs_hashes_strongest(&h), RS_HASH_SHA256);
+    h = th_parse("sha-256:" SHA256_ABC " md5:" MD5_ABC);
+    assert_int_equal(rs_hashes_strongest(&h), RS_HASH_SHA256);
+    h = th_parse("md5:" MD5_ABC);
+    assert_int_equal(rs_hashes_strongest(&h), RS_HASH_MD5);
+    h = th_parse("x-crc:00ff");
+    assert_int_equal(rs_hashes_strongest(&h), RS_HASH_OTHER);
+    struct rs_hashes none = { 0 };
+    assert_int_equal(rs_hashes_strongest(&none), RS_HASH_OTHER);
+    assert_int_equal(rs_hashes_strongest(NULL), RS_HASH_OTHER);
+}
+
 /* hash/match: 1 when the shared algorithms all agree, -1 when any differs,
  * 0 when none is shared; unknown algorithms never count, even when their
  * names match. */
@@ -438,6 +457,7 @@ main(void)
         TH("hash/parse_list_limits", test_parse_list_limits),
         TH("hash/format", test_format),
         TH("hash/find", test_find),
+        TH("hash/strongest", test_strongest),
         TH("hash/match", test_match),
         TH("hash/hasher_vectors", test_hasher_vectors),
         TH("hash/hasher_chunks", test_hasher_chunks),
