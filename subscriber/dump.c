@@ -2,7 +2,10 @@
  * dump.c - read the dump document (docwalk) for its package URLs, then for
  * each package: download (rs_http, streamed to a temporary file), unpack
  * member by member into mirror files that are committed only once dumpzip
- * has verified the whole member, record each in the ledger.
+ * has verified the whole member, record each in the ledger. A Resource
+ * Dump gives every member; a Change Dump only its packages that end after
+ * the caller's position, and of those only the last change of each
+ * resource that is newer than what the mirror holds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,13 +28,21 @@
 #define DUMP_MAX_PACKAGE (UINT64_C(16) << 30)
 #define DUMP_TIMEOUT_MS (6 * 3600 * 1000)
 
+enum dump_kind {
+    DUMP_RESOURCES,              /* a Resource Dump: the baseline */
+    DUMP_CHANGES,                /* a Change Dump: a catch-up from since */
+};
+
 struct dump {
     struct dump_opts o;
+    enum dump_kind kind;
+    rs_time_t since;             /* DUMP_CHANGES: the caller's position */
     char *tmpdir;
     struct docwalk *walk;
     bool busy;
     char **pkgs;                 /* package URLs from the dump document */
     int64_t *pkg_len;            /* announced lengths, -1 unknown */
+    rs_time_t *pkg_until;        /* announced ends, RS_TIME_NONE unknown */
     size_t npkgs, next;
     struct rs_http_req *req;
     int fd;                      /* the package being downloaded */
@@ -72,8 +83,10 @@ pkgs_clear(struct dump *d)
         rs_free(d->pkgs[i]);
     rs_free(d->pkgs);
     rs_free(d->pkg_len);
+    rs_free(d->pkg_until);
     d->pkgs = NULL;
     d->pkg_len = NULL;
+    d->pkg_until = NULL;
     d->npkgs = d->next = 0;
 }
 
@@ -94,7 +107,7 @@ dump_end(struct dump *d, int rc)
 /* One member: into a mirror file, committed only after dumpzip verified
  * all of it. Returns 0, or a state error (the caller stops). */
 static int
-unpack_one(struct dump *d, struct dumpzip *z, size_t i)
+unpack_one(struct dump *d, struct dumpzip *z, size_t i, rs_time_t change_dt)
 {
     const struct rs_entry *e = dumpzip_entry(z, i);
     const char *why = NULL;
@@ -114,8 +127,10 @@ unpack_one(struct dump *d, struct dumpzip *z, size_t i)
         return 0;
     }
     rc = ledger_res_get(d->o.ledger, e->loc, &old, &oldbuf);
-    if (rc == 0 && old.change_dt != RS_TIME_NONE && d->r.at != RS_TIME_NONE &&
-        old.change_dt > d->r.at) {
+    if (rc == 0 && old.change_dt != RS_TIME_NONE &&
+        change_dt != RS_TIME_NONE &&
+        (d->kind == DUMP_RESOURCES ? old.change_dt > change_dt
+                                   : old.change_dt >= change_dt)) {
         d->r.skipped++;               /* push brought a newer copy */
         rs_free(oldbuf);
         rs_free(path);
@@ -159,15 +174,106 @@ unpack_one(struct dump *d, struct dumpzip *z, size_t i)
     r.uri = e->loc;
     r.path = path;
     r.lastmod = e->lastmod;
-    r.change_dt = d->r.at;
+    r.change_dt = change_dt;
     r.length = (int64_t)n;
-    r.hash = e->md.hash.n > 0 && rs_hashes_format(&e->md.hash, hbuf) > 0
-             ? hbuf : NULL;
+    /* the digest verified, as apply records what it computed: an
+     * announced one that was not checked is not the ledger's to vouch */
+    enum rs_hash_algo strong = rs_hashes_strongest(&e->md.hash);
+    struct rs_hashes one = { 0 };
+    if (strong != RS_HASH_OTHER) {
+        one.n = 1;
+        one.d[0] = *rs_hashes_find(&e->md.hash, strong);
+    }
+    r.hash = one.n > 0 && rs_hashes_format(&one, hbuf) > 0 ? hbuf : NULL;
     if ((rc = apply_txn(d->o.apply)) == 0)
         rc = ledger_res_put(d->o.ledger, &r);
     rs_free(path);
     if (rc == 0)
         d->r.written++;
+    return rc;
+}
+
+/* An entry's loc and index, sorted to find each resource's last change
+ * in a package. */
+struct loc_ix {
+    const char *loc;
+    size_t i;
+};
+
+static int
+cmp_loc_ix(const void *a, const void *b)
+{
+    const struct loc_ix *x = a, *y = b;
+    int c = strcmp(x->loc, y->loc);
+    return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/*
+ * A Change Dump package: one bitstream per change, in the manifest's
+ * order. Only each resource's last change counts (the earlier ones are
+ * superseded within the package), and only when it is after the
+ * caller's position and newer than the mirror's copy: a change at or
+ * before the position is left to the Change Lists read next, which see
+ * whether the mirror holds it. A deletion goes to apply (local work,
+ * no request); a creation or update is written from its member,
+ * verified, as a Resource Dump's member is.
+ */
+static int
+unpack_changes(struct dump *d, struct dumpzip *z)
+{
+    size_t n = dumpzip_count(z);
+    struct loc_ix *ix = rs_calloc(n > 0 ? n : 1, sizeof(*ix));
+    bool *last = rs_calloc(n > 0 ? n : 1, sizeof(*last));
+    char hbuf[RS_HASHES_BUFSZ];
+    int rc = 0;
+
+    if (ix == NULL || last == NULL) {
+        rs_free(ix);
+        rs_free(last);
+        snprintf(d->err, sizeof(d->err), "out of memory");
+        return RS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        ix[i] = (struct loc_ix){ dumpzip_entry(z, i)->loc, i };
+    qsort(ix, n, sizeof(*ix), cmp_loc_ix);
+    for (size_t k = 0; k < n; k++)
+        if (k + 1 == n || strcmp(ix[k].loc, ix[k + 1].loc) != 0)
+            last[ix[k].i] = true;
+    rs_free(ix);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct rs_entry *e = dumpzip_entry(z, i);
+        struct ledger_todo t;
+        if (!last[i]) {
+            d->r.superseded++;
+            continue;
+        }
+        apply_todo_from_entry(e, e->loc, "changedump", &t, hbuf);
+        if (t.change_dt == RS_TIME_NONE ||
+            (d->since != RS_TIME_NONE && t.change_dt <= d->since)) {
+            d->r.skipped++;           /* the Change Lists will say */
+            continue;
+        }
+        if (t.change == LEDGER_DELETE) {
+            char *path = NULL;
+            const char *why = NULL;
+            if (pathmap_path(d->o.pathmap, e->loc, &path, &why) != 0) {
+                problem(d, e->loc, "refused: outside the Source's prefixes");
+                continue;
+            }
+            rs_free(path);
+            rc = apply_offer(d->o.apply, &t);
+            if (rc >= 0) {
+                rc = 0;
+                d->r.deleted++;
+            }
+            continue;
+        }
+        rc = unpack_one(d, z, i, t.change_dt);
+    }
+    rs_free(last);
+    if (rc != 0 && d->err[0] == '\0')
+        snprintf(d->err, sizeof(d->err), "state: %s",
+                 ledger_errstr(d->o.ledger));
     return rc;
 }
 
@@ -183,18 +289,30 @@ unpack(struct dump *d, const char *url)
         snprintf(d->err, sizeof(d->err), "%.200s: %.300s", url, e);
         return RS_EINVALID;
     }
-    if (dumpzip_head(z)->md.capability != RS_CAP_RESOURCEDUMP_MANIFEST) {
-        snprintf(d->err, sizeof(d->err), "%s: not a Resource Dump package "
+    enum rs_capability want = d->kind == DUMP_RESOURCES
+                                  ? RS_CAP_RESOURCEDUMP_MANIFEST
+                                  : RS_CAP_CHANGEDUMP_MANIFEST;
+    if (dumpzip_head(z)->md.capability != want) {
+        snprintf(d->err, sizeof(d->err), "%s: not a %s package "
                  "(its manifest is a %s)", url,
+                 d->kind == DUMP_RESOURCES ? "Resource Dump" : "Change Dump",
                  rs_capability_name(dumpzip_head(z)->md.capability));
         dumpzip_close(z);
         return RS_EINVALID;
     }
-    if (d->r.at == RS_TIME_NONE)
-        d->r.at = dumpzip_head(z)->md.at;
-    rc = 0;
-    for (size_t i = 0; i < dumpzip_count(z) && rc == 0; i++)
-        rc = unpack_one(d, z, i);
+    if (d->kind == DUMP_RESOURCES) {
+        if (d->r.at == RS_TIME_NONE)
+            d->r.at = dumpzip_head(z)->md.at;
+        rc = 0;
+        for (size_t i = 0; i < dumpzip_count(z) && rc == 0; i++)
+            rc = unpack_one(d, z, i, d->r.at);
+    } else {
+        rc = unpack_changes(d, z);
+        rs_time_t u = dumpzip_head(z)->md.until;
+        if (rc == 0 && u != RS_TIME_NONE &&
+            (d->r.until == RS_TIME_NONE || u > d->r.until))
+            d->r.until = u;
+    }
     dumpzip_close(z);
     if (rc != 0)
         snprintf(d->err, sizeof(d->err), "state: %s",
@@ -317,12 +435,16 @@ on_head(void *ud, const char *url, const struct rs_head *h)
 {
     struct dump *d = ud;
 
-    if (h->md.capability != RS_CAP_RESOURCEDUMP) {
-        snprintf(d->err, sizeof(d->err), "%s: a %s where a Resource Dump was "
-                 "expected", url, rs_capability_name(h->md.capability));
+    enum rs_capability want = d->kind == DUMP_RESOURCES ? RS_CAP_RESOURCEDUMP
+                                                        : RS_CAP_CHANGEDUMP;
+    if (h->md.capability != want) {
+        snprintf(d->err, sizeof(d->err), "%s: a %s where a %s was expected",
+                 url, rs_capability_name(h->md.capability),
+                 d->kind == DUMP_RESOURCES ? "Resource Dump"
+                                           : "Change Dump");
         return RS_EINVALID;
     }
-    if (h->md.at != RS_TIME_NONE)
+    if (d->kind == DUMP_RESOURCES && h->md.at != RS_TIME_NONE)
         d->r.at = h->md.at;
     return 0;
 }
@@ -333,8 +455,22 @@ on_entry(void *ud, const char *url, const struct rs_entry *e, const char *loc)
     struct dump *d = ud;
     char **p;
     int64_t *l;
+    rs_time_t *u;
+    rs_time_t until = e->has_md ? e->md.until : RS_TIME_NONE;
 
     (void)url;
+    /* A Change Dump's package that ends at or before the position holds
+     * nothing after it: not downloaded. */
+    if (d->kind == DUMP_CHANGES && until != RS_TIME_NONE &&
+        d->since != RS_TIME_NONE && until <= d->since) {
+        d->r.older++;
+        return 0;
+    }
+    u = rs_realloc(d->pkg_until, (d->npkgs + 1) * sizeof(*u));
+    if (u == NULL)
+        return RS_ENOMEM;
+    d->pkg_until = u;
+    d->pkg_until[d->npkgs] = until;
     p = rs_realloc(d->pkgs, (d->npkgs + 1) * sizeof(*p));
     if (p == NULL)
         return RS_ENOMEM;
@@ -407,18 +543,33 @@ dump_free(struct dump *d)
     rs_free(d);
 }
 
-int
-dump_start(struct dump *d, const char *url)
+static int
+start(struct dump *d, const char *url, enum dump_kind kind, rs_time_t since)
 {
     int rc;
 
     if (d->busy)
         return RS_ESTATE;
+    d->kind = kind;
+    d->since = since;
     memset(&d->r, 0, sizeof(d->r));
     d->r.at = RS_TIME_NONE;
+    d->r.until = RS_TIME_NONE;
     d->err[0] = '\0';
     if ((rc = docwalk_start(d->walk, url)) != 0)
         return rc;
     d->busy = true;
     return 0;
+}
+
+int
+dump_start(struct dump *d, const char *url)
+{
+    return start(d, url, DUMP_RESOURCES, RS_TIME_NONE);
+}
+
+int
+dump_start_changes(struct dump *d, const char *url, rs_time_t since)
+{
+    return start(d, url, DUMP_CHANGES, since);
 }

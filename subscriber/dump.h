@@ -1,10 +1,11 @@
 /*
- * dump.h - a baseline from a Resource Dump: the packages its document lists
- * are downloaded one at a time to a temporary file, unpacked through
- * dumpzip (every member verified against the manifest) into the mirror and
- * recorded in the ledger. A member that fails is left to the reconcile
- * that follows a dump (it fetches whatever the dump did not give); when to
- * use a dump is the caller's decision.
+ * dump.h - a baseline from a Resource Dump, and a catch-up from a Change
+ * Dump: the packages its document lists are downloaded one at a time to a
+ * temporary file, unpacked through dumpzip (every member verified against
+ * the manifest) into the mirror and recorded in the ledger. A member that
+ * fails is left to what follows a dump (the reconcile after a Resource
+ * Dump, the Change Lists after a Change Dump, which fetch whatever the
+ * dump did not give); when to use a dump is the caller's decision.
  */
 #ifndef SUB_DUMP_H
 #define SUB_DUMP_H
@@ -29,6 +30,11 @@ struct dump_report {
     uint64_t failed;         /* members refused or not verified */
     uint64_t bytes;          /* package bytes downloaded */
     rs_time_t at;            /* the dump's snapshot time, or RS_TIME_NONE */
+    /* Change Dumps only: */
+    uint64_t deleted;        /* deletions handed to apply */
+    uint64_t superseded;     /* changes with a later one in the package */
+    uint64_t older;          /* packages not fetched: they end before since */
+    rs_time_t until;         /* the latest end of a package unpacked */
 };
 
 struct dump_opts {
@@ -55,5 +61,10 @@ void dump_free(struct dump *d);
 
 /* Start from the Resource Dump document at url. RS_ESTATE if busy. */
 int dump_start(struct dump *d, const char *url) RS_MUST_CHECK;
+
+/* Start from the Change Dump document at url: the packages that end after
+ * since, and of their changes those after since. RS_ESTATE if busy. */
+int dump_start_changes(struct dump *d, const char *url, rs_time_t since)
+    RS_MUST_CHECK;
 
 #endif

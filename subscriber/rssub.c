@@ -158,8 +158,9 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_STRING("attic", 0, &conf.attic, "DIR", NULL,
                      "move deleted resources here instead of deleting them"),
     RS_CONFIG_BOOL("dump", 0, &conf.dump, "false",
-                   "make the baseline from the Source's Resource Dump when it "
-                   "offers one (then fetch what the dump lacks)"),
+                   "make the baseline from the Source's Resource Dump, and "
+                   "catch up from its Change Dump, when it offers them (then "
+                   "fetch what the dumps lack)"),
     RS_CONFIG_BOOL("sync-full", 0, &conf.sync_full, "false",
                    "fsync the state database at every commit (power-loss "
                    "safe; a crash of the process is safe without it)"),

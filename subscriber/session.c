@@ -144,6 +144,7 @@ struct job_q {
     enum pull_why why;
     rs_time_t since;              /* CHANGES: read from no later than this
                                      (RS_TIME_NONE: the set's mark) */
+    bool changedumped;            /* CHANGES: the Change Dump was tried */
 };
 
 struct session {
@@ -152,6 +153,7 @@ struct session {
     struct apply *apply;
     struct pull *pull;
     struct dump *dump;
+    bool dumping_changes;         /* the dump under way is a Change Dump */
     struct discovery *discovery;
     struct discovery_result *disc;
     struct set sets[SESSION_MAX_SETS];
@@ -417,7 +419,7 @@ queue_pull_since(struct set *st, enum pull_kind kind, enum pull_why why,
     }
     if (s->nq == sizeof(s->q) / sizeof(s->q[0]))
         return;
-    s->q[s->nq++] = (struct job_q){ st, kind, why, since };
+    s->q[s->nq++] = (struct job_q){ st, kind, why, since, false };
     if (s->pulling == NULL)
         run_queue(s);
 }
@@ -697,6 +699,36 @@ start_dump(struct session *s, struct set *st, const struct job_q *j)
     return false;
 }
 
+/* Begin a catch-up of st from its Change Dump, from since; the pull of
+ * the Change Lists j waits behind it and reads what the packages did not
+ * give (an entry the dump applied is found held). False when it cannot be
+ * started (the Change Lists then give everything). */
+static bool
+start_changedump(struct session *s, struct set *st, const struct job_q *j,
+                 rs_time_t since)
+{
+    char t[RS_TIME_BUFSZ];
+    int rc;
+
+    memmove(s->q + 1, s->q, s->nq * sizeof(s->q[0]));
+    s->q[0] = *j;
+    s->q[0].changedumped = true;
+    s->q[0].since = since;
+    s->nq++;
+    if ((rc = dump_start_changes(s->dump, st->d->changedump, since)) == 0) {
+        s->dumping_changes = true;
+        set_phase(st, SET_DUMP, "--dump, catch-up");
+        rs_time_format(since, t);
+        rs_log_kv(RS_LOG_INFO, "unpacking the change dump", "url",
+                  st->d->changedump, "since", t, NULL);
+        return true;
+    }
+    memmove(s->q, s->q + 1, --s->nq * sizeof(s->q[0]));
+    rs_log_kv(RS_LOG_WARN, "cannot start the change dump", "error",
+              rs_strerror(rc), NULL);
+    return false;
+}
+
 static void
 run_queue(struct session *s)
 {
@@ -755,6 +787,13 @@ run_queue(struct session *s)
             !st->dumped && st->d->resourcedump != NULL &&
             start_dump(s, st, &j))
             return;
+        /* A catch-up after an absence or a gap: the Change Dump's
+         * packages since the mark instead of a request per change. */
+        if (j.kind == PULL_CHANGES && s->o.c.dump && !j.changedumped &&
+            st->d->changedump != NULL && since != RS_TIME_NONE &&
+            (j.why == WHY_START || j.why == WHY_GAP) &&
+            start_changedump(s, st, &j, since))
+            return;
         rc = pull_start(s->pull, j.kind, url,
                         j.kind != PULL_CHANGES ? st->d->changelist : NULL,
                         since);
@@ -789,6 +828,30 @@ on_dump_problem(void *ud, const char *uri, const char *why)
 }
 
 static void
+on_changedump_done(struct session *s, struct set *st, int rc, const char *err,
+                   const struct dump_report *r)
+{
+    char n[6][24];
+
+    set_phase(st, SET_WAITING, "change dump done");
+    snprintf(n[0], 24, "%llu", (unsigned long long)r->packages);
+    snprintf(n[1], 24, "%llu", (unsigned long long)r->written);
+    snprintf(n[2], 24, "%llu", (unsigned long long)r->deleted);
+    snprintf(n[3], 24, "%llu", (unsigned long long)r->superseded);
+    snprintf(n[4], 24, "%llu", (unsigned long long)r->failed);
+    snprintf(n[5], 24, "%llu", (unsigned long long)r->bytes);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_WARN, "change dump failed: reading the change lists "
+                  "instead", "error", err, NULL);
+    else
+        rs_log_kv(RS_LOG_INFO, "change dump unpacked", "packages", n[0],
+                  "written", n[1], "deleted", n[2], "superseded", n[3],
+                  "failed", n[4], "bytes", n[5], NULL);
+    state_warn(s, apply_flush(s->apply), "commit");
+    run_queue(s);
+}
+
+static void
 on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
 {
     struct session *s = ud;
@@ -796,6 +859,11 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
     char n[4][24];
 
     s->pulling = NULL;
+    if (s->dumping_changes) {
+        s->dumping_changes = false;
+        on_changedump_done(s, st, rc, err, r);
+        return;
+    }
     st->dumped = true;
     set_phase(st, SET_WAITING, "dump done");
     snprintf(n[0], 24, "%llu", (unsigned long long)r->packages);

@@ -620,6 +620,247 @@ test_alloc_failures(void **state)
     assert_int_equal(f->r.written, 1);
 }
 
+/* --------------------------------------------------------- Change Dumps */
+
+#define T0 "2020-01-02T00:00:00Z"    /* the mirror's mark (since) */
+#define T1 "2020-01-02T01:00:00Z"
+#define T2 "2020-01-02T02:00:00Z"
+#define T3 "2020-01-02T03:00:00Z"
+
+/* One change of a Change Dump package: the resource's path at the Source,
+ * the kind, its datetime, and its bitstream (NULL for a deletion). */
+struct chg {
+    const char *path;
+    const char *change;
+    const char *dt;
+    const char *content;
+};
+
+/* A Change Dump package of changes covering [from, until), each change's
+ * bitstream its own member (changes/K/PATH), served at path; its size. */
+static size_t
+serve_change_package(struct fx *f, const char *path, const char *from,
+                     const char *until, const struct chg *c, size_t n)
+{
+    char zpath[4300], *man = malloc(DOCSZ), hash[64], member[300];
+    size_t o, len = 0;
+    int ze = 0;
+    zip_t *za;
+    struct tu_route *r;
+
+    assert_non_null(man);
+    o = (size_t)snprintf(man, DOCSZ, "<?xml version=\"1.0\"?>\n<urlset " NS
+                         "><rs:md capability=\"changedump-manifest\" from=\"%s"
+                         "\" until=\"%s\"/>", from, until);
+    for (size_t i = 0; i < n; i++) {
+        o += (size_t)snprintf(man + o, DOCSZ - o, "<url><loc>%s/%s</loc>",
+                              f->srv->origin, c[i].path);
+        if (c[i].content == NULL) {
+            o += (size_t)snprintf(man + o, DOCSZ - o, "<rs:md change=\"%s\" "
+                                  "datetime=\"%s\"/></url>", c[i].change,
+                                  c[i].dt);
+            continue;
+        }
+        md5_of(c[i].content, hash, sizeof(hash));
+        o += (size_t)snprintf(man + o, DOCSZ - o, "<lastmod>%s</lastmod>"
+                              "<rs:md change=\"%s\" datetime=\"%s\" "
+                              "length=\"%zu\" hash=\"%s\" path=\"/changes/"
+                              "%zu/%s\"/></url>", c[i].dt, c[i].change,
+                              c[i].dt, strlen(c[i].content), hash, i,
+                              c[i].path);
+    }
+    o += (size_t)snprintf(man + o, DOCSZ - o, "</urlset>\n");
+    assert_true(o < DOCSZ);
+
+    snprintf(zpath, sizeof(zpath), "%s/build.zip", f->dir);
+    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    zip_source_t *src = zip_source_buffer(za, man, strlen(man), 0);
+    assert_non_null(src);
+    assert_true(zip_file_add(za, "manifest.xml", src, ZIP_FL_ENC_UTF_8) >= 0);
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].content == NULL)
+            continue;
+        snprintf(member, sizeof(member), "changes/%zu/%s", i, c[i].path);
+        src = zip_source_buffer(za, c[i].content, strlen(c[i].content), 0);
+        assert_non_null(src);
+        assert_true(zip_file_add(za, member, src, ZIP_FL_ENC_UTF_8) >= 0);
+    }
+    assert_int_equal(zip_close(za), 0);
+    free(man);
+
+    r = tu_httpd_add(f->srv, path, 0, "Content-Type: application/zip", NULL);
+    free(r->body);
+    r->body = tu_read_file(zpath, &len);
+    assert_non_null(r->body);
+    r->body_len = len;
+    remove(zpath);
+    return len;
+}
+
+/* The Change Dump document at /cd.xml: packages with their intervals. */
+static void
+serve_change_dump(struct fx *f, const char *const *pkgs,
+                  const char *const *from, const char *const *until,
+                  size_t n)
+{
+    char doc[DOCSZ];
+    size_t o;
+
+    o = (size_t)snprintf(doc, sizeof(doc), "<?xml version=\"1.0\"?>\n<urlset "
+                         NS "><rs:md capability=\"changedump\" from=\"" TA
+                         "\"/>");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "<url><loc>{B}%s</loc>"
+                              "<rs:md type=\"application/zip\" from=\"%s\" "
+                              "until=\"%s\"/></url>", pkgs[i], from[i],
+                              until[i]);
+    snprintf(doc + o, sizeof(doc) - o, "</urlset>\n");
+    (void)tu_httpd_add(f->srv, "/cd.xml", 0, "Content-Type: application/xml",
+                       doc);
+}
+
+static void
+fx_change_dump(struct fx *f, const char *since)
+{
+    unsigned before = f->done;
+
+    assert_int_equal(dump_start_changes(f->d, tu_httpd_url(f->srv, "/cd.xml"),
+                                        T(since)), 0);
+    TU_LOOP_UNTIL(&f->l, f->done > before, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 30);
+    assert_int_equal(f->done, before + 1);
+}
+
+/* A ledger row for path as a change at dt left it (a file written). */
+static void
+put_row(struct fx *f, const char *path, const char *content, const char *dt)
+{
+    char uri[300], full[4400];
+    struct ledger_res r = { 0 };
+    FILE *fp;
+
+    snprintf(full, sizeof(full), "%s/%s", mirror_root(f->mirror), path);
+    fp = fopen(full, "w");
+    assert_non_null(fp);
+    fputs(content, fp);
+    fclose(fp);
+    snprintf(uri, sizeof(uri), "%s/%s", f->srv->origin, path);
+    r.uri = uri;
+    r.path = path;
+    r.lastmod = T(dt);
+    r.change_dt = T(dt);
+    r.length = (int64_t)strlen(content);
+    assert_int_equal(ledger_res_put(f->ledger, &r), 0);
+}
+
+/* changedump/last_change_wins: of a resource changed twice in a package
+ * only the last bitstream is written (the first is superseded); a
+ * deletion goes to apply as a todo row (no request); what is written is
+ * recorded with its change's datetime, verified. */
+static void
+test_changedump_last_change_wins(void **state)
+{
+    struct fx *f = *state;
+    const struct chg c[] = {
+        { "a", "created", T1, "a-one" },
+        { "b", "created", T1, "bee" },
+        { "a", "updated", T2, "a-two" },
+        { "gone", "deleted", T2, NULL },
+    };
+    const char *pkgs[] = { "/c1.zip" }, *from[] = { T0 }, *until[] = { T3 };
+    struct ledger_res r;
+    struct ledger_todo t;
+    char *buf = NULL, uri[300], hash[64];
+
+    put_row(f, "gone", "old", T0);
+    (void)serve_change_package(f, "/c1.zip", T0, T3, c, 4);
+    serve_change_dump(f, pkgs, from, until, 1);
+    fx_change_dump(f, T0);
+    assert_int_equal(f->rc, 0);
+    assert_string_equal(f->err, "");
+    assert_int_equal(f->r.packages, 1);
+    assert_int_equal(f->r.written, 2);
+    assert_int_equal(f->r.deleted, 1);
+    assert_int_equal(f->r.superseded, 1);
+    assert_int_equal(f->r.failed, 0);
+    assert_true(f->r.until == T(T3));
+    has_file(f, "a", "a-two");
+    has_file(f, "b", "bee");
+    assert_true(has_row(f, "a", &r, &buf));
+    assert_true(r.change_dt == T(T2));
+    md5_of("a-two", hash, sizeof(hash));
+    assert_string_equal(r.hash, hash);
+    rs_free(buf);
+    buf = NULL;
+    snprintf(uri, sizeof(uri), "%s/gone", f->srv->origin);
+    assert_int_equal(ledger_todo_get(f->ledger, uri, &t, &buf), 0);
+    assert_int_equal(t.change, LEDGER_DELETE);
+    assert_true(t.change_dt == T(T2));
+    rs_free(buf);
+    assert_int_equal(tmp_files(f), 0);
+}
+
+/* changedump/from_the_mark: a package that ends at or before the mark is
+ * not downloaded; in one that straddles it, a change at or before the
+ * mark, or older than the mirror's copy, is left alone. */
+static void
+test_changedump_from_the_mark(void **state)
+{
+    struct fx *f = *state;
+    const struct chg old[] = { { "x", "created", T0, "x-old" } };
+    const struct chg c[] = {
+        { "early", "updated", T0, "early-old" },   /* at the mark */
+        { "kept", "updated", T1, "kept-older" },   /* the mirror has T2 */
+        { "new", "created", T2, "new!" },
+    };
+    const char *pkgs[] = { "/c0.zip", "/c1.zip" };
+    const char *from[] = { TA, T0 }, *until[] = { T0, T3 };
+
+    put_row(f, "early", "early-mine", T0);
+    put_row(f, "kept", "kept-newer", T2);
+    (void)serve_change_package(f, "/c0.zip", TA, T0, old, 1);
+    (void)serve_change_package(f, "/c1.zip", T0, T3, c, 3);
+    serve_change_dump(f, pkgs, from, until, 2);
+    fx_change_dump(f, T0);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/c0.zip"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/c1.zip"), 1);
+    assert_int_equal(f->r.older, 1);
+    assert_int_equal(f->r.packages, 1);
+    assert_int_equal(f->r.written, 1);
+    assert_int_equal(f->r.skipped, 2);
+    has_file(f, "early", "early-mine");
+    has_file(f, "kept", "kept-newer");
+    has_file(f, "new", "new!");
+}
+
+/* changedump/wrong_kind: a Resource Dump document, or a Resource Dump
+ * package listed in a Change Dump, ends the catch-up with an error that
+ * says so; nothing is written. */
+static void
+test_changedump_wrong_kind(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL } };
+    const char *pkgs[] = { "/p1.zip" }, *from[] = { T0 }, *until[] = { T3 };
+    long long lens[1];
+
+    lens[0] = (long long)serve_package(f, "/p1.zip", p1, 1);
+    serve_dump(f, pkgs, lens, 1);
+    assert_int_equal(dump_start_changes(f->d, tu_httpd_url(f->srv, "/rd.xml"),
+                                        T(T0)), 0);
+    TU_LOOP_UNTIL(&f->l, f->done == 1, WATCHDOG_MS);
+    assert_int_not_equal(f->rc, 0);
+    assert_non_null(strstr(f->err, "Change Dump was expected"));
+    serve_change_dump(f, pkgs, from, until, 1);
+    fx_change_dump(f, T0);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "not a Change Dump package"));
+    assert_int_equal(f->r.written, 0);
+    assert_int_equal(tmp_files(f), 0);
+}
+
 int
 main(void)
 {
@@ -632,6 +873,9 @@ main(void)
         T_("bad_packages", test_bad_packages),
         T_("free_in_flight", test_free_in_flight),
         T_("alloc_failures", test_alloc_failures),
+        T_("changedump/last_change_wins", test_changedump_last_change_wins),
+        T_("changedump/from_the_mark", test_changedump_from_the_mark),
+        T_("changedump/wrong_kind", test_changedump_wrong_kind),
     };
 #undef T_
     int rc;
