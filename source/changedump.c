@@ -919,6 +919,19 @@ cd_finish(struct changedump *d, int rc)
             rc = state_cdump_add(d->o.st, list, 0, -1);
         for (int64_t k = 1; rc == 0 && !skip && k <= b->packages; k++)
             rc = state_cdump_add(d->o.st, list, k, (int64_t)b->sizes[k - 1]);
+        /* the framework topic hears of the new packages (the document is
+         * written after this commit, before the push can announce it:
+         * both happen on this thread, the push on a later loop turn) */
+        if (rc == 0 && !skip) {
+            struct state_fw f = {
+                .dt = rs_time_now(),
+                .name = CHANGEDUMP_DOC,
+                .cap = RS_CAP_CHANGEDUMP,
+                .change = d->packages > 0 ? RS_CHANGE_UPDATED
+                                          : RS_CHANGE_CREATED,
+            };
+            rc = state_fw_add(d->o.st, &f);
+        }
         if (rc == 0)
             rc = state_spool_drop(d->o.st, list);
         if (rc == 0)

@@ -512,8 +512,28 @@ test_restart(void **state)
     assert_int_equal(changedump_packages(f->cd), 2);
 }
 
+/* The framework events about changedump.xml, in order: 'c' created, 'u'
+ * updated, into buf. */
+static void
+fw_events(struct fx *f, char *buf, size_t len)
+{
+    struct state_iter *it;
+    struct state_fw fw;
+    size_t n = 0;
+    assert_int_equal(state_fw_iter(f->st, 0, 0, &it), 0);
+    while (state_fw_next(it, &fw) == 1 && n + 1 < len)
+        if (strcmp(fw.name, CHANGEDUMP_DOC) == 0) {
+            assert_int_equal(fw.cap, RS_CAP_CHANGEDUMP);
+            buf[n++] = fw.change == RS_CHANGE_CREATED ? 'c' : 'u';
+        }
+    buf[n] = '\0';
+    state_iter_free(it);
+}
+
 /* changedump/retain: packages of a list the retention dropped are removed
- * and leave the document; the document goes when none is left. */
+ * and leave the document; the document goes when none is left. Each
+ * list's packages were announced as a framework event (created, then
+ * updated). */
 static void
 test_retain(void **state)
 {
@@ -524,8 +544,13 @@ test_retain(void **state)
         snprintf(rel, sizeof(rel), "p%d", i);
         fx_change(f, rel, rel);
     }
+    char ev[8];
+    fw_events(f, ev, sizeof(ev));
+    assert_string_equal(ev, "");
     assert_int_equal(changedump_build_all(f->cd), 0);
     assert_int_equal(changedump_packages(f->cd), 2);
+    fw_events(f, ev, sizeof(ev));
+    assert_string_equal(ev, "cu");
     assert_int_equal(state_begin(f->st), 0);
     assert_int_equal(state_clist_drop(f->st, 1), 0);
     assert_int_equal(state_commit(f->st), 0);
