@@ -285,6 +285,12 @@ delete_one(struct catalog *c, const char *rel, bool rec, rs_time_t now)
 static int
 sweep_beneath(struct catalog *c, const char *rel, bool rec, rs_time_t now)
 {
+    /* most names have nothing beneath: one cached lookup, not an
+     * iterator prepared for nothing (a tenth of rssource's CPU at 5,000
+     * creations/s) */
+    int any = state_res_any_beneath(c->o.st, rel);
+    if (any <= 0)
+        return any;
     char **paths = rs_calloc(CATALOG_SWEEP_CHUNK, sizeof(*paths));
     if (paths == NULL)
         return RS_ENOMEM;
@@ -393,8 +399,9 @@ observe_stat(struct catalog *c, const char *rel, int src,
     int rc;
     if (src == 0 && S_ISREG(st.st_mode)) {
         rc = observe_file(c, rel, NULL, &st, g == 0 ? &old : NULL, rec, now);
-        /* a directory replaced by a file leaves rows beneath the name */
-        return rc != 0 ? rc : sweep_beneath(c, rel, rec, now);
+        /* a directory replaced by a file leaves rows beneath the name;
+         * a name that was a file has none */
+        return rc != 0 || g == 0 ? rc : sweep_beneath(c, rel, rec, now);
     }
     if (g == 0) {
         rc = delete_one(c, rel, rec, now);

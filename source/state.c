@@ -30,6 +30,7 @@ enum state_stmt {
     ST_RES_IDENT,
     ST_RES_PUT,
     ST_RES_DEL,
+    ST_RES_BENEATH,
     ST_RES_COUNT,
     ST_CH_ADD,
     ST_CH_LAST,
@@ -76,6 +77,8 @@ static const char *const state_sql[ST_COUNT_] = {
                    "mtime_ns, md5, sha256, type, first_seen) VALUES "
                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [ST_RES_DEL] = "DELETE FROM resources WHERE path = ?1",
+    [ST_RES_BENEATH] = "SELECT 1 FROM resources WHERE path >= ?1 AND "
+                       "path < ?2 LIMIT 1",
     [ST_RES_COUNT] = "SELECT count(*) FROM resources",
     [ST_CH_ADD] = "INSERT INTO changes(dt, list, path, change, size, md5, "
                   "sha256, type, lastmod) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
@@ -672,6 +675,33 @@ iter_step(struct state_iter *it, enum iter_kind kind)
     if (r == SQLITE_DONE)
         return 0;
     return st_fail(it->st, "iterate");
+}
+
+int
+state_res_any_beneath(struct state *st, const char *under)
+{
+    /* beneath "a/b": from "a/b/" up to (not including) "a/b0" */
+    char lo[sizeof(st->path_buf) + 2], hi[sizeof(st->path_buf) + 2];
+    size_t n = strlen(under);
+    if (n == 0 || n >= sizeof(st->path_buf))
+        return 1;                 /* the root, or beyond any path kept:
+                                     let the iterator look */
+    memcpy(lo, under, n);
+    memcpy(hi, under, n);
+    lo[n] = '/';
+    hi[n] = '/' + 1;
+    lo[n + 1] = hi[n + 1] = '\0';
+    sqlite3_stmt *s = st_get(st, ST_RES_BENEATH);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_text(s, 1, lo, (int)n + 1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, hi, (int)n + 1, SQLITE_STATIC);
+    int r = sqlite3_step(s);
+    int rc = r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0
+                                 : st_fail(st, "resources beneath");
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc;
 }
 
 int

@@ -120,6 +120,10 @@ int state_res_by_identity(struct state *st, int64_t dev, int64_t ino,
                           struct state_res *out) RS_MUST_CHECK;
 int state_res_put(struct state *st, const struct state_res *r) RS_MUST_CHECK;
 int state_res_delete(struct state *st, const char *path) RS_MUST_CHECK;
+/* Is there a row strictly beneath the directory name under? 1, 0, or a
+ * negative RS_E* (one cached statement: cheap enough for every change). */
+int state_res_any_beneath(struct state *st, const char *under)
+    RS_MUST_CHECK;
 int64_t state_res_count(struct state *st);
 
 /* Resources in path order (byte order): all when under is "", otherwise

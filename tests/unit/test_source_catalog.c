@@ -303,6 +303,34 @@ test_directories(void **state)
     assert_int_equal(state_res_count(f->st), 0);
 }
 
+/* catalog/dir_becomes_file: a directory replaced by a file of the same
+ * name: the rows beneath it go (deleted), the file is created; a file
+ * replaced by a directory: the file is deleted, the directory scanned. */
+static void
+test_dir_becomes_file(void **state)
+{
+    struct fx *f = *state;
+    char p[4200];
+    fx_path(f, "x", p);
+    assert_int_equal(mkdir(p, 0755), 0);
+    fx_write(f, "x/in", "in");
+    assert_int_equal(catalog_observe(f->cat, "x", true, rs_time_now()), 0);
+    fx_path(f, "x", p);
+    tu_rmtree(p);
+    fx_write(f, "x", "now a file");
+    assert_int_equal(catalog_observe(f->cat, "x", true, rs_time_now()), 0);
+    assert_string_equal(fx_changes(f), "created x/in;created x;deleted x/in");
+    assert_int_equal(state_res_count(f->st), 1);
+    fx_path(f, "x", p);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(mkdir(p, 0755), 0);
+    fx_write(f, "x/again", "again");
+    assert_int_equal(catalog_observe(f->cat, "x", true, rs_time_now()), 0);
+    assert_string_equal(fx_changes(f), "created x/in;created x;deleted x/in;"
+                                       "deleted x;created x/again");
+    assert_int_equal(state_res_count(f->st), 1);
+}
+
 /* catalog/hidden_and_free: a hidden file is never catalogued (a rename to
  * a hidden name is a deletion); catalog_free(NULL) is a no-op. */
 static void
@@ -335,6 +363,7 @@ main(void)
         TC("catalog/rename_reuses_digests", test_rename_cache),
         TC("catalog/restart_warm", test_restart),
         TC("catalog/directories", test_directories),
+        TC("catalog/dir_becomes_file", test_dir_becomes_file),
         TC("catalog/hidden_and_free", test_hidden),
     };
     return cmocka_run_group_tests_name("source_catalog", tests, NULL, NULL);

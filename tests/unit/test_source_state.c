@@ -122,6 +122,13 @@ test_ranges(void **state)
     assert_int_equal(state_res_next(it, &r), 0);
     state_iter_free(it);
     assert_int_equal(state_res_count(f->st), 6);
+    /* the cheap question asks the same range */
+    assert_int_equal(state_res_any_beneath(f->st, "a/b"), 1);
+    assert_int_equal(state_res_any_beneath(f->st, "a/b/d"), 1);
+    assert_int_equal(state_res_any_beneath(f->st, "a/bc"), 0);
+    assert_int_equal(state_res_any_beneath(f->st, "a/b.txt"), 0);
+    assert_int_equal(state_res_any_beneath(f->st, "b"), 0);
+    assert_int_equal(state_res_any_beneath(f->st, "a/b/c"), 0);
 }
 
 /* state/checkpointer: with the checkpoint thread running, commits go on,
