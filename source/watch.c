@@ -33,6 +33,7 @@
 #include "rs_fnv.h"
 
 #define WATCH_READ_BUF (64 * 1024)
+#define WATCH_COALESCE_US 2000        /* default coalesce_us */
 #define WATCH_QUEUE_MAX (64u * 1024 * 1024)   /* default max_queued: ~1M
                                                  events */
 
@@ -87,6 +88,8 @@ struct watch {
     size_t npend_buckets, npend;
     struct plist settling;     /* ordered by deadline (all share settle) */
     struct plist ready;
+    int64_t last_batch_us;     /* monotonic: when the last batch went */
+    int64_t batch_due_us;      /* ready paths wait for this; 0: none */
     bool enospc_told;
     bool overflowed;           /* the rest of this read is covered by the
                                   rescan just asked for */
@@ -295,11 +298,16 @@ pend_clear(struct watch *w)
 static void
 timer_arm(struct watch *w)
 {
-    if (w->settling.head == NULL) {
+    int64_t when = INT64_MAX;
+    if (w->settling.head != NULL)
+        when = w->settling.head->deadline_us;
+    if (w->ready.head != NULL && w->batch_due_us > 0 && w->batch_due_us < when)
+        when = w->batch_due_us;
+    if (when == INT64_MAX) {
         event_del(w->ev_timer);
         return;
     }
-    int64_t d = w->settling.head->deadline_us - mono_us();
+    int64_t d = when - mono_us();
     if (d < 0)
         d = 0;
     struct timeval tv = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
@@ -365,6 +373,19 @@ pend_touch(struct watch *w, const char *path, bool ready)
 static void
 deliver(struct watch *w)
 {
+    if (w->ready.head == NULL)
+        return;
+    /* Ready paths that come within coalesce_us of the last batch wait for
+     * it to pass: a busy tree is then committed in fewer, larger
+     * transactions (each commit writes its pages to the WAL again), an
+     * idle one still at once. The caller arms the timer next. */
+    int64_t now = mono_us();
+    if (w->o.coalesce_us > 0 && now - w->last_batch_us < w->o.coalesce_us) {
+        w->batch_due_us = w->last_batch_us + w->o.coalesce_us;
+        return;
+    }
+    w->batch_due_us = 0;
+    w->last_batch_us = now;
     size_t n = 0;
     for (struct pend *p = w->ready.head; p != NULL; p = p->next)
         n++;
@@ -564,6 +585,8 @@ watch_new(const struct watch_opts *o, const char **err)
         w->o.max_pending = 1000000;
     if (w->o.max_queued == 0)
         w->o.max_queued = WATCH_QUEUE_MAX;
+    if (w->o.coalesce_us == 0)
+        w->o.coalesce_us = WATCH_COALESCE_US;
     w->nwd_buckets = 1024;
     w->npend_buckets = 1024;
     w->wds = rs_calloc(w->nwd_buckets, sizeof(*w->wds));

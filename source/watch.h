@@ -5,8 +5,9 @@
  * until they settle: a closed-after-write, moved or deleted path is ready
  * at once; a created, modified or re-attributed one only after `settle`
  * without further events, so a file still being written is not announced
- * half-written. Ready paths are handed over in batches, one per read of
- * the inotify descriptor or timer expiry. A thread of its own reads the
+ * half-written. Ready paths are handed over in batches, at once when the
+ * last batch is older than coalesce_us, else when it is (a busy tree
+ * gives fewer, larger batches). A thread of its own reads the
  * descriptor, so that the kernel's small event queue does not overflow
  * while the loop is busy; the events wait in memory for the loop. An
  * overflow of either queue (or too many pending paths) asks the owner for
@@ -30,6 +31,8 @@ struct watch_opts {
     int64_t settle_ms;            /* quiet time before an unclosed change
                                      is ready */
     size_t max_pending;           /* paths held; over it: rescan; 0: 1M */
+    int64_t coalesce_us;          /* a batch waits for this time since the
+                                     last one to pass; 0: 2 ms, < 0: none */
     size_t max_queued;            /* bytes of events read from the kernel
                                      and not yet decoded; over it: rescan;
                                      0: 64 MiB */

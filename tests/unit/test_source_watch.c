@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tree.h"
@@ -61,6 +62,8 @@ on_watchdog(evutil_socket_t fd, short what, void *arg)
 }
 
 static size_t fx_max_queued;      /* watch_opts.max_queued of fx_open */
+static int64_t fx_coalesce_us = -1;   /* watch_opts.coalesce_us: the tests
+                                         count batches, so none by default */
 
 static void
 fx_open(struct fx *f, int64_t settle_ms, size_t max_pending)
@@ -72,6 +75,7 @@ fx_open(struct fx *f, int64_t settle_ms, size_t max_pending)
                              .settle_ms = settle_ms,
                              .max_pending = max_pending,
                              .max_queued = fx_max_queued,
+                             .coalesce_us = fx_coalesce_us,
                              .on_batch = on_batch, .on_rescan = on_rescan,
                              .ud = f };
     const char *e;
@@ -304,6 +308,39 @@ test_queue_full(void **state)
     assert_int_equal(st.overflows, (uint64_t)f->rescans);
 }
 
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* watch/coalesce: a change after a quiet spell is handed over at once;
+ * changes that follow within coalesce_us wait for it and go together. */
+static void
+test_coalesce(void **state)
+{
+    struct fx *f = *state;
+    fx_coalesce_us = 300000;
+    fx_open(f, 10000, 0);
+    fx_coalesce_us = -1;
+    int64_t t0 = now_ms();
+    fx_write(f, "first.txt", "1");
+    fx_run(f, 1, 3000);
+    assert_int_equal(f->total, 1);
+    assert_true(now_ms() - t0 < 250);     /* not held back */
+    assert_int_equal(f->batches, 1);
+    fx_write(f, "second.txt", "2");
+    fx_write(f, "third.txt", "3");
+    fx_run(f, 3, 3000);
+    assert_int_equal(f->total, 3);
+    assert_int_equal(f->batches, 2);         /* the two went together */
+    assert_true(now_ms() - t0 >= 250);    /* after the window */
+    assert_true(fx_has(f, "second.txt"));
+    assert_true(fx_has(f, "third.txt"));
+}
+
 #define TW(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -316,6 +353,7 @@ main(void)
         TW("watch/too_many_pending_rescans", test_overflow),
         TW("watch/kernel_queue_never_overflows", test_kernel_queue),
         TW("watch/memory_queue_full_rescans", test_queue_full),
+        TW("watch/coalesce", test_coalesce),
     };
     return cmocka_run_group_tests_name("source_watch", tests, NULL, NULL);
 }
