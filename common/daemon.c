@@ -10,6 +10,7 @@
 #include <event2/http.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RS_LOG_MODULE "daemon"
@@ -148,6 +149,13 @@ rs_daemon_draining(const struct rs_daemon *d)
 }
 
 /* ------------------------------------------------------------ ready file */
+
+void
+rs_tz_pin(void)
+{
+    if (getenv("TZ") == NULL)
+        (void)setenv("TZ", ":/etc/localtime", 0);
+}
 
 int
 rs_ready_file_write(const char *path, const char *json)

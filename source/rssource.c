@@ -1199,6 +1199,8 @@ main(int argc, char **argv)
                  "Exit status: 0 clean shutdown, 1 runtime failure, 2 usage.",
         .opts = options,
     };
+
+    rs_tz_pin();
     struct rs_config *cfg = rs_config_new(&info);
     if (cfg == NULL)
         return 1;

@@ -1048,6 +1048,8 @@ main(int argc, char **argv)
                  "or status could not complete.",
         .opts = options,
     };
+
+    rs_tz_pin();
     struct rs_config *cfg;
     int rc;
 

@@ -54,6 +54,12 @@ bool rs_daemon_draining(const struct rs_daemon *d);
  * temporary file beside it, then rename. RS_EIO on failure (errno says). */
 int rs_ready_file_write(const char *path, const char *json) RS_MUST_CHECK;
 
+/* Name the local time zone in TZ when it is unset (":/etc/localtime", the
+ * zone glibc uses then anyway). With TZ unset, glibc stats /etc/localtime
+ * at every mktime() and localtime(); libzip calls them for every member of
+ * a package, a tenth of a dump's unpacking. Call first thing in main. */
+void rs_tz_pin(void);
+
 /* A metrics listener: GET or HEAD /metrics answers m rendered (Prometheus
  * text), anything else 404, behind the HTTP guard with limits (NULL: the
  * defaults); its own counters go to m as PREFIX_* {listener="metrics"}.
