@@ -175,6 +175,11 @@ struct session {
     uint64_t refused;             /* URIs refused by this session */
     unsigned pull_fails;          /* run: failed pulls in a row */
     enum access access;
+    /* the first refused discovery probe of this refusal spell, said when
+     * discovery finds nothing (once per spell in run) */
+    char refused_url[1024];
+    long refused_status;
+    bool refusal_told;
     unsigned disc_fails;          /* run: discoveries refused in a row */
     struct set *retry_set;
     enum pull_kind retry_kind;
@@ -235,6 +240,10 @@ access_set(struct session *s, enum access to, const char *why)
     rs_metrics_gauge_set(s->m_access[s->access], 0);
     rs_metrics_gauge_set(s->m_access[to], 1);
     s->access = to;
+    if (to != ACCESS_REFUSED) {
+        s->refused_url[0] = '\0';
+        s->refusal_told = false;
+    }
 }
 
 /* ------------------------------------------------------------- helpers */
@@ -1823,7 +1832,18 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
     if (rc != 0) {
         rs_log_kv(RS_LOG_ERROR, "discovery failed", "source", s->o.c.source,
                   "error", err, NULL);
-        set_last_error(s, err);
+        if (s->access == ACCESS_REFUSED &&
+            (s->o.cmd != SESSION_RUN || !s->refusal_told)) {
+            char st[16];
+            snprintf(st, sizeof(st), "%ld", s->refused_status);
+            rs_log_kv(RS_LOG_ERROR, "the source refused access (see "
+                      "--source-token-file, --header-file, --netrc-file, "
+                      "--client-cert)", "url", s->refused_url, "status", st,
+                      NULL);
+            s->refusal_told = true;
+        }
+        set_last_error(s, s->access == ACCESS_REFUSED
+                              ? "the source refused access" : err);
         if (s->o.cmd == SESSION_RUN && s->access == ACCESS_REFUSED &&
             s->state == SESSION_DISCOVERING) {
             /* Credentials can be fixed at the Source's end (a token
@@ -2125,6 +2145,20 @@ session_source_refused(struct session *s, const char *url, long status)
     if (s->state == SESSION_DONE)
         return;
     snprintf(st, sizeof(st), "%ld", status);
+    /* Discovery probes several URLs: a site root a web server refuses
+     * (nginx answers 403 for a directory without an index) while
+     * /.well-known/resourcesync is readable is no reason to stop. The
+     * refusal is remembered; on_discovered says it if nothing is found. */
+    if (s->state == SESSION_DISCOVERING) {
+        rs_log_kv(RS_LOG_DEBUG, "a discovery probe was refused; trying the "
+                  "others", "url", url, "status", st, NULL);
+        access_set(s, ACCESS_REFUSED, status == 401 ? "401" : "403");
+        if (s->refused_url[0] == '\0') {
+            snprintf(s->refused_url, sizeof(s->refused_url), "%s", url);
+            s->refused_status = status;
+        }
+        return;
+    }
     /* Said once per refusal spell in run (the backoff repeats it at most
      * once per retry in the pull and discovery errors), always in sync and
      * audit, which end here: waiting out --retries would not help. */

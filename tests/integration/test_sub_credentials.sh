@@ -211,6 +211,23 @@ sub_exit n2 1
 check "without the netrc: refused clearly (401)" \
     logged_in n2 'msg="the source refused access.* status=401'
 
+# A static Source whose web server refuses the root (403, nginx without
+# an index): discovery goes on to /.well-known/resourcesync, no refusal
+W4=$TMP/www4
+mkdir -p "$W4/data"
+printf 'static\n' >"$W4/data/d.txt"
+cs_start o4 "$W4" --forbid-dirs || bad "the static Source starts"
+B4=http://127.0.0.1:${CPORT[o4]}/
+"$PY" "$SS" write-source --www "$W4" --base "$B4" >/dev/null
+"$PY" "$SS" write-resourcelist --www "$W4" --base "$B4" >/dev/null
+expect_eq "its root answers 403" \
+    "$(curl -s -o /dev/null -w '%{http_code}' "$B4")" 403
+sync f1 "$B4"
+sub_exit f1 0
+check "a root refused (403): mirrored through /.well-known" \
+    cmp "$W4/data/d.txt" "$TMP/f1.m/data/d.txt"
+check "and no refusal said" sh -c "! grep -q 'the source refused access' '$TMP/f1.log'"
+
 # ============================================================ 3. TLS
 note "3. https with a private CA, mutual TLS, a wrong CA"
 W4=$TMP/www4

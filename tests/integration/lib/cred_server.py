@@ -15,6 +15,8 @@ path, the request headers, "client_cert" (true/false). Options:
   --basic USER:PASS    every request needs this basic auth (401 without)
   --redirect P=BASE    a path starting with P answers 302, Location BASE
                        followed by the path (another origin, say)
+  --forbid-dirs        a directory (the root too) answers 403, as nginx
+                       does without an index and autoindex off
 `show` prints the recorded requests of a log whose path contains a
 string, with the headers asked for (one line each; "-" when absent), so
 that the shell test can grep them.
@@ -96,6 +98,8 @@ def make_handler(args, log_lock):
             if any(s in (".", "..") for s in segs):
                 return self.answer(404, b"no\n")
             fp = os.path.join(args.root, *segs)
+            if args.forbid_dirs and os.path.isdir(fp):
+                return self.answer(403, b"directory listing forbidden\n")
             if path.endswith("/") or not os.path.isfile(fp):
                 return self.answer(404, b"not found\n")
             with open(fp, "rb") as f:
@@ -155,6 +159,7 @@ def main():
     p.add_argument("--token")
     p.add_argument("--basic")
     p.add_argument("--redirect", action="append")
+    p.add_argument("--forbid-dirs", action="store_true")
     p = sp.add_parser("show")
     p.add_argument("--log", required=True)
     p.add_argument("--path", default="")
