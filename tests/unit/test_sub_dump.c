@@ -192,17 +192,49 @@ member_uri(struct fx *f, const struct member *m, char *buf, size_t bufsz)
         snprintf(buf, bufsz, "%s/%s", f->srv->origin, m->path);
 }
 
+/* A ZIP of manifest.xml (man) and the members names[i] holding
+ * contents[i], built with libzip in the temp dir and served at path; its
+ * size. */
+static size_t
+serve_zip(struct fx *f, const char *path, const char *man,
+          const char *const *names, const char *const *contents, size_t n)
+{
+    char zpath[4300];
+    size_t len = 0;
+    int ze = 0;
+    zip_t *za;
+    struct tu_route *r;
+
+    snprintf(zpath, sizeof(zpath), "%s/build.zip", f->dir);
+    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    zip_source_t *src = zip_source_buffer(za, man, strlen(man), 0);
+    assert_non_null(src);
+    assert_true(zip_file_add(za, "manifest.xml", src, ZIP_FL_ENC_UTF_8) >= 0);
+    for (size_t i = 0; i < n; i++) {
+        src = zip_source_buffer(za, contents[i], strlen(contents[i]), 0);
+        assert_non_null(src);
+        assert_true(zip_file_add(za, names[i], src, ZIP_FL_ENC_UTF_8) >= 0);
+    }
+    assert_int_equal(zip_close(za), 0);
+
+    r = tu_httpd_add(f->srv, path, 0, "Content-Type: application/zip", NULL);
+    free(r->body);
+    r->body = tu_read_file(zpath, &len);
+    assert_non_null(r->body);
+    r->body_len = len;
+    remove(zpath);
+    return len;
+}
+
 /* A Resource Dump package of members (manifest at TA), built with libzip
  * in the temp dir and served at path; its size. */
 static size_t
 serve_package(struct fx *f, const char *path, const struct member *m,
               size_t n)
 {
-    char zpath[4300], *man = malloc(DOCSZ), hash[64], uri[300];
-    size_t o, len = 0;
-    int ze = 0;
-    zip_t *za;
-    struct tu_route *r;
+    char *man = malloc(DOCSZ), hash[64], uri[300];
+    size_t o, len;
 
     assert_non_null(man);
     o = (size_t)snprintf(man, DOCSZ, "<?xml version=\"1.0\" encoding=\"UTF-8\""
@@ -220,26 +252,14 @@ serve_package(struct fx *f, const char *path, const struct member *m,
     o += (size_t)snprintf(man + o, DOCSZ - o, "</urlset>\n");
     assert_true(o < DOCSZ);
 
-    snprintf(zpath, sizeof(zpath), "%s/build.zip", f->dir);
-    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
-    assert_non_null(za);
-    zip_source_t *src = zip_source_buffer(za, man, strlen(man), 0);
-    assert_non_null(src);
-    assert_true(zip_file_add(za, "manifest.xml", src, ZIP_FL_ENC_UTF_8) >= 0);
+    const char *names[16], *contents[16];
+    assert_true(n <= 16);
     for (size_t i = 0; i < n; i++) {
-        src = zip_source_buffer(za, m[i].content, strlen(m[i].content), 0);
-        assert_non_null(src);
-        assert_true(zip_file_add(za, m[i].path, src, ZIP_FL_ENC_UTF_8) >= 0);
+        names[i] = m[i].path;
+        contents[i] = m[i].content;
     }
-    assert_int_equal(zip_close(za), 0);
+    len = serve_zip(f, path, man, names, contents, n);
     free(man);
-
-    r = tu_httpd_add(f->srv, path, 0, "Content-Type: application/zip", NULL);
-    free(r->body);
-    r->body = tu_read_file(zpath, &len);
-    assert_non_null(r->body);
-    r->body_len = len;
-    remove(zpath);
     return len;
 }
 
@@ -642,11 +662,8 @@ static size_t
 serve_change_package(struct fx *f, const char *path, const char *from,
                      const char *until, const struct chg *c, size_t n)
 {
-    char zpath[4300], *man = malloc(DOCSZ), hash[64], member[300];
-    size_t o, len = 0;
-    int ze = 0;
-    zip_t *za;
-    struct tu_route *r;
+    char *man = malloc(DOCSZ), hash[64];
+    size_t o, len;
 
     assert_non_null(man);
     o = (size_t)snprintf(man, DOCSZ, "<?xml version=\"1.0\"?>\n<urlset " NS
@@ -672,29 +689,20 @@ serve_change_package(struct fx *f, const char *path, const char *from,
     o += (size_t)snprintf(man + o, DOCSZ - o, "</urlset>\n");
     assert_true(o < DOCSZ);
 
-    snprintf(zpath, sizeof(zpath), "%s/build.zip", f->dir);
-    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
-    assert_non_null(za);
-    zip_source_t *src = zip_source_buffer(za, man, strlen(man), 0);
-    assert_non_null(src);
-    assert_true(zip_file_add(za, "manifest.xml", src, ZIP_FL_ENC_UTF_8) >= 0);
+    char member[16][300];
+    const char *names[16], *contents[16];
+    size_t k = 0;
+    assert_true(n <= 16);
     for (size_t i = 0; i < n; i++) {
         if (c[i].content == NULL)
             continue;
-        snprintf(member, sizeof(member), "changes/%zu/%s", i, c[i].path);
-        src = zip_source_buffer(za, c[i].content, strlen(c[i].content), 0);
-        assert_non_null(src);
-        assert_true(zip_file_add(za, member, src, ZIP_FL_ENC_UTF_8) >= 0);
+        snprintf(member[k], sizeof(member[k]), "changes/%zu/%s", i,
+                 c[i].path);
+        names[k] = member[k];
+        contents[k++] = c[i].content;
     }
-    assert_int_equal(zip_close(za), 0);
+    len = serve_zip(f, path, man, names, contents, k);
     free(man);
-
-    r = tu_httpd_add(f->srv, path, 0, "Content-Type: application/zip", NULL);
-    free(r->body);
-    r->body = tu_read_file(zpath, &len);
-    assert_non_null(r->body);
-    r->body_len = len;
-    remove(zpath);
     return len;
 }
 
