@@ -63,8 +63,7 @@ struct cd_build {
     size_t first, count;
     size_t *mem;                 /* member -> change index */
     int64_t pos;                 /* bytes of the current member read */
-    char *man;
-    size_t man_len, man_cap;
+    struct zippkg_man man;
     uint64_t *sizes;             /* per package written */
     int64_t packages;
     bool skip;                   /* the list can have no Change Dump */
@@ -307,7 +306,7 @@ cd_build_clear(struct cd_build *b)
     }
     rs_free(b->c);
     rs_free(b->mem);
-    rs_free(b->man);
+    zippkg_man_free(&b->man);
     rs_free(b->sizes);
     rs_hasher_free(b->hasher);
     if (b->fd >= 0)
@@ -485,28 +484,6 @@ cd_op_stopped(void *ud)
     return atomic_load(b->stop);
 }
 
-static int
-cd_man_put(void *ud, const char *buf, size_t len)
-{
-    struct cd_build *b = ud;
-
-    if (b->man_len + len > RS_MAX_DOC_BYTES)
-        return RS_ETOOBIG;
-    if (b->man_len + len > b->man_cap) {
-        size_t cap = b->man_cap ? b->man_cap : 65536;
-        while (cap < b->man_len + len)
-            cap *= 2;
-        char *n = rs_realloc(b->man, cap);
-        if (n == NULL)
-            return RS_ENOMEM;
-        b->man = n;
-        b->man_cap = cap;
-    }
-    memcpy(b->man + b->man_len, buf, len);
-    b->man_len += len;
-    return 0;
-}
-
 /* The Change Dump Manifest of the package: every change of its span, in
  * the list's order, a deletion without a path (it has no bitstream). */
 static int
@@ -514,13 +491,13 @@ cd_op_manifest(void *ud, const char **buf, size_t *len, char *why)
 {
     struct cd_build *b = ud;
     const struct docs *d = b->o->docs;
-    struct rs_writer *wr = rs_writer_new(cd_man_put, b, NULL);
+    struct rs_writer *wr = rs_writer_new(zippkg_man_put, &b->man, NULL);
     struct rs_link up;
     struct rs_head h;
     char *loc = rs_malloc(DOCS_URL_MAX), path[CD_NAME_MAX + 1];
     int rc;
 
-    b->man_len = 0;
+    b->man.len = 0;
     if (wr == NULL || loc == NULL) {
         rs_writer_free(wr);
         rs_free(loc);
@@ -563,8 +540,8 @@ cd_op_manifest(void *ud, const char **buf, size_t *len, char *why)
         snprintf(why, ZIPPKG_WHY, "manifest: %.200s", rs_writer_errstr(wr));
     rs_writer_free(wr);
     rs_free(loc);
-    *buf = b->man;
-    *len = b->man_len;
+    *buf = b->man.buf;
+    *len = b->man.len;
     return rc;
 }
 
@@ -635,7 +612,7 @@ cd_pkg_write(struct cd_build *b, int64_t part)
     if (rc == 0 &&
         (rc = cd_path(b->dir, path, sizeof(path), CD_MANIFEST, b->list,
                       part)) == 0)
-        rc = cd_write_file(path, b->man, b->man_len, b->err,
+        rc = cd_write_file(path, b->man.buf, b->man.len, b->err,
                            sizeof(b->err));
     return rc;
 }

@@ -51,8 +51,7 @@ struct dw_pkg {
     int fd;
     struct rs_hasher *hasher;
     rs_time_t at;
-    char *man;                   /* the manifest, made when libzip opens it */
-    size_t man_len, man_cap;
+    struct zippkg_man man;       /* made when libzip comes to it */
     char err[256];
 };
 
@@ -220,34 +219,12 @@ dw_head(struct rs_head *h, struct rs_link *up, const struct docs *d,
     h->nlinks = 1;
 }
 
-static int
-dw_man_put(void *ud, const char *buf, size_t len)
-{
-    struct dw_pkg *p = ud;
-
-    if (p->man_len + len > RS_MAX_DOC_BYTES)
-        return RS_ETOOBIG;
-    if (p->man_len + len > p->man_cap) {
-        size_t cap = p->man_cap ? p->man_cap : 65536;
-        while (cap < p->man_len + len)
-            cap *= 2;
-        char *n = rs_realloc(p->man, cap);
-        if (n == NULL)
-            return RS_ENOMEM;
-        p->man = n;
-        p->man_cap = cap;
-    }
-    memcpy(p->man + p->man_len, buf, len);
-    p->man_len += len;
-    return 0;
-}
-
 /* The manifest, from what the member reads gave. */
 static int
 dw_man_write(struct dw_pkg *p)
 {
     const struct docs *d = p->o->docs;
-    struct rs_writer *wr = rs_writer_new(dw_man_put, p, NULL);
+    struct rs_writer *wr = rs_writer_new(zippkg_man_put, &p->man, NULL);
     struct rs_link up;
     struct rs_head h;
     char loc[DOCS_URL_MAX], path[DOCS_URL_MAX + 1];
@@ -291,13 +268,13 @@ dw_op_manifest(void *ud, const char **buf, size_t *len, char *why)
     struct dw_pkg *p = ud;
     int rc;
 
-    p->man_len = 0;
+    p->man.len = 0;
     if ((rc = dw_man_write(p)) != 0) {
         snprintf(why, ZIPPKG_WHY, "%s", p->err);
         return rc;
     }
-    *buf = p->man;
-    *len = p->man_len;
+    *buf = p->man.buf;
+    *len = p->man.len;
     return 0;
 }
 
@@ -320,7 +297,7 @@ dw_pkg_clear(struct dw_pkg *p)
     }
     p->n = 0;
     p->bytes = 0;
-    p->man_len = 0;
+    p->man.len = 0;
     p->err[0] = '\0';
 }
 
@@ -521,7 +498,7 @@ out:
     if (p.m != NULL)
         dw_pkg_clear(&p);
     rs_free(p.m);
-    rs_free(p.man);
+    zippkg_man_free(&p.man);
     rs_hasher_free(p.hasher);
     rs_free(sizes);
     state_iter_free(it);

@@ -15,6 +15,7 @@
 #include <zip.h>
 
 #include "rs_alloc.h"
+#include "rs_doc.h"
 
 struct zp_write;
 
@@ -215,4 +216,34 @@ out:
     zip_error_fini(&w.zerr);
     rs_free(w.m);
     return rc;
+}
+
+int
+zippkg_man_put(void *ud, const char *buf, size_t len)
+{
+    struct zippkg_man *m = ud;
+
+    if (m->len + len > RS_MAX_DOC_BYTES)
+        return RS_ETOOBIG;
+    if (m->len + len > m->cap) {
+        size_t cap = m->cap ? m->cap : 65536;
+        while (cap < m->len + len)
+            cap *= 2;
+        char *n = rs_realloc(m->buf, cap);
+        if (n == NULL)
+            return RS_ENOMEM;
+        m->buf = n;
+        m->cap = cap;
+    }
+    memcpy(m->buf + m->len, buf, len);
+    m->len += len;
+    return 0;
+}
+
+void
+zippkg_man_free(struct zippkg_man *m)
+{
+    rs_free(m->buf);
+    m->buf = NULL;
+    m->len = m->cap = 0;
 }

@@ -45,4 +45,14 @@ int zippkg_write(const char *path, const char *const *names, size_t n,
                  const struct zippkg_ops *ops, void *ud, uint64_t *size,
                  char *err, size_t errsz) RS_MUST_CHECK;
 
+/* A manifest's bytes, grown as an rs_writer puts them (zippkg_man_put is
+ * its put callback, ud the struct), capped at RS_MAX_DOC_BYTES. Zero
+ * initialised; len = 0 to reuse it; zippkg_man_free releases it. */
+struct zippkg_man {
+    char *buf;
+    size_t len, cap;
+};
+int zippkg_man_put(void *ud, const char *buf, size_t len);
+void zippkg_man_free(struct zippkg_man *m);
+
 #endif
