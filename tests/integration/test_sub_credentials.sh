@@ -35,6 +35,10 @@ umask 077
 cs_start() {
     local name=$1 root=$2
     shift 2
+    # a second server under one name would orphan the first (cleanup
+    # stops the PID a name holds last)
+    [ -z "${BG_PID[cs-$name]:-}" ] ||
+        { bad "cs_start: a server named $name is running already"; return 1; }
     CLOG[$name]=$TMP/$name.cs.jsonl
     rm -f "$TMP/$name.cs.ready"
     bg "cs-$name" "$PY" "$CS" serve --root "$root" --ready "$TMP/$name.cs.ready" \
@@ -213,20 +217,22 @@ check "without the netrc: refused clearly (401)" \
 
 # A static Source whose web server refuses the root (403, nginx without
 # an index): discovery goes on to /.well-known/resourcesync, no refusal
-W4=$TMP/www4
-mkdir -p "$W4/data"
-printf 'static\n' >"$W4/data/d.txt"
-cs_start o4 "$W4" --forbid-dirs || bad "the static Source starts"
-B4=http://127.0.0.1:${CPORT[o4]}/
-"$PY" "$SS" write-source --www "$W4" --base "$B4" >/dev/null
-"$PY" "$SS" write-resourcelist --www "$W4" --base "$B4" >/dev/null
+WF=$TMP/www-forbid
+mkdir -p "$WF/data"
+printf 'static\n' >"$WF/data/d.txt"
+cs_start forbid "$WF" --forbid-dirs || bad "the static Source starts"
+BF=http://127.0.0.1:${CPORT[forbid]}/
+"$PY" "$SS" write-source --www "$WF" --base "$BF" >/dev/null
+"$PY" "$SS" write-resourcelist --www "$WF" --base "$BF" >/dev/null
 expect_eq "its root answers 403" \
-    "$(curl -s -o /dev/null -w '%{http_code}' "$B4")" 403
-sync f1 "$B4"
-sub_exit f1 0
+    "$(curl -s -o /dev/null -w '%{http_code}' "$BF")" 403
+sync fb "$BF"
+sub_exit fb 0
 check "a root refused (403): mirrored through /.well-known" \
-    cmp "$W4/data/d.txt" "$TMP/f1.m/data/d.txt"
-check "and no refusal said" sh -c "! grep -q 'the source refused access' '$TMP/f1.log'"
+    cmp "$WF/data/d.txt" "$TMP/fb.m/data/d.txt"
+check "and no refusal said" sh -c "! grep -q 'the source refused access' '$TMP/fb.log'"
+# (its own names: part 3 has an o4 and a www4 of its own, and a server
+# started twice under one name is not stopped at the end)
 
 # ============================================================ 3. TLS
 note "3. https with a private CA, mutual TLS, a wrong CA"
