@@ -6,7 +6,10 @@
 # file) and `rssub sync --dump` (the packages) each make a fresh mirror,
 # interleaved, R runs each, every mirror diffed against the tree. Prints
 # wall seconds, files/s, rssub's peak RSS and CPU, and the ratio, per run;
-# also the time rssource took to build the dump. Builds nothing; starts its
+# also the time rssource took to build the dump, and the floor: the same
+# files written as a mirror writes them and nothing else (floor_files: a
+# temporary name, the bytes, the mtime, a rename; one thread), with each
+# client's time over it. Builds nothing; starts its
 # own processes on loopback in a private directory and stops only those,
 # by PID.
 set -euo pipefail
@@ -54,7 +57,8 @@ done
 
 rssub=$build/subscriber/rssub
 rssource=$build/source/rssource
-for p in "$rssub" "$rssource" /usr/bin/time curl; do
+floor=$build/tests/bench/floor_files
+for p in "$rssub" "$rssource" "$floor" /usr/bin/time curl; do
     [ -x "$p" ] || command -v "$p" >/dev/null ||
         { echo "bench_dump: missing $p" >&2; exit 2; }
 done
@@ -169,9 +173,18 @@ for n in $sizes; do
                 n, c, r, s, n / s, kb / 1024, cpu, scpu }'
             eval "t_${c//-/_}=$secs"
         done
+        rm -rf "$W/floor"
+        fl=$("${NICE[@]}" "$floor" "$W/tree" "$W/floor" |
+             sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
+        rm -rf "$W/floor"
+        awk -v n="$n" -v r="$r" -v s="$fl" 'BEGIN { printf \
+            "%-8s %-9s %4s %9s %10.0f\n", n, "floor", r, s, n / s }'
         # shellcheck disable=SC2154
         awk -v n="$n" -v r="$r" -v a="$t_per_file" -v b="$t_dump" \
-            'BEGIN { printf "%-8s ratio     %4s %9.1fx\n", n, r, a / b }'
+            -v f="$fl" 'BEGIN { printf "%-8s ratio     %4s %9.1fx  " \
+            "(per-file / dump; over the floor: per-file %.1fx, dump %.1fx; " \
+            "5x needs the dump within %.1fx of the floor)\n", n, r, a / b,
+            a / f, b / f, a / 5 / f }'
     done
     kill "$SRC_PID"
     wait "$SRC_PID" 2>/dev/null || true
