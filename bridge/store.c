@@ -16,6 +16,7 @@
 #include "rs_alloc.h"
 #include "rs_fnv.h"
 #include "rs_sqlite.h"
+#include "rs_statelock.h"
 
 #define STORE_APP_ID 0x72427267        /* 'rBrg' */
 #define STORE_STMTS 256                /* cache slots (a power of two) */
@@ -253,21 +254,10 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return RS_ENOMEM;
     }
-    int rc = RS_EIO;
-    char lp[4200];
-    snprintf(lp, sizeof(lp), "%s.lock", path);
-    /* SQLite's own locks are per transaction: two bridges on one state
-     * would each think they own its outboxes. */
-    st->lockfd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (st->lockfd < 0) {
-        snprintf(err, errlen, "%s: %s", lp, strerror(errno));
+    int rc = rs_statelock_take(path, "rsbridge", &st->lockfd, err, errlen);
+    if (rc != 0)
         goto out;
-    }
-    if (flock(st->lockfd, LOCK_EX | LOCK_NB) != 0) {
-        snprintf(err, errlen, "%s: in use by another rsbridge", path);
-        rc = RS_ESTATE;
-        goto out;
-    }
+    rc = RS_EIO;
     if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE |
                         SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK) {

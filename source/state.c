@@ -17,6 +17,7 @@
 
 #include "rs_alloc.h"
 #include "rs_sqlite.h"
+#include "rs_statelock.h"
 
 #define STATE_SCHEMA 1
 
@@ -270,20 +271,10 @@ state_open(const char *path, bool readonly, struct state **out, char *err,
     st->readonly = readonly;
     int rc = RS_EIO;
     if (!readonly) {
-        /* A separate lock: SQLite's own locks are per transaction, and two
-         * daemons on one state would each think they own the outbox. */
-        char lp[4200];
-        snprintf(lp, sizeof(lp), "%s.lock", path);
-        st->lockfd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (st->lockfd < 0) {
-            snprintf(err, errlen, "%s: %s", lp, strerror(errno));
+        rc = rs_statelock_take(path, "rssource", &st->lockfd, err, errlen);
+        if (rc != 0)
             goto out;
-        }
-        if (flock(st->lockfd, LOCK_EX | LOCK_NB) != 0) {
-            snprintf(err, errlen, "%s: in use by another rssource", path);
-            rc = RS_ESTATE;
-            goto out;
-        }
+        rc = RS_EIO;
         st->is_new = access(path, F_OK) != 0;
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |

@@ -270,6 +270,12 @@ check "...and nothing is left in the tree" test ! -e "$D/sub/state"
 expect_eq "--dir that is not a directory: exit status 2" "$?" 2
 "$RSSOURCE" --listen 127.0.0.1:0 >>"$TMP/refused.log" 2>&1
 expect_eq "no --dir: exit status 2" "$?" 2
+# (rssource s is running on $TMP/s.state)
+"$RSSOURCE" --dir "$D" --state "$TMP/s.state" --listen 127.0.0.1:0 \
+    >"$TMP/second.log" 2>&1
+expect_eq "a second rssource on a state in use: exit status 2" "$?" 2
+check "...saying so" grep -q "s.state/state.db: in use by another rssource" "$TMP/second.log"
+expect_eq "...and the first still serves" "$(get s a.txt | head -c 5)" hello
 
 note "a base URL with a path"
 src_stop s
