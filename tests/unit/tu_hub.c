@@ -48,22 +48,43 @@ tu_hub_spawn(struct tu_hub *g, int port, const char *prefix,
         argv[n++] = args[i];
     }
     argv[n] = NULL;
-    *pid = tu_proc_spawn(argv, log);
-    assert_true(*pid > 0);
-    for (int i = 0; i < 400; i++) {
-        char *s = tu_read_file(ready, NULL);
-        int http = ready_field(s, "\"http\":");
-        int ws = ready_field(s, "\"ws\":");
+    /* A port asked for again (a hub restarted on its old port) can be
+     * held for a moment by another test's connection, whose local port the
+     * kernel took from the same range: the hub exits at once, and is
+     * started again, for up to 5 s. */
+    for (int attempt = 0; attempt < (port != 0 ? 20 : 1); attempt++) {
+        if (attempt > 0)
+            usleep(250000);
+        bool exited = false;
+        *pid = tu_proc_spawn(argv, log);
+        assert_true(*pid > 0);
+        for (int i = 0; i < 400 && !exited; i++) {
+            char *s = tu_read_file(ready, NULL);
+            int http = ready_field(s, "\"http\":");
+            int ws = ready_field(s, "\"ws\":");
 
-        free(s);
-        if (http > 0) {
-            if (ws_port != NULL)
-                *ws_port = ws;
-            return http;
+            free(s);
+            if (http > 0) {
+                if (ws_port != NULL)
+                    *ws_port = ws;
+                return http;
+            }
+            if (waitpid(*pid, NULL, WNOHANG) == *pid)
+                exited = true;
+            else
+                usleep(25000);
         }
-        if (waitpid(*pid, NULL, WNOHANG) == *pid)
-            break;
-        usleep(25000);
+        if (!exited)
+            break;                /* still starting after 10 s: give up */
+    }
+    {
+        /* the log goes with the temp dir: its end, here */
+        size_t len = 0;
+        char *l = tu_read_file(log, &len);
+        const char *tail = l == NULL ? "" : len > 600 ? l + len - 600 : l;
+        fprintf(stderr, "rshub did not start; the end of %s:\n%s\n", log,
+                tail);
+        free(l);
     }
     fail_msg("rshub did not start (see %s)", log);
     return -1;
