@@ -226,6 +226,20 @@ st_exec(struct state *st, sqlite3_stmt *s, const char *what)
     return rc;
 }
 
+/* Run statement which with its parameters ?1.. bound to the n integers
+ * v (no rows read). */
+static int
+st_exec_ints(struct state *st, enum state_stmt which, const int64_t *v,
+             int n, const char *what)
+{
+    sqlite3_stmt *s = st_get(st, which);
+    if (s == NULL)
+        return RS_EIO;
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(s, i + 1, v[i]);
+    return st_exec(st, s, what);
+}
+
 static void
 bind_blob(sqlite3_stmt *s, int i, bool have, const void *p, int n)
 {
@@ -670,25 +684,38 @@ iter_step(struct state_iter *it, enum iter_kind kind)
     return st_fail(it->st, "iterate");
 }
 
-int
-state_res_any_beneath(struct state *st, const char *under)
+/* Bind ?1 and ?2 of s to the range of paths strictly beneath the
+ * directory under: from "a/b/" up to (not including) "a/b0". */
+static int
+bind_beneath(sqlite3_stmt *s, const char *under)
 {
-    /* beneath "a/b": from "a/b/" up to (not including) "a/b0" */
-    char lo[sizeof(st->path_buf) + 2], hi[sizeof(st->path_buf) + 2];
     size_t n = strlen(under);
-    if (n == 0 || n >= sizeof(st->path_buf))
-        return 1;                 /* the root, or beyond any path kept:
-                                     let the iterator look */
+    char *lo = rs_malloc(n + 2), *hi = rs_malloc(n + 2);
+    if (lo == NULL || hi == NULL) {
+        rs_free(lo);
+        rs_free(hi);
+        return RS_ENOMEM;
+    }
     memcpy(lo, under, n);
     memcpy(hi, under, n);
     lo[n] = '/';
     hi[n] = '/' + 1;
     lo[n + 1] = hi[n + 1] = '\0';
+    sqlite3_bind_text(s, 1, lo, (int)n + 1, rs_free);
+    sqlite3_bind_text(s, 2, hi, (int)n + 1, rs_free);
+    return 0;
+}
+
+int
+state_res_any_beneath(struct state *st, const char *under)
+{
+    if (under[0] == '\0')
+        return 1;                 /* the root: let the iterator look */
     sqlite3_stmt *s = st_get(st, ST_RES_BENEATH);
     if (s == NULL)
         return RS_EIO;
-    sqlite3_bind_text(s, 1, lo, (int)n + 1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, hi, (int)n + 1, SQLITE_STATIC);
+    if (bind_beneath(s, under) != 0)
+        return RS_ENOMEM;
     int r = sqlite3_step(s);
     int rc = r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0
                                  : st_fail(st, "resources beneath");
@@ -710,23 +737,11 @@ state_res_iter(struct state *st, const char *under, struct state_iter **out)
                   "AND path < ?2 ORDER BY path", out);
     if (rc != 0)
         return rc;
-    /* beneath "a/b": from "a/b/" up to (not including) "a/b0" */
-    size_t n = strlen(under);
-    char *lo = rs_malloc(n + 2), *hi = rs_malloc(n + 2);
-    if (lo == NULL || hi == NULL) {
-        rs_free(lo);
-        rs_free(hi);
+    if (bind_beneath((*out)->stmt, under) != 0) {
         state_iter_free(*out);
         *out = NULL;
         return RS_ENOMEM;
     }
-    memcpy(lo, under, n);
-    memcpy(hi, under, n);
-    lo[n] = '/';
-    hi[n] = '/' + 1;
-    lo[n + 1] = hi[n + 1] = '\0';
-    sqlite3_bind_text((*out)->stmt, 1, lo, (int)n + 1, rs_free);
-    sqlite3_bind_text((*out)->stmt, 2, hi, (int)n + 1, rs_free);
     return 0;
 }
 
@@ -1024,13 +1039,8 @@ state_clist_count(struct state *st)
 int
 state_spool_add(struct state *st, int64_t seq, int64_t off, int64_t len)
 {
-    sqlite3_stmt *s = st_get(st, ST_SP_ADD);
-    if (s == NULL)
-        return RS_EIO;
-    sqlite3_bind_int64(s, 1, seq);
-    sqlite3_bind_int64(s, 2, off);
-    sqlite3_bind_int64(s, 3, len);
-    return st_exec(st, s, "spool add");
+    const int64_t v[] = { seq, off, len };
+    return st_exec_ints(st, ST_SP_ADD, v, 3, "spool add");
 }
 
 int
@@ -1042,33 +1052,20 @@ state_spool_get(struct state *st, int64_t seq, int64_t *off, int64_t *len)
 int
 state_spool_drop(struct state *st, int64_t list)
 {
-    sqlite3_stmt *s = st_get(st, ST_SP_DROP);
-    if (s == NULL)
-        return RS_EIO;
-    sqlite3_bind_int64(s, 1, list);
-    return st_exec(st, s, "spool drop");
+    return st_exec_ints(st, ST_SP_DROP, &list, 1, "spool drop");
 }
 
 int
 state_cdump_add(struct state *st, int64_t list, int64_t part, int64_t length)
 {
-    sqlite3_stmt *s = st_get(st, ST_CD_ADD);
-    if (s == NULL)
-        return RS_EIO;
-    sqlite3_bind_int64(s, 1, list);
-    sqlite3_bind_int64(s, 2, part);
-    sqlite3_bind_int64(s, 3, length);
-    return st_exec(st, s, "change dump add");
+    const int64_t v[] = { list, part, length };
+    return st_exec_ints(st, ST_CD_ADD, v, 3, "change dump add");
 }
 
 int
 state_cdump_drop(struct state *st, int64_t list)
 {
-    sqlite3_stmt *s = st_get(st, ST_CD_DROP);
-    if (s == NULL)
-        return RS_EIO;
-    sqlite3_bind_int64(s, 1, list);
-    return st_exec(st, s, "change dump drop");
+    return st_exec_ints(st, ST_CD_DROP, &list, 1, "change dump drop");
 }
 
 int
