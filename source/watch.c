@@ -94,6 +94,7 @@ struct watch {
     bool overflowed;           /* the rest of this read is covered by the
                                   rescan just asked for */
     struct watch_stats stats;
+    char *buf;                 /* the drain thread's read buffer */
 };
 
 static int64_t
@@ -464,7 +465,7 @@ drain_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
-    char *buf = rs_malloc(WATCH_READ_BUF);
+    char *buf = w->buf;
     struct pollfd p[2] = { { .fd = w->fd, .events = POLLIN },
                            { .fd = w->stop_fd, .events = POLLIN } };
     for (;;) {
@@ -476,11 +477,11 @@ drain_main(void *arg)
         if (p[1].revents != 0)
             break;
         for (;;) {
-            ssize_t n = buf != NULL ? read(w->fd, buf, WATCH_READ_BUF) : -1;
+            ssize_t n = read(w->fd, buf, WATCH_READ_BUF);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0)
-                break;            /* drained (EAGAIN), or no buffer */
+                break;            /* drained (EAGAIN) */
             struct chunk *c = NULL;
             pthread_mutex_lock(&w->mu);
             bool was_empty = w->q_head == NULL && !w->q_lost;
@@ -505,16 +506,7 @@ drain_main(void *arg)
                 (void)!write(w->wake_fd, &one, sizeof(one));
             }
         }
-        if (buf == NULL) {        /* cannot read: say so, then stop */
-            pthread_mutex_lock(&w->mu);
-            w->q_lost = true;
-            pthread_mutex_unlock(&w->mu);
-            uint64_t one = 1;
-            (void)!write(w->wake_fd, &one, sizeof(one));
-            break;
-        }
     }
-    rs_free(buf);
     return NULL;
 }
 
@@ -591,7 +583,10 @@ watch_new(const struct watch_opts *o, const char **err)
     w->npend_buckets = 1024;
     w->wds = rs_calloc(w->nwd_buckets, sizeof(*w->wds));
     w->pends = rs_calloc(w->npend_buckets, sizeof(*w->pends));
-    if (w->wds == NULL || w->pends == NULL)
+    /* the thread's buffer, made here: a thread that cannot read would
+     * lose every event after the first */
+    w->buf = rs_malloc(WATCH_READ_BUF);
+    if (w->wds == NULL || w->pends == NULL || w->buf == NULL)
         goto fail;
     if (pthread_mutex_init(&w->mu, NULL) != 0)
         goto fail;
@@ -669,6 +664,7 @@ watch_free(struct watch *w)
         close(w->stop_fd);
     rs_free(w->wds);
     rs_free(w->pends);
+    rs_free(w->buf);
     rs_free(w);
 }
 
