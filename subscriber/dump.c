@@ -7,8 +7,13 @@
  * the caller's position, and of those only the last change of each
  * resource that is newer than what the mirror holds.
  */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +32,8 @@
 
 #define DUMP_MAX_PACKAGE (UINT64_C(16) << 30)
 #define DUMP_TIMEOUT_MS (6 * 3600 * 1000)
+#define DUMP_MAX_THREADS 16
+#define DUMP_MIN_PARALLEL 64      /* fewer members: the loop's thread alone */
 
 enum dump_kind {
     DUMP_RESOURCES,              /* a Resource Dump: the baseline */
@@ -50,6 +57,10 @@ struct dump {
     uint64_t got;
     int write_errno;
     struct dump_report r;
+    struct mirror *twins[DUMP_MAX_THREADS];   /* the writer threads' */
+    bool quiet;                  /* the ledger was empty at the start ... */
+    int64_t quiet_mark;          /* ... and has had no other writer since
+                                    (ledger_total_changes) */
     char err[512];
 };
 
@@ -91,6 +102,15 @@ pkgs_clear(struct dump *d)
 }
 
 static void
+twins_free(struct dump *d)
+{
+    for (size_t t = 0; t < DUMP_MAX_THREADS; t++) {
+        mirror_close(d->twins[t]);
+        d->twins[t] = NULL;
+    }
+}
+
+static void
 dump_end(struct dump *d, int rc)
 {
     char err[sizeof(d->err)];
@@ -98,26 +118,255 @@ dump_end(struct dump *d, int rc)
     snprintf(err, sizeof(err), "%s", rc == 0 ? "" : d->err);
     tmp_drop(d);
     pkgs_clear(d);
+    twins_free(d);
     d->busy = false;
     d->o.on_done(d->o.ud, rc, err, &d->r);
 }
 
 /* ------------------------------------------------------------ unpacking */
 
-/* One member: into a mirror file, committed only after dumpzip verified
- * all of it. Returns 0, or a state error (the caller stops). */
-static int
-unpack_one(struct dump *d, struct dumpzip *z, size_t i, rs_time_t change_dt)
+/*
+ * A package is unpacked as a pipeline. The loop's thread plans: each entry
+ * to write becomes a job (its mirror path, once the ledger says the mirror
+ * holds nothing newer). Writer threads, one per CPU, each with its own
+ * reader of the package and its own handle on the mirror, take the jobs in
+ * batches as they are planned: a member's bytes go to a temporary file
+ * renamed into place only once dumpzip has verified all of it. The loop's
+ * thread then records each job, in the manifest's order, as soon as it is
+ * written: in the ledger, or reported as failed. The ledger is the loop's
+ * alone, and the loop waits meanwhile (no push change is applied beside a
+ * package's writes). If no writer thread can be had, the loop's thread
+ * writes the jobs itself.
+ */
+struct job {
+    size_t i;                    /* manifest entry */
+    char *path;                  /* mirror path (pathmap's) */
+    rs_time_t change_dt;
+    int64_t length;              /* bytes written; -1: failed (why) */
+    char *why;                   /* failed: why (NULL: out of memory) */
+    bool done;                   /* written or failed (under mu) */
+};
+
+struct plan;
+
+struct worker {
+    struct plan *p;
+    struct dumpzip_reader *rd;   /* NULL: through z (the loop's thread) */
+    struct mirror *m;
+    pthread_t th;
+};
+
+struct plan {
+    struct dump *d;
+    struct dumpzip *z;
+    struct job *jobs;            /* one slot per manifest entry: never
+                                    moved while the threads run */
+    size_t n;                    /* planned (the loop's count) */
+    size_t batch;                /* jobs a thread takes at once */
+    /* under mu: */
+    pthread_mutex_t mu;
+    pthread_cond_t more;         /* jobs ready, or no more to come */
+    pthread_cond_t written;      /* a batch is done, or a thread left */
+    size_t ready;                /* [0, ready) may be taken */
+    size_t next;                 /* the next job to take */
+    bool closed;                 /* planning is over */
+    unsigned alive;              /* writer threads still taking jobs */
+    unsigned nthreads;           /* started (joined at the end) */
+    struct worker w[DUMP_MAX_THREADS];
+};
+
+static void
+job_fail(struct job *j, const char *why)
 {
-    const struct rs_entry *e = dumpzip_entry(z, i);
-    const char *why = NULL;
+    j->length = -1;
+    j->why = rs_strdup(why);
+}
+
+/* Write job j's member into the mirror through w's reader and handle. */
+static void
+job_write(struct worker *w, struct job *j, char *buf, size_t bufsz)
+{
+    struct dumpzip *z = w->p->z;
+    const struct rs_entry *e = dumpzip_entry(z, j->i);
     struct dumpzip_file *f = NULL;
     struct mirror_file *mf = NULL;
-    struct ledger_res old, r = { 0 };
-    char *path = NULL, *oldbuf = NULL, hbuf[RS_HASHES_BUFSZ], err[300];
-    char buf[65536];
+    char err[300];
     uint64_t n = 0;
     ssize_t k;
+
+    if ((w->rd != NULL ? dumpzip_reader_open(w->rd, j->i, &f, err,
+                                             sizeof(err))
+                       : dumpzip_file_open(z, j->i, &f, err,
+                                           sizeof(err))) != 0) {
+        job_fail(j, err);
+        return;
+    }
+    if (mirror_begin(w->m, j->path, &mf) != 0) {
+        job_fail(j, mirror_errstr(w->m));
+        dumpzip_file_close(f);
+        return;
+    }
+    while ((k = dumpzip_file_read(f, buf, bufsz)) > 0) {
+        if (mirror_write(mf, buf, (size_t)k) != 0)
+            break;
+        n += (uint64_t)k;
+    }
+    if (k != 0) {
+        job_fail(j, k < 0 ? dumpzip_file_error(f) : mirror_errstr(w->m));
+        mirror_abort(mf);
+        dumpzip_file_close(f);
+        return;
+    }
+    dumpzip_file_close(f);
+    if (mirror_commit(mf, e->lastmod) != 0) {
+        job_fail(j, mirror_errstr(w->m));
+        return;
+    }
+    j->length = (int64_t)n;
+}
+
+/* Take the next batch [*k, *end) (true), or say there is none yet (false;
+ * *done: and none will come). Under p->mu. */
+static bool
+take_batch(struct plan *p, size_t *k, size_t *end, bool *done)
+{
+    *done = p->closed && p->next >= p->ready;
+    if (p->next >= p->ready)
+        return false;
+    *k = p->next;
+    *end = p->ready - p->next > p->batch ? p->next + p->batch : p->ready;
+    p->next = *end;
+    return true;
+}
+
+/* Write jobs [k, end) through w, then mark them done. */
+static void
+write_batch(struct worker *w, size_t k, size_t end, char *buf, size_t bufsz)
+{
+    struct plan *p = w->p;
+
+    for (size_t i = k; i < end; i++)
+        job_write(w, &p->jobs[i], buf, bufsz);
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = k; i < end; i++)
+        p->jobs[i].done = true;
+    pthread_cond_broadcast(&p->written);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct plan *p = w->p;
+    char buf[65536], err[300];
+    sigset_t all;
+    size_t k, end;
+    bool done = false;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    /* Made here, beside the loop's planning: a thread that cannot have
+     * its reader leaves its share to the others. */
+    if (dumpzip_reader_new(p->z, &w->rd, err, sizeof(err)) == 0) {
+        for (;;) {
+            pthread_mutex_lock(&p->mu);
+            while (!take_batch(p, &k, &end, &done) && !done)
+                pthread_cond_wait(&p->more, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            if (done)
+                break;
+            write_batch(w, k, end, buf, sizeof(buf));
+        }
+        dumpzip_reader_free(w->rd);
+        w->rd = NULL;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->alive--;
+    pthread_cond_broadcast(&p->written);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* The writer threads a package gets: --dump-threads, else the CPUs this
+ * process may run on. */
+static unsigned
+threads_wanted(const struct dump *d)
+{
+    if (d->o.threads > 0)
+        return d->o.threads < DUMP_MAX_THREADS ? d->o.threads
+                                               : DUMP_MAX_THREADS;
+    cpu_set_t set;
+    unsigned n = 1;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = (unsigned)CPU_COUNT(&set);
+    return n < 1 ? 1 : n < DUMP_MAX_THREADS ? n : DUMP_MAX_THREADS;
+}
+
+/* Ready to plan up to max jobs of z, the writer threads started (none for
+ * a small package: the loop's thread writes those). 0 or RS_ENOMEM. */
+static int
+plan_start(struct dump *d, struct dumpzip *z, size_t max, struct plan *p)
+{
+    unsigned want = max < DUMP_MIN_PARALLEL ? 0 : threads_wanted(d);
+    char err[300];
+
+    memset(p, 0, sizeof(*p));
+    p->d = d;
+    p->z = z;
+    if ((p->jobs = rs_calloc(max > 0 ? max : 1, sizeof(*p->jobs))) == NULL)
+        return RS_ENOMEM;
+    p->batch = max / ((want > 0 ? want : 1) * 16);
+    p->batch = p->batch < 16 ? 16 : p->batch > 1024 ? 1024 : p->batch;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->more, NULL);
+    pthread_cond_init(&p->written, NULL);
+    for (unsigned t = 0; t < want; t++) {
+        struct worker *w = &p->w[p->nthreads];
+        if (d->twins[t] == NULL &&
+            (d->twins[t] = mirror_twin(d->o.mirror, err, sizeof(err))) ==
+                NULL)
+            break;
+        *w = (struct worker){ .p = p, .m = d->twins[t] };
+        pthread_mutex_lock(&p->mu);
+        p->alive++;
+        pthread_mutex_unlock(&p->mu);
+        if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+            pthread_mutex_lock(&p->mu);
+            p->alive--;
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        p->nthreads++;
+    }
+    return 0;
+}
+
+/* Let the threads take what was planned so far; close: nothing more will
+ * be. */
+static void
+plan_publish(struct plan *p, bool close)
+{
+    pthread_mutex_lock(&p->mu);
+    p->ready = p->n;
+    if (close)
+        p->closed = true;
+    pthread_cond_broadcast(&p->more);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Entry i of z, as the Source's resource at change_dt: a job, unless the
+ * mirror already holds a newer copy or the URI is refused. lookup false:
+ * the ledger is known to hold nothing for it. 0, or a state error (the
+ * caller stops). */
+static int
+plan_entry(struct plan *p, size_t i, rs_time_t change_dt, bool lookup)
+{
+    struct dump *d = p->d;
+    const struct rs_entry *e = dumpzip_entry(p->z, i);
+    const char *why = NULL;
+    struct ledger_res old;
+    char *path = NULL, *oldbuf = NULL;
     int rc;
 
     rc = pathmap_path(d->o.pathmap, e->loc, &path, &why);
@@ -126,56 +375,48 @@ unpack_one(struct dump *d, struct dumpzip *z, size_t i, rs_time_t change_dt)
                 "prefixes" : why != NULL ? why : rs_strerror(rc));
         return 0;
     }
-    rc = ledger_res_get(d->o.ledger, e->loc, &old, &oldbuf);
+    rc = lookup ? ledger_res_get(d->o.ledger, e->loc, &old, &oldbuf)
+                : RS_ENOTFOUND;
+    rs_free(oldbuf);
     if (rc == 0 && old.change_dt != RS_TIME_NONE &&
         change_dt != RS_TIME_NONE &&
         (d->kind == DUMP_RESOURCES ? old.change_dt > change_dt
                                    : old.change_dt >= change_dt)) {
         d->r.skipped++;               /* push brought a newer copy */
-        rs_free(oldbuf);
         rs_free(path);
         return 0;
     }
-    rs_free(oldbuf);
     if (rc != 0 && rc != RS_ENOTFOUND) {
         rs_free(path);
         return rc;
     }
-    if (dumpzip_file_open(z, i, &f, err, sizeof(err)) != 0) {
-        problem(d, e->loc, err);
-        rs_free(path);
+    p->jobs[p->n++] = (struct job){ .i = i, .path = path,
+                                    .change_dt = change_dt, .length = -1 };
+    if (p->n - p->ready >= p->batch)
+        plan_publish(p, false);
+    return 0;
+}
+
+/* Job j, written: into the ledger, or reported. 0 or a state error. */
+static int
+record_job(struct plan *p, const struct job *j)
+{
+    struct dump *d = p->d;
+    const struct rs_entry *e = dumpzip_entry(p->z, j->i);
+    char hbuf[RS_HASHES_BUFSZ];
+    int rc;
+
+    if (j->length < 0) {
+        problem(d, e->loc, j->why != NULL ? j->why : "out of memory");
         return 0;
     }
-    if (mirror_begin(d->o.mirror, path, &mf) != 0) {
-        problem(d, e->loc, mirror_errstr(d->o.mirror));
-        dumpzip_file_close(f);
-        rs_free(path);
-        return 0;
-    }
-    while ((k = dumpzip_file_read(f, buf, sizeof(buf))) > 0) {
-        if (mirror_write(mf, buf, (size_t)k) != 0)
-            break;
-        n += (uint64_t)k;
-    }
-    if (k != 0) {
-        problem(d, e->loc, k < 0 ? dumpzip_file_error(f)
-                                 : mirror_errstr(d->o.mirror));
-        mirror_abort(mf);
-        dumpzip_file_close(f);
-        rs_free(path);
-        return 0;
-    }
-    dumpzip_file_close(f);
-    if (mirror_commit(mf, e->lastmod) != 0) {
-        problem(d, e->loc, mirror_errstr(d->o.mirror));
-        rs_free(path);
-        return 0;
-    }
-    r.uri = e->loc;
-    r.path = path;
-    r.lastmod = e->lastmod;
-    r.change_dt = change_dt;
-    r.length = (int64_t)n;
+    struct ledger_res r = {
+        .uri = e->loc,
+        .path = j->path,
+        .lastmod = e->lastmod,
+        .change_dt = j->change_dt,
+        .length = j->length,
+    };
     /* the digest verified, as apply records what it computed: an
      * announced one that was not checked is not the ledger's to vouch */
     enum rs_hash_algo strong = rs_hashes_strongest(&e->md.hash);
@@ -187,9 +428,80 @@ unpack_one(struct dump *d, struct dumpzip *z, size_t i, rs_time_t change_dt)
     r.hash = one.n > 0 && rs_hashes_format(&one, hbuf) > 0 ? hbuf : NULL;
     if ((rc = apply_txn(d->o.apply)) == 0)
         rc = ledger_res_put(d->o.ledger, &r);
-    rs_free(path);
     if (rc == 0)
         d->r.written++;
+    return rc;
+}
+
+/*
+ * Planning is over (rc: 0, or the state error that ended it): every job
+ * planned is written, then each recorded in order as soon as it is (after
+ * a state error, only written: the caller stops). The threads joined,
+ * everything freed. Returns rc, or the first state error recording.
+ */
+static int
+plan_finish(struct plan *p, int rc)
+{
+    struct worker self = { .p = p, .m = p->d->o.mirror };
+    char buf[65536];
+    size_t r = 0, k, end, upto;
+    bool none;
+
+    plan_publish(p, true);
+    while (r < p->n) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->jobs[r].done) {
+            if (p->alive == 0 && take_batch(p, &k, &end, &none)) {
+                /* no writer thread left: the loop's thread writes */
+                pthread_mutex_unlock(&p->mu);
+                write_batch(&self, k, end, buf, sizeof(buf));
+                pthread_mutex_lock(&p->mu);
+                continue;
+            }
+            pthread_cond_wait(&p->written, &p->mu);
+        }
+        for (upto = r; upto < p->n && p->jobs[upto].done; upto++)
+            ;
+        pthread_mutex_unlock(&p->mu);
+        for (; r < upto; r++)
+            if (rc == 0)
+                rc = record_job(p, &p->jobs[r]);
+    }
+    for (unsigned t = 0; t < p->nthreads; t++)
+        pthread_join(p->w[t].th, NULL);
+    pthread_cond_destroy(&p->written);
+    pthread_cond_destroy(&p->more);
+    pthread_mutex_destroy(&p->mu);
+    for (size_t j = 0; j < p->n; j++) {
+        rs_free(p->jobs[j].path);
+        rs_free(p->jobs[j].why);
+    }
+    rs_free(p->jobs);
+    return rc;
+}
+
+/* A Resource Dump package: every member, as of the dump's at. While the
+ * ledger has had no other writer since the dump began with it empty, it
+ * holds nothing newer than the dump: no entry is looked up. */
+static int
+unpack_resources(struct dump *d, struct dumpzip *z)
+{
+    struct plan p;
+    bool lookup = !d->quiet ||
+                  ledger_total_changes(d->o.ledger) != d->quiet_mark;
+    int rc;
+
+    if (lookup)
+        d->quiet = false;
+    if ((rc = plan_start(d, z, dumpzip_count(z), &p)) != 0) {
+        snprintf(d->err, sizeof(d->err), "out of memory");
+        return rc;
+    }
+    for (size_t i = 0; i < dumpzip_count(z) && rc == 0; i++)
+        rc = plan_entry(&p, i, d->r.at, lookup);
+    rc = plan_finish(&p, rc);
+    if (d->quiet)
+        d->quiet_mark = ledger_total_changes(d->o.ledger);
     return rc;
 }
 
@@ -225,9 +537,10 @@ unpack_changes(struct dump *d, struct dumpzip *z)
     struct loc_ix *ix = rs_calloc(n > 0 ? n : 1, sizeof(*ix));
     bool *last = rs_calloc(n > 0 ? n : 1, sizeof(*last));
     char hbuf[RS_HASHES_BUFSZ];
+    struct plan p;
     int rc = 0;
 
-    if (ix == NULL || last == NULL) {
+    if (ix == NULL || last == NULL || plan_start(d, z, n, &p) != 0) {
         rs_free(ix);
         rs_free(last);
         snprintf(d->err, sizeof(d->err), "out of memory");
@@ -268,9 +581,10 @@ unpack_changes(struct dump *d, struct dumpzip *z)
             }
             continue;
         }
-        rc = unpack_one(d, z, i, t.change_dt);
+        rc = plan_entry(&p, i, t.change_dt, true);
     }
     rs_free(last);
+    rc = plan_finish(&p, rc);
     if (rc != 0 && d->err[0] == '\0')
         snprintf(d->err, sizeof(d->err), "state: %s",
                  ledger_errstr(d->o.ledger));
@@ -301,11 +615,12 @@ unpack(struct dump *d, const char *url)
         return RS_EINVALID;
     }
     if (d->kind == DUMP_RESOURCES) {
-        if (d->r.at == RS_TIME_NONE)
-            d->r.at = dumpzip_head(z)->md.at;
-        rc = 0;
-        for (size_t i = 0; i < dumpzip_count(z) && rc == 0; i++)
-            rc = unpack_one(d, z, i, d->r.at);
+        /* The dump is the Source as of its earliest at: the Change
+         * Lists are read from there (dump.h). */
+        rs_time_t at = dumpzip_head(z)->md.at;
+        if (at != RS_TIME_NONE && (d->r.at == RS_TIME_NONE || at < d->r.at))
+            d->r.at = at;
+        rc = unpack_resources(d, z);
     } else {
         rc = unpack_changes(d, z);
         rs_time_t u = dumpzip_head(z)->md.until;
@@ -539,6 +854,7 @@ dump_free(struct dump *d)
     docwalk_free(d->walk);
     tmp_drop(d);
     pkgs_clear(d);
+    twins_free(d);
     rs_free(d->tmpdir);
     rs_free(d);
 }
@@ -556,6 +872,9 @@ start(struct dump *d, const char *url, enum dump_kind kind, rs_time_t since)
     d->r.at = RS_TIME_NONE;
     d->r.until = RS_TIME_NONE;
     d->err[0] = '\0';
+    d->r.fresh = kind == DUMP_RESOURCES && ledger_res_none(d->o.ledger);
+    d->quiet = d->r.fresh;
+    d->quiet_mark = ledger_total_changes(d->o.ledger);
     if ((rc = docwalk_start(d->walk, url)) != 0)
         return rc;
     d->busy = true;

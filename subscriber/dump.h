@@ -2,7 +2,8 @@
  * dump.h - a baseline from a Resource Dump, and a catch-up from a Change
  * Dump: the packages its document lists are downloaded one at a time to a
  * temporary file, unpacked through dumpzip (every member verified against
- * the manifest) into the mirror and recorded in the ledger. A member that
+ * the manifest) into the mirror on as many threads as there are CPUs (the
+ * loop waits meanwhile) and recorded in the ledger. A member that
  * fails is left to what follows a dump (the reconcile after a Resource
  * Dump, the Change Lists after a Change Dump, which fetch whatever the
  * dump did not give); when to use a dump is the caller's decision.
@@ -29,7 +30,12 @@ struct dump_report {
     uint64_t skipped;        /* the mirror held a newer copy */
     uint64_t failed;         /* members refused or not verified */
     uint64_t bytes;          /* package bytes downloaded */
-    rs_time_t at;            /* the dump's snapshot time, or RS_TIME_NONE */
+    bool fresh;              /* a Resource Dump begun with no resource
+                                row in the ledger (not even a deleted
+                                one) */
+    rs_time_t at;            /* the dump's snapshot time: the earliest at of
+                                its document and manifests, or
+                                RS_TIME_NONE */
     /* Change Dumps only: */
     uint64_t deleted;        /* deletions handed to apply */
     uint64_t superseded;     /* changes with a later one in the package */
@@ -47,6 +53,10 @@ struct dump_opts {
     const char *tmpdir;      /* packages are downloaded here (not the
                                 mirror); copied */
     uint64_t max_package;    /* bytes; 0 = 16 GiB */
+    unsigned threads;        /* members are written on this many threads
+                                (each its own reader and mirror handle;
+                                the loop's is one); 0: one per CPU this
+                                process may use; at most 16 */
     /* A member not mirrored (refused URI, verification failure). */
     void (*on_problem)(void *ud, const char *uri, const char *why);
     /* Exactly once per dump_start that returned 0, from the loop. */

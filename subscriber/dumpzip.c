@@ -187,15 +187,24 @@ dz_pool_links(struct dz_chunk **pool, const struct rs_link **links, size_t n)
 
 /* ----------------------------------------------------------- package */
 
-struct dumpzip {
+/* One handle on the package's file, and the members open through it. */
+struct dumpzip_reader {
+    struct dumpzip *z;
     zip_t *za;
+    size_t open_files;           /* dumpzip_files reading from za */
+};
+
+struct dumpzip {
+    struct dumpzip_reader main;  /* z's own (za: main.za) */
+    zip_t *za;                   /* == main.za */
+    char *path;                  /* the package, for more readers */
+    zip_uint64_t nmembers;
     struct dumpzip_limits lim;   /* defaults filled in */
     struct rs_head head;         /* strings in pool */
     struct rs_entry *entries;    /* rs_malloc'ed; strings in pool */
     int64_t *member;             /* per entry: ZIP index, -1 none */
     size_t n, cap;
     struct dz_chunk *pool;
-    size_t open_files;           /* dumpzip_files reading from za */
     bool closing;                /* dumpzip_close ran; the last file frees */
 };
 
@@ -211,7 +220,7 @@ static void dz_free(struct dumpzip *z);
  * and that every supported declared digest matches.
  */
 struct dumpzip_file {
-    struct dumpzip *z;
+    struct dumpzip_reader *rd;   /* the handle it reads through */
     zip_file_t *zf;
     struct rs_hasher *hasher;    /* NULL: nothing to digest */
     struct rs_hashes want;       /* declared digests */
@@ -262,7 +271,7 @@ file_algos(const struct rs_hashes *h)
 
 /* Start reading member idx (already checked by the caller). */
 static int
-file_start(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
+file_start(struct dumpzip_reader *rd, zip_uint64_t idx, uint64_t size,
            const struct rs_hashes *want, const char *name,
            struct dumpzip_file **out, char *err, size_t errsz)
 {
@@ -274,7 +283,7 @@ file_start(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
         dz_msg(err, errsz, "out of memory");
         goto out;
     }
-    f->z = z;
+    f->rd = rd;
     f->size = size;
     snprintf(f->what, sizeof(f->what), "%s", dz_shown(name, shown));
     if (want != NULL)
@@ -288,15 +297,15 @@ file_start(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
             goto out;
         }
     }
-    f->zf = zip_fopen_index(z->za, idx, 0);
+    f->zf = zip_fopen_index(rd->za, idx, 0);
     if (f->zf == NULL) {
-        zip_error_t *ze = zip_get_error(z->za);
+        zip_error_t *ze = zip_get_error(rd->za);
         rc = dz_zip_rc(zip_error_code_zip(ze));
         dz_msg(err, errsz, "%s: %s", f->what, zip_error_strerror(ze));
-        zip_error_clear(z->za);
+        zip_error_clear(rd->za);
         goto out;
     }
-    z->open_files++;
+    rd->open_files++;
     *out = f;
     f = NULL;
 out:
@@ -393,14 +402,15 @@ dumpzip_file_close(struct dumpzip_file *f)
 {
     if (f == NULL)
         return;
-    struct dumpzip *z = f->z;
+    struct dumpzip_reader *rd = f->rd;
+    struct dumpzip *z = rd->z;
     if (f->zf != NULL) {
         zip_fclose(f->zf);
-        z->open_files--;
+        rd->open_files--;
     }
     rs_hasher_free(f->hasher);
     rs_free(f);
-    if (z->closing && z->open_files == 0)
+    if (rd == &z->main && z->closing && rd->open_files == 0)
         dz_free(z);
 }
 
@@ -421,10 +431,12 @@ dz_locate(zip_t *za, const char *path)
     return idx < 0 ? -1 : (int64_t)idx;
 }
 
-int
-dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
-                  char *err, size_t errsz)
+/* Entry i's member, read through rd. */
+static int
+dz_open_entry(struct dumpzip_reader *rd, size_t i, struct dumpzip_file **out,
+              char *err, size_t errsz)
 {
+    struct dumpzip *z = rd->z;
     *out = NULL;
     if (i >= z->n) {
         dz_msg(err, errsz, "no manifest entry %zu (there are %zu)", i, z->n);
@@ -444,12 +456,12 @@ dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
     zip_uint64_t idx = (zip_uint64_t)z->member[i];
     zip_stat_t st;
     zip_stat_init(&st);
-    if (zip_stat_index(z->za, idx, 0, &st) != 0) {
-        zip_error_t *ze = zip_get_error(z->za);
+    if (zip_stat_index(rd->za, idx, 0, &st) != 0) {
+        zip_error_t *ze = zip_get_error(rd->za);
         int rc = dz_zip_rc(zip_error_code_zip(ze));
         dz_msg(err, errsz, "%s: %s", dz_shown(st.name, shown),
                zip_error_strerror(ze));
-        zip_error_clear(z->za);
+        zip_error_clear(rd->za);
         return rc;
     }
     dz_shown(st.name, shown);
@@ -465,7 +477,65 @@ dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
                "%" PRId64, shown, (uint64_t)st.size, e->md.length);
         return RS_EINVALID;
     }
-    return file_start(z, idx, st.size, &e->md.hash, st.name, out, err, errsz);
+    return file_start(rd, idx, st.size, &e->md.hash, st.name, out, err,
+                      errsz);
+}
+
+int
+dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
+                  char *err, size_t errsz)
+{
+    return dz_open_entry(&z->main, i, out, err, errsz);
+}
+
+int
+dumpzip_reader_open(struct dumpzip_reader *r, size_t i,
+                    struct dumpzip_file **out, char *err, size_t errsz)
+{
+    return dz_open_entry(r, i, out, err, errsz);
+}
+
+int
+dumpzip_reader_new(struct dumpzip *z, struct dumpzip_reader **out, char *err,
+                   size_t errsz)
+{
+    *out = NULL;
+    struct dumpzip_reader *r = rs_calloc(1, sizeof(*r));
+    if (r == NULL) {
+        dz_msg(err, errsz, "out of memory");
+        return RS_ENOMEM;
+    }
+    r->z = z;
+    /* No ZIP_CHECKCONS: dumpzip_open checked this file's headers, and a
+     * reader only counts its members again. */
+    int ze = 0;
+    r->za = zip_open(z->path, ZIP_RDONLY, &ze);
+    if (r->za == NULL) {
+        zip_error_t e;
+        zip_error_init_with_code(&e, ze);
+        dz_msg(err, errsz, "reopening the package: %s",
+               zip_error_strerror(&e));
+        zip_error_fini(&e);
+        rs_free(r);
+        return ze == ZIP_ER_MEMORY ? RS_ENOMEM : RS_EIO;
+    }
+    zip_int64_t n = zip_get_num_entries(r->za, 0);
+    if (n < 0 || (zip_uint64_t)n != z->nmembers) {
+        dz_msg(err, errsz, "the package changed since it was opened");
+        dumpzip_reader_free(r);
+        return RS_EINVALID;
+    }
+    *out = r;
+    return 0;
+}
+
+void
+dumpzip_reader_free(struct dumpzip_reader *r)
+{
+    if (r == NULL)
+        return;
+    zip_discard(r->za);
+    rs_free(r);
 }
 
 /* ---------------------------------------------------------- manifest */
@@ -637,7 +707,8 @@ dz_read_manifest(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
         .on_end = on_manifest_end,
     };
 
-    rc = file_start(z, idx, size, NULL, dz_manifest_name, &f, err, errsz);
+    rc = file_start(&z->main, idx, size, NULL, dz_manifest_name, &f, err,
+                    errsz);
     if (rc != 0)
         goto out;
     buf = rs_malloc(DZ_CHUNK);
@@ -718,6 +789,7 @@ dz_check_members(struct dumpzip *z, char *err, size_t errsz)
     zip_int64_t n = zip_get_num_entries(z->za, 0);
     if (n < 0)
         n = 0;
+    z->nmembers = (zip_uint64_t)n;
     if ((uint64_t)n > l->max_members) {
         dz_msg(err, errsz, "the package has %" PRId64 " members, over the "
                "limit of %zu", (int64_t)n, l->max_members);
@@ -784,7 +856,14 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
      * and refuses duplicate member names: two views of one package are
      * how ZIP tricks fool one reader but not another. */
     int ze = 0;
+    if ((z->path = rs_strdup(zip_path)) == NULL) {
+        dz_msg(err, errsz, "out of memory");
+        rc = RS_ENOMEM;
+        goto out;
+    }
     z->za = zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    z->main.z = z;
+    z->main.za = z->za;
     if (z->za == NULL) {
         zip_error_t e;
         zip_error_init_with_code(&e, ze);
@@ -846,6 +925,7 @@ dz_free(struct dumpzip *z)
 {
     if (z->za != NULL)
         zip_discard(z->za);
+    rs_free(z->path);
     rs_free(z->entries);
     rs_free(z->member);
     dz_pool_free(z->pool);
@@ -860,7 +940,7 @@ dumpzip_close(struct dumpzip *z)
     /* A file still open reads from the archive: it keeps z alive, and
      * the last dumpzip_file_close frees it. */
     z->closing = true;
-    if (z->open_files == 0)
+    if (z->main.open_files == 0)
         dz_free(z);
 }
 

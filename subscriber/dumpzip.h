@@ -96,6 +96,26 @@ int dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
                       char *err, size_t errsz) RS_MUST_CHECK;
 
 /*
+ * Another reader of z's members, for another thread: its own handle on
+ * the package's file, sharing z's manifest (read only). A dumpzip and its
+ * readers may each be used by a different thread at once; each one, and
+ * the files it opened, by one thread at a time. The package was checked
+ * by dumpzip_open; a reader finds the same members or refuses (RS_EINVALID:
+ * the file changed). 0 and *out, or an error with a message in err:
+ * RS_EIO, RS_ENOMEM, RS_EINVALID. Free every reader (its files closed)
+ * before dumpzip_close(z).
+ */
+struct dumpzip_reader;
+int dumpzip_reader_new(struct dumpzip *z, struct dumpzip_reader **out,
+                       char *err, size_t errsz) RS_MUST_CHECK;
+void dumpzip_reader_free(struct dumpzip_reader *r);    /* NULL ok */
+
+/* dumpzip_file_open through reader r, with the same results. */
+int dumpzip_reader_open(struct dumpzip_reader *r, size_t i,
+                        struct dumpzip_file **out, char *err, size_t errsz)
+    RS_MUST_CHECK;
+
+/*
  * Read up to len (> 0) bytes of content into buf. Returns the number of
  * bytes read (> 0), or 0 at the end, only once the content has been checked
  * complete: exactly the declared length, the ZIP CRC, and the strongest

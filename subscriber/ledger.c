@@ -46,6 +46,7 @@ enum lg_stmt {
     LG_RES_PAGE_LIVE,
     LG_RES_PAGE_UNSEEN,
     LG_RES_COUNT,
+    LG_RES_ANY,
     LG_TODO_PUT,
     LG_TODO_GET,
     LG_TODO_DONE,
@@ -114,6 +115,7 @@ static const char *const lg_sql[LG_COUNT_] = {
                            "LIMIT ?2",
     [LG_RES_COUNT] = "SELECT coalesce(sum(deleted = 0), 0), "
                      "coalesce(sum(deleted != 0), 0) FROM res",
+    [LG_RES_ANY] = "SELECT 1 FROM res LIMIT 1",
     /* REPLACE deletes the uri's old row: the new one gets a fresh seq
      * (AUTOINCREMENT: never one used before, even after deletes), so a
      * job holding the old seq can tell it was superseded. */
@@ -1195,6 +1197,25 @@ ledger_res_each(struct ledger *l, bool include_deleted,
     return keyset_each(l, which, PAGE_RES,
                        which == LG_RES_PAGE_UNSEEN ? unseen_before_gen : -1, u,
                        ud, "resources");
+}
+
+bool
+ledger_res_none(struct ledger *l)
+{
+    sqlite3_stmt *s = NULL;
+    bool none;
+
+    if (lg_prep(l, LG_RES_ANY, &s) != 0)
+        return false;
+    none = sqlite3_step(s) == SQLITE_DONE;
+    lg_done(s);
+    return none;
+}
+
+int64_t
+ledger_total_changes(struct ledger *l)
+{
+    return (int64_t)sqlite3_total_changes64(l->db);
 }
 
 int

@@ -179,6 +179,12 @@ int ledger_res_each(struct ledger *l, bool include_deleted,
 /* A full scan: for status, not for every change. Either may be NULL. */
 int ledger_res_count(struct ledger *l, int64_t *live, int64_t *tombstones)
     RS_MUST_CHECK;
+/* True when the ledger holds no resource row at all, live or deleted
+ * (one index step; false when that cannot be read either). */
+bool ledger_res_none(struct ledger *l);
+/* Rows this connection has inserted, updated or deleted since it was
+ * opened (any table): equal twice, nothing was written in between. */
+int64_t ledger_total_changes(struct ledger *l);
 
 /* ---------------------------------------------------------------- todo */
 

@@ -551,6 +551,36 @@ fail:
     return NULL;
 }
 
+struct mirror *
+mirror_twin(const struct mirror *m, char *err, size_t errsz)
+{
+    struct mirror *t = rs_calloc(1, sizeof(*t));
+    if (t == NULL) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    t->atticfd = -1;
+    for (size_t i = 0; i < MIRROR_DIRCACHE; i++)
+        t->dirs[i].fd = -1;
+    t->fsync = m->fsync;
+    t->rootfd = fcntl(m->rootfd, F_DUPFD_CLOEXEC, 0);
+    if (t->rootfd < 0 ||
+        (m->atticfd >= 0 &&
+         (t->atticfd = fcntl(m->atticfd, F_DUPFD_CLOEXEC, 0)) < 0)) {
+        snprintf(err, errsz, "mirror %s: dup: %s", m->root, strerror(errno));
+        goto fail;
+    }
+    if ((t->root = rs_strdup(m->root)) == NULL) {
+        snprintf(err, errsz, "out of memory");
+        goto fail;
+    }
+    mirror_seed(t);
+    return t;
+fail:
+    mirror_close(t);
+    return NULL;
+}
+
 void
 mirror_close(struct mirror *m)
 {

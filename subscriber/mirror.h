@@ -86,6 +86,16 @@ struct mirror *mirror_open(const char *dir, const struct mirror_opts *o,
 void mirror_close(struct mirror *m);       /* NULL ok; open files must be
                                               committed or aborted first */
 
+/*
+ * A second handle on m's mirror, with m's options, for another thread (a
+ * struct mirror is used by one thread at a time; twins may be used at
+ * once, each by its own thread): its own directory cache and last error.
+ * Directories a twin creates or removes are not dropped from another
+ * handle's cache, so twins are for writing files, not for pruning. Free
+ * with mirror_close. NULL with a message in err.
+ */
+struct mirror *mirror_twin(const struct mirror *m, char *err, size_t errsz);
+
 /* "none", "file" or "full" -> *out; RS_EINVAL for anything else. */
 int mirror_fsync_from(const char *s, enum mirror_fsync *out) RS_MUST_CHECK;
 

@@ -58,6 +58,7 @@ static struct {
     char *attic;
     bool sync_full;
     bool dump;
+    int64_t dump_threads;
     bool strict;
     bool push;
     char *transport;
@@ -161,6 +162,9 @@ static const struct rs_config_opt options[] = {
                    "make the baseline from the Source's Resource Dump, and "
                    "catch up from its Change Dump, when it offers them (then "
                    "fetch what the dumps lack)"),
+    RS_CONFIG_INT("dump-threads", 0, &conf.dump_threads, "0", 0, 16,
+                  "threads a dump's package is written into the mirror "
+                  "with (0: one per CPU)"),
     RS_CONFIG_BOOL("sync-full", 0, &conf.sync_full, "false",
                    "fsync the state database at every commit (power-loss "
                    "safe; a crash of the process is safe without it)"),
@@ -588,6 +592,7 @@ setup_session(struct rssub *s, bool readonly)
             .push = conf.push,
             .transport = transport_from(conf.transport),
             .dump = conf.dump,
+            .dump_threads = (unsigned)conf.dump_threads,
             .strict = conf.strict,
             .deep = conf.deep,
             .fix = conf.fix,

@@ -132,6 +132,10 @@ struct set {
                                      taken up later replays from before it */
     bool baselined;               /* persisted (ledger meta KEY) */
     bool dumped;                  /* --dump: the dump was unpacked */
+    rs_time_t dump_at;            /* a complete Resource Dump's at: the
+                                     baseline's Change Lists are read from
+                                     it, not the Resource List
+                                     (RS_TIME_NONE: reconcile) */
     bool reconcile_owed;          /* a new Resource List was announced
                                      within --reconcile-min-interval of
                                      the last reconcile: reconcile when it
@@ -145,6 +149,8 @@ struct job_q {
     rs_time_t since;              /* CHANGES: read from no later than this
                                      (RS_TIME_NONE: the set's mark) */
     bool changedumped;            /* CHANGES: the Change Dump was tried */
+    bool after_dump;              /* CHANGES: from a Resource Dump's at,
+                                     the baseline's last step */
 };
 
 struct session {
@@ -162,6 +168,9 @@ struct session {
     size_t nq;
     struct set *pulling;          /* the set whose pull is under way */
     enum pull_why pull_why;
+    rs_time_t pull_dump_at;       /* the pull under way reads the Change
+                                     Lists after a dump from its at
+                                     (RS_TIME_NONE: it does not) */
     rs_time_t pull_mark;          /* when the first pulls began */
     rs_time_t pull_started;       /* when the pull under way began */
     bool pull_failed;             /* the last pull failed: not ready */
@@ -317,6 +326,18 @@ raise_source_dt(struct set *st, rs_time_t dt)
                    "position");
 }
 
+/* The set's mirror is a baseline of it (persisted: a restart pulls only
+ * what changed). */
+static void
+mark_baselined(struct set *st)
+{
+    struct session *s = st->s;
+
+    if (apply_txn(s->apply) == 0 &&
+        ledger_meta_set(s->o.ledger, st->key, "baselined") == 0)
+        st->baselined = true;
+}
+
 /* ----------------------------------------------------------- progress */
 
 static void
@@ -428,7 +449,8 @@ queue_pull_since(struct set *st, enum pull_kind kind, enum pull_why why,
     }
     if (s->nq == sizeof(s->q) / sizeof(s->q[0]))
         return;
-    s->q[s->nq++] = (struct job_q){ st, kind, why, since, false };
+    s->q[s->nq++] = (struct job_q){ .set = st, .kind = kind, .why = why,
+                                    .since = since };
     if (s->pulling == NULL)
         run_queue(s);
 }
@@ -603,9 +625,11 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
 {
     struct session *s = ud;
     struct set *st = s->pulling;
+    rs_time_t dump_at = s->pull_dump_at;
     char n[5][24];
 
     s->pulling = NULL;
+    s->pull_dump_at = RS_TIME_NONE;
     set_phase(st, SET_WAITING, rc == 0 ? "pull done" : "pull failed");
     s->listed_before += r->entries;
     if (rc != 0) {
@@ -668,12 +692,17 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
         rs_metrics_counter_inc(s->m_fallback[2]);
         queue_pull(st, PULL_RECONCILE, s->pull_why);
     } else if (r->kind == PULL_CHANGES) {
+        if (dump_at != RS_TIME_NONE) {
+            /* The dump and the Change Lists since its at: a baseline. */
+            raise_source_dt(st, dump_at);
+            mark_baselined(st);
+            rs_log_kv(RS_LOG_INFO, "baseline from the resource dump and the "
+                      "change lists since", "caplist", st->d->caplist, NULL);
+        }
         raise_source_dt(st, r->newest);
     } else if (r->kind == PULL_RECONCILE) {
         raise_source_dt(st, r->newest);
-        if (apply_txn(s->apply) == 0 &&
-            ledger_meta_set(s->o.ledger, st->key, "baselined") == 0)
-            st->baselined = true;
+        mark_baselined(st);
         s->last_reconcile = rs_time_now();
     }
     if (apply_flush(s->apply) != 0)
@@ -752,8 +781,18 @@ run_queue(struct session *s)
         j = s->q[0];
         memmove(s->q, s->q + 1, --s->nq * sizeof(s->q[0]));
         st = j.set;
-        if (j.kind == PULL_CHANGES && (!st->baselined ||
-                                       st->d->changelist == NULL)) {
+        s->pull_dump_at = RS_TIME_NONE;
+        if (j.kind == PULL_RECONCILE && !st->baselined &&
+            st->dump_at != RS_TIME_NONE) {
+            /* The baseline's last step after a complete dump: the
+             * Change Lists from its at. Once: if they do not reach back
+             * that far, the reconcile they ask for reads the list. */
+            j.kind = PULL_CHANGES;
+            s->pull_dump_at = st->dump_at;
+            st->dump_at = RS_TIME_NONE;
+        }
+        if (j.kind == PULL_CHANGES && s->pull_dump_at == RS_TIME_NONE &&
+            (!st->baselined || st->d->changelist == NULL)) {
             if (st->d->changelist == NULL && st->baselined)
                 rs_log_kv(RS_LOG_INFO, "no change list: reconciling with the "
                           "resource list", "caplist", st->d->caplist, NULL);
@@ -767,6 +806,8 @@ run_queue(struct session *s)
             if (j.since != RS_TIME_NONE && since != RS_TIME_NONE &&
                 j.since < since)
                 since = j.since;
+            if (s->pull_dump_at != RS_TIME_NONE)
+                since = s->pull_dump_at;
             if (since == RS_TIME_NONE)
                 j.kind = PULL_RECONCILE;
         }
@@ -799,6 +840,7 @@ run_queue(struct session *s)
         /* A catch-up after an absence or a gap: the Change Dump's
          * packages since the mark instead of a request per change. */
         if (j.kind == PULL_CHANGES && s->o.c.dump && !j.changedumped &&
+            s->pull_dump_at == RS_TIME_NONE &&
             st->d->changedump != NULL && since != RS_TIME_NONE &&
             (j.why == WHY_START || j.why == WHY_GAP) &&
             start_changedump(s, st, &j, since))
@@ -885,6 +927,15 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
     else
         rs_log_kv(RS_LOG_INFO, "resource dump unpacked", "packages", n[0],
                   "written", n[1], "failed", n[2], "bytes", n[3], NULL);
+    /* A complete dump into an empty ledger is the Source as of its at
+     * (core 4: a baseline, then the changes since): the Change Lists from
+     * there finish the baseline, and the Resource List, which says no
+     * more, is not read. Anything less (a member that failed, resources
+     * the ledger held before, no Change List, no at) and the reconcile
+     * decides, fetching only what the mirror lacks. */
+    if (rc == 0 && r->failed == 0 && r->at != RS_TIME_NONE &&
+        r->fresh && st->d->changelist != NULL)
+        st->dump_at = r->at;
     state_warn(s, apply_flush(s->apply), "commit");
     run_queue(s);
 }
@@ -1869,6 +1920,7 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         st->s = s;
         st->d = d;
         st->covered = RS_TIME_NONE;
+        st->dump_at = RS_TIME_NONE;
         snprintf(key, sizeof(key), "%s%s", d->caplist, FOLLOW_POS_SOURCE);
         st->key = rs_strdup(d->caplist);
         st->source_key = rs_strdup(key);
@@ -2002,6 +2054,7 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
     s->o = *o;
     s->first_round_seq = -1;
     s->counted_at = RS_TIME_NONE;
+    s->pull_dump_at = RS_TIME_NONE;
     struct apply_opts ao = {
         .base = o->base,
         .http = o->http,
@@ -2060,6 +2113,7 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
         .apply = s->apply,
         .tmpdir = dir,
         .max_package = 0,
+        .threads = o->c.dump_threads,
         .on_problem = on_dump_problem,
         .on_done = on_dump_done,
         .ud = s,

@@ -45,6 +45,7 @@ struct session_conf {
     bool push;                     /* follow push channels at all */
     enum session_transport transport;
     bool dump, strict, deep;
+    unsigned dump_threads;         /* 0: one per CPU */
     bool fix;                      /* audit --fix */
     bool readonly;                 /* a report-only audit */
     int64_t poll_ms, push_timeout_ms, pull_ms, audit_ms;

@@ -114,6 +114,10 @@ expect_eq "resource requests: only the two changed after the dump" \
     "$(resource_gets)" 2
 check "they are the changed files" grep -qE '^GET /(sub/f0000\.txt|new\.txt) 200$' "$PX.log"
 check "rssub unpacked the dump" grep -q 'msg="resource dump unpacked" packages=4 written=301 failed=0' "$TMP/m1.log"
+check "the Change Lists since the dump finished the baseline" \
+    grep -q 'msg="baseline from the resource dump and the change lists since"' "$TMP/m1.log"
+expect_eq "Resource List requests: none (the dump is newer)" \
+    "$(count '/resourcesync/resourcelist[^ ]*')" 0
 
 note "a tampered member"
 echo resourcedump-1-2.zip >"$PX.tamper"
@@ -128,6 +132,8 @@ BADP=$("$PY" -c 'import sys, urllib.parse; print("/" + sys.argv[1])' "$BADM")
 expect_eq "resource requests: the refused member and the two changes" \
     "$(resource_gets)" 3
 check "the refused member was fetched on its own" grep -qF "GET $BADP 200" "$PX.log"
+check "a dump short of a member: the Resource List is reconciled" \
+    test "$(count '/resourcesync/resourcelist[^ ]*')" -ge 1
 : >"$PX.tamper"
 
 note "the dump rebuilt"

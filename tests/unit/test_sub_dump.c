@@ -4,7 +4,8 @@
  * members, hashes computed with OpenSSL), into a real mirror and ledger in
  * a temp dir: members verified and written, a bad member left to the
  * reconcile that follows, refused and newer members, packages that 404,
- * lie about their length or are not ZIPs, and the dump freed in flight.
+ * lie about their length or are not ZIPs, the dump freed in flight, and
+ * a package of 500 members written by 1, 2, 4 and one thread per CPU.
  * on_done is counted exactly; every test runs under a watchdog and ends
  * with nothing left on the loop, clean under ASan. */
 #include "testutil.h"
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <zip.h>
 
 #include "apply.h"
@@ -640,6 +642,129 @@ test_alloc_failures(void **state)
     assert_int_equal(f->r.written, 1);
 }
 
+/* Member k of a many-member package under prefix: its path and content
+ * (100 to a directory, so several threads share one). */
+static void
+many_member(const char *prefix, size_t k, char *path, size_t psz,
+            char *content, size_t csz)
+{
+    snprintf(path, psz, "%s/d%02zu/f%04zu", prefix, k / 100, k);
+    snprintf(content, csz, "content of member %zu of %s", k, prefix);
+}
+
+/* A package of n members under prefix, every bad_every-th (from the
+ * first) with a manifest hash of other content; served at path. */
+static size_t
+serve_many(struct fx *f, const char *path, const char *prefix, size_t n,
+           size_t bad_every)
+{
+    size_t cap = 512 + n * 400, o, len;
+    char *man = malloc(cap), hash[64], mpath[128], content[128];
+    const char **names = calloc(n, sizeof(*names));
+    const char **contents = calloc(n, sizeof(*contents));
+    char *store = malloc(n * 256);
+
+    assert_non_null(man);
+    assert_non_null(names);
+    assert_non_null(contents);
+    assert_non_null(store);
+    o = (size_t)snprintf(man, cap, "<?xml version=\"1.0\"?>\n<urlset " NS
+                         "><rs:md capability=\"resourcedump-manifest\" at=\""
+                         TA "\"/>");
+    for (size_t k = 0; k < n; k++) {
+        many_member(prefix, k, mpath, sizeof(mpath), content,
+                    sizeof(content));
+        md5_of(k % bad_every == 0 ? "something else" : content, hash,
+               sizeof(hash));
+        o += (size_t)snprintf(man + o, cap - o, "<url><loc>%s/%s</loc>"
+                              "<lastmod>" LM "</lastmod><rs:md length=\"%zu\" "
+                              "hash=\"%s\" path=\"/%s\"/></url>",
+                              f->srv->origin, mpath, strlen(content), hash,
+                              mpath);
+        names[k] = store + k * 256;
+        contents[k] = store + k * 256 + 128;
+        snprintf(store + k * 256, 128, "%s", mpath);
+        snprintf(store + k * 256 + 128, 128, "%s", content);
+    }
+    o += (size_t)snprintf(man + o, cap - o, "</urlset>\n");
+    assert_true(o < cap);
+    len = serve_zip(f, path, man, names, contents, n);
+    free(store);
+    free(contents);
+    free(names);
+    free(man);
+    return len;
+}
+
+/* dump/threads_write_every_member: a package of 500 members, every 50th
+ * not matching its manifest, written with 1, 2 and 4 writer threads
+ * (and with one per CPU): each good member in the mirror with its
+ * ledger row, each bad one neither, reported, the last report the last
+ * bad member (recorded in the manifest's order); no temporary left. */
+static void
+test_threads_write_every_member(void **state)
+{
+    struct fx *f = *state;
+    const unsigned threads[] = { 1, 2, 4, 0 };
+    const size_t n = 500, bad_every = 50;
+
+    for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+        char prefix[32], pkg[64], path[128], content[128], uri[300];
+        const char *pkgs[1] = { pkg };
+        long long lens[1];
+        size_t removed = 1;
+
+        snprintf(prefix, sizeof(prefix), "t%zu", t);
+        snprintf(pkg, sizeof(pkg), "/p%zu.zip", t);
+        lens[0] = (long long)serve_many(f, pkg, prefix, n, bad_every);
+        for (size_t i = 0; i < f->srv->nroutes; i++)   /* the last one's */
+            if (strcmp(f->srv->routes[i].path, "/rd.xml") == 0)
+                f->srv->routes[i].path[0] = '\0';
+        serve_dump(f, pkgs, lens, 1);
+        dump_free(f->d);
+        struct dump_opts o = {
+            .base = f->l.base, .http = f->http, .ledger = f->ledger,
+            .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
+            .tmpdir = f->tmp, .threads = threads[t],
+            .on_problem = on_problem, .on_done = on_done, .ud = f,
+        };
+        f->d = dump_new(&o);
+        assert_non_null(f->d);
+        f->problems = 0;
+        fx_dump(f);
+        assert_int_equal(f->rc, 0);
+        assert_int_equal(f->r.written, n - n / bad_every);
+        assert_int_equal(f->r.failed, n / bad_every);
+        assert_int_equal(f->problems, n / bad_every);
+        many_member(prefix, n - bad_every, path, sizeof(path), content,
+                    sizeof(content));
+        snprintf(uri, sizeof(uri), "%s/%s", f->srv->origin, path);
+        assert_string_equal(f->prob_uri, uri);
+        for (size_t k = 0; k < n; k++) {
+            struct ledger_res r;
+            char *buf = NULL, full[4400];
+            struct stat sb;
+            many_member(prefix, k, path, sizeof(path), content,
+                        sizeof(content));
+            snprintf(full, sizeof(full), "%s/%s", mirror_root(f->mirror),
+                     path);
+            if (k % bad_every == 0) {
+                assert_int_equal(stat(full, &sb), -1);
+                assert_false(has_row(f, path, &r, &buf));
+                continue;
+            }
+            has_file(f, path, content);
+            assert_true(has_row(f, path, &r, &buf));
+            assert_int_equal(r.length, (int64_t)strlen(content));
+            assert_true(r.change_dt == T(TA));
+            rs_free(buf);
+        }
+        assert_int_equal(mirror_sweep_temps(f->mirror, &removed), 0);
+        assert_int_equal(removed, 0);
+        assert_int_equal(tmp_files(f), 0);
+    }
+}
+
 /* --------------------------------------------------------- Change Dumps */
 
 #define T0 "2020-01-02T00:00:00Z"    /* the mirror's mark (since) */
@@ -872,6 +997,10 @@ test_changedump_wrong_kind(void **state)
 int
 main(void)
 {
+    /* as rssub does (rs_tz_pin): with TZ unset glibc re-reads the zone
+     * at every mktime() libzip makes, from every writer thread at once */
+    setenv("TZ", "UTC", 1);
+    tzset();
 #define T_(name, fn) { "dump/" name, fn, fx_setup, fx_teardown, NULL }
     const struct CMUnitTest tests[] = {
         T_("packages_written", test_packages_written),
@@ -881,6 +1010,7 @@ main(void)
         T_("bad_packages", test_bad_packages),
         T_("free_in_flight", test_free_in_flight),
         T_("alloc_failures", test_alloc_failures),
+        T_("threads_write_every_member", test_threads_write_every_member),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
         T_("changedump/wrong_kind", test_changedump_wrong_kind),

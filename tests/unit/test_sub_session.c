@@ -5,8 +5,11 @@
  * baseline, then nothing to do), a resource that cannot be had, audit in
  * sync and not, run (ready, a change picked up by polling, drained), a
  * drain during the first sync's dump while a pushed change is being
- * fetched, a --source that is not a URL, and two Resource Lists announced
- * at once on the framework channel (one reconcile). The drain is run as
+ * fetched, a --source that is not a URL, two Resource Lists announced
+ * at once on the framework channel (one reconcile), and a baseline from a
+ * Resource Dump: finished by the Change Lists since its at, or by the
+ * reconcile when they begin later, a member failed, or the ledger held
+ * resources before. The drain is run as
  * rs_daemon runs it. on_end is counted exactly; every test runs under a
  * watchdog and ends with nothing left on the loop, clean under ASan. */
 #include "testutil.h"
@@ -393,6 +396,156 @@ test_drain_during_the_dump(void **state)
     assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
 }
 
+/* A Resource Dump of one package at TA holding r1 ("one") and r2
+ * ("four", which the manifest says is r2_len bytes long), in the
+ * Capability List; the Change List from cl_from (with {B}), holding
+ * cl_entries. */
+static void
+fx_serve_dump(struct fx *f, int r2_len, const char *cl_from,
+              const char *cl_entries)
+{
+    char zpath[4300], man[2048], cl[2048];
+    size_t len = 0;
+    int ze = 0;
+    zip_t *za;
+    struct tu_route *pkg;
+
+    snprintf(man, sizeof(man), URLSET "<rs:md capability=\"resourcedump-"
+             "manifest\" at=\"" TA "\"/><url><loc>%s/r1</loc><lastmod>" LM
+             "</lastmod><rs:md length=\"3\" path=\"/r1\"/></url><url><loc>"
+             "%s/r2</loc><lastmod>" LM "</lastmod><rs:md length=\"%d\" "
+             "path=\"/r2\"/></url></urlset>", f->srv->origin, f->srv->origin,
+             r2_len);
+    snprintf(zpath, sizeof(zpath), "%s/p.zip", f->dir);
+    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    assert_true(zip_file_add(za, "manifest.xml",
+                             zip_source_buffer(za, man, strlen(man), 0),
+                             0) >= 0);
+    assert_true(zip_file_add(za, "r1", zip_source_buffer(za, "one", 3, 0),
+                             0) >= 0);
+    assert_true(zip_file_add(za, "r2", zip_source_buffer(za, "four", 4, 0),
+                             0) >= 0);
+    assert_int_equal(zip_close(za), 0);
+    pkg = tu_httpd_add(f->srv, "/p.zip", 0, NULL, NULL);
+    free(pkg->body);
+    pkg->body = tu_read_file(zpath, &len);
+    pkg->body_len = len;
+    (void)tu_httpd_add(f->srv, "/rd.xml", 0, CT_XML, URLSET "<rs:md "
+                       "capability=\"resourcedump\" at=\"" TA "\"/><url><loc>"
+                       "{B}/p.zip</loc></url></urlset>");
+    f->srv->routes[0].path[0] = '\0';
+    (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, CAPLIST(
+        "<url><loc>{B}/rd.xml</loc><rs:md capability=\"resourcedump\"/>"
+        "</url>"));
+    snprintf(cl, sizeof(cl), URLSET "<rs:md capability=\"changelist\" "
+             "from=\"%s\"/>%s</urlset>", cl_from, cl_entries);
+    free(f->cl->body);
+    f->cl->body = tu_httpd_expand(f->srv, cl, &f->cl->body_len);
+}
+
+/* A first sync --dump to its end: its exit code. */
+static int
+fx_sync_dump(struct fx *f)
+{
+    struct session_opts o = fx_opts(f, SESSION_SYNC);
+    unsigned before = f->ends;
+
+    o.c.dump = true;
+    fx_start(f, &o);
+    TU_LOOP_UNTIL(&f->l, f->ends > before, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 50);
+    assert_int_equal(f->ends, before + 1);
+    return f->code;
+}
+
+/* session/dump_then_change_lists: a complete Resource Dump into an empty
+ * mirror is the baseline as of its at, and the Change Lists since then
+ * finish it: the Resource List is never read, no member is fetched, the
+ * change after the dump is; the next sync reads the Change Lists only
+ * (r3, without a hash, at the mark itself, may be taken again). */
+static void
+test_dump_then_change_lists(void **state)
+{
+    struct fx *f = *state;
+
+    fx_serve_dump(f, 4, "2020-01-01T00:00:00Z", "<url><loc>{B}/r3</loc>"
+                  "<rs:md change=\"created\" datetime=\"2020-01-01T13:00:00Z\""
+                  "/></url>");
+    (void)tu_httpd_add(f->srv, "/r3", 0, NULL, "three");
+    assert_int_equal(fx_sync_dump(f), 0);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+    assert_true(has_file(f, "r3"));
+    assert_int_equal(tu_httpd_hits(f->srv, "/p.zip"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r2"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r3"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/chl.xml"), 1);
+
+    assert_int_equal(fx_session(f, SESSION_SYNC), 0);   /* baselined */
+    assert_int_equal(tu_httpd_hits(f->srv, "/p.zip"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/rl.xml"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/chl.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r2"), 0);
+}
+
+/* session/dump_change_lists_too_short: Change Lists that begin after the
+ * dump's at cannot say what changed in between: the Resource List is
+ * read (the reconcile), and the mirror is whole. */
+static void
+test_dump_change_lists_too_short(void **state)
+{
+    struct fx *f = *state;
+
+    fx_serve_dump(f, 4, "2020-01-01T13:00:00Z", "");
+    assert_int_equal(fx_sync_dump(f), 0);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+    assert_int_equal(tu_httpd_hits(f->srv, "/p.zip"), 1);
+    assert_true(tu_httpd_hits(f->srv, "/rl.xml") >= 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
+}
+
+/* session/dump_member_failed: a member that fails verification leaves
+ * the baseline to the reconcile, which fetches it on its own. */
+static void
+test_dump_member_failed(void **state)
+{
+    struct fx *f = *state;
+
+    fx_serve_dump(f, 5, "2020-01-01T00:00:00Z", "");
+    assert_int_equal(fx_sync_dump(f), 0);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+    assert_true(tu_httpd_hits(f->srv, "/rl.xml") >= 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r2"), 1);
+}
+
+/* session/dump_into_a_ledger_in_use: a ledger that held resources before
+ * the dump may hold some the Source deleted before the dump's at, which
+ * no Change List since then names: the reconcile decides. */
+static void
+test_dump_into_a_ledger_in_use(void **state)
+{
+    struct fx *f = *state;
+    char uri[512];
+
+    fx_serve_dump(f, 4, "2020-01-01T00:00:00Z", "");
+    snprintf(uri, sizeof(uri), "%s/r1", f->srv->origin);
+    struct ledger_res r = { .uri = uri, .path = "r1", .lastmod = 1,
+                            .change_dt = 1, .length = 3 };
+    assert_int_equal(ledger_res_put(f->ledger, &r), 0);
+    assert_int_equal(fx_sync_dump(f), 0);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+    assert_true(tu_httpd_hits(f->srv, "/rl.xml") >= 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r2"), 0);
+}
+
 /* Publish a framework notification of entries (with {B} the Source's
  * origin) to topic; its WebSocket channel into chan. */
 static void
@@ -528,6 +681,10 @@ main(void)
         T_("run_ready_then_polls", test_run_ready_then_polls),
         T_("bad_source", test_bad_source),
         T_("drain_during_the_dump", test_drain_during_the_dump),
+        T_("dump_then_change_lists", test_dump_then_change_lists),
+        T_("dump_change_lists_too_short", test_dump_change_lists_too_short),
+        T_("dump_member_failed", test_dump_member_failed),
+        T_("dump_into_a_ledger_in_use", test_dump_into_a_ledger_in_use),
         T_("resourcelist_announced_twice",
            test_resourcelist_announced_twice),
     };
