@@ -118,6 +118,7 @@ struct rs_http_req {
     /* Redirects, followed here (rs_http.h says why). */
     unsigned max_redirects, hops;
     unsigned timeout_ms;        /* of the whole request, every hop */
+    bool own_refusal;           /* a 401/403 is not told to on_refused */
     bool head, post;            /* the method of the hop under way */
     bool redirecting;           /* this hop's response is a redirect we
                                    follow: its body is dropped */
@@ -550,7 +551,7 @@ http_finish(struct rs_http *h, struct rs_http_req *req)
     nconn += req->hop_connects;
     h->stats.connects += nconn > 0 ? (uint64_t)nconn : 0;
     if (req->rc == 0 && (status == 401 || status == 403) &&
-        req->cred != NULL && h->on_refused != NULL)
+        req->cred != NULL && h->on_refused != NULL && !req->own_refusal)
         h->on_refused(h->refused_ud, req->cred->realm,
                       eff != NULL ? eff : req->url, status);
 
@@ -1398,6 +1399,7 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     req->why = NULL;
     req->errbuf[0] = '\0';
     req->max_redirects = o->max_redirects;
+    req->own_refusal = o->own_refusal;
     req->hops = 0;
     req->timeout_ms = o->timeout_ms ? o->timeout_ms : HTTP_TIMEOUT_MS;
     req->head = head;

@@ -481,6 +481,9 @@ on_job_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     } else {
         snprintf(j->why, sizeof(j->why), "GET: HTTP %ld", res->status);
         j->gone = res->status == 404 || res->status == 410;
+        if ((res->status == 401 || res->status == 403) &&
+            a->o.on_refused != NULL)
+            a->o.on_refused(a->o.ud, j->uri, res->status);
         job_retry(a, j, retry_after, false);
     }
     job_end(a, j);
@@ -762,6 +765,7 @@ job_start(struct apply *a, const struct ledger_todo *t)
         .on_data = on_job_data,
         .on_done = on_job_done,
         .ud = j,
+        .own_refusal = true,          /* o.on_refused judges */
     };
     a->st.requests++;
     rc = rs_http_request(a->o.http, &ro, &j->req);

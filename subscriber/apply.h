@@ -66,6 +66,10 @@ struct apply_opts {
      * written (in the open batch). what: "" or why it failed. May be NULL. */
     void (*on_result)(void *ud, const char *uri, enum apply_outcome o,
                       const char *what);
+    /* A resource was answered 401 or 403 (its fetch is retried, then
+     * failed, like any other error): whether that says the Source refuses
+     * us altogether is the caller's judgement. May be NULL. */
+    void (*on_refused)(void *ud, const char *uri, long status);
     /* Nothing in flight and no todo row due; waiting: some row waits for
      * a retry not due yet (failed rows aside). Runs again at each refill while it
      * holds. May be NULL. */

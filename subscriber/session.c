@@ -57,6 +57,13 @@ static const struct rs_backoff SESSION_PULL_BACKOFF = { .first_ms = 1000,
  * a file it renamed into place before it committed the file's row: files
  * that changed this recently are not judged then. */
 #define SESSION_STRAY_SETTLE_US (60 * 1000000LL)
+/* Resources refused (401, 403), each a different one, with no fetch
+ * going through for a while: the Source refuses us, not them (a token
+ * revoked halfway). Fewer, or a shorter while (a forbidden directory
+ * listed in one run, its fetches answered together), are those
+ * resources' own failures. */
+#define SESSION_REFUSED_SPELL 8
+#define SESSION_REFUSED_SPELL_US (2 * 1000000LL)
 
 /* ----------------------------------------------------------------- states */
 
@@ -182,6 +189,10 @@ struct session {
     bool strays_due;              /* run: the periodic audit's last step */
     unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
     uint64_t refused;             /* URIs refused by this session */
+    uint64_t refused_res[SESSION_REFUSED_SPELL];   /* FNV-1a of the URIs */
+    unsigned refused_spell;       /* ...refused (401/403) since a fetch
+                                     last went through */
+    rs_time_t refused_since;      /* the first of them */
     unsigned pull_fails;          /* run: failed pulls in a row */
     enum access access;
     /* the first refused discovery probe of this refusal spell, said when
@@ -1588,6 +1599,8 @@ after_pulls(struct session *s)
 
 /* ---------------------------------------------------- apply results */
 
+static void on_resource_refused(void *ud, const char *uri, long status);
+
 static void
 on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
 {
@@ -1597,6 +1610,10 @@ on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
     if (s->o.on_applied != NULL)
         s->o.on_applied(s->o.ud, uri, (int)o, what);
     switch (o) {
+    case APPLY_CREATED:
+    case APPLY_UPDATED:
+        s->refused_spell = 0;         /* the Source lets us read */
+        break;
     case APPLY_FAILED:
         rs_log_kv(RS_LOG_ERROR, "resource failed", "uri", uri, "error", what,
                   NULL);
@@ -2067,6 +2084,7 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
         .timeout_ms = o->c.timeout_ms,
         .max_body = o->c.max_body,
         .on_result = on_result,
+        .on_refused = on_resource_refused,
         .on_idle = on_apply_idle,
         .on_state_error = on_state_error,
         .ud = s,
@@ -2190,12 +2208,46 @@ session_start(struct session *s)
     return 0;
 }
 
+static void source_refused(struct session *s, const char *url, long status);
+
+/* One resource answered 401 or 403: its own failure (apply retries it,
+ * then reports it failed), unless SESSION_REFUSED_SPELL different ones
+ * were refused and no fetch went through for SESSION_REFUSED_SPELL_US. */
+static void
+on_resource_refused(void *ud, const char *uri, long status)
+{
+    struct session *s = ud;
+    uint64_t h = 0xcbf29ce484222325ULL;
+
+    rs_metrics_counter_inc(s->m_refused);
+    for (const unsigned char *p = (const unsigned char *)uri; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ULL;
+    if (s->refused_spell == 0)
+        s->refused_since = rs_time_now();
+    for (unsigned i = 0; i < s->refused_spell; i++)
+        if (s->refused_res[i] == h)
+            h = 0;                    /* a retry of one refused already */
+    if (h != 0 && s->refused_spell < SESSION_REFUSED_SPELL)
+        s->refused_res[s->refused_spell++] = h;
+    if (s->refused_spell < SESSION_REFUSED_SPELL ||
+        rs_time_now() - s->refused_since < SESSION_REFUSED_SPELL_US)
+        return;
+    s->refused_spell = 0;
+    source_refused(s, uri, status);
+}
+
 void
 session_source_refused(struct session *s, const char *url, long status)
 {
+    rs_metrics_counter_inc(s->m_refused);
+    source_refused(s, url, status);
+}
+
+static void
+source_refused(struct session *s, const char *url, long status)
+{
     char st[16];
 
-    rs_metrics_counter_inc(s->m_refused);
     if (s->state == SESSION_DONE)
         return;
     snprintf(st, sizeof(st), "%ld", status);

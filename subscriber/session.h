@@ -119,8 +119,13 @@ void session_websub_state(struct session *s, const char *topic,
  * last error): the end of a sync, and rssub status. 0 or a ledger error. */
 int session_log_failed(struct ledger *l) RS_MUST_CHECK;
 
-/* The Source's origin answered 401 or 403 (rs_http's on_refused for the
- * realm "source"): counted (rssub_source_auth_failures_total), shown in
+/* The Source's origin answered 401 or 403 to a document (rs_http's
+ * on_refused for the realm "source"; a resource's refusal is apply's
+ * on_refused, which counts the same, and which ends up here only when
+ * 8 different resources were refused and no fetch went through for 2 s:
+ * fewer are those resources' own failures, retried and then reported
+ * failed like any other): counted
+ * (rssub_source_auth_failures_total), shown in
  * rssub_source_access{state="refused"} until a discovery or pull goes
  * through. sync and audit end at once (1, 3) with one error line naming
  * url and status; run logs it once per spell and keeps retrying with

@@ -103,6 +103,10 @@ struct rs_http_req_opts {
      * on cancel and on rs_http_free. The request is freed right after. */
     void (*on_done)(void *ud, struct rs_http_req *req, const struct rs_http_result *res);
     void *ud;
+    /* A final 401 or 403 is this request's own business: the client's
+     * on_refused is not told (its caller judges what one refusal of it
+     * means, e.g. one resource among many). */
+    bool own_refusal;
 };
 
 struct rs_http *rs_http_new(struct event_base *base, const struct rs_http_opts *o);

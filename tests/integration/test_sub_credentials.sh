@@ -231,6 +231,42 @@ sub_exit fb 0
 check "a root refused (403): mirrored through /.well-known" \
     cmp "$WF/data/d.txt" "$TMP/fb.m/data/d.txt"
 check "and no refusal said" sh -c "! grep -q 'the source refused access' '$TMP/fb.log'"
+
+# A static Source whose web server refuses one file (403) among many: that
+# file fails on its own (after its retries), the others are mirrored, and
+# the sync says so in its exit status, not as a refusal of the Source
+WS=$TMP/www-secret
+mkdir -p "$WS/data"
+for i in $(seq 1 30); do printf 'public %s\n' "$i" >"$WS/data/p$i.txt"; done
+printf 'secret\n' >"$WS/data/secret.txt"
+cs_start secret "$WS" --forbid /data/secret.txt || bad "the Source starts"
+BS=http://127.0.0.1:${CPORT[secret]}/
+"$PY" "$SS" write-source --www "$WS" --base "$BS" >/dev/null
+"$PY" "$SS" write-resourcelist --www "$WS" --base "$BS" >/dev/null
+expect_eq "its secret.txt answers 403" \
+    "$(curl -s -o /dev/null -w '%{http_code}' "${BS}data/secret.txt")" 403
+sync fs "$BS" --retries 2
+sub_exit fs 1
+check "one file refused (403): the 30 others mirrored" \
+    test "$(find "$TMP/fs.m/data" -name 'p*.txt' | wc -l)" = 30
+check "the refused one is not in the mirror" test ! -e "$TMP/fs.m/data/secret.txt"
+check "it is reported failed, with its 403" \
+    logged_in fs 'msg="resource failed" uri=[^ ]*secret.txt error="GET: HTTP 403"'
+check "and the Source is not said to refuse access" \
+    sh -c "! grep -q 'the source refused access' '$TMP/fs.log'"
+# ...but every resource refused (a token revoked halfway, say) is the
+# Source refusing: said once and the sync ends, not after every retry
+cs_start secret2 "$WS" --forbid /data/ || bad "the Source starts"
+BS2=http://127.0.0.1:${CPORT[secret2]}/
+"$PY" "$SS" write-source --www "$WS" --base "$BS2" >/dev/null
+"$PY" "$SS" write-resourcelist --www "$WS" --base "$BS2" >/dev/null
+REFUSED_T0=$(date +%s)
+sync fa "$BS2" --retries 8
+sub_exit fa 1
+check "every resource refused: the source refused access, said" \
+    logged_in fa 'msg="the source refused access.* status=403'
+check "and the sync ends within 10 s, not after 8 retries of each" \
+    test $(($(date +%s) - REFUSED_T0)) -le 10
 # (its own names: part 3 has an o4 and a www4 of its own, and a server
 # started twice under one name is not stopped at the end)
 

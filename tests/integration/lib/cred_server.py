@@ -17,6 +17,9 @@ path, the request headers, "client_cert" (true/false). Options:
                        followed by the path (another origin, say)
   --forbid-dirs        a directory (the root too) answers 403, as nginx
                        does without an index and autoindex off
+  --forbid PATH        this path answers 403 (a file the web server may
+                       not read), and with a trailing "/" every path
+                       below it; repeatable
 `show` prints the recorded requests of a log whose path contains a
 string, with the headers asked for (one line each; "-" when absent), so
 that the shell test can grep them.
@@ -98,6 +101,9 @@ def make_handler(args, log_lock):
             if any(s in (".", "..") for s in segs):
                 return self.answer(404, b"no\n")
             fp = os.path.join(args.root, *segs)
+            if any(path == f or (f.endswith("/") and path.startswith(f))
+                   for f in args.forbid or []):
+                return self.answer(403, b"forbidden\n")
             if args.forbid_dirs and os.path.isdir(fp):
                 return self.answer(403, b"directory listing forbidden\n")
             if path.endswith("/") or not os.path.isfile(fp):
@@ -160,6 +166,7 @@ def main():
     p.add_argument("--basic")
     p.add_argument("--redirect", action="append")
     p.add_argument("--forbid-dirs", action="store_true")
+    p.add_argument("--forbid", action="append")
     p = sp.add_parser("show")
     p.add_argument("--log", required=True)
     p.add_argument("--path", default="")
