@@ -8,8 +8,9 @@
 # wall seconds, files/s, rssub's peak RSS and CPU, and the ratio, per run;
 # also the time rssource took to build the dump, and the floor: the same
 # files written as a mirror writes them and nothing else (floor_files: a
-# temporary name, the bytes, the mtime, a rename; one thread), with each
-# client's time over it. Builds nothing; starts its
+# temporary name, the bytes, the mtime, a rename), on one thread and on one
+# per CPU (as rssub's dump writes them), with each client's time over
+# them. Builds nothing; starts its
 # own processes on loopback in a private directory and stops only those,
 # by PID.
 set -euo pipefail
@@ -173,18 +174,23 @@ for n in $sizes; do
                 n, c, r, s, n / s, kb / 1024, cpu, scpu }'
             eval "t_${c//-/_}=$secs"
         done
-        rm -rf "$W/floor"
-        fl=$("${NICE[@]}" "$floor" "$W/tree" "$W/floor" |
-             sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
-        rm -rf "$W/floor"
-        awk -v n="$n" -v r="$r" -v s="$fl" 'BEGIN { printf \
-            "%-8s %-9s %4s %9s %10.0f\n", n, "floor", r, s, n / s }'
+        for th in 1 "$(nproc)"; do
+            rm -rf "$W/floor"
+            s=$("${NICE[@]}" "$floor" "$W/tree" "$W/floor" "$th" |
+                sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
+            rm -rf "$W/floor"
+            awk -v n="$n" -v r="$r" -v s="$s" -v c="floor-$th" 'BEGIN {
+                printf "%-8s %-9s %4s %9s %10.0f\n", n, c, r, s, n / s }'
+            if [ "$th" = 1 ]; then fl=$s; else flp=$s; fi
+        done
         # shellcheck disable=SC2154
         awk -v n="$n" -v r="$r" -v a="$t_per_file" -v b="$t_dump" \
-            -v f="$fl" 'BEGIN { printf "%-8s ratio     %4s %9.1fx  " \
-            "(per-file / dump; over the floor: per-file %.1fx, dump %.1fx; " \
-            "5x needs the dump within %.1fx of the floor)\n", n, r, a / b,
-            a / f, b / f, a / 5 / f }'
+            -v f="$fl" -v fp="$flp" -v c="$(nproc)" 'BEGIN { printf \
+            "%-8s ratio     %4s %9.1fx  (per-file / dump; over the " \
+            "floor on 1 and %d threads: per-file %.1fx %.1fx, dump %.1fx " \
+            "%.1fx; 5x needs the dump within %.1fx of the %d-thread " \
+            "floor)\n", n, r, a / b, c, a / f, a / fp, b / f, b / fp,
+            a / 5 / fp, c }'
     done
     kill "$SRC_PID"
     wait "$SRC_PID" 2>/dev/null || true

@@ -3,16 +3,19 @@
  * copy every regular file of a tree into DST as rssub's mirror writes one
  * (a temporary name created in the file's directory, the bytes written,
  * the mtime set, closed, renamed over the final name), with nothing else:
- * no HTTP, no ZIP, no digest, no ledger, one thread. The source files are
- * read into memory first, so only the writes are timed. Prints
- * "files=N seconds=S us_per_file=U".
+ * no HTTP, no ZIP, no digest, no ledger; on one thread, or on THREADS
+ * threads taking runs of files in turn (as rssub's dump writers do). The
+ * source files are read into memory first, so only the writes are timed.
+ * Prints "files=N threads=T seconds=S us_per_file=U".
  *
- * Usage: floor_files SRC_TREE DST
+ * Usage: floor_files SRC_TREE DST [THREADS]
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,43 +104,73 @@ make_dirs(const char *dst, const char *rel)
     }
 }
 
+static const char *dst;
+static atomic_size_t next_item;
+
+#define RUN 256     /* files a thread takes at once */
+
+/* Write every item, RUN at a time, until none is left. */
+static void *
+writer(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        size_t k = atomic_fetch_add(&next_item, RUN);
+        if (k >= nitems)
+            return NULL;
+        for (size_t i = k; i < k + RUN && i < nitems; i++) {
+            struct item *it = &items[i];
+            char fin[8192], tmp[8192];
+            make_dirs(dst, it->rel);
+            snprintf(fin, sizeof(fin), "%s/%s", dst, it->rel);
+            char *slash = strrchr(fin, '/');
+            snprintf(tmp, sizeof(tmp), "%.*s/.rssub-tmp.%06zu",
+                     (int)(slash - fin), fin, i % 1000000);
+            int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (fd < 0)
+                die("open", tmp);
+            if (write(fd, it->data, it->len) != (ssize_t)it->len)
+                die("write", tmp);
+            struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+                                      { .tv_sec = 1600000000 } };
+            if (futimens(fd, ts) != 0 || close(fd) != 0)
+                die("futimens/close", tmp);
+            if (rename(tmp, fin) != 0)
+                die("rename", tmp);
+        }
+    }
+}
+
 int
 main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: floor_files SRC_TREE DST\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: floor_files SRC_TREE DST [THREADS]\n");
+        return 2;
+    }
+    int nthreads = argc == 4 ? atoi(argv[3]) : 1;
+    if (nthreads < 1 || nthreads > 64) {
+        fprintf(stderr, "floor_files: THREADS is 1 to 64\n");
         return 2;
     }
     load(argv[1], "");
-    if (mkdir(argv[2], 0755) != 0 && errno != EEXIST)
-        die("mkdir", argv[2]);
+    dst = argv[2];
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+        die("mkdir", dst);
+    pthread_t th[64];
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (size_t i = 0; i < nitems; i++) {
-        struct item *it = &items[i];
-        char fin[8192], tmp[8192];
-        make_dirs(argv[2], it->rel);
-        snprintf(fin, sizeof(fin), "%s/%s", argv[2], it->rel);
-        char *slash = strrchr(fin, '/');
-        snprintf(tmp, sizeof(tmp), "%.*s/.rssub-tmp.%06zu",
-                 (int)(slash - fin), fin, i % 1000000);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0)
-            die("open", tmp);
-        if (write(fd, it->data, it->len) != (ssize_t)it->len)
-            die("write", tmp);
-        struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
-                                  { .tv_sec = 1600000000 } };
-        if (futimens(fd, ts) != 0 || close(fd) != 0)
-            die("futimens/close", tmp);
-        if (rename(tmp, fin) != 0)
-            die("rename", tmp);
-    }
+    for (int t = 1; t < nthreads; t++)
+        if (pthread_create(&th[t], NULL, writer, NULL) != 0)
+            die("pthread_create", "");
+    writer(NULL);
+    for (int t = 1; t < nthreads; t++)
+        pthread_join(th[t], NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) +
                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("files=%zu seconds=%.3f us_per_file=%.2f\n", nitems, s,
-           nitems ? s / (double)nitems * 1e6 : 0.0);
+    printf("files=%zu threads=%d seconds=%.3f us_per_file=%.2f\n", nitems,
+           nthreads, s, nitems ? s / (double)nitems * 1e6 : 0.0);
     for (size_t i = 0; i < nitems; i++) {
         free(items[i].rel);
         free(items[i].data);
