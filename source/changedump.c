@@ -993,6 +993,65 @@ cd_next(struct changedump *d, int64_t *list)
 
 /* ---------------------------------------------------------------- API */
 
+/*
+ * Packages made for another base URL (rssource moved to another port or
+ * name) name every resource by URLs this Source no longer serves, and
+ * their bitstreams went with their spools: those lists keep no Change
+ * Dump (part 0), their packages go, and a Destination reads their Change
+ * Lists instead. So do those of a state made before the base was
+ * recorded. Lists still to build are built for the base of now. 0, or a
+ * state error.
+ */
+static int
+cd_rebase(struct changedump *d)
+{
+    char base[DOCS_URL_MAX];
+    struct state_iter *it;
+    int64_t l, p, len, *lists = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+
+    if (state_meta_get_text(d->o.st, "cdump.base", base, sizeof(base)) == 0 &&
+        strcmp(base, docs_base(d->o.docs)) == 0)
+        return 0;
+    if ((rc = state_cdump_iter(d->o.st, &it)) != 0)
+        return rc;
+    while ((rc = state_cdump_next(it, &l, &p, &len)) == 1) {
+        if (p < 1 || (n > 0 && lists[n - 1] == l))
+            continue;
+        if (n == cap) {
+            int64_t *nl = rs_realloc(lists, (cap = cap ? 2 * cap : 16) *
+                                                sizeof(*nl));
+            if (nl == NULL) {
+                rc = RS_ENOMEM;
+                break;
+            }
+            lists = nl;
+        }
+        lists[n++] = l;
+    }
+    state_iter_free(it);
+    if (rc < 0) {
+        rs_free(lists);
+        return rc;
+    }
+    rc = state_begin(d->o.st);
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if ((rc = state_cdump_drop(d->o.st, lists[i])) == 0)
+            rc = state_cdump_add(d->o.st, lists[i], 0, -1);
+    if (rc == 0)
+        rc = state_meta_set_text(d->o.st, "cdump.base",
+                                 docs_base(d->o.docs));
+    if (rc == 0)
+        rc = state_commit(d->o.st);
+    else
+        state_rollback(d->o.st);
+    for (size_t i = 0; i < n && rc == 0; i++)
+        cd_remove_packages(d->dir, lists[i]);
+    rs_free(lists);
+    return rc;
+}
+
 /* Lists with cdump rows, for the start-up clean-up. */
 static bool
 cd_has_rows(struct changedump *d, int64_t list)
@@ -1051,6 +1110,11 @@ changedump_new(const struct changedump_opts *o, const char **err)
             return NULL;
         }
         d->first_list = cl.num;
+    }
+    if (cd_rebase(d) != 0) {
+        changedump_free(d);
+        *err = "state: cannot drop the Change Dumps of another base URL";
+        return NULL;
     }
     /* Spools of lists still to build (or open) stay; the rest goes, as
      * do packages of lists without rows (a build cut short). */

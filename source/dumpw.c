@@ -59,6 +59,9 @@ struct dumpw {
     struct dumpw_opts o;
     char *dir, *state_path;
     struct dumpw_info cur;
+    int64_t last_gen;            /* the highest generation ever made: the
+                                    next is numbered above it even when
+                                    cur was dropped */
     /* the build under way: its thread owns next and berr until done */
     pthread_t thread;
     bool running;
@@ -540,7 +543,9 @@ dw_finish(struct dumpw *w, int rc)
             (rc = state_meta_set(w->o.st, "dump.packages",
                                  n->packages)) != 0 ||
             (rc = state_meta_set(w->o.st, "dump.bytes",
-                                 (int64_t)n->bytes)) != 0)
+                                 (int64_t)n->bytes)) != 0 ||
+            (rc = state_meta_set_text(w->o.st, "dump.base",
+                                      docs_base(w->o.docs))) != 0)
             state_rollback(w->o.st);
         else
             rc = state_commit(w->o.st);
@@ -565,7 +570,7 @@ static void
 dw_next_init(struct dumpw *w)
 {
     memset(&w->next, 0, sizeof(w->next));
-    w->next.gen = w->cur.gen + 1;
+    w->next.gen = (w->cur.gen > w->last_gen ? w->cur.gen : w->last_gen) + 1;
     w->next.at = rs_time_now();
 }
 
@@ -603,14 +608,22 @@ dumpw_new(const struct dumpw_opts *o, const char **err)
         return NULL;
     }
     if (state_meta_get(o->st, "dump.gen", &v) == 0 && v > 0) {
-        char path[DUMPW_PATH_MAX];
-        w->cur.gen = v;
+        char path[DUMPW_PATH_MAX], base[DOCS_URL_MAX];
+        w->cur.gen = w->last_gen = v;
+        /* A dump made for another base URL (rssource moved to another
+         * port or name) names every resource, and its packages, by URLs
+         * this Source no longer serves: it is rebuilt, as is one whose
+         * base is unknown (made before the base was recorded). */
+        if (state_meta_get_text(o->st, "dump.base", base, sizeof(base)) != 0 ||
+            strcmp(base, docs_base(o->docs)) != 0)
+            w->cur.gen = 0;
         if (state_meta_get(o->st, "dump.at", &w->cur.at) != 0 ||
             state_meta_get(o->st, "dump.completed", &w->cur.completed) != 0 ||
             state_meta_get(o->st, "dump.seq", &w->cur.change_seq) != 0 ||
             state_meta_get(o->st, "dump.files", &w->cur.files) != 0 ||
             state_meta_get(o->st, "dump.packages", &w->cur.packages) != 0 ||
             state_meta_get(o->st, "dump.bytes", &v) != 0 ||
+            w->cur.gen == 0 ||
             dw_path(w, path, sizeof(path), w->cur.gen, 0, ".xml") != 0 ||
             access(path, R_OK) != 0)
             memset(&w->cur, 0, sizeof(w->cur));    /* rebuilt */

@@ -9,7 +9,9 @@
 # list has none; a restart in the middle of a list (one change made while
 # rssource was down) still gives a whole package; a file over
 # --changedump-max-bytes leaves its list without a Change Dump, said once
-# in the log, and the next list has one again.
+# in the log, and the next list has one again. Restarts keep the port (the
+# base URL) but the last, on another port: packages made for the old base
+# URL are no longer listed, and the next list's is made for the new one.
 set -u
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -90,6 +92,7 @@ EOF
 note "rssource --dump --page-size 5"
 if start_source; then ok "rssource starts"; else
     bad "rssource starts"; src_finish; fi
+SRC_PORT=${SRC_HTTP[s]}      # restarts keep the base URL
 chg put c.txt 'c one'
 chg put a.txt 'a one'
 chg put a.txt 'a two, longer'
@@ -157,5 +160,27 @@ check "the capture said once that list 3 gets no Change Dump" \
 check "and the build why" grep -q 'no change dump for a Change List' \
     "${SRC_LOG[s]}"
 check "the spools are freed" sh -c "! ls '$TMP/s.state/dumps' | grep -q 'spool-[1-4]\.bin'"
+
+note "the same state served under another base URL"
+OLD=$(src_url s)
+src_stop s
+SRC_PORT=0
+if start_source; then ok "rssource restarts on another port"; else
+    bad "rssource restarts on another port"; src_finish; fi
+check "its base URL changed" test "$(src_url s)" != "$OLD"
+get s resourcesync/changedump.xml -o "$TMP/cd5.xml"
+check "changedump.xml names no package of the old base URL" \
+    sh -c "! grep -q '$OLD' '$TMP/cd5.xml'"
+expect_eq "list 4's package (made for the old one) is gone" \
+    "$(status_code s resourcesync/changedump-4-1.zip)" 404
+chg put p.txt 'p'
+chg put q.txt 'q'
+chg put r.txt 'r'
+chg put s.txt 's'
+chg put t.txt 't'                           # closes list 5
+check "list 5 gets its package" wait_until 20 cdump_lists 1
+check "list 5's package, made for the new base URL" pkg_check 5 \
+    'p.txt:created:p|q.txt:created:q|r.txt:created:r|s.txt:created:s|t.txt:created:t'
+check "changedump.xml is valid (strict)" rsdoc_ok "$TMP/cd.xml"
 
 src_finish

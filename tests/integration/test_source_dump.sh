@@ -160,4 +160,26 @@ check "written from the dump" grep -q "written=$NFILES failed=0" "$TMP/m3.log"
 expect_eq "a temporary name is not served" \
     "$(curl -s -o /dev/null -w '%{http_code}' "${B}resourcesync/resourcedump-1-1.zip.tmp")" 404
 
+note "the same state served under another base URL"
+# rssource restarted without the proxy: its own address is the base now,
+# and a dump made for the proxy's names resources it no longer serves
+src_stop s
+src_start s "$D" --dump --dump-max-files 100 --resourcelist-refresh 1h \
+    --dump-interval 1h || bad "rssource restarts on its own address"
+B2=$(src_url s)
+new_base_dump() {
+    curl -sf --max-time 5 "${B2}resourcesync/resourcedump.xml" >"$TMP/rd2.xml" &&
+        grep -q "<loc>${B2}resourcesync/resourcedump-" "$TMP/rd2.xml"
+}
+check "a dump for the new base is published (not the old one, 1h or not)" \
+    wait_until 20 new_base_dump
+check "no package URL of the old base" sh -c "! grep -q '$B' '$TMP/rd2.xml'"
+sub_cmd m4 sync "$B2" "$TMP/m4" "$TMP/m4.state" --dump
+sub_exit m4 0
+check "the mirror equals the Source" same_tree "$D" "$TMP/m4"
+check "written from the dump, nothing refused" \
+    grep -q "written=$NFILES failed=0" "$TMP/m4.log"
+check "and finished by the Change Lists" \
+    grep -q 'msg="baseline from the resource dump and the change lists since"' "$TMP/m4.log"
+
 sub_finish
