@@ -8,6 +8,7 @@
  * resource that is newer than what the mirror holds.
  */
 #define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -33,6 +34,7 @@
 #define DUMP_MAX_PACKAGE (UINT64_C(16) << 30)
 #define DUMP_TIMEOUT_MS (6 * 3600 * 1000)
 #define DUMP_MAX_THREADS 16
+#define DUMP_TMP_SUFFIX ".dump-"   /* TMPBASE.dump-XXXXXX */
 #define DUMP_MIN_PARALLEL 64      /* fewer members: the loop's thread alone */
 
 enum dump_kind {
@@ -44,7 +46,7 @@ struct dump {
     struct dump_opts o;
     enum dump_kind kind;
     rs_time_t since;             /* DUMP_CHANGES: the caller's position */
-    char *tmpdir;
+    char *tmpbase;
     struct docwalk *walk;
     bool busy;
     char **pkgs;                 /* package URLs from the dump document */
@@ -85,6 +87,39 @@ tmp_drop(struct dump *d)
         unlink(d->tmp);
         d->tmp[0] = '\0';
     }
+}
+
+/* Packages a crash left (TMPBASE.dump-XXXXXX): ours alone, as the
+ * state's writer lock is; a package can be as large as its Source makes
+ * it, so none is left to pile up. */
+static void
+tmp_sweep(struct dump *d)
+{
+    char dir[4096];
+    const char *base = strrchr(d->tmpbase, '/');
+    size_t blen;
+    DIR *dh;
+    struct dirent *de;
+
+    if (base == NULL) {
+        snprintf(dir, sizeof(dir), ".");
+        base = d->tmpbase;
+    } else {
+        snprintf(dir, sizeof(dir), "%.*s",
+                 base == d->tmpbase ? 1 : (int)(base - d->tmpbase),
+                 d->tmpbase);
+        base++;
+    }
+    blen = strlen(base);
+    if ((dh = opendir(dir)) == NULL)
+        return;
+    while ((de = readdir(dh)) != NULL)
+        if (strncmp(de->d_name, base, blen) == 0 &&
+            strncmp(de->d_name + blen, DUMP_TMP_SUFFIX,
+                    sizeof(DUMP_TMP_SUFFIX) - 1) == 0 &&
+            strlen(de->d_name + blen) == sizeof(DUMP_TMP_SUFFIX) - 1 + 6)
+            unlinkat(dirfd(dh), de->d_name, 0);
+    closedir(dh);
 }
 
 static void
@@ -725,10 +760,11 @@ dump_next(struct dump *d)
         dump_end(d, 0);
         return;
     }
-    snprintf(d->tmp, sizeof(d->tmp), "%s/.rssub-dump.XXXXXX", d->tmpdir);
+    snprintf(d->tmp, sizeof(d->tmp), "%s" DUMP_TMP_SUFFIX "XXXXXX",
+             d->tmpbase);
     if ((d->fd = mkstemp(d->tmp)) < 0) {
-        snprintf(d->err, sizeof(d->err), "cannot create a file in %s: %s",
-                 d->tmpdir, strerror(errno));
+        snprintf(d->err, sizeof(d->err), "cannot create %.400s: %s", d->tmp,
+                 strerror(errno));
         d->tmp[0] = '\0';
         dump_end(d, RS_EIO);
         return;
@@ -834,13 +870,14 @@ dump_new(const struct dump_opts *o)
     d->o = *o;
     d->fd = -1;
     wo.ud = d;
-    d->tmpdir = rs_strdup(o->tmpdir);
+    d->tmpbase = rs_strdup(o->tmpbase);
     d->walk = docwalk_new(&wo);
-    if (d->tmpdir == NULL || d->walk == NULL) {
+    if (d->tmpbase == NULL || d->walk == NULL) {
         dump_free(d);
         return NULL;
     }
-    d->o.tmpdir = NULL;
+    d->o.tmpbase = NULL;
+    tmp_sweep(d);
     return d;
 }
 
@@ -855,7 +892,7 @@ dump_free(struct dump *d)
     tmp_drop(d);
     pkgs_clear(d);
     twins_free(d);
-    rs_free(d->tmpdir);
+    rs_free(d->tmpbase);
     rs_free(d);
 }
 

@@ -50,8 +50,12 @@ struct dump_opts {
     struct mirror *mirror;
     const struct pathmap *pathmap;
     struct apply *apply;     /* its batch carries the ledger writes */
-    const char *tmpdir;      /* packages are downloaded here (not the
-                                mirror); copied */
+    const char *tmpbase;     /* packages are downloaded to
+                                TMPBASE.dump-XXXXXX (not in the mirror):
+                                the state's path, whose writer lock makes
+                                such names this process's alone; those a
+                                crash left are removed by dump_new.
+                                Copied */
     uint64_t max_package;    /* bytes; 0 = 16 GiB */
     unsigned threads;        /* members are written on this many threads
                                 (each its own reader and mirror handle;

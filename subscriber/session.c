@@ -2113,15 +2113,6 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
         .on_done = on_pull_done,
         .ud = s,
     };
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", o->c.state_path);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
     struct dump_opts dumo = {
         .base = o->base,
         .http = o->http,
@@ -2129,7 +2120,7 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
         .mirror = o->mirror,
         .pathmap = o->pathmap,
         .apply = s->apply,
-        .tmpdir = dir,
+        .tmpbase = o->c.state_path != NULL ? o->c.state_path : "./.rssub",
         .max_package = 0,
         .threads = o->c.dump_threads,
         .on_problem = on_dump_problem,

@@ -182,4 +182,47 @@ check "written from the dump, nothing refused" \
 check "and finished by the Change Lists" \
     grep -q 'msg="baseline from the resource dump and the change lists since"' "$TMP/m4.log"
 
+note "rssub killed in the middle of the dump, then run again"
+# 6,000 files in 60 packages: killed (-9) once a few hundred are written,
+# with writer threads in the middle of members; the next sync --dump
+# cleans up and finishes
+BIG=$TMP/big
+"$PY" - "$BIG" <<'EOF2'
+import os, sys
+for i in range(6000):
+    d = os.path.join(sys.argv[1], "d%02d" % (i // 200))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%04d.txt" % i), "w") as f:
+        f.write("file %d\n" % i * (1 + i % 40))
+EOF2
+src_start big "$BIG" --dump --dump-max-files 100 --resourcelist-refresh 1h ||
+    bad "rssource starts on 6,000 files"
+BB=$(src_url big)
+big_dump() {
+    curl -sf --max-time 5 "${BB}resourcesync/capabilitylist.xml" |
+        grep -q 'capability="resourcedump"'
+}
+check "its dump is published" wait_until 60 big_dump
+mkdir -p "$TMP/m5"
+"$RSSUB" sync --source "$BB" --mirror "$TMP/m5" --state "$TMP/m5.state" \
+    --dump --log-format logfmt --no-progress >/dev/null 2>"$TMP/m5a.log" &
+KPID=$!
+SUB_LOGS+=("$TMP/m5a.log")
+some_written() { [ "$(find "$TMP/m5" -type f | wc -l)" -ge 300 ]; }
+check "killed once some files are written" wait_until 30 some_written
+kill -KILL "$KPID" 2>/dev/null
+wait "$KPID" 2>/dev/null
+N5=$(find "$TMP/m5" -type f -name '*.txt' | wc -l)
+check "it was killed halfway ($N5 of 6000 written)" test "$N5" -lt 6000
+LEFT=$(find "$TMP" -maxdepth 1 -name 'm5.state.dump-*' | wc -l)
+note "packages the kill left beside the state: $LEFT"
+sub_cmd m5 sync "$BB" "$TMP/m5" "$TMP/m5.state" --dump
+sub_exit m5 0
+check "the mirror equals the Source" same_tree "$BIG" "$TMP/m5"
+check "no temporary file left in the mirror" \
+    test -z "$(find "$TMP/m5" -name '.rssub-tmp.*')"
+check "no package left beside the state" \
+    test -z "$(find "$TMP" -maxdepth 1 -name 'm5.state.dump-*')"
+src_stop big
+
 sub_finish

@@ -44,7 +44,7 @@ struct fx {
     struct tu_loop l;
     struct tu_httpd *srv;
     char *dir;
-    char tmp[4200];
+    char tmp[4200], tmpbase[4300];
     struct ledger *ledger;
     struct mirror *mirror;
     struct pathmap *pm;
@@ -125,6 +125,7 @@ fx_setup(void **state)
         fail_msg("mirror_open: %s", err);
     snprintf(f->tmp, sizeof(f->tmp), "%s/tmp", f->dir);
     assert_int_equal(mkdir(f->tmp, 0700), 0);
+    snprintf(f->tmpbase, sizeof(f->tmpbase), "%s/state.db", f->tmp);
     f->pm = pathmap_new();
     assert_non_null(f->pm);
     assert_int_equal(pathmap_add_prefix(f->pm, f->srv->origin, NULL), 0);
@@ -141,7 +142,7 @@ fx_setup(void **state)
     struct dump_opts o = {
         .base = f->l.base, .http = f->http, .ledger = f->ledger,
         .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
-        .tmpdir = f->tmp, .on_problem = on_problem, .on_done = on_done,
+        .tmpbase = f->tmpbase, .on_problem = on_problem, .on_done = on_done,
         .ud = f,
     };
     f->d = dump_new(&o);
@@ -608,7 +609,7 @@ test_alloc_failures(void **state)
     struct dump_opts o = {
         .base = f->l.base, .http = f->http, .ledger = f->ledger,
         .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
-        .tmpdir = f->tmp, .on_problem = on_problem, .on_done = on_done,
+        .tmpbase = f->tmpbase, .on_problem = on_problem, .on_done = on_done,
         .ud = f,
     };
     struct dump *d = NULL;
@@ -696,6 +697,39 @@ serve_many(struct fx *f, const char *path, const char *prefix, size_t n,
     return len;
 }
 
+/* dump/leftovers_swept: a package a crash left beside the state
+ * (STATE.dump-XXXXXX) is removed by dump_new; another state's, or a
+ * name that is not one dump makes, is not. */
+static void
+test_leftovers_swept(void **state)
+{
+    struct fx *f = *state;
+    const char *names[] = { "state.db.dump-AbC123", "other.db.dump-AbC123",
+                            "state.db.dump-AbC1234", "state.db" };
+    char path[4600];
+    struct stat sb;
+
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", f->tmp, names[i]);
+        FILE *fp = fopen(path, "w");
+        assert_non_null(fp);
+        fclose(fp);
+    }
+    dump_free(f->d);
+    struct dump_opts o = {
+        .base = f->l.base, .http = f->http, .ledger = f->ledger,
+        .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
+        .tmpbase = f->tmpbase, .on_problem = on_problem, .on_done = on_done,
+        .ud = f,
+    };
+    f->d = dump_new(&o);
+    assert_non_null(f->d);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", f->tmp, names[i]);
+        assert_int_equal(stat(path, &sb) == 0, i != 0);
+    }
+}
+
 /* dump/threads_write_every_member: a package of 500 members, every 50th
  * not matching its manifest, written with 1, 2 and 4 writer threads
  * (and with one per CPU): each good member in the mirror with its
@@ -725,7 +759,7 @@ test_threads_write_every_member(void **state)
         struct dump_opts o = {
             .base = f->l.base, .http = f->http, .ledger = f->ledger,
             .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
-            .tmpdir = f->tmp, .threads = threads[t],
+            .tmpbase = f->tmpbase, .threads = threads[t],
             .on_problem = on_problem, .on_done = on_done, .ud = f,
         };
         f->d = dump_new(&o);
@@ -1011,6 +1045,7 @@ main(void)
         T_("free_in_flight", test_free_in_flight),
         T_("alloc_failures", test_alloc_failures),
         T_("threads_write_every_member", test_threads_write_every_member),
+        T_("leftovers_swept", test_leftovers_swept),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
         T_("changedump/wrong_kind", test_changedump_wrong_kind),
