@@ -421,6 +421,68 @@ test_good(void **state)
     free(bin);
 }
 
+/* dumpzip/readers: a second reader reads the same members as the
+ * package's own, verified alike (a member that does not match its
+ * manifest fails through it too), both at once; a reader of a file that
+ * no longer has the package's members is refused (RS_EINVALID). */
+static void
+test_readers(void **state)
+{
+    struct fx *f = *state;
+    static const char one[] = "member one", two[] = "member two";
+    char h0[512], h1[512], err[ERRSZ], buf[64];
+    hashes_of(one, strlen(one), h0, sizeof(h0));
+    hashes_of("not two", 7, h1, sizeof(h1));
+    struct ment e[] = {
+        { "http://example.com/1", "/r/1", (long long)strlen(one), h0, NULL },
+        { "http://example.com/2", "/r/2", (long long)strlen(two), h1, NULL },
+    };
+    char *man = manifest("resourcedump-manifest", e, 2);
+    struct mem m[] = {
+        { "manifest.xml", man, strlen(man), false, false },
+        { "r/1", one, strlen(one), false, false },
+        { "r/2", two, strlen(two), true, false },
+    };
+    assert_true(zip_write(f->zip, m, 3));
+    free(man);
+
+    struct dumpzip *z = open_ok(f, NULL);
+    struct dumpzip_reader *r = NULL;
+    struct dumpzip_file *a, *b;
+    assert_int_equal(dumpzip_reader_new(z, &r, err, sizeof(err)), 0);
+    assert_int_equal(dumpzip_reader_open(r, 0, &a, err, sizeof(err)), 0);
+    assert_int_equal(dumpzip_file_open(z, 0, &b, err, sizeof(err)), 0);
+    assert_int_equal(dumpzip_file_read(a, buf, 3), 3);
+    assert_int_equal(dumpzip_file_read(b, buf, sizeof(buf)), strlen(one));
+    assert_int_equal(dumpzip_file_read(a, buf + 3, sizeof(buf) - 3),
+                     strlen(one) - 3);
+    assert_memory_equal(buf, one, strlen(one));
+    assert_int_equal(dumpzip_file_read(a, buf, sizeof(buf)), 0);
+    assert_int_equal(dumpzip_file_read(b, buf, sizeof(buf)), 0);
+    dumpzip_file_close(a);
+    dumpzip_file_close(b);
+    assert_int_equal(dumpzip_reader_open(r, 1, &a, err, sizeof(err)), 0);
+    while (dumpzip_file_read(a, buf, sizeof(buf)) > 0)
+        ;
+    assert_int_equal(dumpzip_file_read(a, buf, sizeof(buf)), RS_EINVALID);
+    assert_non_null(strstr(dumpzip_file_error(a), "digest"));
+    dumpzip_file_close(a);
+    assert_int_equal(dumpzip_reader_open(r, 2, &a, err, sizeof(err)),
+                     RS_EINVAL);
+    dumpzip_reader_free(r);
+    dumpzip_reader_free(NULL);
+
+    /* the file replaced by a package of other members */
+    struct mem m2[] = { { "manifest.xml", "x", 1, false, false } };
+    assert_true(zip_write(f->zip, m2, 1));
+    r = (struct dumpzip_reader *)1;
+    assert_int_equal(dumpzip_reader_new(z, &r, err, sizeof(err)),
+                     RS_EINVALID);
+    assert_null(r);
+    assert_non_null(strstr(err, "changed"));
+    dumpzip_close(z);
+}
+
 /* dumpzip/change_dump: a Change Dump Manifest may list one resource once
  * per change (different bitstreams); a deleted entry has no bitstream. */
 static void
@@ -1031,6 +1093,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         TS("dumpzip/good", test_good),
         TS("dumpzip/change_dump", test_change_dump),
+        TS("dumpzip/readers", test_readers),
         TS("dumpzip/no_manifest", test_no_manifest),
         TS("dumpzip/wrong_capability", test_wrong_capability),
         TS("dumpzip/bad_manifest", test_bad_manifest),

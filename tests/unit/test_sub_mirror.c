@@ -920,6 +920,42 @@ test_alloc_failures(void **state)
     assert_true(done);
 }
 
+/* mirror/twin: a twin writes into the same tree with the same options
+ * (the attic), has its own last error, outlives the handle it was made
+ * from, leaks no descriptor, and is confined like it (a symlink on the
+ * way is refused). */
+static void
+test_twin(void **state)
+{
+    struct fx *f = *state;
+    char err[512];
+    struct mirror_opts o = { .attic = f->attic };
+    struct mirror *m = fx_open(f->mdir, &o);
+    int fds = fx_fds();
+    struct mirror *t = mirror_twin(m, err, sizeof(err));
+    assert_non_null(t);
+    assert_string_equal(mirror_root(t), mirror_root(m));
+    assert_int_equal(fx_put(t, "tw/a.txt", "from the twin", RS_TIME_NONE), 0);
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "tw/a.txt")),
+                        "from the twin");
+    /* the attic is the twin's too */
+    assert_int_equal(mirror_remove(t, "tw/a.txt"), 0);
+    assert_string_equal(fx_read(fx_path(f, f->attic, "tw/a.txt")),
+                        "from the twin");
+    /* errors are per handle */
+    assert_int_equal(symlink(f->out, fx_path(f, f->mdir, "link")), 0);
+    assert_int_equal(fx_put(t, "link/x", "no", RS_TIME_NONE), RS_EDENIED);
+    assert_true(strstr(mirror_errstr(t), "symlink") != NULL);
+    assert_string_equal(mirror_errstr(m), "");
+    assert_int_equal(fx_count(f->out, NULL), 0);
+    /* the twin outlives its origin */
+    mirror_close(m);
+    assert_int_equal(fx_put(t, "tw/b.txt", "later", RS_TIME_NONE), 0);
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "tw/b.txt")), "later");
+    mirror_close(t);
+    assert_true(fx_fds() < fds);
+}
+
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -944,6 +980,7 @@ main(void)
         TS("mirror/external_changes", test_external_changes),
         TS("mirror/open_read", test_open_read),
         TS("mirror/alloc_failures", test_alloc_failures),
+        TS("mirror/twin", test_twin),
     };
     return cmocka_run_group_tests_name("sub_mirror", tests, NULL, NULL);
 }
