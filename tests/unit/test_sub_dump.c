@@ -104,6 +104,18 @@ on_problem(void *ud, const char *uri, const char *why)
     snprintf(f->prob_why, sizeof(f->prob_why), "%s", why);
 }
 
+/* The dump's options in this fixture. */
+static struct dump_opts
+fx_dump_opts(struct fx *f, unsigned threads)
+{
+    return (struct dump_opts){
+        .base = f->l.base, .http = f->http, .ledger = f->ledger,
+        .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
+        .tmpbase = f->tmpbase, .threads = threads, .on_problem = on_problem,
+        .on_done = on_done, .ud = f,
+    };
+}
+
 static int
 fx_setup(void **state)
 {
@@ -139,12 +151,7 @@ fx_setup(void **state)
     if (f->a == NULL)
         fail_msg("apply_new: %s", err);
     apply_pause(f->a, true);
-    struct dump_opts o = {
-        .base = f->l.base, .http = f->http, .ledger = f->ledger,
-        .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
-        .tmpbase = f->tmpbase, .on_problem = on_problem, .on_done = on_done,
-        .ud = f,
-    };
+    struct dump_opts o = fx_dump_opts(f, 0);
     f->d = dump_new(&o);
     assert_non_null(f->d);
     *state = f;
@@ -606,12 +613,7 @@ test_alloc_failures(void **state)
     const struct member p1[] = { { "res/a", "alpha", NULL, NULL } };
     const char *pkgs[] = { "/p1.zip" };
     long long lens[1] = { -1 };
-    struct dump_opts o = {
-        .base = f->l.base, .http = f->http, .ledger = f->ledger,
-        .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
-        .tmpbase = f->tmpbase, .on_problem = on_problem, .on_done = on_done,
-        .ud = f,
-    };
+    struct dump_opts o = fx_dump_opts(f, 0);
     struct dump *d = NULL;
     unsigned long n;
     int rc = RS_ENOMEM;
@@ -716,12 +718,7 @@ test_leftovers_swept(void **state)
         fclose(fp);
     }
     dump_free(f->d);
-    struct dump_opts o = {
-        .base = f->l.base, .http = f->http, .ledger = f->ledger,
-        .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
-        .tmpbase = f->tmpbase, .on_problem = on_problem, .on_done = on_done,
-        .ud = f,
-    };
+    struct dump_opts o = fx_dump_opts(f, 0);
     f->d = dump_new(&o);
     assert_non_null(f->d);
     for (size_t i = 0; i < 4; i++) {
@@ -756,12 +753,7 @@ test_threads_write_every_member(void **state)
                 f->srv->routes[i].path[0] = '\0';
         serve_dump(f, pkgs, lens, 1);
         dump_free(f->d);
-        struct dump_opts o = {
-            .base = f->l.base, .http = f->http, .ledger = f->ledger,
-            .mirror = f->mirror, .pathmap = f->pm, .apply = f->a,
-            .tmpbase = f->tmpbase, .threads = threads[t],
-            .on_problem = on_problem, .on_done = on_done, .ud = f,
-        };
+        struct dump_opts o = fx_dump_opts(f, threads[t]);
         f->d = dump_new(&o);
         assert_non_null(f->d);
         f->problems = 0;

@@ -324,6 +324,45 @@ test_run_ready_then_polls(void **state)
     assert_int_equal(f->code, 0);
 }
 
+/* The Resource Dump at /rd.xml (at TA) of one package, /p.zip: the
+ * manifest man and the members r1 ("one") and, with two, r2 ("four"),
+ * built with libzip; the Capability List lists the dump. The package's
+ * route. */
+static struct tu_route *
+fx_serve_package(struct fx *f, const char *man, int members)
+{
+    char zpath[4300];
+    size_t len = 0;
+    int ze = 0;
+    zip_t *za;
+    struct tu_route *pkg;
+
+    snprintf(zpath, sizeof(zpath), "%s/p.zip", f->dir);
+    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    assert_true(zip_file_add(za, "manifest.xml",
+                             zip_source_buffer(za, man, strlen(man), 0),
+                             0) >= 0);
+    assert_true(zip_file_add(za, "r1", zip_source_buffer(za, "one", 3, 0),
+                             0) >= 0);
+    if (members > 1)
+        assert_true(zip_file_add(za, "r2",
+                                 zip_source_buffer(za, "four", 4, 0), 0) >= 0);
+    assert_int_equal(zip_close(za), 0);
+    pkg = tu_httpd_add(f->srv, "/p.zip", 0, NULL, NULL);
+    free(pkg->body);
+    pkg->body = tu_read_file(zpath, &len);
+    pkg->body_len = len;
+    (void)tu_httpd_add(f->srv, "/rd.xml", 0, CT_XML, URLSET "<rs:md "
+                       "capability=\"resourcedump\" at=\"" TA "\"/><url><loc>"
+                       "{B}/p.zip</loc></url></urlset>");
+    f->srv->routes[0].path[0] = '\0';
+    (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, CAPLIST(
+        "<url><loc>{B}/rd.xml</loc><rs:md capability=\"resourcedump\"/>"
+        "</url>"));
+    return pkg;
+}
+
 /* session/drain_during_the_dump: a drain (SIGTERM) while the first sync
  * unpacks a Resource Dump and a pushed change is being fetched (so the
  * drain waits, up to its drain time): the dump is abandoned with the pull
@@ -333,38 +372,17 @@ static void
 test_drain_during_the_dump(void **state)
 {
     struct fx *f = *state;
-    char zpath[4300], man[2048], note[1024], when[RS_TIME_BUFSZ], err[256];
+    char man[2048], note[1024], when[RS_TIME_BUFSZ], err[256];
     char id[64], chan[256];
-    size_t len = 0;
-    int ze = 0, n;
-    zip_t *za;
+    int n;
     struct tu_route *pkg, *slow;
 
     /* a package of one member, served slowly (4 bytes each 2 ms) */
     snprintf(man, sizeof(man), URLSET "<rs:md capability=\"resourcedump-"
              "manifest\" at=\"" TA "\"/><url><loc>%s/r1</loc><rs:md "
              "length=\"3\" path=\"/r1\"/></url></urlset>", f->srv->origin);
-    snprintf(zpath, sizeof(zpath), "%s/p.zip", f->dir);
-    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
-    assert_non_null(za);
-    assert_true(zip_file_add(za, "manifest.xml",
-                             zip_source_buffer(za, man, strlen(man), 0),
-                             0) >= 0);
-    assert_true(zip_file_add(za, "r1", zip_source_buffer(za, "one", 3, 0),
-                             0) >= 0);
-    assert_int_equal(zip_close(za), 0);
-    pkg = tu_httpd_add(f->srv, "/p.zip", 0, NULL, NULL);
-    free(pkg->body);
-    pkg->body = tu_read_file(zpath, &len);
-    pkg->body_len = len;
+    pkg = fx_serve_package(f, man, 1);
     pkg->pace = 4;
-    (void)tu_httpd_add(f->srv, "/rd.xml", 0, CT_XML, URLSET "<rs:md "
-                       "capability=\"resourcedump\" at=\"" TA "\"/><url><loc>"
-                       "{B}/p.zip</loc></url></urlset>");
-    f->srv->routes[0].path[0] = '\0';
-    (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, CAPLIST(
-        "<url><loc>{B}/rd.xml</loc><rs:md capability=\"resourcedump\"/>"
-        "</url>"));
 
     /* a change pushed through rshub, of a resource that takes its time */
     slow = tu_httpd_add(f->srv, "/slow", 0, NULL, "");
@@ -404,11 +422,7 @@ static void
 fx_serve_dump(struct fx *f, int r2_len, const char *cl_from,
               const char *cl_entries)
 {
-    char zpath[4300], man[2048], cl[2048];
-    size_t len = 0;
-    int ze = 0;
-    zip_t *za;
-    struct tu_route *pkg;
+    char man[2048], cl[2048];
 
     snprintf(man, sizeof(man), URLSET "<rs:md capability=\"resourcedump-"
              "manifest\" at=\"" TA "\"/><url><loc>%s/r1</loc><lastmod>" LM
@@ -416,28 +430,7 @@ fx_serve_dump(struct fx *f, int r2_len, const char *cl_from,
              "%s/r2</loc><lastmod>" LM "</lastmod><rs:md length=\"%d\" "
              "path=\"/r2\"/></url></urlset>", f->srv->origin, f->srv->origin,
              r2_len);
-    snprintf(zpath, sizeof(zpath), "%s/p.zip", f->dir);
-    za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
-    assert_non_null(za);
-    assert_true(zip_file_add(za, "manifest.xml",
-                             zip_source_buffer(za, man, strlen(man), 0),
-                             0) >= 0);
-    assert_true(zip_file_add(za, "r1", zip_source_buffer(za, "one", 3, 0),
-                             0) >= 0);
-    assert_true(zip_file_add(za, "r2", zip_source_buffer(za, "four", 4, 0),
-                             0) >= 0);
-    assert_int_equal(zip_close(za), 0);
-    pkg = tu_httpd_add(f->srv, "/p.zip", 0, NULL, NULL);
-    free(pkg->body);
-    pkg->body = tu_read_file(zpath, &len);
-    pkg->body_len = len;
-    (void)tu_httpd_add(f->srv, "/rd.xml", 0, CT_XML, URLSET "<rs:md "
-                       "capability=\"resourcedump\" at=\"" TA "\"/><url><loc>"
-                       "{B}/p.zip</loc></url></urlset>");
-    f->srv->routes[0].path[0] = '\0';
-    (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, CAPLIST(
-        "<url><loc>{B}/rd.xml</loc><rs:md capability=\"resourcedump\"/>"
-        "</url>"));
+    (void)fx_serve_package(f, man, 2);
     snprintf(cl, sizeof(cl), URLSET "<rs:md capability=\"changelist\" "
              "from=\"%s\"/>%s</urlset>", cl_from, cl_entries);
     free(f->cl->body);
