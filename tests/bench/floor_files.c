@@ -148,8 +148,10 @@ main(int argc, char **argv)
         fprintf(stderr, "usage: floor_files SRC_TREE DST [THREADS]\n");
         return 2;
     }
-    int nthreads = argc == 4 ? atoi(argv[3]) : 1;
-    if (nthreads < 1 || nthreads > 64) {
+    char *end = NULL;
+    long nthreads = argc == 4 ? strtol(argv[3], &end, 10) : 1;
+    if ((argc == 4 && (end == argv[3] || *end != '\0')) || nthreads < 1 ||
+        nthreads > 64) {
         fprintf(stderr, "floor_files: THREADS is 1 to 64\n");
         return 2;
     }
@@ -160,16 +162,16 @@ main(int argc, char **argv)
     pthread_t th[64];
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int t = 1; t < nthreads; t++)
+    for (long t = 1; t < nthreads; t++)
         if (pthread_create(&th[t], NULL, writer, NULL) != 0)
             die("pthread_create", "");
     writer(NULL);
-    for (int t = 1; t < nthreads; t++)
+    for (long t = 1; t < nthreads; t++)
         pthread_join(th[t], NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) +
                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("files=%zu threads=%d seconds=%.3f us_per_file=%.2f\n", nitems,
+    printf("files=%zu threads=%ld seconds=%.3f us_per_file=%.2f\n", nitems,
            nthreads, s, nitems ? s / (double)nitems * 1e6 : 0.0);
     for (size_t i = 0; i < nitems; i++) {
         free(items[i].rel);
