@@ -211,9 +211,14 @@ test_dirs(void **state)
     assert_int_equal(watch_add_dir(f->w, "newdir"), 0);
     f->ngot = 0;
     fx_write(f, "newdir/inner.txt", "y");
-    fx_run(f, 1, 3000);
-    assert_int_equal(f->ngot, 1);
-    assert_string_equal(f->got[0], "newdir/inner.txt");
+    /* the deletion of new.txt may come in a batch of its own, after the
+     * three above (CI saw it come here, first) */
+    for (int k = 0; k < 3 && !fx_has(f, "newdir/inner.txt"); k++)
+        fx_run(f, f->ngot + 1, 3000);
+    assert_true(fx_has(f, "newdir/inner.txt"));
+    for (int i = 0; i < f->ngot; i++)
+        assert_true(strcmp(f->got[i], "newdir/inner.txt") == 0 ||
+                    strcmp(f->got[i], "new.txt") == 0);
     struct watch_stats st;
     watch_get_stats(f->w, &st);
     assert_int_equal(st.watches, 2);
