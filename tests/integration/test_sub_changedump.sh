@@ -6,8 +6,9 @@
 # packages (requests counted by a logging proxy rssource's base URL points
 # at) and asks for no file they gave: only the open list's change is
 # fetched on its own. The mirror equals the Source. A package the proxy
-# tampers with has its member refused and that file fetched alone, and a
-# sync with nothing new since the last close fetches no package at all.
+# tampers with has its member refused and that file fetched alone, a
+# sync with nothing new since the last close fetches no package at all,
+# and a catch-up killed halfway (-9) is finished by the next sync.
 set -u
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -142,5 +143,51 @@ check "the mirror equals the Source" same_tree "$D" "$TMP/m2"
 expect_eq "resource requests: the refused member and the open list's two" \
     "$(resource_gets | sort)" \
     "$(printf 'GET /%s 200\nGET /open.txt 200\nGET /open2.txt 200\n' "${TP#* }" | sort)"
+
+note "rssub killed in the middle of a catch-up, then run again"
+# another Source (--page-size 1000): a mirror of it, then 3,000 files
+# created while it is away (three closed lists, packages of 500); the
+# catch-up is killed (-9) once some are written, and the next sync --dump
+# finishes it
+BD=$TMP/big
+mkdir -p "$BD"
+printf 'seed\n' >"$BD/seed.txt"
+src_start big "$BD" --dump --page-size 1000 --dump-max-files 500 \
+    --dump-interval 1h --settle 200ms || bad "rssource starts"
+BB=$(src_url big)
+sub_cmd k sync "$BB" "$TMP/k" "$TMP/k.state"
+sub_exit k 0
+"$PY" - "$BD" <<'EOF2'
+import os, sys
+for i in range(3000):
+    d = os.path.join(sys.argv[1], "n%02d" % (i // 100))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%04d.txt" % i), "w") as f:
+        f.write("new file %d\n" % i * (1 + i % 30))
+EOF2
+big_packaged() {
+    [ "$(changes_of big | wc -l)" -ge 3000 ] &&
+        [ "$(curl -sf "${BB}resourcesync/changedump.xml" |
+             grep -o 'changedump-[0-9]*-[0-9]*\.zip</loc>' | wc -l)" -ge 6 ]
+}
+check "the three closed lists are packed" wait_until 60 big_packaged
+"$RSSUB" sync --source "$BB" --mirror "$TMP/k" --state "$TMP/k.state" \
+    --dump --log-format logfmt --no-progress >/dev/null 2>"$TMP/ka.log" &
+KPID=$!
+SUB_LOGS+=("$TMP/ka.log")
+some_new() { [ "$(find "$TMP/k" -type f -name 'f*.txt' | wc -l)" -ge 200 ]; }
+check "killed once some are written" wait_until 30 some_new
+kill -KILL "$KPID" 2>/dev/null
+wait "$KPID" 2>/dev/null
+NK=$(find "$TMP/k" -type f -name 'f*.txt' | wc -l)
+check "it was killed halfway ($NK of 3000 written)" test "$NK" -lt 3000
+sub_cmd k sync "$BB" "$TMP/k" "$TMP/k.state" --dump
+sub_exit k 0
+check "the mirror equals the Source" same_tree "$BD" "$TMP/k"
+check "the catch-up came from the change dump again" \
+    grep -q 'msg="change dump unpacked"' "$TMP/k.log"
+check "no package left beside the state" \
+    test -z "$(find "$TMP" -maxdepth 1 -name 'k.state.dump-*')"
+src_stop big
 
 sub_finish
