@@ -595,6 +595,8 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
 
 /* ---------------------------------------------------------------- signals */
 
+#define RS_HUB_FLUSH_US 200000    /* after the drain: answers written */
+
 /* The drain (rs_daemon runs it): new publishes are refused (503) and
  * /readyz says so; the loop ends once the publishes in flight have their
  * answer from Redis, or the drain time is up. */
@@ -630,7 +632,13 @@ on_stopped(void *ud, bool timed_out)
     if (timed_out && h->inflight > 0)
         rs_log(RS_LOG_WARN, "stopping with %u publishes unanswered (their "
                "publishers retry)", h->inflight);
-    event_base_loopexit(h->base, NULL);
+    /* A publish answered by Redis in this very loop turn has its 202
+     * queued, not yet written: evhttp writes on the socket's next write
+     * event. Ending the loop now would close the connection on it (the
+     * publisher sees no answer, and publishes again). A short turn more
+     * lets those writes out; new publishes meanwhile get 503. */
+    struct timeval flush = { 0, timed_out ? 0 : RS_HUB_FLUSH_US };
+    event_base_loopexit(h->base, &flush);
 }
 
 /* ------------------------------------------------------------------- main */
