@@ -195,8 +195,7 @@ struct dumpzip_reader {
 };
 
 struct dumpzip {
-    struct dumpzip_reader main;  /* z's own (za: main.za) */
-    zip_t *za;                   /* == main.za */
+    struct dumpzip_reader main;  /* z's own */
     char *path;                  /* the package, for more readers */
     zip_uint64_t nmembers;
     struct dumpzip_limits lim;   /* defaults filled in */
@@ -587,7 +586,7 @@ on_manifest_entry(void *ud, const struct rs_entry *e)
         dz_pool_md(&z->pool, &d->md) != 0 ||
         dz_pool_links(&z->pool, &d->links, d->nlinks) != 0)
         return RS_ENOMEM;
-    z->member[z->n] = dz_locate(z->za, d->md.path);
+    z->member[z->n] = dz_locate(z->main.za, d->md.path);
     z->n++;
     return 0;
 }
@@ -786,7 +785,7 @@ dz_check_members(struct dumpzip *z, char *err, size_t errsz)
 {
     const struct dumpzip_limits *l = &z->lim;
     char shown[DZ_NAME_SHOWN + 1];
-    zip_int64_t n = zip_get_num_entries(z->za, 0);
+    zip_int64_t n = zip_get_num_entries(z->main.za, 0);
     if (n < 0)
         n = 0;
     z->nmembers = (zip_uint64_t)n;
@@ -799,12 +798,12 @@ dz_check_members(struct dumpzip *z, char *err, size_t errsz)
     for (zip_int64_t i = 0; i < n; i++) {
         zip_stat_t st;
         zip_stat_init(&st);
-        if (zip_stat_index(z->za, (zip_uint64_t)i, 0, &st) != 0) {
-            zip_error_t *ze = zip_get_error(z->za);
+        if (zip_stat_index(z->main.za, (zip_uint64_t)i, 0, &st) != 0) {
+            zip_error_t *ze = zip_get_error(z->main.za);
             int rc = dz_zip_rc(zip_error_code_zip(ze));
             dz_msg(err, errsz, "member %" PRId64 ": %s", (int64_t)i,
                    zip_error_strerror(ze));
-            zip_error_clear(z->za);
+            zip_error_clear(z->main.za);
             return rc;
         }
         if ((st.valid & (ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE)) !=
@@ -861,10 +860,9 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
         rc = RS_ENOMEM;
         goto out;
     }
-    z->za = zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
     z->main.z = z;
-    z->main.za = z->za;
-    if (z->za == NULL) {
+    z->main.za = zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (z->main.za == NULL) {
         zip_error_t e;
         zip_error_init_with_code(&e, ze);
         rc = dz_zip_rc(ze);
@@ -884,7 +882,7 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
     if (rc != 0)
         goto out;
 
-    zip_int64_t mi = zip_name_locate(z->za, dz_manifest_name, 0);
+    zip_int64_t mi = zip_name_locate(z->main.za, dz_manifest_name, 0);
     if (mi < 0) {
         rc = RS_EINVALID;
         dz_msg(err, errsz, "the package has no %s", dz_manifest_name);
@@ -892,9 +890,10 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
     }
     zip_stat_t st;
     zip_stat_init(&st);
-    if (zip_stat_index(z->za, (zip_uint64_t)mi, 0, &st) != 0) {
-        rc = dz_zip_rc(zip_error_code_zip(zip_get_error(z->za)));
-        dz_msg(err, errsz, "%s: %s", dz_manifest_name, zip_strerror(z->za));
+    if (zip_stat_index(z->main.za, (zip_uint64_t)mi, 0, &st) != 0) {
+        rc = dz_zip_rc(zip_error_code_zip(zip_get_error(z->main.za)));
+        dz_msg(err, errsz, "%s: %s", dz_manifest_name,
+               zip_strerror(z->main.za));
         goto out;
     }
     if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) &&
@@ -923,8 +922,8 @@ out:
 static void
 dz_free(struct dumpzip *z)
 {
-    if (z->za != NULL)
-        zip_discard(z->za);
+    if (z->main.za != NULL)
+        zip_discard(z->main.za);
     rs_free(z->path);
     rs_free(z->entries);
     rs_free(z->member);

@@ -156,8 +156,6 @@ struct job_q {
     rs_time_t since;              /* CHANGES: read from no later than this
                                      (RS_TIME_NONE: the set's mark) */
     bool changedumped;            /* CHANGES: the Change Dump was tried */
-    bool after_dump;              /* CHANGES: from a Resource Dump's at,
-                                     the baseline's last step */
 };
 
 struct session {
