@@ -1052,20 +1052,27 @@ cd_rebase(struct changedump *d)
     return rc;
 }
 
-/* Lists with cdump rows, for the start-up clean-up. */
-static bool
-cd_has_rows(struct changedump *d, int64_t list)
+/* For the start-up clean-up: whether list has cdump rows at all, and
+ * whether one is for its package part (a list marked as having no
+ * Change Dump, part 0, keeps no package). */
+static void
+cd_kept_rows(struct changedump *d, int64_t list, int64_t part, bool *any,
+             bool *this_part)
 {
     struct state_iter *it;
     int64_t l, p, len;
-    bool found = false;
 
-    if (state_cdump_iter(d->o.st, &it) != 0)
-        return true;                 /* keep, to be safe */
-    while (!found && state_cdump_next(it, &l, &p, &len) == 1)
-        found = l == list;
+    *any = *this_part = false;
+    if (state_cdump_iter(d->o.st, &it) != 0) {
+        *any = *this_part = true;     /* keep, to be safe */
+        return;
+    }
+    while (!*this_part && state_cdump_next(it, &l, &p, &len) == 1)
+        if (l == list) {
+            *any = true;
+            *this_part = part >= 1 && p == part;
+        }
     state_iter_free(it);
-    return found;
 }
 
 struct changedump *
@@ -1127,10 +1134,11 @@ changedump_new(const struct changedump_opts *o, const char **err)
                     unlinkat(dirfd(dd), de->d_name, 0);
                 continue;
             }
-            bool rows = cd_has_rows(d, l);
+            bool rows, its_row;
+            cd_kept_rows(d, l, p, &rows, &its_row);
             bool keep = k == CD_SPOOL
                 ? !rows && state_clist_get(o->st, l, &cl) == 0
-                : rows;
+                : its_row;
             if (!keep)
                 unlinkat(dirfd(dd), de->d_name, 0);
             else if (k == CD_SPOOL &&

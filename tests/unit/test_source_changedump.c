@@ -500,14 +500,24 @@ test_restart(void **state)
     };
     check_pkg(f, "changedump-2-1.zip", 2, w2, 5);
     assert_true(served(f, "changedump-1-1.zip"));
-    /* a build cut short leaves files the next start removes */
-    char p[4400];
+    /* a build cut short leaves files the next start removes; so are a
+     * part no row names and the package of a list marked as having no
+     * Change Dump (a crash between marking it so and removing its files) */
+    char p[4400], q[4400], r[4400];
     snprintf(p, sizeof(p), "%s/changedump-9-1.zip", f->ddir);
-    FILE *fp = fopen(p, "w");
-    fputs("partial", fp);
-    fclose(fp);
+    snprintf(q, sizeof(q), "%s/changedump-2-7.zip", f->ddir);
+    snprintf(r, sizeof(r), "%s/changedump-5-1.zip", f->ddir);
+    const char *stale[] = { p, q, r };
+    for (int i = 0; i < 3; i++) {
+        FILE *fp = fopen(stale[i], "w");
+        assert_non_null(fp);
+        fputs("partial", fp);
+        fclose(fp);
+    }
+    assert_int_equal(state_cdump_add(f->st, 5, 0, -1), 0);
     fx_cd(f, 0, 0);
-    assert_int_not_equal(access(p, F_OK), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_not_equal(access(stale[i], F_OK), 0);
     assert_true(served(f, "changedump-2-1.zip"));
     assert_int_equal(changedump_packages(f->cd), 2);
 }
