@@ -4,7 +4,9 @@
  * The appliers stay paused unless a test lets them run: what a pull queues
  * is read back from the ledger's todo rows. The mirror's state is made by
  * hand (files written through mirror, rows through the ledger) so that each
- * test says exactly what the Source and the mirror hold. Every pull runs
+ * test says exactly what the Source and the mirror hold. The open list's
+ * continuation (tail_*) is followed with conditional requests, and left
+ * for the list when it closes, goes, or cannot be validated. Every pull runs
  * under a watchdog, on_done is counted exactly, and every test ends with
  * nothing left on the loop, clean under ASan. */
 #include "testutil.h"
@@ -396,6 +398,129 @@ test_closed_lists_skipped(void **state)
     assert_int_equal(tu_httpd_hits(f->srv, "/cl1.xml"), 1);
     assert_int_equal(f->r.entries, 2);
     assert_int_equal(f->done, 2);
+}
+
+/* The open list's headers: its ETag and its continuation. */
+#define TAIL_HDRS(etag, after)                                              \
+    CT_XML "\nETag: \"" etag "\"\nLink: <" after ">; "                      \
+    "rel=\"urn:rspush:changes-after\""
+#define T1 "2020-01-01T01:00:00Z"
+#define T2 "2020-01-01T02:00:00Z"
+#define T3 "2020-01-01T03:00:00Z"
+
+/* Make route path answer status (0: 200) with headers and body (a new
+ * route: its hits start at 0). */
+static void
+reroute(struct fx *f, const char *path, int status, const char *headers,
+        const char *body)
+{
+    for (size_t i = 0; i < f->srv->nroutes; i++)
+        if (strcmp(f->srv->routes[i].path, path) == 0)
+            f->srv->routes[i].path[0] = '\0';
+    (void)tu_httpd_add(f->srv, path, status, headers, body);
+}
+
+/* pull/tail_follows_the_open_list: an open Change List that names its
+ * continuation (Link rel="urn:rspush:changes-after") and has an ETag is
+ * read whole once; the next pulls ask its continuation with If-None-Match:
+ * a 304 costs nothing and reaches back, new entries are queued and move
+ * the continuation on, and the list itself is not read again. A pull
+ * from before what was read walks the list again. */
+static void
+test_tail_follows_the_open_list(void **state)
+{
+    struct fx *f = *state;
+
+    reroute(f, "/ocl.xml", 0, TAIL_HDRS("v1", "/tail1.xml"),
+            CL(FROM(T0), CH("a", "created", T1)));
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T0));
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(todo_of(f, "a", NULL, 0, NULL), LEDGER_CREATE);
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 1);
+
+    /* nothing new: the continuation, conditionally, answered 304 */
+    reroute(f, "/tail1.xml", 304, NULL, NULL);
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T1));
+    assert_int_equal(f->rc, 0);
+    assert_true(f->r.reached_back);
+    assert_int_equal(f->r.entries, 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/tail1.xml"), 1);
+    assert_string_equal(f->srv->inm, "\"v1\"");
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 1);
+
+    /* one new entry: read from the continuation, which moves on */
+    reroute(f, "/tail1.xml", 0, TAIL_HDRS("v2", "/tail2.xml"),
+            CL(FROM(T1), CH("b", "created", T2)));
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T1));
+    assert_int_equal(f->rc, 0);
+    assert_true(f->r.reached_back);
+    assert_int_equal(f->r.entries, 1);
+    assert_int_equal(todo_of(f, "b", NULL, 0, NULL), LEDGER_CREATE);
+    assert_int_equal(tu_httpd_hits(f->srv, "/tail1.xml"), 1);  /* rerouted */
+    assert_string_equal(f->srv->inm, "\"v1\"");
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 1);
+    reroute(f, "/tail2.xml", 304, NULL, NULL);
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T2));
+    assert_int_equal(tu_httpd_hits(f->srv, "/tail2.xml"), 1);
+    assert_string_equal(f->srv->inm, "\"v2\"");
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 1);
+
+    /* a pull from before what the tail has read (a gap): the list whole */
+    reroute(f, "/ocl.xml", 0, TAIL_HDRS("v2", "/tail2.xml"),
+            CL(FROM(T0), CH("a", "created", T1) CH("b", "created", T2)));
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T0));
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 1);  /* rerouted */
+    assert_int_equal(tu_httpd_hits(f->srv, "/tail2.xml"), 1);
+    assert_int_equal(f->r.entries, 2);
+}
+
+/* pull/tail_closed_or_gone: a continuation that answers a closed list
+ * (until), or 404 (the change it reads on from is gone), sends the pull
+ * back to what it was asked to read, which names what follows; a list
+ * without a validator, or without a continuation, is read whole each
+ * time. */
+static void
+test_tail_closed_or_gone(void **state)
+{
+    struct fx *f = *state;
+
+    reroute(f, "/ocl.xml", 0, TAIL_HDRS("v1", "/tail1.xml"),
+            CL(FROM(T0), CH("a", "created", T1)));
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T0));
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 1);
+
+    /* closed: the list is read again from the start */
+    reroute(f, "/tail1.xml", 0, CT_XML,
+            CL(FROM(T1) " until=\"" T3 "\"", CH("c", "created", T2)));
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T1));
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/tail1.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 2);
+    assert_int_equal(todo_of(f, "c", NULL, 0, NULL), LEDGER_CREATE);
+
+    /* (this server's list still names the same continuation, which the
+     * walk took up again) gone (404): likewise */
+    reroute(f, "/tail1.xml", 404, CT_XML, "no such change");
+    fx_pull(f, PULL_CHANGES, "/ocl.xml", NULL, T(T1));
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/tail1.xml"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/ocl.xml"), 3);
+
+    /* no validator: no tail, the list each time */
+    reroute(f, "/plain.xml", 0,
+            CT_XML "\nLink: </tail9.xml>; rel=\"urn:rspush:changes-after\"",
+            CL(FROM(T0), CH("d", "created", T1)));
+    fx_pull(f, PULL_CHANGES, "/plain.xml", NULL, T(T0));
+    fx_pull(f, PULL_CHANGES, "/plain.xml", NULL, T(T1));
+    assert_int_equal(tu_httpd_hits(f->srv, "/plain.xml"), 2);
+    /* no continuation: likewise */
+    reroute(f, "/nolink.xml", 0, CT_XML "\nETag: \"v1\"",
+            CL(FROM(T0), CH("e", "created", T1)));
+    fx_pull(f, PULL_CHANGES, "/nolink.xml", NULL, T(T0));
+    fx_pull(f, PULL_CHANGES, "/nolink.xml", NULL, T(T1));
+    assert_int_equal(tu_httpd_hits(f->srv, "/nolink.xml"), 2);
+    assert_int_equal(f->srv->misses, 0);
 }
 
 /* ---------------------------------------------------------- RECONCILE */
@@ -812,6 +937,8 @@ main(void)
         T_("changes_since", test_changes_since),
         T_("changes_not_reached_back", test_changes_not_reached_back),
         T_("closed_lists_skipped", test_closed_lists_skipped),
+        T_("tail_follows_the_open_list", test_tail_follows_the_open_list),
+        T_("tail_closed_or_gone", test_tail_closed_or_gone),
         T_("baseline_then_applied", test_baseline_then_applied),
         T_("reconcile_deletes_unseen", test_reconcile_deletes_unseen),
         T_("brought_forward", test_brought_forward),

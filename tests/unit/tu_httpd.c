@@ -262,6 +262,9 @@ httpd_on_request(struct evhttp_request *req, void *arg)
     s->requests++;
     acc = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
     snprintf(s->accept, sizeof(s->accept), "%s", acc != NULL ? acc : "");
+    acc = evhttp_find_header(evhttp_request_get_input_headers(req),
+                             "If-None-Match");
+    snprintf(s->inm, sizeof(s->inm), "%s", acc != NULL ? acc : "");
     r = httpd_find(s, path != NULL ? path : "/");
     if (r == NULL) {
         s->misses++;

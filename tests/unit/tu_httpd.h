@@ -98,6 +98,7 @@ struct tu_httpd {
     unsigned requests;          /* all requests */
     unsigned misses;            /* requests for paths not in the table */
     char accept[128];           /* the last request's Accept */
+    char inm[128];              /* ... and If-None-Match ("": none) */
     tu_httpd_paced_end_cb on_paced_end;     /* or NULL */
     void *ud;                   /* for on_paced_end */
     /* private: the paced reply in progress (one at most) */
