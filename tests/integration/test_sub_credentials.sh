@@ -14,7 +14,9 @@
 # --client-cert reaches the Source's origin and not the other origin a
 # redirect leads to; (4) wss: rssub follows rshub's channel through nginx
 # terminating TLS, and --hub-token-file's bearer arrives on the upgrade
-# (recorded by nginx's access log).
+# (recorded by nginx's access log); with nginx asking for a client
+# certificate, --client-cert's is shown and verified, and without one the
+# channel is refused.
 # shellcheck disable=SC2317 # helpers run through check/wait_until
 set -u
 # shellcheck source=lib/common.sh
@@ -326,6 +328,7 @@ CH=$(caplist_ws p change-notification)
 NG=$TMP/nginx
 mkdir -p "$NG/logs"
 NGPORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+NGPORT2=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$NG/nginx.conf" <<CONF
 daemon off;
 master_process off;
@@ -352,6 +355,23 @@ http {
             proxy_set_header Upgrade \$http_upgrade;
             proxy_set_header Connection "upgrade";
             proxy_set_header Authorization \$http_authorization;
+            proxy_read_timeout 300s;
+        }
+    }
+    # the same, for clients with a certificate of testca only
+    log_format mtls '\$request_uri verify=\$ssl_client_verify status=\$status';
+    server {
+        listen 127.0.0.1:$NGPORT2 ssl;
+        ssl_certificate $PKI/server.pem;
+        ssl_certificate_key $PKI/server.key;
+        ssl_verify_client on;
+        ssl_client_certificate $PKI/testca.pem;
+        access_log $NG/logs/mtls.log mtls;
+        location / {
+            proxy_pass http://127.0.0.1:${HUB_WS[h]};
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade \$http_upgrade;
+            proxy_set_header Connection "upgrade";
             proxy_read_timeout 300s;
         }
     }
@@ -391,6 +411,37 @@ check "wss with a wrong CA: refused, said why" wait_until 15 \
 check "wss with a wrong CA: the channel never connected" \
     test -z "$(grep -E 'msg="?channel connected"? uri=wss://' "${SUB_LOG[x]}")"
 sub_stop x
+
+# a client certificate over wss: nginx asks for one of testca
+WSS2=wss://127.0.0.1:$NGPORT2/channel/$CH
+SUB_READY_SECS=30
+if sub_start c "$(src_url p)" "$TMP/c.m" "$TMP/c.db" --channel "$WSS2" \
+        --cacert "$PKI/testca.pem" --client-cert "$PKI/client.pem" \
+        --client-key "$PKI/client.key" \
+        --push-timeout 60s --poll-interval 60s --pull-interval 0; then
+    ok "rssub run with a wss channel and --client-cert: ready"
+else
+    bad "rssub run with a wss channel and --client-cert" "$(tail -n 20 "${SUB_LOG[c]}")"
+fi
+check "wss with a client certificate: the channel is connected" wait_until 15 \
+    grep -Eq "msg=\"?channel connected\"? uri=wss://127.0.0.1:$NGPORT2/" "${SUB_LOG[c]}"
+printf 'pushed over mutual tls\n' >"$D5/mtls.txt"
+check "a change arrives over it" wait_until 20 cmp "$D5/mtls.txt" "$TMP/c.m/mtls.txt"
+sub_stop c
+check "nginx verified the certificate on the upgrade" wait_until 5 \
+    grep -q "/channel/$CH[^ ]* verify=SUCCESS status=101" "$NG/logs/mtls.log"
+SUB_READY_SECS=20
+sub_start y "$(src_url p)" "$TMP/y.m" "$TMP/y.db" --channel "$WSS2" \
+    --cacert "$PKI/testca.pem" --push-timeout 60s --poll-interval 60s \
+    2>/dev/null
+sleep 3
+check "without one: the channel never connects" \
+    test -z "$(grep -E 'msg="?channel connected"? uri=wss://' "${SUB_LOG[y]}")"
+check "nginx refused the upgrade (no certificate)" \
+    grep -q "/channel/$CH[^ ]* verify=NONE status=400" "$NG/logs/mtls.log"
+check "and rssub said so" \
+    grep -q "lws_client_handshake: got bad HTTP response '400'" "${SUB_LOG[y]}"
+sub_stop y
 stop_pid "${BG_PID[nginx]}"
 unset "BG_PID[nginx]"
 src_stop p
