@@ -938,8 +938,8 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
                   "written", n[1], "failed", n[2], "bytes", n[3], NULL);
     /* A complete dump into an empty ledger is the Source as of its at
      * (core 4: a baseline, then the changes since): the Change Lists from
-     * there finish the baseline, and the Resource List, which says no
-     * more, is not read. Anything less (a member that failed, resources
+     * there finish the baseline, and the Resource List, which says nothing
+     * the two do not, is not read. Anything less (a member that failed, resources
      * the ledger held before, no Change List, no at) and the reconcile
      * decides, fetching only what the mirror lacks. */
     if (rc == 0 && r->failed == 0 && r->at != RS_TIME_NONE &&
