@@ -503,17 +503,9 @@ cd_op_manifest(void *ud, const char **buf, size_t *len, char *why)
         rs_free(loc);
         return RS_ENOMEM;
     }
-    rs_link_init(&up);
-    up.rel = "up";
-    up.href = docs_caplist_url(d);
-    rs_head_init(&h);
-    h.root = RS_ROOT_URLSET;
-    h.has_md = true;
-    h.md.capability = RS_CAP_CHANGEDUMP_MANIFEST;
+    docs_head_up(d, RS_ROOT_URLSET, RS_CAP_CHANGEDUMP_MANIFEST, &h, &up);
     h.md.from = b->cl.from;
     h.md.until = b->cl.until;
-    h.links = &up;
-    h.nlinks = 1;
     rc = rs_writer_begin(wr, &h);
     for (size_t i = b->first; rc == 0 && i < b->first + b->count; i++) {
         const struct cd_change *c = &b->c[i];
@@ -1005,14 +997,12 @@ cd_next(struct changedump *d, int64_t *list)
 static int
 cd_rebase(struct changedump *d)
 {
-    char base[DOCS_URL_MAX];
     struct state_iter *it;
     int64_t l, p, len, *lists = NULL;
     size_t n = 0, cap = 0;
     int rc;
 
-    if (state_meta_get_text(d->o.st, "cdump.base", base, sizeof(base)) == 0 &&
-        strcmp(base, docs_base(d->o.docs)) == 0)
+    if (state_meta_text_is(d->o.st, "cdump.base", docs_base(d->o.docs)))
         return 0;
     if ((rc = state_cdump_iter(d->o.st, &it)) != 0)
         return rc;

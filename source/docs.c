@@ -172,6 +172,16 @@ head_init(struct rs_head *h, enum rs_root root, enum rs_capability cap)
     h->md.capability = cap;
 }
 
+void
+docs_head_up(const struct docs *d, enum rs_root root, enum rs_capability cap,
+             struct rs_head *h, struct rs_link *up)
+{
+    link_init(up, "up", d->caplist);
+    head_init(h, root, cap);
+    h->links = up;
+    h->nlinks = 1;
+}
+
 /* ----------------------------------------------------------- entries */
 
 int

@@ -53,6 +53,13 @@ int docs_url(const struct docs *d, const char *name, char *buf, size_t len)
 int docs_resource_url(const struct docs *d, const char *rel, char *buf,
                       size_t len) RS_MUST_CHECK;
 
+/* A document's head with its one link, rel="up" to the Capability List
+ * (up is the caller's and must outlive h); the times are the caller's to
+ * set. */
+void docs_head_up(const struct docs *d, enum rs_root root,
+                  enum rs_capability cap, struct rs_head *h,
+                  struct rs_link *up);
+
 /* The hash attribute's value for a resource's digests. */
 void docs_hashes(const uint8_t md5[16], const uint8_t sha256[32],
                  struct rs_hashes *out);

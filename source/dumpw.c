@@ -203,25 +203,6 @@ dw_op_stopped(void *ud)
     return atomic_load(p->stop);
 }
 
-/* A dump document's or manifest's head: at, completed, rel="up" to the
- * Capability List. */
-static void
-dw_head(struct rs_head *h, struct rs_link *up, const struct docs *d,
-        enum rs_capability cap, rs_time_t at, rs_time_t completed)
-{
-    rs_link_init(up);
-    up->rel = "up";
-    up->href = docs_caplist_url(d);
-    rs_head_init(h);
-    h->root = RS_ROOT_URLSET;
-    h->has_md = true;
-    h->md.capability = cap;
-    h->md.at = at;
-    h->md.completed = completed;
-    h->links = up;
-    h->nlinks = 1;
-}
-
 /* The manifest, from what the member reads gave. */
 static int
 dw_man_write(struct dw_pkg *p)
@@ -235,7 +216,9 @@ dw_man_write(struct dw_pkg *p)
 
     if (wr == NULL)
         return RS_ENOMEM;
-    dw_head(&h, &up, d, RS_CAP_RESOURCEDUMP_MANIFEST, p->at, rs_time_now());
+    docs_head_up(d, RS_ROOT_URLSET, RS_CAP_RESOURCEDUMP_MANIFEST, &h, &up);
+    h.md.at = p->at;
+    h.md.completed = rs_time_now();
     rc = rs_writer_begin(wr, &h);
     for (size_t i = 0; rc == 0 && i < p->n; i++) {
         const struct dw_member *m = &p->m[i];
@@ -376,8 +359,9 @@ dw_doc_write(struct dumpw *w, const struct dumpw_info *info,
         unlink(tmp);
         return RS_ENOMEM;
     }
-    dw_head(&h, &up, w->o.docs, RS_CAP_RESOURCEDUMP, info->at,
-            info->completed);
+    docs_head_up(w->o.docs, RS_ROOT_URLSET, RS_CAP_RESOURCEDUMP, &h, &up);
+    h.md.at = info->at;
+    h.md.completed = info->completed;
     rc = rs_writer_begin(wr, &h);
     for (int64_t k = 1; rc == 0 && k <= info->packages; k++) {
         struct rs_entry e;
@@ -608,14 +592,13 @@ dumpw_new(const struct dumpw_opts *o, const char **err)
         return NULL;
     }
     if (state_meta_get(o->st, "dump.gen", &v) == 0 && v > 0) {
-        char path[DUMPW_PATH_MAX], base[DOCS_URL_MAX];
+        char path[DUMPW_PATH_MAX];
         w->cur.gen = w->last_gen = v;
         /* A dump made for another base URL (rssource moved to another
          * port or name) names every resource, and its packages, by URLs
          * this Source no longer serves: it is rebuilt, as is one whose
          * base is unknown (made before the base was recorded). */
-        if (state_meta_get_text(o->st, "dump.base", base, sizeof(base)) != 0 ||
-            strcmp(base, docs_base(o->docs)) != 0)
+        if (!state_meta_text_is(o->st, "dump.base", docs_base(o->docs)))
             w->cur.gen = 0;
         if (state_meta_get(o->st, "dump.at", &w->cur.at) != 0 ||
             state_meta_get(o->st, "dump.completed", &w->cur.completed) != 0 ||

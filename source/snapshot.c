@@ -229,18 +229,11 @@ write_index(struct snapshot *s)
     if (rc != 0)
         return rc;
     struct rs_link up;
-    rs_link_init(&up);
-    up.rel = "up";
-    up.href = docs_caplist_url(s->o.docs);
     struct rs_head h;
-    rs_head_init(&h);
-    h.root = RS_ROOT_SITEMAPINDEX;
-    h.has_md = true;
-    h.md.capability = RS_CAP_RESOURCELIST;
+    docs_head_up(s->o.docs, RS_ROOT_SITEMAPINDEX, RS_CAP_RESOURCELIST, &h,
+                 &up);
     h.md.at = s->b.at;
     h.md.completed = s->b.completed;
-    h.links = &up;
-    h.nlinks = 1;
     rc = rs_writer_begin(s->w, &h);
     for (int64_t k = 1; rc == 0 && k <= s->pages; k++) {
         rc = url_of(s, k, s->loc);

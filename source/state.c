@@ -1233,6 +1233,21 @@ state_meta_get_text(struct state *st, const char *key, char *buf, size_t len)
     return rc;
 }
 
+bool
+state_meta_text_is(struct state *st, const char *key, const char *v)
+{
+    sqlite3_stmt *s = st_get(st, ST_META_GET);
+    if (s == NULL)
+        return false;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    bool is = sqlite3_step(s) == SQLITE_ROW &&
+              sqlite3_column_type(s, 1) != SQLITE_NULL &&
+              strcmp((const char *)sqlite3_column_text(s, 1), v) == 0;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return is;
+}
+
 int
 state_meta_set_text(struct state *st, const char *key, const char *v)
 {

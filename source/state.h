@@ -229,6 +229,9 @@ int state_meta_get_text(struct state *st, const char *key, char *buf,
                         size_t len) RS_MUST_CHECK;
 int state_meta_set_text(struct state *st, const char *key, const char *v)
     RS_MUST_CHECK;
+/* The text stored under key is v (false when absent, not text, or the
+ * state cannot be read). */
+bool state_meta_text_is(struct state *st, const char *key, const char *v);
 
 void state_iter_free(struct state_iter *it);   /* NULL ok */
 
