@@ -35,6 +35,7 @@
 #include "pull.h"
 #include "rs_alloc.h"
 #include "rs_backoff.h"
+#include "rs_fnv.h"
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
@@ -2206,17 +2207,15 @@ static void
 on_resource_refused(void *ud, const char *uri, long status)
 {
     struct session *s = ud;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = rs_fnv1a64(uri);
 
     rs_metrics_counter_inc(s->m_refused);
-    for (const unsigned char *p = (const unsigned char *)uri; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ULL;
     if (s->refused_spell == 0)
         s->refused_since = rs_time_now();
+    bool again = false;               /* a retry of one refused already */
     for (unsigned i = 0; i < s->refused_spell; i++)
-        if (s->refused_res[i] == h)
-            h = 0;                    /* a retry of one refused already */
-    if (h != 0 && s->refused_spell < SESSION_REFUSED_SPELL)
+        again = again || s->refused_res[i] == h;
+    if (!again && s->refused_spell < SESSION_REFUSED_SPELL)
         s->refused_res[s->refused_spell++] = h;
     if (s->refused_spell < SESSION_REFUSED_SPELL ||
         rs_time_now() - s->refused_since < SESSION_REFUSED_SPELL_US)
