@@ -203,17 +203,13 @@ big_dump() {
         grep -q 'capability="resourcedump"'
 }
 check "its dump is published" wait_until 60 big_dump
-mkdir -p "$TMP/m5"
-"$RSSUB" sync --source "$BB" --mirror "$TMP/m5" --state "$TMP/m5.state" \
-    --dump --log-format logfmt --no-progress >/dev/null 2>"$TMP/m5a.log" &
-KPID=$!
-SUB_LOGS+=("$TMP/m5a.log")
-some_written() { [ "$(find "$TMP/m5" -type f | wc -l)" -ge 300 ]; }
-check "killed once some files are written" wait_until 30 some_written
-kill -KILL "$KPID" 2>/dev/null
-wait "$KPID" 2>/dev/null
-N5=$(find "$TMP/m5" -type f -name '*.txt' | wc -l)
-check "it was killed halfway ($N5 of 6000 written)" test "$N5" -lt 6000
+if sub_sync_kill m5 "$BB" "$TMP/m5" "$TMP/m5.state" 300 --dump; then
+    ok "killed once some files are written"
+else
+    bad "killed once some files are written" "$(tail -n 5 "$TMP/m5.killed.log")"
+fi
+check "it was killed halfway ($SUB_KILLED of 6000 written)" \
+    test "$SUB_KILLED" -lt 6000
 LEFT=$(find "$TMP" -maxdepth 1 -name 'm5.state.dump-*' | wc -l)
 note "packages the kill left beside the state: $LEFT"
 sub_cmd m5 sync "$BB" "$TMP/m5" "$TMP/m5.state" --dump

@@ -89,6 +89,30 @@ sub_stop() {
 # sub_alive NAME: the daemon still runs.
 sub_alive() { [ -n "${SUB_PID[$1]:-}" ] && kill -0 "${SUB_PID[$1]}" 2>/dev/null; }
 
+# sub_sync_kill NAME URL MIRROR STATE MIN [RSSUB-ARGS...]: `rssub sync` in
+# the background, killed (-9) once MIRROR holds MIN files (temporaries
+# aside), within 30 s; its log is $TMP/NAME.killed.log. SUB_KILLED: the
+# files written by then. Fails when MIN never came.
+# shellcheck disable=SC2034 # SUB_KILLED is for the callers
+sub_sync_kill() {
+    local name=$1 url=$2 mir=$3 state=$4 min=$5 pid i=0
+    shift 5
+    mkdir -p "$mir"
+    "$RSSUB" sync --source "$url" --mirror "$mir" --state "$state" \
+        --log-format logfmt --no-progress "$@" \
+        >/dev/null 2>"$TMP/$name.killed.log" &
+    pid=$!
+    SUB_LOGS+=("$TMP/$name.killed.log")
+    while [ "$(find "$mir" -type f ! -name '.rssub*' | wc -l)" -lt "$min" ] &&
+          [ "$i" -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    { kill -KILL "$pid" && wait "$pid"; } 2>/dev/null
+    SUB_KILLED=$(find "$mir" -type f ! -name '.rssub*' | wc -l)
+    [ "$SUB_KILLED" -ge "$min" ]
+}
+
 # sub_cmd NAME COMMAND URL MIRROR STATE [ARGS...]: one `rssub COMMAND`
 # (sync, audit, status), 60 s at most; stdout in $TMP/NAME.out, the log
 # in $TMP/NAME.log, exit status in SUB_RC.
