@@ -1042,27 +1042,65 @@ cd_rebase(struct changedump *d)
     return rc;
 }
 
-/* For the start-up clean-up: whether list has cdump rows at all, and
- * whether one is for its package part (a list marked as having no
- * Change Dump, part 0, keeps no package). */
-static void
-cd_kept_rows(struct changedump *d, int64_t list, int64_t part, bool *any,
-             bool *this_part)
+/* Every cdump row's (list, part), read once for the start-up clean-up
+ * (in the state's order: by list, then part), rather than the whole table
+ * again for each file: a long retention keeps thousands of packages. */
+struct cd_key {
+    int64_t list, part;
+};
+
+static int
+cd_keys_load(struct changedump *d, struct cd_key **out, size_t *n)
 {
     struct state_iter *it;
+    struct cd_key *k = NULL;
+    size_t cap = 0;
     int64_t l, p, len;
+    int rc;
 
-    *any = *this_part = false;
-    if (state_cdump_iter(d->o.st, &it) != 0) {
-        *any = *this_part = true;     /* keep, to be safe */
-        return;
-    }
-    while (!*this_part && state_cdump_next(it, &l, &p, &len) == 1)
-        if (l == list) {
-            *any = true;
-            *this_part = part >= 1 && p == part;
+    *out = NULL;
+    *n = 0;
+    if ((rc = state_cdump_iter(d->o.st, &it)) != 0)
+        return rc;
+    while ((rc = state_cdump_next(it, &l, &p, &len)) == 1) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 64;
+            struct cd_key *nk = rs_realloc(k, cap * sizeof(*nk));
+            if (nk == NULL) {
+                rc = RS_ENOMEM;
+                break;
+            }
+            k = nk;
         }
+        k[(*n)++] = (struct cd_key){ l, p };
+    }
     state_iter_free(it);
+    if (rc < 0) {
+        rs_free(k);
+        *n = 0;
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+/* Whether keys hold a row of list (part < 0), or of list and part. */
+static bool
+cd_keys_has(const struct cd_key *k, size_t n, int64_t list, int64_t part)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {                 /* the first row of list or after */
+        size_t mid = lo + (hi - lo) / 2;
+        if (k[mid].list < list)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < n && k[lo].list == list; lo++)
+        if (part < 0 || k[lo].part == part)
+            return true;
+    return false;
 }
 
 struct changedump *
@@ -1114,8 +1152,11 @@ changedump_new(const struct changedump_opts *o, const char **err)
         return NULL;
     }
     /* Spools of lists still to build (or open) stay; the rest goes, as
-     * do packages of lists without rows (a build cut short). */
-    if ((dd = opendir(d->dir)) != NULL) {
+     * do packages no row names (a build cut short, a part 0 list). */
+    struct cd_key *keys = NULL;
+    size_t nkeys = 0;
+    bool keys_ok = cd_keys_load(d, &keys, &nkeys) == 0;
+    if (keys_ok && (dd = opendir(d->dir)) != NULL) {
         while ((de = readdir(dd)) != NULL) {
             struct stat st;
             if (cd_parse_name(de->d_name, &k, &l, &p) != 0) {
@@ -1124,11 +1165,10 @@ changedump_new(const struct changedump_opts *o, const char **err)
                     unlinkat(dirfd(dd), de->d_name, 0);
                 continue;
             }
-            bool rows, its_row;
-            cd_kept_rows(d, l, p, &rows, &its_row);
             bool keep = k == CD_SPOOL
-                ? !rows && state_clist_get(o->st, l, &cl) == 0
-                : its_row;
+                ? !cd_keys_has(keys, nkeys, l, -1) &&
+                      state_clist_get(o->st, l, &cl) == 0
+                : p >= 1 && cd_keys_has(keys, nkeys, l, p);
             if (!keep)
                 unlinkat(dirfd(dd), de->d_name, 0);
             else if (k == CD_SPOOL &&
@@ -1137,6 +1177,7 @@ changedump_new(const struct changedump_opts *o, const char **err)
         }
         closedir(dd);
     }
+    rs_free(keys);
     if (cd_doc_write(d) != 0) {
         changedump_free(d);
         *err = "cannot write changedump.xml";
