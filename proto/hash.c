@@ -4,6 +4,7 @@
  * over OpenSSL EVP. Which attribute carries a hash, and what a mismatch
  * means, is left to the parser and the subscriber.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -18,17 +19,42 @@ struct hash_algo_info {
     const char *name;
     uint8_t len;                  /* digest bytes */
     const EVP_MD *(*md)(void);
+    const char *fetch;            /* OpenSSL's name for EVP_MD_fetch */
 };
 
 /* Indexed by enum rs_hash_algo; the names are the IANA "Hash Function
  * Textual Names" that ResourceSync uses. */
 static const struct hash_algo_info hash_algos[HASH_NALGOS] = {
     [RS_HASH_OTHER] = { "", 0, NULL },
-    [RS_HASH_MD5] = { "md5", 16, EVP_md5 },
-    [RS_HASH_SHA1] = { "sha-1", 20, EVP_sha1 },
-    [RS_HASH_SHA256] = { "sha-256", 32, EVP_sha256 },
-    [RS_HASH_SHA512] = { "sha-512", 64, EVP_sha512 },
+    [RS_HASH_MD5] = { "md5", 16, EVP_md5, "MD5" },
+    [RS_HASH_SHA1] = { "sha-1", 20, EVP_sha1, "SHA1" },
+    [RS_HASH_SHA256] = { "sha-256", 32, EVP_sha256, "SHA256" },
+    [RS_HASH_SHA512] = { "sha-512", 64, EVP_sha512, "SHA512" },
 };
+
+/* Each digest's implementation, fetched once for the process. Handing
+ * OpenSSL 3 EVP_sha256() and the like makes every EVP_DigestInit_ex
+ * look the implementation up again under the library's lock: at 100,000
+ * small dump members on two threads that lock was 5% of the writers'
+ * CPU. Kept for the process's life, as OpenSSL keeps its own. */
+static EVP_MD *hash_fetched[HASH_NALGOS];
+static pthread_once_t hash_fetch_once = PTHREAD_ONCE_INIT;
+
+static void
+hash_fetch_all(void)
+{
+    for (int a = RS_HASH_MD5; a < HASH_NALGOS; a++)
+        hash_fetched[a] = EVP_MD_fetch(NULL, hash_algos[a].fetch, NULL);
+}
+
+/* algo's implementation: the fetched one, else (a provider without it,
+ * which then fails at init as before) the legacy handle. */
+static const EVP_MD *
+hash_md(int a)
+{
+    pthread_once(&hash_fetch_once, hash_fetch_all);
+    return hash_fetched[a] != NULL ? hash_fetched[a] : hash_algos[a].md();
+}
 
 /* ------------------------------------------------------ attribute text */
 
@@ -210,7 +236,7 @@ hasher_start(struct rs_hasher *h)
 {
     for (int a = RS_HASH_MD5; a < HASH_NALGOS; a++) {
         if (h->ctx[a] != NULL
-            && EVP_DigestInit_ex(h->ctx[a], hash_algos[a].md(), NULL) != 1)
+            && EVP_DigestInit_ex(h->ctx[a], hash_md(a), NULL) != 1)
             return RS_EUNSUPPORTED;
     }
     h->err = 0;
