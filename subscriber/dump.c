@@ -29,6 +29,7 @@
 #include "rs_alloc.h"
 #include "rs_hash.h"
 #include "rs_http.h"
+#include "uriset.h"
 
 #define DUMP_MAX_PACKAGE (UINT64_C(16) << 30)
 #define DUMP_TIMEOUT_MS (6 * 3600 * 1000)
@@ -163,14 +164,19 @@ dump_end(struct dump *d, int rc)
  * A package is unpacked as a pipeline. The loop's thread plans: each entry
  * to write becomes a job (its mirror path, once the ledger says the mirror
  * holds nothing newer). Writer threads, one per CPU, each with its own
- * reader of the package and its own handle on the mirror, take the jobs in
- * batches as they are planned: a member's bytes go to a temporary file
- * renamed into place only once dumpzip has verified all of it. The loop's
- * thread then records each job, in the manifest's order, as soon as it is
- * written: in the ledger, or reported as failed. The ledger is the loop's
- * alone, and the loop waits meanwhile (no push change is applied beside a
- * package's writes). If no writer thread can be had, the loop's thread
- * writes the jobs itself.
+ * reader of the package and its own handle on the mirror's stage for this
+ * package, take the jobs in batches as they are planned: a member's bytes
+ * go to a file under its final name in the stage, kept only once dumpzip
+ * has verified all of it. When every job is written the stage is
+ * published into the mirror (a directory the mirror lacks in one rename:
+ * a package is mostly whole directories, so most files are never renamed
+ * one by one) and the loop's thread records each job in the manifest's
+ * order: in the ledger, or reported as failed. Without a stage (it could
+ * not be made) each member goes to a temporary file renamed into place,
+ * and each job is recorded as soon as it is written. The ledger is the
+ * loop's alone, and the loop waits meanwhile (no push change is applied
+ * beside a package's writes). If no writer thread can be had, the loop's
+ * thread writes the jobs itself.
  */
 struct job {
     size_t i;                    /* manifest entry */
@@ -190,9 +196,22 @@ struct worker {
     pthread_t th;
 };
 
+/* A stage's files that could not be published: path and why, sorted. */
+struct unpub {
+    char *path;
+    char *why;
+};
+
 struct plan {
     struct dump *d;
     struct dumpzip *z;
+    struct mirror *stage;        /* this package's, or NULL: written in
+                                    place (temp + rename) */
+    struct mirror *stage_twins[DUMP_MAX_THREADS];
+    struct uriset unpub_set;     /* paths publishing dropped */
+    struct unpub *unpub;
+    size_t nunpub;
+    bool unpub_nomem;
     struct job *jobs;            /* one slot per manifest entry: never
                                     moved while the threads run */
     size_t n;                    /* planned (the loop's count) */
@@ -350,6 +369,10 @@ plan_start(struct dump *d, struct dumpzip *z, size_t max, struct plan *p)
     p->z = z;
     if ((p->jobs = rs_calloc(max > 0 ? max : 1, sizeof(*p->jobs))) == NULL)
         return RS_ENOMEM;
+    /* No stage (a mirror we may not make a directory in the root of):
+     * temp + rename in place, as fast as that is. */
+    p->stage = max > 0 ? mirror_stage_new(d->o.mirror, err, sizeof(err))
+                       : NULL;
     p->batch = max / ((want > 0 ? want : 1) * 16);
     p->batch = p->batch < 16 ? 16 : p->batch > 1024 ? 1024 : p->batch;
     pthread_mutex_init(&p->mu, NULL);
@@ -357,11 +380,14 @@ plan_start(struct dump *d, struct dumpzip *z, size_t max, struct plan *p)
     pthread_cond_init(&p->written, NULL);
     for (unsigned t = 0; t < want; t++) {
         struct worker *w = &p->w[p->nthreads];
-        if (d->twins[t] == NULL &&
-            (d->twins[t] = mirror_twin(d->o.mirror, err, sizeof(err))) ==
-                NULL)
+        struct mirror *m;
+        if (p->stage != NULL)
+            m = p->stage_twins[t] = mirror_twin(p->stage, err, sizeof(err));
+        else if ((m = d->twins[t]) == NULL)
+            m = d->twins[t] = mirror_twin(d->o.mirror, err, sizeof(err));
+        if (m == NULL)
             break;
-        *w = (struct worker){ .p = p, .m = d->twins[t] };
+        *w = (struct worker){ .p = p, .m = m };
         pthread_mutex_lock(&p->mu);
         p->alive++;
         pthread_mutex_unlock(&p->mu);
@@ -467,19 +493,96 @@ record_job(struct plan *p, const struct job *j)
     return rc;
 }
 
+static int
+cmp_unpub(const void *a, const void *b)
+{
+    return strcmp(((const struct unpub *)a)->path,
+                  ((const struct unpub *)b)->path);
+}
+
+/* mirror_stage_publish's on_fail: a file left out. */
+static void
+on_unpublished(void *ud, const char *rel, const char *why)
+{
+    struct plan *p = ud;
+    struct unpub *u = rs_realloc(p->unpub, (p->nunpub + 1) * sizeof(*u));
+    if (u == NULL) {
+        p->unpub_nomem = true;
+        return;
+    }
+    p->unpub = u;
+    u[p->nunpub] = (struct unpub){ rs_strdup(rel), rs_strdup(why) };
+    if (u[p->nunpub].path == NULL || u[p->nunpub].why == NULL ||
+        uriset_add(&p->unpub_set, rel) < 0) {
+        rs_free(u[p->nunpub].path);
+        rs_free(u[p->nunpub].why);
+        p->unpub_nomem = true;
+        return;
+    }
+    p->nunpub++;
+}
+
+/*
+ * Every job written: move the stage's files into the mirror (the writer
+ * threads joined, their handles closed). A job whose file was left out
+ * fails with why; after a failure to publish at all (memory), so does
+ * every job: the stage went with what it held.
+ */
+static void
+stage_publish(struct plan *p)
+{
+    for (unsigned t = 0; t < DUMP_MAX_THREADS; t++) {
+        mirror_close(p->stage_twins[t]);
+        p->stage_twins[t] = NULL;
+    }
+    int rc = mirror_stage_publish(p->d->o.mirror, p->stage, on_unpublished,
+                                  p);
+    p->stage = NULL;
+    if (p->nunpub > 1)
+        qsort(p->unpub, p->nunpub, sizeof(*p->unpub), cmp_unpub);
+    for (size_t i = 0; i < p->n; i++) {
+        struct job *j = &p->jobs[i];
+        if (j->length < 0)
+            continue;
+        if (rc != 0 || p->unpub_nomem) {
+            job_fail(j, rc != 0 ? mirror_errstr(p->d->o.mirror)
+                                : "not moved into the mirror (out of memory)");
+        } else if (p->nunpub > 0 && uriset_has(&p->unpub_set, j->path)) {
+            struct unpub key = { .path = j->path };
+            const struct unpub *u = bsearch(&key, p->unpub, p->nunpub,
+                                            sizeof(*p->unpub), cmp_unpub);
+            char why[300];
+            snprintf(why, sizeof(why), "%s: %s", j->path,
+                     u != NULL ? u->why : "not moved into the mirror");
+            job_fail(j, why);
+        }
+    }
+    for (size_t i = 0; i < p->nunpub; i++) {
+        rs_free(p->unpub[i].path);
+        rs_free(p->unpub[i].why);
+    }
+    rs_free(p->unpub);
+    p->unpub = NULL;
+    p->nunpub = 0;
+    uriset_clear(&p->unpub_set);
+}
+
 /*
  * Planning is over (rc: 0, or the state error that ended it): every job
- * planned is written, then each recorded in order as soon as it is (after
- * a state error, only written: the caller stops). The threads joined,
- * everything freed. Returns rc, or the first state error recording.
+ * planned is written, then each recorded in order (after a state error,
+ * only written: the caller stops): as soon as it is written, or with a
+ * stage once it is published. The threads joined, everything freed.
+ * Returns rc, or the first state error recording.
  */
 static int
 plan_finish(struct plan *p, int rc)
 {
-    struct worker self = { .p = p, .m = p->d->o.mirror };
+    struct worker self = { .p = p, .m = p->stage != NULL ? p->stage
+                                                         : p->d->o.mirror };
     char buf[65536];
     size_t r = 0, k, end, upto;
     bool none;
+    bool staged = p->stage != NULL;
 
     plan_publish(p, true);
     while (r < p->n) {
@@ -498,11 +601,17 @@ plan_finish(struct plan *p, int rc)
             ;
         pthread_mutex_unlock(&p->mu);
         for (; r < upto; r++)
-            if (rc == 0)
+            if (rc == 0 && !staged)
                 rc = record_job(p, &p->jobs[r]);
     }
     for (unsigned t = 0; t < p->nthreads; t++)
         pthread_join(p->w[t].th, NULL);
+    if (staged) {
+        stage_publish(p);
+        for (r = 0; r < p->n; r++)
+            if (rc == 0)
+                rc = record_job(p, &p->jobs[r]);
+    }
     pthread_cond_destroy(&p->written);
     pthread_cond_destroy(&p->more);
     pthread_mutex_destroy(&p->mu);

@@ -45,6 +45,11 @@ struct mirror {
     uint64_t rng;         /* xorshift64 state for temp names, never 0 */
     uint64_t clock;       /* LRU clock */
     int quiet;            /* > 0: failures are not recorded (best effort) */
+    bool direct;          /* a stage (or a twin of one): files are made
+                             under their final names, no temp, no rename */
+    int stage_parent;     /* a stage: its mirror's root (owned), where
+                             stage_name is removed at close; else -1 */
+    char stage_name[sizeof(MIRROR_STAGE_PREFIX) + MIRROR_TMP_X];
     struct mirror_dir dirs[MIRROR_DIRCACHE];
     int err_no;
     char errstr[MIRROR_PATH_MAX + 256];
@@ -55,6 +60,7 @@ struct mirror_file {
     int dirfd;            /* rel's directory (our own dup) */
     int fd;               /* the temp; -1 once closed and removed */
     int rc;               /* 0, or the failure that removed the temp */
+    const char *made;     /* the name created: tmp, or in a stage name */
     char tmp[sizeof(MIRROR_TMP_PREFIX) + MIRROR_TMP_X];
     const char *name;     /* rel's last segment, inside rel */
     char rel[];
@@ -348,6 +354,41 @@ mirror_at(struct mirror *m, const char *rel, bool create, mirror_at_fn fn,
     }
 }
 
+/* Remove name in dfd and, if a directory, everything beneath it (never
+ * following a symlink). Best effort: 0, or the first errno met. */
+static int
+mirror_rmtree(int dfd, const char *name, unsigned depth)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if ((errno != EISDIR && errno != EPERM) || depth >= MIRROR_DEPTH_MAX)
+        return errno;
+    int cfd = openat(dfd, name, MIRROR_DIR_FLAGS);
+    if (cfd < 0)
+        return errno == ENOENT ? 0 : errno;
+    DIR *d = fdopendir(cfd);
+    if (d == NULL) {
+        int e = errno;
+        close(cfd);
+        return e;
+    }
+    int first = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        if (n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0')))
+            continue;
+        int e = mirror_rmtree(dirfd(d), n, depth + 1);
+        if (first == 0)
+            first = e;
+    }
+    closedir(d);
+    if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT &&
+        first == 0)
+        first = errno;
+    return first;
+}
+
 /* ---------------------------------------------------------- open/close */
 
 static void
@@ -518,7 +559,7 @@ mirror_open(const char *dir, const struct mirror_opts *o, char *err,
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    m->rootfd = m->atticfd = -1;
+    m->rootfd = m->atticfd = m->stage_parent = -1;
     for (size_t i = 0; i < MIRROR_DIRCACHE; i++)
         m->dirs[i].fd = -1;
     m->fsync = o != NULL ? o->fsync : MIRROR_FSYNC_NONE;
@@ -559,10 +600,11 @@ mirror_twin(const struct mirror *m, char *err, size_t errsz)
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    t->atticfd = -1;
+    t->atticfd = t->stage_parent = -1;
     for (size_t i = 0; i < MIRROR_DIRCACHE; i++)
         t->dirs[i].fd = -1;
     t->fsync = m->fsync;
+    t->direct = m->direct;
     t->rootfd = fcntl(m->rootfd, F_DUPFD_CLOEXEC, 0);
     if (t->rootfd < 0 ||
         (m->atticfd >= 0 &&
@@ -593,6 +635,11 @@ mirror_close(struct mirror *m)
         close(m->rootfd);
     if (m->atticfd >= 0)
         close(m->atticfd);
+    if (m->stage_parent >= 0) {
+        /* a stage: whatever was not published goes with it */
+        (void)mirror_rmtree(m->stage_parent, m->stage_name, 0);
+        close(m->stage_parent);
+    }
     rs_free(m->root);
     rs_free(m);
 }
@@ -632,7 +679,7 @@ mirror_errno(const struct mirror *m)
 /* --------------------------------------------------------------- writes */
 
 static void
-mirror_tmpname(struct mirror *m, char *buf)
+mirror_rndname(struct mirror *m, const char *prefix, size_t p, char *buf)
 {
     static const char al[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -641,8 +688,7 @@ mirror_tmpname(struct mirror *m, char *buf)
     x ^= x >> 7;
     x ^= x << 17;
     m->rng = x;
-    size_t p = sizeof(MIRROR_TMP_PREFIX) - 1;
-    memcpy(buf, MIRROR_TMP_PREFIX, p);
+    memcpy(buf, prefix, p);
     for (size_t i = 0; i < MIRROR_TMP_X; i++) {
         buf[p + i] = al[x % (sizeof(al) - 1)];
         x /= sizeof(al) - 1;
@@ -650,12 +696,26 @@ mirror_tmpname(struct mirror *m, char *buf)
     buf[p + MIRROR_TMP_X] = '\0';
 }
 
-/* mirror_at fn: create f's temp in dfd. */
+static void
+mirror_tmpname(struct mirror *m, char *buf)
+{
+    mirror_rndname(m, MIRROR_TMP_PREFIX, sizeof(MIRROR_TMP_PREFIX) - 1, buf);
+}
+
+/* mirror_at fn: create f's temp in dfd; in a stage, the file itself (a
+ * name already there is a path given twice: refused, not replaced). */
 static int
 mirror_tmp_create(struct mirror *m, int dfd, const char *name, void *ud)
 {
-    (void)name;
     struct mirror_file *f = ud;
+    if (m->direct) {
+        f->made = name;
+        f->fd = openat(dfd, name,
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0644);
+        return f->fd >= 0 ? 0 : errno;
+    }
+    f->made = f->tmp;
     for (int i = 0; i < MIRROR_TMP_TRIES; i++) {
         mirror_tmpname(m, f->tmp);
         f->fd = openat(dfd, f->tmp,
@@ -677,7 +737,7 @@ mirror_file_drop(struct mirror_file *f)
         return;
     close(f->fd);
     f->fd = -1;
-    (void)unlinkat(f->dirfd, f->tmp, 0);
+    (void)unlinkat(f->dirfd, f->made, 0);
 }
 
 int
@@ -695,18 +755,20 @@ mirror_begin(struct mirror *m, const char *rel, struct mirror_file **out)
     f->name = ls != NULL ? ls + 1 : f->rel;
     f->m = m;
     f->fd = f->dirfd = -1;
+    f->made = f->tmp;
     f->rc = 0;
     int dfd = -1;
     int rc = mirror_at(m, f->rel, true, mirror_tmp_create, f, &dfd);
     if (rc > 0)
-        rc = mirror_oserr(m, rc, rel, rlen, "create temp file");
+        rc = mirror_oserr(m, rc, rel, rlen,
+                          m->direct ? "create" : "create temp file");
     if (rc == 0) {
         /* Our own fd: the cached one may be evicted before the commit. */
         f->dirfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
         if (f->dirfd < 0) {
             rc = mirror_oserr(m, errno, rel, rlen, "dup");
             close(f->fd);
-            (void)unlinkat(dfd, f->tmp, 0);
+            (void)unlinkat(dfd, f->made, 0);
         }
     }
     if (rc != 0) {
@@ -779,13 +841,13 @@ mirror_commit(struct mirror_file *f, rs_time_t mtime)
         e = errno;
     }
     f->fd = -1;
-    if (op == NULL &&
+    if (op == NULL && !m->direct &&
         renameat(f->dirfd, f->tmp, f->dirfd, f->name) != 0) {
         op = "rename";
         e = errno;
     }
     if (op != NULL) {
-        (void)unlinkat(f->dirfd, f->tmp, 0);
+        (void)unlinkat(f->dirfd, f->made, 0);
         if (e == EISDIR)
             rc = mirror_fail(m, RS_EINVAL, e, "%s: is a directory", f->rel);
         else
@@ -810,6 +872,206 @@ mirror_abort(struct mirror_file *f)
     mirror_file_drop(f);
     close(f->dirfd);
     rs_free(f);
+}
+
+/* --------------------------------------------------------------- stages */
+
+struct mirror *
+mirror_stage_new(struct mirror *m, char *err, size_t errsz)
+{
+    struct mirror *t = mirror_twin(m, err, errsz);
+    if (t == NULL)
+        return NULL;
+    if ((t->stage_parent = fcntl(m->rootfd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        snprintf(err, errsz, "mirror %s: dup: %s", m->root, strerror(errno));
+        goto fail;
+    }
+    close(t->rootfd);
+    t->rootfd = -1;
+    t->direct = true;
+    for (int i = 0; t->rootfd < 0; i++) {
+        mirror_rndname(t, MIRROR_STAGE_PREFIX,
+                       sizeof(MIRROR_STAGE_PREFIX) - 1, t->stage_name);
+        /* 0700: the stage's own directory is never published, only what
+         * it holds, which is made with the mirror's modes */
+        if (mkdirat(t->stage_parent, t->stage_name, 0700) != 0) {
+            if (errno == EEXIST && i < MIRROR_TMP_TRIES)
+                continue;
+            snprintf(err, errsz, "mirror %s: mkdir %s: %s", m->root,
+                     t->stage_name, strerror(errno));
+            t->stage_name[0] = '\0';
+            goto fail;
+        }
+        t->rootfd = openat(t->stage_parent, t->stage_name, MIRROR_DIR_FLAGS);
+        if (t->rootfd < 0) {
+            snprintf(err, errsz, "mirror %s: open %s: %s", m->root,
+                     t->stage_name, strerror(errno));
+            goto fail;
+        }
+    }
+    return t;
+fail:
+    if (t->stage_name[0] == '\0' && t->stage_parent >= 0) {
+        close(t->stage_parent);       /* nothing made: nothing to remove */
+        t->stage_parent = -1;
+    }
+    mirror_close(t);
+    return NULL;
+}
+
+/* Publishing a stage: where it is, and what to say about what stays. */
+struct mirror_pub {
+    struct mirror *m;
+    mirror_stage_fail_cb on_fail;
+    void *ud;
+    char rel[MIRROR_PATH_MAX];
+};
+
+/* Report every regular file under src/name (rel[0..len)) as not
+ * published, with why (the caller removes them with the stage). */
+static void
+mirror_pub_refuse(struct mirror_pub *p, int src, const char *name,
+                  size_t len, const char *why, unsigned depth)
+{
+    struct stat st;
+    if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    if (!S_ISDIR(st.st_mode)) {
+        if (p->on_fail != NULL)
+            p->on_fail(p->ud, p->rel, why);
+        return;
+    }
+    int cfd = depth < MIRROR_DEPTH_MAX ? openat(src, name, MIRROR_DIR_FLAGS)
+                                       : -1;
+    DIR *d = cfd >= 0 ? fdopendir(cfd) : NULL;
+    if (d == NULL) {
+        if (cfd >= 0)
+            close(cfd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        size_t nl = strlen(n);
+        if ((n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'))) ||
+            len + 1 + nl >= sizeof(p->rel))
+            continue;
+        p->rel[len] = '/';
+        memcpy(p->rel + len + 1, n, nl + 1);
+        mirror_pub_refuse(p, dirfd(d), n, len + 1 + nl, why, depth + 1);
+        p->rel[len] = '\0';
+    }
+    closedir(d);
+}
+
+/*
+ * Move what the directory src holds into dst (rel[0..len) names both,
+ * relative to their roots): an entry dst lacks in one rename, a directory
+ * dst has too entry by entry, a file over dst's file or symlink as
+ * mirror_commit replaces one. Returns how many renames landed in dst
+ * (its fsync is the caller's).
+ */
+static size_t
+mirror_pub_dir(struct mirror_pub *p, int src, int dst, size_t len,
+               unsigned depth)
+{
+    size_t moved = 0;
+    int sfd = openat(src, ".", MIRROR_DIR_FLAGS);
+    DIR *d = sfd >= 0 ? fdopendir(sfd) : NULL;
+    if (d == NULL) {
+        if (sfd >= 0)
+            close(sfd);
+        return 0;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        size_t nl = strlen(n);
+        size_t clen = len + (len > 0) + nl;
+        if ((n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'))) ||
+            clen >= sizeof(p->rel))
+            continue;
+        if (len > 0)
+            p->rel[len] = '/';
+        memcpy(p->rel + clen - nl, n, nl + 1);
+        const char *why = NULL;
+        char buf[160];
+        if (renameat2(src, n, dst, n, RENAME_NOREPLACE) == 0) {
+            moved++;
+        } else if (errno != EEXIST && errno != EINVAL && errno != ENOSYS) {
+            snprintf(buf, sizeof(buf), "publish: %s", strerror(errno));
+            why = buf;
+        } else {
+            /* dst has that name (or this filesystem cannot say so in the
+             * rename): merge into a directory, replace a file */
+            struct stat ss, ds;
+            bool src_dir = fstatat(src, n, &ss, AT_SYMLINK_NOFOLLOW) == 0 &&
+                           S_ISDIR(ss.st_mode);
+            bool dst_there = fstatat(dst, n, &ds, AT_SYMLINK_NOFOLLOW) == 0;
+            if (!dst_there) {
+                if (renameat(src, n, dst, n) == 0)
+                    moved++;
+                else {
+                    snprintf(buf, sizeof(buf), "publish: %s",
+                             strerror(errno));
+                    why = buf;
+                }
+            } else if (!src_dir) {
+                if (S_ISDIR(ds.st_mode))
+                    why = "is a directory";
+                else if (renameat(src, n, dst, n) == 0)
+                    moved++;
+                else {
+                    snprintf(buf, sizeof(buf), "publish: %s",
+                             strerror(errno));
+                    why = buf;
+                }
+            } else if (S_ISLNK(ds.st_mode)) {
+                why = "a symlink on the way (not followed)";
+            } else if (!S_ISDIR(ds.st_mode)) {
+                why = "a file where a directory is needed";
+            } else {
+                int cs = openat(src, n, MIRROR_DIR_FLAGS);
+                int cd = openat(dst, n, MIRROR_DIR_FLAGS);
+                if (cs >= 0 && cd >= 0 && depth + 1 < MIRROR_DEPTH_MAX) {
+                    if (mirror_pub_dir(p, cs, cd, clen, depth + 1) > 0 &&
+                        p->m->fsync == MIRROR_FSYNC_FULL)
+                        (void)fsync(cd);
+                } else {
+                    snprintf(buf, sizeof(buf), "publish: %s",
+                             strerror(errno));
+                    why = buf;
+                }
+                if (cs >= 0)
+                    close(cs);
+                if (cd >= 0)
+                    close(cd);
+            }
+        }
+        if (why != NULL)
+            mirror_pub_refuse(p, src, n, clen, why, depth);
+        p->rel[len] = '\0';
+    }
+    closedir(d);
+    return moved;
+}
+
+int
+mirror_stage_publish(struct mirror *m, struct mirror *stage,
+                     mirror_stage_fail_cb on_fail, void *ud)
+{
+    if (stage == NULL || stage->stage_parent < 0)
+        return mirror_fail(m, RS_EINVAL, 0, "not a stage");
+    struct mirror_pub *p = rs_malloc(sizeof(*p));
+    if (p == NULL)
+        return mirror_nomem(m);
+    *p = (struct mirror_pub){ .m = m, .on_fail = on_fail, .ud = ud };
+    if (mirror_pub_dir(p, stage->rootfd, m->rootfd, 0, 0) > 0 &&
+        m->fsync == MIRROR_FSYNC_FULL)
+        (void)fsync(m->rootfd);
+    rs_free(p);
+    mirror_close(stage);              /* and what stayed in it */
+    return 0;
 }
 
 /* -------------------------------------------------------------- removal */
@@ -1073,8 +1335,12 @@ mirror_scan_dir(struct mirror_scan *s, int dfd, size_t plen, unsigned depth)
             s->path[plen] = '/';
         memcpy(s->path + len - nl, n, nl + 1);
         bool reserved = mirror_reserved(n);
-        if (reserved && !(s->sweep && strncmp(n, MIRROR_TMP_PREFIX,
-                                              sizeof(MIRROR_TMP_PREFIX) - 1) == 0))
+        if (reserved && !(s->sweep &&
+                          (strncmp(n, MIRROR_TMP_PREFIX,
+                                   sizeof(MIRROR_TMP_PREFIX) - 1) == 0 ||
+                           (depth == 0 &&
+                            strncmp(n, MIRROR_STAGE_PREFIX,
+                                    sizeof(MIRROR_STAGE_PREFIX) - 1) == 0))))
             continue;                 /* our attic, or someone's .rssub* */
         struct stat st;
         unsigned char type = de->d_type;
@@ -1088,8 +1354,20 @@ mirror_scan_dir(struct mirror_scan *s, int dfd, size_t plen, unsigned depth)
             type = S_ISREG(st.st_mode) ? DT_REG
                    : S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
         }
+        if (reserved && depth == 0 && type == DT_DIR &&
+            strncmp(n, MIRROR_STAGE_PREFIX,
+                    sizeof(MIRROR_STAGE_PREFIX) - 1) == 0) {
+            int e = mirror_rmtree(dfd, n, 0);   /* a stage a crash left */
+            if (e == 0)
+                s->removed++;
+            else
+                mirror_scan_err(s, e, len, "remove");
+            continue;
+        }
         if (reserved) {               /* a temp file: sweep it */
-            if (type != DT_REG)
+            if (type != DT_REG ||
+                strncmp(n, MIRROR_TMP_PREFIX,
+                        sizeof(MIRROR_TMP_PREFIX) - 1) != 0)
                 continue;
             if (unlinkat(dfd, n, 0) == 0)
                 s->removed++;

@@ -20,6 +20,7 @@
                                      never written for a caller, skipped by
                                      mirror_walk */
 #define MIRROR_TMP_PREFIX ".rssub-tmp."  /* temp files: ".rssub-tmp.XXXXXX" */
+#define MIRROR_STAGE_PREFIX ".rssub-stage."  /* stages, in the root only */
 
 /*
  * Relative paths ("rel"): segments joined by '/', no leading or trailing
@@ -138,6 +139,34 @@ int mirror_commit(struct mirror_file *f, rs_time_t mtime) RS_MUST_CHECK;
 void mirror_abort(struct mirror_file *f);
 
 /*
+ * A stage of m: a new directory ".rssub-stage.XXXXXX" in m's root, used as
+ * a mirror of its own (mirror_begin/write/commit, and its twins on other
+ * threads) in which files are created under their final names: no temp
+ * and no rename each, which on a tree being filled is a third of what a
+ * small file costs. Nothing in it is visible under m until
+ * mirror_stage_publish. A path given twice in one stage is refused
+ * (EEXIST), not replaced. Closing a stage (mirror_close) removes it and
+ * everything it still holds; one a crash left is removed by
+ * mirror_sweep_temps. NULL with a message in err.
+ */
+struct mirror *mirror_stage_new(struct mirror *m, char *err, size_t errsz);
+/*
+ * Move everything stage holds into m at the same relative paths, then
+ * close the stage (its twins must be closed already). A directory m
+ * lacks moves in one rename; into one m has, entry by entry; a file
+ * replaces m's file or symlink, as mirror_commit does. What cannot be
+ * moved (a directory at a file's path, a file or symlink where a
+ * directory is needed, an OS error) is dropped, on_fail (may be NULL)
+ * called with each of its files' relative paths and why. fsync per m's
+ * policy: FULL fsyncs each directory renamed into. 0, or RS_EINVAL (not
+ * a stage), RS_ENOMEM; the stage is closed in every case.
+ */
+typedef void (*mirror_stage_fail_cb)(void *ud, const char *rel,
+                                     const char *why);
+int mirror_stage_publish(struct mirror *m, struct mirror *stage,
+                         mirror_stage_fail_cb on_fail, void *ud)
+    RS_MUST_CHECK;
+/*
  * Remove rel (a file or symlink; a directory is RS_EINVAL): deleted, or
  * moved to the attic. RS_ENOTFOUND when absent. Directories left empty are
  * then removed, up to (not including) the root; failing to remove one is
@@ -157,7 +186,8 @@ int mirror_open_read(struct mirror *m, const char *rel, int *fd)
 
 /*
  * After a crash: remove every ".rssub-tmp.*" regular file in the tree (not
- * descending into symlinks or other ".rssub*" directories). *removed (may
+ * descending into symlinks or other ".rssub*" directories) and every
+ * ".rssub-stage.*" directory in the root with what it holds (one each). *removed (may
  * be NULL) counts them. Goes on past unreadable directories and returns the
  * first error.
  */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <zip.h>
@@ -791,6 +792,58 @@ test_threads_write_every_member(void **state)
     }
 }
 
+/* dump/unpublished_members: the package is written in a stage and then
+ * moved into the mirror; a member the mirror has a directory at the path
+ * of, or a file where its directory should be, is not moved: reported
+ * (why) and not recorded, the mirror's own entries left as they were,
+ * the others written and recorded, no stage left behind. */
+static void
+test_unpublished_members(void **state)
+{
+    struct fx *f = *state;
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL },
+                                 { "res/b", "bravo!", NULL, NULL },
+                                 { "res3/d", "delta", NULL, NULL },
+                                 { "res2/c", "charlie", NULL, NULL } };
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1];
+    struct ledger_res r;
+    char *buf = NULL, full[4400];
+    struct mirror_file *mf = NULL;
+
+    assert_int_equal(mirror_begin(f->mirror, "res/b/x", &mf), 0);
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
+    assert_int_equal(mirror_begin(f->mirror, "res2", &mf), 0);
+    assert_int_equal(mirror_write(mf, "mine", 4), 0);
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
+    lens[0] = (long long)serve_package(f, "/p1.zip", p1, 4);
+    serve_dump(f, pkgs, lens, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.written, 2);
+    assert_int_equal(f->r.failed, 2);
+    assert_int_equal(f->problems, 2);
+    assert_non_null(strstr(f->prob_uri, "/res2/c"));
+    assert_non_null(strstr(f->prob_why, "a file where a directory is "
+                                        "needed"));
+    has_file(f, "res/a", "alpha");
+    has_file(f, "res3/d", "delta");
+    has_file(f, "res2", "mine");
+    snprintf(full, sizeof(full), "%s/res/b/x", mirror_root(f->mirror));
+    assert_int_equal(access(full, F_OK), 0);
+    assert_true(has_row(f, "res/a", &r, &buf));
+    rs_free(buf);
+    buf = NULL;
+    assert_true(has_row(f, "res3/d", &r, &buf));
+    rs_free(buf);
+    buf = NULL;
+    assert_false(has_row(f, "res/b", &r, &buf));
+    assert_false(has_row(f, "res2/c", &r, &buf));
+    size_t removed = 1;
+    assert_int_equal(mirror_sweep_temps(f->mirror, &removed), 0);
+    assert_int_equal(removed, 0);
+}
+
 /* --------------------------------------------------------- Change Dumps */
 
 #define T0 "2020-01-02T00:00:00Z"    /* the mirror's mark (since) */
@@ -1038,6 +1091,7 @@ main(void)
         T_("alloc_failures", test_alloc_failures),
         T_("threads_write_every_member", test_threads_write_every_member),
         T_("leftovers_swept", test_leftovers_swept),
+        T_("unpublished_members", test_unpublished_members),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
         T_("changedump/wrong_kind", test_changedump_wrong_kind),

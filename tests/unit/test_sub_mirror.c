@@ -956,6 +956,137 @@ test_twin(void **state)
     assert_true(fx_fds() < fds);
 }
 
+/* What a stage's publish left out: "rel=why;" each, in the order told. */
+struct fx_unpub {
+    char text[4096];
+    int n;
+};
+
+static void
+fx_on_unpub(void *ud, const char *rel, const char *why)
+{
+    struct fx_unpub *u = ud;
+    size_t len = strlen(u->text);
+    snprintf(u->text + len, sizeof(u->text) - len, "%s=%s;", rel, why);
+    u->n++;
+}
+
+/* mirror/stage: files written in a stage under their final names (on
+ * the stage's twin too) are invisible in the mirror until published;
+ * publishing moves a directory the mirror lacks whole, merges into one
+ * it has, replaces a file as a commit does, refuses what a commit would
+ * (a directory at a file's path, a file or symlink where a directory is
+ * needed) and says so for each file it drops, and leaves no stage and no
+ * descriptor behind. A path given twice in one stage is refused. */
+static void
+test_stage(void **state)
+{
+    struct fx *f = *state;
+    char err[512];
+    struct fx_unpub u = { .n = 0 };
+
+    assert_int_equal(fx_put(f->m, "old/keep.txt", "kept", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(f->m, "old/over.txt", "old", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(f->m, "isdir/x", "a dir here", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(f->m, "afile", "a file here", RS_TIME_NONE), 0);
+    assert_int_equal(symlink(f->out, fx_path(f, f->mdir, "link")), 0);
+    int fds = fx_fds();   /* with the mirror's cached directories */
+
+    struct mirror *st = mirror_stage_new(f->m, err, sizeof(err));
+    assert_non_null(st);
+    struct mirror *tw = mirror_twin(st, err, sizeof(err));
+    assert_non_null(tw);
+    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 1);
+    assert_int_equal(fx_put(st, "new/a/1.txt", "one", 1000000), 0);
+    assert_int_equal(fx_put(tw, "new/a/2.txt", "two", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(st, "old/over.txt", "new", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(tw, "old/add.txt", "added", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(st, "isdir", "a file", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(st, "afile/y", "under a file", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(tw, "afile/z/w", "deeper", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(st, "link/evil", "through", RS_TIME_NONE), 0);
+    /* twice: refused, the first kept */
+    assert_int_equal(fx_put(tw, "new/a/1.txt", "again", RS_TIME_NONE),
+                     RS_EIO);
+    assert_true(strstr(mirror_errstr(tw), "EEXIST") != NULL);
+    /* nothing visible yet, no temp in the stage */
+    assert_null(fx_read(fx_path(f, f->mdir, "new/a/1.txt")));
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/over.txt")), "old");
+    mirror_close(tw);
+
+    assert_int_equal(mirror_stage_publish(f->m, st, fx_on_unpub, &u), 0);
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "new/a/1.txt")), "one");
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "new/a/2.txt")), "two");
+    struct stat sb;
+    assert_int_equal(stat(fx_path(f, f->mdir, "new/a/1.txt"), &sb), 0);
+    assert_int_equal(sb.st_mtime, 1);
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/over.txt")), "new");
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/add.txt")),
+                        "added");
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/keep.txt")),
+                        "kept");
+    /* refused, each file named, the mirror as it was */
+    assert_int_equal(u.n, 4);
+    assert_non_null(strstr(u.text, "isdir=is a directory;"));
+    assert_non_null(strstr(u.text, "afile/y=a file where a directory is "
+                                   "needed;"));
+    assert_non_null(strstr(u.text, "afile/z/w=a file where a directory is "
+                                   "needed;"));
+    assert_non_null(strstr(u.text, "link/evil=a symlink on the way"));
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "isdir/x")),
+                        "a dir here");
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "afile")),
+                        "a file here");
+    assert_int_equal(fx_count(f->out, NULL), 0);
+    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 0);
+    assert_int_equal(fx_count(f->mdir, MIRROR_TMP_PREFIX), 0);
+    assert_true(fx_fds() <= fds);
+    /* the mirror's own handle sees what was published */
+    assert_int_equal(fx_put(f->m, "new/a/3.txt", "three", RS_TIME_NONE), 0);
+    fds = fx_fds();
+
+    /* a stage closed unpublished takes what it holds with it */
+    st = mirror_stage_new(f->m, err, sizeof(err));
+    assert_non_null(st);
+    assert_int_equal(fx_put(st, "gone/g.txt", "never seen", RS_TIME_NONE),
+                     0);
+    mirror_close(st);
+    assert_null(fx_read(fx_path(f, f->mdir, "gone/g.txt")));
+    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 0);
+    /* not a stage */
+    assert_int_equal(mirror_stage_publish(f->m, NULL, NULL, NULL),
+                     RS_EINVAL);
+    assert_true(fx_fds() <= fds);
+}
+
+/* mirror/stage_swept: a stage a crash left (a tree in the root) goes at
+ * the next sweep, with what it holds; a ".rssub-stage." name deeper down,
+ * or a file of that name, is someone else's and stays. */
+static void
+test_stage_swept(void **state)
+{
+    struct fx *f = *state;
+    char err[512];
+    struct mirror *st = mirror_stage_new(f->m, err, sizeof(err));
+    assert_non_null(st);
+    assert_int_equal(fx_put(st, "a/b/c.txt", "left", RS_TIME_NONE), 0);
+    /* a crash: the stage's handle is never closed, only its fds */
+    assert_int_equal(mkdir(fx_path(f, f->mdir, "deep"), 0755), 0);
+    assert_int_equal(mkdir(fx_path(f, f->mdir, "deep/.rssub-stage.AAAAAA"),
+                           0755), 0);
+    fx_write_file(fx_path(f, f->mdir, ".rssub-stage.BBBBBB"), "x");
+    size_t removed = 0;
+    assert_int_equal(mirror_sweep_temps(f->m, &removed), 0);
+    assert_int_equal(removed, 1);
+    assert_int_equal(fx_count(f->mdir, ".rssub-stage."), 1);   /* the file */
+    assert_int_equal(fx_count(fx_path(f, f->mdir, "deep"), ".rssub-stage."),
+                     1);
+    assert_null(fx_read(fx_path(f, f->mdir, "a/b/c.txt")));
+    /* closing the crashed handle now finds nothing to remove */
+    mirror_close(st);
+    assert_int_equal(fx_count(f->mdir, ".rssub-stage."), 1);
+}
+
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -981,6 +1112,8 @@ main(void)
         TS("mirror/open_read", test_open_read),
         TS("mirror/alloc_failures", test_alloc_failures),
         TS("mirror/twin", test_twin),
+        TS("mirror/stage", test_stage),
+        TS("mirror/stage_swept", test_stage_swept),
     };
     return cmocka_run_group_tests_name("sub_mirror", tests, NULL, NULL);
 }
