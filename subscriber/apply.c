@@ -70,6 +70,7 @@ struct apply {
     int64_t gen;                 /* the reconcile under way: rows written
                                     now count as seen by it */
     bool paused, txn_open, closing;
+    bool held;               /* apply_hold: no job starts (a dump writes) */
     unsigned txn_writes;
     double tokens;               /* rate limit bucket */
     rs_time_t tokens_at;
@@ -835,7 +836,7 @@ apply_refill(struct apply *a)
     bool waiting = false;
     int rc;
 
-    if (a->paused || a->closing)
+    if (a->paused || a->held || a->closing)
         return;
     /* Retries whose time has come before the rows due at once: rows put
      * after a retry came due (a Source that never stops changing, a
@@ -936,6 +937,17 @@ apply_pause(struct apply *a, bool pause)
     a->paused = pause;
     if (!pause)
         apply_kick(a);
+}
+
+bool
+apply_hold(struct apply *a, bool hold)
+{
+    if (hold && a->njobs > 0)
+        return false;
+    a->held = hold;
+    if (!hold)
+        apply_kick(a);
+    return true;
 }
 
 bool

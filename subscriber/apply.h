@@ -118,6 +118,14 @@ void apply_kick(struct apply *a);
  * when they did. */
 void apply_pause(struct apply *a, bool pause);
 
+/* Hold (true) or let go: while held no job starts, as when paused, but
+ * apart from apply_pause (the session's: a drain, a read-only audit), so
+ * neither undoes the other. Holding succeeds only with no job in flight:
+ * then, until let go, nothing but the holder writes the mirror (a dump's
+ * writer threads while the loop runs). Letting go always succeeds and
+ * looks for work. */
+bool apply_hold(struct apply *a, bool hold);
+
 /* Nothing in flight and no todo row due; *waiting (may be NULL): some
  * row waits for a retry not due yet. False also when the ledger cannot
  * say. Cheap (an index seek): it runs whenever the jobs run out. */

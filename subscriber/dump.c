@@ -10,6 +10,9 @@
 #define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
 #include <dirent.h>
 #include <errno.h>
+#include <event2/event.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -60,13 +63,23 @@ struct dump {
     int write_errno;
     struct dump_report r;
     struct mirror *twins[DUMP_MAX_THREADS];   /* the writer threads' */
+    /* The pipeline (see "unpacking"): one package written while the next
+     * downloads and is opened. */
+    struct plan *cur;            /* being written while the loop runs */
+    struct dumpzip *ready;       /* downloaded and opened, waiting */
+    char ready_tmp[4096];
+    bool held;                   /* apply_hold is ours */
+    int efd;                     /* writer threads -> loop: all written */
+    struct event *ev_written;
     bool quiet;                  /* the ledger was empty at the start ... */
     int64_t quiet_mark;          /* ... and has had no other writer since
                                     (ledger_total_changes) */
     char err[512];
 };
 
-static void dump_next(struct dump *d);
+static void advance(struct dump *d);
+struct plan;
+static void plan_abort(struct plan *p);
 
 static void
 problem(struct dump *d, const char *uri, const char *why)
@@ -145,13 +158,47 @@ twins_free(struct dump *d)
     }
 }
 
+/* Let go of apply (dump.h: no job runs beside the writer threads). */
+static void
+unhold(struct dump *d)
+{
+    if (d->held) {
+        d->held = false;
+        apply_hold(d->o.apply, false);
+    }
+}
+
+/* Everything under way stopped and dropped: the package being written
+ * (its threads joined, its stage removed: nothing of it recorded), the
+ * one waiting, the download. */
+static void
+pipeline_drop(struct dump *d)
+{
+    if (d->cur != NULL) {
+        plan_abort(d->cur);           /* its package file too */
+        d->cur = NULL;
+    }
+    if (d->ready != NULL) {
+        dumpzip_close(d->ready);
+        d->ready = NULL;
+        unlink(d->ready_tmp);
+    }
+    if (d->req != NULL) {
+        struct rs_http_req *req = d->req;
+        d->req = NULL;
+        rs_http_cancel(req);          /* its on_done sees RS_ECANCELED */
+    }
+    tmp_drop(d);
+    unhold(d);
+}
+
 static void
 dump_end(struct dump *d, int rc)
 {
     char err[sizeof(d->err)];
 
     snprintf(err, sizeof(err), "%s", rc == 0 ? "" : d->err);
-    tmp_drop(d);
+    pipeline_drop(d);
     pkgs_clear(d);
     twins_free(d);
     d->busy = false;
@@ -177,6 +224,14 @@ dump_end(struct dump *d, int rc)
  * loop's alone, and the loop waits meanwhile (no push change is applied
  * beside a package's writes). If no writer thread can be had, the loop's
  * thread writes the jobs itself.
+ *
+ * While the threads write, the loop runs (the next package downloads and
+ * is opened meanwhile: a third of a dump's time was the loop's alone)
+ * when apply can be held: no job of its in flight, none started until
+ * the package is recorded, so nothing but the threads writes the mirror
+ * and no pushed change lands under a member. The threads wake the loop
+ * (an eventfd) when the last job is written. When apply has a job in
+ * flight the loop waits for the package, as it did.
  */
 struct job {
     size_t i;                    /* manifest entry */
@@ -216,6 +271,9 @@ struct plan {
                                     moved while the threads run */
     size_t n;                    /* planned (the loop's count) */
     size_t batch;                /* jobs a thread takes at once */
+    int rc;                      /* planning's: 0 or the state error */
+    int efd;                     /* the loop's wake-up (dump's efd) */
+    char tmp[4096];              /* the package's file (removed with p) */
     /* under mu: */
     pthread_mutex_t mu;
     pthread_cond_t more;         /* jobs ready, or no more to come */
@@ -223,6 +281,9 @@ struct plan {
     size_t ready;                /* [0, ready) may be taken */
     size_t next;                 /* the next job to take */
     bool closed;                 /* planning is over */
+    bool cancel;                 /* take no more jobs (plan_abort) */
+    bool recorded;               /* plan_written recorded the jobs */
+    size_t ndone;                /* jobs written or failed */
     unsigned alive;              /* writer threads still taking jobs */
     unsigned nthreads;           /* started (joined at the end) */
     struct worker w[DUMP_MAX_THREADS];
@@ -278,11 +339,25 @@ job_write(struct worker *w, struct job *j, char *buf, size_t bufsz)
     j->length = (int64_t)n;
 }
 
+/* Under p->mu: when planning is over and every job is written (or no
+ * writer thread is left to write the rest), wake the loop. */
+static void
+wake_if_finished(struct plan *p)
+{
+    static const uint64_t one = 1;
+    if (p->closed && (p->ndone == p->n || p->alive == 0) && p->efd >= 0)
+        (void)!write(p->efd, &one, sizeof(one));
+}
+
 /* Take the next batch [*k, *end) (true), or say there is none yet (false;
  * *done: and none will come). Under p->mu. */
 static bool
 take_batch(struct plan *p, size_t *k, size_t *end, bool *done)
 {
+    if (p->cancel) {
+        *done = true;
+        return false;
+    }
     *done = p->closed && p->next >= p->ready;
     if (p->next >= p->ready)
         return false;
@@ -303,7 +378,9 @@ write_batch(struct worker *w, size_t k, size_t end, char *buf, size_t bufsz)
     pthread_mutex_lock(&p->mu);
     for (size_t i = k; i < end; i++)
         p->jobs[i].done = true;
+    p->ndone += end - k;
     pthread_cond_broadcast(&p->written);
+    wake_if_finished(p);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -337,6 +414,7 @@ worker_main(void *arg)
     pthread_mutex_lock(&p->mu);
     p->alive--;
     pthread_cond_broadcast(&p->written);
+    wake_if_finished(p);
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
@@ -356,19 +434,24 @@ threads_wanted(const struct dump *d)
     return n < 1 ? 1 : n < DUMP_MAX_THREADS ? n : DUMP_MAX_THREADS;
 }
 
-/* Ready to plan up to max jobs of z, the writer threads started (none for
- * a small package: the loop's thread writes those). 0 or RS_ENOMEM. */
-static int
-plan_start(struct dump *d, struct dumpzip *z, size_t max, struct plan *p)
+/* A plan for up to max jobs of z, the writer threads started (none for
+ * a small package: the loop's thread writes those). NULL: out of memory. */
+static struct plan *
+plan_new(struct dump *d, struct dumpzip *z, size_t max)
 {
     unsigned want = max < DUMP_MIN_PARALLEL ? 0 : threads_wanted(d);
     char err[300];
+    struct plan *p = rs_calloc(1, sizeof(*p));
 
-    memset(p, 0, sizeof(*p));
+    if (p == NULL)
+        return NULL;
     p->d = d;
     p->z = z;
-    if ((p->jobs = rs_calloc(max > 0 ? max : 1, sizeof(*p->jobs))) == NULL)
-        return RS_ENOMEM;
+    p->efd = d->efd;
+    if ((p->jobs = rs_calloc(max > 0 ? max : 1, sizeof(*p->jobs))) == NULL) {
+        rs_free(p);
+        return NULL;
+    }
     /* No stage (a mirror we may not make a directory in the root of):
      * temp + rename in place, as fast as that is. */
     p->stage = max > 0 ? mirror_stage_new(d->o.mirror, err, sizeof(err))
@@ -399,7 +482,7 @@ plan_start(struct dump *d, struct dumpzip *z, size_t max, struct plan *p)
         }
         p->nthreads++;
     }
-    return 0;
+    return p;
 }
 
 /* Let the threads take what was planned so far; close: nothing more will
@@ -409,8 +492,10 @@ plan_publish(struct plan *p, bool close)
 {
     pthread_mutex_lock(&p->mu);
     p->ready = p->n;
-    if (close)
+    if (close) {
         p->closed = true;
+        wake_if_finished(p);
+    }
     pthread_cond_broadcast(&p->more);
     pthread_mutex_unlock(&p->mu);
 }
@@ -567,15 +652,38 @@ stage_publish(struct plan *p)
     uriset_clear(&p->unpub_set);
 }
 
+/* Everything p holds (its package closed and removed), and p (its
+ * threads joined). */
+static void
+plan_free(struct plan *p)
+{
+    dumpzip_close(p->z);
+    if (p->tmp[0] != '\0')
+        unlink(p->tmp);
+    for (unsigned t = 0; t < DUMP_MAX_THREADS; t++)
+        mirror_close(p->stage_twins[t]);
+    mirror_close(p->stage);           /* unpublished: removed */
+    pthread_cond_destroy(&p->written);
+    pthread_cond_destroy(&p->more);
+    pthread_mutex_destroy(&p->mu);
+    for (size_t j = 0; j < p->n; j++) {
+        rs_free(p->jobs[j].path);
+        rs_free(p->jobs[j].why);
+    }
+    rs_free(p->jobs);
+    rs_free(p);
+}
+
 /*
  * Planning is over (rc: 0, or the state error that ended it): every job
- * planned is written, then each recorded in order (after a state error,
- * only written: the caller stops): as soon as it is written, or with a
- * stage once it is published. The threads joined, everything freed.
- * Returns rc, or the first state error recording.
+ * planned is written, the threads joined; without a stage each job is
+ * recorded in order as soon as it is written (after a state error, only
+ * written: the caller stops), with one the stage is published (the
+ * records are plan_record's). Returns rc, or the first state error
+ * recording.
  */
 static int
-plan_finish(struct plan *p, int rc)
+plan_written(struct plan *p, int rc)
 {
     struct worker self = { .p = p, .m = p->stage != NULL ? p->stage
                                                          : p->d->o.mirror };
@@ -606,46 +714,72 @@ plan_finish(struct plan *p, int rc)
     }
     for (unsigned t = 0; t < p->nthreads; t++)
         pthread_join(p->w[t].th, NULL);
+    p->nthreads = 0;
     if (staged) {
         stage_publish(p);
-        for (r = 0; r < p->n; r++)
-            if (rc == 0)
-                rc = record_job(p, &p->jobs[r]);
+        p->recorded = false;
+    } else {
+        p->recorded = true;
     }
-    pthread_cond_destroy(&p->written);
-    pthread_cond_destroy(&p->more);
-    pthread_mutex_destroy(&p->mu);
-    for (size_t j = 0; j < p->n; j++) {
-        rs_free(p->jobs[j].path);
-        rs_free(p->jobs[j].why);
-    }
-    rs_free(p->jobs);
     return rc;
+}
+
+/* After plan_written: each job recorded in order (unless it was, or rc
+ * is a state error), p freed. Returns rc, or the first state error. */
+static int
+plan_record(struct plan *p, int rc)
+{
+    for (size_t r = 0; r < p->n && !p->recorded; r++)
+        if (rc == 0)
+            rc = record_job(p, &p->jobs[r]);
+    plan_free(p);
+    return rc;
+}
+
+/* Stop a plan's writing: the threads take no more jobs and are joined,
+ * the stage goes with what it holds, nothing is recorded; p is freed. */
+static void
+plan_abort(struct plan *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->cancel = p->closed = true;
+    pthread_cond_broadcast(&p->more);
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned t = 0; t < p->nthreads; t++)
+        pthread_join(p->w[t].th, NULL);
+    p->nthreads = 0;
+    plan_free(p);
+}
+
+/* Whether the next package's plan looks its entries up in the ledger:
+ * always but for a Resource Dump into a ledger that has had no writer
+ * but the dump since it began empty (dump.c "quiet"). */
+static bool
+looks_up(const struct dump *d)
+{
+    return d->kind != DUMP_RESOURCES || !d->quiet ||
+           ledger_total_changes(d->o.ledger) != d->quiet_mark;
 }
 
 /* A Resource Dump package: every member, as of the dump's at. While the
  * ledger has had no other writer since the dump began with it empty, it
- * holds nothing newer than the dump: no entry is looked up. */
-static int
-unpack_resources(struct dump *d, struct dumpzip *z)
+ * holds nothing newer than the dump: no entry is looked up. The plan
+ * (NULL: out of memory) with every job planned. */
+static struct plan *
+plan_resources(struct dump *d, struct dumpzip *z)
 {
-    struct plan p;
-    bool lookup = !d->quiet ||
-                  ledger_total_changes(d->o.ledger) != d->quiet_mark;
-    int rc;
+    struct plan *p;
+    bool lookup = looks_up(d);
+    int rc = 0;
 
     if (lookup)
         d->quiet = false;
-    if ((rc = plan_start(d, z, dumpzip_count(z), &p)) != 0) {
-        snprintf(d->err, sizeof(d->err), "out of memory");
-        return rc;
-    }
+    if ((p = plan_new(d, z, dumpzip_count(z))) == NULL)
+        return NULL;
     for (size_t i = 0; i < dumpzip_count(z) && rc == 0; i++)
-        rc = plan_entry(&p, i, d->r.at, lookup);
-    rc = plan_finish(&p, rc);
-    if (d->quiet)
-        d->quiet_mark = ledger_total_changes(d->o.ledger);
-    return rc;
+        rc = plan_entry(p, i, d->r.at, lookup);
+    p->rc = rc;
+    return p;
 }
 
 /* An entry's loc and index, sorted to find each resource's last change
@@ -671,23 +805,23 @@ cmp_loc_ix(const void *a, const void *b)
  * before the position is left to the Change Lists read next, which see
  * whether the mirror holds it. A deletion goes to apply (local work,
  * no request); a creation or update is written from its member,
- * verified, as a Resource Dump's member is.
+ * verified, as a Resource Dump's member is. The plan (NULL: out of
+ * memory) with every job planned.
  */
-static int
-unpack_changes(struct dump *d, struct dumpzip *z)
+static struct plan *
+plan_changes(struct dump *d, struct dumpzip *z)
 {
     size_t n = dumpzip_count(z);
     struct loc_ix *ix = rs_calloc(n > 0 ? n : 1, sizeof(*ix));
     bool *last = rs_calloc(n > 0 ? n : 1, sizeof(*last));
     char hbuf[RS_HASHES_BUFSZ];
-    struct plan p;
+    struct plan *p = NULL;
     int rc = 0;
 
-    if (ix == NULL || last == NULL || plan_start(d, z, n, &p) != 0) {
+    if (ix == NULL || last == NULL || (p = plan_new(d, z, n)) == NULL) {
         rs_free(ix);
         rs_free(last);
-        snprintf(d->err, sizeof(d->err), "out of memory");
-        return RS_ENOMEM;
+        return NULL;
     }
     for (size_t i = 0; i < n; i++)
         ix[i] = (struct loc_ix){ dumpzip_entry(z, i)->loc, i };
@@ -724,23 +858,21 @@ unpack_changes(struct dump *d, struct dumpzip *z)
             }
             continue;
         }
-        rc = plan_entry(&p, i, t.change_dt, true);
+        rc = plan_entry(p, i, t.change_dt, true);
     }
     rs_free(last);
-    rc = plan_finish(&p, rc);
-    if (rc != 0 && d->err[0] == '\0')
-        snprintf(d->err, sizeof(d->err), "state: %s",
-                 ledger_errstr(d->o.ledger));
-    return rc;
+    p->rc = rc;
+    return p;
 }
 
+/* Open the package downloaded to path: dumpzip's checks, and the kind. */
 static int
-unpack(struct dump *d, const char *url)
+pkg_open(struct dump *d, const char *path, const char *url,
+         struct dumpzip **out)
 {
     struct dumpzip *z = NULL;
-    int rc;
 
-    if (dumpzip_open(d->tmp, NULL, &z, d->err, sizeof(d->err)) != 0) {
+    if (dumpzip_open(path, NULL, &z, d->err, sizeof(d->err)) != 0) {
         char e[sizeof(d->err)];
         snprintf(e, sizeof(e), "%s", d->err);
         snprintf(d->err, sizeof(d->err), "%.200s: %.300s", url, e);
@@ -757,26 +889,106 @@ unpack(struct dump *d, const char *url)
         dumpzip_close(z);
         return RS_EINVALID;
     }
+    *out = z;
+    return 0;
+}
+
+/* Package p, written (plan_written's rc): recorded, closed and its file
+ * removed. 0 or the state error recording met. */
+static int
+unpack_record(struct dump *d, struct plan *p, int rc)
+{
+    rs_time_t u = dumpzip_head(p->z)->md.until;
+
+    rc = plan_record(p, rc);
+    if (d->kind == DUMP_RESOURCES && d->quiet)
+        d->quiet_mark = ledger_total_changes(d->o.ledger);
+    if (d->kind == DUMP_CHANGES && rc == 0 && u != RS_TIME_NONE &&
+        (d->r.until == RS_TIME_NONE || u > d->r.until))
+        d->r.until = u;
+    if (rc != 0)
+        snprintf(d->err, sizeof(d->err), "state: %s",
+                 ledger_errstr(d->o.ledger));
+    d->r.packages++;
+    return rc;
+}
+
+/* Start writing the waiting package: planned here, written by the
+ * threads; the loop goes on meanwhile when apply can be held, else the
+ * package is finished before this returns. 0, or an error that ends the
+ * dump. */
+static int
+unpack_begin(struct dump *d)
+{
+    struct dumpzip *z = d->ready;
+    struct plan *p;
+
+    d->ready = NULL;
     if (d->kind == DUMP_RESOURCES) {
         /* The dump is the Source as of its earliest at: the Change
          * Lists are read from there (dump.h). */
         rs_time_t at = dumpzip_head(z)->md.at;
         if (at != RS_TIME_NONE && (d->r.at == RS_TIME_NONE || at < d->r.at))
             d->r.at = at;
-        rc = unpack_resources(d, z);
-    } else {
-        rc = unpack_changes(d, z);
-        rs_time_t u = dumpzip_head(z)->md.until;
-        if (rc == 0 && u != RS_TIME_NONE &&
-            (d->r.until == RS_TIME_NONE || u > d->r.until))
-            d->r.until = u;
     }
-    dumpzip_close(z);
-    if (rc != 0)
-        snprintf(d->err, sizeof(d->err), "state: %s",
-                 ledger_errstr(d->o.ledger));
-    d->r.packages++;
-    return rc;
+    p = d->kind == DUMP_RESOURCES ? plan_resources(d, z)
+                                  : plan_changes(d, z);
+    if (p == NULL) {
+        dumpzip_close(z);
+        unlink(d->ready_tmp);
+        d->ready_tmp[0] = '\0';
+        snprintf(d->err, sizeof(d->err), "out of memory");
+        return RS_ENOMEM;
+    }
+    snprintf(p->tmp, sizeof(p->tmp), "%s", d->ready_tmp);
+    d->ready_tmp[0] = '\0';
+    plan_publish(p, true);
+    if (p->rc == 0 && p->nthreads > 0 &&
+        (d->held || apply_hold(d->o.apply, true))) {
+        d->held = true;
+        d->cur = p;
+        return 0;                     /* on_written finishes it */
+    }
+    return unpack_record(d, p, plan_written(p, p->rc));
+}
+
+/* The writer threads say the package being written is. */
+static void
+on_written(evutil_socket_t fd, short what, void *arg)
+{
+    struct dump *d = arg;
+    struct plan *p;
+    uint64_t n;
+    bool finished;
+    int rc, rc_next = 0;
+
+    (void)what;
+    (void)!read(fd, &n, sizeof(n));
+    if (d->cur == NULL)
+        return;                       /* a package the loop finished */
+    pthread_mutex_lock(&d->cur->mu);
+    finished = d->cur->closed &&
+               (d->cur->ndone == d->cur->n || d->cur->alive == 0);
+    pthread_mutex_unlock(&d->cur->mu);
+    if (!finished)
+        return;
+    p = d->cur;
+    d->cur = NULL;
+    rc = plan_written(p, p->rc);
+    /* When the next package's plan looks nothing up, its writes need not
+     * wait for this one's records: they go on meanwhile. */
+    if (rc == 0 && d->ready != NULL && !looks_up(d))
+        rc_next = unpack_begin(d);
+    rc = unpack_record(d, p, rc);
+    if (rc == 0)
+        rc = rc_next;
+    if (d->cur == NULL)
+        unhold(d);
+    if (rc != 0) {
+        dump_end(d, rc);
+        return;
+    }
+    advance(d);
 }
 
 /* ---------------------------------------------------------- downloads */
@@ -814,7 +1026,7 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
 
     (void)req;
     if (res->rc == RS_ECANCELED)
-        return;                       /* dump_free: d is gone */
+        return;                       /* dump_free, dump_end: d may be gone */
     d->req = NULL;
     url = d->pkgs[d->next - 1];
     want = d->pkg_len[d->next - 1];
@@ -842,17 +1054,19 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     }
     close(d->fd);
     d->fd = -1;
-    rc = unpack(d, url);
-    tmp_drop(d);
-    if (rc != 0) {
+    if ((rc = pkg_open(d, d->tmp, url, &d->ready)) != 0) {
         dump_end(d, rc);
         return;
     }
-    dump_next(d);
+    snprintf(d->ready_tmp, sizeof(d->ready_tmp), "%s", d->tmp);
+    d->tmp[0] = '\0';
+    advance(d);
 }
 
-static void
-dump_next(struct dump *d)
+/* Start downloading the next package. 0, or an error that ends the
+ * dump. */
+static int
+download_next(struct dump *d)
 {
     struct rs_http_req_opts ro = {
         .timeout_ms = DUMP_TIMEOUT_MS,
@@ -864,18 +1078,13 @@ dump_next(struct dump *d)
     };
     int rc;
 
-    if (d->next == d->npkgs) {
-        dump_end(d, 0);
-        return;
-    }
     snprintf(d->tmp, sizeof(d->tmp), "%s" DUMP_TMP_SUFFIX "XXXXXX",
              d->tmpbase);
     if ((d->fd = mkstemp(d->tmp)) < 0) {
         snprintf(d->err, sizeof(d->err), "cannot create %.400s: %s", d->tmp,
                  strerror(errno));
         d->tmp[0] = '\0';
-        dump_end(d, RS_EIO);
-        return;
+        return RS_EIO;
     }
     d->got = 0;
     d->write_errno = 0;
@@ -883,8 +1092,35 @@ dump_next(struct dump *d)
     if ((rc = rs_http_request(d->o.http, &ro, &d->req)) != 0) {
         snprintf(d->err, sizeof(d->err), "GET %s: %s", ro.url,
                  rs_strerror(rc));
-        dump_end(d, rc);
+        return rc;
     }
+    return 0;
+}
+
+/*
+ * Move the pipeline on: a package waiting is begun once none is being
+ * written; the next is downloaded while one is written (one ahead, at
+ * most: two packages on disk); the dump ends when every package is
+ * recorded.
+ */
+static void
+advance(struct dump *d)
+{
+    int rc;
+
+    while (d->cur == NULL && d->ready != NULL)
+        if ((rc = unpack_begin(d)) != 0) {
+            dump_end(d, rc);
+            return;
+        }
+    if (d->req == NULL && d->ready == NULL && d->next < d->npkgs) {
+        if ((rc = download_next(d)) != 0)
+            dump_end(d, rc);
+        return;
+    }
+    if (d->cur == NULL && d->ready == NULL && d->req == NULL &&
+        d->next == d->npkgs)
+        dump_end(d, 0);
 }
 
 /* -------------------------------------------------- the dump document */
@@ -956,7 +1192,7 @@ on_walk_done(void *ud, int rc, const char *err)
         dump_end(d, rc);
         return;
     }
-    dump_next(d);
+    advance(d);
 }
 
 /* ---------------------------------------------------------------- API */
@@ -980,7 +1216,12 @@ dump_new(const struct dump_opts *o)
     wo.ud = d;
     d->tmpbase = rs_strdup(o->tmpbase);
     d->walk = docwalk_new(&wo);
-    if (d->tmpbase == NULL || d->walk == NULL) {
+    d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (d->efd >= 0)
+        d->ev_written = event_new(o->base, d->efd, EV_READ | EV_PERSIST,
+                                  on_written, d);
+    if (d->tmpbase == NULL || d->walk == NULL || d->ev_written == NULL ||
+        event_add(d->ev_written, NULL) != 0) {
         dump_free(d);
         return NULL;
     }
@@ -994,12 +1235,14 @@ dump_free(struct dump *d)
 {
     if (d == NULL)
         return;
-    if (d->req != NULL)
-        rs_http_cancel(d->req);       /* its on_done sees RS_ECANCELED */
+    pipeline_drop(d);
     docwalk_free(d->walk);
-    tmp_drop(d);
     pkgs_clear(d);
     twins_free(d);
+    if (d->ev_written != NULL)
+        event_free(d->ev_written);
+    if (d->efd >= 0)
+        close(d->efd);
     rs_free(d->tmpbase);
     rs_free(d);
 }

@@ -1,9 +1,12 @@
 /*
  * dump.h - a baseline from a Resource Dump, and a catch-up from a Change
- * Dump: the packages its document lists are downloaded one at a time to a
- * temporary file, unpacked through dumpzip (every member verified against
- * the manifest) into the mirror on as many threads as there are CPUs (the
- * loop waits meanwhile) and recorded in the ledger. A member that
+ * Dump: the packages its document lists are downloaded in turn to a
+ * temporary file (the next while one is written), unpacked through dumpzip
+ * (every member verified against the manifest) into a stage of the mirror
+ * on as many threads as there are CPUs, published into the mirror and
+ * recorded in the ledger. While the threads write, the loop runs on with
+ * apply held (apply_hold: no other writer of the mirror), or, when apply
+ * has a job in flight, waits for the package. A member that
  * fails is left to what follows a dump (the reconcile after a Resource
  * Dump, the Change Lists after a Change Dump, which fetch whatever the
  * dump did not give); when to use a dump is the caller's decision.

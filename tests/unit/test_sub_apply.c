@@ -405,6 +405,55 @@ test_same_offer_keeps_job(void **state)
     assert_int_equal(r->hits, 2);
 }
 
+static unsigned
+in_flight(struct fx *f)
+{
+    struct apply_stats st;
+    apply_stats(f->a, &st);
+    return st.in_flight;
+}
+
+/* apply/hold: apply_hold refuses while a job is in flight; held, no job
+ * starts (a row offered waits, not fetched); apply_pause's undoing does
+ * not let it go, nor the hold's a pause; let go, the row is taken. */
+static void
+test_hold(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *slow = tu_httpd_add(f->srv, "/slow", 0, NULL, "s\n");
+    struct tu_route *r = tu_httpd_add(f->srv, "/held", 0, NULL, "held\n");
+    char u[256];
+
+    slow->never = true;
+    fx_apply(f, 0);
+    snprintf(u, sizeof(u), "%s", tu_httpd_url(f->srv, "/slow"));
+    offer(f, u);
+    TU_LOOP_UNTIL(&f->l, slow->hits == 1, WATCHDOG_MS);
+    assert_false(apply_hold(f->a, true));     /* a job in flight */
+    slow->never = false;
+    apply_free(f->a);                         /* the hung job goes */
+    f->a = NULL;
+    fx_apply(f, 0);
+    apply_kick(f->a);                         /* /slow again, answered */
+    TU_LOOP_UNTIL(&f->l, slow->hits == 2 && in_flight(f) == 0, WATCHDOG_MS);
+    assert_true(apply_hold(f->a, true));
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/held"));
+    offer(f, f->watch);
+    apply_pause(f->a, true);
+    apply_pause(f->a, false);                 /* the session's, not ours */
+    tu_loop_run_for(&f->l, 200);
+    assert_int_equal(r->hits, 0);
+    assert_int_equal(f->nwatch, 0);
+    apply_pause(f->a, true);
+    assert_true(apply_hold(f->a, false));
+    tu_loop_run_for(&f->l, 200);
+    assert_int_equal(r->hits, 0);             /* still paused */
+    apply_pause(f->a, false);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_CREATED);
+    assert_int_equal(r->hits, 1);
+}
+
 /* Count the failed rows of the ledger. */
 static int64_t
 failed_rows(struct fx *f)
@@ -504,6 +553,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         TS("apply/retry_due_when_idle", test_retry_due_when_idle),
+        TS("apply/hold", test_hold),
         TS("apply/retry_not_starved", test_retry_not_starved_by_fresh_rows),
         TS("apply/superseded_taken", test_superseded_taken_under_stream),
         TS("apply/same_offer_keeps_backoff", test_same_offer_keeps_backoff),

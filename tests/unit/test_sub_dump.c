@@ -844,6 +844,106 @@ test_unpublished_members(void **state)
     assert_int_equal(removed, 0);
 }
 
+/* Whether the mirror's root holds a stage (a package being written). */
+static bool
+stage_there(struct fx *f)
+{
+    DIR *dh = opendir(mirror_root(f->mirror));
+    struct dirent *de;
+    bool there = false;
+
+    assert_non_null(dh);
+    while ((de = readdir(dh)) != NULL)
+        if (strncmp(de->d_name, MIRROR_STAGE_PREFIX,
+                    sizeof(MIRROR_STAGE_PREFIX) - 1) == 0)
+            there = true;
+    closedir(dh);
+    return there;
+}
+
+/* How many of package prefix's n members (the first, bad, aside) the
+ * mirror holds, file and row. */
+static size_t
+members_there(struct fx *f, const char *prefix, size_t n)
+{
+    char path[128], content[128], full[4400];
+    size_t there = 0;
+
+    for (size_t k = 1; k < n; k++) {
+        struct ledger_res r;
+        char *buf = NULL;
+        many_member(prefix, k, path, sizeof(path), content, sizeof(content));
+        snprintf(full, sizeof(full), "%s/%s", mirror_root(f->mirror), path);
+        bool file = access(full, F_OK) == 0;
+        bool row = has_row(f, path, &r, &buf);
+        rs_free(buf);
+        assert_true(file == row);     /* never a row without its file */
+        there += file;
+    }
+    return there;
+}
+
+/* dump/pipelined_packages: packages written on threads while the loop
+ * downloads and opens the next: each package's members all written and
+ * recorded (its bad first member neither), each package fetched once,
+ * no stage and no package file left. */
+static void
+test_pipelined_packages(void **state)
+{
+    struct fx *f = *state;
+    const size_t n = 300, npk = 4;
+    char prefixes[4][8], paths[4][16];
+    const char *pkgs[4];
+    long long lens[4];
+
+    for (size_t i = 0; i < npk; i++) {
+        snprintf(prefixes[i], sizeof(prefixes[i]), "p%zu", i);
+        snprintf(paths[i], sizeof(paths[i]), "/p%zu.zip", i);
+        pkgs[i] = paths[i];
+        lens[i] = (long long)serve_many(f, paths[i], prefixes[i], n, n + 1);
+    }
+    serve_dump(f, pkgs, lens, npk);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.packages, npk);
+    assert_int_equal(f->r.written, npk * (n - 1));
+    assert_int_equal(f->r.failed, npk);
+    for (size_t i = 0; i < npk; i++) {
+        assert_int_equal(members_there(f, prefixes[i], n), n - 1);
+        assert_int_equal(tu_httpd_hits(f->srv, paths[i]), 1);
+    }
+    assert_false(stage_there(f));
+    assert_int_equal(tmp_files(f), 0);
+}
+
+/* dump/free_while_writing: dump_free while a package is being written
+ * (the loop running meanwhile) stops the threads, removes the stage and
+ * the package files, calls no on_done; each package is then in the
+ * mirror whole (files and rows) or not at all. */
+static void
+test_free_while_writing(void **state)
+{
+    struct fx *f = *state;
+    const size_t n = 3000;
+    const char *pkgs[] = { "/w0.zip", "/w1.zip" };
+    long long lens[2];
+
+    lens[0] = (long long)serve_many(f, "/w0.zip", "w0", n, n + 1);
+    lens[1] = (long long)serve_many(f, "/w1.zip", "w1", n, n + 1);
+    serve_dump(f, pkgs, lens, 2);
+    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")), 0);
+    TU_LOOP_UNTIL(&f->l, stage_there(f), WATCHDOG_MS);
+    dump_free(f->d);
+    f->d = NULL;
+    assert_false(stage_there(f));
+    assert_int_equal(tmp_files(f), 0);
+    tu_loop_drain(&f->l, f->http, WATCHDOG_MS);
+    assert_int_equal(f->done, 0);
+    size_t w0 = members_there(f, "w0", n), w1 = members_there(f, "w1", n);
+    assert_true(w0 == 0 || w0 == n - 1);
+    assert_int_equal(w1, 0);          /* the package after the one freed */
+}
+
 /* --------------------------------------------------------- Change Dumps */
 
 #define T0 "2020-01-02T00:00:00Z"    /* the mirror's mark (since) */
@@ -1092,6 +1192,8 @@ main(void)
         T_("threads_write_every_member", test_threads_write_every_member),
         T_("leftovers_swept", test_leftovers_swept),
         T_("unpublished_members", test_unpublished_members),
+        T_("pipelined_packages", test_pipelined_packages),
+        T_("free_while_writing", test_free_while_writing),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
         T_("changedump/wrong_kind", test_changedump_wrong_kind),
