@@ -6,6 +6,8 @@
  */
 #include "dumpzip.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include "rs_alloc.h"
@@ -186,6 +190,179 @@ dz_pool_links(struct dz_chunk **pool, const struct rs_link **links, size_t n)
 }
 
 /* ----------------------------------------------------------- package */
+
+/*
+ * The package's file as a libzip source read with pread through a window
+ * of DZ_SRC_WINDOW bytes: libzip's own file source goes through stdio,
+ * whose buffer each seek drops, so every member cost an lseek and reads
+ * for its header and body (a tenth of the writer threads' CPU at 100,000
+ * small members, perf). Here a seek only moves an offset, and the members
+ * a thread takes in a row (consecutive in the package) come from one
+ * pread. One per zip_t: its fd, offset and window are that handle's.
+ */
+#define DZ_SRC_WINDOW (64u * 1024u)
+
+struct dz_src {
+    int fd;
+    zip_uint64_t size, off;
+    zip_uint64_t win_off;        /* the window holds [win_off, +win_len) */
+    size_t win_len;
+    zip_error_t error;
+    unsigned char win[DZ_SRC_WINDOW];
+};
+
+/* pread all of [off, off + len) that the file has; -1 with errno. */
+static ssize_t
+dz_src_pread(struct dz_src *s, void *buf, size_t len, zip_uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(s->fd, (char *)buf + got, len - got,
+                          (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+/* Up to len bytes at s->off into data: from the window, refilled when
+ * the offset is outside it; a read as large as the window goes around
+ * it. */
+static zip_int64_t
+dz_src_read(struct dz_src *s, void *data, zip_uint64_t len)
+{
+    zip_uint64_t left = s->off < s->size ? s->size - s->off : 0;
+    if (len > left)
+        len = left;
+    if (len > SSIZE_MAX)
+        len = SSIZE_MAX;
+    if (len == 0)
+        return 0;
+    if (len >= DZ_SRC_WINDOW) {
+        ssize_t n = dz_src_pread(s, data, (size_t)len, s->off);
+        if (n < 0) {
+            zip_error_set(&s->error, ZIP_ER_READ, errno);
+            return -1;
+        }
+        s->off += (zip_uint64_t)n;
+        return n;
+    }
+    if (s->off < s->win_off || s->off >= s->win_off + s->win_len) {
+        ssize_t n = dz_src_pread(s, s->win, sizeof(s->win), s->off);
+        if (n < 0) {
+            zip_error_set(&s->error, ZIP_ER_READ, errno);
+            return -1;
+        }
+        s->win_off = s->off;
+        s->win_len = (size_t)n;
+        if (n == 0)
+            return 0;
+    }
+    size_t at = (size_t)(s->off - s->win_off);
+    size_t n = s->win_len - at < len ? s->win_len - at : (size_t)len;
+    memcpy(data, s->win + at, n);
+    s->off += n;
+    return (zip_int64_t)n;
+}
+
+static zip_int64_t
+dz_src_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
+{
+    struct dz_src *s = ud;
+
+    switch (cmd) {
+    case ZIP_SOURCE_OPEN:
+        s->off = 0;
+        return 0;
+    case ZIP_SOURCE_READ:
+        return dz_src_read(s, data, len);
+    case ZIP_SOURCE_CLOSE:
+        return 0;
+    case ZIP_SOURCE_STAT: {
+        zip_stat_t *st = data;
+        if (len < sizeof(*st)) {
+            zip_error_set(&s->error, ZIP_ER_INVAL, 0);
+            return -1;
+        }
+        zip_stat_init(st);
+        st->size = s->size;
+        st->valid |= ZIP_STAT_SIZE;
+        return sizeof(*st);
+    }
+    case ZIP_SOURCE_ERROR:
+        return zip_error_to_data(&s->error, data, len);
+    case ZIP_SOURCE_FREE:
+        close(s->fd);
+        zip_error_fini(&s->error);
+        rs_free(s);
+        return 0;
+    case ZIP_SOURCE_SEEK: {
+        zip_int64_t off = zip_source_seek_compute_offset(
+            s->off, s->size, data, len, &s->error);
+        if (off < 0)
+            return -1;
+        s->off = (zip_uint64_t)off;
+        return 0;
+    }
+    case ZIP_SOURCE_TELL:
+        return (zip_int64_t)s->off;
+    case ZIP_SOURCE_SUPPORTS:
+        return zip_source_make_command_bitmap(
+            ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE,
+            ZIP_SOURCE_STAT, ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE,
+            ZIP_SOURCE_SEEK, ZIP_SOURCE_TELL, ZIP_SOURCE_SUPPORTS, -1);
+    default:
+        zip_error_set(&s->error, ZIP_ER_OPNOTSUPP, 0);
+        return -1;
+    }
+}
+
+/* zip_open on path through dz_src. NULL with a libzip error code in *ze
+ * (ZIP_ER_OPEN with errno lost for a file that cannot be opened). */
+static zip_t *
+dz_zip_open(const char *path, int flags, int *ze)
+{
+    struct dz_src *s = rs_calloc(1, sizeof(*s));
+    struct stat st;
+    zip_error_t e;
+    zip_source_t *src;
+    zip_t *za;
+
+    if (s == NULL) {
+        *ze = ZIP_ER_MEMORY;
+        return NULL;
+    }
+    zip_error_init(&s->error);
+    if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 ||
+        fstat(s->fd, &st) != 0) {
+        *ze = errno == ENOENT ? ZIP_ER_NOENT : ZIP_ER_OPEN;
+        if (s->fd >= 0)
+            close(s->fd);
+        rs_free(s);
+        return NULL;
+    }
+    s->size = (zip_uint64_t)st.st_size;
+    s->win_len = 0;
+    zip_error_init(&e);
+    if ((src = zip_source_function_create(dz_src_cb, s, &e)) == NULL) {
+        *ze = zip_error_code_zip(&e);
+        zip_error_fini(&e);
+        close(s->fd);
+        rs_free(s);
+        return NULL;
+    }
+    if ((za = zip_open_from_source(src, flags, &e)) == NULL) {
+        *ze = zip_error_code_zip(&e);
+        zip_source_free(src);         /* and s, through ZIP_SOURCE_FREE */
+    }
+    zip_error_fini(&e);
+    return za;
+}
 
 /* One handle on the package's file, and the members open through it. */
 struct dumpzip_reader {
@@ -508,7 +685,7 @@ dumpzip_reader_new(struct dumpzip *z, struct dumpzip_reader **out, char *err,
     /* No ZIP_CHECKCONS: dumpzip_open checked this file's headers, and a
      * reader only counts its members again. */
     int ze = 0;
-    r->za = zip_open(z->path, ZIP_RDONLY, &ze);
+    r->za = dz_zip_open(z->path, ZIP_RDONLY, &ze);
     if (r->za == NULL) {
         zip_error_t e;
         zip_error_init_with_code(&e, ze);
@@ -861,7 +1038,7 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
         goto out;
     }
     z->main.z = z;
-    z->main.za = zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    z->main.za = dz_zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
     if (z->main.za == NULL) {
         zip_error_t e;
         zip_error_init_with_code(&e, ze);
