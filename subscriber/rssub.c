@@ -893,8 +893,9 @@ setup(struct rssub *s)
     if (!readonly && mirror_sweep_temps(s->mirror, &swept) == 0 && swept > 0) {
         char n[24];
         snprintf(n, sizeof(n), "%zu", swept);
-        rs_log_kv(RS_LOG_INFO, "removed temporary files of an interrupted "
-                  "run", "count", n, NULL);
+        rs_log_kv(RS_LOG_INFO, "removed what an interrupted run left in "
+                  "the mirror (temporary files, a dump's stage)", "count", n,
+                  NULL);
     }
     if ((rc = setup_pathmap(s)) != 0)
         return rc == RS_ENOMEM ? 1 : 2;

@@ -89,10 +89,17 @@ sub_stop() {
 # sub_alive NAME: the daemon still runs.
 sub_alive() { [ -n "${SUB_PID[$1]:-}" ] && kill -0 "${SUB_PID[$1]}" 2>/dev/null; }
 
+# sub_files MIRROR: how many files MIRROR holds, rssub's own .rssub* names
+# (and what is under them) aside.
+sub_files() {
+    find "$1" -name '.rssub*' -prune -o -type f -print | wc -l
+}
+
 # sub_sync_kill NAME URL MIRROR STATE MIN [RSSUB-ARGS...]: `rssub sync` in
-# the background, killed (-9) once MIRROR holds MIN files (temporaries
-# aside), within 30 s; its log is $TMP/NAME.killed.log. SUB_KILLED: the
-# files written by then. Fails when MIN never came.
+# the background, killed (-9) once MIRROR holds MIN files (rssub's own
+# .rssub* names aside: temporaries, a dump's stage), within 30 s; its log is
+# $TMP/NAME.killed.log. SUB_KILLED: the files in the mirror by then. Fails
+# when MIN never came.
 # shellcheck disable=SC2034 # SUB_KILLED is for the callers
 sub_sync_kill() {
     local name=$1 url=$2 mir=$3 state=$4 min=$5 pid i=0
@@ -103,13 +110,13 @@ sub_sync_kill() {
         >/dev/null 2>"$TMP/$name.killed.log" &
     pid=$!
     SUB_LOGS+=("$TMP/$name.killed.log")
-    while [ "$(find "$mir" -type f ! -name '.rssub*' | wc -l)" -lt "$min" ] &&
+    while [ "$(sub_files "$mir")" -lt "$min" ] &&
           [ "$i" -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
         sleep 0.1
         i=$((i + 1))
     done
     { kill -KILL "$pid" && wait "$pid"; } 2>/dev/null
-    SUB_KILLED=$(find "$mir" -type f ! -name '.rssub*' | wc -l)
+    SUB_KILLED=$(sub_files "$mir")
     [ "$SUB_KILLED" -ge "$min" ]
 }
 
