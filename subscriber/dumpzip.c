@@ -22,6 +22,7 @@
 #include "rs_alloc.h"
 #include "rs_hash.h"
 #include "rs_parse.h"
+#include "uriset.h"
 
 #define DZ_MSG_MAX 256
 #define DZ_NAME_SHOWN 120             /* bytes of a member name in messages */
@@ -782,7 +783,7 @@ on_manifest_end(void *ud, const struct rs_head *h)
     return 0;
 }
 
-/* Entry numbers sorted by a key, to find duplicates without a hash table. */
+/* Entry numbers sorted by member, to find two entries naming one. */
 struct dz_key {
     const char *loc;
     int64_t member;
@@ -798,15 +799,6 @@ dz_cmp_member(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static int
-dz_cmp_loc(const void *a, const void *b)
-{
-    const struct dz_key *x = a, *y = b;
-    int c = strcmp(x->loc, y->loc);
-    if (c != 0)
-        return c;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
 
 /*
  * Two entries reading one member would let a small package claim many
@@ -826,6 +818,7 @@ dz_check_duplicates(struct dumpzip *z, char *err, size_t errsz)
         return RS_ENOMEM;
     }
     int rc = 0;
+    struct uriset locs = { 0 };
     char s1[DZ_NAME_SHOWN + 1], s2[DZ_NAME_SHOWN + 1], s3[DZ_NAME_SHOWN + 1];
     for (size_t i = 0; i < z->n; i++) {
         k[i].loc = z->entries[i].loc;
@@ -847,18 +840,28 @@ dz_check_duplicates(struct dumpzip *z, char *err, size_t errsz)
     }
     if (z->head.md.capability != RS_CAP_RESOURCEDUMP_MANIFEST)
         goto out;
-    qsort(k, z->n, sizeof(*k), dz_cmp_loc);
-    for (size_t i = 1; i < z->n; i++) {
-        if (strcmp(k[i].loc, k[i - 1].loc) == 0) {
-            const struct rs_entry *b = &z->entries[k[i].i];
+    /* a set of the locs' hashes, not a sort: sorting 20,000 URLs that
+     * share their first 30 bytes was a tenth of opening a package */
+    for (size_t i = 0; i < z->n && rc == 0; i++) {
+        int seen = uriset_add(&locs, z->entries[i].loc);
+        if (seen < 0) {
+            rc = seen;
+            dz_msg(err, errsz, "out of memory");
+        } else if (seen > 0) {
+            const struct rs_entry *b = &z->entries[i];
+            size_t first = 0;
+            while (first < i && strcmp(z->entries[first].loc, b->loc) != 0)
+                first++;
+            if (first == i)
+                continue;             /* two hashes alike, not two locs */
             rc = RS_EINVALID;
             dz_msg(err, errsz, "%s:%u: %s is listed twice (first at line "
                    "%u)", dz_manifest_name, b->line, dz_shown(b->loc, s1),
-                   z->entries[k[i - 1].i].line);
-            goto out;
+                   z->entries[first].line);
         }
     }
 out:
+    uriset_clear(&locs);
     rs_free(k);
     return rc;
 }
