@@ -29,6 +29,7 @@
 #define HTTP_MAX_REQUESTS 100000u
 #define HTTP_TIMEOUT_MS 30000u
 #define HTTP_MAX_BODY ((size_t)64 << 20)
+#define HTTP_MAX_READ_SIZE ((size_t)512 << 10)   /* libcurl's CURL_MAX_READ_SIZE */
 /* Response header bytes kept per response (names and values). */
 #define HTTP_MAX_HEADER_BYTES (64u * 1024u)
 #define HTTP_MAX_METHOD 32u
@@ -100,6 +101,7 @@ struct rs_http_req {
                     const struct rs_http_result *res);
     void *ud;
     size_t max_body;            /* bytes; never 0 once set up */
+    size_t read_size;           /* CURLOPT_BUFFERSIZE; 0: libcurl's */
     size_t body_seen;           /* body bytes of the final response so far */
     uint64_t start_us;          /* monotonic, at acceptance */
 
@@ -1391,6 +1393,8 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     req->on_done = o->on_done;
     req->ud = o->ud;
     req->max_body = o->max_body ? o->max_body : HTTP_MAX_BODY;
+    req->read_size = o->read_size < HTTP_MAX_READ_SIZE ? o->read_size
+                                                       : HTTP_MAX_READ_SIZE;
     req->body_seen = 0;
     req->body_len = 0;
     req->hdr_len = 0;
@@ -1441,6 +1445,9 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     bad |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_on_body)
            != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)req) != CURLE_OK;
+    if (req->read_size > 0)
+        bad |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)req->read_size)
+               != CURLE_OK;
     /* No CURLOPT_FOLLOWLOCATION: http_follow takes each hop. */
     /* Refuses an announced Content-Length over the cap before any body
      * byte; http_on_body enforces it on what arrives. A HEAD response

@@ -107,6 +107,12 @@ struct rs_http_req_opts {
      * on_refused is not told (its caller judges what one refusal of it
      * means, e.g. one resource among many). */
     bool own_refusal;
+    /* Bytes libcurl reads from the connection at once (CURLOPT_BUFFERSIZE,
+     * at most 512 KiB); 0: libcurl's 16 KiB. For a large body taken in
+     * one go (a dump package): fewer reads. on_data still gets pieces of
+     * at most 16 KiB (libcurl's CURL_MAX_WRITE_SIZE). The buffer is the
+     * request's, for its life. */
+    size_t read_size;
 };
 
 struct rs_http *rs_http_new(struct event_base *base, const struct rs_http_opts *o);

@@ -14,6 +14,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,6 +78,7 @@ struct call {
     int stop_at;                    /* return 1 at this piece (1-based) */
     bool cancel_in_data;
     bool free_in_data;              /* rs_http_free from on_data */
+    size_t data_max;                /* the largest piece */
     char data_clen[32];             /* Content-Length seen from on_data */
     /* headers captured in on_done */
     const char *want;               /* header to look up */
@@ -467,6 +469,8 @@ on_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
     }
     assert_int_equal(c->n_done, 0);
     c->n_data++;
+    if (len > c->data_max)
+        c->data_max = len;
     for (i = 0; i < len; i++) {
         if (buf[i] != pattern_byte(c->data_bytes + i)) {
             c->data_pattern_ok = false;
@@ -755,6 +759,112 @@ test_stream_5mb(void **state)
     assert_true(c.data_pattern_ok);
     assert_string_equal(c.data_clen, "5242880");
     assert_int_equal(c.body_len, 0);
+    assert_true(c.data_max <= 16384);       /* libcurl's own read size */
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+/* A server on its own thread that answers one GET with the pattern body
+ * of n bytes in writes as large as the socket takes: unlike the loop's
+ * evhttp (16 KiB a write, interleaved with the client's reads), the
+ * bytes pile up in the connection for the client to read in large
+ * reads. */
+struct bulk_srv {
+    int lfd;
+    unsigned port;
+    size_t n;
+    pthread_t th;
+};
+
+static void *
+bulk_main(void *arg)
+{
+    struct bulk_srv *b = arg;
+    char req[4096], *body = malloc(b->n);
+    size_t got = 0, off = 0;
+    int fd = accept(b->lfd, NULL, NULL);
+
+    assert_non_null(body);
+    for (size_t i = 0; i < b->n; i++)
+        body[i] = pattern_byte(i);
+    while (fd >= 0 && got < sizeof(req) - 1) {
+        ssize_t r = read(fd, req + got, sizeof(req) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        req[got] = '\0';
+        if (strstr(req, "\r\n\r\n") != NULL)
+            break;
+    }
+    char head[128];
+    int hl = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: "
+                      "%zu\r\nConnection: close\r\n\r\n", b->n);
+    if (fd >= 0 && write(fd, head, (size_t)hl) == hl)
+        while (off < b->n) {
+            ssize_t w = write(fd, body + off, b->n - off);
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+    if (fd >= 0)
+        close(fd);
+    free(body);
+    return NULL;
+}
+
+static void
+bulk_start(struct bulk_srv *b, size_t n)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t sl = sizeof(sa);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    b->n = n;
+    b->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(b->lfd >= 0);
+    assert_int_equal(bind(b->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(b->lfd, 1), 0);
+    assert_int_equal(getsockname(b->lfd, (struct sockaddr *)&sa, &sl), 0);
+    b->port = ntohs(sa.sin_port);
+    assert_int_equal(pthread_create(&b->th, NULL, bulk_main, b), 0);
+}
+
+static void
+bulk_stop(struct bulk_srv *b)
+{
+    pthread_join(b->th, NULL);
+    close(b->lfd);
+}
+
+/* read_size: a body read from the connection that many bytes at a time
+ * comes whole and in order (on_data still gets libcurl's pieces of at
+ * most 16 KiB); one over 512 KiB is taken as 512 KiB, not refused
+ * (libcurl would refuse one over 10 MiB). */
+static void
+test_stream_read_size(void **state)
+{
+    struct fixture *f = *state;
+    const size_t sizes[] = { 512 * 1024, 64u << 20 };
+    const size_t n = 16u << 20;
+    char url[64];
+
+    client_new(f, NULL);
+    for (size_t i = 0; i < 2; i++) {
+        struct bulk_srv b;
+        struct call c;
+        bulk_start(&b, n);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/bulk", b.port);
+        struct rs_http_req_opts o = req_opts(&c, f, url);
+        o.on_data = on_data;
+        o.read_size = sizes[i];
+        o.max_body = n;
+        run_one(f, &c, &o);
+        bulk_stop(&b);
+        assert_int_equal(c.rc, 0);
+        assert_int_equal(c.data_bytes, n);
+        assert_true(c.data_pattern_ok);
+        assert_true(c.data_max <= 16384);
+    }
     client_free_and_check(f);
     assert_client_gone(f);
 }
@@ -1769,6 +1879,7 @@ main(void)
         T("http/post_body_and_headers", test_post_body_and_headers),
         T("http/head", test_head),
         T("http/stream_5mb", test_stream_5mb),
+        T("http/stream_read_size", test_stream_read_size),
         T("http/on_data_stop", test_on_data_stop),
         T("http/max_body", test_max_body),
         T("http/timeout", test_timeout),
