@@ -145,9 +145,11 @@ static const struct rs_config_opt options[] = {
                        "this often"),
     RS_CONFIG_SIZE("dump-max-bytes", 0, &conf.dump_max_bytes, "64M", 4096,
                    UINT64_C(1) << 40, "content bytes per dump package (a "
-                   "larger file goes alone)"),
+                   "larger file goes alone; the first three: 1/8, 1/4 and "
+                   "1/2 of it, not below 4M)"),
     RS_CONFIG_INT("dump-max-files", 0, &conf.dump_max_files, "20000", 1,
-                  50000, "files per dump package"),
+                  50000, "files per dump package (the first three: 1/8, "
+                  "1/4 and 1/2 of it, not below 1000)"),
     RS_CONFIG_SIZE("changedump-max-bytes", 0, &conf.cdump_max_bytes, "1G",
                    4096, UINT64_C(1) << 42, "disk for the content --dump "
                    "captures for the Change Dumps of lists not yet packed "

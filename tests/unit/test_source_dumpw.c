@@ -260,6 +260,36 @@ test_split_count(void **state)
     assert_int_equal(per[2], 5);
 }
 
+/* dumpw/split_ramp: the first packages are smaller (1/8, 1/4, 1/2 of
+ * the member limit, not below 1,000 members): 5,000 files, 4,000 a
+ * package -> 1,000, 1,000, 2,000, then the rest; a limit of 1,000 or less
+ * is not ramped (split_count). */
+static void
+test_split_ramp(void **state)
+{
+    struct fx *f = *state;
+    char rel[64], sub[4200];
+    size_t per[16], npkg;
+
+    for (int d = 0; d < 50; d++) {
+        snprintf(sub, sizeof(sub), "%s/d%02d", f->dir, d);
+        assert_int_equal(mkdir(sub, 0755), 0);
+    }
+    for (int i = 0; i < 5000; i++) {
+        snprintf(rel, sizeof(rel), "d%02d/f%04d", i / 100, i);
+        fx_write(f, rel, 10 + (size_t)(i % 7), (char)('a' + i % 26));
+    }
+    fx_scan(f, false);
+    fx_dumpw(f, 4000, 0);
+    assert_int_equal(dumpw_build(f->w), 0);
+    assert_int_equal(check_dump(f, per, &npkg), 5000);
+    assert_int_equal(npkg, 4);
+    assert_int_equal(per[0], 1000);
+    assert_int_equal(per[1], 1000);
+    assert_int_equal(per[2], 2000);
+    assert_int_equal(per[3], 1000);
+}
+
 /* dumpw/split_bytes: 1000-byte files, 2500 bytes a package -> 2 each; a
  * file larger than the bound goes alone. */
 static void
@@ -503,6 +533,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_split_count, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_split_ramp, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_split_bytes, fx_setup,
                                         fx_teardown),
