@@ -221,29 +221,47 @@ check "no temporary file or stage left in the mirror" \
 check "no package left beside the state" \
     test -z "$(find "$TMP" -maxdepth 1 -name 'm5.state.dump-*')"
 
+src_stop big
+
 note "rssub killed while a package is in its stage, then run again"
 # the files a stage holds are in no ledger row and under no final name:
-# the next start removes the stage, the next sync writes them again
+# the next start removes the stage, the next sync writes them again.
+# Packages of up to 6,000 files (1,000, 1,500, 3,000, 500 with the ramp),
+# one writer thread: a stage holds files for a good while
+src_start big2 "$BIG" --dump --dump-max-files 6000 \
+    --resourcelist-refresh 1h || bad "rssource starts on 6,000 files"
+BB2=$(src_url big2)
+big2_dump() {
+    curl -sf --max-time 5 "${BB2}resourcesync/capabilitylist.xml" |
+        grep -q 'capability="resourcedump"'
+}
+check "its dump is published" wait_until 60 big2_dump
 mkdir -p "$TMP/m6"
-"$RSSUB" sync --source "$BB" --mirror "$TMP/m6" --state "$TMP/m6.state" \
-    --log-format logfmt --no-progress --dump \
+"$RSSUB" sync --source "$BB2" --mirror "$TMP/m6" --state "$TMP/m6.state" \
+    --log-format logfmt --no-progress --dump --dump-threads 1 \
     >/dev/null 2>"$TMP/m6.killed.log" &
 M6_PID=$!
 SUB_LOGS+=("$TMP/m6.killed.log")
 staged() {
-    [ "$(find "$TMP/m6" -path '*/.rssub-stage.*' -type f | wc -l)" -ge 20 ]
+    [ "$(find "$TMP/m6" -maxdepth 1 -name '.rssub-stage.*' \
+        -exec find {} -type f \; | wc -l)" -ge 20 ]
 }
-wait_until 30 staged
-STAGED=$(find "$TMP/m6" -path '*/.rssub-stage.*' -type f | wc -l)
+i=0
+while ! staged && [ "$i" -lt 1500 ] && kill -0 "$M6_PID" 2>/dev/null; do
+    sleep 0.02
+    i=$((i + 1))
+done
+STAGED=$(find "$TMP/m6" -maxdepth 1 -name '.rssub-stage.*' \
+    -exec find {} -type f \; | wc -l)
 { kill -KILL "$M6_PID" && wait "$M6_PID"; } 2>/dev/null
 check "killed with files in a stage ($STAGED)" test "$STAGED" -ge 20
-sub_cmd m6 sync "$BB" "$TMP/m6" "$TMP/m6.state" --dump
+sub_cmd m6 sync "$BB2" "$TMP/m6" "$TMP/m6.state" --dump
 sub_exit m6 0
 check "the mirror equals the Source" same_tree "$BIG" "$TMP/m6"
 check "the stage is gone" \
     test -z "$(find "$TMP/m6" -name '.rssub-stage.*' -o -name '.rssub-tmp.*')"
 check "the log says what the start removed" \
     grep -q "removed what an interrupted run left in the mirror" "$TMP/m6.log"
-src_stop big
+src_stop big2
 
 sub_finish
