@@ -32,7 +32,6 @@
 #include "rs_alloc.h"
 #include "rs_hash.h"
 #include "rs_http.h"
-#include "uriset.h"
 
 #define DUMP_MAX_PACKAGE (UINT64_C(16) << 30)
 #define DUMP_TIMEOUT_MS (6 * 3600 * 1000)
@@ -228,9 +227,8 @@ dump_end(struct dump *d, int rc)
  * order: in the ledger, or reported as failed. Without a stage (it could
  * not be made) each member goes to a temporary file renamed into place,
  * and each job is recorded as soon as it is written. The ledger is the
- * loop's alone, and the loop waits meanwhile (no push change is applied
- * beside a package's writes). If no writer thread can be had, the loop's
- * thread writes the jobs itself.
+ * loop's alone. If no writer thread can be had, the loop's thread writes
+ * the jobs itself.
  *
  * While the threads write, the loop runs (the next package downloads and
  * is opened meanwhile: a third of a dump's time was the loop's alone)
@@ -270,9 +268,8 @@ struct plan {
     struct mirror *stage;        /* this package's, or NULL: written in
                                     place (temp + rename) */
     struct mirror *stage_twins[DUMP_MAX_THREADS];
-    struct uriset unpub_set;     /* paths publishing dropped */
-    struct unpub *unpub;
-    size_t nunpub;
+    struct unpub *unpub;         /* files publishing dropped */
+    size_t nunpub, capunpub;
     bool unpub_nomem;
     struct job *jobs;            /* one slot per manifest entry: never
                                     moved while the threads run */
@@ -597,17 +594,21 @@ static void
 on_unpublished(void *ud, const char *rel, const char *why)
 {
     struct plan *p = ud;
-    struct unpub *u = rs_realloc(p->unpub, (p->nunpub + 1) * sizeof(*u));
-    if (u == NULL) {
-        p->unpub_nomem = true;
-        return;
+    if (p->nunpub == p->capunpub) {
+        size_t cap = p->capunpub > 0 ? p->capunpub * 2 : 16;
+        struct unpub *u = rs_realloc(p->unpub, cap * sizeof(*u));
+        if (u == NULL) {
+            p->unpub_nomem = true;
+            return;
+        }
+        p->unpub = u;
+        p->capunpub = cap;
     }
-    p->unpub = u;
-    u[p->nunpub] = (struct unpub){ rs_strdup(rel), rs_strdup(why) };
-    if (u[p->nunpub].path == NULL || u[p->nunpub].why == NULL ||
-        uriset_add(&p->unpub_set, rel) < 0) {
-        rs_free(u[p->nunpub].path);
-        rs_free(u[p->nunpub].why);
+    struct unpub *u = &p->unpub[p->nunpub];
+    *u = (struct unpub){ rs_strdup(rel), rs_strdup(why) };
+    if (u->path == NULL || u->why == NULL) {
+        rs_free(u->path);
+        rs_free(u->why);
         p->unpub_nomem = true;
         return;
     }
@@ -639,13 +640,14 @@ stage_publish(struct plan *p)
         if (rc != 0 || p->unpub_nomem) {
             job_fail(j, rc != 0 ? mirror_errstr(p->d->o.mirror)
                                 : "not moved into the mirror (out of memory)");
-        } else if (p->nunpub > 0 && uriset_has(&p->unpub_set, j->path)) {
+        } else if (p->nunpub > 0) {
             struct unpub key = { .path = j->path };
             const struct unpub *u = bsearch(&key, p->unpub, p->nunpub,
                                             sizeof(*p->unpub), cmp_unpub);
             char why[300];
-            snprintf(why, sizeof(why), "%s: %s", j->path,
-                     u != NULL ? u->why : "not moved into the mirror");
+            if (u == NULL)
+                continue;
+            snprintf(why, sizeof(why), "%s: %s", j->path, u->why);
             job_fail(j, why);
         }
     }
@@ -655,8 +657,7 @@ stage_publish(struct plan *p)
     }
     rs_free(p->unpub);
     p->unpub = NULL;
-    p->nunpub = 0;
-    uriset_clear(&p->unpub_set);
+    p->nunpub = p->capunpub = 0;
 }
 
 /* Everything p holds (its package closed and removed), and p (its
@@ -722,12 +723,11 @@ plan_written(struct plan *p, int rc)
     for (unsigned t = 0; t < p->nthreads; t++)
         pthread_join(p->w[t].th, NULL);
     p->nthreads = 0;
-    if (staged) {
+    /* after a state error nothing is recorded: nothing is published
+     * either (the stage goes with plan_free) */
+    if (staged && rc == 0)
         stage_publish(p);
-        p->recorded = false;
-    } else {
-        p->recorded = true;
-    }
+    p->recorded = !staged;
     return rc;
 }
 

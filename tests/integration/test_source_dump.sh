@@ -213,11 +213,18 @@ check "it was killed halfway ($SUB_KILLED of 6000 written)" \
 LEFT=$(find "$TMP" -maxdepth 1 -name 'm5.state.dump-*' | wc -l)
 STAGES=$(find "$TMP/m5" -maxdepth 1 -name '.rssub-stage.*' | wc -l)
 note "packages the kill left beside the state: $LEFT, stages in the mirror: $STAGES"
-sub_cmd m5 sync "$BB" "$TMP/m5" "$TMP/m5.state" --dump
-sub_exit m5 0
-check "the mirror equals the Source" same_tree "$BIG" "$TMP/m5"
-check "no temporary file or stage left in the mirror" \
-    test -z "$(find "$TMP/m5" -name '.rssub-tmp.*' -o -name '.rssub-stage.*')"
+# resync_after_kill NAME URL: the next `rssub sync --dump` into NAME's
+# mirror and state finishes it: the mirror equals the Source, nothing of
+# rssub's own (temporaries, a stage) left in it
+resync_after_kill() {
+    sub_cmd "$1" sync "$2" "$TMP/$1" "$TMP/$1.state" --dump
+    sub_exit "$1" 0
+    check "the mirror equals the Source" same_tree "$BIG" "$TMP/$1"
+    check "no temporary file or stage left in the mirror" \
+        test -z "$(find "$TMP/$1" -name '.rssub-tmp.*' -o \
+                   -name '.rssub-stage.*')"
+}
+resync_after_kill m5 "$BB"
 check "no package left beside the state" \
     test -z "$(find "$TMP" -maxdepth 1 -name 'm5.state.dump-*')"
 
@@ -255,11 +262,7 @@ STAGED=$(find "$TMP/m6" -maxdepth 1 -name '.rssub-stage.*' \
     -exec find {} -type f \; | wc -l)
 { kill -KILL "$M6_PID" && wait "$M6_PID"; } 2>/dev/null
 check "killed with files in a stage ($STAGED)" test "$STAGED" -ge 20
-sub_cmd m6 sync "$BB2" "$TMP/m6" "$TMP/m6.state" --dump
-sub_exit m6 0
-check "the mirror equals the Source" same_tree "$BIG" "$TMP/m6"
-check "the stage is gone" \
-    test -z "$(find "$TMP/m6" -name '.rssub-stage.*' -o -name '.rssub-tmp.*')"
+resync_after_kill m6 "$BB2"
 check "the log says what the start removed" \
     grep -q "removed what an interrupted run left in the mirror" "$TMP/m6.log"
 src_stop big2
