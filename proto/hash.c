@@ -25,7 +25,7 @@ struct hash_algo_info {
 /* Indexed by enum rs_hash_algo; the names are the IANA "Hash Function
  * Textual Names" that ResourceSync uses. */
 static const struct hash_algo_info hash_algos[HASH_NALGOS] = {
-    [RS_HASH_OTHER] = { "", 0, NULL },
+    [RS_HASH_OTHER] = { "", 0, NULL, NULL },
     [RS_HASH_MD5] = { "md5", 16, EVP_md5, "MD5" },
     [RS_HASH_SHA1] = { "sha-1", 20, EVP_sha1, "SHA1" },
     [RS_HASH_SHA256] = { "sha-256", 32, EVP_sha256, "SHA256" },
