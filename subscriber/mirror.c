@@ -57,7 +57,9 @@ struct mirror {
 
 struct mirror_file {
     struct mirror *m;
-    int dirfd;            /* rel's directory (our own dup) */
+    int dirfd;            /* rel's directory (our own dup); -1 in a stage,
+                             whose directories stay put until publish:
+                             mirror_file_dir looks it up again */
     int fd;               /* the temp; -1 once closed and removed */
     int rc;               /* 0, or the failure that removed the temp */
     const char *made;     /* the name created: tmp, or in a stage name */
@@ -729,6 +731,21 @@ mirror_tmp_create(struct mirror *m, int dfd, const char *name, void *ud)
     return EEXIST;
 }
 
+/* f's directory: its own dup, or in a stage the cached one (borrowed,
+ * walked again if evicted); -1 when it cannot be had. */
+static int
+mirror_file_dir(struct mirror_file *f)
+{
+    if (f->dirfd >= 0)
+        return f->dirfd;
+    const char *ls = strrchr(f->rel, '/');
+    size_t dlen = ls != NULL ? (size_t)(ls - f->rel) : 0;
+    int fd = -1;
+    bool cached;
+    return mirror_dir_get(f->m, f->rel, dlen, false, &fd, &cached) == 0 ? fd
+                                                                        : -1;
+}
+
 /* Close and remove the temp (its content is no use any more). */
 static void
 mirror_file_drop(struct mirror_file *f)
@@ -737,7 +754,7 @@ mirror_file_drop(struct mirror_file *f)
         return;
     close(f->fd);
     f->fd = -1;
-    (void)unlinkat(f->dirfd, f->made, 0);
+    (void)unlinkat(mirror_file_dir(f), f->made, 0);
 }
 
 int
@@ -762,8 +779,10 @@ mirror_begin(struct mirror *m, const char *rel, struct mirror_file **out)
     if (rc > 0)
         rc = mirror_oserr(m, rc, rel, rlen,
                           m->direct ? "create" : "create temp file");
-    if (rc == 0) {
-        /* Our own fd: the cached one may be evicted before the commit. */
+    if (rc == 0 && !m->direct) {
+        /* Our own fd: the cached one may be evicted before the commit.
+         * (In a stage it is looked up again: a dup and a close a file
+         * were 4% of the dump writers' CPU.) */
         f->dirfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
         if (f->dirfd < 0) {
             rc = mirror_oserr(m, errno, rel, rlen, "dup");
@@ -847,19 +866,20 @@ mirror_commit(struct mirror_file *f, rs_time_t mtime)
         e = errno;
     }
     if (op != NULL) {
-        (void)unlinkat(f->dirfd, f->made, 0);
+        (void)unlinkat(mirror_file_dir(f), f->made, 0);
         if (e == EISDIR)
             rc = mirror_fail(m, RS_EINVAL, e, "%s: is a directory", f->rel);
         else
             rc = mirror_oserr(m, e, f->rel, strlen(f->rel), op);
         goto out;
     }
-    if (m->fsync == MIRROR_FSYNC_FULL && fsync(f->dirfd) != 0)
+    if (m->fsync == MIRROR_FSYNC_FULL && fsync(mirror_file_dir(f)) != 0)
         rc = mirror_oserr(m, errno, f->rel, strlen(f->rel),
                           "fsync directory");
 out:
     mirror_file_drop(f);
-    close(f->dirfd);
+    if (f->dirfd >= 0)
+        close(f->dirfd);
     rs_free(f);
     return rc;
 }
@@ -870,7 +890,8 @@ mirror_abort(struct mirror_file *f)
     if (f == NULL)
         return;
     mirror_file_drop(f);
-    close(f->dirfd);
+    if (f->dirfd >= 0)
+        close(f->dirfd);
     rs_free(f);
 }
 

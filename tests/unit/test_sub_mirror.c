@@ -1045,6 +1045,34 @@ test_stage(void **state)
     assert_int_equal(fx_put(f->m, "new/a/3.txt", "three", RS_TIME_NONE), 0);
     fds = fx_fds();
 
+    /* in a stage an aborted file leaves nothing behind (its directory
+     * looked up again: a stage keeps no directory fd per file), and
+     * fsync "full" works there */
+    st = mirror_stage_new(f->m, err, sizeof(err));
+    assert_non_null(st);
+    struct mirror_file *mf = NULL;
+    assert_int_equal(mirror_begin(st, "ab/x/aborted.txt", &mf), 0);
+    assert_int_equal(mirror_write(mf, "half", 4), 0);
+    mirror_abort(mf);
+    assert_int_equal(mirror_begin(st, "ab/x/kept.txt", &mf), 0);
+    assert_int_equal(mirror_write(mf, "kept", 4), 0);
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
+    assert_int_equal(mirror_stage_publish(f->m, st, fx_on_unpub, &u), 0);
+    assert_null(fx_read(fx_path(f, f->mdir, "ab/x/aborted.txt")));
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "ab/x/kept.txt")),
+                        "kept");
+    assert_int_equal(fx_count(fx_path(f, f->mdir, "ab/x"), NULL), 1);
+    struct mirror_opts full = { .fsync = MIRROR_FSYNC_FULL };
+    struct mirror *fm = fx_open(f->mdir, &full);
+    st = mirror_stage_new(fm, err, sizeof(err));
+    assert_non_null(st);
+    assert_int_equal(fx_put(st, "full/a/b.txt", "synced", RS_TIME_NONE), 0);
+    assert_int_equal(mirror_stage_publish(fm, st, fx_on_unpub, &u), 0);
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "full/a/b.txt")),
+                        "synced");
+    mirror_close(fm);
+    fds = fx_fds();
+
     /* a stage closed unpublished takes what it holds with it */
     st = mirror_stage_new(f->m, err, sizeof(err));
     assert_non_null(st);
