@@ -70,6 +70,31 @@ stage_files() {
         wc -l
 }
 
+# mirror_ok NAME MIRROR: `rssub run --dump` NAME (started in the
+# background with the Source changing, by the caller) reaches its first
+# sync; a check.
+mirror_ok() {
+    if sub_start "$1" "$B" "$2" "$TMP/$1.db" --dump; then
+        ok "rssub run --dump: first sync applied"
+    else
+        bad "rssub run --dump: first sync applied" \
+            "$(tail -n 30 "${SUB_LOG[$1]}")"
+    fi
+}
+
+# mirror_in_sync NAME MIRROR: the mirror converges to the Source with
+# nothing of rssub's own left in it, rssub exits 0 on SIGTERM, and an
+# audit finds the mirror in sync.
+mirror_in_sync() {
+    check "the mirror converges to the Source" converged 60 "$D" "$2"
+    check "nothing of rssub's own left in the mirror" \
+        test -z "$(find "$2" -name '.rssub-stage.*' -o -name '.rssub-tmp.*')"
+    sub_stop "$1"
+    check "SIGTERM: exit 0" test "$SUB_RC" = 0
+    sub_cmd "$1.audit" audit "$B" "$2" "$TMP/$1.db"
+    check "rssub audit: in sync" test "$SUB_RC" = 0
+}
+
 # shellcheck disable=SC2119 # no persistence wanted
 redis_start || exit 1
 SUB_READY_SECS=90
@@ -112,11 +137,7 @@ mkdir -p "$M"
     change_tree "$D" 1
 ) &
 CHANGER=$!
-if sub_start m1 "$B" "$M" "$TMP/m1.db" --dump; then
-    ok "rssub run --dump: first sync applied"
-else
-    bad "rssub run --dump: first sync applied" "$(tail -n 30 "${SUB_LOG[m1]}")"
-fi
+mirror_ok m1 "$M"
 wait "$CHANGER"
 STAGED=$(cat "$TMP/staged-at-change" 2>/dev/null || echo 0)
 check "the Source changed with files in rssub's stage ($STAGED)" \
@@ -124,16 +145,10 @@ check "the Source changed with files in rssub's stage ($STAGED)" \
 check "the baseline came from the dump" \
     grep -q 'msg="resource dump unpacked"' "${SUB_LOG[m1]}"
 check "the mirror converges to the changed Source" converged 60 "$D" "$M"
-check "nothing of rssub's own left in the mirror" \
-    test -z "$(find "$M" -name '.rssub-stage.*' -o -name '.rssub-tmp.*')"
 
 note "more changes, pushed after the baseline"
 change_tree "$D" 2
-check "converged again" converged 60 "$D" "$M"
-sub_stop m1
-check "SIGTERM: exit 0" test "$SUB_RC" = 0
-sub_cmd m1.audit audit "$B" "$M" "$TMP/m1.db"
-check "rssub audit: in sync" test "$SUB_RC" = 0
+mirror_in_sync m1 "$M"
 
 note "a Source changing all through a second mirror's baseline"
 M2=$TMP/m2
@@ -145,19 +160,9 @@ mkdir -p "$M2"
     done
 ) &
 CHANGER=$!
-if sub_start m2 "$B" "$M2" "$TMP/m2.db" --dump; then
-    ok "rssub run --dump: first sync applied"
-else
-    bad "rssub run --dump: first sync applied" "$(tail -n 30 "${SUB_LOG[m2]}")"
-fi
+mirror_ok m2 "$M2"
 wait "$CHANGER"
-check "the mirror converges to the Source" converged 60 "$D" "$M2"
-check "nothing of rssub's own left in the mirror" \
-    test -z "$(find "$M2" -name '.rssub-stage.*' -o -name '.rssub-tmp.*')"
-sub_stop m2
-check "SIGTERM: exit 0" test "$SUB_RC" = 0
-sub_cmd m2.audit audit "$B" "$M2" "$TMP/m2.db"
-check "rssub audit: in sync" test "$SUB_RC" = 0
+mirror_in_sync m2 "$M2"
 
 src_stop s
 sub_finish
