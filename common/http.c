@@ -29,7 +29,9 @@
 #define HTTP_MAX_REQUESTS 100000u
 #define HTTP_TIMEOUT_MS 30000u
 #define HTTP_MAX_BODY ((size_t)64 << 20)
-#define HTTP_MAX_READ_SIZE ((size_t)512 << 10)   /* libcurl's CURL_MAX_READ_SIZE */
+/* Our cap on a request's read_size (CURLOPT_BUFFERSIZE): libcurl's own cap
+ * (CURL_MAX_READ_SIZE) is 512 KiB before 7.88 and 10 MiB since. */
+#define HTTP_MAX_READ_SIZE ((size_t)512 << 10)
 /* Response header bytes kept per response (names and values). */
 #define HTTP_MAX_HEADER_BYTES (64u * 1024u)
 #define HTTP_MAX_METHOD 32u
