@@ -120,6 +120,21 @@ sub_sync_kill() {
     [ "$SUB_KILLED" -ge "$min" ]
 }
 
+# sub_sync_killed_halfway NAME URL MIRROR STATE MIN TOTAL [RSSUB-ARGS...]:
+# sub_sync_kill, as two checks: it was killed once MIN files were in the
+# mirror, and before the mirror held all TOTAL.
+sub_sync_killed_halfway() {
+    local name=$1 total=$6
+    if sub_sync_kill "$1" "$2" "$3" "$4" "$5" "${@:7}"; then
+        ok "killed once some files are written"
+    else
+        bad "killed once some files are written" \
+            "$(tail -n 5 "$TMP/$name.killed.log")"
+    fi
+    check "it was killed halfway ($SUB_KILLED of $total in the mirror)" \
+        test "$SUB_KILLED" -lt "$total"
+}
+
 # sub_cmd NAME COMMAND URL MIRROR STATE [ARGS...]: one `rssub COMMAND`
 # (sync, audit, status), 60 s at most; stdout in $TMP/NAME.out, the log
 # in $TMP/NAME.log, exit status in SUB_RC.
