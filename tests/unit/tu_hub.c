@@ -35,7 +35,13 @@ tu_hub_spawn(struct tu_hub *g, int port, const char *prefix,
     snprintf(redis, sizeof(redis), "%s", g->redis.url);
     snprintf(ready, sizeof(ready), "%s/hub%d.ready", g->dir, k);
     snprintf(log, sizeof(log), "%s/hub.log", g->dir);
+    /* --ws-listen port 0: by default rshub takes the HTTP port + 1, which
+     * for a hub restarted on its old HTTP port was never this test's (the
+     * first start had port 0 for both) and may be another connection's
+     * local port for longer than the retries below wait (test_sub_hubsub
+     * hub_down_then_up failed so, once, in a full run) */
     const char *base[] = { TU_HUB_RSHUB, "--open", "--listen", listen,
+                           "--ws-listen", "127.0.0.1:0",
                            "--redis", redis, "--redis-prefix", prefix,
                            "--ready-file", ready,
                            "--callback-allow", "127.0.0.0/8",
