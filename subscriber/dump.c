@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,19 @@ enum dump_kind {
     DUMP_CHANGES,                /* a Change Dump: a catch-up from since */
 };
 
+/* A downloaded package being opened (dumpzip_open: its directory and
+ * manifest) on a thread of its own, while the loop downloads the next. */
+struct opener {
+    struct dump *d;
+    pthread_t th;
+    size_t pkg;                  /* index in pkgs */
+    char path[4096];             /* the package's file */
+    atomic_bool done;            /* the thread is about to return */
+    struct dumpzip *z;           /* the result: z, or rc and err */
+    int rc;
+    char err[512];
+};
+
 struct dump {
     struct dump_opts o;
     enum dump_kind kind;
@@ -72,11 +86,17 @@ struct dump {
     /* The pipeline (see "unpacking"): one package written while the next
      * downloads and is opened. */
     struct plan *cur;            /* being written while the loop runs */
+    struct opener *op;           /* downloaded, being opened */
+    char dl_tmp[4096];           /* downloaded, waiting for the opener */
+    size_t dl_pkg;
     struct dumpzip *ready;       /* downloaded and opened, waiting */
     char ready_tmp[4096];
     bool held;                   /* apply_hold is ours */
-    int efd;                     /* writer threads -> loop: all written */
-    struct event *ev_written;
+    int fail_rc;                 /* a package could not be had: the dump
+                                    ends so once the pipeline is empty */
+    int efd;                     /* threads -> loop: all written, or the
+                                    package opened */
+    struct event *ev_wake;
     bool quiet;                  /* the ledger was empty at the start ... */
     int64_t quiet_mark;          /* ... and has had no other writer since
                                     (ledger_total_changes) */
@@ -86,6 +106,7 @@ struct dump {
 static void advance(struct dump *d);
 struct plan;
 static void plan_abort(struct plan *p);
+static void opener_drop(struct dump *d);
 
 static void
 problem(struct dump *d, const char *uri, const char *why)
@@ -184,6 +205,11 @@ pipeline_drop(struct dump *d)
         plan_abort(d->cur);           /* its package file too */
         d->cur = NULL;
     }
+    opener_drop(d);
+    if (d->dl_tmp[0] != '\0') {
+        unlink(d->dl_tmp);
+        d->dl_tmp[0] = '\0';
+    }
     if (d->ready != NULL) {
         dumpzip_close(d->ready);
         d->ready = NULL;
@@ -196,6 +222,24 @@ pipeline_drop(struct dump *d)
     }
     tmp_drop(d);
     unhold(d);
+}
+
+/* A package could not be had (downloaded or opened): the dump fails with
+ * rc and d->err, but the packages before it are still opened, written
+ * and recorded first (a later package's failure loses nothing before
+ * it); nothing after it is downloaded. */
+static void
+dump_fail(struct dump *d, int rc)
+{
+    if (d->fail_rc == 0)
+        d->fail_rc = rc;
+    if (d->req != NULL) {
+        struct rs_http_req *req = d->req;
+        d->req = NULL;
+        rs_http_cancel(req);          /* its on_done sees RS_ECANCELED */
+    }
+    tmp_drop(d);
+    advance(d);
 }
 
 static void
@@ -872,19 +916,11 @@ plan_changes(struct dump *d, struct dumpzip *z)
     return p;
 }
 
-/* Open the package downloaded to path: dumpzip's checks, and the kind. */
+/* The package opened (dumpzip's checks passed): is it of the dump's kind?
+ * 0, or RS_EINVALID with d->err (z closed). */
 static int
-pkg_open(struct dump *d, const char *path, const char *url,
-         struct dumpzip **out)
+pkg_check(struct dump *d, struct dumpzip *z, const char *url)
 {
-    struct dumpzip *z = NULL;
-
-    if (dumpzip_open(path, NULL, &z, d->err, sizeof(d->err)) != 0) {
-        char e[sizeof(d->err)];
-        snprintf(e, sizeof(e), "%s", d->err);
-        snprintf(d->err, sizeof(d->err), "%.200s: %.300s", url, e);
-        return RS_EINVALID;
-    }
     enum rs_capability want = d->kind == DUMP_RESOURCES
                                   ? RS_CAP_RESOURCEDUMP_MANIFEST
                                   : RS_CAP_CHANGEDUMP_MANIFEST;
@@ -896,8 +932,120 @@ pkg_open(struct dump *d, const char *path, const char *url,
         dumpzip_close(z);
         return RS_EINVALID;
     }
-    *out = z;
     return 0;
+}
+
+/* --------------------------------------------------------- the opener */
+
+static void *
+opener_main(void *arg)
+{
+    struct opener *op = arg;
+    sigset_t all;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    op->rc = dumpzip_open(op->path, NULL, &op->z, op->err, sizeof(op->err));
+    atomic_store_explicit(&op->done, true, memory_order_release);
+    static const uint64_t one = 1;
+    (void)!write(op->d->efd, &one, sizeof(one));
+    return NULL;
+}
+
+/* Open the package downloaded to path (its file is op's from here) on a
+ * thread, or here when no thread can be had; one at a time: while one is
+ * being opened the next waits in dl_tmp. 0, or RS_ENOMEM (path removed). */
+static int
+opener_start(struct dump *d, const char *path, size_t pkg)
+{
+    struct opener *op;
+
+    if (d->op != NULL) {
+        snprintf(d->dl_tmp, sizeof(d->dl_tmp), "%s", path);
+        d->dl_pkg = pkg;
+        return 0;
+    }
+    op = rs_calloc(1, sizeof(*op));
+
+    if (op == NULL) {
+        unlink(path);
+        snprintf(d->err, sizeof(d->err), "out of memory");
+        return RS_ENOMEM;
+    }
+    op->d = d;
+    op->pkg = pkg;
+    snprintf(op->path, sizeof(op->path), "%s", path);
+    atomic_init(&op->done, false);
+    d->op = op;
+    /* libxml2 was set up on the loop's thread (the dump document was
+     * parsed there), so a parser on another thread is safe. */
+    if (pthread_create(&op->th, NULL, opener_main, op) != 0) {
+        op->rc = dumpzip_open(op->path, NULL, &op->z, op->err,
+                              sizeof(op->err));
+        atomic_store(&op->done, true);
+        op->th = pthread_self();      /* nothing to join */
+    }
+    return 0;
+}
+
+static void
+opener_join(struct opener *op)
+{
+    if (!pthread_equal(op->th, pthread_self()))
+        pthread_join(op->th, NULL);
+}
+
+/* The opener has finished: its package is ready (0), or the dump ends
+ * (its error in d->err). */
+static int
+opener_finish(struct dump *d)
+{
+    struct opener *op = d->op;
+    const char *url = d->pkgs[op->pkg];
+    int rc;
+
+    d->op = NULL;
+    opener_join(op);
+    if (op->rc != 0) {
+        snprintf(d->err, sizeof(d->err), "%.200s: %.300s", url, op->err);
+        rc = RS_EINVALID;
+    } else {
+        rc = pkg_check(d, op->z, url);
+    }
+    if (rc != 0) {
+        unlink(op->path);
+        if (d->dl_tmp[0] != '\0') {  /* the package after it */
+            unlink(d->dl_tmp);
+            d->dl_tmp[0] = '\0';
+        }
+    } else {
+        d->ready = op->z;
+        snprintf(d->ready_tmp, sizeof(d->ready_tmp), "%s", op->path);
+    }
+    rs_free(op);
+    if (rc == 0 && d->dl_tmp[0] != '\0') {
+        char path[sizeof(d->dl_tmp)];
+        snprintf(path, sizeof(path), "%s", d->dl_tmp);
+        d->dl_tmp[0] = '\0';
+        rc = opener_start(d, path, d->dl_pkg);
+    }
+    return rc;
+}
+
+/* Stop waiting for the opener: its thread joined, what it opened closed
+ * and its file removed. */
+static void
+opener_drop(struct dump *d)
+{
+    struct opener *op = d->op;
+
+    if (op == NULL)
+        return;
+    d->op = NULL;
+    opener_join(op);
+    dumpzip_close(op->z);
+    unlink(op->path);
+    rs_free(op);
 }
 
 /* Package p, written (plan_written's rc): recorded, closed and its file
@@ -954,14 +1102,15 @@ unpack_begin(struct dump *d)
         (d->held || apply_hold(d->o.apply, true))) {
         d->held = true;
         d->cur = p;
-        return 0;                     /* on_written finishes it */
+        return 0;                     /* on_wake finishes it */
     }
     return unpack_record(d, p, plan_written(p, p->rc));
 }
 
-/* The writer threads say the package being written is. */
+/* A thread says the package being opened is, or the one being written
+ * is. */
 static void
-on_written(evutil_socket_t fd, short what, void *arg)
+on_wake(evutil_socket_t fd, short what, void *arg)
 {
     struct dump *d = arg;
     struct plan *p;
@@ -971,6 +1120,17 @@ on_written(evutil_socket_t fd, short what, void *arg)
 
     (void)what;
     (void)!read(fd, &n, sizeof(n));
+    if (d->op != NULL &&
+        atomic_load_explicit(&d->op->done, memory_order_acquire)) {
+        if ((rc = opener_finish(d)) != 0) {
+            dump_fail(d, rc);
+            return;
+        }
+        if (d->cur == NULL) {
+            advance(d);
+            return;
+        }
+    }
     if (d->cur == NULL)
         return;                       /* a package the loop finished */
     pthread_mutex_lock(&d->cur->mu);
@@ -1066,7 +1226,7 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     if (d->write_errno != 0) {
         snprintf(d->err, sizeof(d->err), "%.200s: writing %.200s: %s", url, d->tmp,
                  strerror(d->write_errno));
-        dump_end(d, RS_EIO);
+        dump_fail(d, RS_EIO);
         return;
     }
     if (res->rc != 0 || res->status < 200 || res->status > 299) {
@@ -1075,23 +1235,23 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         else
             snprintf(d->err, sizeof(d->err), "GET %s: HTTP %ld", url,
                      res->status);
-        dump_end(d, res->rc != 0 ? res->rc : RS_EPROTO);
+        dump_fail(d, res->rc != 0 ? res->rc : RS_EPROTO);
         return;
     }
     if (want >= 0 && (uint64_t)want != d->got) {
         snprintf(d->err, sizeof(d->err), "%s: %llu bytes, the dump announced "
                  "%lld", url, (unsigned long long)d->got, (long long)want);
-        dump_end(d, RS_EINVALID);
+        dump_fail(d, RS_EINVALID);
         return;
     }
     close(d->fd);
     d->fd = -1;
-    if ((rc = pkg_open(d, d->tmp, url, &d->ready)) != 0) {
-        dump_end(d, rc);
+    rc = opener_start(d, d->tmp, d->next - 1);
+    d->tmp[0] = '\0';
+    if (rc != 0) {
+        dump_fail(d, rc);
         return;
     }
-    snprintf(d->ready_tmp, sizeof(d->ready_tmp), "%s", d->tmp);
-    d->tmp[0] = '\0';
     advance(d);
 }
 
@@ -1133,13 +1293,14 @@ download_next(struct dump *d)
 
 /*
  * Move the pipeline on: a package waiting is begun once none is being
- * written; the next is downloaded while one is written (one ahead, at
- * most: two packages on disk); the dump ends when every package is
- * recorded.
+ * written; the next is downloaded while one is opened or written (one
+ * ahead, at most: two packages on disk); the dump ends when every
+ * package is recorded.
  */
 static void
 advance(struct dump *d)
 {
+    unsigned on_disk;
     int rc;
 
     while (d->cur == NULL && d->ready != NULL)
@@ -1147,14 +1308,30 @@ advance(struct dump *d)
             dump_end(d, rc);
             return;
         }
-    if (d->req == NULL && d->ready == NULL && d->next < d->npkgs) {
+    on_disk = (d->cur != NULL) + (d->op != NULL) + (d->dl_tmp[0] != '\0') +
+              (d->ready != NULL) + (d->req != NULL);
+    if (d->fail_rc == 0 && d->req == NULL && on_disk < 2 &&
+        d->next < d->npkgs) {
         if ((rc = download_next(d)) != 0)
             dump_end(d, rc);
         return;
     }
-    if (d->cur == NULL && d->ready == NULL && d->req == NULL &&
-        d->next == d->npkgs)
+    if (on_disk == 0 && d->fail_rc != 0) {
+        dump_end(d, d->fail_rc);
+        return;
+    }
+    if (on_disk == 0 && d->next == d->npkgs) {
+        /* every package listed was fetched: each must have been recorded
+         * (a package lost in the pipeline would be a silent gap) */
+        if (d->r.packages != d->npkgs) {
+            snprintf(d->err, sizeof(d->err), "internal error: %llu of %zu "
+                     "packages unpacked", (unsigned long long)d->r.packages,
+                     d->npkgs);
+            dump_end(d, RS_ESTATE);
+            return;
+        }
         dump_end(d, 0);
+    }
 }
 
 /* -------------------------------------------------- the dump document */
@@ -1253,11 +1430,11 @@ dump_new(const struct dump_opts *o)
     d->wbuf = rs_malloc(DUMP_READ_SIZE);
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (d->efd >= 0)
-        d->ev_written = event_new(o->base, d->efd, EV_READ | EV_PERSIST,
-                                  on_written, d);
+        d->ev_wake = event_new(o->base, d->efd, EV_READ | EV_PERSIST,
+                               on_wake, d);
     if (d->tmpbase == NULL || d->walk == NULL || d->wbuf == NULL ||
-        d->ev_written == NULL ||
-        event_add(d->ev_written, NULL) != 0) {
+        d->ev_wake == NULL ||
+        event_add(d->ev_wake, NULL) != 0) {
         dump_free(d);
         return NULL;
     }
@@ -1275,8 +1452,8 @@ dump_free(struct dump *d)
     docwalk_free(d->walk);
     pkgs_clear(d);
     twins_free(d);
-    if (d->ev_written != NULL)
-        event_free(d->ev_written);
+    if (d->ev_wake != NULL)
+        event_free(d->ev_wake);
     if (d->efd >= 0)
         close(d->efd);
     rs_free(d->wbuf);
@@ -1297,6 +1474,7 @@ start(struct dump *d, const char *url, enum dump_kind kind, rs_time_t since)
     d->r.at = RS_TIME_NONE;
     d->r.until = RS_TIME_NONE;
     d->err[0] = '\0';
+    d->fail_rc = 0;
     d->r.fresh = kind == DUMP_RESOURCES && ledger_res_none(d->o.ledger);
     d->quiet = d->r.fresh;
     d->quiet_mark = ledger_total_changes(d->o.ledger);

@@ -916,6 +916,69 @@ test_pipelined_packages(void **state)
     assert_int_equal(tmp_files(f), 0);
 }
 
+/* dump/opened_while_downloading: a package is opened on a thread while
+ * the next downloads; a small package downloaded while a large one is
+ * still being opened waits for the opener (two packages on disk at
+ * most). Every package is written and recorded, each fetched once, and
+ * nothing is left. */
+static void
+test_opened_while_downloading(void **state)
+{
+    struct fx *f = *state;
+    const size_t sizes[] = { 1500, 3, 1500, 3, 4, 2 };
+    const size_t npk = sizeof(sizes) / sizeof(sizes[0]);
+    char prefixes[6][8], paths[6][16];
+    const char *pkgs[6];
+    long long lens[6];
+    size_t want = 0;
+
+    for (size_t i = 0; i < npk; i++) {
+        snprintf(prefixes[i], sizeof(prefixes[i]), "o%zu", i);
+        snprintf(paths[i], sizeof(paths[i]), "/o%zu.zip", i);
+        pkgs[i] = paths[i];
+        lens[i] = (long long)serve_many(f, paths[i], prefixes[i], sizes[i],
+                                        sizes[i] + 1);
+        want += sizes[i] - 1;
+    }
+    serve_dump(f, pkgs, lens, npk);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.packages, npk);
+    assert_int_equal(f->r.written, want);
+    assert_int_equal(f->r.failed, npk);
+    for (size_t i = 0; i < npk; i++) {
+        assert_int_equal(members_there(f, prefixes[i], sizes[i]),
+                         sizes[i] - 1);
+        assert_int_equal(tu_httpd_hits(f->srv, paths[i]), 1);
+    }
+    assert_false(stage_there(f));
+    assert_int_equal(tmp_files(f), 0);
+}
+
+/* dump/bad_package_next_downloaded: a package that cannot be opened ends
+ * the dump while the next one is downloading or already downloaded:
+ * RS_EINVALID naming the bad one, nothing written, no file left. */
+static void
+test_bad_package_next_downloaded(void **state)
+{
+    struct fx *f = *state;
+    const char *pkgs[] = { "/b0.zip", "/b1.zip" };
+    long long lens[2];
+
+    (void)serve_many(f, "/b0.zip", "b0", 3000, 3001);
+    f->srv->routes[f->srv->nroutes - 1].body_len = 4000; /* not a ZIP */
+    lens[0] = -1;
+    lens[1] = (long long)serve_many(f, "/b1.zip", "b1", 10, 11);
+    serve_dump(f, pkgs, lens, 2);
+    fx_dump(f);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "/b0.zip"));
+    assert_int_equal(f->r.written, 0);
+    assert_int_equal(members_there(f, "b1", 10), 0);
+    assert_false(stage_there(f));
+    assert_int_equal(tmp_files(f), 0);
+}
+
 /* dump/free_while_writing: dump_free while a package is being written
  * (the loop running meanwhile) stops the threads, removes the stage and
  * the package files, calls no on_done; each package is then in the
@@ -1193,6 +1256,8 @@ main(void)
         T_("leftovers_swept", test_leftovers_swept),
         T_("unpublished_members", test_unpublished_members),
         T_("pipelined_packages", test_pipelined_packages),
+        T_("opened_while_downloading", test_opened_while_downloading),
+        T_("bad_package_next_downloaded", test_bad_package_next_downloaded),
         T_("free_while_writing", test_free_while_writing),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
