@@ -49,7 +49,10 @@ struct dumpzip_file;
  * "resourcedump-manifest" or "changedump-manifest"; which one is in
  * dumpzip_head()->md.capability, and the caller checks it is the kind it
  * asked for. Also refused: two entries naming the same ZIP member, and in a
- * Resource Dump Manifest two entries with the same <loc>.
+ * Resource Dump Manifest two entries with the same <loc>. The file is
+ * also mapped read-only (stored members are read from the mapping): it
+ * must not be truncated or rewritten in place while z is open; replacing
+ * or removing it is fine.
  * 0 and *out (free with dumpzip_close), or an error with *out = NULL and a
  * one-line message in err (errsz bytes; err may be NULL):
  *   RS_ENOTFOUND  no such file
@@ -96,14 +99,16 @@ int dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
                       char *err, size_t errsz) RS_MUST_CHECK;
 
 /*
- * Another reader of z's members, for another thread: its own handle on
- * the package's file, sharing z's manifest (read only). A dumpzip and its
- * readers may each be used by a different thread at once; each one, and
- * the files it opened, by one thread at a time. The package was checked
- * by dumpzip_open; a reader finds the same members or refuses (RS_EINVALID:
- * the file changed). 0 and *out, or an error with a message in err:
- * RS_EIO, RS_ENOMEM, RS_EINVALID. Free every reader (its files closed)
- * before dumpzip_close(z).
+ * Another reader of z's members, for another thread, sharing z's manifest
+ * and its mapping of the package (read only). A stored member with a
+ * digest is read from the mapping, of the file dumpzip_open checked; for
+ * any other member the reader opens its own libzip handle on the package
+ * the first time one is asked for, and that open finds the same members
+ * or refuses (dumpzip_reader_open: RS_EINVALID, the file changed). A
+ * dumpzip and its readers may each be used by a different thread at once;
+ * each one, and the files it opened, by one thread at a time. 0 and *out,
+ * or RS_ENOMEM with a message in err. Free every reader (its files
+ * closed) before dumpzip_close(z).
  */
 struct dumpzip_reader;
 int dumpzip_reader_new(struct dumpzip *z, struct dumpzip_reader **out,
@@ -118,10 +123,12 @@ int dumpzip_reader_open(struct dumpzip_reader *r, size_t i,
 /*
  * Read up to len (> 0) bytes of content into buf. Returns the number of
  * bytes read (> 0), or 0 at the end, only once the content has been checked
- * complete: exactly the declared length, the ZIP CRC, and the strongest
- * digest in the entry's hash attribute that rs_hasher supports
- * (rs_hashes_strongest: sha-256, sha-512, sha-1, md5; others are
- * ignored). Bytes handed out before
+ * complete: exactly the declared length, and the strongest digest in the
+ * entry's hash attribute that rs_hasher supports (rs_hashes_strongest:
+ * sha-256, sha-512, sha-1, md5; others are ignored), and the ZIP CRC
+ * where it adds anything: always for a member read through libzip, not
+ * for a stored member with a digest, read from the mapped package (the
+ * digest is the stronger check of the same bytes). Bytes handed out before
  * that are unverified: keep them aside until 0 comes back. Otherwise a
  * negative code, repeated by every later call, with dumpzip_file_error():
  *   RS_EINVALID   content shorter or longer than declared, a hash or CRC

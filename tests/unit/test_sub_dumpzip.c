@@ -429,7 +429,10 @@ static void
 test_readers(void **state)
 {
     struct fx *f = *state;
-    static const char one[] = "member one", two[] = "member two";
+    /* one deflates (libzip keeps a member stored when deflate does not
+     * make it smaller) */
+    static const char one[] = "member one, member one, member one, one",
+                      two[] = "member two";
     char h0[512], h1[512], err[ERRSZ], buf[64];
     hashes_of(one, strlen(one), h0, sizeof(h0));
     hashes_of("not two", 7, h1, sizeof(h1));
@@ -472,14 +475,226 @@ test_readers(void **state)
     dumpzip_reader_free(r);
     dumpzip_reader_free(NULL);
 
-    /* the file replaced by a package of other members */
+    /* the file replaced by a package of other members: a reader's own
+     * handle is opened when a member first needs libzip (entry 0 is
+     * deflated), and it finds the change */
     struct mem m2[] = { { "manifest.xml", "x", 1, false, false } };
     assert_true(zip_write(f->zip, m2, 1));
-    r = (struct dumpzip_reader *)1;
-    assert_int_equal(dumpzip_reader_new(z, &r, err, sizeof(err)),
+    assert_int_equal(dumpzip_reader_new(z, &r, err, sizeof(err)), 0);
+    a = (struct dumpzip_file *)1;
+    assert_int_equal(dumpzip_reader_open(r, 0, &a, err, sizeof(err)),
                      RS_EINVALID);
-    assert_null(r);
+    assert_null(a);
     assert_non_null(strstr(err, "changed"));
+    dumpzip_reader_free(r);
+    dumpzip_close(z);
+}
+
+/* dumpzip/direct: stored members with a digest are read from the mapped
+ * package, the others through libzip, each verified: a member whose
+ * bytes were damaged fails on its digest; replacing the package's file
+ * after the open changes nothing read from the mapping. */
+static void
+test_direct(void **state)
+{
+    struct fx *f = *state;
+    static const char one[] = "stored, with a digest",
+                      two[] = "stored, no digest",
+                      three[] = "deflated, with a digest, deflated, with a "
+                                "digest, deflated";
+    char h1[512], h3[512], err[ERRSZ];
+    hashes_of(one, strlen(one), h1, sizeof(h1));
+    hashes_of(three, strlen(three), h3, sizeof(h3));
+    struct ment e[] = {
+        { "http://example.com/1", "/r/1", (long long)strlen(one), h1, NULL },
+        { "http://example.com/2", "/r/2", (long long)strlen(two), NULL,
+          NULL },
+        { "http://example.com/3", "/r/3", (long long)strlen(three), h3,
+          NULL },
+    };
+    char *man = manifest("resourcedump-manifest", e, 3);
+    struct mem m[] = {
+        { "manifest.xml", man, strlen(man), false, false },
+        { "r/1", one, strlen(one), true, false },
+        { "r/2", two, strlen(two), true, false },
+        { "r/3", three, strlen(three), false, false },
+    };
+    assert_true(zip_write(f->zip, m, 4));
+
+    struct dumpzip *z = open_ok(f, NULL);
+    const char *want[] = { one, two, three };
+    for (size_t i = 0; i < 3; i++) {
+        unsigned char *got;
+        size_t len;
+        assert_int_equal(read_all(z, i, i == 0 ? 5 : 4096, &got, &len), 0);
+        assert_int_equal(len, strlen(want[i]));
+        assert_memory_equal(got, want[i], len);
+        free(got);
+    }
+    /* the mapping is of the file that was opened and checked */
+    struct mem m2[] = { { "manifest.xml", "x", 1, false, false } };
+    assert_true(zip_write(f->zip, m2, 1));
+    unsigned char *got;
+    size_t len;
+    assert_int_equal(read_all(z, 0, 64, &got, &len), 0);
+    assert_memory_equal(got, one, strlen(one));
+    free(got);
+    dumpzip_close(z);
+
+    /* damaged in place: the CRC no longer holds, the digest says so */
+    assert_true(zip_write(f->zip, m, 4));
+    free(man);
+    size_t zlen;
+    unsigned char *zb = (unsigned char *)tu_read_file(f->zip, &zlen);
+    unsigned char *hit = NULL;
+    for (size_t i = 0; hit == NULL && i + strlen(one) <= zlen; i++)
+        if (memcmp(zb + i, one, strlen(one)) == 0)
+            hit = zb + i;
+    assert_non_null(hit);
+    hit[3] ^= 0x20;
+    write_file(f->zip, zb, zlen);
+    free(zb);
+    z = open_ok(f, NULL);
+    struct dumpzip_file *df;
+    char buf[64];
+    assert_int_equal(dumpzip_file_open(z, 0, &df, err, sizeof(err)), 0);
+    assert_int_equal(dumpzip_file_read(df, buf, sizeof(buf)), strlen(one));
+    assert_int_equal(dumpzip_file_read(df, buf, sizeof(buf)), RS_EINVALID);
+    assert_non_null(strstr(dumpzip_file_error(df), "digest"));
+    dumpzip_file_close(df);
+    dumpzip_close(z);
+}
+
+/* A CRC-32 (ZIP's), bit by bit: only for the ZIPs made by hand below. */
+static uint32_t
+crc32_of(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < len; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+static void
+wr16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+/* A member of a ZIP made by hand: stored, with its sizes and CRC after
+ * its data (a data descriptor, as a ZIP written to a pipe has) or in its
+ * local header. */
+struct raw {
+    const char *name;
+    const char *data;
+    bool descriptor;
+};
+
+/* Write a ZIP of stored members to path, byte by byte. */
+static void
+raw_zip(const char *path, const struct raw *m, size_t n)
+{
+    size_t cap = 4096, o = 0, cd;
+    uint32_t off[8];
+    unsigned char *b = calloc(1, cap);
+    assert_non_null(b);
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strlen(m[i].name), len = strlen(m[i].data);
+        uint32_t crc = crc32_of(m[i].data, len);
+        bool dd = m[i].descriptor;
+        assert_true(o + 46 + nl + len < cap);
+        off[i] = (uint32_t)o;
+        wr32(b + o, 0x04034b50u);
+        wr16(b + o + 4, 20);
+        wr16(b + o + 6, dd ? 0x8 : 0);
+        wr32(b + o + 14, dd ? 0 : crc);
+        wr32(b + o + 18, dd ? 0 : (uint32_t)len);
+        wr32(b + o + 22, dd ? 0 : (uint32_t)len);
+        wr16(b + o + 26, (uint16_t)nl);
+        memcpy(b + o + 30, m[i].name, nl);
+        memcpy(b + o + 30 + nl, m[i].data, len);
+        o += 30 + nl + len;
+        if (dd) {
+            wr32(b + o, 0x08074b50u);
+            wr32(b + o + 4, crc);
+            wr32(b + o + 8, (uint32_t)len);
+            wr32(b + o + 12, (uint32_t)len);
+            o += 16;
+        }
+    }
+    cd = o;
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strlen(m[i].name), len = strlen(m[i].data);
+        assert_true(o + 46 + nl + 22 < cap);
+        wr32(b + o, 0x02014b50u);
+        wr16(b + o + 4, 20);
+        wr16(b + o + 6, 20);
+        wr16(b + o + 8, m[i].descriptor ? 0x8 : 0);
+        wr32(b + o + 16, crc32_of(m[i].data, len));
+        wr32(b + o + 20, (uint32_t)len);
+        wr32(b + o + 24, (uint32_t)len);
+        wr16(b + o + 28, (uint16_t)nl);
+        wr32(b + o + 42, off[i]);
+        memcpy(b + o + 46, m[i].name, nl);
+        o += 46 + nl;
+    }
+    wr32(b + o, 0x06054b50u);
+    wr16(b + o + 8, (uint16_t)n);
+    wr16(b + o + 10, (uint16_t)n);
+    wr32(b + o + 12, (uint32_t)(o - cd));
+    wr32(b + o + 16, (uint32_t)cd);
+    o += 22;
+    write_file(path, b, o);
+    free(b);
+}
+
+/* dumpzip/walk_descriptor: a member whose sizes follow its data (a data
+ * descriptor) ends the walk of the local headers; it and the members
+ * after it are read through libzip, and every member is right. */
+static void
+test_walk_descriptor(void **state)
+{
+    struct fx *f = *state;
+    static const char *data[] = { "first, placed by the walk",
+                                  "second, sizes after the data",
+                                  "third, after the walk stopped" };
+    char h[3][512];
+    struct ment e[3];
+    for (size_t i = 0; i < 3; i++) {
+        hashes_of(data[i], strlen(data[i]), h[i], sizeof(h[i]));
+        e[i] = (struct ment){ NULL, NULL, (long long)strlen(data[i]), h[i],
+                              NULL };
+    }
+    e[0].loc = "http://example.com/a";
+    e[0].path = "/a";
+    e[1].loc = "http://example.com/b";
+    e[1].path = "/b";
+    e[2].loc = "http://example.com/c";
+    e[2].path = "/c";
+    char *man = manifest("resourcedump-manifest", e, 3);
+    const struct raw m[] = {
+        { "a", data[0], false },
+        { "b", data[1], true },
+        { "c", data[2], false },
+        { "manifest.xml", man, false },
+    };
+    raw_zip(f->zip, m, 4);
+    free(man);
+    struct dumpzip *z = open_ok(f, NULL);
+    for (size_t i = 0; i < 3; i++) {
+        unsigned char *got;
+        size_t len;
+        assert_int_equal(read_all(z, i, 7, &got, &len), 0);
+        assert_int_equal(len, strlen(data[i]));
+        assert_memory_equal(got, data[i], len);
+        free(got);
+    }
     dumpzip_close(z);
 }
 
@@ -1094,6 +1309,8 @@ main(void)
         TS("dumpzip/good", test_good),
         TS("dumpzip/change_dump", test_change_dump),
         TS("dumpzip/readers", test_readers),
+        TS("dumpzip/direct", test_direct),
+        TS("dumpzip/walk_descriptor", test_walk_descriptor),
         TS("dumpzip/no_manifest", test_no_manifest),
         TS("dumpzip/wrong_capability", test_wrong_capability),
         TS("dumpzip/bad_manifest", test_bad_manifest),
