@@ -203,6 +203,7 @@ dz_pool_links(struct dz_chunk **pool, const struct rs_link **links, size_t n)
  * pread. One per zip_t: its fd, offset and window are that handle's.
  */
 #define DZ_SRC_WINDOW (64u * 1024u)
+#define DZ_WALK_DROP ((size_t)4 << 20)   /* a power of two, pages */
 
 struct dz_src {
     int fd;
@@ -372,10 +373,15 @@ struct dumpzip_reader {
     zip_t *za;                   /* a reader's is opened when a member
                                     first needs libzip */
     size_t open_files;           /* dumpzip_files reading through it */
+    /* Members read straight from the file come through a window (a
+     * thread's batch is consecutive members: one pread for many). */
+    unsigned char *win;          /* DZ_SRC_WINDOW bytes, or NULL */
+    uint64_t win_off;
+    size_t win_len;
 };
 
 /* What the central directory says of a member (by ZIP index), and where
- * its bytes are when it can be read straight from the mapped package. */
+ * its bytes are when it can be read straight from the package's file. */
 struct dz_member {
     const char *name;            /* libzip's, lives with main.za */
     uint64_t size;
@@ -385,14 +391,13 @@ struct dz_member {
     bool walked;                 /* the scan found its local header */
     bool direct;                 /* stored, its local header found where
                                     the scan expected it and agreeing */
-    uint64_t data_off;           /* direct: its bytes in map */
+    uint64_t data_off;           /* direct: where its bytes start */
 };
 
 struct dumpzip {
     struct dumpzip_reader main;  /* z's own */
     char *path;                  /* the package, for more readers */
-    const unsigned char *map;    /* the package mapped read-only, or NULL */
-    size_t map_len;
+    int fd;                      /* the package, for direct reads; -1 */
     struct dz_member *mem;       /* nmembers */
     zip_uint64_t nmembers;
     struct dumpzip_limits lim;   /* defaults filled in */
@@ -407,6 +412,39 @@ struct dumpzip {
 static void dz_free(struct dumpzip *z);
 static int dz_reader_za(struct dumpzip_reader *rd, char *err, size_t errsz);
 
+/* Up to len bytes of the package at off, through rd's window: 0 at the
+ * end of the file, -1 with errno. */
+static ssize_t
+dz_direct_read(struct dumpzip_reader *rd, void *buf, size_t len, uint64_t off)
+{
+    int fd = rd->z->fd;
+    if (len >= DZ_SRC_WINDOW) {
+        ssize_t n;
+        do
+            n = pread(fd, buf, len, (off_t)off);
+        while (n < 0 && errno == EINTR);
+        return n;
+    }
+    if (off < rd->win_off || off >= rd->win_off + rd->win_len) {
+        ssize_t n;
+        if (rd->win == NULL && (rd->win = rs_malloc(DZ_SRC_WINDOW)) == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        do
+            n = pread(fd, rd->win, DZ_SRC_WINDOW, (off_t)off);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0)
+            return n;
+        rd->win_off = off;
+        rd->win_len = (size_t)n;
+    }
+    size_t at = (size_t)(off - rd->win_off);
+    size_t n = rd->win_len - at < len ? rd->win_len - at : len;
+    memcpy(buf, rd->win + at, n);
+    return (ssize_t)n;
+}
+
 /* ---------------------------------------------------- member reader */
 
 /*
@@ -418,8 +456,8 @@ static int dz_reader_za(struct dumpzip_reader *rd, char *err, size_t errsz);
  */
 struct dumpzip_file {
     struct dumpzip_reader *rd;   /* the handle it reads through */
-    zip_file_t *zf;              /* NULL: read from direct */
-    const unsigned char *direct; /* the stored bytes in z->map */
+    zip_file_t *zf;              /* NULL: read straight from the file */
+    uint64_t data_off;           /* ... where its bytes start */
     struct rs_hasher *hasher;    /* NULL: nothing to digest */
     struct rs_hashes want;       /* declared digests */
     uint64_t size;               /* bytes the content must have */
@@ -495,12 +533,12 @@ file_start(struct dumpzip_reader *rd, zip_uint64_t idx, uint64_t size,
             goto out;
         }
     }
-    /* Straight from the mapping when the scan placed the member and a
+    /* Straight from the file when the walk placed the member and a
      * digest will vouch for its bytes (the ZIP CRC, libzip's check, adds
      * nothing to a verified sha-256); else through libzip. */
     const struct dz_member *m = &rd->z->mem[idx];
     if (m->direct && f->hasher != NULL) {
-        f->direct = rd->z->map + m->data_off;
+        f->data_off = m->data_off;
         rd->open_files++;
         *out = f;
         return 0;
@@ -567,9 +605,13 @@ dumpzip_file_read(struct dumpzip_file *f, void *buf, size_t len)
         if (want > SSIZE_MAX)
             want = SSIZE_MAX;
         zip_int64_t n;
-        if (f->direct != NULL) {
-            memcpy(buf, f->direct + f->got, (size_t)want);
-            n = (zip_int64_t)want;
+        if (f->zf == NULL) {
+            ssize_t k = dz_direct_read(f->rd, buf, (size_t)want,
+                                       f->data_off + f->got);
+            if (k < 0)
+                return file_fail(f, errno == ENOMEM ? RS_ENOMEM : RS_EIO,
+                                 "reading the package: %s", strerror(errno));
+            n = (zip_int64_t)k;
         } else if ((n = zip_fread(f->zf, buf, want)) < 0) {
             return file_fail_zip(f);
         }
@@ -588,7 +630,7 @@ dumpzip_file_read(struct dumpzip_file *f, void *buf, size_t len)
     }
     /* All declared bytes are in: one more read must find the end, which
      * is also where libzip checks the CRC. */
-    if (f->direct != NULL)
+    if (f->zf == NULL)
         return file_verify(f);
     unsigned char probe;
     zip_int64_t n = zip_fread(f->zf, &probe, 1);
@@ -716,7 +758,7 @@ dumpzip_reader_new(struct dumpzip *z, struct dumpzip_reader **out, char *err,
 }
 
 /* rd's own libzip handle on the package, opened when a member first
- * needs one (most are read from the mapping). No ZIP_CHECKCONS:
+ * needs one (most are read straight from the file). No ZIP_CHECKCONS:
  * dumpzip_open checked this file's headers, and a reader only counts its
  * members again. */
 static int
@@ -749,6 +791,7 @@ dumpzip_reader_free(struct dumpzip_reader *r)
         return;
     if (r->za != NULL)
         zip_discard(r->za);
+    rs_free(r->win);
     rs_free(r);
 }
 
@@ -1144,17 +1187,19 @@ dz_walked(struct dumpzip *z, const unsigned char *name, size_t nl,
 }
 
 /*
- * Map the package and walk its local headers from the start, the way a
- * ZIP written front to back lays them out, to find where each stored
- * member's bytes are: libzip does not say, and reading them through it
- * costs a handle per thread and a file per member (a tenth of the writer
- * threads' time at 2 KB members). libzip has already compared every
- * local header with the central directory (ZIP_CHECKCONS); the walk only
- * places them, and a member it does not place (after a data descriptor,
- * a gap, anything it does not follow) is read through libzip as before.
+ * Walk the package's local headers from the start, the way a ZIP written
+ * front to back lays them out, to find where each stored member's bytes
+ * are: libzip does not say, and reading them through it costs a handle
+ * per thread and a file per member (a tenth of the writer threads' time
+ * at 2 KB members). libzip has already compared every local header with
+ * the central directory (ZIP_CHECKCONS); the walk only places them, and a
+ * member it does not place (after a data descriptor, a gap, anything it
+ * does not follow) is read through libzip as before. The walk reads a
+ * mapping of the file, unmapped at its end; the members are read later
+ * through z->fd, the file that was checked even if the path is replaced.
  */
 static void
-dz_map_walk(struct dumpzip *z)
+dz_walk(struct dumpzip *z)
 {
     struct stat st;
     int fd = open(z->path, O_RDONLY | O_CLOEXEC);
@@ -1165,32 +1210,44 @@ dz_map_walk(struct dumpzip *z)
         close(fd);
         return;
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
+    size_t len = (size_t)st.st_size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        close(fd);
         return;
-    z->map = map;
-    z->map_len = (size_t)st.st_size;
-    size_t off = 0;
+    }
+    z->fd = fd;
+    const unsigned char *base = map;
+    size_t off = 0, dropped = 0;
     for (;;) {
-        const unsigned char *h = z->map + off;
-        if (z->map_len - off < 30 || dz_rd32(h) != 0x04034b50u)
+        const unsigned char *h = base + off;
+        /* a header every few KB touches every page: let the walked ones
+         * go as it goes, or the whole package would count in rssub's
+         * resident set until the munmap */
+        if (off - dropped >= DZ_WALK_DROP) {
+            size_t upto = off & ~(DZ_WALK_DROP - 1);
+            (void)madvise((void *)(uintptr_t)(base + dropped), upto - dropped,
+                          MADV_DONTNEED);
+            dropped = upto;
+        }
+        if (len - off < 30 || dz_rd32(h) != 0x04034b50u)
             break;
         uint16_t flags = dz_rd16(h + 6), method = dz_rd16(h + 8);
         uint32_t crc = dz_rd32(h + 14);
         uint64_t csize = dz_rd32(h + 18), usize = dz_rd32(h + 22);
         size_t nl = dz_rd16(h + 26), xl = dz_rd16(h + 28);
-        if (z->map_len - off - 30 < nl + xl || (flags & 0x8) != 0)
+        if (len - off - 30 < nl + xl || (flags & 0x8) != 0)
             break;                    /* sizes after the data: lost */
         if ((csize == 0xffffffffu || usize == 0xffffffffu) &&
             !dz_zip64_sizes(h + 30 + nl, xl, &usize, &csize))
             break;
         size_t data = off + 30 + nl + xl;
-        if (z->map_len - data < csize)
+        if (len - data < csize)
             break;
         dz_walked(z, h + 30, nl, flags, method, crc, csize, usize, data);
         off = data + (size_t)csize;
     }
+    munmap(map, len);
 }
 
 int
@@ -1205,6 +1262,7 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
         dz_msg(err, errsz, "out of memory");
         return RS_ENOMEM;
     }
+    z->fd = -1;
     dz_limits(&z->lim, lim);
     rs_head_init(&z->head);
 
@@ -1238,7 +1296,7 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
     rc = dz_check_members(z, err, errsz);
     if (rc != 0)
         goto out;
-    dz_map_walk(z);
+    dz_walk(z);
 
     zip_int64_t mi = zip_name_locate(z->main.za, dz_manifest_name, 0);
     if (mi < 0) {
@@ -1282,8 +1340,9 @@ dz_free(struct dumpzip *z)
 {
     if (z->main.za != NULL)
         zip_discard(z->main.za);
-    if (z->map != NULL)
-        munmap((void *)(uintptr_t)z->map, z->map_len);
+    if (z->fd >= 0)
+        close(z->fd);
+    rs_free(z->main.win);
     rs_free(z->mem);
     rs_free(z->path);
     rs_free(z->entries);

@@ -49,10 +49,8 @@ struct dumpzip_file;
  * "resourcedump-manifest" or "changedump-manifest"; which one is in
  * dumpzip_head()->md.capability, and the caller checks it is the kind it
  * asked for. Also refused: two entries naming the same ZIP member, and in a
- * Resource Dump Manifest two entries with the same <loc>. The file is
- * also mapped read-only (stored members are read from the mapping): it
- * must not be truncated or rewritten in place while z is open; replacing
- * or removing it is fine.
+ * Resource Dump Manifest two entries with the same <loc>. z keeps the
+ * file open: replacing or removing the path changes nothing z reads.
  * 0 and *out (free with dumpzip_close), or an error with *out = NULL and a
  * one-line message in err (errsz bytes; err may be NULL):
  *   RS_ENOTFOUND  no such file
@@ -100,8 +98,9 @@ int dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
 
 /*
  * Another reader of z's members, for another thread, sharing z's manifest
- * and its mapping of the package (read only). A stored member with a
- * digest is read from the mapping, of the file dumpzip_open checked; for
+ * (read only). A stored member with a digest is read straight from the
+ * file dumpzip_open checked (z's descriptor, through a window of the
+ * reader's own); for
  * any other member the reader opens its own libzip handle on the package
  * the first time one is asked for, and that open finds the same members
  * or refuses (dumpzip_reader_open: RS_EINVALID, the file changed). A
@@ -127,7 +126,7 @@ int dumpzip_reader_open(struct dumpzip_reader *r, size_t i,
  * entry's hash attribute that rs_hasher supports (rs_hashes_strongest:
  * sha-256, sha-512, sha-1, md5; others are ignored), and the ZIP CRC
  * where it adds anything: always for a member read through libzip, not
- * for a stored member with a digest, read from the mapped package (the
+ * for a stored member with a digest, read straight from the file (the
  * digest is the stronger check of the same bytes). Bytes handed out before
  * that are unverified: keep them aside until 0 comes back. Otherwise a
  * negative code, repeated by every later call, with dumpzip_file_error():

@@ -490,10 +490,10 @@ test_readers(void **state)
     dumpzip_close(z);
 }
 
-/* dumpzip/direct: stored members with a digest are read from the mapped
- * package, the others through libzip, each verified: a member whose
- * bytes were damaged fails on its digest; replacing the package's file
- * after the open changes nothing read from the mapping. */
+/* dumpzip/direct: stored members with a digest are read straight from
+ * the package's file, the others through libzip, each verified: a member
+ * whose bytes were damaged fails on its digest; replacing the package's
+ * file after the open changes nothing read straight from it. */
 static void
 test_direct(void **state)
 {
@@ -531,7 +531,7 @@ test_direct(void **state)
         assert_memory_equal(got, want[i], len);
         free(got);
     }
-    /* the mapping is of the file that was opened and checked */
+    /* z reads the file that was opened and checked */
     struct mem m2[] = { { "manifest.xml", "x", 1, false, false } };
     assert_true(zip_write(f->zip, m2, 1));
     unsigned char *got;
