@@ -937,18 +937,25 @@ pkg_check(struct dump *d, struct dumpzip *z, const char *url)
 
 /* --------------------------------------------------------- the opener */
 
+/* Open op's package and say so (on_wake). */
+static void
+opener_run(struct opener *op)
+{
+    static const uint64_t one = 1;
+
+    op->rc = dumpzip_open(op->path, NULL, &op->z, op->err, sizeof(op->err));
+    atomic_store_explicit(&op->done, true, memory_order_release);
+    (void)!write(op->d->efd, &one, sizeof(one));
+}
+
 static void *
 opener_main(void *arg)
 {
-    struct opener *op = arg;
     sigset_t all;
 
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
-    op->rc = dumpzip_open(op->path, NULL, &op->z, op->err, sizeof(op->err));
-    atomic_store_explicit(&op->done, true, memory_order_release);
-    static const uint64_t one = 1;
-    (void)!write(op->d->efd, &one, sizeof(one));
+    opener_run(arg);
     return NULL;
 }
 
@@ -966,7 +973,6 @@ opener_start(struct dump *d, const char *path, size_t pkg)
         return 0;
     }
     op = rs_calloc(1, sizeof(*op));
-
     if (op == NULL) {
         unlink(path);
         snprintf(d->err, sizeof(d->err), "out of memory");
@@ -980,10 +986,8 @@ opener_start(struct dump *d, const char *path, size_t pkg)
     /* libxml2 was set up on the loop's thread (the dump document was
      * parsed there), so a parser on another thread is safe. */
     if (pthread_create(&op->th, NULL, opener_main, op) != 0) {
-        op->rc = dumpzip_open(op->path, NULL, &op->z, op->err,
-                              sizeof(op->err));
-        atomic_store(&op->done, true);
         op->th = pthread_self();      /* nothing to join */
+        opener_run(op);               /* on_wake takes it from here */
     }
     return 0;
 }

@@ -13,8 +13,10 @@
 
 #include <curl/curl.h>
 #include <dirent.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -979,6 +981,59 @@ test_bad_package_next_downloaded(void **state)
     assert_int_equal(tmp_files(f), 0);
 }
 
+/* Linked with -Wl,--wrap=pthread_create (tests/CMakeLists.txt): while
+ * no_threads is set, every thread our code asks for is refused. */
+static bool no_threads;
+static unsigned threads_refused;
+
+int __real_pthread_create(pthread_t *th, const pthread_attr_t *attr,
+                          void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *th, const pthread_attr_t *attr,
+                          void *(*fn)(void *), void *arg);
+
+int
+__wrap_pthread_create(pthread_t *th, const pthread_attr_t *attr,
+                      void *(*fn)(void *), void *arg)
+{
+    if (no_threads) {
+        threads_refused++;
+        return EAGAIN;
+    }
+    return __real_pthread_create(th, attr, fn, arg);
+}
+
+/* dump/no_threads: with no thread to be had, neither an opener nor a
+ * writer, the loop's thread opens and writes every package itself: all
+ * written and recorded, nothing left. */
+static void
+test_no_threads(void **state)
+{
+    struct fx *f = *state;
+    const size_t n = 300, npk = 3;
+    char prefixes[3][8], paths[3][16];
+    const char *pkgs[3];
+    long long lens[3];
+
+    for (size_t i = 0; i < npk; i++) {
+        snprintf(prefixes[i], sizeof(prefixes[i]), "n%zu", i);
+        snprintf(paths[i], sizeof(paths[i]), "/n%zu.zip", i);
+        pkgs[i] = paths[i];
+        lens[i] = (long long)serve_many(f, paths[i], prefixes[i], n, n + 1);
+    }
+    serve_dump(f, pkgs, lens, npk);
+    no_threads = true;
+    fx_dump(f);
+    no_threads = false;
+    assert_true(threads_refused >= npk);    /* an opener each, at least */
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.packages, npk);
+    assert_int_equal(f->r.written, npk * (n - 1));
+    for (size_t i = 0; i < npk; i++)
+        assert_int_equal(members_there(f, prefixes[i], n), n - 1);
+    assert_false(stage_there(f));
+    assert_int_equal(tmp_files(f), 0);
+}
+
 /* dump/free_while_writing: dump_free while a package is being written
  * (the loop running meanwhile) stops the threads, removes the stage and
  * the package files, calls no on_done; each package is then in the
@@ -1258,6 +1313,7 @@ main(void)
         T_("pipelined_packages", test_pipelined_packages),
         T_("opened_while_downloading", test_opened_while_downloading),
         T_("bad_package_next_downloaded", test_bad_package_next_downloaded),
+        T_("no_threads", test_no_threads),
         T_("free_while_writing", test_free_while_writing),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
