@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -710,6 +711,11 @@ static void
 plan_free(struct plan *p)
 {
     dumpzip_close(p->z);
+    /* The manifest was allocated on the opener's thread, so in another
+     * malloc arena than the loop's: freed here, its memory stays with
+     * that arena unless handed back (peak RSS at 100,000 files 91-99 MB
+     * without this, 79-87 MB with it, 83 MB before the opener). */
+    malloc_trim(0);
     if (p->tmp[0] != '\0')
         unlink(p->tmp);
     for (unsigned t = 0; t < DUMP_MAX_THREADS; t++)
