@@ -130,6 +130,18 @@ tmp_drop(struct dump *d)
     }
 }
 
+/* The download under way, if any, cancelled and its file removed. */
+static void
+download_drop(struct dump *d)
+{
+    if (d->req != NULL) {
+        struct rs_http_req *req = d->req;
+        d->req = NULL;
+        rs_http_cancel(req);          /* its on_done sees RS_ECANCELED */
+    }
+    tmp_drop(d);
+}
+
 /* Packages a crash left (TMPBASE.dump-XXXXXX): ours alone, as the
  * state's writer lock is; a package can be as large as its Source makes
  * it, so none is left to pile up. */
@@ -216,12 +228,7 @@ pipeline_drop(struct dump *d)
         d->ready = NULL;
         unlink(d->ready_tmp);
     }
-    if (d->req != NULL) {
-        struct rs_http_req *req = d->req;
-        d->req = NULL;
-        rs_http_cancel(req);          /* its on_done sees RS_ECANCELED */
-    }
-    tmp_drop(d);
+    download_drop(d);
     unhold(d);
 }
 
@@ -234,12 +241,7 @@ dump_fail(struct dump *d, int rc)
 {
     if (d->fail_rc == 0)
         d->fail_rc = rc;
-    if (d->req != NULL) {
-        struct rs_http_req *req = d->req;
-        d->req = NULL;
-        rs_http_cancel(req);          /* its on_done sees RS_ECANCELED */
-    }
-    tmp_drop(d);
+    download_drop(d);
     advance(d);
 }
 

@@ -107,6 +107,27 @@ on_problem(void *ud, const char *uri, const char *why)
     snprintf(f->prob_why, sizeof(f->prob_why), "%s", why);
 }
 
+/* Linked with -Wl,--wrap=pthread_create (tests/CMakeLists.txt): while
+ * no_threads is set, every thread our code asks for is refused. */
+static bool no_threads;
+static unsigned threads_refused;
+
+int __real_pthread_create(pthread_t *th, const pthread_attr_t *attr,
+                          void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *th, const pthread_attr_t *attr,
+                          void *(*fn)(void *), void *arg);
+
+int
+__wrap_pthread_create(pthread_t *th, const pthread_attr_t *attr,
+                      void *(*fn)(void *), void *arg)
+{
+    if (no_threads) {
+        threads_refused++;
+        return EAGAIN;
+    }
+    return __real_pthread_create(th, attr, fn, arg);
+}
+
 /* The dump's options in this fixture. */
 static struct dump_opts
 fx_dump_opts(struct fx *f, unsigned threads)
@@ -166,6 +187,7 @@ fx_teardown(void **state)
 {
     struct fx *f = *state;
 
+    no_threads = false;               /* a failed dump/no_threads */
     dump_free(f->d);
     apply_free(f->a);
     rs_http_free(f->http);
@@ -885,6 +907,64 @@ members_there(struct fx *f, const char *prefix, size_t n)
     return there;
 }
 
+/* Packages of sizes[i] members each (the first of each bad), tagged
+ * "<tag><i>" (prefix names[i]) and served at "/<tag><i>.zip", and the dump
+ * document listing them. Returns the members that will be written. */
+static size_t
+serve_packages(struct fx *f, char tag, const size_t *sizes, size_t npk,
+               char (*names)[8])
+{
+    char paths[8][16];
+    const char *pkgs[8];
+    long long lens[8];
+    size_t good = 0;
+
+    assert_true(npk <= 8);
+    for (size_t i = 0; i < npk; i++) {
+        snprintf(names[i], 8, "%c%u", tag, (unsigned)i % 8u);
+        snprintf(paths[i], sizeof(paths[i]), "/%s.zip", names[i]);
+        pkgs[i] = paths[i];
+        lens[i] = (long long)serve_many(f, paths[i], names[i], sizes[i],
+                                        sizes[i] + 1);
+        good += sizes[i] - 1;
+    }
+    serve_dump(f, pkgs, lens, npk);
+    return good;
+}
+
+/* Each package serve_packages served is in the mirror whole but for its
+ * bad member, was fetched once, and nothing of the dump's is left. */
+static void
+packages_there(struct fx *f, const size_t *sizes, size_t npk,
+               char (*names)[8])
+{
+    char path[16];
+
+    for (size_t i = 0; i < npk; i++) {
+        snprintf(path, sizeof(path), "/%s.zip", names[i]);
+        assert_int_equal(members_there(f, names[i], sizes[i]), sizes[i] - 1);
+        assert_int_equal(tu_httpd_hits(f->srv, path), 1);
+    }
+    assert_false(stage_there(f));
+    assert_int_equal(tmp_files(f), 0);
+}
+
+/* Dump the packages of sizes (serve_packages) and check each is whole,
+ * written and recorded but for its bad member. */
+static void
+dump_whole(struct fx *f, char tag, const size_t *sizes, size_t npk)
+{
+    char names[8][8];
+    size_t want = serve_packages(f, tag, sizes, npk, names);
+
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.packages, npk);
+    assert_int_equal(f->r.written, want);
+    assert_int_equal(f->r.failed, npk);
+    packages_there(f, sizes, npk, names);
+}
+
 /* dump/pipelined_packages: packages written on threads while the loop
  * downloads and opens the next: each package's members all written and
  * recorded (its bad first member neither), each package fetched once,
@@ -892,30 +972,9 @@ members_there(struct fx *f, const char *prefix, size_t n)
 static void
 test_pipelined_packages(void **state)
 {
-    struct fx *f = *state;
-    const size_t n = 300, npk = 4;
-    char prefixes[4][8], paths[4][16];
-    const char *pkgs[4];
-    long long lens[4];
+    const size_t sizes[] = { 300, 300, 300, 300 };
 
-    for (size_t i = 0; i < npk; i++) {
-        snprintf(prefixes[i], sizeof(prefixes[i]), "p%zu", i);
-        snprintf(paths[i], sizeof(paths[i]), "/p%zu.zip", i);
-        pkgs[i] = paths[i];
-        lens[i] = (long long)serve_many(f, paths[i], prefixes[i], n, n + 1);
-    }
-    serve_dump(f, pkgs, lens, npk);
-    fx_dump(f);
-    assert_int_equal(f->rc, 0);
-    assert_int_equal(f->r.packages, npk);
-    assert_int_equal(f->r.written, npk * (n - 1));
-    assert_int_equal(f->r.failed, npk);
-    for (size_t i = 0; i < npk; i++) {
-        assert_int_equal(members_there(f, prefixes[i], n), n - 1);
-        assert_int_equal(tu_httpd_hits(f->srv, paths[i]), 1);
-    }
-    assert_false(stage_there(f));
-    assert_int_equal(tmp_files(f), 0);
+    dump_whole(*state, 'p', sizes, 4);
 }
 
 /* dump/opened_while_downloading: a package is opened on a thread while
@@ -926,35 +985,9 @@ test_pipelined_packages(void **state)
 static void
 test_opened_while_downloading(void **state)
 {
-    struct fx *f = *state;
     const size_t sizes[] = { 1500, 3, 1500, 3, 4, 2 };
-    const size_t npk = sizeof(sizes) / sizeof(sizes[0]);
-    char prefixes[6][8], paths[6][16];
-    const char *pkgs[6];
-    long long lens[6];
-    size_t want = 0;
 
-    for (size_t i = 0; i < npk; i++) {
-        snprintf(prefixes[i], sizeof(prefixes[i]), "o%zu", i);
-        snprintf(paths[i], sizeof(paths[i]), "/o%zu.zip", i);
-        pkgs[i] = paths[i];
-        lens[i] = (long long)serve_many(f, paths[i], prefixes[i], sizes[i],
-                                        sizes[i] + 1);
-        want += sizes[i] - 1;
-    }
-    serve_dump(f, pkgs, lens, npk);
-    fx_dump(f);
-    assert_int_equal(f->rc, 0);
-    assert_int_equal(f->r.packages, npk);
-    assert_int_equal(f->r.written, want);
-    assert_int_equal(f->r.failed, npk);
-    for (size_t i = 0; i < npk; i++) {
-        assert_int_equal(members_there(f, prefixes[i], sizes[i]),
-                         sizes[i] - 1);
-        assert_int_equal(tu_httpd_hits(f->srv, paths[i]), 1);
-    }
-    assert_false(stage_there(f));
-    assert_int_equal(tmp_files(f), 0);
+    dump_whole(*state, 'o', sizes, 6);
 }
 
 /* dump/bad_package_next_downloaded: a package that cannot be opened ends
@@ -981,57 +1014,18 @@ test_bad_package_next_downloaded(void **state)
     assert_int_equal(tmp_files(f), 0);
 }
 
-/* Linked with -Wl,--wrap=pthread_create (tests/CMakeLists.txt): while
- * no_threads is set, every thread our code asks for is refused. */
-static bool no_threads;
-static unsigned threads_refused;
-
-int __real_pthread_create(pthread_t *th, const pthread_attr_t *attr,
-                          void *(*fn)(void *), void *arg);
-int __wrap_pthread_create(pthread_t *th, const pthread_attr_t *attr,
-                          void *(*fn)(void *), void *arg);
-
-int
-__wrap_pthread_create(pthread_t *th, const pthread_attr_t *attr,
-                      void *(*fn)(void *), void *arg)
-{
-    if (no_threads) {
-        threads_refused++;
-        return EAGAIN;
-    }
-    return __real_pthread_create(th, attr, fn, arg);
-}
-
 /* dump/no_threads: with no thread to be had, neither an opener nor a
  * writer, the loop's thread opens and writes every package itself: all
  * written and recorded, nothing left. */
 static void
 test_no_threads(void **state)
 {
-    struct fx *f = *state;
-    const size_t n = 300, npk = 3;
-    char prefixes[3][8], paths[3][16];
-    const char *pkgs[3];
-    long long lens[3];
+    const size_t sizes[] = { 300, 300, 300 };
 
-    for (size_t i = 0; i < npk; i++) {
-        snprintf(prefixes[i], sizeof(prefixes[i]), "n%zu", i);
-        snprintf(paths[i], sizeof(paths[i]), "/n%zu.zip", i);
-        pkgs[i] = paths[i];
-        lens[i] = (long long)serve_many(f, paths[i], prefixes[i], n, n + 1);
-    }
-    serve_dump(f, pkgs, lens, npk);
     no_threads = true;
-    fx_dump(f);
+    dump_whole(*state, 'n', sizes, 3);
     no_threads = false;
-    assert_true(threads_refused >= npk);    /* an opener each, at least */
-    assert_int_equal(f->rc, 0);
-    assert_int_equal(f->r.packages, npk);
-    assert_int_equal(f->r.written, npk * (n - 1));
-    for (size_t i = 0; i < npk; i++)
-        assert_int_equal(members_there(f, prefixes[i], n), n - 1);
-    assert_false(stage_there(f));
-    assert_int_equal(tmp_files(f), 0);
+    assert_true(threads_refused >= 3);      /* an opener each, at least */
 }
 
 /* dump/free_while_writing: dump_free while a package is being written
