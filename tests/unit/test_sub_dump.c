@@ -128,6 +128,25 @@ __wrap_pthread_create(pthread_t *th, const pthread_attr_t *attr,
     return __real_pthread_create(th, attr, fn, arg);
 }
 
+/* And with -Wl,--wrap=mkdirat: while no_stage is set, no stage can be
+ * made in the mirror (as in a root rssub may not create entries in). */
+static bool no_stage;
+static unsigned stages_refused;
+
+int __real_mkdirat(int dirfd, const char *path, mode_t mode);
+int __wrap_mkdirat(int dirfd, const char *path, mode_t mode);
+
+int
+__wrap_mkdirat(int dirfd, const char *path, mode_t mode)
+{
+    if (no_stage && strncmp(path, ".rssub-stage.", 13) == 0) {
+        stages_refused++;
+        errno = EACCES;
+        return -1;
+    }
+    return __real_mkdirat(dirfd, path, mode);
+}
+
 /* The dump's options in this fixture. */
 static struct dump_opts
 fx_dump_opts(struct fx *f, unsigned threads)
@@ -187,7 +206,7 @@ fx_teardown(void **state)
 {
     struct fx *f = *state;
 
-    no_threads = false;               /* a failed dump/no_threads */
+    no_threads = no_stage = false;    /* a failed no_threads, no_stage */
     dump_free(f->d);
     apply_free(f->a);
     rs_http_free(f->http);
@@ -885,6 +904,31 @@ stage_there(struct fx *f)
     return there;
 }
 
+/* Entries under dir named as rssub's own (a stage, a temporary file). */
+static size_t
+ours_under(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    struct dirent *de;
+    size_t n = 0;
+    char sub[4400];
+
+    assert_non_null(dh);
+    while ((de = readdir(dh)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (strncmp(de->d_name, MIRROR_RESERVED,
+                    sizeof(MIRROR_RESERVED) - 1) == 0)
+            n++;
+        else if (de->d_type == DT_DIR) {
+            snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+            n += ours_under(sub);
+        }
+    }
+    closedir(dh);
+    return n;
+}
+
 /* How many of package prefix's n members (the first, bad, aside) the
  * mirror holds, file and row. */
 static size_t
@@ -933,7 +977,8 @@ serve_packages(struct fx *f, char tag, const size_t *sizes, size_t npk,
 }
 
 /* Each package serve_packages served is in the mirror whole but for its
- * bad member, was fetched once, and nothing of the dump's is left. */
+ * bad member, was fetched once, and nothing of the dump's is left (no
+ * stage, no temporary file in the mirror, no package file). */
 static void
 packages_there(struct fx *f, const size_t *sizes, size_t npk,
                char (*names)[8])
@@ -945,7 +990,7 @@ packages_there(struct fx *f, const size_t *sizes, size_t npk,
         assert_int_equal(members_there(f, names[i], sizes[i]), sizes[i] - 1);
         assert_int_equal(tu_httpd_hits(f->srv, path), 1);
     }
-    assert_false(stage_there(f));
+    assert_int_equal(ours_under(mirror_root(f->mirror)), 0);
     assert_int_equal(tmp_files(f), 0);
 }
 
@@ -1026,6 +1071,20 @@ test_no_threads(void **state)
     dump_whole(*state, 'n', sizes, 3);
     no_threads = false;
     assert_true(threads_refused >= 3);      /* an opener each, at least */
+}
+
+/* dump/no_stage: when no stage can be made in the mirror, each member is
+ * written in place (a temporary file renamed over its path) and recorded
+ * as it is written: every package whole, nothing left behind. */
+static void
+test_no_stage(void **state)
+{
+    const size_t sizes[] = { 300, 40, 300 };
+
+    no_stage = true;
+    dump_whole(*state, 's', sizes, 3);
+    no_stage = false;
+    assert_true(stages_refused >= 3);       /* one per package, at least */
 }
 
 /* dump/free_while_writing: dump_free while a package is being written
@@ -1308,6 +1367,7 @@ main(void)
         T_("opened_while_downloading", test_opened_while_downloading),
         T_("bad_package_next_downloaded", test_bad_package_next_downloaded),
         T_("no_threads", test_no_threads),
+        T_("no_stage", test_no_stage),
         T_("free_while_writing", test_free_while_writing),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
