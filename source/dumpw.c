@@ -404,9 +404,6 @@ dw_doc_write(struct dumpw *w, const struct dumpw_info *info,
     return rc;
 }
 
-/* Write generation out->gen (set by the caller): every package, then the
- * document. Runs on the build thread; touches nothing of w but the
- * read-only options and the stop flag. */
 /* Package k's limit of lim (ramped, above). */
 static uint64_t
 dw_ramp(uint64_t lim, uint64_t floor, int64_t k)
@@ -419,6 +416,9 @@ dw_ramp(uint64_t lim, uint64_t floor, int64_t k)
     return v > floor ? v : floor;
 }
 
+/* Write generation out->gen (set by the caller): every package, then the
+ * document. Runs on the build thread; touches nothing of w but the
+ * read-only options and the stop flag. */
 static int
 dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
 {
