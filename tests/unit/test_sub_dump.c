@@ -147,6 +147,50 @@ __wrap_mkdirat(int dirfd, const char *path, mode_t mode)
     return __real_mkdirat(dirfd, path, mode);
 }
 
+/* And with -Wl,--wrap=zip_open_from_source: while opens are held, a
+ * package's open (on the opener thread) waits until the test lets it go. */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static bool opens_held;
+static unsigned opens_waiting;
+
+zip_t *__real_zip_open_from_source(zip_source_t *src, int flags,
+                                   zip_error_t *ze);
+zip_t *__wrap_zip_open_from_source(zip_source_t *src, int flags,
+                                   zip_error_t *ze);
+
+zip_t *
+__wrap_zip_open_from_source(zip_source_t *src, int flags, zip_error_t *ze)
+{
+    pthread_mutex_lock(&hold_mu);
+    if (opens_held) {
+        opens_waiting++;
+        while (opens_held)
+            pthread_cond_wait(&hold_cv, &hold_mu);
+        opens_waiting--;
+    }
+    pthread_mutex_unlock(&hold_mu);
+    return __real_zip_open_from_source(src, flags, ze);
+}
+
+static void
+hold_opens(bool on)
+{
+    pthread_mutex_lock(&hold_mu);
+    opens_held = on;
+    pthread_cond_broadcast(&hold_cv);
+    pthread_mutex_unlock(&hold_mu);
+}
+
+static unsigned
+opens_waiting_now(void)
+{
+    pthread_mutex_lock(&hold_mu);
+    unsigned n = opens_waiting;
+    pthread_mutex_unlock(&hold_mu);
+    return n;
+}
+
 /* The dump's options in this fixture. */
 static struct dump_opts
 fx_dump_opts(struct fx *f, unsigned threads)
@@ -207,6 +251,7 @@ fx_teardown(void **state)
     struct fx *f = *state;
 
     no_threads = no_stage = false;    /* a failed no_threads, no_stage */
+    hold_opens(false);                /* a failed free_while_opening */
     dump_free(f->d);
     apply_free(f->a);
     rs_http_free(f->http);
@@ -1087,6 +1132,42 @@ test_no_stage(void **state)
     assert_true(stages_refused >= 3);       /* one per package, at least */
 }
 
+static void *
+let_opens_go(void *arg)
+{
+    (void)arg;
+    usleep(100 * 1000);
+    hold_opens(false);
+    return NULL;
+}
+
+/* dump/free_while_opening: dump_free while a package is being opened on
+ * the opener thread (held there) and the next is downloading: it waits
+ * for the open, then nothing is left (no package file, no stage), no
+ * on_done, nothing written. */
+static void
+test_free_while_opening(void **state)
+{
+    struct fx *f = *state;
+    const size_t sizes[] = { 300, 300 };
+    char names[2][8];
+    pthread_t th;
+
+    (void)serve_packages(f, 'h', sizes, 2, names);
+    hold_opens(true);
+    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")), 0);
+    TU_LOOP_UNTIL(&f->l, opens_waiting_now() == 1, WATCHDOG_MS);
+    assert_int_equal(__real_pthread_create(&th, NULL, let_opens_go, NULL), 0);
+    dump_free(f->d);
+    f->d = NULL;
+    pthread_join(th, NULL);
+    assert_int_equal(tmp_files(f), 0);
+    assert_int_equal(ours_under(mirror_root(f->mirror)), 0);
+    tu_loop_drain(&f->l, f->http, WATCHDOG_MS);
+    assert_int_equal(f->done, 0);
+    assert_int_equal(members_there(f, names[0], sizes[0]), 0);
+}
+
 /* dump/free_while_writing: dump_free while a package is being written
  * (the loop running meanwhile) stops the threads, removes the stage and
  * the package files, calls no on_done; each package is then in the
@@ -1368,6 +1449,7 @@ main(void)
         T_("bad_package_next_downloaded", test_bad_package_next_downloaded),
         T_("no_threads", test_no_threads),
         T_("no_stage", test_no_stage),
+        T_("free_while_opening", test_free_while_opening),
         T_("free_while_writing", test_free_while_writing),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
