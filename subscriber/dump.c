@@ -277,13 +277,14 @@ dump_end(struct dump *d, int rc)
  * loop's alone. If no writer thread can be had, the loop's thread writes
  * the jobs itself.
  *
- * While the threads write, the loop runs (the next package downloads and
- * is opened meanwhile: a third of a dump's time was the loop's alone)
- * when apply can be held: no job of its in flight, none started until
- * the package is recorded, so nothing but the threads writes the mirror
- * and no pushed change lands under a member. The threads wake the loop
- * (an eventfd) when the last job is written. When apply has a job in
- * flight the loop waits for the package, as it did.
+ * While the threads write, the loop runs (the next package downloads
+ * meanwhile, and is opened on the opener thread: a third of a dump's
+ * time was the loop's alone) when apply can be held: no job of its in
+ * flight, none started until the package is recorded, so nothing but the
+ * threads writes the mirror and no pushed change lands under a member.
+ * The threads wake the loop (an eventfd, the opener's too) when the last
+ * job is written. When apply has a job in flight the loop waits for the
+ * package, as it did.
  */
 struct job {
     size_t i;                    /* manifest entry */
