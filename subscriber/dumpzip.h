@@ -100,14 +100,13 @@ int dumpzip_file_open(struct dumpzip *z, size_t i, struct dumpzip_file **out,
  * Another reader of z's members, for another thread, sharing z's manifest
  * (read only). A stored member with a digest is read straight from the
  * file dumpzip_open checked (z's descriptor, through a window of the
- * reader's own); for
- * any other member the reader opens its own libzip handle on the package
- * the first time one is asked for, and that open finds the same members
- * or refuses (dumpzip_reader_open: RS_EINVALID, the file changed). A
- * dumpzip and its readers may each be used by a different thread at once;
- * each one, and the files it opened, by one thread at a time. 0 and *out,
- * or RS_ENOMEM with a message in err. Free every reader (its files
- * closed) before dumpzip_close(z).
+ * reader's own); for any other member the reader opens its own libzip
+ * handle on the package the first time one is asked for, and that open
+ * finds the same members or refuses (dumpzip_reader_open: RS_EINVALID,
+ * the file changed). A dumpzip and its readers may each be used by a
+ * different thread at once; each one, and the files it opened, by one
+ * thread at a time. 0 and *out, or RS_ENOMEM with a message in err. Free
+ * every reader (its files closed) before dumpzip_close(z).
  */
 struct dumpzip_reader;
 int dumpzip_reader_new(struct dumpzip *z, struct dumpzip_reader **out,
