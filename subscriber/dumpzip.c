@@ -388,9 +388,9 @@ struct dz_member {
     bool encrypted;
     uint32_t crc;
     bool stored;                 /* no compression, size == comp_size */
-    bool walked;                 /* the scan found its local header */
+    bool walked;                 /* the walk found its local header */
     bool direct;                 /* stored, its local header found where
-                                    the scan expected it and agreeing */
+                                    the walk expected it and agreeing */
     uint64_t data_off;           /* direct: where its bytes start */
 };
 
