@@ -194,33 +194,31 @@ dz_pool_links(struct dz_chunk **pool, const struct rs_link **links, size_t n)
 /* ----------------------------------------------------------- package */
 
 /*
- * The package's file as a libzip source read with pread through a window
- * of DZ_SRC_WINDOW bytes: libzip's own file source goes through stdio,
- * whose buffer each seek drops, so every member cost an lseek and reads
- * for its header and body (a tenth of the writer threads' CPU at 100,000
- * small members, perf). Here a seek only moves an offset, and the members
- * a thread takes in a row (consecutive in the package) come from one
- * pread. One per zip_t: its fd, offset and window are that handle's.
+ * The package's file read with pread through a window of DZ_SRC_WINDOW
+ * bytes, by libzip (the source below) and by the members read straight
+ * from the file: libzip's own file source goes through stdio, whose buffer
+ * each seek drops, so every member cost an lseek and reads for its header
+ * and body (a tenth of the writer threads' CPU at 100,000 small members,
+ * perf). Here a seek only moves an offset, and the members a thread takes
+ * in a row (consecutive in the package) come from one pread. A window is
+ * one reader's: one per zip_t, one per dumpzip_reader.
  */
 #define DZ_SRC_WINDOW (64u * 1024u)
 #define DZ_WALK_DROP ((size_t)4 << 20)   /* a power of two, pages */
 
-struct dz_src {
-    int fd;
-    zip_uint64_t size, off;
-    zip_uint64_t win_off;        /* the window holds [win_off, +win_len) */
-    size_t win_len;
-    zip_error_t error;
-    unsigned char win[DZ_SRC_WINDOW];
+struct dz_win {
+    unsigned char *buf;          /* DZ_SRC_WINDOW bytes, or NULL (yet) */
+    uint64_t off;                /* it holds [off, off + len) */
+    size_t len;
 };
 
 /* pread all of [off, off + len) that the file has; -1 with errno. */
 static ssize_t
-dz_src_pread(struct dz_src *s, void *buf, size_t len, zip_uint64_t off)
+dz_pread(int fd, void *buf, size_t len, uint64_t off)
 {
     size_t got = 0;
     while (got < len) {
-        ssize_t n = pread(s->fd, (char *)buf + got, len - got,
+        ssize_t n = pread(fd, (char *)buf + got, len - got,
                           (off_t)(off + got));
         if (n < 0 && errno == EINTR)
             continue;
@@ -233,9 +231,41 @@ dz_src_pread(struct dz_src *s, void *buf, size_t len, zip_uint64_t off)
     return (ssize_t)got;
 }
 
-/* Up to len bytes at s->off into data: from the window, refilled when
- * the offset is outside it; a read as large as the window goes around
- * it. */
+/* Up to len bytes of fd at off into data, through w: from the window,
+ * refilled when off is outside it; a read as large as the window goes
+ * around it. 0 at the end of the file, -1 with errno (ENOMEM: no window
+ * to be had). */
+static ssize_t
+dz_win_read(struct dz_win *w, int fd, void *data, size_t len, uint64_t off)
+{
+    if (len >= DZ_SRC_WINDOW)
+        return dz_pread(fd, data, len, off);
+    if (off < w->off || off >= w->off + w->len) {
+        if (w->buf == NULL && (w->buf = rs_malloc(DZ_SRC_WINDOW)) == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        ssize_t n = dz_pread(fd, w->buf, DZ_SRC_WINDOW, off);
+        if (n <= 0)
+            return n;
+        w->off = off;
+        w->len = (size_t)n;
+    }
+    size_t at = (size_t)(off - w->off);
+    size_t n = w->len - at < len ? w->len - at : len;
+    memcpy(data, w->buf + at, n);
+    return (ssize_t)n;
+}
+
+/* The package's file as a libzip source. */
+struct dz_src {
+    int fd;
+    zip_uint64_t size, off;
+    struct dz_win win;
+    zip_error_t error;
+};
+
+/* Up to len bytes at s->off into data. */
 static zip_int64_t
 dz_src_read(struct dz_src *s, void *data, zip_uint64_t len)
 {
@@ -246,31 +276,14 @@ dz_src_read(struct dz_src *s, void *data, zip_uint64_t len)
         len = SSIZE_MAX;
     if (len == 0)
         return 0;
-    if (len >= DZ_SRC_WINDOW) {
-        ssize_t n = dz_src_pread(s, data, (size_t)len, s->off);
-        if (n < 0) {
-            zip_error_set(&s->error, ZIP_ER_READ, errno);
-            return -1;
-        }
-        s->off += (zip_uint64_t)n;
-        return n;
+    ssize_t n = dz_win_read(&s->win, s->fd, data, (size_t)len, s->off);
+    if (n < 0) {
+        zip_error_set(&s->error, errno == ENOMEM ? ZIP_ER_MEMORY
+                                                 : ZIP_ER_READ, errno);
+        return -1;
     }
-    if (s->off < s->win_off || s->off >= s->win_off + s->win_len) {
-        ssize_t n = dz_src_pread(s, s->win, sizeof(s->win), s->off);
-        if (n < 0) {
-            zip_error_set(&s->error, ZIP_ER_READ, errno);
-            return -1;
-        }
-        s->win_off = s->off;
-        s->win_len = (size_t)n;
-        if (n == 0)
-            return 0;
-    }
-    size_t at = (size_t)(s->off - s->win_off);
-    size_t n = s->win_len - at < len ? s->win_len - at : (size_t)len;
-    memcpy(data, s->win + at, n);
-    s->off += n;
-    return (zip_int64_t)n;
+    s->off += (zip_uint64_t)n;
+    return n;
 }
 
 static zip_int64_t
@@ -301,6 +314,7 @@ dz_src_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
         return zip_error_to_data(&s->error, data, len);
     case ZIP_SOURCE_FREE:
         close(s->fd);
+        rs_free(s->win.buf);
         zip_error_fini(&s->error);
         rs_free(s);
         return 0;
@@ -350,7 +364,6 @@ dz_zip_open(const char *path, int flags, int *ze)
         return NULL;
     }
     s->size = (zip_uint64_t)st.st_size;
-    s->win_len = 0;
     zip_error_init(&e);
     if ((src = zip_source_function_create(dz_src_cb, s, &e)) == NULL) {
         *ze = zip_error_code_zip(&e);
@@ -373,11 +386,7 @@ struct dumpzip_reader {
     zip_t *za;                   /* a reader's is opened when a member
                                     first needs libzip */
     size_t open_files;           /* dumpzip_files reading through it */
-    /* Members read straight from the file come through a window (a
-     * thread's batch is consecutive members: one pread for many). */
-    unsigned char *win;          /* DZ_SRC_WINDOW bytes, or NULL */
-    uint64_t win_off;
-    size_t win_len;
+    struct dz_win win;           /* members read straight from the file */
 };
 
 /* What the central directory says of a member (by ZIP index), and where
@@ -411,39 +420,6 @@ struct dumpzip {
 
 static void dz_free(struct dumpzip *z);
 static int dz_reader_za(struct dumpzip_reader *rd, char *err, size_t errsz);
-
-/* Up to len bytes of the package at off, through rd's window: 0 at the
- * end of the file, -1 with errno. */
-static ssize_t
-dz_direct_read(struct dumpzip_reader *rd, void *buf, size_t len, uint64_t off)
-{
-    int fd = rd->z->fd;
-    if (len >= DZ_SRC_WINDOW) {
-        ssize_t n;
-        do
-            n = pread(fd, buf, len, (off_t)off);
-        while (n < 0 && errno == EINTR);
-        return n;
-    }
-    if (off < rd->win_off || off >= rd->win_off + rd->win_len) {
-        ssize_t n;
-        if (rd->win == NULL && (rd->win = rs_malloc(DZ_SRC_WINDOW)) == NULL) {
-            errno = ENOMEM;
-            return -1;
-        }
-        do
-            n = pread(fd, rd->win, DZ_SRC_WINDOW, (off_t)off);
-        while (n < 0 && errno == EINTR);
-        if (n <= 0)
-            return n;
-        rd->win_off = off;
-        rd->win_len = (size_t)n;
-    }
-    size_t at = (size_t)(off - rd->win_off);
-    size_t n = rd->win_len - at < len ? rd->win_len - at : len;
-    memcpy(buf, rd->win + at, n);
-    return (ssize_t)n;
-}
 
 /* ---------------------------------------------------- member reader */
 
@@ -606,8 +582,8 @@ dumpzip_file_read(struct dumpzip_file *f, void *buf, size_t len)
             want = SSIZE_MAX;
         zip_int64_t n;
         if (f->zf == NULL) {
-            ssize_t k = dz_direct_read(f->rd, buf, (size_t)want,
-                                       f->data_off + f->got);
+            ssize_t k = dz_win_read(&f->rd->win, f->rd->z->fd, buf,
+                                    (size_t)want, f->data_off + f->got);
             if (k < 0)
                 return file_fail(f, errno == ENOMEM ? RS_ENOMEM : RS_EIO,
                                  "reading the package: %s", strerror(errno));
@@ -791,7 +767,7 @@ dumpzip_reader_free(struct dumpzip_reader *r)
         return;
     if (r->za != NULL)
         zip_discard(r->za);
-    rs_free(r->win);
+    rs_free(r->win.buf);
     rs_free(r);
 }
 
@@ -1342,7 +1318,7 @@ dz_free(struct dumpzip *z)
         zip_discard(z->main.za);
     if (z->fd >= 0)
         close(z->fd);
-    rs_free(z->main.win);
+    rs_free(z->main.win.buf);
     rs_free(z->mem);
     rs_free(z->path);
     rs_free(z->entries);
