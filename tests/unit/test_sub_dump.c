@@ -1168,6 +1168,39 @@ test_free_while_opening(void **state)
     assert_int_equal(members_there(f, names[0], sizes[0]), 0);
 }
 
+/* dump/bad_package_while_writing: a later package that will not open ends
+ * the dump while an earlier one is being written on the threads: that one
+ * is still written and recorded whole, then the dump ends naming the bad
+ * one, and nothing is left. */
+static void
+test_bad_package_while_writing(void **state)
+{
+    struct fx *f = *state;
+    const char *pkgs[] = { "/q0.zip", "/q1.zip" };
+    long long lens[2] = { 0, -1 };
+    const size_t junk = 64 * 1024;    /* not a ZIP */
+    struct tu_route *r;
+
+    lens[0] = (long long)serve_many(f, "/q0.zip", "q0", 1500, 1501);
+    r = tu_httpd_add(f->srv, "/q1.zip", 0, "Content-Type: application/zip",
+                     NULL);
+    free(r->body);
+    r->body = malloc(junk);
+    assert_non_null(r->body);
+    memset(r->body, 'j', junk);
+    r->body_len = junk;
+    r->pace = 4096;                   /* in while q0 is being written */
+    serve_dump(f, pkgs, lens, 2);
+    fx_dump(f);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "/q1.zip"));
+    assert_int_equal(f->r.packages, 1);
+    assert_int_equal(f->r.written, 1499);
+    assert_int_equal(members_there(f, "q0", 1500), 1499);
+    assert_int_equal(ours_under(mirror_root(f->mirror)), 0);
+    assert_int_equal(tmp_files(f), 0);
+}
+
 /* dump/free_while_writing: dump_free while a package is being written
  * (the loop running meanwhile) stops the threads, removes the stage and
  * the package files, calls no on_done; each package is then in the
@@ -1439,6 +1472,7 @@ main(void)
         T_("refused_and_newer", test_refused_and_newer),
         T_("package_404", test_package_404),
         T_("bad_packages", test_bad_packages),
+        T_("bad_package_while_writing", test_bad_package_while_writing),
         T_("free_in_flight", test_free_in_flight),
         T_("alloc_failures", test_alloc_failures),
         T_("threads_write_every_member", test_threads_write_every_member),
