@@ -10,9 +10,13 @@
 # files written as a mirror writes them and nothing else (floor_files: a
 # temporary name, the bytes, the mtime, a rename), on one thread and on one
 # per CPU (as rssub's dump writes them), with each client's time over
-# them. Builds nothing; starts its
-# own processes on loopback in a private directory and stops only those,
-# by PID.
+# them. With --vs OTHER_BUILD it instead times the dump of --build's rssub
+# against OTHER_BUILD's, pair by pair (ABBA..., one rssource of --build's),
+# and prints each pair's ratio and their median: the A/B figures of
+# docs/benchmarks.md. Wall seconds are bash's EPOCHREALTIME around the run
+# (to the millisecond; /usr/bin/time's are hundredths). Builds nothing;
+# starts its own processes on loopback in a private directory and stops
+# only those, by PID.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +28,7 @@ where=""
 keep=0
 nice_n=""
 timeout_s=1800
+vs=""
 
 usage() {
     cat <<EOF
@@ -37,6 +42,8 @@ Usage: $0 [OPTION]...
                   is a tmpfs, else \$TMPDIR)
   --nice N        run everything under nice -n N
   --timeout S     longest rssub run (default $timeout_s)
+  --vs DIR        A/B: the dump of --build's rssub against DIR's
+                  (subscriber/rssub), --reps pairs per size, no per-file runs
   --keep          keep the directory
 EOF
 }
@@ -49,6 +56,7 @@ while [ $# -gt 0 ]; do
     --root) where=$2; shift ;;
     --nice) nice_n=$2; shift ;;
     --timeout) timeout_s=$2; shift ;;
+    --vs) vs=$2; shift ;;
     --keep) keep=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -59,7 +67,9 @@ done
 rssub=$build/subscriber/rssub
 rssource=$build/source/rssource
 floor=$build/tests/bench/floor_files
-for p in "$rssub" "$rssource" "$floor" /usr/bin/time curl; do
+rssub_vs=""
+[ -z "$vs" ] || rssub_vs=$vs/subscriber/rssub
+for p in "$rssub" "$rssource" "$floor" /usr/bin/time curl $rssub_vs; do
     [ -x "$p" ] || command -v "$p" >/dev/null ||
         { echo "bench_dump: missing $p" >&2; exit 2; }
 done
@@ -118,25 +128,64 @@ src_cpu() {
         "/proc/$SRC_PID/stat"
 }
 
-# run NAME ARGS...: one rssub sync into a fresh mirror and state; prints
-# "seconds peak_kB cpu_s rssource_cpu_s" and checks the mirror.
+# run NAME ARGS...: one rssub sync ($RSSUB, else --build's) into a fresh
+# mirror and state; prints "seconds peak_kB cpu_s rssource_cpu_s" and
+# checks the mirror.
 run() {
     local name=$1
     shift
-    local c0
+    local c0 t0 t1
     rm -rf "$W/m" "$W/st"
     c0=$(src_cpu)
+    t0=$EPOCHREALTIME
     "${NICE[@]}" /usr/bin/time -f '%e %M %U %S' -o "$W/$name.time" \
-        timeout "$timeout_s" "$rssub" sync --source "$BASE" --mirror "$W/m" \
+        timeout "$timeout_s" "${RSSUB:-$rssub}" sync --source "$BASE" \
+        --mirror "$W/m" \
         --state "$W/st" --log-format logfmt --no-progress "$@" \
         >"$W/$name.out" 2>"$W/$name.log" ||
         { echo "bench_dump: $name failed:" >&2; tail -5 "$W/$name.log" >&2;
           exit 1; }
+    t1=$EPOCHREALTIME
     diff -r "$W/tree" "$W/m" >/dev/null ||
         { echo "bench_dump: $name: the mirror differs" >&2; exit 1; }
-    awk -v c0="$c0" -v c1="$(src_cpu)" \
-        '{ printf "%s %s %.2f %.2f\n", $1, $2, $3 + $4, c1 - c0 }' \
+    awk -v c0="$c0" -v c1="$(src_cpu)" -v t0="$t0" -v t1="$t1" \
+        '{ printf "%.3f %s %.2f %.2f\n", t1 - t0, $2, $3 + $4, c1 - c0 }' \
         "$W/$name.time"
+}
+
+# ab N: --reps pairs of dumps, --build's rssub (A) against --vs's (B), in
+# ABBA order; each run's line, then the pairs' A/B ratios and their median.
+ab() {
+    local n=$1 r c res secs kb cpu scpu ratios=""
+    for r in $(seq 1 "$reps"); do
+        local order="A B"
+        [ $((r % 2)) -eq 1 ] || order="B A"
+        for c in $order; do
+            if [ "$c" = A ]; then
+                res=$(run "ab-$c.$n.$r" --dump)
+            else
+                res=$(RSSUB=$rssub_vs run "ab-$c.$n.$r" --dump)
+            fi
+            read -r secs kb cpu scpu <<<"$res"
+            printf '%-8s dump-%s   %4s %9s %10.0f %12.1f %8s %10s\n' \
+                "$n" "$c" "$r" "$secs" "$(awk -v n="$n" -v s="$secs" \
+                'BEGIN { print n / s }')" "$(awk -v k="$kb" \
+                'BEGIN { print k / 1024 }')" "$cpu" "$scpu"
+            eval "t_$c=$secs"
+        done
+        # shellcheck disable=SC2154
+        ratios="$ratios $(awk -v a="$t_A" -v b="$t_B" \
+            'BEGIN { printf "%.3f", a / b }')"
+    done
+    echo "$n A/B pairs:$ratios; median $(median "$ratios")" \
+        "(A $rssub, B $rssub_vs)"
+}
+
+# median "X Y Z...": the median of the numbers.
+median() {
+    tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 }
+        END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+              printf "%.3f", m }'
 }
 
 echo "bench_dump: $(nproc) cores; tree, state and mirrors in $W"
@@ -160,7 +209,12 @@ for n in $sizes; do
     du=$(du -sm "$W/src.state/dumps" | cut -f1)
     echo "# $n files: rssource start + scan + dump $(awk -v a="$t0" \
         -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, $pk, $du MB of packages"
-    for r in $(seq 1 "$reps"); do
+    runs=$reps
+    if [ -n "$vs" ]; then
+        ab "$n"
+        runs=0                        # no per-file runs, no floor
+    fi
+    for r in $(seq 1 "$runs"); do
         for c in per-file dump; do
             if [ "$c" = dump ]; then
                 res=$(run "$c.$n.$r" --dump)
