@@ -57,6 +57,8 @@ struct opener {
     pthread_t th;
     size_t pkg;                  /* index in pkgs */
     char path[4096];             /* the package's file */
+    struct dumpzip_scan *scan;   /* its bytes' scan (NULL: none), freed
+                                    once it is open */
     atomic_bool done;            /* the thread is about to return */
     struct dumpzip *z;           /* the result: z, or rc and err */
     int rc;
@@ -77,6 +79,7 @@ struct dump {
     struct rs_http_req *req;
     int fd;                      /* the package being downloaded */
     char tmp[4096];
+    struct dumpzip_scan *scan;   /* ... its local headers, as they pass */
     uint64_t got;
     int write_errno;
     char *wbuf;                  /* the package's bytes on their way to fd
@@ -90,6 +93,7 @@ struct dump {
     struct opener *op;           /* downloaded, being opened */
     char dl_tmp[4096];           /* downloaded, waiting for the opener */
     size_t dl_pkg;
+    struct dumpzip_scan *dl_scan;
     struct dumpzip *ready;       /* downloaded and opened, waiting */
     char ready_tmp[4096];
     bool held;                   /* apply_hold is ours */
@@ -128,6 +132,8 @@ tmp_drop(struct dump *d)
         unlink(d->tmp);
         d->tmp[0] = '\0';
     }
+    dumpzip_scan_free(d->scan);
+    d->scan = NULL;
 }
 
 /* The download under way, if any, cancelled and its file removed. */
@@ -223,6 +229,8 @@ pipeline_drop(struct dump *d)
         unlink(d->dl_tmp);
         d->dl_tmp[0] = '\0';
     }
+    dumpzip_scan_free(d->dl_scan);
+    d->dl_scan = NULL;
     if (d->ready != NULL) {
         dumpzip_close(d->ready);
         d->ready = NULL;
@@ -952,7 +960,10 @@ opener_run(struct opener *op)
 {
     static const uint64_t one = 1;
 
-    op->rc = dumpzip_open(op->path, NULL, &op->z, op->err, sizeof(op->err));
+    op->rc = dumpzip_open_scanned(op->path, NULL, op->scan, &op->z, op->err,
+                                  sizeof(op->err));
+    dumpzip_scan_free(op->scan);
+    op->scan = NULL;
     atomic_store_explicit(&op->done, true, memory_order_release);
     (void)!write(op->d->efd, &one, sizeof(one));
 }
@@ -968,27 +979,32 @@ opener_main(void *arg)
     return NULL;
 }
 
-/* Open the package downloaded to path (its file is op's from here) on a
- * thread, or here when no thread can be had; one at a time: while one is
- * being opened the next waits in dl_tmp. 0, or RS_ENOMEM (path removed). */
+/* Open the package downloaded to path (its file, and scan, its bytes'
+ * scan or NULL, are op's from here) on a thread, or here when no thread
+ * can be had; one at a time: while one is being opened the next waits in
+ * dl_tmp. 0, or RS_ENOMEM (path removed). */
 static int
-opener_start(struct dump *d, const char *path, size_t pkg)
+opener_start(struct dump *d, const char *path, size_t pkg,
+             struct dumpzip_scan *scan)
 {
     struct opener *op;
 
     if (d->op != NULL) {
         snprintf(d->dl_tmp, sizeof(d->dl_tmp), "%s", path);
         d->dl_pkg = pkg;
+        d->dl_scan = scan;
         return 0;
     }
     op = rs_calloc(1, sizeof(*op));
     if (op == NULL) {
+        dumpzip_scan_free(scan);
         unlink(path);
         snprintf(d->err, sizeof(d->err), "out of memory");
         return RS_ENOMEM;
     }
     op->d = d;
     op->pkg = pkg;
+    op->scan = scan;
     snprintf(op->path, sizeof(op->path), "%s", path);
     atomic_init(&op->done, false);
     d->op = op;
@@ -1031,6 +1047,8 @@ opener_finish(struct dump *d)
             unlink(d->dl_tmp);
             d->dl_tmp[0] = '\0';
         }
+        dumpzip_scan_free(d->dl_scan);
+        d->dl_scan = NULL;
     } else {
         d->ready = op->z;
         snprintf(d->ready_tmp, sizeof(d->ready_tmp), "%s", op->path);
@@ -1040,7 +1058,8 @@ opener_finish(struct dump *d)
         char path[sizeof(d->dl_tmp)];
         snprintf(path, sizeof(path), "%s", d->dl_tmp);
         d->dl_tmp[0] = '\0';
-        rc = opener_start(d, path, d->dl_pkg);
+        rc = opener_start(d, path, d->dl_pkg, d->dl_scan);
+        d->dl_scan = NULL;
     }
     return rc;
 }
@@ -1056,6 +1075,7 @@ opener_drop(struct dump *d)
         return;
     d->op = NULL;
     opener_join(op);
+    dumpzip_scan_free(op->scan);
     dumpzip_close(op->z);
     unlink(op->path);
     rs_free(op);
@@ -1209,6 +1229,8 @@ on_pkg_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
         size_t n = DUMP_READ_SIZE - d->wlen < len ? DUMP_READ_SIZE - d->wlen
                                                   : len;
         memcpy(d->wbuf + d->wlen, buf, n);
+        if (d->scan != NULL)
+            dumpzip_scan_feed(d->scan, buf, n);
         d->wlen += n;
         buf += n;
         len -= n;
@@ -1259,8 +1281,9 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     }
     close(d->fd);
     d->fd = -1;
-    rc = opener_start(d, d->tmp, d->next - 1);
+    rc = opener_start(d, d->tmp, d->next - 1, d->scan);
     d->tmp[0] = '\0';
+    d->scan = NULL;
     if (rc != 0) {
         dump_fail(d, rc);
         return;
@@ -1295,6 +1318,8 @@ download_next(struct dump *d)
     d->got = 0;
     d->wlen = 0;
     d->write_errno = 0;
+    /* none (out of memory): the opener reads the file for it */
+    d->scan = dumpzip_scan_new();
     ro.url = d->pkgs[d->next++];
     if ((rc = rs_http_request(d->o.http, &ro, &d->req)) != 0) {
         snprintf(d->err, sizeof(d->err), "GET %s: %s", ro.url,

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
@@ -204,7 +203,6 @@ dz_pool_links(struct dz_chunk **pool, const struct rs_link **links, size_t n)
  * one reader's: one per zip_t, one per dumpzip_reader.
  */
 #define DZ_SRC_WINDOW (64u * 1024u)
-#define DZ_WALK_DROP ((size_t)4 << 20)   /* a power of two, pages */
 
 struct dz_win {
     unsigned char *buf;          /* DZ_SRC_WINDOW bytes, or NULL (yet) */
@@ -397,9 +395,9 @@ struct dz_member {
     bool encrypted;
     uint32_t crc;
     bool stored;                 /* no compression, size == comp_size */
-    bool walked;                 /* the walk found its local header */
+    bool walked;                 /* the scan found its local header */
     bool direct;                 /* stored, its local header found where
-                                    the walk expected it and agreeing */
+                                    the scan expected it and agreeing */
     uint64_t data_off;           /* direct: where its bytes start */
 };
 
@@ -509,7 +507,7 @@ file_start(struct dumpzip_reader *rd, zip_uint64_t idx, uint64_t size,
             goto out;
         }
     }
-    /* Straight from the file when the walk placed the member and a
+    /* Straight from the file when the scan placed the member and a
      * digest will vouch for its bytes (the ZIP CRC, libzip's check, adds
      * nothing to a verified sha-256); else through libzip. */
     const struct dz_member *m = &rd->z->mem[idx];
@@ -1134,101 +1132,272 @@ dz_zip64_sizes(const unsigned char *x, size_t xl, uint64_t *usize,
     return false;
 }
 
-/* The walk found a local header: when it names a stored member and agrees
- * with what the central directory says of it, that member can be read at
- * data. A name met twice is never read directly. */
-static void
-dz_walked(struct dumpzip *z, const unsigned char *name, size_t nl,
-          uint16_t flags, uint16_t method, uint32_t crc, uint64_t csize,
-          uint64_t usize, uint64_t data)
+/*
+ * The scan: the package's local headers, read from its bytes in whatever
+ * pieces they come (the download's, or the file's when the caller had
+ * none), to find where each stored member's bytes are: libzip does not
+ * say, and reading them through it costs a handle per thread and a file
+ * per member (a tenth of the writer threads' time at 2 KB members). It
+ * follows the headers from the start, the way a ZIP written front to back
+ * lays them out, and stops at anything it does not follow (a data
+ * descriptor, the central directory, a gap): the members it did not find
+ * are read through libzip. A header is kept once all its member's bytes
+ * have passed. Fed during the download, it costs the loop next to
+ * nothing; reading the file again for it cost the opener up to a tenth
+ * of a package's open, and mapping the file for it cost page faults and
+ * TLB shootdowns on every thread.
+ */
+enum dz_scan_state {
+    DZS_HEADER,                  /* gathering the 30 fixed bytes */
+    DZS_NAME,                    /* gathering the name and extra field */
+    DZS_DATA,                    /* letting the member's bytes pass */
+    DZS_STOP,                    /* nothing more it follows */
+};
+
+/* A local header found whole, its member's bytes all there. */
+struct dz_local {
+    uint64_t data;               /* where the member's bytes start */
+    uint64_t csize, usize;
+    uint32_t crc;
+    uint32_t name;               /* offset in names (NUL-terminated) */
+    uint16_t flags, method;
+};
+
+#define DZ_SCAN_MAX_LOCALS ((size_t)DUMPZIP_DEFAULT_MAX_MEMBERS)
+#define DZ_SCAN_MAX_NAMES ((size_t)16 << 20)
+#define DZ_SCAN_NAME_MAX 1023    /* longer names are never read directly */
+
+struct dumpzip_scan {
+    enum dz_scan_state st;
+    uint64_t off;                /* bytes fed so far */
+    unsigned char hdr[30];
+    size_t have;                 /* bytes of hdr, or of nx, gathered */
+    unsigned char *nx;           /* the header's name and extra field */
+    size_t nx_len, nx_cap, name_len;
+    struct dz_local cur;         /* the header whose bytes are passing */
+    uint64_t left;               /* ... how many are still to come */
+    struct dz_local *v;
+    size_t n, cap;
+    char *names;
+    size_t names_len, names_cap;
+};
+
+struct dumpzip_scan *
+dumpzip_scan_new(void)
 {
-    char key[1024];
-    if (nl == 0 || nl >= sizeof(key) || memchr(name, '\0', nl) != NULL)
+    return rs_calloc(1, sizeof(struct dumpzip_scan));
+}
+
+void
+dumpzip_scan_free(struct dumpzip_scan *s)
+{
+    if (s == NULL)
         return;
-    memcpy(key, name, nl);
-    key[nl] = '\0';
-    zip_int64_t idx = zip_name_locate(z->main.za, key, ZIP_FL_ENC_RAW);
-    if (idx < 0 || (zip_uint64_t)idx >= z->nmembers)
+    rs_free(s->nx);
+    rs_free(s->v);
+    rs_free(s->names);
+    rs_free(s);
+}
+
+/* Grow *buf (of *cap bytes) to hold need; false: over max or no memory. */
+static bool
+dz_scan_grow(void **buf, size_t *cap, size_t need, size_t max)
+{
+    if (need <= *cap)
+        return true;
+    if (need > max)
+        return false;
+    size_t ncap = *cap > 0 ? *cap : 4096;
+    while (ncap < need)
+        ncap = ncap > max / 2 ? max : ncap * 2;
+    void *nb = rs_realloc(*buf, ncap);
+    if (nb == NULL)
+        return false;
+    *buf = nb;
+    *cap = ncap;
+    return true;
+}
+
+/* All of cur's bytes have passed: keep it (a name dz_place could never
+ * use is skipped), then look for the next header. */
+static void
+dz_scan_keep(struct dumpzip_scan *s)
+{
+    s->st = DZS_HEADER;
+    s->have = 0;
+    size_t nl = s->name_len;
+    if (nl == 0 || nl > DZ_SCAN_NAME_MAX || memchr(s->nx, '\0', nl) != NULL)
         return;
-    struct dz_member *m = &z->mem[idx];
-    if (m->walked) {
-        m->direct = false;
+    size_t vcap = s->cap * sizeof(*s->v);
+    if (s->n == s->cap &&
+        !dz_scan_grow((void **)&s->v, &vcap, (s->n + 1) * sizeof(*s->v),
+                      DZ_SCAN_MAX_LOCALS * sizeof(*s->v))) {
+        s->st = DZS_STOP;
         return;
     }
-    m->walked = true;
-    m->direct = m->stored && !m->encrypted && (flags & 0x1) == 0 &&
-                method == ZIP_CM_STORE && csize == usize &&
-                usize == m->size && crc == m->crc;
-    m->data_off = data;
+    s->cap = vcap / sizeof(*s->v);
+    if (!dz_scan_grow((void **)&s->names, &s->names_cap,
+                      s->names_len + nl + 1, DZ_SCAN_MAX_NAMES)) {
+        s->st = DZS_STOP;
+        return;
+    }
+    s->cur.name = (uint32_t)s->names_len;
+    memcpy(s->names + s->names_len, s->nx, nl);
+    s->names[s->names_len + nl] = '\0';
+    s->names_len += nl + 1;
+    s->v[s->n++] = s->cur;
+}
+
+/* The fixed part of a header is in. */
+static void
+dz_scan_header(struct dumpzip_scan *s)
+{
+    const unsigned char *h = s->hdr;
+    if (dz_rd32(h) != 0x04034b50u) {
+        s->st = DZS_STOP;             /* the central directory, or a gap */
+        return;
+    }
+    s->cur = (struct dz_local){
+        .flags = dz_rd16(h + 6),
+        .method = dz_rd16(h + 8),
+        .crc = dz_rd32(h + 14),
+        .csize = dz_rd32(h + 18),
+        .usize = dz_rd32(h + 22),
+    };
+    if ((s->cur.flags & 0x8) != 0) {
+        s->st = DZS_STOP;             /* sizes after the data: lost */
+        return;
+    }
+    s->name_len = dz_rd16(h + 26);
+    s->nx_len = s->name_len + dz_rd16(h + 28);
+    if (!dz_scan_grow((void **)&s->nx, &s->nx_cap, s->nx_len, SIZE_MAX)) {
+        s->st = DZS_STOP;
+        return;
+    }
+    s->have = 0;
+    s->st = DZS_NAME;
+}
+
+/* The name and extra field are in: s->off is where the data starts. */
+static void
+dz_scan_name(struct dumpzip_scan *s)
+{
+    struct dz_local *c = &s->cur;
+    size_t xl = s->nx_len - s->name_len;   /* > 0: nx is allocated */
+    if ((c->csize == 0xffffffffu || c->usize == 0xffffffffu) &&
+        (xl == 0 || !dz_zip64_sizes(s->nx + s->name_len, xl, &c->usize,
+                                    &c->csize))) {
+        s->st = DZS_STOP;
+        return;
+    }
+    c->data = s->off;
+    s->left = c->csize;
+    s->st = DZS_DATA;
+    if (s->left == 0)
+        dz_scan_keep(s);
+}
+
+void
+dumpzip_scan_feed(struct dumpzip_scan *s, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    while (len > 0 && s->st != DZS_STOP) {
+        size_t k = len;
+        if (s->st == DZS_HEADER) {
+            k = sizeof(s->hdr) - s->have < k ? sizeof(s->hdr) - s->have : k;
+            memcpy(s->hdr + s->have, p, k);
+        } else if (s->st == DZS_NAME) {
+            k = s->nx_len - s->have < k ? s->nx_len - s->have : k;
+            memcpy(s->nx + s->have, p, k);
+        } else if (s->left < k) {
+            k = (size_t)s->left;
+        }
+        p += k;
+        len -= k;
+        s->off += k;
+        if (s->st == DZS_HEADER) {
+            if ((s->have += k) == sizeof(s->hdr))
+                dz_scan_header(s);
+            if (s->st == DZS_NAME && s->nx_len == 0)
+                dz_scan_name(s);
+        } else if (s->st == DZS_NAME) {
+            if ((s->have += k) == s->nx_len)
+                dz_scan_name(s);
+        } else if ((s->left -= k) == 0) {
+            dz_scan_keep(s);
+        }
+    }
+}
+
+/* The scan of z's file, when the caller had none: read through once. NULL
+ * when it cannot be had (no member is then read directly). */
+static struct dumpzip_scan *
+dz_scan_file(struct dumpzip *z)
+{
+    struct dumpzip_scan *s = dumpzip_scan_new();
+    unsigned char *buf = rs_malloc(DZ_CHUNK);
+    uint64_t off = 0;
+    ssize_t n;
+
+    if (s == NULL || buf == NULL) {
+        rs_free(buf);
+        dumpzip_scan_free(s);
+        return NULL;
+    }
+    while (s->st != DZS_STOP &&
+           (n = dz_pread(z->fd, buf, DZ_CHUNK, off)) > 0) {
+        dumpzip_scan_feed(s, buf, (size_t)n);
+        off += (uint64_t)n;
+    }
+    rs_free(buf);
+    return s;
 }
 
 /*
- * Walk the package's local headers from the start, the way a ZIP written
- * front to back lays them out, to find where each stored member's bytes
- * are: libzip does not say, and reading them through it costs a handle
- * per thread and a file per member (a tenth of the writer threads' time
- * at 2 KB members). libzip has already compared every local header with
- * the central directory (ZIP_CHECKCONS); the walk only places them, and a
- * member it does not place (after a data descriptor, a gap, anything it
- * does not follow) is read through libzip as before. The walk reads a
- * mapping of the file, unmapped at its end; the members are read later
- * through z->fd, the file that was checked even if the path is replaced.
+ * Place the members the scan found: one that is stored, and agrees with
+ * what the central directory says of it (libzip has compared every local
+ * header with it, ZIP_CHECKCONS), can be read at its data offset. A name
+ * met twice is never read directly, nor bytes past the file's end (a scan
+ * of other bytes than the file's: the digest would refuse them anyway).
  */
 static void
-dz_walk(struct dumpzip *z)
+dz_place(struct dumpzip *z, const struct dumpzip_scan *s)
 {
     struct stat st;
-    int fd = open(z->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fstat(z->fd, &st) != 0)
         return;
-    if (fstat(fd, &st) != 0 || st.st_size <= 0 ||
-        (uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return;
-    }
-    size_t len = (size_t)st.st_size;
-    void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        close(fd);
-        return;
-    }
-    z->fd = fd;
-    const unsigned char *base = map;
-    size_t off = 0, dropped = 0;
-    for (;;) {
-        const unsigned char *h = base + off;
-        /* a header every few KB touches every page: let the walked ones
-         * go as it goes, or the whole package would count in rssub's
-         * resident set until the munmap */
-        if (off - dropped >= DZ_WALK_DROP) {
-            size_t upto = off & ~(DZ_WALK_DROP - 1);
-            (void)madvise((void *)(uintptr_t)(base + dropped), upto - dropped,
-                          MADV_DONTNEED);
-            dropped = upto;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct dz_local *l = &s->v[i];
+        zip_int64_t idx = zip_name_locate(z->main.za, s->names + l->name,
+                                          ZIP_FL_ENC_RAW);
+        if (idx < 0 || (zip_uint64_t)idx >= z->nmembers)
+            continue;
+        struct dz_member *m = &z->mem[idx];
+        if (m->walked) {
+            m->direct = false;
+            continue;
         }
-        if (len - off < 30 || dz_rd32(h) != 0x04034b50u)
-            break;
-        uint16_t flags = dz_rd16(h + 6), method = dz_rd16(h + 8);
-        uint32_t crc = dz_rd32(h + 14);
-        uint64_t csize = dz_rd32(h + 18), usize = dz_rd32(h + 22);
-        size_t nl = dz_rd16(h + 26), xl = dz_rd16(h + 28);
-        if (len - off - 30 < nl + xl || (flags & 0x8) != 0)
-            break;                    /* sizes after the data: lost */
-        if ((csize == 0xffffffffu || usize == 0xffffffffu) &&
-            !dz_zip64_sizes(h + 30 + nl, xl, &usize, &csize))
-            break;
-        size_t data = off + 30 + nl + xl;
-        if (len - data < csize)
-            break;
-        dz_walked(z, h + 30, nl, flags, method, crc, csize, usize, data);
-        off = data + (size_t)csize;
+        m->walked = true;
+        m->direct = m->stored && !m->encrypted && (l->flags & 0x1) == 0 &&
+                    l->method == ZIP_CM_STORE && l->csize == l->usize &&
+                    l->usize == m->size && l->crc == m->crc &&
+                    l->data <= (uint64_t)st.st_size &&
+                    l->csize <= (uint64_t)st.st_size - l->data;
+        m->data_off = l->data;
     }
-    munmap(map, len);
 }
 
 int
 dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
              struct dumpzip **out, char *err, size_t errsz)
+{
+    return dumpzip_open_scanned(zip_path, lim, NULL, out, err, errsz);
+}
+
+int
+dumpzip_open_scanned(const char *zip_path, const struct dumpzip_limits *lim,
+                     const struct dumpzip_scan *scan, struct dumpzip **out,
+                     char *err, size_t errsz)
 {
     int rc = 0;
     *out = NULL;
@@ -1272,7 +1441,14 @@ dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
     rc = dz_check_members(z, err, errsz);
     if (rc != 0)
         goto out;
-    dz_walk(z);
+    /* the members read directly are read through this descriptor: the
+     * file that was checked, even if the path is replaced */
+    if ((z->fd = open(zip_path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        struct dumpzip_scan *own = scan == NULL ? dz_scan_file(z) : NULL;
+        if (scan != NULL || own != NULL)
+            dz_place(z, scan != NULL ? scan : own);
+        dumpzip_scan_free(own);
+    }
 
     zip_int64_t mi = zip_name_locate(z->main.za, dz_manifest_name, 0);
     if (mi < 0) {

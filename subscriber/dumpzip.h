@@ -67,6 +67,35 @@ struct dumpzip_file;
 int dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
                  struct dumpzip **out, char *err, size_t errsz) RS_MUST_CHECK;
 
+/*
+ * A package's local headers, read from its bytes as they arrive (a
+ * download), so that dumpzip_open_scanned need not read the file again to
+ * find where each stored member's bytes are. Feed it every byte of the
+ * package, in order, in any pieces; it stops following by itself at
+ * anything it does not (a data descriptor, the central directory) and
+ * bounds what it keeps (DUMPZIP_DEFAULT_MAX_MEMBERS headers, 16 MiB of
+ * names): the members it did not find are read through libzip, more
+ * slowly, never wrongly. Owns only its table; one thread at a time.
+ */
+struct dumpzip_scan;
+struct dumpzip_scan *dumpzip_scan_new(void);   /* NULL: out of memory */
+void dumpzip_scan_feed(struct dumpzip_scan *s, const void *buf, size_t len);
+void dumpzip_scan_free(struct dumpzip_scan *s);   /* NULL ok */
+
+/*
+ * dumpzip_open, with the scan of the same file's bytes (read only; it
+ * stays the caller's). scan NULL: the file is read once more for it. A
+ * scan of other bytes than the file's costs speed, not correctness: a
+ * member is read straight from the file only where its local header, as
+ * scanned, agrees with the central directory libzip checked, and such a
+ * member's bytes must still match its digest.
+ */
+int dumpzip_open_scanned(const char *zip_path,
+                         const struct dumpzip_limits *lim,
+                         const struct dumpzip_scan *scan,
+                         struct dumpzip **out, char *err, size_t errsz)
+    RS_MUST_CHECK;
+
 /* Frees z. Files still open keep the ZIP open until the last one is
  * closed (z itself must not be used any more). NULL ok. */
 void dumpzip_close(struct dumpzip *z);
