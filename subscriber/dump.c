@@ -96,6 +96,10 @@ struct dump {
     struct dumpzip_scan *dl_scan;
     struct dumpzip *ready;       /* downloaded and opened, waiting */
     char ready_tmp[4096];
+    char spare[4096];            /* a written package's file, kept for the
+                                    next download to write over: its pages
+                                    (tmpfs) or blocks are reused, not freed
+                                    and allocated again */
     bool held;                   /* apply_hold is ours */
     int fail_rc;                 /* a package could not be had: the dump
                                     ends so once the pipeline is empty */
@@ -237,6 +241,10 @@ pipeline_drop(struct dump *d)
         unlink(d->ready_tmp);
     }
     download_drop(d);
+    if (d->spare[0] != '\0') {
+        unlink(d->spare);
+        d->spare[0] = '\0';
+    }
     unhold(d);
 }
 
@@ -716,8 +724,17 @@ stage_publish(struct plan *p)
     p->nunpub = p->capunpub = 0;
 }
 
-/* Everything p holds (its package closed and removed), and p (its
- * threads joined). */
+/* Whether a written package's file is kept as the spare: while another
+ * package is to be downloaded. It takes the place of the package it held,
+ * so there are still two package files on disk at most (advance). */
+static bool
+spare_wanted(const struct dump *d)
+{
+    return d->spare[0] == '\0' && d->fail_rc == 0 && d->next < d->npkgs;
+}
+
+/* Everything p holds (its package closed and removed, or kept as the
+ * spare), and p (its threads joined). */
 static void
 plan_free(struct plan *p)
 {
@@ -727,7 +744,9 @@ plan_free(struct plan *p)
      * that arena unless handed back (peak RSS at 100,000 files 91-99 MB
      * without this, 79-87 MB with it, 83 MB before the opener). */
     malloc_trim(0);
-    if (p->tmp[0] != '\0')
+    if (p->tmp[0] != '\0' && !p->cancel && spare_wanted(p->d))
+        snprintf(p->d->spare, sizeof(p->d->spare), "%s", p->tmp);
+    else if (p->tmp[0] != '\0')
         unlink(p->tmp);
     for (unsigned t = 0; t < DUMP_MAX_THREADS; t++)
         mirror_close(p->stage_twins[t]);
@@ -1254,8 +1273,9 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     d->req = NULL;
     url = d->pkgs[d->next - 1];
     want = d->pkg_len[d->next - 1];
-    if (res->rc == 0 && d->write_errno == 0)
-        (void)pkg_flush(d);
+    if (res->rc == 0 && d->write_errno == 0 && pkg_flush(d) == 0 &&
+        ftruncate(d->fd, (off_t)d->got) != 0)
+        d->write_errno = errno;      /* a longer spare's tail: cut */
     d->wlen = 0;
     d->r.bytes += d->got;
     if (d->write_errno != 0) {
@@ -1307,9 +1327,17 @@ download_next(struct dump *d)
     };
     int rc;
 
-    snprintf(d->tmp, sizeof(d->tmp), "%s" DUMP_TMP_SUFFIX "XXXXXX",
-             d->tmpbase);
-    if ((d->fd = mkstemp(d->tmp)) < 0) {
+    d->fd = -1;
+    if (d->spare[0] != '\0') {
+        snprintf(d->tmp, sizeof(d->tmp), "%s", d->spare);
+        d->spare[0] = '\0';
+        if ((d->fd = open(d->tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+            unlink(d->tmp);
+    }
+    if (d->fd < 0)
+        snprintf(d->tmp, sizeof(d->tmp), "%s" DUMP_TMP_SUFFIX "XXXXXX",
+                 d->tmpbase);
+    if (d->fd < 0 && (d->fd = mkstemp(d->tmp)) < 0) {
         snprintf(d->err, sizeof(d->err), "cannot create %.400s: %s", d->tmp,
                  strerror(errno));
         d->tmp[0] = '\0';
