@@ -12,11 +12,12 @@
 # per CPU (as rssub's dump writes them), with each client's time over
 # them. With --vs OTHER_BUILD it instead times the dump of --build's rssub
 # against OTHER_BUILD's, pair by pair (ABBA..., one rssource of --build's),
-# and prints each pair's ratio and their median: the A/B figures of
-# docs/benchmarks.md. Wall seconds are bash's EPOCHREALTIME around the run
-# (to the millisecond; /usr/bin/time's are hundredths). Builds nothing;
-# starts its own processes on loopback in a private directory and stops
-# only those, by PID.
+# and prints each pair's ratio of wall and of CPU and their medians: the
+# A/B figures of docs/benchmarks.md. Wall seconds are bash's EPOCHREALTIME
+# around the run, CPU seconds bash's `times` (both to the millisecond;
+# /usr/bin/time's are hundredths). Builds nothing; starts its own
+# processes on loopback in a private directory and stops only those, by
+# PID.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -128,15 +129,26 @@ src_cpu() {
         "/proc/$SRC_PID/stat"
 }
 
+# kids_cpu FILE: the children's CPU seconds (user + system) in FILE, the
+# output of bash's `times` (to the millisecond; its second line).
+kids_cpu() {
+    awk 'NR == 2 { n = 0
+        for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2])
+                                   n += p[1] * 60 + p[2] }
+        printf "%.3f", n }' "$1"
+}
+
 # run NAME ARGS...: one rssub sync ($RSSUB, else --build's) into a fresh
 # mirror and state; prints "seconds peak_kB cpu_s rssource_cpu_s" and
-# checks the mirror.
+# checks the mirror. cpu_s is to the millisecond (bash's `times` around
+# the run; it counts time(1) and timeout(1) too, a millisecond or two).
 run() {
     local name=$1
     shift
     local c0 t0 t1
     rm -rf "$W/m" "$W/st"
     c0=$(src_cpu)
+    times >"$W/times.0"
     t0=$EPOCHREALTIME
     "${NICE[@]}" /usr/bin/time -f '%e %M %U %S' -o "$W/$name.time" \
         timeout "$timeout_s" "${RSSUB:-$rssub}" sync --source "$BASE" \
@@ -146,17 +158,20 @@ run() {
         { echo "bench_dump: $name failed:" >&2; tail -5 "$W/$name.log" >&2;
           exit 1; }
     t1=$EPOCHREALTIME
+    times >"$W/times.1"
     diff -r "$W/tree" "$W/m" >/dev/null ||
         { echo "bench_dump: $name: the mirror differs" >&2; exit 1; }
     awk -v c0="$c0" -v c1="$(src_cpu)" -v t0="$t0" -v t1="$t1" \
-        '{ printf "%.3f %s %.2f %.2f\n", t1 - t0, $2, $3 + $4, c1 - c0 }' \
+        -v k0="$(kids_cpu "$W/times.0")" -v k1="$(kids_cpu "$W/times.1")" \
+        '{ printf "%.3f %s %.3f %.2f\n", t1 - t0, $2, k1 - k0, c1 - c0 }' \
         "$W/$name.time"
 }
 
 # ab N: --reps pairs of dumps, --build's rssub (A) against --vs's (B), in
-# ABBA order; each run's line, then the pairs' A/B ratios and their median.
+# ABBA order; each run's line, then the pairs' A/B ratios of wall and of
+# CPU and their medians (on two busy cores the CPU is the steadier).
 ab() {
-    local n=$1 r c res secs kb cpu scpu ratios=""
+    local n=$1 r c res secs kb cpu scpu ratios="" cratios=""
     for r in $(seq 1 "$reps"); do
         local order="A B"
         [ $((r % 2)) -eq 1 ] || order="B A"
@@ -171,14 +186,18 @@ ab() {
                 "$n" "$c" "$r" "$secs" "$(awk -v n="$n" -v s="$secs" \
                 'BEGIN { print n / s }')" "$(awk -v k="$kb" \
                 'BEGIN { print k / 1024 }')" "$cpu" "$scpu"
-            eval "t_$c=$secs"
+            eval "t_$c=$secs c_$c=$cpu"
         done
         # shellcheck disable=SC2154
         ratios="$ratios $(awk -v a="$t_A" -v b="$t_B" \
             'BEGIN { printf "%.3f", a / b }')"
+        # shellcheck disable=SC2154
+        cratios="$cratios $(awk -v a="$c_A" -v b="$c_B" \
+            'BEGIN { printf "%.3f", a / b }')"
     done
     echo "$n A/B pairs:$ratios; median $(median "$ratios")" \
         "(A $rssub, B $rssub_vs)"
+    echo "$n A/B CPU pairs:$cratios; median $(median "$cratios")"
 }
 
 # median "X Y Z...": the median of the numbers.
