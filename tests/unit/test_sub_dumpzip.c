@@ -199,6 +199,22 @@ read_all(struct dumpzip *z, size_t i, size_t chunk, unsigned char **data,
     return r;
 }
 
+/* Entries [0, n) of z read whole (reads of chunk bytes), each verified and
+ * holding want[i]. */
+static void
+entries_are(struct dumpzip *z, const char *const *want, size_t n,
+            size_t chunk)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *got;
+        size_t len;
+        assert_int_equal(read_all(z, i, chunk, &got, &len), 0);
+        assert_int_equal(len, strlen(want[i]));
+        assert_memory_equal(got, want[i], len);
+        free(got);
+    }
+}
+
 /* Open f->zip expecting rc; the message must contain want (if given). */
 static void
 open_fails(struct fx *f, const struct dumpzip_limits *lim, int rc,
@@ -523,14 +539,8 @@ test_direct(void **state)
 
     struct dumpzip *z = open_ok(f, NULL);
     const char *want[] = { one, two, three };
-    for (size_t i = 0; i < 3; i++) {
-        unsigned char *got;
-        size_t len;
-        assert_int_equal(read_all(z, i, i == 0 ? 5 : 4096, &got, &len), 0);
-        assert_int_equal(len, strlen(want[i]));
-        assert_memory_equal(got, want[i], len);
-        free(got);
-    }
+    entries_are(z, want, 1, 5);
+    entries_are(z, want, 3, 4096);
     /* z reads the file that was opened and checked */
     struct mem m2[] = { { "manifest.xml", "x", 1, false, false } };
     assert_true(zip_write(f->zip, m2, 1));
@@ -654,14 +664,7 @@ test_scan(void **state)
     static const size_t steps[] = { 1, 7, 4096, 0 };
     for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
         struct dumpzip *z = open_scanned(f, zb, zlen, steps[k]);
-        for (size_t i = 0; i < 4; i++) {
-            unsigned char *got;
-            size_t len;
-            assert_int_equal(read_all(z, i, 5, &got, &len), 0);
-            assert_int_equal(len, strlen(data[i]));
-            assert_memory_equal(got, data[i], len);
-            free(got);
-        }
+        entries_are(z, data, 4, 5);
         dumpzip_close(z);
     }
 
@@ -834,14 +837,7 @@ test_walk_descriptor(void **state)
     raw_zip(f->zip, m, 4);
     free(man);
     struct dumpzip *z = open_ok(f, NULL);
-    for (size_t i = 0; i < 3; i++) {
-        unsigned char *got;
-        size_t len;
-        assert_int_equal(read_all(z, i, 7, &got, &len), 0);
-        assert_int_equal(len, strlen(data[i]));
-        assert_memory_equal(got, data[i], len);
-        free(got);
-    }
+    entries_are(z, data, 3, 7);
     dumpzip_close(z);
 }
 
