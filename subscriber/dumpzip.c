@@ -395,7 +395,7 @@ struct dz_member {
     bool encrypted;
     uint32_t crc;
     bool stored;                 /* no compression, size == comp_size */
-    bool walked;                 /* the scan found its local header */
+    bool scanned;                /* the scan found its local header */
     bool direct;                 /* stored, its local header found where
                                     the scan expected it and agreeing */
     uint64_t data_off;           /* direct: where its bytes start */
@@ -1373,11 +1373,11 @@ dz_place(struct dumpzip *z, const struct dumpzip_scan *s)
         if (idx < 0 || (zip_uint64_t)idx >= z->nmembers)
             continue;
         struct dz_member *m = &z->mem[idx];
-        if (m->walked) {
+        if (m->scanned) {
             m->direct = false;
             continue;
         }
-        m->walked = true;
+        m->scanned = true;
         m->direct = m->stored && !m->encrypted && (l->flags & 0x1) == 0 &&
                     l->method == ZIP_CM_STORE && l->csize == l->usize &&
                     l->usize == m->size && l->crc == m->crc &&

@@ -804,16 +804,16 @@ raw_zip(const char *path, const struct raw *m, size_t n)
     free(b);
 }
 
-/* dumpzip/walk_descriptor: a member whose sizes follow its data (a data
- * descriptor) ends the walk of the local headers; it and the members
+/* dumpzip/scan_descriptor: a member whose sizes follow its data (a data
+ * descriptor) ends the scan of the local headers; it and the members
  * after it are read through libzip, and every member is right. */
 static void
-test_walk_descriptor(void **state)
+test_scan_descriptor(void **state)
 {
     struct fx *f = *state;
-    static const char *data[] = { "first, placed by the walk",
+    static const char *data[] = { "first, placed by the scan",
                                   "second, sizes after the data",
-                                  "third, after the walk stopped" };
+                                  "third, after the scan stopped" };
     char h[3][512];
     struct ment e[3];
     for (size_t i = 0; i < 3; i++) {
@@ -1455,7 +1455,7 @@ main(void)
         TS("dumpzip/change_dump", test_change_dump),
         TS("dumpzip/readers", test_readers),
         TS("dumpzip/direct", test_direct),
-        TS("dumpzip/walk_descriptor", test_walk_descriptor),
+        TS("dumpzip/scan_descriptor", test_scan_descriptor),
         TS("dumpzip/scan", test_scan),
         TS("dumpzip/no_manifest", test_no_manifest),
         TS("dumpzip/wrong_capability", test_wrong_capability),
