@@ -338,9 +338,11 @@ dz_src_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
 }
 
 /* zip_open on path through dz_src. NULL with a libzip error code in *ze
- * (ZIP_ER_OPEN with errno lost for a file that cannot be opened). */
+ * (ZIP_ER_OPEN with errno lost for a file that cannot be opened). fd (may
+ * be NULL): a descriptor of the very file libzip opened, the caller's to
+ * close, or -1. */
 static zip_t *
-dz_zip_open(const char *path, int flags, int *ze)
+dz_zip_open(const char *path, int flags, int *ze, int *fd)
 {
     struct dz_src *s = rs_calloc(1, sizeof(*s));
     struct stat st;
@@ -373,6 +375,8 @@ dz_zip_open(const char *path, int flags, int *ze)
     if ((za = zip_open_from_source(src, flags, &e)) == NULL) {
         *ze = zip_error_code_zip(&e);
         zip_source_free(src);         /* and s, through ZIP_SOURCE_FREE */
+    } else if (fd != NULL) {
+        *fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
     }
     zip_error_fini(&e);
     return za;
@@ -739,7 +743,7 @@ static int
 dz_reader_za(struct dumpzip_reader *rd, char *err, size_t errsz)
 {
     int ze = 0;
-    zip_t *za = dz_zip_open(rd->z->path, ZIP_RDONLY, &ze);
+    zip_t *za = dz_zip_open(rd->z->path, ZIP_RDONLY, &ze, NULL);
     if (za == NULL) {
         zip_error_t e;
         zip_error_init_with_code(&e, ze);
@@ -1177,7 +1181,7 @@ struct dumpzip_scan {
     struct dz_local cur;         /* the header whose bytes are passing */
     uint64_t left;               /* ... how many are still to come */
     struct dz_local *v;
-    size_t n, cap;
+    size_t n, v_cap;             /* v_cap and names_cap in bytes */
     char *names;
     size_t names_len, names_cap;
 };
@@ -1199,23 +1203,22 @@ dumpzip_scan_free(struct dumpzip_scan *s)
     rs_free(s);
 }
 
-/* Grow *buf (of *cap bytes) to hold need; false: over max or no memory. */
-static bool
-dz_scan_grow(void **buf, size_t *cap, size_t need, size_t max)
+/* buf (*cap bytes) grown to hold need (> 0) bytes: the buffer, or NULL
+ * (over max, or no memory; buf is left as it was). */
+static void *
+dz_scan_grow(void *buf, size_t *cap, size_t need, size_t max)
 {
     if (need <= *cap)
-        return true;
+        return buf;
     if (need > max)
-        return false;
+        return NULL;
     size_t ncap = *cap > 0 ? *cap : 4096;
     while (ncap < need)
         ncap = ncap > max / 2 ? max : ncap * 2;
-    void *nb = rs_realloc(*buf, ncap);
-    if (nb == NULL)
-        return false;
-    *buf = nb;
-    *cap = ncap;
-    return true;
+    void *nb = rs_realloc(buf, ncap);
+    if (nb != NULL)
+        *cap = ncap;
+    return nb;
 }
 
 /* All of cur's bytes have passed: keep it (a name dz_place could never
@@ -1228,19 +1231,20 @@ dz_scan_keep(struct dumpzip_scan *s)
     size_t nl = s->name_len;
     if (nl == 0 || nl > DZ_SCAN_NAME_MAX || memchr(s->nx, '\0', nl) != NULL)
         return;
-    size_t vcap = s->cap * sizeof(*s->v);
-    if (s->n == s->cap &&
-        !dz_scan_grow((void **)&s->v, &vcap, (s->n + 1) * sizeof(*s->v),
-                      DZ_SCAN_MAX_LOCALS * sizeof(*s->v))) {
+    struct dz_local *v = dz_scan_grow(s->v, &s->v_cap,
+                                      (s->n + 1) * sizeof(*s->v),
+                                      DZ_SCAN_MAX_LOCALS * sizeof(*s->v));
+    char *names = v == NULL ? NULL
+                            : dz_scan_grow(s->names, &s->names_cap,
+                                           s->names_len + nl + 1,
+                                           DZ_SCAN_MAX_NAMES);
+    if (v != NULL)
+        s->v = v;
+    if (names == NULL) {
         s->st = DZS_STOP;
         return;
     }
-    s->cap = vcap / sizeof(*s->v);
-    if (!dz_scan_grow((void **)&s->names, &s->names_cap,
-                      s->names_len + nl + 1, DZ_SCAN_MAX_NAMES)) {
-        s->st = DZS_STOP;
-        return;
-    }
+    s->names = names;
     s->cur.name = (uint32_t)s->names_len;
     memcpy(s->names + s->names_len, s->nx, nl);
     s->names[s->names_len + nl] = '\0';
@@ -1270,9 +1274,14 @@ dz_scan_header(struct dumpzip_scan *s)
     }
     s->name_len = dz_rd16(h + 26);
     s->nx_len = s->name_len + dz_rd16(h + 28);
-    if (!dz_scan_grow((void **)&s->nx, &s->nx_cap, s->nx_len, SIZE_MAX)) {
-        s->st = DZS_STOP;
-        return;
+    if (s->nx_len > 0) {
+        unsigned char *nx = dz_scan_grow(s->nx, &s->nx_cap, s->nx_len,
+                                         SIZE_MAX);
+        if (nx == NULL) {
+            s->st = DZS_STOP;
+            return;
+        }
+        s->nx = nx;
     }
     s->have = 0;
     s->st = DZS_NAME;
@@ -1421,7 +1430,8 @@ dumpzip_open_scanned(const char *zip_path, const struct dumpzip_limits *lim,
         goto out;
     }
     z->main.z = z;
-    z->main.za = dz_zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    z->main.za = dz_zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze,
+                             &z->fd);
     if (z->main.za == NULL) {
         zip_error_t e;
         zip_error_init_with_code(&e, ze);
@@ -1441,9 +1451,9 @@ dumpzip_open_scanned(const char *zip_path, const struct dumpzip_limits *lim,
     rc = dz_check_members(z, err, errsz);
     if (rc != 0)
         goto out;
-    /* the members read directly are read through this descriptor: the
-     * file that was checked, even if the path is replaced */
-    if ((z->fd = open(zip_path, O_RDONLY | O_CLOEXEC)) >= 0) {
+    /* the members read directly are read through z->fd: the file libzip
+     * checked, even if the path is replaced */
+    if (z->fd >= 0) {
         struct dumpzip_scan *own = scan == NULL ? dz_scan_file(z) : NULL;
         if (scan != NULL || own != NULL)
             dz_place(z, scan != NULL ? scan : own);
