@@ -91,9 +91,8 @@ struct dump {
      * downloads and is opened. */
     struct plan *cur;            /* being written while the loop runs */
     struct opener *op;           /* downloaded, being opened */
-    char dl_tmp[4096];           /* downloaded, waiting for the opener */
-    size_t dl_pkg;
-    struct dumpzip_scan *dl_scan;
+    struct opener *queued;       /* downloaded while op's package was
+                                    being opened: started after it */
     struct dumpzip *ready;       /* downloaded and opened, waiting */
     char ready_tmp[4096];
     char spare[4096];            /* a written package's file, kept for the
@@ -115,7 +114,8 @@ struct dump {
 static void advance(struct dump *d);
 struct plan;
 static void plan_abort(struct plan *p);
-static void opener_drop(struct dump *d);
+struct opener;
+static void opener_drop(struct opener **opp);
 
 static void
 problem(struct dump *d, const char *uri, const char *why)
@@ -228,13 +228,8 @@ pipeline_drop(struct dump *d)
         plan_abort(d->cur);           /* its package file too */
         d->cur = NULL;
     }
-    opener_drop(d);
-    if (d->dl_tmp[0] != '\0') {
-        unlink(d->dl_tmp);
-        d->dl_tmp[0] = '\0';
-    }
-    dumpzip_scan_free(d->dl_scan);
-    d->dl_scan = NULL;
+    opener_drop(&d->queued);
+    opener_drop(&d->op);
     if (d->ready != NULL) {
         dumpzip_close(d->ready);
         d->ready = NULL;
@@ -998,23 +993,29 @@ opener_main(void *arg)
     return NULL;
 }
 
+/* Start opening op's package as d->op: on a thread, or here when no
+ * thread can be had. */
+static void
+opener_launch(struct dump *d, struct opener *op)
+{
+    d->op = op;
+    /* libxml2 was set up on the loop's thread (the dump document was
+     * parsed there), so a parser on another thread is safe. */
+    if (pthread_create(&op->th, NULL, opener_main, op) != 0) {
+        op->th = pthread_self();      /* nothing to join */
+        opener_run(op);               /* on_wake takes it from here */
+    }
+}
+
 /* Open the package downloaded to path (its file, and scan, its bytes'
- * scan or NULL, are op's from here) on a thread, or here when no thread
- * can be had; one at a time: while one is being opened the next waits in
- * dl_tmp. 0, or RS_ENOMEM (path removed). */
+ * scan or NULL, are the opener's from here); one at a time: while one is
+ * being opened the next is queued. 0, or RS_ENOMEM (path removed). */
 static int
 opener_start(struct dump *d, const char *path, size_t pkg,
              struct dumpzip_scan *scan)
 {
-    struct opener *op;
+    struct opener *op = rs_calloc(1, sizeof(*op));
 
-    if (d->op != NULL) {
-        snprintf(d->dl_tmp, sizeof(d->dl_tmp), "%s", path);
-        d->dl_pkg = pkg;
-        d->dl_scan = scan;
-        return 0;
-    }
-    op = rs_calloc(1, sizeof(*op));
     if (op == NULL) {
         dumpzip_scan_free(scan);
         unlink(path);
@@ -1024,15 +1025,13 @@ opener_start(struct dump *d, const char *path, size_t pkg,
     op->d = d;
     op->pkg = pkg;
     op->scan = scan;
+    op->th = pthread_self();          /* nothing to join until launched */
     snprintf(op->path, sizeof(op->path), "%s", path);
     atomic_init(&op->done, false);
-    d->op = op;
-    /* libxml2 was set up on the loop's thread (the dump document was
-     * parsed there), so a parser on another thread is safe. */
-    if (pthread_create(&op->th, NULL, opener_main, op) != 0) {
-        op->th = pthread_self();      /* nothing to join */
-        opener_run(op);               /* on_wake takes it from here */
-    }
+    if (d->op != NULL)
+        d->queued = op;               /* advance: never a third */
+    else
+        opener_launch(d, op);
     return 0;
 }
 
@@ -1062,37 +1061,30 @@ opener_finish(struct dump *d)
     }
     if (rc != 0) {
         unlink(op->path);
-        if (d->dl_tmp[0] != '\0') {  /* the package after it */
-            unlink(d->dl_tmp);
-            d->dl_tmp[0] = '\0';
-        }
-        dumpzip_scan_free(d->dl_scan);
-        d->dl_scan = NULL;
+        opener_drop(&d->queued);      /* the package after it */
     } else {
         d->ready = op->z;
         snprintf(d->ready_tmp, sizeof(d->ready_tmp), "%s", op->path);
     }
     rs_free(op);
-    if (rc == 0 && d->dl_tmp[0] != '\0') {
-        char path[sizeof(d->dl_tmp)];
-        snprintf(path, sizeof(path), "%s", d->dl_tmp);
-        d->dl_tmp[0] = '\0';
-        rc = opener_start(d, path, d->dl_pkg, d->dl_scan);
-        d->dl_scan = NULL;
+    if (d->queued != NULL) {
+        struct opener *next = d->queued;
+        d->queued = NULL;
+        opener_launch(d, next);
     }
     return rc;
 }
 
-/* Stop waiting for the opener: its thread joined, what it opened closed
- * and its file removed. */
+/* Stop waiting for *opp (NULL ok): its thread joined, what it opened
+ * closed and its file removed; *opp = NULL. */
 static void
-opener_drop(struct dump *d)
+opener_drop(struct opener **opp)
 {
-    struct opener *op = d->op;
+    struct opener *op = *opp;
 
     if (op == NULL)
         return;
-    d->op = NULL;
+    *opp = NULL;
     opener_join(op);
     dumpzip_scan_free(op->scan);
     dumpzip_close(op->z);
@@ -1311,6 +1303,24 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     advance(d);
 }
 
+/* The file the next package is downloaded into, named in d->tmp: the
+ * spare, written over, or a new one. -1 with errno. */
+static int
+pkg_file_open(struct dump *d)
+{
+    if (d->spare[0] != '\0') {
+        snprintf(d->tmp, sizeof(d->tmp), "%s", d->spare);
+        d->spare[0] = '\0';
+        int fd = open(d->tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0)
+            return fd;
+        unlink(d->tmp);
+    }
+    snprintf(d->tmp, sizeof(d->tmp), "%s" DUMP_TMP_SUFFIX "XXXXXX",
+             d->tmpbase);
+    return mkstemp(d->tmp);
+}
+
 /* Start downloading the next package. 0, or an error that ends the
  * dump. */
 static int
@@ -1327,17 +1337,7 @@ download_next(struct dump *d)
     };
     int rc;
 
-    d->fd = -1;
-    if (d->spare[0] != '\0') {
-        snprintf(d->tmp, sizeof(d->tmp), "%s", d->spare);
-        d->spare[0] = '\0';
-        if ((d->fd = open(d->tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-            unlink(d->tmp);
-    }
-    if (d->fd < 0)
-        snprintf(d->tmp, sizeof(d->tmp), "%s" DUMP_TMP_SUFFIX "XXXXXX",
-                 d->tmpbase);
-    if (d->fd < 0 && (d->fd = mkstemp(d->tmp)) < 0) {
+    if ((d->fd = pkg_file_open(d)) < 0) {
         snprintf(d->err, sizeof(d->err), "cannot create %.400s: %s", d->tmp,
                  strerror(errno));
         d->tmp[0] = '\0';
@@ -1374,7 +1374,7 @@ advance(struct dump *d)
             dump_end(d, rc);
             return;
         }
-    on_disk = (d->cur != NULL) + (d->op != NULL) + (d->dl_tmp[0] != '\0') +
+    on_disk = (d->cur != NULL) + (d->op != NULL) + (d->queued != NULL) +
               (d->ready != NULL) + (d->req != NULL);
     if (d->fail_rc == 0 && d->req == NULL && on_disk < 2 &&
         d->next < d->npkgs) {
