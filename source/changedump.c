@@ -545,33 +545,6 @@ static const struct zippkg_ops cd_ops = {
     .stopped = cd_op_stopped,
 };
 
-/* Write buf to path through path.tmp and a rename. */
-static int
-cd_write_file(const char *path, const char *buf, size_t len, char *err,
-              size_t errsz)
-{
-    char tmp[CD_PATH_MAX + 8];
-    FILE *f;
-    int rc = 0;
-
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if ((f = fopen(tmp, "we")) == NULL) {
-        snprintf(err, errsz, "%.100s: %.150s", tmp, strerror(errno));
-        return RS_EIO;
-    }
-    if (fwrite(buf, 1, len, f) != len)
-        rc = RS_EIO;
-    if (fclose(f) != 0)
-        rc = RS_EIO;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = RS_EIO;
-    if (rc != 0) {
-        snprintf(err, errsz, "%.100s: %.150s", path, strerror(errno));
-        unlink(tmp);
-    }
-    return rc;
-}
-
 /* Package part: changes [first, first + count). */
 static int
 cd_pkg_write(struct cd_build *b, int64_t part)
@@ -604,8 +577,7 @@ cd_pkg_write(struct cd_build *b, int64_t part)
     if (rc == 0 &&
         (rc = cd_path(b->dir, path, sizeof(path), CD_MANIFEST, b->list,
                       part)) == 0)
-        rc = cd_write_file(path, b->man.buf, b->man.len, b->err,
-                           sizeof(b->err));
+        rc = zippkg_man_save(&b->man, path, b->err, sizeof(b->err));
     return rc;
 }
 

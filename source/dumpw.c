@@ -3,8 +3,10 @@
  * one read transaction on its own connection and streams each file through
  * a libzip source callback straight from disk into the package; what the
  * manifest says (length, md5, sha-256, lastmod) is what that read gave, so
- * a file changed after `at` never contradicts its manifest entry. The loop
- * only starts builds, joins them and publishes (meta, old files).
+ * a file changed after `at` never contradicts its manifest entry. Each
+ * package's manifest is also written beside it, the same bytes, linked
+ * from the dump's entry as rel="contents". The loop only starts builds,
+ * joins them and publishes (meta, old files).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -95,20 +97,23 @@ dw_path(const struct dumpw *w, char *buf, size_t len, int64_t gen,
     return n < 0 || (size_t)n >= len ? RS_ETOOBIG : 0;
 }
 
-/* "resourcedump-G.xml" (part 0) or "resourcedump-G-K.zip": 0 with gen and
- * part, or RS_EINVAL for any other name (so a name never reaches the
- * filesystem unless it is exactly one we write). */
+/* "resourcedump-G.xml" (part 0), "resourcedump-G-K.zip" or its manifest
+ * "resourcedump-G-K.xml" (*man): 0 with gen and part, or RS_EINVAL for
+ * any other name (so a name never reaches the filesystem unless it is
+ * exactly one we write). */
 static int
-dw_parse_name(const char *name, int64_t *gen, int64_t *part)
+dw_parse_name(const char *name, int64_t *gen, int64_t *part, bool *man)
 {
     long long g = 0, k = 0;
-    char again[96];
+    char again[96], ext[4] = "";
     int n;
 
     if (strncmp(name, "resourcedump-", 13) != 0 || strlen(name) > 64)
         return RS_EINVAL;
-    if (sscanf(name + 13, "%lld-%lld.zip", &g, &k) == 2 && g > 0 && k > 0) {
-        n = snprintf(again, sizeof(again), "resourcedump-%lld-%lld.zip", g, k);
+    if (sscanf(name + 13, "%lld-%lld.%3s", &g, &k, ext) == 3 && g > 0 &&
+        k > 0 && (strcmp(ext, "zip") == 0 || strcmp(ext, "xml") == 0)) {
+        n = snprintf(again, sizeof(again), "resourcedump-%lld-%lld.%s", g, k,
+                     ext);
     } else if (sscanf(name + 13, "%lld.xml", &g) == 1 && g > 0) {
         k = 0;
         n = snprintf(again, sizeof(again), "resourcedump-%lld.xml", g);
@@ -119,6 +124,7 @@ dw_parse_name(const char *name, int64_t *gen, int64_t *part)
         return RS_EINVAL;
     *gen = g;
     *part = k;
+    *man = k > 0 && ext[0] == 'x';
     return 0;
 }
 
@@ -131,13 +137,14 @@ dw_prune(struct dumpw *w, int64_t keep_a, int64_t keep_b)
     DIR *d = opendir(w->dir);
     struct dirent *de;
     int64_t g, k;
+    bool man;
 
     if (d == NULL)
         return;
     while ((de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, "resourcedump-", 13) != 0)
             continue;
-        if (dw_parse_name(de->d_name, &g, &k) != 0 ||
+        if (dw_parse_name(de->d_name, &g, &k, &man) != 0 ||
             (g != keep_a && g != keep_b))
             unlinkat(dirfd(d), de->d_name, 0);
     }
@@ -349,8 +356,8 @@ dw_doc_write(struct dumpw *w, const struct dumpw_info *info,
              const uint64_t *sizes, char *err, size_t errsz)
 {
     char tmp[DUMPW_PATH_MAX], path[DUMPW_PATH_MAX], name[96];
-    char loc[DOCS_URL_MAX];
-    struct rs_link up;
+    char loc[DOCS_URL_MAX], man[DOCS_URL_MAX];
+    struct rs_link up, contents;
     struct rs_head h;
     struct dw_doc x;
     struct rs_writer *wr;
@@ -378,12 +385,22 @@ dw_doc_write(struct dumpw *w, const struct dumpw_info *info,
                  (long long)info->gen, (long long)k);
         if ((rc = docs_url(w->o.docs, name, loc, sizeof(loc))) != 0)
             break;
+        snprintf(name, sizeof(name), "resourcedump-%lld-%lld.xml",
+                 (long long)info->gen, (long long)k);
+        if ((rc = docs_url(w->o.docs, name, man, sizeof(man))) != 0)
+            break;
+        rs_link_init(&contents);
+        contents.rel = "contents";
+        contents.href = man;
+        contents.type = "application/xml";
         rs_entry_init(&e);
         e.loc = loc;
         e.lastmod = info->completed;
         e.has_md = true;
         e.md.type = "application/zip";
         e.md.length = (int64_t)sizes[k - 1];
+        e.links = &contents;
+        e.nlinks = 1;
         rc = rs_writer_entry(wr, &e);
     }
     if (rc == 0)
@@ -477,6 +494,13 @@ dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
             if ((rc = dw_path(w, path, sizeof(path), out->gen, out->packages
                               + 1, ".zip")) != 0 ||
                 (rc = dw_pkg_write(&p, path, &sizes[nsizes], err, errsz)) != 0)
+                goto out;
+            /* the manifest on its own too (rel="contents"): the same
+             * bytes as the package's, which a Destination may read before
+             * the package arrives and write members as they come */
+            if ((rc = dw_path(w, path, sizeof(path), out->gen, out->packages
+                              + 1, ".xml")) != 0 ||
+                (rc = zippkg_man_save(&p.man, path, err, errsz)) != 0)
                 goto out;
             for (size_t i = 0; i < p.n; i++)
                 out->files += p.m[i].missing ? 0 : 1;
@@ -725,17 +749,19 @@ dumpw_file(const struct dumpw *w, const char *name, char *path, size_t len,
            const char **ctype)
 {
     int64_t gen, part;
+    bool man = false;
 
     if (strcmp(name, DUMPW_DOC) == 0) {
         gen = w->cur.gen;
         part = 0;
-    } else if (dw_parse_name(name, &gen, &part) != 0) {
+    } else if (dw_parse_name(name, &gen, &part, &man) != 0) {
         return RS_ENOTFOUND;
     }
     if (gen <= 0 || (gen != w->cur.gen && gen != w->cur.gen - 1) ||
-        dw_path(w, path, len, gen, part, part > 0 ? ".zip" : ".xml") != 0 ||
+        dw_path(w, path, len, gen, part,
+                part > 0 && !man ? ".zip" : ".xml") != 0 ||
         access(path, R_OK) != 0)
         return RS_ENOTFOUND;
-    *ctype = part > 0 ? "application/zip" : "application/xml";
+    *ctype = part > 0 && !man ? "application/zip" : "application/xml";
     return 0;
 }

@@ -72,9 +72,9 @@ int dumpw_build(struct dumpw *w) RS_MUST_CHECK;
 const char *dumpw_errstr(const struct dumpw *w);
 
 /*
- * The file serving name (DUMPW_DOC, resourcedump-G.xml or
- * resourcedump-G-K.zip of a kept generation) into path, its media type in
- * *ctype. 0 or RS_ENOTFOUND.
+ * The file serving name (DUMPW_DOC, resourcedump-G.xml,
+ * resourcedump-G-K.zip or its manifest resourcedump-G-K.xml, of a kept
+ * generation) into path, its media type in *ctype. 0 or RS_ENOTFOUND.
  */
 int dumpw_file(const struct dumpw *w, const char *name, char *path,
                size_t len, const char **ctype) RS_MUST_CHECK;

@@ -240,6 +240,35 @@ zippkg_man_put(void *ud, const char *buf, size_t len)
     return 0;
 }
 
+int
+zippkg_man_save(const struct zippkg_man *m, const char *path, char *err,
+                size_t errsz)
+{
+    char tmp[4416];
+    FILE *f;
+    int rc = 0;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+        snprintf(err, errsz, "%.100s: a path too long", path);
+        return RS_EIO;
+    }
+    if ((f = fopen(tmp, "we")) == NULL) {
+        snprintf(err, errsz, "%.100s: %.150s", tmp, strerror(errno));
+        return RS_EIO;
+    }
+    if (fwrite(m->buf, 1, m->len, f) != m->len)
+        rc = RS_EIO;
+    if (fclose(f) != 0)
+        rc = RS_EIO;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = RS_EIO;
+    if (rc != 0) {
+        snprintf(err, errsz, "%.100s: %.150s", path, strerror(errno));
+        unlink(tmp);
+    }
+    return rc;
+}
+
 void
 zippkg_man_free(struct zippkg_man *m)
 {

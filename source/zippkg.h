@@ -55,4 +55,11 @@ struct zippkg_man {
 int zippkg_man_put(void *ud, const char *buf, size_t len);
 void zippkg_man_free(struct zippkg_man *m);
 
+/* The manifest written to path (a temporary name renamed over it), to be
+ * served on its own, the package entry's rel="contents" (core 11.1): a
+ * Destination reads it before the package arrives. 0, or RS_EIO with a
+ * message in err. */
+int zippkg_man_save(const struct zippkg_man *m, const char *path, char *err,
+                    size_t errsz) RS_MUST_CHECK;
+
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zip.h>
 
 #include "catalog.h"
 #include "changelog.h"
@@ -171,6 +172,38 @@ check_dump(struct fx *f, size_t per[16], size_t *npkg)
         struct stat sb;
         assert_int_equal(stat(path, &sb), 0);
         assert_int_equal(pe->md.length, sb.st_size);
+
+        /* its manifest, served on its own (rel="contents"), is the very
+         * bytes of the package's manifest.xml */
+        assert_int_equal(pe->nlinks, 1);
+        assert_string_equal(pe->links[0].rel, "contents");
+        assert_string_equal(pe->links[0].type, "application/xml");
+        snprintf(want, sizeof(want), "resourcedump-%lld-%zu.xml",
+                 (long long)dumpw_current(f->w)->gen, k + 1);
+        assert_string_equal(strrchr(pe->links[0].href, '/') + 1, want);
+        assert_true(strncmp(pe->links[0].href, pe->loc,
+                            strrchr(pe->loc, '/') - pe->loc + 1) == 0);
+        char mpath[4400];
+        assert_int_equal(dumpw_file(f->w, want, mpath, sizeof(mpath),
+                                    &ctype), 0);
+        assert_string_equal(ctype, "application/xml");
+        size_t mlen;
+        char *mbytes = slurp(mpath, &mlen);
+        int zerr = 0;
+        zip_t *za = zip_open(path, ZIP_RDONLY, &zerr);
+        assert_non_null(za);
+        zip_int64_t mi = zip_name_locate(za, "manifest.xml", 0);
+        assert_true(mi >= 0);
+        zip_file_t *mf = zip_fopen_index(za, (zip_uint64_t)mi, 0);
+        assert_non_null(mf);
+        char *inzip = malloc(mlen + 1);
+        assert_non_null(inzip);
+        assert_int_equal(zip_fread(mf, inzip, mlen + 1), (zip_int64_t)mlen);
+        assert_memory_equal(inzip, mbytes, mlen);
+        zip_fclose(mf);
+        zip_discard(za);
+        free(inzip);
+        free(mbytes);
 
         struct dumpzip *z;
         char err[300];
@@ -387,6 +420,8 @@ test_names(void **state)
         "resourcedump-1-1.zip.tmp", "resourcedump-../1-1.zip",
         "resourcedump--1-1.zip", "resourcedump-1-0.zip", "resourcedump-0.xml",
         "resourcedump-1.xml ", "../state.db", "resourcedump-2-1.zip",
+        "resourcedump-1-1.xmlx", "resourcedump-1-1.zi", "resourcedump-1-1.XML",
+        "resourcedump-2-1.xml", "resourcedump-1-0.xml",
     };
 
     fx_write(f, "a", 10, 'a');
@@ -402,6 +437,9 @@ test_names(void **state)
                                 sizeof(path), &ct), 0);
     assert_int_equal(dumpw_file(f->w, "resourcedump-1.xml", path,
                                 sizeof(path), &ct), 0);
+    assert_int_equal(dumpw_file(f->w, "resourcedump-1-1.xml", path,
+                                sizeof(path), &ct), 0);
+    assert_string_equal(ct, "application/xml");
     dumpw_free(NULL);
 }
 
@@ -499,8 +537,8 @@ test_failure(void **state)
     fclose(fp);
     assert_int_equal(dumpw_build(f->w), 0);
     assert_int_equal(dumpw_current(f->w)->gen, 2);
-    assert_string_equal(dir_names(f), "resourcedump-2-1.zip "
-                        "resourcedump-2.xml");
+    assert_string_equal(dir_names(f), "resourcedump-2-1.xml "
+                        "resourcedump-2-1.zip resourcedump-2.xml");
     assert_int_equal(dumpw_file(f->w, DUMPW_DOC, path, sizeof(path), &ct),
                      0);
 }
