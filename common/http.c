@@ -1667,6 +1667,15 @@ rs_http_cancel(struct rs_http_req *req)
 {
     if (req == NULL)
         return;
+    /* Finished, its on_done not run yet (the kick runs it): the caller
+     * has been told nothing, and after a cancel it must be told
+     * RS_ECANCELED (a dump ended meanwhile takes any other rc for a
+     * package it still waits for). */
+    if (req->state == HTTP_REQ_DONE) {
+        req->rc = RS_ECANCELED;
+        req->why = "canceled";
+        return;
+    }
     if (req->state != HTTP_REQ_PENDING && req->state != HTTP_REQ_RUNNING)
         return;
     /* A running transfer stays in the multi until the kick removes it: curl

@@ -92,6 +92,7 @@ struct call {
     bool free_in_done;              /* rs_http_free from on_done */
     bool request_if_canceled;       /* try rs_http_request when canceled */
     int rc_request;                 /* what that returned */
+    struct call *cancel_other;      /* rs_http_cancel its request */
 };
 
 struct fixture {
@@ -444,6 +445,8 @@ on_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         o.ud = c;
         c->rc_request = rs_http_request(f->h, &o, NULL);
     }
+    if (c->cancel_other != NULL && c->cancel_other->n_done == 0)
+        rs_http_cancel(c->cancel_other->req);
     if (c->free_in_done) {
         rs_http_free(f->h);
         f->h = NULL;
@@ -1407,6 +1410,36 @@ test_cancel_during_transfer(void **state)
     assert_client_gone(f);
 }
 
+/* Two requests, each cancelling the other from its on_done: the second
+ * one's on_done says RS_ECANCELED, also when its transfer had finished
+ * and only its on_done was still to run (both answers arrive in one turn
+ * of the loop; before the fix it then said 0, and a dump that had ended
+ * took it for its package). */
+static void
+test_cancel_finished_not_told(void **state)
+{
+    struct fixture *f = *state;
+    struct call a, b;
+    struct rs_http_req_opts oa, ob;
+
+    client_new(f, NULL);
+    for (int i = 0; i < 200; i++) {
+        oa = req_opts(&a, f, url_of(f, "/hello"));
+        ob = req_opts(&b, f, url_of(f, "/hello"));
+        a.cancel_other = &b;
+        b.cancel_other = &a;
+        start(f, &a, &oa);
+        start(f, &b, &ob);
+        TU_LOOP_UNTIL(&f->loop, a.n_done == 1 && b.n_done == 1,
+                      WATCHDOG_MS);
+        /* one finished first and cancelled the other */
+        assert_true((a.rc == 0 && b.rc == RS_ECANCELED) ||
+                    (b.rc == 0 && a.rc == RS_ECANCELED));
+    }
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
 /* Cancel from inside on_data: no further pieces, one on_done with
  * RS_ECANCELED. */
 static void
@@ -1894,6 +1927,7 @@ main(void)
         T("http/host_conn_cap", test_host_conn_cap),
         T("http/cancel_before_start", test_cancel_before_start),
         T("http/cancel_during_transfer", test_cancel_during_transfer),
+        T("http/cancel_finished_not_told", test_cancel_finished_not_told),
         T("http/cancel_from_on_data", test_cancel_from_on_data),
         T("http/free_cancels_100", test_free_cancels_100),
         T("http/free_from_on_done", test_free_from_on_done),
