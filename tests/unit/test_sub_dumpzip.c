@@ -715,6 +715,271 @@ test_scan(void **state)
     free(man);
 }
 
+/* ------------------------------------------------------------- early */
+
+/* Four entries r/0..r/3 and their manifest (malloc'ed), "at" at. */
+static const char *const early_data[4] = {
+    "the first member, stored, read while the package downloads",
+    /* compressible: libzip stores what deflate would not shrink */
+    "the second member, the second member, the second member, the second "
+    "member, the second member, the second member, the second member",
+    "a third, stored",
+    "the fourth and last member, stored, with a digest like the others",
+};
+
+static char *
+early_manifest(const char *at, bool digests)
+{
+    static char h[4][512], loc[4][64], path[4][16];
+    struct ment e[4];
+    for (size_t i = 0; i < 4; i++) {
+        hashes_of(early_data[i], strlen(early_data[i]), h[i], sizeof(h[i]));
+        snprintf(loc[i], sizeof(loc[i]), "http://example.com/%zu", i);
+        snprintf(path[i], sizeof(path[i]), "/r/%zu", i);
+        e[i] = (struct ment){ loc[i], path[i],
+                              (long long)strlen(early_data[i]),
+                              digests || i != 1 ? h[i] : NULL, NULL };
+    }
+    char *man = manifest("resourcedump-manifest", e, 4);
+    if (at != NULL) {
+        char *p = strstr(man, "2013-01-03T09:00:00Z");
+        assert_non_null(p);
+        memcpy(p, at, strlen(at));
+    }
+    return man;
+}
+
+/* The package of early_data with manifest man last, its members in the
+ * order order[] (stored, or deflated where deflate[i]), as bytes. */
+static unsigned char *
+early_package(struct fx *f, const char *man, const size_t order[4],
+              const bool deflate[4], size_t *len)
+{
+    static char names[4][16];
+    struct mem m[5];
+    for (size_t k = 0; k < 4; k++) {
+        size_t i = order[k];
+        snprintf(names[k], sizeof(names[k]), "r/%zu", i);
+        m[k] = (struct mem){ names[k], early_data[i], strlen(early_data[i]),
+                             !deflate[i], false };
+    }
+    m[4] = (struct mem){ "manifest.xml", man, strlen(man), false, false };
+    assert_true(zip_write(f->zip, m, 5));
+    unsigned char *zb = (unsigned char *)tu_read_file(f->zip, len);
+    assert_non_null(zb);
+    return zb;
+}
+
+/* "Download" bytes into f->zip in pieces of step, z placing as they
+ * land: each entry placed is read right at once, while the rest is still
+ * to come. upto_lag: bytes written but not yet counted as in the file (a
+ * buffer). Returns the entries placed at the end; scan is z's. */
+static size_t
+early_download(struct fx *f, struct dumpzip *z, struct dumpzip_scan *scan,
+               const unsigned char *zb, size_t len, size_t step)
+{
+    int fd = open(f->zip, O_WRONLY | O_TRUNC);
+    struct dumpzip_reader *rd;
+    char err[ERRSZ];
+    size_t placed = 0;
+    assert_true(fd >= 0);
+    assert_int_equal(dumpzip_reader_new(z, &rd, err, sizeof(err)), 0);
+    for (size_t at = 0; at < len;) {
+        size_t k = len - at < step ? len - at : step;
+        assert_int_equal(write(fd, zb + at, k), (ssize_t)k);
+        dumpzip_scan_feed(scan, zb + at, k);
+        at += k;
+        size_t now = dumpzip_early_place(z, scan, at);
+        assert_true(now >= placed);
+        for (; placed < now; placed++) {
+            struct dumpzip_file *df;
+            char buf[256];
+            ssize_t n;
+            size_t got = 0;
+            assert_int_equal(dumpzip_reader_open(rd, placed, &df, err,
+                                                 sizeof(err)), 0);
+            while ((n = dumpzip_file_read(df, buf + got,
+                                          sizeof(buf) - got)) > 0)
+                got += (size_t)n;
+            assert_int_equal(n, 0);
+            assert_int_equal(got, strlen(early_data[placed]));
+            assert_memory_equal(buf, early_data[placed], got);
+            dumpzip_file_close(df);
+        }
+    }
+    dumpzip_reader_free(rd);
+    close(fd);
+    return placed;
+}
+
+/* z early with man, or fails with rc and want in its message. */
+static struct dumpzip *
+early_open(struct fx *f, const struct dumpzip_limits *lim, const char *man,
+           int rc, const char *want)
+{
+    struct dumpzip *z = (struct dumpzip *)1;
+    char err[ERRSZ] = "";
+    int got = dumpzip_open_early(f->zip, lim, man, strlen(man), &z, err,
+                                 sizeof(err));
+    if (got != rc)
+        fail_msg("dumpzip_open_early gave %d (%s), not %d", got, err, rc);
+    if (rc != 0) {
+        assert_null(z);
+        if (want != NULL && strstr(err, want) == NULL)
+            fail_msg("error \"%s\" does not mention \"%s\"", err, want);
+        return NULL;
+    }
+    return z;
+}
+
+/* Verify z against scan: rc, and want in the message. */
+static void
+verify_says(struct dumpzip *z, const struct dumpzip_scan *scan, int rc,
+            const char *want)
+{
+    char err[ERRSZ] = "";
+    int got = dumpzip_verify(z, scan, err, sizeof(err));
+    if (got != rc)
+        fail_msg("dumpzip_verify gave %d (%s), not %d", got, err, rc);
+    if (want != NULL && strstr(err, want) == NULL)
+        fail_msg("error \"%s\" does not mention \"%s\"", err, want);
+}
+
+/*
+ * dumpzip/early: with the manifest served on its own, a package's
+ * members are read as they land (in pieces of 1, 7 and 4096 bytes), each
+ * once all its bytes are in the file and not before (bytes still in a
+ * buffer do not count); after the download the package verifies, and its
+ * entries read the same. What verify refuses: a served manifest whose
+ * bytes differ from the package's (the same entries, another "at"), a
+ * package whose file was replaced. What is never placed, so verify
+ * refuses it: a deflated member and all after it, an entry without a
+ * digest, members in another order than the manifest's.
+ */
+static void
+test_early(void **state)
+{
+    struct fx *f = *state;
+    static const size_t in_order[4] = { 0, 1, 2, 3 },
+                        swapped[4] = { 0, 2, 1, 3 };
+    static const bool stored[4] = { false }, second_deflated[4] = {
+        false, true, false, false };
+    char *man = early_manifest(NULL, true);
+    size_t len;
+    unsigned char *zb = early_package(f, man, in_order, stored, &len);
+
+    static const size_t steps[] = { 1, 7, 4096 };
+    for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+        struct dumpzip_scan *scan = dumpzip_scan_new();
+        struct dumpzip *z = early_open(f, NULL, man, 0, NULL);
+        assert_int_equal(dumpzip_count(z), 4);
+        assert_int_equal(dumpzip_head(z)->md.capability,
+                         RS_CAP_RESOURCEDUMP_MANIFEST);
+        assert_int_equal(early_download(f, z, scan, zb, len, steps[k]), 4);
+        verify_says(z, scan, 0, NULL);
+        entries_are(z, early_data, 4, 5);
+        /* once only */
+        verify_says(z, scan, RS_EINVAL, "verified already");
+        dumpzip_close(z);
+        dumpzip_scan_free(scan);
+    }
+
+    /* bytes scanned but not yet in the file place nothing */
+    struct dumpzip_scan *scan = dumpzip_scan_new();
+    struct dumpzip *z = early_open(f, NULL, man, 0, NULL);
+    dumpzip_scan_feed(scan, zb, len);
+    assert_int_equal(dumpzip_early_place(z, scan, 0), 0);
+    assert_int_equal(dumpzip_early_place(z, scan, len), 4);
+    write_file(f->zip, zb, len);
+    verify_says(z, scan, 0, NULL);
+    dumpzip_close(z);
+    dumpzip_scan_free(scan);
+
+    /* the served manifest is not the package's */
+    char *other = early_manifest("2013-01-03T09:00:01Z", true);
+    scan = dumpzip_scan_new();
+    z = early_open(f, NULL, other, 0, NULL);
+    assert_int_equal(early_download(f, z, scan, zb, len, 4096), 4);
+    verify_says(z, scan, RS_EINVALID, "differs from the one served");
+    dumpzip_close(z);
+    dumpzip_scan_free(scan);
+    free(other);
+
+    /* the file replaced after the download */
+    scan = dumpzip_scan_new();
+    z = early_open(f, NULL, man, 0, NULL);
+    assert_int_equal(early_download(f, z, scan, zb, len, 4096), 4);
+    char moved[4300];
+    snprintf(moved, sizeof(moved), "%s.new", f->zip);
+    write_file(moved, zb, len);
+    assert_int_equal(rename(moved, f->zip), 0);
+    verify_says(z, scan, RS_EINVALID, "replaced");
+    dumpzip_close(z);
+    dumpzip_scan_free(scan);
+    free(zb);
+
+    /* a deflated member stops the placing: verify refuses */
+    zb = early_package(f, man, in_order, second_deflated, &len);
+    scan = dumpzip_scan_new();
+    z = early_open(f, NULL, man, 0, NULL);
+    assert_int_equal(early_download(f, z, scan, zb, len, 7), 1);
+    verify_says(z, scan, RS_EINVALID, "1 of the manifest's 4");
+    dumpzip_close(z);
+    dumpzip_scan_free(scan);
+    free(zb);
+
+    /* members in another order than the manifest's */
+    zb = early_package(f, man, swapped, stored, &len);
+    scan = dumpzip_scan_new();
+    z = early_open(f, NULL, man, 0, NULL);
+    assert_true(early_download(f, z, scan, zb, len, 4096) < 4);
+    verify_says(z, scan, RS_EINVALID, "in its order");
+    dumpzip_close(z);
+    dumpzip_scan_free(scan);
+    free(zb);
+    free(man);
+
+    /* an entry without a digest */
+    man = early_manifest(NULL, false);
+    zb = early_package(f, man, in_order, stored, &len);
+    scan = dumpzip_scan_new();
+    z = early_open(f, NULL, man, 0, NULL);
+    assert_int_equal(early_download(f, z, scan, zb, len, 4096), 1);
+    verify_says(z, scan, RS_EINVALID, NULL);
+    dumpzip_close(z);
+    dumpzip_scan_free(scan);
+    free(zb);
+    free(man);
+}
+
+/* dumpzip/early_refused: a served manifest that is not one (broken XML,
+ * another capability, a loc listed twice, over the size limit) is refused
+ * at once, with why. */
+static void
+test_early_refused(void **state)
+{
+    struct fx *f = *state;
+    write_file(f->zip, "", 0);
+    early_open(f, NULL, "<urlset", RS_EINVALID, "manifest.xml");
+    struct ment e[] = {
+        { "http://example.com/1", "/r/1", 1, NULL, NULL },
+        { "http://example.com/1", "/r/2", 1, NULL, NULL },
+    };
+    char *man = manifest("resourcelist", e, 1);
+    early_open(f, NULL, man, RS_EINVALID, "capability");
+    free(man);
+    man = manifest("resourcedump-manifest", e, 2);
+    early_open(f, NULL, man, RS_EINVALID, "listed twice");
+    struct dumpzip_limits lim = { .max_manifest_bytes = 100 };
+    early_open(f, &lim, man, RS_ETOOBIG, "over the limit");
+    free(man);
+    /* no file to read from */
+    unlink(f->zip);
+    man = early_manifest(NULL, true);
+    early_open(f, NULL, man, RS_EIO, NULL);
+    free(man);
+}
+
 /* A CRC-32 (ZIP's), bit by bit: only for the ZIPs made by hand below. */
 static uint32_t
 crc32_of(const void *data, size_t len)
@@ -1445,6 +1710,51 @@ test_alloc_failures(void **state)
     assert_true(n > 3);
 }
 
+/* dumpzip/early_alloc_failures: an early package under each allocation
+ * failure in turn, from the open to the verify: ENOMEM or success, never
+ * a wrong result, nothing leaked (ASan). */
+static void
+test_early_alloc_failures(void **state)
+{
+    struct fx *f = *state;
+    static const size_t in_order[4] = { 0, 1, 2, 3 };
+    static const bool stored[4] = { false };
+    char *man = early_manifest(NULL, true);
+    size_t len;
+    unsigned char *zb = early_package(f, man, in_order, stored, &len);
+    struct dumpzip_scan *scan = dumpzip_scan_new();
+    dumpzip_scan_feed(scan, zb, len);
+    unsigned long n;
+    for (n = 1;; n++) {
+        struct dumpzip *z = NULL;
+        char err[ERRSZ];
+        tu_alloc_fail_at(n);
+        int rc = dumpzip_open_early(f->zip, NULL, man, strlen(man), &z, err,
+                                    sizeof(err));
+        if (rc == 0 && dumpzip_early_place(z, scan, len) != 4)
+            rc = -1;
+        if (rc == 0)
+            rc = dumpzip_verify(z, scan, err, sizeof(err));
+        unsigned long seen = tu_alloc_count();
+        tu_alloc_fail_at(0);
+        if (rc == 0)
+            entries_are(z, early_data, 4, 64);
+        dumpzip_close(z);
+        if (rc == RS_ENOMEM) {
+            assert_true(n <= seen);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        if (n <= seen)
+            continue;
+        break;
+    }
+    assert_true(n > 5);
+    dumpzip_scan_free(scan);
+    free(zb);
+    free(man);
+}
+
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -1456,6 +1766,8 @@ main(void)
         TS("dumpzip/readers", test_readers),
         TS("dumpzip/direct", test_direct),
         TS("dumpzip/scan_descriptor", test_scan_descriptor),
+        TS("dumpzip/early", test_early),
+        TS("dumpzip/early_refused", test_early_refused),
         TS("dumpzip/scan", test_scan),
         TS("dumpzip/no_manifest", test_no_manifest),
         TS("dumpzip/wrong_capability", test_wrong_capability),
@@ -1471,6 +1783,7 @@ main(void)
         TS("dumpzip/encrypted", test_encrypted),
         TS("dumpzip/limits", test_limits),
         TS("dumpzip/alloc_failures", test_alloc_failures),
+        TS("dumpzip/early_alloc_failures", test_early_alloc_failures),
     };
     return cmocka_run_group_tests_name("sub_dumpzip", tests, NULL, NULL);
 }
