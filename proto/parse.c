@@ -1025,24 +1025,20 @@ on_xml_error(void *ctx, xmlErrorPtr e)
                 "not well-formed XML: %s", msg);
 }
 
-static xmlSAXHandler parser_sax;
-
-static void
-parser_sax_init(void)
-{
-    /* Written once per parser creation; identical values, so harmless if
-     * two threads race (no reader sees a half-initialised handler: each
-     * field is stored before xmlCreatePushParserCtxt copies it). */
-    memset(&parser_sax, 0, sizeof(parser_sax));
-    parser_sax.initialized = XML_SAX2_MAGIC;
-    parser_sax.startElementNs = on_start_element;
-    parser_sax.endElementNs = on_end_element;
-    parser_sax.characters = on_characters;
-    parser_sax.cdataBlock = on_characters;
-    parser_sax.internalSubset = on_internal_subset;
-    parser_sax.getEntity = on_get_entity;
-    parser_sax.serror = on_xml_error;
-}
+/* Set once, at compile time: every parser, on any thread, reads it (a
+ * handler written at each parser's creation was a data race between two
+ * threads parsing at once, however equal the values). libxml2 copies it
+ * into each context. */
+static xmlSAXHandler parser_sax = {
+    .initialized = XML_SAX2_MAGIC,
+    .startElementNs = on_start_element,
+    .endElementNs = on_end_element,
+    .characters = on_characters,
+    .cdataBlock = on_characters,
+    .internalSubset = on_internal_subset,
+    .getEntity = on_get_entity,
+    .serror = on_xml_error,
+};
 
 /* --------------------------------------------------------------- lifecycle */
 
@@ -1211,7 +1207,6 @@ parser_ctx_create(struct rs_parser *p)
 {
     if (prologue_check_encoding(p) != 0)
         return p->err;
-    parser_sax_init();
     p->ctx = xmlCreatePushParserCtxt(&parser_sax, NULL, p->prologue,
                                      (int)p->prologue_len, NULL);
     if (p->ctx == NULL) {
