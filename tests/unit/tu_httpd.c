@@ -221,6 +221,22 @@ httpd_send(struct evhttp_request *req, int status, const char *body,
     evbuffer_free(b);
 }
 
+/* The client hung up during a paced reply: no more slices. */
+static void
+httpd_pacer_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct tu_httpd *s = arg;
+
+    if (s->pacer.active &&
+        evhttp_request_get_connection(s->pacer.req) == evcon) {
+        evtimer_del(s->pacer.ev);
+        s->pacer.active = false;
+        /* the request is ours until ended: with its connection gone,
+         * ending it frees it */
+        evhttp_send_reply_end(s->pacer.req);
+    }
+}
+
 /* The next slice of a paced reply; the client reads between slices. */
 static void
 httpd_pacer_tick(evutil_socket_t fd, short what, void *arg)
@@ -289,6 +305,8 @@ httpd_on_request(struct evhttp_request *req, void *arg)
         s->pacer.req = req;
         s->pacer.r = r;
         s->pacer.off = 0;
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req),
+                                      httpd_pacer_closed, s);
         evhttp_send_reply_start(req, 200, "OK");
         httpd_pacer_tick(-1, 0, s);
         return;
@@ -331,6 +349,12 @@ tu_httpd_free(struct tu_httpd *s)
 {
     if (s == NULL)
         return;
+    /* a paced reply still going: ended, so that evhttp frees it */
+    if (s->pacer.active) {
+        evtimer_del(s->pacer.ev);
+        evhttp_send_reply_end(s->pacer.req);
+        s->pacer.active = false;
+    }
     event_free(s->pacer.ev);
     evhttp_free(s->http);
     for (size_t i = 0; i < s->nroutes; i++) {
