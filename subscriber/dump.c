@@ -51,8 +51,7 @@ enum dump_kind {
 };
 
 /* A downloaded package being opened (dumpzip_open: its directory and
- * manifest) on a thread of its own, while the loop downloads the next; or,
- * one opened early, verified (dumpzip_verify). */
+ * manifest) on a thread of its own, while the loop downloads the next. */
 struct opener {
     struct dump *d;
     pthread_t th;
@@ -60,11 +59,8 @@ struct opener {
     char path[4096];             /* the package's file */
     struct dumpzip_scan *scan;   /* its bytes' scan (NULL: none), freed
                                     once it is open */
-    bool verify;                 /* z is early: verify it */
     atomic_bool done;            /* the thread is about to return */
-    struct dumpzip *z;           /* the result: z (the opener's; an early
-                                    plan may read it meanwhile), or rc and
-                                    err */
+    struct dumpzip *z;           /* the result: z, or rc and err */
     int rc;
     char err[512];
 };
@@ -77,8 +73,6 @@ struct dump {
     struct docwalk *walk;
     bool busy;
     char **pkgs;                 /* package URLs from the dump document */
-    char **pkg_man;              /* each one's manifest served on its own
-                                    (rel="contents"), or NULL */
     int64_t *pkg_len;            /* announced lengths, -1 unknown */
     rs_time_t *pkg_until;        /* announced ends, RS_TIME_NONE unknown */
     size_t npkgs, next;
@@ -86,9 +80,6 @@ struct dump {
     int fd;                      /* the package being downloaded */
     char tmp[4096];
     struct dumpzip_scan *scan;   /* ... its local headers, as they pass */
-    struct rs_http_req *man_req; /* ... its manifest served on its own */
-    struct dumpzip *early;       /* ... opened early from it (ours; an
-                                    early plan may read it meanwhile) */
     uint64_t got;
     int write_errno;
     char *wbuf;                  /* the package's bytes on their way to fd
@@ -121,10 +112,6 @@ struct dump {
 };
 
 static void advance(struct dump *d);
-static void early_begin(struct dump *d);
-static void early_drop(struct dump *d);
-static void unhold(struct dump *d);
-static struct plan *early_plan(const struct dump *d);
 struct plan;
 static void plan_abort(struct plan *p);
 struct opener;
@@ -153,18 +140,10 @@ tmp_drop(struct dump *d)
     d->scan = NULL;
 }
 
-/* The download under way, if any, cancelled and its file removed: an
- * early plan reading it stopped (nothing of it kept), its manifest's
- * request cancelled. */
+/* The download under way, if any, cancelled and its file removed. */
 static void
 download_drop(struct dump *d)
 {
-    early_drop(d);
-    if (d->man_req != NULL) {
-        struct rs_http_req *req = d->man_req;
-        d->man_req = NULL;
-        rs_http_cancel(req);
-    }
     if (d->req != NULL) {
         struct rs_http_req *req = d->req;
         d->req = NULL;
@@ -209,13 +188,9 @@ tmp_sweep(struct dump *d)
 static void
 pkgs_clear(struct dump *d)
 {
-    for (size_t i = 0; i < d->npkgs; i++) {
+    for (size_t i = 0; i < d->npkgs; i++)
         rs_free(d->pkgs[i]);
-        rs_free(d->pkg_man[i]);
-    }
     rs_free(d->pkgs);
-    rs_free(d->pkg_man);
-    d->pkg_man = NULL;
     rs_free(d->pkg_len);
     rs_free(d->pkg_until);
     d->pkgs = NULL;
@@ -348,17 +323,7 @@ struct unpub {
 
 struct plan {
     struct dump *d;
-    struct dumpzip *z;           /* closed with p unless early and not yet
-                                    verified (then the download's, or the
-                                    opener's) */
-    /* Early: planned while its package downloads, an entry once the
-     * download has placed it (dumpzip_early_place); its stage is kept only
-     * once the package is verified, else dropped, and the package
-     * unpacked as any other. */
-    bool early;
-    bool verified;               /* early: the package agreed; z is p's */
-    bool lookup;                 /* early: entries are looked up */
-    size_t next_entry;           /* early: the next entry to plan */
+    struct dumpzip *z;
     struct mirror *stage;        /* this package's, or NULL: written in
                                     place (temp + rename) */
     struct mirror *stage_twins[DUMP_MAX_THREADS];
@@ -368,8 +333,6 @@ struct plan {
     struct job *jobs;            /* one slot per manifest entry: never
                                     moved while the threads run */
     size_t n;                    /* planned (the loop's count) */
-    uint64_t skipped;            /* entries the mirror holds newer (counted
-                                    when the package is recorded) */
     size_t batch;                /* jobs a thread takes at once */
     int rc;                      /* planning's: 0 or the state error */
     int efd;                     /* the loop's wake-up (dump's efd) */
@@ -408,8 +371,6 @@ job_write(struct worker *w, struct job *j, char *buf, size_t bufsz)
     uint64_t n = 0;
     ssize_t k;
 
-    if (j->path == NULL)
-        return;                       /* failed when planned (why) */
     if ((w->rd != NULL ? dumpzip_reader_open(w->rd, j->i, &f, err,
                                              sizeof(err))
                        : dumpzip_file_open(z, j->i, &f, err,
@@ -618,12 +579,8 @@ plan_entry(struct plan *p, size_t i, rs_time_t change_dt, bool lookup)
 
     rc = pathmap_path(d->o.pathmap, e->loc, &path, &why);
     if (rc != 0) {
-        /* a job that failed already: reported when the package is
-         * recorded, with the others (an early plan may be dropped) */
-        why = rc == RS_EDENIED ? "refused: outside the Source's prefixes"
-                               : why != NULL ? why : rs_strerror(rc);
-        p->jobs[p->n++] = (struct job){ .i = i, .length = -1,
-                                        .why = rs_strdup(why) };
+        problem(d, e->loc, rc == RS_EDENIED ? "refused: outside the Source's "
+                "prefixes" : why != NULL ? why : rs_strerror(rc));
         return 0;
     }
     rc = lookup ? ledger_res_get(d->o.ledger, e->loc, &old, &oldbuf)
@@ -633,7 +590,7 @@ plan_entry(struct plan *p, size_t i, rs_time_t change_dt, bool lookup)
         change_dt != RS_TIME_NONE &&
         (d->kind == DUMP_RESOURCES ? old.change_dt > change_dt
                                    : old.change_dt >= change_dt)) {
-        p->skipped++;                 /* push brought a newer copy */
+        d->r.skipped++;               /* push brought a newer copy */
         rs_free(path);
         return 0;
     }
@@ -776,8 +733,7 @@ spare_wanted(const struct dump *d)
 static void
 plan_free(struct plan *p)
 {
-    if (!p->early || p->verified)
-        dumpzip_close(p->z);
+    dumpzip_close(p->z);
     /* The manifest was allocated on the opener's thread, so in another
      * malloc arena than the loop's: freed here, its memory stays with
      * that arena unless handed back (peak RSS at 100,000 files 91-99 MB
@@ -855,7 +811,6 @@ plan_written(struct plan *p, int rc)
 static int
 plan_record(struct plan *p, int rc)
 {
-    p->d->r.skipped += p->skipped;
     for (size_t r = 0; r < p->n && !p->recorded; r++)
         if (rc == 0)
             rc = record_job(p, &p->jobs[r]);
@@ -907,96 +862,6 @@ plan_resources(struct dump *d, struct dumpzip *z)
         rc = plan_entry(p, i, d->r.at, lookup);
     p->rc = rc;
     return p;
-}
-
-/* ---------------------------------------------------------------- early */
-
-/* The early plan (d->cur, planned while its package downloads), until its
- * package is verified; NULL when there is none. */
-static struct plan *
-early_plan(const struct dump *d)
-{
-    struct plan *p = d->cur;
-    return p != NULL && p->early && !p->verified ? p : NULL;
-}
-
-/* Plan the entries of the package downloading that have landed in its
- * file (placed: each member whole and as its manifest says). */
-static void
-early_more(struct dump *d)
-{
-    struct plan *p = early_plan(d);
-    size_t placed;
-
-    if (p == NULL || p->z != d->early)
-        return;
-    placed = dumpzip_early_place(d->early, d->scan, d->got);
-    for (; p->next_entry < placed && p->rc == 0; p->next_entry++)
-        p->rc = plan_entry(p, p->next_entry, d->r.at, p->lookup);
-    plan_publish(p, false);
-}
-
-/*
- * Begin writing the package downloading, opened early from its manifest
- * served on its own, once nothing is before it in the pipeline: its
- * members are written as they land. Not when it cannot be now (apply has
- * a job in flight) or at all (no writer thread, no stage: a member written
- * in place could not be taken back): the package is then unpacked once it
- * has arrived, as without the manifest.
- */
-static void
-early_begin(struct dump *d)
-{
-    struct dumpzip *z = d->early;
-    struct plan *p;
-    rs_time_t at;
-    bool lookup;
-
-    if (z == NULL || d->cur != NULL || d->ready != NULL || d->op != NULL ||
-        d->queued != NULL || d->fail_rc != 0 ||
-        dumpzip_count(z) < DUMP_MIN_PARALLEL)
-        return;
-    if (!d->held && !apply_hold(d->o.apply, true))
-        return;
-    d->held = true;
-    /* as unpack_begin: the dump is the Source as of its earliest at (an
-     * early manifest the package then disowns can only make it earlier:
-     * more Change Lists read, nothing missed) */
-    at = dumpzip_head(z)->md.at;
-    if (at != RS_TIME_NONE && (d->r.at == RS_TIME_NONE || at < d->r.at))
-        d->r.at = at;
-    lookup = looks_up(d);
-    if (lookup)
-        d->quiet = false;
-    if ((p = plan_new(d, z, dumpzip_count(z))) == NULL) {
-        unhold(d);
-        return;
-    }
-    p->early = true;
-    p->lookup = lookup;
-    if (p->nthreads == 0 || p->stage == NULL) {
-        plan_abort(p);                /* z stays d->early */
-        unhold(d);
-        return;
-    }
-    d->cur = p;
-    early_more(d);
-}
-
-/* The download is dropped: the early plan reading it stops (nothing of
- * it kept), the package opened early is closed. */
-static void
-early_drop(struct dump *d)
-{
-    struct plan *p = early_plan(d);
-
-    if (p != NULL && p->z == d->early) {
-        d->cur = NULL;
-        plan_abort(p);
-        unhold(d);
-    }
-    dumpzip_close(d->early);
-    d->early = NULL;
 }
 
 /* An entry's loc and index, sorted to find each resource's last change
@@ -1103,17 +968,14 @@ pkg_check(struct dump *d, struct dumpzip *z, const char *url)
 
 /* --------------------------------------------------------- the opener */
 
-/* Open op's package (or verify it) and say so (on_wake). */
+/* Open op's package and say so (on_wake). */
 static void
 opener_run(struct opener *op)
 {
     static const uint64_t one = 1;
 
-    if (op->verify)
-        op->rc = dumpzip_verify(op->z, op->scan, op->err, sizeof(op->err));
-    else
-        op->rc = dumpzip_open_scanned(op->path, NULL, op->scan, &op->z,
-                                      op->err, sizeof(op->err));
+    op->rc = dumpzip_open_scanned(op->path, NULL, op->scan, &op->z, op->err,
+                                  sizeof(op->err));
     dumpzip_scan_free(op->scan);
     op->scan = NULL;
     atomic_store_explicit(&op->done, true, memory_order_release);
@@ -1146,18 +1008,16 @@ opener_launch(struct dump *d, struct opener *op)
 }
 
 /* Open the package downloaded to path (its file, and scan, its bytes'
- * scan or NULL, are the opener's from here), or verify it when early is
- * the package opened early (the opener's too); one at a time: while one
- * is being opened the next is queued. 0, or RS_ENOMEM (path removed). */
+ * scan or NULL, are the opener's from here); one at a time: while one is
+ * being opened the next is queued. 0, or RS_ENOMEM (path removed). */
 static int
 opener_start(struct dump *d, const char *path, size_t pkg,
-             struct dumpzip_scan *scan, struct dumpzip *early)
+             struct dumpzip_scan *scan)
 {
     struct opener *op = rs_calloc(1, sizeof(*op));
 
     if (op == NULL) {
         dumpzip_scan_free(scan);
-        dumpzip_close(early);
         unlink(path);
         snprintf(d->err, sizeof(d->err), "out of memory");
         return RS_ENOMEM;
@@ -1165,8 +1025,6 @@ opener_start(struct dump *d, const char *path, size_t pkg,
     op->d = d;
     op->pkg = pkg;
     op->scan = scan;
-    op->verify = early != NULL;
-    op->z = early;
     op->th = pthread_self();          /* nothing to join until launched */
     snprintf(op->path, sizeof(op->path), "%s", path);
     atomic_init(&op->done, false);
@@ -1185,42 +1043,17 @@ opener_join(struct opener *op)
 }
 
 /* The opener has finished: its package is ready (0), or the dump ends
- * (its error in d->err). A package opened early that verified is its
- * early plan's, which may be kept; one that did not is opened again, as
- * any other, its early plan (nothing of it kept) dropped. */
+ * (its error in d->err). */
 static int
 opener_finish(struct dump *d)
 {
     struct opener *op = d->op;
     const char *url = d->pkgs[op->pkg];
-    struct plan *p = early_plan(d);
     int rc;
 
     d->op = NULL;
     opener_join(op);
-    if (!op->verify || (p != NULL && p->z != op->z))
-        p = NULL;                     /* not this package's */
-    if (op->verify && op->rc != 0) {
-        if (p != NULL) {
-            d->cur = NULL;
-            plan_abort(p);
-            unhold(d);
-        }
-        dumpzip_close(op->z);
-        op->z = NULL;
-        op->verify = false;
-        op->rc = 0;
-        op->err[0] = '\0';
-        atomic_store(&op->done, false);
-        opener_launch(d, op);         /* before any queued after it */
-        return 0;
-    }
-    if (p != NULL) {
-        p->verified = true;           /* z is p's from here */
-        snprintf(p->tmp, sizeof(p->tmp), "%s", op->path);
-        d->r.early++;
-        rc = 0;
-    } else if (op->rc != 0) {
+    if (op->rc != 0) {
         snprintf(d->err, sizeof(d->err), "%.200s: %.300s", url, op->err);
         rc = RS_EINVALID;
     } else {
@@ -1229,7 +1062,7 @@ opener_finish(struct dump *d)
     if (rc != 0) {
         unlink(op->path);
         opener_drop(&d->queued);      /* the package after it */
-    } else if (p == NULL) {
+    } else {
         d->ready = op->z;
         snprintf(d->ready_tmp, sizeof(d->ready_tmp), "%s", op->path);
     }
@@ -1342,21 +1175,21 @@ on_wake(evutil_socket_t fd, short what, void *arg)
             return;
         }
     }
-    if ((p = d->cur) == NULL)
+    if (d->cur == NULL)
         return;                       /* a package the loop finished */
-    pthread_mutex_lock(&p->mu);
-    finished = p->closed && (p->ndone == p->n || p->alive == 0);
-    pthread_mutex_unlock(&p->mu);
-    if (!finished || (p->early && !p->verified))
-        return;                       /* early: its package unverified */
+    pthread_mutex_lock(&d->cur->mu);
+    finished = d->cur->closed &&
+               (d->cur->ndone == d->cur->n || d->cur->alive == 0);
+    pthread_mutex_unlock(&d->cur->mu);
+    if (!finished)
+        return;
+    p = d->cur;
     d->cur = NULL;
     rc = plan_written(p, p->rc);
     /* When the next package's plan looks nothing up, its writes need not
      * wait for this one's records: they go on meanwhile. */
     if (rc == 0 && d->ready != NULL && !looks_up(d))
         rc_next = unpack_begin(d);
-    else if (rc == 0 && !looks_up(d))
-        early_begin(d);               /* the package downloading */
     rc = unpack_record(d, p, rc);
     if (rc == 0)
         rc = rc_next;
@@ -1412,66 +1245,10 @@ on_pkg_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
         d->wlen += n;
         buf += n;
         len -= n;
-        if (d->wlen == DUMP_READ_SIZE) {
-            if (pkg_flush(d) != 0)
-                return 1;
-            early_more(d);            /* what is in the file now */
-        }
+        if (d->wlen == DUMP_READ_SIZE && pkg_flush(d) != 0)
+            return 1;
     }
     return 0;
-}
-
-/* The package opened early has arrived whole (its file and scan are
- * handed on): every entry placed, it is verified on the opener while its
- * early plan, if any, writes on; else that plan is dropped (nothing of it
- * kept) and the package opened as any other. 0 or RS_ENOMEM. */
-static int
-early_downloaded(struct dump *d)
-{
-    struct dumpzip *z = d->early;
-    struct plan *p = early_plan(d);
-
-    early_more(d);
-    d->early = NULL;
-    if (dumpzip_early_place(z, d->scan, d->got) == dumpzip_count(z)) {
-        if (p != NULL)
-            plan_publish(p, true);
-        return opener_start(d, d->tmp, d->next - 1, d->scan, z);
-    }
-    if (p != NULL) {
-        d->cur = NULL;
-        plan_abort(p);
-        unhold(d);
-    }
-    dumpzip_close(z);
-    return opener_start(d, d->tmp, d->next - 1, d->scan, NULL);
-}
-
-/* The manifest of the package downloading, served on its own: opened
- * early from it, its members are written as they land. Any failure here
- * only means the package is unpacked once it has arrived. */
-static void
-on_man_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
-{
-    struct dump *d = ud;
-    struct dumpzip *z;
-    char err[512];
-
-    (void)req;
-    if (res->rc == RS_ECANCELED)
-        return;                       /* d may be gone */
-    d->man_req = NULL;
-    if (res->rc != 0 || res->status < 200 || res->status > 299 ||
-        d->req == NULL || d->scan == NULL ||
-        dumpzip_open_early(d->tmp, NULL, res->body, res->body_len, &z, err,
-                           sizeof(err)) != 0)
-        return;
-    if (dumpzip_head(z)->md.capability != RS_CAP_RESOURCEDUMP_MANIFEST) {
-        dumpzip_close(z);
-        return;
-    }
-    d->early = z;
-    early_begin(d);
 }
 
 static void
@@ -1516,14 +1293,7 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     }
     close(d->fd);
     d->fd = -1;
-    if (d->man_req != NULL) {         /* too late to be of use */
-        struct rs_http_req *mreq = d->man_req;
-        d->man_req = NULL;
-        rs_http_cancel(mreq);
-    }
-    rc = d->early != NULL ? early_downloaded(d)
-                          : opener_start(d, d->tmp, d->next - 1, d->scan,
-                                         NULL);
+    rc = opener_start(d, d->tmp, d->next - 1, d->scan);
     d->tmp[0] = '\0';
     d->scan = NULL;
     if (rc != 0) {
@@ -1584,22 +1354,6 @@ download_next(struct dump *d)
                  rs_strerror(rc));
         return rc;
     }
-    /* beside it, its manifest served on its own: a Resource Dump's
-     * members are then written as they land (a Change Dump's plan needs
-     * the whole package); without it, nothing changes */
-    if (d->kind == DUMP_RESOURCES && d->pkg_man[d->next - 1] != NULL &&
-        d->scan != NULL) {
-        struct rs_http_req_opts mo = {
-            .url = d->pkg_man[d->next - 1],
-            .timeout_ms = DUMP_TIMEOUT_MS,
-            .max_body = RS_MAX_DOC_BYTES,
-            .max_redirects = 5,
-            .on_done = on_man_done,
-            .ud = d,
-        };
-        if (rs_http_request(d->o.http, &mo, &d->man_req) != 0)
-            d->man_req = NULL;
-    }
     return 0;
 }
 
@@ -1620,11 +1374,8 @@ advance(struct dump *d)
             dump_end(d, rc);
             return;
         }
-    early_begin(d);
-    /* an early plan's package is the download's or the opener's until it
-     * is verified (then it is in p->tmp) */
-    on_disk = (d->cur != NULL && d->cur->tmp[0] != '\0') + (d->op != NULL) +
-              (d->queued != NULL) + (d->ready != NULL) + (d->req != NULL);
+    on_disk = (d->cur != NULL) + (d->op != NULL) + (d->queued != NULL) +
+              (d->ready != NULL) + (d->req != NULL);
     if (d->fail_rc == 0 && d->req == NULL && on_disk < 2 &&
         d->next < d->npkgs) {
         if ((rc = download_next(d)) != 0)
@@ -1700,22 +1451,8 @@ on_entry(void *ud, const char *url, const struct rs_entry *e, const char *loc)
     if (l == NULL)
         return RS_ENOMEM;
     d->pkg_len = l;
-    p = rs_realloc(d->pkg_man, (d->npkgs + 1) * sizeof(*p));
-    if (p == NULL)
+    if ((d->pkgs[d->npkgs] = rs_strdup(loc)) == NULL)
         return RS_ENOMEM;
-    d->pkg_man = p;
-    d->pkg_man[d->npkgs] = NULL;
-    for (size_t k = 0; k < e->nlinks; k++)
-        if (e->links[k].rel != NULL && e->links[k].href != NULL &&
-            strcmp(e->links[k].rel, "contents") == 0) {
-            if ((d->pkg_man[d->npkgs] = rs_strdup(e->links[k].href)) == NULL)
-                return RS_ENOMEM;
-            break;
-        }
-    if ((d->pkgs[d->npkgs] = rs_strdup(loc)) == NULL) {
-        rs_free(d->pkg_man[d->npkgs]);
-        return RS_ENOMEM;
-    }
     d->pkg_len[d->npkgs] = e->has_md ? e->md.length : -1;
     d->npkgs++;
     return 0;

@@ -3,12 +3,10 @@
  * Dump: the packages its document lists are downloaded in turn to a
  * temporary file (the next while one is written), unpacked through dumpzip
  * (every member verified against the manifest) into a stage of the mirror
- * on as many threads as there are CPUs (a Resource Dump's package already
- * as it downloads, when its manifest is served on its own: rel="contents";
- * the stage is kept only once the package agrees), published into the
- * mirror and recorded in the ledger. While the threads write, the loop
- * runs on with apply held (apply_hold: no other writer of the mirror), or,
- * when apply has a job in flight, waits for the package. A member that
+ * on as many threads as there are CPUs, published into the mirror and
+ * recorded in the ledger. While the threads write, the loop runs on with
+ * apply held (apply_hold: no other writer of the mirror), or, when apply
+ * has a job in flight, waits for the package. A member that
  * fails is left to what follows a dump (the reconcile after a Resource
  * Dump, the Change Lists after a Change Dump, which fetch whatever the
  * dump did not give); when to use a dump is the caller's decision.
@@ -35,8 +33,6 @@ struct dump_report {
     uint64_t skipped;        /* the mirror held a newer copy */
     uint64_t failed;         /* members refused or not verified */
     uint64_t bytes;          /* package bytes downloaded */
-    uint64_t early;          /* packages written while they downloaded
-                                (their manifests served on their own) */
     bool fresh;              /* a Resource Dump begun with no resource
                                 row in the ledger (not even a deleted
                                 one) */

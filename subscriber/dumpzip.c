@@ -418,15 +418,6 @@ struct dumpzip {
     size_t n, cap;
     struct dz_chunk *pool;
     bool closing;                /* dumpzip_close ran; the last file frees */
-    /* An early z (dumpzip_open_early): the manifest came on its own while
-     * the package downloads. Its entries are read at the offsets
-     * dumpzip_early_place found, before dumpzip_verify and after. */
-    uint64_t *eoff;              /* per entry: where its bytes start */
-    size_t eplaced;              /* entries [0, eplaced) are placed */
-    size_t escan;                /* the scan's headers looked at */
-    bool estop;                  /* an entry that cannot be read early */
-    char *man;                   /* the manifest's bytes, until verified */
-    size_t man_len;
 };
 
 static void dz_free(struct dumpzip *z);
@@ -492,11 +483,9 @@ file_algos(const struct rs_hashes *h)
     return a != RS_HASH_OTHER ? 1u << a : 0;
 }
 
-/* Start reading member idx (already checked by the caller): straight
- * from the file at *direct when given, else through libzip. */
+/* Start reading member idx (already checked by the caller). */
 static int
-file_start(struct dumpzip_reader *rd, zip_uint64_t idx,
-           const uint64_t *direct, uint64_t size,
+file_start(struct dumpzip_reader *rd, zip_uint64_t idx, uint64_t size,
            const struct rs_hashes *want, const char *name,
            struct dumpzip_file **out, char *err, size_t errsz)
 {
@@ -522,11 +511,12 @@ file_start(struct dumpzip_reader *rd, zip_uint64_t idx,
             goto out;
         }
     }
-    /* Straight from the file only where a digest will vouch for the
-     * bytes (the ZIP CRC, libzip's check, adds nothing to a verified
-     * sha-256). */
-    if (direct != NULL && f->hasher != NULL) {
-        f->data_off = *direct;
+    /* Straight from the file when the scan placed the member and a
+     * digest will vouch for its bytes (the ZIP CRC, libzip's check, adds
+     * nothing to a verified sha-256); else through libzip. */
+    const struct dz_member *m = &rd->z->mem[idx];
+    if (m->direct && f->hasher != NULL) {
+        f->data_off = m->data_off;
         rd->open_files++;
         *out = f;
         return 0;
@@ -689,11 +679,6 @@ dz_open_entry(struct dumpzip_reader *rd, size_t i, struct dumpzip_file **out,
     }
     const struct rs_entry *e = &z->entries[i];
     char shown[DZ_NAME_SHOWN + 1], shown2[DZ_NAME_SHOWN + 1];
-    /* early: placed (dumpzip_early_place checked its header against the
-     * entry), read straight from the file */
-    if (z->eoff != NULL)
-        return file_start(rd, 0, &z->eoff[i], (uint64_t)e->md.length,
-                          &e->md.hash, e->md.path, out, err, errsz);
     if (z->member[i] < 0) {
         if (e->md.path == NULL)
             dz_msg(err, errsz, "entry %s has no path in the package",
@@ -717,9 +702,8 @@ dz_open_entry(struct dumpzip_reader *rd, size_t i, struct dumpzip_file **out,
                "%" PRId64, shown, m->size, e->md.length);
         return RS_EINVALID;
     }
-    /* straight from the file where the scan placed the member */
-    return file_start(rd, idx, m->direct ? &m->data_off : NULL, m->size,
-                      &e->md.hash, m->name, out, err, errsz);
+    return file_start(rd, idx, m->size, &e->md.hash, m->name, out, err,
+                      errsz);
 }
 
 int
@@ -838,8 +822,7 @@ on_manifest_entry(void *ud, const struct rs_entry *e)
         dz_pool_md(&z->pool, &d->md) != 0 ||
         dz_pool_links(&z->pool, &d->links, d->nlinks) != 0)
         return RS_ENOMEM;
-    z->member[z->n] = z->main.za != NULL ? dz_locate(z->main.za, d->md.path)
-                                         : -1;
+    z->member[z->n] = dz_locate(z->main.za, d->md.path);
     z->n++;
     return 0;
 }
@@ -880,12 +863,10 @@ dz_cmp_member(const void *a, const void *b)
  * times its size (and would give two resources one bitstream: not what a
  * dump describes); two entries for one <loc> in a Resource Dump Manifest,
  * a snapshot, leave the resource's state ambiguous. A Change Dump lists a
- * resource once per change, so repeated locs are fine there. check_locs
- * false: the locs were checked already (dumpzip_open_early).
+ * resource once per change, so repeated locs are fine there.
  */
 static int
-dz_check_duplicates(struct dumpzip *z, bool check_locs, char *err,
-                    size_t errsz)
+dz_check_duplicates(struct dumpzip *z, char *err, size_t errsz)
 {
     if (z->n < 2)
         return 0;
@@ -915,8 +896,7 @@ dz_check_duplicates(struct dumpzip *z, bool check_locs, char *err,
             goto out;
         }
     }
-    if (!check_locs ||
-        z->head.md.capability != RS_CAP_RESOURCEDUMP_MANIFEST)
+    if (z->head.md.capability != RS_CAP_RESOURCEDUMP_MANIFEST)
         goto out;
     /* a set of the locs' hashes, not a sort: sorting 20,000 URLs that
      * share their first 30 bytes was a tenth of opening a package */
@@ -944,39 +924,6 @@ out:
     return rc;
 }
 
-/* A parser of z's manifest into z (b: its state). NULL: out of memory. */
-static struct rs_parser *
-dz_parser_new(struct dumpzip *z, struct dz_build *b)
-{
-    const struct rs_parse_opts opts = {
-        .max_bytes = z->lim.max_manifest_bytes,
-        .max_entries = z->lim.max_entries,
-    };
-    const struct rs_parser_cbs cbs = {
-        .on_head = on_manifest_head,
-        .on_entry = on_manifest_entry,
-        .on_end = on_manifest_end,
-    };
-    b->z = z;
-    return rs_parser_new(&opts, &cbs, b);
-}
-
-/* Why parsing the manifest failed with rc, into err. */
-static void
-dz_parse_error(const struct rs_parser *p, const struct dz_build *b, int rc,
-               char *err, size_t errsz)
-{
-    const struct rs_diag *d = p != NULL ? rs_parser_error(p) : NULL;
-    if (b->rc != 0)
-        dz_msg(err, errsz, "%s", b->msg);
-    else if (rc == RS_ENOMEM)
-        dz_msg(err, errsz, "out of memory");
-    else if (d != NULL)
-        rs_diag_line(err, errsz, dz_manifest_name, d->line, "error", d->msg);
-    else
-        dz_msg(err, errsz, "%s: %s", dz_manifest_name, rs_strerror(rc));
-}
-
 /* Stream manifest.xml (member idx, size bytes) through the parser. */
 static int
 dz_read_manifest(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
@@ -987,13 +934,22 @@ dz_read_manifest(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
     struct dumpzip_file *f = NULL;
     struct rs_parser *p = NULL;
     char *buf = NULL;
+    const struct rs_parse_opts opts = {
+        .max_bytes = z->lim.max_manifest_bytes,
+        .max_entries = z->lim.max_entries,
+    };
+    const struct rs_parser_cbs cbs = {
+        .on_head = on_manifest_head,
+        .on_entry = on_manifest_entry,
+        .on_end = on_manifest_end,
+    };
 
-    rc = file_start(&z->main, idx, NULL, size, NULL, dz_manifest_name, &f,
-                    err, errsz);
+    rc = file_start(&z->main, idx, size, NULL, dz_manifest_name, &f, err,
+                    errsz);
     if (rc != 0)
         goto out;
     buf = rs_malloc(DZ_CHUNK);
-    p = dz_parser_new(z, &b);
+    p = rs_parser_new(&opts, &cbs, &b);
     if (buf == NULL || p == NULL) {
         rc = RS_ENOMEM;
         dz_msg(err, errsz, "out of memory");
@@ -1011,10 +967,19 @@ dz_read_manifest(struct dumpzip *z, zip_uint64_t idx, uint64_t size,
             break;
     }
     if (rc != 0) {
-        dz_parse_error(p, &b, rc, err, errsz);
+        const struct rs_diag *d = rs_parser_error(p);
+        if (b.rc != 0)
+            dz_msg(err, errsz, "%s", b.msg);
+        else if (rc == RS_ENOMEM)
+            dz_msg(err, errsz, "out of memory");
+        else if (d != NULL)
+            rs_diag_line(err, errsz, dz_manifest_name, d->line, "error",
+                         d->msg);
+        else
+            dz_msg(err, errsz, "%s: %s", dz_manifest_name, rs_strerror(rc));
         goto out;
     }
-    rc = dz_check_duplicates(z, true, err, errsz);
+    rc = dz_check_duplicates(z, err, errsz);
 out:
     rs_parser_free(p);
     rs_free(buf);
@@ -1431,119 +1396,6 @@ dz_place(struct dumpzip *z, const struct dumpzip_scan *s)
     }
 }
 
-/* Why dz_zip_open failed with ze, into err; our error code. */
-static int
-dz_open_error(int ze, char *err, size_t errsz)
-{
-    zip_error_t e;
-    zip_error_init_with_code(&e, ze);
-    if (ze == ZIP_ER_NOZIP)
-        dz_msg(err, errsz, "not a ZIP file (or a truncated one)");
-    else if (ze == ZIP_ER_EXISTS)
-        dz_msg(err, errsz, "two members of the ZIP have the same name");
-    else if (ze == ZIP_ER_INCONS)
-        dz_msg(err, errsz, "damaged ZIP: its headers disagree (%s)",
-               zip_error_strerror(&e));
-    else
-        dz_msg(err, errsz, "%s", zip_error_strerror(&e));
-    zip_error_fini(&e);
-    return dz_zip_rc(ze);
-}
-
-/* Open z->path into z->main.za, every member checked against the limits
- * (dz_check_members) and placed from scan, or from a scan of the file
- * when scan is NULL. */
-static int
-dz_open_members(struct dumpzip *z, const struct dumpzip_scan *scan,
-                char *err, size_t errsz)
-{
-    /* ZIP_CHECKCONS compares each local header with the central directory
-     * and refuses duplicate member names: two views of one package are
-     * how ZIP tricks fool one reader but not another. The members read
-     * directly are read through the file libzip checked (its descriptor,
-     * even if the path is replaced). */
-    int ze = 0, fd = -1;
-    z->main.za = dz_zip_open(z->path, ZIP_RDONLY | ZIP_CHECKCONS, &ze, &fd);
-    if (z->main.za == NULL)
-        return dz_open_error(ze, err, errsz);
-    if (z->fd < 0) {
-        z->fd = fd;
-    } else {
-        /* early: the file read so far must be the one checked */
-        struct stat a, b;
-        bool same = fd >= 0 && fstat(fd, &a) == 0 && fstat(z->fd, &b) == 0 &&
-                    a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-        if (fd >= 0)
-            close(fd);
-        if (!same) {
-            dz_msg(err, errsz, "the package's file was replaced");
-            return RS_EINVALID;
-        }
-    }
-    int rc = dz_check_members(z, err, errsz);
-    if (rc != 0)
-        return rc;
-    if (z->fd >= 0) {
-        struct dumpzip_scan *own = scan == NULL ? dz_scan_file(z) : NULL;
-        if (scan != NULL || own != NULL)
-            dz_place(z, scan != NULL ? scan : own);
-        dumpzip_scan_free(own);
-    }
-    return 0;
-}
-
-/* The manifest's member: its index and size, once it is found to be one
- * we read (not encrypted, within the limit). */
-static int
-dz_manifest_member(struct dumpzip *z, zip_uint64_t *idx, uint64_t *size,
-                   char *err, size_t errsz)
-{
-    zip_int64_t mi = zip_name_locate(z->main.za, dz_manifest_name, 0);
-    if (mi < 0) {
-        dz_msg(err, errsz, "the package has no %s", dz_manifest_name);
-        return RS_EINVALID;
-    }
-    zip_stat_t st;
-    zip_stat_init(&st);
-    if (zip_stat_index(z->main.za, (zip_uint64_t)mi, 0, &st) != 0) {
-        dz_msg(err, errsz, "%s: %s", dz_manifest_name,
-               zip_strerror(z->main.za));
-        return dz_zip_rc(zip_error_code_zip(zip_get_error(z->main.za)));
-    }
-    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) &&
-        st.encryption_method != ZIP_EM_NONE) {
-        dz_msg(err, errsz, "%s is encrypted", dz_manifest_name);
-        return RS_EUNSUPPORTED;
-    }
-    if (st.size > z->lim.max_manifest_bytes) {
-        dz_msg(err, errsz, "%s declares %" PRIu64 " bytes, over the limit "
-               "of %zu", dz_manifest_name, (uint64_t)st.size,
-               z->lim.max_manifest_bytes);
-        return RS_ETOOBIG;
-    }
-    *idx = (zip_uint64_t)mi;
-    *size = st.size;
-    return 0;
-}
-
-/* A z for path with its limits, nothing read yet. */
-static struct dumpzip *
-dz_new(const char *zip_path, const struct dumpzip_limits *lim)
-{
-    struct dumpzip *z = rs_calloc(1, sizeof(*z));
-    if (z == NULL)
-        return NULL;
-    z->fd = -1;
-    z->main.z = z;
-    dz_limits(&z->lim, lim);
-    rs_head_init(&z->head);
-    if ((z->path = rs_strdup(zip_path)) == NULL) {
-        rs_free(z);
-        return NULL;
-    }
-    return z;
-}
-
 int
 dumpzip_open(const char *zip_path, const struct dumpzip_limits *lim,
              struct dumpzip **out, char *err, size_t errsz)
@@ -1556,199 +1408,93 @@ dumpzip_open_scanned(const char *zip_path, const struct dumpzip_limits *lim,
                      const struct dumpzip_scan *scan, struct dumpzip **out,
                      char *err, size_t errsz)
 {
-    zip_uint64_t mi = 0;
-    uint64_t msize = 0;
-    int rc;
-
-    *out = NULL;
-    dz_msg(err, errsz, "%s", "");
-    struct dumpzip *z = dz_new(zip_path, lim);
-    if (z == NULL) {
-        dz_msg(err, errsz, "out of memory");
-        return RS_ENOMEM;
-    }
-    if ((rc = dz_open_members(z, scan, err, errsz)) == 0 &&
-        (rc = dz_manifest_member(z, &mi, &msize, err, errsz)) == 0)
-        rc = dz_read_manifest(z, mi, msize, err, errsz);
-    if (rc != 0) {
-        dumpzip_close(z);
-        return rc;
-    }
-    *out = z;
-    return 0;
-}
-
-int
-dumpzip_open_early(const char *zip_path, const struct dumpzip_limits *lim,
-                   const char *man, size_t man_len, struct dumpzip **out,
-                   char *err, size_t errsz)
-{
-    struct dz_build b = { 0 };
-    struct rs_parser *p = NULL;
     int rc = 0;
-
     *out = NULL;
     dz_msg(err, errsz, "%s", "");
-    struct dumpzip *z = dz_new(zip_path, lim);
+    struct dumpzip *z = rs_calloc(1, sizeof(*z));
     if (z == NULL) {
         dz_msg(err, errsz, "out of memory");
         return RS_ENOMEM;
     }
-    if ((z->fd = open(zip_path, O_RDONLY | O_CLOEXEC)) < 0) {
-        dz_msg(err, errsz, "%s", strerror(errno));
-        rc = RS_EIO;
+    z->fd = -1;
+    dz_limits(&z->lim, lim);
+    rs_head_init(&z->head);
+
+    /* ZIP_CHECKCONS compares each local header with the central directory
+     * and refuses duplicate member names: two views of one package are
+     * how ZIP tricks fool one reader but not another. */
+    int ze = 0;
+    if ((z->path = rs_strdup(zip_path)) == NULL) {
+        dz_msg(err, errsz, "out of memory");
+        rc = RS_ENOMEM;
         goto out;
     }
-    if (man_len > z->lim.max_manifest_bytes) {
-        dz_msg(err, errsz, "%s has %zu bytes, over the limit of %zu",
-               dz_manifest_name, man_len, z->lim.max_manifest_bytes);
+    z->main.z = z;
+    z->main.za = dz_zip_open(zip_path, ZIP_RDONLY | ZIP_CHECKCONS, &ze,
+                             &z->fd);
+    if (z->main.za == NULL) {
+        zip_error_t e;
+        zip_error_init_with_code(&e, ze);
+        rc = dz_zip_rc(ze);
+        if (ze == ZIP_ER_NOZIP)
+            dz_msg(err, errsz, "not a ZIP file (or a truncated one)");
+        else if (ze == ZIP_ER_EXISTS)
+            dz_msg(err, errsz, "two members of the ZIP have the same name");
+        else if (ze == ZIP_ER_INCONS)
+            dz_msg(err, errsz, "damaged ZIP: its headers disagree (%s)",
+                   zip_error_strerror(&e));
+        else
+            dz_msg(err, errsz, "%s", zip_error_strerror(&e));
+        zip_error_fini(&e);
+        goto out;
+    }
+    rc = dz_check_members(z, err, errsz);
+    if (rc != 0)
+        goto out;
+    /* the members read directly are read through z->fd: the file libzip
+     * checked, even if the path is replaced */
+    if (z->fd >= 0) {
+        struct dumpzip_scan *own = scan == NULL ? dz_scan_file(z) : NULL;
+        if (scan != NULL || own != NULL)
+            dz_place(z, scan != NULL ? scan : own);
+        dumpzip_scan_free(own);
+    }
+
+    zip_int64_t mi = zip_name_locate(z->main.za, dz_manifest_name, 0);
+    if (mi < 0) {
+        rc = RS_EINVALID;
+        dz_msg(err, errsz, "the package has no %s", dz_manifest_name);
+        goto out;
+    }
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(z->main.za, (zip_uint64_t)mi, 0, &st) != 0) {
+        rc = dz_zip_rc(zip_error_code_zip(zip_get_error(z->main.za)));
+        dz_msg(err, errsz, "%s: %s", dz_manifest_name,
+               zip_strerror(z->main.za));
+        goto out;
+    }
+    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) &&
+        st.encryption_method != ZIP_EM_NONE) {
+        rc = RS_EUNSUPPORTED;
+        dz_msg(err, errsz, "%s is encrypted", dz_manifest_name);
+        goto out;
+    }
+    if (st.size > z->lim.max_manifest_bytes) {
         rc = RS_ETOOBIG;
+        dz_msg(err, errsz, "%s declares %" PRIu64 " bytes, over the limit "
+               "of %zu", dz_manifest_name, (uint64_t)st.size,
+               z->lim.max_manifest_bytes);
         goto out;
     }
-    if ((p = dz_parser_new(z, &b)) == NULL) {
-        rc = RS_ENOMEM;
-        dz_msg(err, errsz, "out of memory");
-        goto out;
-    }
-    if ((rc = rs_parser_feed(p, man, man_len)) == 0)
-        rc = rs_parser_finish(p);
-    if (rc != 0) {
-        dz_parse_error(p, &b, rc, err, errsz);
-        goto out;
-    }
-    /* the members' part waits for the central directory (verify) */
-    if ((rc = dz_check_duplicates(z, true, err, errsz)) != 0)
-        goto out;
-    z->man = rs_malloc(man_len > 0 ? man_len : 1);
-    z->eoff = rs_calloc(z->n > 0 ? z->n : 1, sizeof(*z->eoff));
-    if (z->man == NULL || z->eoff == NULL) {
-        rc = RS_ENOMEM;
-        dz_msg(err, errsz, "out of memory");
-        goto out;
-    }
-    memcpy(z->man, man, man_len);
-    z->man_len = man_len;
+    rc = dz_read_manifest(z, (zip_uint64_t)mi, st.size, err, errsz);
 out:
-    rs_parser_free(p);
     if (rc != 0) {
         dumpzip_close(z);
         return rc;
     }
     *out = z;
     return 0;
-}
-
-size_t
-dumpzip_early_place(struct dumpzip *z, const struct dumpzip_scan *scan,
-                    uint64_t upto)
-{
-    if (z->eoff == NULL || scan == NULL)
-        return 0;
-    while (!z->estop && z->eplaced < z->n && z->escan < scan->n) {
-        const struct dz_local *l = &scan->v[z->escan];
-        if (l->data > upto || l->csize > upto - l->data)
-            break;                    /* not all in the file yet */
-        z->escan++;
-        const struct rs_entry *e = &z->entries[z->eplaced];
-        const char *path = e->md.path;
-        if (path != NULL && path[0] == '/')
-            path++;
-        if (path == NULL || strcmp(scan->names + l->name, path) != 0)
-            continue;                 /* another member than the next */
-        /* read straight from the file, as dz_place would let it be, and
-         * vouched for by a digest */
-        if (l->method != ZIP_CM_STORE || (l->flags & 0x1) != 0 ||
-            l->csize != l->usize || e->md.length < 0 ||
-            l->usize != (uint64_t)e->md.length ||
-            file_algos(&e->md.hash) == 0) {
-            z->estop = true;
-            break;
-        }
-        z->eoff[z->eplaced++] = l->data;
-    }
-    return z->eplaced;
-}
-
-int
-dumpzip_verify(struct dumpzip *z, const struct dumpzip_scan *scan,
-               char *err, size_t errsz)
-{
-    char shown[DZ_NAME_SHOWN + 1];
-    struct dumpzip_file *f = NULL;
-    char *buf = NULL;
-    zip_uint64_t mi = 0;
-    uint64_t msize = 0, at = 0;
-    int rc;
-
-    dz_msg(err, errsz, "%s", "");
-    if (z->eoff == NULL || z->man == NULL) {
-        dz_msg(err, errsz, "not an early package, or verified already");
-        return RS_EINVAL;
-    }
-    if (z->eplaced != z->n) {
-        dz_msg(err, errsz, "%zu of the manifest's %zu members were found "
-               "in its order", z->eplaced, z->n);
-        return RS_EINVALID;
-    }
-    if ((rc = dz_open_members(z, scan, err, errsz)) != 0 ||
-        (rc = dz_manifest_member(z, &mi, &msize, err, errsz)) != 0)
-        return rc;
-    /* the package's manifest must be the one the members were written by:
-     * the same bytes */
-    if (msize != z->man_len) {
-        dz_msg(err, errsz, "its %s has %" PRIu64 " bytes, the one served "
-               "on its own %zu", dz_manifest_name, msize, z->man_len);
-        return RS_EINVALID;
-    }
-    if ((rc = file_start(&z->main, mi, NULL, msize, NULL, dz_manifest_name,
-                         &f, err, errsz)) != 0)
-        return rc;
-    if ((buf = rs_malloc(DZ_CHUNK)) == NULL) {
-        rc = RS_ENOMEM;
-        dz_msg(err, errsz, "out of memory");
-        goto out;
-    }
-    for (;;) {
-        ssize_t n = dumpzip_file_read(f, buf, DZ_CHUNK);
-        if (n < 0) {
-            rc = (int)n;
-            dz_msg(err, errsz, "%s", dumpzip_file_error(f));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        if ((uint64_t)n > z->man_len - at ||
-            memcmp(buf, z->man + at, (size_t)n) != 0) {
-            rc = RS_EINVALID;
-            dz_msg(err, errsz, "its %s differs from the one served on its "
-                   "own", dz_manifest_name);
-            goto out;
-        }
-        at += (uint64_t)n;
-    }
-    /* each entry's member is where it was read from, and whole */
-    for (size_t i = 0; i < z->n; i++) {
-        const struct rs_entry *e = &z->entries[i];
-        int64_t idx = dz_locate(z->main.za, e->md.path);
-        z->member[i] = idx;
-        if (idx < 0 || !z->mem[idx].direct ||
-            z->mem[idx].data_off != z->eoff[i] ||
-            z->mem[idx].size != (uint64_t)e->md.length) {
-            rc = RS_EINVALID;
-            dz_msg(err, errsz, "%s is not where its local header said",
-                   dz_shown(e->md.path, shown));
-            goto out;
-        }
-    }
-    if ((rc = dz_check_duplicates(z, false, err, errsz)) != 0)
-        goto out;
-    rs_free(z->man);
-    z->man = NULL;
-    z->man_len = 0;
-out:
-    rs_free(buf);
-    dumpzip_file_close(f);
-    return rc;
 }
 
 static void
@@ -1763,8 +1509,6 @@ dz_free(struct dumpzip *z)
     rs_free(z->path);
     rs_free(z->entries);
     rs_free(z->member);
-    rs_free(z->eoff);
-    rs_free(z->man);
     dz_pool_free(z->pool);
     rs_free(z);
 }

@@ -96,45 +96,6 @@ int dumpzip_open_scanned(const char *zip_path,
                          struct dumpzip **out, char *err, size_t errsz)
     RS_MUST_CHECK;
 
-/*
- * Early: a package's members read while it still downloads. The manifest
- * comes first, on its own (the dump entry's rel="contents"): man, man_len
- * bytes (copied), parsed and checked as dumpzip_open checks the package's
- * (its entries' locs; the members' part waits for the central
- * directory). zip_path is the file the download writes; the members are
- * read from it with pread. 0 and *out, or an error (*out NULL) after
- * which the package is simply opened when it has arrived.
- */
-int dumpzip_open_early(const char *zip_path, const struct dumpzip_limits *lim,
-                       const char *man, size_t man_len, struct dumpzip **out,
-                       char *err, size_t errsz) RS_MUST_CHECK;
-
-/*
- * Place the entries whose members scan (the download's) has seen whole,
- * in the manifest's order, up to byte upto of the file (what is written
- * there: the download may hold more in a buffer). Returns how many of the
- * first entries are placed: dumpzip_reader_open may open those, and only
- * those, from now on, on any thread. An entry whose member is not stored,
- * disagrees with the manifest's length, or has no digest to check it by
- * is never placed, nor any after it: dumpzip_verify then refuses. The
- * loop's alone (the caller's thread): 0 for a z that is not early.
- */
-size_t dumpzip_early_place(struct dumpzip *z, const struct dumpzip_scan *scan,
-                           uint64_t upto);
-
-/*
- * After the download (the file whole, scan fed every byte): the checks
- * dumpzip_open_scanned makes, on the package as it is, and that it is
- * the package the members were read from: every entry placed, the
- * package's manifest.xml the same bytes as the one served on its own,
- * each entry's member stored where it was read and of its length. Until
- * it returns 0, nothing read early may be kept. Runs beside readers of
- * placed entries (it touches none of what they read). 0, or RS_EINVALID
- * (and the other dumpzip_open errors) with why in err.
- */
-int dumpzip_verify(struct dumpzip *z, const struct dumpzip_scan *scan,
-                   char *err, size_t errsz) RS_MUST_CHECK;
-
 /* Frees z. Files still open keep the ZIP open until the last one is
  * closed (z itself must not be used any more). NULL ok. */
 void dumpzip_close(struct dumpzip *z);

@@ -917,7 +917,7 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
 {
     struct session *s = ud;
     struct set *st = s->pulling;
-    char n[5][24];
+    char n[4][24];
 
     s->pulling = NULL;
     if (s->dumping_changes) {
@@ -931,14 +931,12 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
     snprintf(n[1], 24, "%llu", (unsigned long long)r->written);
     snprintf(n[2], 24, "%llu", (unsigned long long)r->failed);
     snprintf(n[3], 24, "%llu", (unsigned long long)r->bytes);
-    snprintf(n[4], 24, "%llu", (unsigned long long)r->early);
     if (rc != 0)
         rs_log_kv(RS_LOG_WARN, "resource dump failed: fetching the resources "
                   "instead", "error", err, NULL);
     else
         rs_log_kv(RS_LOG_INFO, "resource dump unpacked", "packages", n[0],
-                  "written_while_downloading", n[4], "written", n[1],
-                  "failed", n[2], "bytes", n[3], NULL);
+                  "written", n[1], "failed", n[2], "bytes", n[3], NULL);
     /* A complete dump into an empty ledger is the Source as of its at
      * (core 4: a baseline, then the changes since): the Change Lists from
      * there finish the baseline, and the Resource List, which says nothing

@@ -191,20 +191,6 @@ opens_waiting_now(void)
     return n;
 }
 
-/* Packages laid out as rssource makes them (serve_zip, serve_dump):
- * members stored, manifest.xml last and also served on its own at
- * PATH.xml, linked from the dump document as rel="contents"; the package
- * paced at pace bytes a tick (0: at once); the manifest served on its
- * own with another "at" (its bytes not the package's) when other_at. */
-static struct layout {
-    bool on;
-    size_t pace;
-    bool other_at;
-    bool deflate;                /* members deflated all the same */
-    size_t pad;                  /* serve_many: members this long (at
-                                    most 2000 bytes) */
-} rs_layout;
-
 /* The dump's options in this fixture. */
 static struct dump_opts
 fx_dump_opts(struct fx *f, unsigned threads)
@@ -265,7 +251,6 @@ fx_teardown(void **state)
     struct fx *f = *state;
 
     no_threads = no_stage = false;    /* a failed no_threads, no_stage */
-    memset(&rs_layout, 0, sizeof(rs_layout));
     hold_opens(false);                /* a failed free_while_opening */
     dump_free(f->d);
     apply_free(f->a);
@@ -322,27 +307,13 @@ serve_zip(struct fx *f, const char *path, const char *man,
     snprintf(zpath, sizeof(zpath), "%s/build.zip", f->dir);
     za = zip_open(zpath, ZIP_CREATE | ZIP_TRUNCATE, &ze);
     assert_non_null(za);
-    zip_source_t *src;
-    if (!rs_layout.on) {
-        src = zip_source_buffer(za, man, strlen(man), 0);
-        assert_non_null(src);
-        assert_true(zip_file_add(za, "manifest.xml", src,
-                                 ZIP_FL_ENC_UTF_8) >= 0);
-    }
+    zip_source_t *src = zip_source_buffer(za, man, strlen(man), 0);
+    assert_non_null(src);
+    assert_true(zip_file_add(za, "manifest.xml", src, ZIP_FL_ENC_UTF_8) >= 0);
     for (size_t i = 0; i < n; i++) {
         src = zip_source_buffer(za, contents[i], strlen(contents[i]), 0);
         assert_non_null(src);
-        zip_int64_t idx = zip_file_add(za, names[i], src, ZIP_FL_ENC_UTF_8);
-        assert_true(idx >= 0);
-        if (rs_layout.on && !rs_layout.deflate)
-            assert_int_equal(zip_set_file_compression(za, (zip_uint64_t)idx,
-                                                      ZIP_CM_STORE, 0), 0);
-    }
-    if (rs_layout.on) {
-        src = zip_source_buffer(za, man, strlen(man), 0);
-        assert_non_null(src);
-        assert_true(zip_file_add(za, "manifest.xml", src,
-                                 ZIP_FL_ENC_UTF_8) >= 0);
+        assert_true(zip_file_add(za, names[i], src, ZIP_FL_ENC_UTF_8) >= 0);
     }
     assert_int_equal(zip_close(za), 0);
 
@@ -351,18 +322,7 @@ serve_zip(struct fx *f, const char *path, const char *man,
     r->body = tu_read_file(zpath, &len);
     assert_non_null(r->body);
     r->body_len = len;
-    r->pace = rs_layout.on ? rs_layout.pace : 0;
     remove(zpath);
-    if (rs_layout.on) {
-        char mpath[160], *other = strdup(man), *at;
-        assert_non_null(other);
-        if (rs_layout.other_at && (at = strstr(other, TA)) != NULL)
-            at[3] = '9';              /* 2020 -> 2029: the same entries */
-        snprintf(mpath, sizeof(mpath), "%s.xml", path);
-        (void)tu_httpd_add(f->srv, mpath, 0, "Content-Type: application/xml",
-                           other);
-        free(other);
-    }
     return len;
 }
 
@@ -420,11 +380,7 @@ serve_dump(struct fx *f, const char *const *pkgs, const long long *lens,
         if (lens[i] >= 0)
             o += (size_t)snprintf(doc + o, sizeof(doc) - o, " length=\"%lld\"",
                                   lens[i]);
-        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "/>");
-        if (rs_layout.on)
-            o += (size_t)snprintf(doc + o, sizeof(doc) - o, "<rs:ln rel=\""
-                                  "contents\" href=\"{B}%s.xml\"/>", pkgs[i]);
-        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "</url>");
+        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "/></url>");
     }
     snprintf(doc + o, sizeof(doc) - o, "</urlset>\n");
     (void)tu_httpd_add(f->srv, "/rd.xml", 0, "Content-Type: application/xml",
@@ -794,13 +750,12 @@ static size_t
 serve_many(struct fx *f, const char *path, const char *prefix, size_t n,
            size_t bad_every)
 {
-    size_t slot = 256 + rs_layout.pad, cap = 512 + n * 400, o, len;
-    char *man = malloc(cap), hash[64], mpath[128], content[2200];
+    size_t cap = 512 + n * 400, o, len;
+    char *man = malloc(cap), hash[64], mpath[128], content[128];
     const char **names = calloc(n, sizeof(*names));
     const char **contents = calloc(n, sizeof(*contents));
-    char *store = malloc(n * slot);
+    char *store = malloc(n * 256);
 
-    assert_true(rs_layout.pad <= 2000);
     assert_non_null(man);
     assert_non_null(names);
     assert_non_null(contents);
@@ -811,10 +766,6 @@ serve_many(struct fx *f, const char *path, const char *prefix, size_t n,
     for (size_t k = 0; k < n; k++) {
         many_member(prefix, k, mpath, sizeof(mpath), content,
                     sizeof(content));
-        for (size_t l = strlen(content); l < rs_layout.pad; l++)
-            content[l] = (char)('a' + (k + l) % 26);
-        if (strlen(content) < rs_layout.pad)
-            content[rs_layout.pad] = '\0';
         md5_of(k % bad_every == 0 ? "something else" : content, hash,
                sizeof(hash));
         o += (size_t)snprintf(man + o, cap - o, "<url><loc>%s/%s</loc>"
@@ -822,10 +773,10 @@ serve_many(struct fx *f, const char *path, const char *prefix, size_t n,
                               "hash=\"%s\" path=\"/%s\"/></url>",
                               f->srv->origin, mpath, strlen(content), hash,
                               mpath);
-        names[k] = store + k * slot;
-        contents[k] = store + k * slot + 128;
-        snprintf(store + k * slot, 128, "%s", mpath);
-        snprintf(store + k * slot + 128, slot - 128, "%s", content);
+        names[k] = store + k * 256;
+        contents[k] = store + k * 256 + 128;
+        snprintf(store + k * 256, 128, "%s", mpath);
+        snprintf(store + k * 256 + 128, 128, "%s", content);
     }
     o += (size_t)snprintf(man + o, cap - o, "</urlset>\n");
     assert_true(o < cap);
@@ -1077,16 +1028,12 @@ static void
 packages_there(struct fx *f, const size_t *sizes, size_t npk,
                char (*names)[8])
 {
-    char path[24];
+    char path[16];
 
     for (size_t i = 0; i < npk; i++) {
         snprintf(path, sizeof(path), "/%s.zip", names[i]);
         assert_int_equal(members_there(f, names[i], sizes[i]), sizes[i] - 1);
         assert_int_equal(tu_httpd_hits(f->srv, path), 1);
-        if (rs_layout.on) {
-            snprintf(path, sizeof(path), "/%s.zip.xml", names[i]);
-            assert_int_equal(tu_httpd_hits(f->srv, path), 1);
-        }
     }
     assert_int_equal(ours_under(mirror_root(f->mirror)), 0);
     assert_int_equal(tmp_files(f), 0);
@@ -1155,184 +1102,6 @@ test_bad_package_next_downloaded(void **state)
     assert_int_equal(members_there(f, "b1", 10), 0);
     assert_false(stage_there(f));
     assert_int_equal(tmp_files(f), 0);
-}
-
-/* Packages as rssource lays them out (rs_layout), paced at 64 KiB a
- * tick, their members 1,000 bytes: each manifest is in long before its
- * package. */
-static void
-early_layout(void)
-{
-    memset(&rs_layout, 0, sizeof(rs_layout));
-    rs_layout.on = true;
-    rs_layout.pace = 64 * 1024;
-    rs_layout.pad = 1000;
-}
-
-/* dump/early: with its manifest served on its own, a package's members
- * are written as it downloads (its early plan), the package verified
- * after, and kept: every member written and recorded but for the bad
- * one, the package and its manifest fetched once, nothing left. */
-static void
-test_early(void **state)
-{
-    struct fx *f = *state;
-    const size_t one[] = { 1500 };
-
-    early_layout();
-    dump_whole(f, 'e', one, 1);
-    assert_int_equal(f->r.early, 1);
-}
-
-/* dump/early_pipelined: three packages so: the first always written as
- * it downloads (nothing before it), the others when the one before is
- * written by the time their manifests are in; all of each written. */
-static void
-test_early_pipelined(void **state)
-{
-    struct fx *f = *state;
-    const size_t three[] = { 600, 1200, 900 };
-
-    early_layout();
-    dump_whole(f, 'f', three, 3);
-    assert_true(f->r.early >= 1);
-}
-
-/* dump/early_disowned: a manifest served on its own that is not the
- * package's (other bytes: another at) costs the early writes, not the
- * package: it is unpacked again from its own manifest, all of it. */
-static void
-test_early_disowned(void **state)
-{
-    const size_t sizes[] = { 1500, 700 };
-
-    early_layout();
-    rs_layout.other_at = true;
-    dump_whole(*state, 'g', sizes, 2);
-    assert_int_equal(((struct fx *)*state)->r.early, 0);
-}
-
-/* dump/early_not_stored: deflated members cannot be read as they land:
- * the package is unpacked once it has arrived, all of it. */
-static void
-test_early_not_stored(void **state)
-{
-    const size_t sizes[] = { 1500 };
-
-    early_layout();
-    rs_layout.deflate = true;
-    dump_whole(*state, 'h', sizes, 1);
-    assert_int_equal(((struct fx *)*state)->r.early, 0);
-}
-
-/* dump/early_manifest_gone: a manifest link that answers 404 changes
- * nothing but the early writes. */
-static void
-test_early_manifest_gone(void **state)
-{
-    struct fx *f = *state;
-    const size_t sizes[] = { 1500 };
-    char names[8][8];
-
-    early_layout();
-    size_t want = serve_packages(f, 'i', sizes, 1, names);
-    for (size_t i = 0; i < f->srv->nroutes; i++)
-        if (strcmp(f->srv->routes[i].path, "/i0.zip.xml") == 0)
-            f->srv->routes[i].status = 404;
-    fx_dump(f);
-    assert_int_equal(f->rc, 0);
-    assert_int_equal(f->r.early, 0);
-    assert_int_equal(f->r.written, want);
-    packages_there(f, sizes, 1, names);
-}
-
-/* dump/early_reported_once: members the dump refuses (outside the
- * Source's prefixes) are reported when their package is recorded, so an
- * early plan that is dropped (the package disowns its served manifest)
- * and planned again reports each once. */
-static void
-test_early_reported_once(void **state)
-{
-    struct fx *f = *state;
-    const char *pkgs[] = { "/m0.zip" };
-    long long lens[1];
-    char prefix[128];
-    struct pathmap *pm = pathmap_new();
-
-    /* members 0-999 (m0/d00/ to m0/d09/) inside, 1000-1499 outside */
-    assert_non_null(pm);
-    for (int k = 0; k < 10; k++) {
-        snprintf(prefix, sizeof(prefix), "%s/m0/d%02d/", f->srv->origin, k);
-        assert_int_equal(pathmap_add_prefix(pm, prefix, NULL), 0);
-    }
-    dump_free(f->d);
-    struct dump_opts o = fx_dump_opts(f, 0);
-    o.pathmap = pm;
-    f->d = dump_new(&o);
-    assert_non_null(f->d);
-    early_layout();
-    rs_layout.other_at = true;
-    lens[0] = (long long)serve_many(f, "/m0.zip", "m0", 1500, 1501);
-    serve_dump(f, pkgs, lens, 1);
-    fx_dump(f);
-    assert_int_equal(f->rc, 0);
-    assert_int_equal(f->r.early, 0);
-    assert_int_equal(f->r.written, 999);
-    assert_int_equal(f->r.failed, 501);    /* the bad one, 500 refused */
-    assert_int_equal(f->problems, 501);
-    dump_free(f->d);
-    f->d = NULL;
-    pathmap_free(pm);
-}
-
-/* dump/early_download_fails: the package whose members are being written
- * as it downloads turns out not to be what the dump announced (its
- * length): the dump fails naming it, and nothing of it is kept (its
- * stage goes), no file left. */
-static void
-test_early_download_fails(void **state)
-{
-    struct fx *f = *state;
-    const char *pkgs[] = { "/j0.zip" };
-    long long lens[1];
-
-    early_layout();
-    lens[0] = (long long)serve_many(f, "/j0.zip", "j0", 1500, 1501) + 1;
-    serve_dump(f, pkgs, lens, 1);
-    fx_dump(f);
-    assert_int_equal(f->rc, RS_EINVALID);
-    assert_non_null(strstr(f->err, "/j0.zip"));
-    assert_int_equal(f->r.written, 0);
-    assert_int_equal(f->r.early, 0);
-    assert_int_equal(members_there(f, "j0", 1500), 0);
-    assert_int_equal(ours_under(mirror_root(f->mirror)), 0);
-    assert_int_equal(tmp_files(f), 0);
-}
-
-/* dump/early_free: dump_free while a package is being written as it
- * downloads: its threads stop, nothing of it is kept, nothing is left. */
-static void
-test_early_free(void **state)
-{
-    struct fx *f = *state;
-    const char *pkgs[] = { "/k0.zip" };
-    long long lens[1];
-
-    early_layout();
-    rs_layout.pace = 16 * 1024;
-    lens[0] = (long long)serve_many(f, "/k0.zip", "k0", 1500, 1501);
-    serve_dump(f, pkgs, lens, 1);
-    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")), 0);
-    TU_LOOP_UNTIL(&f->l, tu_httpd_hits(f->srv, "/k0.zip.xml") == 1,
-                  WATCHDOG_MS);
-    tu_loop_run_for(&f->l, 40);
-    assert_int_equal(f->done, 0);
-    dump_free(f->d);
-    f->d = NULL;
-    assert_int_equal(members_there(f, "k0", 1500), 0);
-    assert_int_equal(ours_under(mirror_root(f->mirror)), 0);
-    assert_int_equal(tmp_files(f), 0);
-    tu_loop_drain(&f->l, f->http, WATCHDOG_MS);
 }
 
 /* dump/no_threads: with no thread to be had, neither an opener nor a
@@ -1716,24 +1485,12 @@ main(void)
         T_("no_stage", test_no_stage),
         T_("free_while_opening", test_free_while_opening),
         T_("free_while_writing", test_free_while_writing),
-        T_("early", test_early),
-        T_("early_pipelined", test_early_pipelined),
-        T_("early_disowned", test_early_disowned),
-        T_("early_not_stored", test_early_not_stored),
-        T_("early_manifest_gone", test_early_manifest_gone),
-        T_("early_reported_once", test_early_reported_once),
-        T_("early_download_fails", test_early_download_fails),
-        T_("early_free", test_early_free),
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
         T_("changedump/wrong_kind", test_changedump_wrong_kind),
     };
 #undef T_
     int rc;
-    const char *only = getenv("RS_TEST_FILTER");   /* e.g. "*early*" */
-
-    if (only != NULL)
-        cmocka_set_test_filter(only);
 
     signal(SIGPIPE, SIG_IGN);
     unsetenv("http_proxy");
