@@ -495,9 +495,9 @@ dw_build(struct dumpw *w, struct dumpw_info *out, char *err, size_t errsz)
                               + 1, ".zip")) != 0 ||
                 (rc = dw_pkg_write(&p, path, &sizes[nsizes], err, errsz)) != 0)
                 goto out;
-            /* the manifest on its own too (rel="contents"): the same
-             * bytes as the package's, which a Destination may read before
-             * the package arrives and write members as they come */
+            /* the manifest on its own too (rel="contents", core 11.1: for
+             * the Destination's convenience, which can see what a package
+             * holds without downloading it): the package's very bytes */
             if ((rc = dw_path(w, path, sizeof(path), out->gen, out->packages
                               + 1, ".xml")) != 0 ||
                 (rc = zippkg_man_save(&p.man, path, err, errsz)) != 0)
