@@ -246,6 +246,7 @@ for n in $sizes; do
                 "%-8s %-9s %4s %9s %10.0f %12.1f %8s %10s\n",
                 n, c, r, s, n / s, kb / 1024, cpu, scpu }'
             eval "t_${c//-/_}=$secs"
+            eval "all_${c//-/_}=\"\${all_${c//-/_}:-} $secs\""
         done
         for th in 1 "$(nproc)"; do
             rm -rf "$W/floor"
@@ -265,6 +266,17 @@ for n in $sizes; do
             "floor)\n", n, r, a / b, c, a / f, a / fp, b / f, b / fp,
             a / 5 / fp, c }'
     done
+    # over every run of this size: the ratio of the medians (one run's
+    # ratio swings with whichever of the pair a busy moment hit)
+    if [ "$runs" -gt 1 ]; then
+        # shellcheck disable=SC2154
+        awk -v n="$n" -v a="$(median "$all_per_file")" \
+            -v b="$(median "$all_dump")" -v r="$runs" 'BEGIN { printf \
+            "%-8s medians   %4s %9.1fx  (per-file %.3f s / dump %.3f s, " \
+            "medians of the %d runs)\n", n, "all", a / b, a, b, r }'
+    fi
+    all_per_file=""
+    all_dump=""
     kill "$SRC_PID"
     wait "$SRC_PID" 2>/dev/null || true
     SRC_PID=""
