@@ -347,8 +347,9 @@ test_split_bytes(void **state)
 }
 
 /* dumpw/generations: a change makes the dump stale; each build is a new
- * generation, the previous stays servable, the one before is removed;
- * a restart finds the current one in the state. */
+ * generation, the previous stays servable, the one before is removed
+ * (its packages and their manifests); a restart finds the current one in
+ * the state. */
 static void
 test_generations(void **state)
 {
@@ -375,6 +376,13 @@ test_generations(void **state)
                                 sizeof(path), &ct), RS_ENOTFOUND);
     snprintf(path, sizeof(path), "%s/resourcedump-1-1.zip", f->ddir);
     assert_int_equal(access(path, F_OK), -1);
+    /* the manifest served on its own goes with its package */
+    assert_int_equal(dumpw_file(f->w, "resourcedump-1-1.xml", path,
+                                sizeof(path), &ct), RS_ENOTFOUND);
+    snprintf(path, sizeof(path), "%s/resourcedump-1-1.xml", f->ddir);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(dumpw_file(f->w, "resourcedump-2-1.xml", path,
+                                sizeof(path), &ct), 0);
     assert_int_equal(dumpw_file(f->w, "resourcedump-2-1.zip", path,
                                 sizeof(path), &ct), 0);
     assert_int_equal(dumpw_file(f->w, "resourcedump-3.xml", path,
