@@ -788,6 +788,34 @@ serve_many(struct fx *f, const char *path, const char *prefix, size_t n,
     return len;
 }
 
+/* dump/free_mid_body: freed while a package's bytes are arriving (the
+ * server paces them), the dump never calls back, the package's file and
+ * its scan go, and the server's half-sent reply is ended (the client
+ * hung up), not leaked. */
+static void
+test_free_mid_body(void **state)
+{
+    struct fx *f = *state;
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1];
+    struct tu_route *r;
+
+    lens[0] = (long long)serve_many(f, "/p1.zip", "p1", 3000, 3001);
+    r = &f->srv->routes[f->srv->nroutes - 1];
+    r->pace = 4096;
+    serve_dump(f, pkgs, lens, 1);
+    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")), 0);
+    TU_LOOP_UNTIL(&f->l, r->hits == 1, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 20);       /* some of it, not all */
+    assert_int_equal(tmp_files(f), 1);
+    dump_free(f->d);
+    f->d = NULL;
+    assert_int_equal(tmp_files(f), 0);
+    tu_loop_drain(&f->l, f->http, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 20);       /* the server sees the hang-up */
+    assert_int_equal(f->done, 0);
+}
+
 /* dump/leftovers_swept: a package a crash left beside the state
  * (STATE.dump-XXXXXX) is removed by dump_new; another state's, or a
  * name that is not one dump makes, is not. */
@@ -1474,6 +1502,7 @@ main(void)
         T_("bad_packages", test_bad_packages),
         T_("bad_package_while_writing", test_bad_package_while_writing),
         T_("free_in_flight", test_free_in_flight),
+        T_("free_mid_body", test_free_mid_body),
         T_("alloc_failures", test_alloc_failures),
         T_("threads_write_every_member", test_threads_write_every_member),
         T_("leftovers_swept", test_leftovers_swept),
