@@ -18,6 +18,34 @@
 
 #include "dumpzip.h"
 
+/* With -Wl,--wrap=zip_open_from_source (tests/CMakeLists.txt): dumpzip's
+ * libzip opens counted, and those that compare every local header with
+ * the central directory (ZIP_CHECKCONS). The tests run one at a time. */
+static unsigned zip_opens, zip_opens_checkcons;
+
+zip_t *__real_zip_open_from_source(zip_source_t *src, int flags,
+                                   zip_error_t *ze);
+zip_t *__wrap_zip_open_from_source(zip_source_t *src, int flags,
+                                   zip_error_t *ze);
+
+zip_t *
+__wrap_zip_open_from_source(zip_source_t *src, int flags, zip_error_t *ze)
+{
+    zip_opens++;
+    if ((flags & ZIP_CHECKCONS) != 0)
+        zip_opens_checkcons++;
+    return __real_zip_open_from_source(src, flags, ze);
+}
+
+static void
+opens_are(unsigned all, unsigned checkcons)
+{
+    if (zip_opens != all || zip_opens_checkcons != checkcons)
+        fail_msg("libzip opens: %u (%u comparing the headers), not %u (%u)",
+                 zip_opens, zip_opens_checkcons, all, checkcons);
+    zip_opens = zip_opens_checkcons = 0;
+}
+
 #define ERRSZ 512
 #define BOMB_BYTES (200u * 1024u * 1024u)
 
@@ -743,11 +771,16 @@ struct raw {
     const char *name;
     const char *data;
     bool descriptor;
+    const char *local_name;      /* the local header's, if not name */
+    bool hidden;                 /* a local header the directory omits */
+    bool local_crc_off;          /* the local header's CRC is wrong */
 };
 
-/* Write a ZIP of stored members to path, byte by byte. */
+/* Write a ZIP of stored members to path, byte by byte; the directory
+ * lists them in cd_order (n indexes; NULL: as written). */
 static void
-raw_zip(const char *path, const struct raw *m, size_t n)
+raw_zip_ordered(const char *path, const struct raw *m, size_t n,
+                const size_t *cd_order)
 {
     size_t cap = 4096, o = 0, cd;
     uint32_t off[8];
@@ -759,15 +792,17 @@ raw_zip(const char *path, const struct raw *m, size_t n)
         uint32_t crc = crc32_of(m[i].data, len);
         bool dd = m[i].descriptor;
         assert_true(o + 46 + nl + len < cap);
+        const char *lname = m[i].local_name ? m[i].local_name : m[i].name;
+        assert_int_equal(strlen(lname), nl);
         off[i] = (uint32_t)o;
         wr32(b + o, 0x04034b50u);
         wr16(b + o + 4, 20);
         wr16(b + o + 6, dd ? 0x8 : 0);
-        wr32(b + o + 14, dd ? 0 : crc);
+        wr32(b + o + 14, dd ? 0 : crc ^ (m[i].local_crc_off ? 1u : 0u));
         wr32(b + o + 18, dd ? 0 : (uint32_t)len);
         wr32(b + o + 22, dd ? 0 : (uint32_t)len);
         wr16(b + o + 26, (uint16_t)nl);
-        memcpy(b + o + 30, m[i].name, nl);
+        memcpy(b + o + 30, lname, nl);
         memcpy(b + o + 30 + nl, m[i].data, len);
         o += 30 + nl + len;
         if (dd) {
@@ -779,7 +814,12 @@ raw_zip(const char *path, const struct raw *m, size_t n)
         }
     }
     cd = o;
-    for (size_t i = 0; i < n; i++) {
+    size_t listed = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = cd_order != NULL ? cd_order[k] : k;
+        if (m[i].hidden)
+            continue;
+        listed++;
         size_t nl = strlen(m[i].name), len = strlen(m[i].data);
         assert_true(o + 46 + nl + 22 < cap);
         wr32(b + o, 0x02014b50u);
@@ -795,13 +835,19 @@ raw_zip(const char *path, const struct raw *m, size_t n)
         o += 46 + nl;
     }
     wr32(b + o, 0x06054b50u);
-    wr16(b + o + 8, (uint16_t)n);
-    wr16(b + o + 10, (uint16_t)n);
+    wr16(b + o + 8, (uint16_t)listed);
+    wr16(b + o + 10, (uint16_t)listed);
     wr32(b + o + 12, (uint32_t)(o - cd));
     wr32(b + o + 16, (uint32_t)cd);
     o += 22;
     write_file(path, b, o);
     free(b);
+}
+
+static void
+raw_zip(const char *path, const struct raw *m, size_t n)
+{
+    raw_zip_ordered(path, m, n, NULL);
 }
 
 /* dumpzip/scan_descriptor: a member whose sizes follow its data (a data
@@ -829,16 +875,97 @@ test_scan_descriptor(void **state)
     e[2].path = "/c";
     char *man = manifest("resourcedump-manifest", e, 3);
     const struct raw m[] = {
-        { "a", data[0], false },
-        { "b", data[1], true },
-        { "c", data[2], false },
-        { "manifest.xml", man, false },
+        { .name = "a", .data = data[0] },
+        { .name = "b", .data = data[1], .descriptor = true },
+        { .name = "c", .data = data[2] },
+        { .name = "manifest.xml", .data = man },
     };
     raw_zip(f->zip, m, 4);
     free(man);
     struct dumpzip *z = open_ok(f, NULL);
     entries_are(z, data, 3, 7);
     dumpzip_close(z);
+}
+
+/* dumpzip/views: a package whose local headers and central directory
+ * agree, member for member (as a ZIP written front to back has them), is
+ * opened from the directory alone; one whose views the scan cannot match
+ * is opened again with libzip comparing them header by header: accepted
+ * when they are consistent (a data descriptor, the directory in another
+ * order, a local header the directory omits), refused when they are not
+ * (another name, another CRC). */
+static void
+test_views(void **state)
+{
+    struct fx *f = *state;
+    static const char *data[] = { "alpha", "bravo, a little longer",
+                                  "charlie" };
+    static const char *locs[] = { "http://example.com/a",
+                                  "http://example.com/b",
+                                  "http://example.com/c" };
+    static const char *paths[] = { "/a", "/b", "/c" };
+    char h[3][512];
+    struct ment e[3];
+    for (size_t i = 0; i < 3; i++) {
+        hashes_of(data[i], strlen(data[i]), h[i], sizeof(h[i]));
+        e[i] = (struct ment){ locs[i], paths[i], (long long)strlen(data[i]),
+                              h[i], NULL };
+    }
+    char *man = manifest("resourcedump-manifest", e, 3);
+    struct raw m[] = {
+        { .name = "a", .data = data[0] },
+        { .name = "b", .data = data[1] },
+        { .name = "x", .data = "bytes no directory entry names",
+          .hidden = true },
+        { .name = "c", .data = data[2] },
+        { .name = "manifest.xml", .data = man },
+    };
+    struct dumpzip *z;
+
+    /* a libzip-made package (rssource's writer), and a hand-made one */
+    zip_opens = zip_opens_checkcons = 0;
+    one_file_package(f, "content", 7, 7, NULL);
+    z = open_ok(f, NULL);
+    opens_are(1, 0);
+    dumpzip_close(z);
+    struct raw plain[] = { m[0], m[1], m[3], m[4] };
+    raw_zip(f->zip, plain, 4);
+    z = open_ok(f, NULL);
+    opens_are(1, 0);
+    entries_are(z, data, 3, 7);
+    dumpzip_close(z);
+
+    /* consistent, but not as the scan follows: libzip compares */
+    plain[1].descriptor = true;
+    raw_zip(f->zip, plain, 4);
+    z = open_ok(f, NULL);
+    opens_are(2, 1);
+    entries_are(z, data, 3, 7);
+    dumpzip_close(z);
+    plain[1].descriptor = false;
+    static const size_t reversed[] = { 3, 2, 1, 0 };
+    raw_zip_ordered(f->zip, plain, 4, reversed);
+    z = open_ok(f, NULL);
+    opens_are(2, 1);
+    entries_are(z, data, 3, 7);
+    dumpzip_close(z);
+    raw_zip(f->zip, m, 5);
+    z = open_ok(f, NULL);
+    opens_are(2, 1);
+    entries_are(z, data, 3, 7);
+    dumpzip_close(z);
+
+    /* inconsistent: refused, as before the scan's comparison */
+    plain[1].local_name = "q";
+    raw_zip(f->zip, plain, 4);
+    open_fails(f, NULL, RS_EINVALID, "headers disagree");
+    opens_are(2, 1);
+    plain[1].local_name = NULL;
+    plain[2].local_crc_off = true;
+    raw_zip(f->zip, plain, 4);
+    open_fails(f, NULL, RS_EINVALID, "headers disagree");
+    opens_are(2, 1);
+    free(man);
 }
 
 /* dumpzip/change_dump: a Change Dump Manifest may list one resource once
@@ -1456,6 +1583,7 @@ main(void)
         TS("dumpzip/readers", test_readers),
         TS("dumpzip/direct", test_direct),
         TS("dumpzip/scan_descriptor", test_scan_descriptor),
+        TS("dumpzip/views", test_views),
         TS("dumpzip/scan", test_scan),
         TS("dumpzip/no_manifest", test_no_manifest),
         TS("dumpzip/wrong_capability", test_wrong_capability),
