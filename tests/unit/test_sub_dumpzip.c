@@ -968,6 +968,47 @@ test_views(void **state)
     free(man);
 }
 
+/* dumpzip/entries_not_members: the entries are kept in room made for one
+ * per member; a manifest listing more (here 200 entries, 2 members: the
+ * others missing, refused when read) or fewer keeps every one, in order. */
+static void
+test_entries_not_members(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 200 };
+    static struct ment e[N];
+    static char locs[N][64];
+    char h[512];
+    hashes_of("a", 1, h, sizeof(h));
+    for (size_t i = 0; i < N; i++) {
+        snprintf(locs[i], sizeof(locs[i]), "http://example.com/%zu", i);
+        e[i] = (struct ment){ locs[i], i == 0 ? "/a" : "/gone", 1,
+                              i == 0 ? h : NULL, NULL };
+    }
+    for (size_t n = 1; n <= N; n += N - 1) {
+        char *man = manifest("resourcedump-manifest", e, n);
+        struct mem m[] = {
+            { "manifest.xml", man, strlen(man), false, false },
+            { "a", "a", 1, false, false },
+            { "b", "b", 1, false, false },
+        };
+        assert_true(zip_write(f->zip, m, 3));
+        free(man);
+        struct dumpzip *z = open_ok(f, NULL);
+        assert_int_equal(dumpzip_count(z), n);
+        for (size_t i = 0; i < n; i++)
+            assert_string_equal(dumpzip_entry(z, i)->loc, locs[i]);
+        const char *want[] = { "a" };
+        entries_are(z, want, 1, 7);
+        struct dumpzip_file *df = NULL;
+        char err[ERRSZ];
+        if (n > 1)
+            assert_int_equal(dumpzip_file_open(z, n - 1, &df, err,
+                                               sizeof(err)), RS_ENOTFOUND);
+        dumpzip_close(z);
+    }
+}
+
 /* dumpzip/change_dump: a Change Dump Manifest may list one resource once
  * per change (different bitstreams); a deleted entry has no bitstream. */
 static void
@@ -1584,6 +1625,7 @@ main(void)
         TS("dumpzip/direct", test_direct),
         TS("dumpzip/scan_descriptor", test_scan_descriptor),
         TS("dumpzip/views", test_views),
+        TS("dumpzip/entries_not_members", test_entries_not_members),
         TS("dumpzip/scan", test_scan),
         TS("dumpzip/no_manifest", test_no_manifest),
         TS("dumpzip/wrong_capability", test_wrong_capability),
