@@ -105,6 +105,9 @@ struct rs_http_req {
     size_t max_body;            /* bytes; never 0 once set up */
     size_t read_size;           /* CURLOPT_BUFFERSIZE; 0: libcurl's */
     size_t body_seen;           /* body bytes of the final response so far */
+    unsigned paused;            /* on_data said RS_HTTP_DATA_LATER: the
+                                   resume pass (h->resume_gen) that lets
+                                   it go on; 0: not paused */
     uint64_t start_us;          /* monotonic, at acceptance */
 
     /* Request side, one block: curl_slist nodes first (aligned by the
@@ -160,6 +163,10 @@ struct rs_http {
      * running on_done. Activated (never added), so no callback runs inside
      * rs_http_request() or rs_http_cancel(). */
     struct event *kick;
+    /* Paused requests (RS_HTTP_DATA_LATER) go on from here, a turn of the
+     * loop later: a zero timeout, run after the events that turn found. */
+    struct event *resume;
+    unsigned resume_gen;        /* the next resume pass's number (>= 1) */
     char *user_agent;
     bool (*addr_ok)(void *ud, const struct sockaddr *sa);
     void *addr_ud;
@@ -187,7 +194,8 @@ struct rs_http {
      * and depth drops to 0, so nothing is freed under a running callback. */
     unsigned depth;
     bool closing;               /* rs_http_free() has begun */
-    bool in_curl;               /* inside curl_multi_socket_action() */
+    bool in_curl;               /* inside curl_multi_socket_action() or
+                                   curl_easy_pause() */
     struct rs_http_stats stats; /* in_flight is computed on demand */
 };
 
@@ -456,6 +464,8 @@ http_destroy(struct rs_http *h)
         event_free(h->timer);
     if (h->kick != NULL)
         event_free(h->kick);
+    if (h->resume != NULL)
+        event_free(h->resume);
     for (unsigned i = 0; i < h->ncreds; i++)
         http_cred_cleanup(&h->creds[i]);
     rs_free(h->ca_file);
@@ -774,19 +784,27 @@ http_on_body(char *buf, size_t size, size_t nmemb, void *arg)
         http_req_abort(req, RS_ETOOBIG, "response body too large");
         return CURL_WRITEFUNC_ERROR;
     }
-    req->body_seen += n;
     if (req->on_data != NULL) {
         http_hold(h);
         stop = req->on_data(req->ud, req, buf, n);
         http_release(h);
         if (req->state != HTTP_REQ_RUNNING)
             return CURL_WRITEFUNC_ERROR;   /* canceled from on_data */
+        if (stop == RS_HTTP_DATA_LATER) {
+            /* libcurl keeps the piece and hands it again once resumed */
+            static const struct timeval now = { 0, 0 };
+            req->paused = h->resume_gen;
+            evtimer_add(h->resume, &now);
+            return CURL_WRITEFUNC_PAUSE;
+        }
+        req->body_seen += n;
         if (stop != 0) {
             http_req_abort(req, RS_ESTOPPED, "stopped by on_data");
             return CURL_WRITEFUNC_ERROR;
         }
         return n;
     }
+    req->body_seen += n;
     if (req->body_len == 0 && req->body_cap == 0) {
         /* Size the buffer once when the length is announced. */
         curl_off_t cl = -1;
@@ -974,6 +992,40 @@ http_on_timer(evutil_socket_t fd, short what, void *arg)
     http_hold(h);
     if (!h->closing)
         http_action(h, CURL_SOCKET_TIMEOUT, 0);
+    http_release(h);
+}
+
+/* The loop has run once since on_data said RS_HTTP_DATA_LATER: let the
+ * requests paused before this pass go on (libcurl hands the kept piece
+ * again from inside curl_easy_pause). One paused again meanwhile waits for
+ * the next pass. */
+static void
+http_on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct rs_http *h = arg;
+    unsigned gen = h->resume_gen++;
+
+    (void)fd;
+    (void)what;
+    if (h->resume_gen == 0)
+        h->resume_gen = 1;              /* 0 is "not paused" */
+    http_hold(h);
+    while (!h->closing) {
+        struct rs_http_req *req = h->running.head;
+        while (req != NULL && req->paused != gen)
+            req = req->next;
+        if (req == NULL)
+            break;
+        req->paused = 0;
+        h->in_curl = true;
+        CURLcode cc = curl_easy_pause(req->easy, CURLPAUSE_CONT);
+        h->in_curl = false;
+        if (cc != CURLE_OK && req->state == HTTP_REQ_RUNNING) {
+            http_req_abort(req, RS_EIO, curl_easy_strerror(cc));
+            http_set_done(h, req, req->rc, CURLE_OK);
+        }
+    }
+    http_check_done(h);
     http_release(h);
 }
 
@@ -1398,6 +1450,7 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     req->read_size = o->read_size < HTTP_MAX_READ_SIZE ? o->read_size
                                                        : HTTP_MAX_READ_SIZE;
     req->body_seen = 0;
+    req->paused = 0;
     req->body_len = 0;
     req->hdr_len = 0;
     req->rc = 0;
@@ -1521,8 +1574,11 @@ rs_http_new(struct event_base *base, const struct rs_http_opts *o)
         goto out;
     h->timer = evtimer_new(base, http_on_timer, h);
     h->kick = event_new(base, -1, 0, http_on_kick, h);
+    h->resume = evtimer_new(base, http_on_resume, h);
+    h->resume_gen = 1;
     h->multi = curl_multi_init();
-    if (h->timer == NULL || h->kick == NULL || h->multi == NULL)
+    if (h->timer == NULL || h->kick == NULL || h->resume == NULL ||
+        h->multi == NULL)
         goto out;
     if (curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION,
                           http_on_curl_socket) != CURLM_OK ||

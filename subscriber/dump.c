@@ -105,6 +105,12 @@ struct dump {
     int efd;                     /* threads -> loop: all written, or the
                                     package opened */
     struct event *ev_wake;
+    /* Set with each write to efd, cleared by on_wake: while it is set the
+     * package downloading steps aside (RS_HTTP_DATA_LATER) for a turn of
+     * the loop, or libcurl reads on while rssource's bytes keep coming (a
+     * 14 MB package in one turn) and the package just opened waits 10 ms
+     * for its writers. */
+    atomic_bool woken;
     bool quiet;                  /* the ledger was empty at the start ... */
     int64_t quiet_mark;          /* ... and has had no other writer since
                                     (ledger_total_changes) */
@@ -408,8 +414,10 @@ static void
 wake_if_finished(struct plan *p)
 {
     static const uint64_t one = 1;
-    if (p->closed && (p->ndone == p->n || p->alive == 0) && p->efd >= 0)
+    if (p->closed && (p->ndone == p->n || p->alive == 0) && p->efd >= 0) {
+        atomic_store_explicit(&p->d->woken, true, memory_order_release);
         (void)!write(p->efd, &one, sizeof(one));
+    }
 }
 
 /* Take the next batch [*k, *end) (true), or say there is none yet (false;
@@ -979,6 +987,7 @@ opener_run(struct opener *op)
     dumpzip_scan_free(op->scan);
     op->scan = NULL;
     atomic_store_explicit(&op->done, true, memory_order_release);
+    atomic_store_explicit(&op->d->woken, true, memory_order_release);
     (void)!write(op->d->efd, &one, sizeof(one));
 }
 
@@ -1163,6 +1172,7 @@ on_wake(evutil_socket_t fd, short what, void *arg)
     int rc, rc_next = 0;
 
     (void)what;
+    atomic_store_explicit(&d->woken, false, memory_order_relaxed);
     (void)!read(fd, &n, sizeof(n));
     if (d->op != NULL &&
         atomic_load_explicit(&d->op->done, memory_order_acquire)) {
@@ -1236,6 +1246,8 @@ on_pkg_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
 
     if (status < 200 || status > 299)
         return 0;
+    if (atomic_load_explicit(&d->woken, memory_order_acquire))
+        return RS_HTTP_DATA_LATER;    /* on_wake first */
     while (len > 0) {
         size_t n = DUMP_READ_SIZE - d->wlen < len ? DUMP_READ_SIZE - d->wlen
                                                   : len;
@@ -1490,6 +1502,7 @@ dump_new(const struct dump_opts *o)
         return NULL;
     d->o = *o;
     d->fd = -1;
+    atomic_init(&d->woken, false);
     wo.ud = d;
     d->tmpbase = rs_strdup(o->tmpbase);
     d->walk = docwalk_new(&wo);

@@ -84,6 +84,12 @@ struct rs_http_result {
     uint64_t elapsed_us;         /* request start to done */
 };
 
+/* on_data's "not now": the piece is not taken; the loop runs the events
+ * that are ready, then the same piece comes again. On a fast connection
+ * libcurl reads on while the socket has bytes (a whole 14 MB package in
+ * one turn of the loop), and the loop's other work waits. */
+#define RS_HTTP_DATA_LATER 2
+
 struct rs_http_req_opts {
     const char *method;          /* NULL = "GET"; "POST", "HEAD", ... */
     const char *url;             /* absolute http(s) URL */
@@ -96,6 +102,7 @@ struct rs_http_req_opts {
     unsigned max_redirects;      /* 0 = do not follow */
     /* Streaming: called with each piece of the response body (after the
      * headers are in, so rs_http_req_header works). Return 0 to go on,
+     * RS_HTTP_DATA_LATER to leave the piece for now (below), any other
      * non-zero to stop (the request ends with RS_ESTOPPED). NULL: the body
      * is buffered into result.body (up to max_body). */
     int (*on_data)(void *ud, struct rs_http_req *req, const char *buf, size_t len);

@@ -76,6 +76,15 @@ struct call {
     size_t data_bytes;
     bool data_pattern_ok;
     int stop_at;                    /* return 1 at this piece (1-based) */
+    /* RS_HTTP_DATA_LATER at every later_every-th piece, later_repeat times
+     * (when it comes again, and again): a zero timer (later_ev) then
+     * records what had come when the loop turned, and does later_action
+     * (1 cancel, 2 rs_http_free) */
+    unsigned later_every, later_repeat, later_refused, n_later;
+    bool later_wait;                /* a piece left, the timer not run */
+    struct event *later_ev;
+    int later_action;
+    size_t bytes_at_timer;
     bool cancel_in_data;
     bool free_in_data;              /* rs_http_free from on_data */
     size_t data_max;                /* the largest piece */
@@ -471,6 +480,18 @@ on_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
         snprintf(c->data_clen, sizeof(c->data_clen), "%s", cl ? cl : "");
     }
     assert_int_equal(c->n_done, 0);
+    if (c->later_wait)
+        fail_msg("a piece left for later came again before the loop ran");
+    if (c->later_every != 0 && (c->n_data + 1) % c->later_every == 0 &&
+        c->later_refused < c->later_repeat) {
+        static const struct timeval now = { 0, 0 };
+        c->n_later++;
+        c->later_refused++;
+        c->later_wait = true;
+        evtimer_add(c->later_ev, &now);
+        return RS_HTTP_DATA_LATER;
+    }
+    c->later_refused = 0;
     c->n_data++;
     if (len > c->data_max)
         c->data_max = len;
@@ -867,6 +888,79 @@ test_stream_read_size(void **state)
         assert_int_equal(c.data_bytes, n);
         assert_true(c.data_pattern_ok);
         assert_true(c.data_max <= 16384);
+    }
+    client_free_and_check(f);
+    assert_client_gone(f);
+}
+
+static void
+on_later_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct call *c = arg;
+
+    (void)fd;
+    (void)what;
+    c->later_wait = false;
+    c->bytes_at_timer = c->data_bytes;
+    if (c->later_action == 1) {
+        rs_http_cancel(c->req);
+    } else if (c->later_action == 2) {
+        rs_http_free(c->f->h);
+        c->f->h = NULL;
+    }
+}
+
+/* RS_HTTP_DATA_LATER: a piece left for later comes again only after the
+ * loop has run what was ready (here a zero timer set from on_data), and
+ * the body still arrives whole and in order, from a server whose bytes
+ * pile up in the connection (where libcurl would otherwise read on in one
+ * turn of the loop); a piece left again when it comes again (from inside
+ * libcurl's resume) waits for one more turn. Cancelled, or the client
+ * freed, while a piece waits: on_done says RS_ECANCELED and no piece
+ * comes again. */
+static void
+test_data_later(void **state)
+{
+    struct fixture *f = *state;
+    const size_t n = 8u << 20;
+    char url[64];
+
+    client_new(f, NULL);
+    for (int action = -1; action <= 2; action++) {
+        struct bulk_srv b;
+        struct call c;
+        bulk_start(&b, n);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/bulk", b.port);
+        if (f->h == NULL)
+            client_new(f, NULL);
+        struct rs_http_req_opts o = req_opts(&c, f, url);
+        o.on_data = on_data;
+        o.read_size = 512 * 1024;
+        o.max_body = n;
+        c.later_every = action <= 0 ? 7 : 40;
+        c.later_repeat = action < 0 ? 2 : 1;
+        c.later_action = action < 0 ? 0 : action;
+        c.later_ev = evtimer_new(f->loop.base, on_later_timer, &c);
+        assert_non_null(c.later_ev);
+        run_one(f, &c, &o);
+        if (action <= 0) {
+            assert_int_equal(c.rc, 0);
+            assert_int_equal(c.data_bytes, n);
+            assert_true(c.data_pattern_ok);
+            assert_int_equal(c.n_later, c.n_data / 7 * c.later_repeat);
+            assert_true(c.n_later > 10);
+        } else {
+            assert_int_equal(c.rc, RS_ECANCELED);
+            assert_int_equal(c.n_later, 1);
+            assert_int_equal(c.data_bytes, c.bytes_at_timer);
+            assert_true(c.data_bytes < n);
+            assert_true(c.data_pattern_ok);
+        }
+        assert_false(c.later_wait);
+        tu_loop_run_for(&f->loop, 30);
+        assert_int_equal(c.n_done, 1);
+        event_free(c.later_ev);
+        bulk_stop(&b);
     }
     client_free_and_check(f);
     assert_client_gone(f);
@@ -1913,6 +2007,7 @@ main(void)
         T("http/head", test_head),
         T("http/stream_5mb", test_stream_5mb),
         T("http/stream_read_size", test_stream_read_size),
+        T("http/data_later", test_data_later),
         T("http/on_data_stop", test_on_data_stop),
         T("http/max_body", test_max_body),
         T("http/timeout", test_timeout),
