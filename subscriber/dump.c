@@ -99,6 +99,13 @@ struct dump {
                                     next download to write over: its pages
                                     (tmpfs) or blocks are reused, not freed
                                     and allocated again */
+    /* A written package's file not kept as the spare is removed on a
+     * thread of its own while the loop records the package: freeing a
+     * tmpfs file's pages is a millisecond per 7 MB, which the last package
+     * spent on the loop while the other CPU had nothing left to do. */
+    pthread_t remover;
+    bool removing;               /* remover runs (joined by remove_wait) */
+    char removed[4096];          /* the file it removes */
     bool held;                   /* apply_hold is ours */
     int fail_rc;                 /* a package could not be had: the dump
                                     ends so once the pipeline is empty */
@@ -118,6 +125,7 @@ struct dump {
 };
 
 static void advance(struct dump *d);
+static void remove_wait(struct dump *d);
 struct plan;
 static void plan_abort(struct plan *p);
 struct opener;
@@ -246,6 +254,7 @@ pipeline_drop(struct dump *d)
         unlink(d->spare);
         d->spare[0] = '\0';
     }
+    remove_wait(d);
     unhold(d);
 }
 
@@ -1101,6 +1110,44 @@ opener_drop(struct opener **opp)
     rs_free(op);
 }
 
+static void *
+remover_main(void *arg)
+{
+    struct dump *d = arg;
+    sigset_t all;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    /* cut first: the loop still holds the file open (dumpzip), and the
+     * pages go only when the last descriptor does, or the length */
+    (void)!truncate(d->removed, 0);
+    unlink(d->removed);
+    return NULL;
+}
+
+/* Remove the file at path on the remover thread (one at a time), or here
+ * when no thread can be had. */
+static void
+remove_start(struct dump *d, const char *path)
+{
+    remove_wait(d);
+    snprintf(d->removed, sizeof(d->removed), "%s", path);
+    if (pthread_create(&d->remover, NULL, remover_main, d) == 0)
+        d->removing = true;
+    else
+        remover_main(d);
+}
+
+/* The file being removed is gone. */
+static void
+remove_wait(struct dump *d)
+{
+    if (d->removing) {
+        pthread_join(d->remover, NULL);
+        d->removing = false;
+    }
+}
+
 /* Package p, written (plan_written's rc): recorded, closed and its file
  * removed. 0 or the state error recording met. */
 static int
@@ -1108,6 +1155,12 @@ unpack_record(struct dump *d, struct plan *p, int rc)
 {
     rs_time_t u = dumpzip_head(p->z)->md.until;
 
+    /* nothing reads the package's file any more: unless it is to be the
+     * spare, it goes while the records are made */
+    if (p->tmp[0] != '\0' && !spare_wanted(d)) {
+        remove_start(d, p->tmp);
+        p->tmp[0] = '\0';
+    }
     rc = plan_record(p, rc);
     if (d->kind == DUMP_RESOURCES && d->quiet)
         d->quiet_mark = ledger_total_changes(d->o.ledger);
