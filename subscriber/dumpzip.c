@@ -1379,9 +1379,9 @@ dz_scan_file(struct dumpzip *z)
  * Place the members the scan found: one that is stored, and agrees with
  * what the central directory says of it (the two views were compared,
  * dz_views_agree, or by libzip, ZIP_CHECKCONS), can be read at its data
- * offset. A name
- * met twice is never read directly, nor bytes past the file's end (a scan
- * of other bytes than the file's: the digest would refuse them anyway).
+ * offset. A name met twice is never read directly, nor bytes past the
+ * file's end (a scan of other bytes than the file's: the digest would
+ * refuse them anyway).
  */
 static void
 dz_place(struct dumpzip *z, const struct dumpzip_scan *s)
