@@ -118,6 +118,11 @@ struct dump {
      * 14 MB package in one turn) and the package just opened waits 10 ms
      * for its writers. */
     atomic_bool woken;
+    /* Written jobs' rows waiting for one ledger_res_put_many (record_job,
+     * rows_flush): the loop's alone. */
+    struct ledger_res rows[LEDGER_RES_BATCH];
+    char row_hash[LEDGER_RES_BATCH][RS_HASHES_BUFSZ];
+    size_t nrows;
     bool quiet;                  /* the ledger was empty at the start ... */
     int64_t quiet_mark;          /* ... and has had no other writer since
                                     (ledger_total_changes) */
@@ -622,20 +627,57 @@ plan_entry(struct plan *p, size_t i, rs_time_t change_dt, bool lookup)
     return 0;
 }
 
-/* Job j, written: into the ledger, or reported. 0 or a state error. */
+/* The rows record_job gathered, into the ledger. 0 or a state error. */
+static int
+rows_flush(struct dump *d)
+{
+    size_t n = d->nrows;
+    int rc;
+
+    if (n == 0)
+        return 0;
+    d->nrows = 0;
+    rc = ledger_res_put_many(d->o.ledger, d->rows, n);
+    if (rc == 0)
+        d->r.written += n;
+    return rc;
+}
+
+/* The end of a plan's records (its rows point into its jobs and
+ * manifest): the rows gathered written, unless rc is already a state
+ * error (then they are dropped). Returns rc, or rows_flush's. */
+static int
+rows_end(struct dump *d, int rc)
+{
+    if (rc == 0)
+        return rows_flush(d);
+    d->nrows = 0;
+    return rc;
+}
+
+/* Job j, written: its row gathered for the ledger (rows_flush, or
+ * rows_end once the plan's jobs are recorded), or reported. 0 or a state
+ * error. */
 static int
 record_job(struct plan *p, const struct job *j)
 {
     struct dump *d = p->d;
     const struct rs_entry *e = dumpzip_entry(p->z, j->i);
-    char hbuf[RS_HASHES_BUFSZ];
     int rc;
 
     if (j->length < 0) {
         problem(d, e->loc, j->why != NULL ? j->why : "out of memory");
         return 0;
     }
-    struct ledger_res r = {
+    if (d->nrows == LEDGER_RES_BATCH && (rc = rows_flush(d)) != 0)
+        return rc;
+    /* in the transaction the rows are written in: apply's, which commits
+     * them with its next batch */
+    if ((rc = apply_txn(d->o.apply)) != 0)
+        return rc;
+    char *hbuf = d->row_hash[d->nrows];
+    struct ledger_res *r = &d->rows[d->nrows];
+    *r = (struct ledger_res){
         .uri = e->loc,
         .path = j->path,
         .lastmod = e->lastmod,
@@ -650,12 +692,9 @@ record_job(struct plan *p, const struct job *j)
         one.n = 1;
         one.d[0] = *rs_hashes_find(&e->md.hash, strong);
     }
-    r.hash = one.n > 0 && rs_hashes_format(&one, hbuf) > 0 ? hbuf : NULL;
-    if ((rc = apply_txn(d->o.apply)) == 0)
-        rc = ledger_res_put(d->o.ledger, &r);
-    if (rc == 0)
-        d->r.written++;
-    return rc;
+    r->hash = one.n > 0 && rs_hashes_format(&one, hbuf) > 0 ? hbuf : NULL;
+    d->nrows++;
+    return 0;
 }
 
 static int
@@ -812,6 +851,8 @@ plan_written(struct plan *p, int rc)
             if (rc == 0 && !staged)
                 rc = record_job(p, &p->jobs[r]);
     }
+    if (!staged)
+        rc = rows_end(p->d, rc);
     for (unsigned t = 0; t < p->nthreads; t++)
         pthread_join(p->w[t].th, NULL);
     p->nthreads = 0;
@@ -828,9 +869,12 @@ plan_written(struct plan *p, int rc)
 static int
 plan_record(struct plan *p, int rc)
 {
-    for (size_t r = 0; r < p->n && !p->recorded; r++)
-        if (rc == 0)
-            rc = record_job(p, &p->jobs[r]);
+    if (!p->recorded) {
+        for (size_t r = 0; r < p->n; r++)
+            if (rc == 0)
+                rc = record_job(p, &p->jobs[r]);
+        rc = rows_end(p->d, rc);
+    }
     plan_free(p);
     return rc;
 }

@@ -41,6 +41,7 @@ enum lg_stmt {
     LG_POS_PAGE,
     LG_RES_GET,
     LG_RES_PUT,
+    LG_RES_PUT_MANY,
     LG_RES_MARK,
     LG_RES_PAGE_ALL,
     LG_RES_PAGE_LIVE,
@@ -65,6 +66,11 @@ enum lg_stmt {
 
 #define RES_COLS "uri, path, lastmod, change_dt, length, hash, etag, " \
                  "last_modified, deleted, gen"
+/* LEDGER_RES_BATCH rows of RES_COLS' ten values (ledger_res_put_many). */
+#define RES_ROW "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+#define RES_ROWS4 RES_ROW ", " RES_ROW ", " RES_ROW ", " RES_ROW
+#define RES_ROWS16 RES_ROWS4 ", " RES_ROWS4 ", " RES_ROWS4 ", " RES_ROWS4
+#define RES_ROWS32 RES_ROWS16 ", " RES_ROWS16
 #define TODO_COLS "seq, uri, change, change_dt, lastmod, length, hash, " \
                   "origin, attempts, not_before, last_error, failed"
 
@@ -105,6 +111,8 @@ static const char *const lg_sql[LG_COUNT_] = {
     [LG_RES_GET] = "SELECT " RES_COLS " FROM res WHERE uri = ?1",
     [LG_RES_PUT] = "INSERT OR REPLACE INTO res(" RES_COLS ") VALUES "
                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    [LG_RES_PUT_MANY] = "INSERT OR REPLACE INTO res(" RES_COLS ") VALUES "
+                        RES_ROWS32,
     [LG_RES_MARK] = "UPDATE res SET gen = ?2 WHERE uri = ?1",
     [LG_RES_PAGE_ALL] = "SELECT " RES_COLS " FROM res WHERE uri > ?1 "
                         "ORDER BY uri LIMIT ?2",
@@ -1137,6 +1145,22 @@ res_check(struct ledger *l, const struct ledger_res *r)
     return rc;
 }
 
+/* r's ten values as parameters at + 1 .. at + 10 of s. */
+static void
+res_bind(sqlite3_stmt *s, int at, const struct ledger_res *r)
+{
+    bind_text(s, at + 1, r->uri);
+    bind_text(s, at + 2, r->path);
+    rs_sql_bind_time(s, at + 3, r->lastmod);
+    rs_sql_bind_time(s, at + 4, r->change_dt);
+    sqlite3_bind_int64(s, at + 5, r->length >= 0 ? r->length : -1);
+    bind_text(s, at + 6, r->hash);
+    bind_text(s, at + 7, r->etag);
+    bind_text(s, at + 8, r->last_modified);
+    sqlite3_bind_int(s, at + 9, r->deleted ? 1 : 0);
+    sqlite3_bind_int64(s, at + 10, r->gen);
+}
+
 int
 ledger_res_put(struct ledger *l, const struct ledger_res *r)
 {
@@ -1150,17 +1174,30 @@ ledger_res_put(struct ledger *l, const struct ledger_res *r)
         rc = lg_prep(l, LG_RES_PUT, &s);
     if (rc != 0)
         return rc;
-    bind_text(s, 1, r->uri);
-    bind_text(s, 2, r->path);
-    rs_sql_bind_time(s, 3, r->lastmod);
-    rs_sql_bind_time(s, 4, r->change_dt);
-    sqlite3_bind_int64(s, 5, r->length >= 0 ? r->length : -1);
-    bind_text(s, 6, r->hash);
-    bind_text(s, 7, r->etag);
-    bind_text(s, 8, r->last_modified);
-    sqlite3_bind_int(s, 9, r->deleted ? 1 : 0);
-    sqlite3_bind_int64(s, 10, r->gen);
+    res_bind(s, 0, r);
     return lg_run(l, s, "resource put");
+}
+
+int
+ledger_res_put_many(struct ledger *l, const struct ledger_res *r, size_t n)
+{
+    sqlite3_stmt *s = NULL;
+    size_t i = 0;
+    int rc;
+
+    rc = lg_writable(l, "resource put");
+    for (size_t k = 0; k < n && rc == 0; k++)
+        rc = res_check(l, &r[k]);
+    for (; rc == 0 && n - i >= LEDGER_RES_BATCH; i += LEDGER_RES_BATCH) {
+        if ((rc = lg_prep(l, LG_RES_PUT_MANY, &s)) != 0)
+            break;
+        for (int k = 0; k < LEDGER_RES_BATCH; k++)
+            res_bind(s, k * 10, &r[i + (size_t)k]);
+        rc = lg_run(l, s, "resource put");
+    }
+    for (; rc == 0 && i < n; i++)
+        rc = ledger_res_put(l, &r[i]);
+    return rc;
 }
 
 int

@@ -160,6 +160,15 @@ int ledger_res_get(struct ledger *l, const char *uri, struct ledger_res *out,
 /* Insert or replace the row of r->uri. */
 int ledger_res_put(struct ledger *l, const struct ledger_res *r)
     RS_MUST_CHECK;
+/* The rows r[0..n), each as ledger_res_put would write it, LEDGER_RES_BATCH
+ * to a statement: a dump records thousands at a time, and one statement a
+ * row was a third of their cost. Every row is checked first (one that
+ * ledger_res_put would refuse: its error, and none is written); on a later
+ * failure the statements before it stay written (inside the caller's
+ * transaction, as ledger_res_put's do). */
+#define LEDGER_RES_BATCH 32
+int ledger_res_put_many(struct ledger *l, const struct ledger_res *r,
+                        size_t n) RS_MUST_CHECK;
 /* The row was seen in the Resource List of generation gen.
  * RS_ENOTFOUND when there is no row. */
 int ledger_res_mark(struct ledger *l, const char *uri, int64_t gen)

@@ -720,6 +720,92 @@ on_unseen(void *ud, const struct ledger_res *r)
     return 0;
 }
 
+/* ledger/res_put_many: rows written LEDGER_RES_BATCH to a statement and
+ * the rest one by one (0, 1, a batch less one, a batch, two and a half):
+ * each as ledger_res_put writes it, a later row of one uri replacing an
+ * earlier one in the same call; a row ledger_res_put refuses (here a uri
+ * over the limit, in the last batch) makes the call refuse and write none
+ * of them. */
+static void
+test_res_put_many(void **state)
+{
+    struct fx *f = *state;
+    const size_t counts[] = { 0, 1, LEDGER_RES_BATCH - 1, LEDGER_RES_BATCH,
+                              LEDGER_RES_BATCH * 5 / 2 };
+    enum { MAX = LEDGER_RES_BATCH * 5 / 2 };
+    static struct ledger_res rows[MAX];
+    static char uris[MAX][64], paths[MAX][32];
+    int64_t live = 0, tomb = 0;
+
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        size_t n = counts[c];
+        for (size_t i = 0; i < n; i++) {
+            snprintf(uris[i], sizeof(uris[i]), "http://s.example/%zu/%zu", c,
+                     i);
+            snprintf(paths[i], sizeof(paths[i]), "%zu/%zu", c, i);
+            rows[i] = (struct ledger_res){
+                .uri = uris[i], .path = paths[i], .lastmod = (rs_time_t)i,
+                .change_dt = 2000, .length = (int64_t)i,
+                .hash = i % 2 ? "md5:00112233445566778899aabbccddeeff" : NULL,
+                .etag = i % 3 ? NULL : "\"e\"", .deleted = i % 7 == 6,
+                .gen = (int64_t)c,
+            };
+        }
+        if (n > 2)                    /* the last row replaces the first */
+            rows[n - 1].uri = uris[0];
+        assert_int_equal(ledger_res_put_many(f->l, rows, n), 0);
+        for (size_t i = 0; i < n; i++) {
+            struct ledger_res o;
+            char *buf = NULL;
+            const struct ledger_res *w = &rows[n > 2 && i == 0 ? n - 1 : i];
+            if (n > 2 && i == n - 1) {
+                assert_int_equal(ledger_res_get(f->l, uris[n - 1], &o,
+                                                &buf), RS_ENOTFOUND);
+                continue;
+            }
+            assert_int_equal(ledger_res_get(f->l, uris[i], &o, &buf), 0);
+            assert_string_equal(o.path, w->path);
+            assert_int_equal(o.lastmod, w->lastmod);
+            assert_int_equal(o.length, w->length);
+            assert_int_equal(o.deleted, w->deleted);
+            assert_int_equal(o.gen, (int64_t)c);
+            if (w->hash != NULL)
+                assert_string_equal(o.hash, w->hash);
+            else
+                assert_null(o.hash);
+            if (w->etag != NULL)
+                assert_string_equal(o.etag, w->etag);
+            else
+                assert_null(o.etag);
+            rs_free(buf);
+        }
+    }
+    assert_int_equal(ledger_res_count(f->l, &live, &tomb), 0);
+    /* 1 + 30 + 31 + 79 distinct uris, some of them tombstones */
+    assert_int_equal(live + tomb, 1 + (LEDGER_RES_BATCH - 2) +
+                                  (LEDGER_RES_BATCH - 1) +
+                                  (LEDGER_RES_BATCH * 5 / 2 - 1));
+
+    /* a uri over the limit in the last batch: nothing of the call */
+    char *huge = malloc(LEDGER_URI_MAX + 2);
+    assert_non_null(huge);
+    memset(huge, 'a', LEDGER_URI_MAX + 1);
+    memcpy(huge, "http://", 7);
+    huge[LEDGER_URI_MAX + 1] = '\0';
+    for (size_t i = 0; i < MAX; i++) {
+        snprintf(uris[i], sizeof(uris[i]), "http://s.example/bad/%zu", i);
+        rows[i].uri = uris[i];
+    }
+    rows[MAX - 1].uri = huge;
+    int want = ledger_res_put(f->l, &rows[MAX - 1]);
+    assert_int_not_equal(want, 0);
+    assert_int_equal(ledger_res_put_many(f->l, rows, MAX), want);
+    struct ledger_res o;
+    char *buf = NULL;
+    assert_int_equal(ledger_res_get(f->l, uris[0], &o, &buf), RS_ENOTFOUND);
+    free(huge);
+}
+
 /* ledger/unseen_walk_writes: a walk over 3,000 rows (three pages) visits
  * exactly the live rows a generation did not mark, once each, while its
  * callback writes and commits; rows it adds as seen are not visited;
@@ -1749,6 +1835,7 @@ main(void)
         TS("ledger/meta_and_gen", test_meta_and_gen),
         TS("ledger/positions", test_positions),
         TS("ledger/resources_and_tombstones", test_resources),
+        TS("ledger/res_put_many", test_res_put_many),
         TS("ledger/unseen_walk_writes", test_unseen_walk),
         TS("ledger/todo_upsert_supersedes", test_todo_upsert),
         TS("ledger/todo_due_order", test_todo_order),
