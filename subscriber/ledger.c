@@ -71,6 +71,7 @@ enum lg_stmt {
 #define RES_ROWS4 RES_ROW ", " RES_ROW ", " RES_ROW ", " RES_ROW
 #define RES_ROWS16 RES_ROWS4 ", " RES_ROWS4 ", " RES_ROWS4 ", " RES_ROWS4
 #define RES_ROWS32 RES_ROWS16 ", " RES_ROWS16
+_Static_assert(LEDGER_RES_BATCH == 32, "LG_RES_PUT_MANY binds 32 rows");
 #define TODO_COLS "seq, uri, change, change_dt, lastmod, length, hash, " \
                   "origin, attempts, not_before, last_error, failed"
 
