@@ -151,6 +151,15 @@ rs_daemon_draining(const struct rs_daemon *d)
 /* ------------------------------------------------------------ ready file */
 
 void
+rs_thread_signals_to_loop(void)
+{
+    sigset_t all;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+}
+
+void
 rs_tz_pin(void)
 {
     if (getenv("TZ") == NULL)

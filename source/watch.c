@@ -21,7 +21,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -30,6 +29,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "rs_fnv.h"
 
 #define WATCH_READ_BUF (64 * 1024)
@@ -462,9 +462,7 @@ static void *
 drain_main(void *arg)
 {
     struct watch *w = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    rs_thread_signals_to_loop();
     char *buf = w->buf;
     struct pollfd p[2] = { { .fd = w->fd, .events = POLLIN },
                            { .fd = w->stop_fd, .events = POLLIN } };

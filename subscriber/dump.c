@@ -17,7 +17,6 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include "mirror.h"
 #include "pathmap.h"
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "rs_hash.h"
 #include "rs_http.h"
 
@@ -475,12 +475,10 @@ worker_main(void *arg)
     struct worker *w = arg;
     struct plan *p = w->p;
     char buf[65536], err[300];
-    sigset_t all;
     size_t k, end;
     bool done = false;
 
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    rs_thread_signals_to_loop();
     /* Made here, beside the loop's planning: a thread that cannot have
      * its reader leaves its share to the others. */
     if (dumpzip_reader_new(p->z, &w->rd, err, sizeof(err)) == 0) {
@@ -1047,10 +1045,7 @@ opener_run(struct opener *op)
 static void *
 opener_main(void *arg)
 {
-    sigset_t all;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    rs_thread_signals_to_loop();
     opener_run(arg);
     return NULL;
 }
@@ -1158,10 +1153,8 @@ static void *
 remover_main(void *arg)
 {
     struct dump *d = arg;
-    sigset_t all;
 
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals are the loop's */
+    rs_thread_signals_to_loop();
     /* cut first: the loop still holds the file open (dumpzip), and the
      * pages go only when the last descriptor does, or the length */
     (void)!truncate(d->removed, 0);

@@ -60,6 +60,11 @@ int rs_ready_file_write(const char *path, const char *json) RS_MUST_CHECK;
  * a package, a tenth of a dump's unpacking. Call first thing in main. */
 void rs_tz_pin(void);
 
+/* Called first in a thread the program starts: every signal is left to
+ * the loop's thread, whose events take them (a signal delivered to a
+ * worker would interrupt its syscalls and bypass the loop's handling). */
+void rs_thread_signals_to_loop(void);
+
 /* A metrics listener: GET or HEAD /metrics answers m rendered (Prometheus
  * text), anything else 404, behind the HTTP guard with limits (NULL: the
  * defaults); its own counters go to m as PREFIX_* {listener="metrics"}.
