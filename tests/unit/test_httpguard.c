@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,8 @@ struct srv {
     unsigned lines;               /* on_log calls */
     struct rs_httpguard_note last; /* the last one (addr not kept) */
     char last_addr[64];
+    int nodelay;                  /* /sockopts: TCP_NODELAY, -1 unknown */
+    ev_ssize_t max_write;         /* and the socket's largest write */
 };
 
 static void
@@ -197,6 +200,20 @@ srv_on_request(struct evhttp_request *req, void *arg)
         assert_true(s->nparked < MAXC);
         s->parked[s->nparked++] = req;
         return;
+    }
+    if (strcmp(uri, "/sockopts") == 0) {
+        /* evhttp's bufferevent is the guard's filter; the socket's is
+         * under it */
+        struct bufferevent *f = evhttp_connection_get_bufferevent(
+            evhttp_request_get_connection(req));
+        struct bufferevent *sock = bufferevent_get_underlying(f);
+        int fd = bufferevent_getfd(f), v = -1;
+        socklen_t vl = sizeof(v);
+        if (getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl) != 0)
+            v = -1;
+        s->nodelay = v;
+        s->max_write = sock != NULL ? bufferevent_get_max_single_write(sock)
+                                    : -1;
     }
     struct evbuffer *b = evbuffer_new();
     assert_non_null(b);
@@ -381,6 +398,25 @@ test_close_flushes(void **state)
     struct evbuffer_ptr p = evbuffer_search(in, "\r\n\r\n", 4, NULL);
     assert_true(p.pos > 0);
     assert_int_equal(c->got - (size_t)p.pos - 4, BIG);
+    srv_free(s, &c, 1);
+}
+
+/* httpguard/sockopts: an accepted connection's replies are not held back
+ * by Nagle (TCP_NODELAY: the last, short write of a large reply waited for
+ * the ACK of the one before, up to the client's 40 ms of delayed ACK) and
+ * leave in writes larger than libevent's 16 KiB. */
+static void
+test_sockopts(void **state)
+{
+    (void)state;
+    struct srv *s = srv_new(&fast, 0);
+    s->nodelay = -1;
+    static const char req[] = "GET /sockopts HTTP/1.1\r\nHost: t\r\n\r\n";
+    struct cli *c = cli_new(s->loop.base, s->port, "127.0.0.1", req,
+                            sizeof(req) - 1, 0, 0);
+    TU_LOOP_UNTIL(&s->loop, cli_count(c, "HTTP/1.1 200") == 1, 3000);
+    assert_int_equal(s->nodelay, 1);
+    assert_true(s->max_write >= 256 * 1024);
     srv_free(s, &c, 1);
 }
 
@@ -791,6 +827,7 @@ main(void)
         cmocka_unit_test(test_bad_opts),
         cmocka_unit_test(test_serves),
         cmocka_unit_test(test_close_flushes),
+        cmocka_unit_test(test_sockopts),
         cmocka_unit_test(test_head_deadline),
         cmocka_unit_test(test_body_deadline),
         cmocka_unit_test(test_next_head),
