@@ -13,7 +13,9 @@
 # them. With --vs OTHER_BUILD it instead times the dump of --build's rssub
 # against OTHER_BUILD's, pair by pair (ABBA..., one rssource of --build's),
 # and prints each pair's ratio of wall and of CPU and their medians: the
-# A/B figures of docs/benchmarks.md. Wall seconds are bash's EPOCHREALTIME
+# A/B figures of docs/benchmarks.md; with --vs-source too, B's runs pull
+# from OTHER_BUILD's own rssource (a second one, its own state, the same
+# tree), so a change to rssource is in the ratio as well. Wall seconds are bash's EPOCHREALTIME
 # around the run, CPU seconds bash's `times` (both to the millisecond;
 # /usr/bin/time's are hundredths). Builds nothing; starts its own
 # processes on loopback in a private directory and stops only those, by
@@ -30,6 +32,7 @@ keep=0
 nice_n=""
 timeout_s=1800
 vs=""
+vs_source=0
 
 usage() {
     cat <<EOF
@@ -45,6 +48,8 @@ Usage: $0 [OPTION]...
   --timeout S     longest rssub run (default $timeout_s)
   --vs DIR        A/B: the dump of --build's rssub against DIR's
                   (subscriber/rssub), --reps pairs per size, no per-file runs
+  --vs-source     with --vs: B's runs pull from DIR's rssource (A's from
+                  --build's), each serving the same tree
   --keep          keep the directory
 EOF
 }
@@ -58,6 +63,7 @@ while [ $# -gt 0 ]; do
     --nice) nice_n=$2; shift ;;
     --timeout) timeout_s=$2; shift ;;
     --vs) vs=$2; shift ;;
+    --vs-source) vs_source=1 ;;
     --keep) keep=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -69,8 +75,13 @@ rssub=$build/subscriber/rssub
 rssource=$build/source/rssource
 floor=$build/tests/bench/floor_files
 rssub_vs=""
+rssource_vs=""
 [ -z "$vs" ] || rssub_vs=$vs/subscriber/rssub
-for p in "$rssub" "$rssource" "$floor" /usr/bin/time curl $rssub_vs; do
+[ "$vs_source" = 0 ] || rssource_vs=$vs/source/rssource
+[ "$vs_source" = 0 ] || [ -n "$vs" ] ||
+    { echo "bench_dump: --vs-source needs --vs" >&2; exit 2; }
+for p in "$rssub" "$rssource" "$floor" /usr/bin/time curl $rssub_vs \
+    $rssource_vs; do
     [ -x "$p" ] || command -v "$p" >/dev/null ||
         { echo "bench_dump: missing $p" >&2; exit 2; }
 done
@@ -86,12 +97,15 @@ NICE=()
 [ -z "$nice_n" ] || NICE=(nice -n "$nice_n")
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
 SRC_PID=""
+SRC_B_PID=""
 
 cleanup() {
-    if [ -n "$SRC_PID" ]; then
-        kill "$SRC_PID" 2>/dev/null || true
-        wait "$SRC_PID" 2>/dev/null || true
-    fi
+    local p
+    for p in "$SRC_PID" "$SRC_B_PID"; do
+        [ -n "$p" ] || continue
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
     if [ "$keep" = 1 ]; then echo "kept $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
@@ -178,6 +192,9 @@ ab() {
         for c in $order; do
             if [ "$c" = A ]; then
                 res=$(run "ab-$c.$n.$r" --dump)
+            elif [ -n "$SRC_B_PID" ]; then
+                res=$(RSSUB=$rssub_vs BASE=$BASE_B SRC_PID=$SRC_B_PID \
+                      run "ab-$c.$n.$r" --dump)
             else
                 res=$(RSSUB=$rssub_vs run "ab-$c.$n.$r" --dump)
             fi
@@ -200,6 +217,22 @@ ab() {
     echo "$n A/B CPU pairs:$cratios; median $(median "$cratios")"
 }
 
+# start_source BIN NAME: rssource BIN serving the tree with --dump, its
+# state in $W/NAME.state; sets STARTED_PID, and STARTED_BASE once its
+# Capability List advertises the dump.
+start_source() {
+    local port
+    rm -rf "$W/$2.state" "$W/$2.ready"
+    "${NICE[@]}" "$1" --dir "$W/tree" --listen 127.0.0.1:0 \
+        --state "$W/$2.state" --ready-file "$W/$2.ready" --dump \
+        --log-format logfmt >"$W/$2.$n.log" 2>&1 &
+    STARTED_PID=$!
+    for _ in $(seq 1 600); do [ -s "$W/$2.ready" ] && break; sleep 0.1; done
+    port=$(sed -n 's/.*"http":\([0-9]*\).*/\1/p' "$W/$2.ready")
+    STARTED_BASE=http://127.0.0.1:$port/
+    wait_dump "$STARTED_BASE" || { echo "bench_dump: no dump" >&2; exit 1; }
+}
+
 # median "X Y Z...": the median of the numbers.
 median() {
     tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 }
@@ -212,23 +245,24 @@ echo "rssub: $rssub"
 printf '%-8s %-9s %4s %9s %10s %12s %8s %10s\n' files client run seconds \
     "files/s" "peak RSS MB" "CPU s" "source CPU"
 for n in $sizes; do
-    rm -rf "$W/tree" "$W/src.state"
+    rm -rf "$W/tree"
     make_tree "$W/tree" "$n"
     t0=$(date +%s.%N)
-    "${NICE[@]}" "$rssource" --dir "$W/tree" --listen 127.0.0.1:0 \
-        --state "$W/src.state" --ready-file "$W/src.ready" --dump \
-        --log-format logfmt >"$W/src.$n.log" 2>&1 &
-    SRC_PID=$!
-    for _ in $(seq 1 600); do [ -s "$W/src.ready" ] && break; sleep 0.1; done
-    port=$(sed -n 's/.*"http":\([0-9]*\).*/\1/p' "$W/src.ready")
-    BASE=http://127.0.0.1:$port/
-    wait_dump "$BASE" || { echo "bench_dump: no dump" >&2; exit 1; }
+    start_source "$rssource" src
+    SRC_PID=$STARTED_PID
+    BASE=$STARTED_BASE
     t1=$(date +%s.%N)
     pk=$(grep -o 'packages=[0-9]*' "$W/src.$n.log" | tail -1)
     du=$(du -sm "$W/src.state/dumps" | cut -f1)
     echo "# $n files: rssource start + scan + dump $(awk -v a="$t0" \
         -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, $pk, $du MB of packages"
     runs=$reps
+    if [ -n "$rssource_vs" ]; then
+        start_source "$rssource_vs" src-b
+        SRC_B_PID=$STARTED_PID
+        BASE_B=$STARTED_BASE
+        echo "# B's rssource: $rssource_vs, $BASE_B"
+    fi
     if [ -n "$vs" ]; then
         ab "$n"
         runs=0                        # no per-file runs, no floor
@@ -277,8 +311,11 @@ for n in $sizes; do
     fi
     all_per_file=""
     all_dump=""
-    kill "$SRC_PID"
-    wait "$SRC_PID" 2>/dev/null || true
+    for p in "$SRC_PID" "$SRC_B_PID"; do
+        [ -n "$p" ] || continue
+        kill "$p"
+        wait "$p" 2>/dev/null || true
+    done
     SRC_PID=""
-    rm -f "$W/src.ready"
+    SRC_B_PID=""
 done
