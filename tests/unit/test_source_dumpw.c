@@ -194,6 +194,15 @@ check_dump(struct fx *f, size_t per[16], size_t *npkg)
         assert_non_null(za);
         zip_int64_t mi = zip_name_locate(za, "manifest.xml", 0);
         assert_true(mi >= 0);
+        /* the manifest deflated, the members stored (zippkg.c says why) */
+        zip_stat_t zs;
+        for (zip_uint64_t zi = 0; zi < (zip_uint64_t)zip_get_num_entries(za, 0);
+             zi++) {
+            assert_int_equal(zip_stat_index(za, zi, 0, &zs), 0);
+            assert_int_equal(zs.comp_method, zi == (zip_uint64_t)mi
+                                                 ? ZIP_CM_DEFLATE
+                                                 : ZIP_CM_STORE);
+        }
         zip_file_t *mf = zip_fopen_index(za, (zip_uint64_t)mi, 0);
         assert_non_null(mf);
         char *inzip = malloc(mlen + 1);
