@@ -294,7 +294,7 @@ for n in $sizes; do
         # shellcheck disable=SC2154
         awk -v n="$n" -v r="$r" -v a="$t_per_file" -v b="$t_dump" \
             -v f="$fl" -v fp="$flp" -v c="$(nproc)" 'BEGIN { printf \
-            "%-8s ratio     %4s %9.1fx  (per-file / dump; over the " \
+            "%-8s ratio     %4s %9.2fx  (per-file / dump; over the " \
             "floor on 1 and %d threads: per-file %.1fx %.1fx, dump %.1fx " \
             "%.1fx; 5x needs the dump within %.1fx of the %d-thread " \
             "floor)\n", n, r, a / b, c, a / f, a / fp, b / f, b / fp,
@@ -306,7 +306,7 @@ for n in $sizes; do
         # shellcheck disable=SC2154
         awk -v n="$n" -v a="$(median "$all_per_file")" \
             -v b="$(median "$all_dump")" -v r="$runs" 'BEGIN { printf \
-            "%-8s medians   %4s %9.1fx  (per-file %.3f s / dump %.3f s, " \
+            "%-8s medians   %4s %9.2fx  (per-file %.3f s / dump %.3f s, " \
             "medians of the %d runs)\n", n, "all", a / b, a, b, r }'
     fi
     all_per_file=""
