@@ -386,21 +386,12 @@ setup_http(struct bridge *b)
         .metrics_prefix = "rsbridge_http",
         .on_log = rs_httpguard_log_warn,
     };
-    const char *gerr = NULL;
-    b->guard = rs_httpguard_new(&go, &gerr);
-    if (b->guard == NULL) {
-        rs_log(RS_LOG_ERROR, "HTTP listener: %s", gerr);
-        return 1;
-    }
-    const char *host = conf.listen.host[0] != '\0' ? conf.listen.host
-                                                    : "0.0.0.0";
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(b->http, host, conf.listen.port);
-    if (bs != NULL)
-        b->http_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
-    if (bs == NULL || b->http_port < 0) {
-        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", host,
-               conf.listen.port, strerror(errno));
+    struct evhttp_bound_socket *bs;
+    char err[300];
+    if (rs_httpguard_listen(&go, conf.listen.host, conf.listen.port,
+                            &b->guard, &bs, &b->http_port, err,
+                            sizeof(err)) != 0) {
+        rs_log(RS_LOG_ERROR, "HTTP listener: %s", err);
         return 1;
     }
     char buf[BRIDGE_URL_MAX];
@@ -412,15 +403,10 @@ setup_http(struct bridge *b)
             return 2;
         }
         snprintf(buf, sizeof(buf), "%s", conf.public_url);
-    } else {
-        const char *h = conf.listen.host[0] != '\0' &&
-                                strcmp(conf.listen.host, "0.0.0.0") != 0 &&
-                                strcmp(conf.listen.host, "::") != 0
-                            ? conf.listen.host
-                            : "127.0.0.1";
-        bool v6 = strchr(h, ':') != NULL;
-        snprintf(buf, sizeof(buf), "http://%s%s%s:%d", v6 ? "[" : "", h,
-                 v6 ? "]" : "", b->http_port);
+    } else if (rs_sock_http_url(conf.listen.host, b->http_port, buf,
+                                sizeof(buf)) != 0) {
+        rs_log(RS_LOG_ERROR, "--listen: the host is too long for a URL");
+        return 2;
     }
     size_t n = strlen(buf);
     while (n > 0 && buf[n - 1] == '/')

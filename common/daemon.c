@@ -252,7 +252,6 @@ rs_metrics_server_new(struct event_base *base, struct rs_metrics *m,
     struct rs_metrics_server *ms = rs_calloc(1, sizeof(*ms));
     static const struct rs_httpguard_limits defaults =
         RS_HTTPGUARD_LIMITS_DEFAULT;
-    const char *why = NULL;
     struct evhttp_bound_socket *bs;
 
     if (ms == NULL || (ms->http = evhttp_new(base)) == NULL) {
@@ -275,21 +274,11 @@ rs_metrics_server_new(struct event_base *base, struct rs_metrics *m,
         .metrics_prefix = prefix,
         .on_log = rs_httpguard_log_warn,
     };
-    if ((ms->guard = rs_httpguard_new(&go, &why)) == NULL) {
-        snprintf(err, errsz, "%s", why != NULL ? why : "out of memory");
+    if (rs_httpguard_listen(&go, host, (unsigned)port, &ms->guard, &bs,
+                            &ms->port, err, errsz) != 0) {
         rs_metrics_server_free(ms);
         return NULL;
     }
-    bs = evhttp_bind_socket_with_handle(ms->http, host != NULL && host[0]
-                                                  ? host : "0.0.0.0", port);
-    if (bs == NULL) {
-        snprintf(err, errsz, "cannot listen on %s:%d: %s",
-                 host != NULL && host[0] ? host : "0.0.0.0", port,
-                 strerror(errno));
-        rs_metrics_server_free(ms);
-        return NULL;
-    }
-    ms->port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
     return ms;
 }
 

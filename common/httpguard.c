@@ -7,6 +7,7 @@
  * (libevent 2.1 has no other hook): docs/internals/httpguard.md.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -28,6 +29,7 @@
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_sock.h"
 
 #define LOG_SLOTS 256            /* addresses whose last line we remember */
 #define AUTO_MIN_CONNS 16
@@ -884,6 +886,36 @@ fail:
         rs_free(g->buckets);
     rs_free(g);
     return NULL;
+}
+
+int
+rs_httpguard_listen(const struct rs_httpguard_opts *o, const char *host,
+                    unsigned port, struct rs_httpguard **guard,
+                    struct evhttp_bound_socket **bound, int *bound_port,
+                    char *err, size_t errsz)
+{
+    const char *why = NULL;
+    const char *h = host != NULL && host[0] != '\0' ? host : "0.0.0.0";
+
+    *bound = NULL;
+    *bound_port = -1;
+    if ((*guard = rs_httpguard_new(o, &why)) == NULL) {
+        snprintf(err, errsz, "%s", why != NULL ? why : "out of memory");
+        return RS_ENOMEM;
+    }
+    struct evhttp_bound_socket *bs =
+        port <= UINT16_MAX
+            ? evhttp_bind_socket_with_handle(o->http, h, (ev_uint16_t)port)
+            : NULL;
+    int got = bs != NULL ? rs_sock_port(evhttp_bound_socket_get_fd(bs)) : -1;
+    if (bs == NULL || got < 0) {
+        snprintf(err, errsz, "cannot listen on %s:%u: %s", h, port,
+                 port > UINT16_MAX ? "no such port" : strerror(errno));
+        return RS_EIO;
+    }
+    *bound = bs;
+    *bound_port = got;
+    return 0;
 }
 
 void

@@ -774,7 +774,6 @@ static int
 http_listen(struct hub *h, struct http_listener *l,
             const struct rs_config_hostport *hp, const char *name)
 {
-    const char *err = NULL;
     l->http = evhttp_new(h->base);
     if (l->http == NULL)
         return RS_ENOMEM;
@@ -793,20 +792,13 @@ http_listen(struct hub *h, struct http_listener *l,
         .metrics_prefix = "rshub_http",
         .on_log = rs_httpguard_log_warn,
     };
-    l->guard = rs_httpguard_new(&go, &err);
-    if (l->guard == NULL) {
+    struct evhttp_bound_socket *bs;
+    char err[300];
+    int rc = rs_httpguard_listen(&go, hp->host, hp->port, &l->guard, &bs,
+                                 &l->port, err, sizeof(err));
+    if (rc != 0) {
         rs_log(RS_LOG_ERROR, "%s listener: %s", name, err);
-        return RS_ENOMEM;
-    }
-    const char *host = hp->host[0] != '\0' ? hp->host : "0.0.0.0";
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(l->http, host, hp->port);
-    if (bs != NULL)
-        l->port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
-    if (bs == NULL || l->port < 0) {
-        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", host, hp->port,
-               strerror(errno));
-        return RS_EIO;
+        return rc;
     }
     l->accept = acceptguard_new(h->base, evhttp_bound_socket_get_listener(bs),
                                 name);

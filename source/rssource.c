@@ -686,6 +686,10 @@ setup_http(struct src *s)
         return RS_ENOMEM;
     evhttp_set_max_headers_size(s->http, 64 * 1024);
     evhttp_set_max_body_size(s->http, 64 * 1024);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS);
     struct rs_httpguard_opts go = {
         .base = s->base,
         .http = s->http,
@@ -693,38 +697,22 @@ setup_http(struct src *s)
         .limits = conf.http_limits,
         .on_log = rs_httpguard_log_warn,
     };
-    const char *gerr = NULL;
-    s->guard = rs_httpguard_new(&go, &gerr);
-    if (s->guard == NULL) {
-        rs_log(RS_LOG_ERROR, "HTTP listener: %s", gerr);
-        return RS_ENOMEM;
-    }
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
-                                            EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_OPTIONS);
-    const char *host = conf.listen.host[0] != '\0' ? conf.listen.host
-                                                    : "0.0.0.0";
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(s->http, host, conf.listen.port);
-    if (bs != NULL)
-        s->http_port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
-    if (bs == NULL || s->http_port < 0) {
-        rs_log(RS_LOG_ERROR, "cannot listen on %s:%u: %s", host,
-               conf.listen.port, strerror(errno));
-        return RS_EIO;
+    struct evhttp_bound_socket *bs;
+    char err[300];
+    int rc = rs_httpguard_listen(&go, conf.listen.host, conf.listen.port,
+                                 &s->guard, &bs, &s->http_port, err,
+                                 sizeof(err));
+    if (rc != 0) {
+        rs_log(RS_LOG_ERROR, "HTTP listener: %s", err);
+        return rc;
     }
     s->listener = evhttp_bound_socket_get_listener(bs);
     if (conf.base_url == NULL) {
         char buf[600];
-        const char *h = conf.listen.host[0] != '\0' &&
-                                strcmp(conf.listen.host, "0.0.0.0") != 0 &&
-                                strcmp(conf.listen.host, "::") != 0
-                            ? conf.listen.host
-                            : "127.0.0.1";
-        bool v6 = strchr(h, ':') != NULL;
-        snprintf(buf, sizeof(buf), "http://%s%s%s:%d/", v6 ? "[" : "", h,
-                 v6 ? "]" : "", s->http_port);
+        if (rs_sock_http_url(conf.listen.host, s->http_port, buf,
+                             sizeof(buf) - 1) != 0)
+            return RS_ETOOBIG;
+        strcat(buf, "/");
         conf.base_url = rs_strdup(buf);
         if (conf.base_url == NULL)
             return RS_ENOMEM;

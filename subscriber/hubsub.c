@@ -952,20 +952,12 @@ hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
         .metrics_prefix = "rssub_http",
         .on_log = rs_httpguard_log_warn,
     };
-    const char *gerr = NULL;
-    h->guard = rs_httpguard_new(&go, &gerr);
-    if (h->guard == NULL) {
-        set_err(err, errsz, "hubsub: %s", gerr);
-        hubsub_free(h);
-        return NULL;
-    }
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(
-        h->http, o->listen_host, (ev_uint16_t)o->listen_port);
-    if (bs != NULL)
-        h->port = rs_sock_port(evhttp_bound_socket_get_fd(bs));
-    if (bs == NULL || h->port < 0) {
-        set_err(err, errsz, "hubsub: cannot listen on %.200s:%d: %s",
-                o->listen_host, o->listen_port, strerror(errno));
+    struct evhttp_bound_socket *bs;
+    char why[300];
+    if (rs_httpguard_listen(&go, o->listen_host, (unsigned)o->listen_port,
+                            &h->guard, &bs, &h->port, why,
+                            sizeof(why)) != 0) {
+        set_err(err, errsz, "hubsub: %s", why);
         hubsub_free(h);
         return NULL;
     }

@@ -4,12 +4,14 @@
  * body, scaled by its size, that incoming bytes do not push back; a cap on
  * connections at once, in all and per client address; counted refusals and
  * closures, and a log line at most once per client address per interval
- * (the caller writes it). The listening socket, the routes and what they
- * answer stay the caller's. Design: docs/internals/httpguard.md.
+ * (the caller writes it). The routes and what they answer stay the
+ * caller's; rs_httpguard_listen makes the guard and binds the server, as
+ * every daemon's listener does. Design: docs/internals/httpguard.md.
  */
 #ifndef RS_HTTPGUARD_H
 #define RS_HTTPGUARD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rs_config.h"
@@ -167,6 +169,23 @@ struct rs_httpguard_opts {
  */
 struct rs_httpguard *rs_httpguard_new(const struct rs_httpguard_opts *o,
                                       const char **err);
+
+struct evhttp_bound_socket;
+
+/*
+ * Guard o->http (rs_httpguard_new) and bind it to host:port (host NULL or
+ * "": every IPv4 address; port 0: one the kernel picks): the listener
+ * setup every daemon shares. *guard is set as soon as the guard is made,
+ * so the caller's teardown frees it (after evhttp_free) whatever fails
+ * after; *bound and *bound_port (the port the socket got) once bound. 0,
+ * RS_ENOMEM (the guard could not be made: out of memory, a negative limit,
+ * a metric not registered) or RS_EIO ("cannot listen on HOST:PORT: why"),
+ * with the message in err.
+ */
+int rs_httpguard_listen(const struct rs_httpguard_opts *o, const char *host,
+                        unsigned port, struct rs_httpguard **guard,
+                        struct evhttp_bound_socket **bound, int *bound_port,
+                        char *err, size_t errsz) RS_MUST_CHECK;
 
 /* The request handler from now on (NULL: 404). */
 void rs_httpguard_set_handler(struct rs_httpguard *g,

@@ -23,6 +23,7 @@
 
 #include "rs_httpguard.h"
 #include "rs_metrics.h"
+#include "rs_sock.h"
 #include "tu_httpd.h"
 
 #define MAXC 16
@@ -418,6 +419,95 @@ test_sockopts(void **state)
     assert_int_equal(s->nodelay, 1);
     assert_true(s->max_write >= 256 * 1024);
     srv_free(s, &c, 1);
+}
+
+/* httpguard/listen: rs_httpguard_listen guards and binds: a port the
+ * kernel picked, served; the same port again is refused with where and
+ * why, the guard it made handed back all the same (the caller frees it);
+ * a port past 65535 is refused before any bind. */
+static void
+test_listen(void **state)
+{
+    (void)state;
+    struct srv *s = srv_new(&fast, 0);
+    struct evhttp *http = evhttp_new(s->loop.base);
+    assert_non_null(http);
+    struct rs_httpguard_opts o = {
+        .base = s->loop.base,
+        .http = http,
+        .name = "l",
+        .limits = fast,
+        .on_request = srv_on_request,
+        .request_arg = s,
+    };
+    struct rs_httpguard *g = NULL;
+    struct evhttp_bound_socket *bs = NULL;
+    int port = -1;
+    char err[300];
+    assert_int_equal(rs_httpguard_listen(&o, "127.0.0.1", 0, &g, &bs, &port,
+                                         err, sizeof(err)), 0);
+    assert_non_null(g);
+    assert_non_null(bs);
+    assert_true(port > 0);
+    assert_int_equal(rs_sock_port(evhttp_bound_socket_get_fd(bs)), port);
+    struct cli *c = cli_new(s->loop.base, port, "127.0.0.1", get1,
+                            sizeof(get1) - 1, 0, 0);
+    TU_LOOP_UNTIL(&s->loop, cli_count(c, "HTTP/1.1 200") == 1, 3000);
+
+    struct evhttp *http2 = evhttp_new(s->loop.base);
+    assert_non_null(http2);
+    o.http = http2;
+    struct rs_httpguard *g2 = NULL;
+    int port2 = 0;
+    assert_int_equal(rs_httpguard_listen(&o, "127.0.0.1", (unsigned)port,
+                                         &g2, &bs, &port2, err, sizeof(err)),
+                     RS_EIO);
+    char want[64];
+    snprintf(want, sizeof(want), "cannot listen on 127.0.0.1:%d: ", port);
+    assert_non_null(strstr(err, want));
+    assert_non_null(g2);
+    assert_null(bs);
+    assert_int_equal(port2, -1);
+    evhttp_free(http2);
+    rs_httpguard_free(g2);
+
+    http2 = evhttp_new(s->loop.base);
+    assert_non_null(http2);
+    o.http = http2;
+    g2 = NULL;
+    assert_int_equal(rs_httpguard_listen(&o, NULL, 70000, &g2, &bs, &port2,
+                                         err, sizeof(err)),
+                     RS_EIO);
+    assert_non_null(strstr(err, "cannot listen on 0.0.0.0:70000"));
+    evhttp_free(http2);
+    rs_httpguard_free(g2);
+
+    cli_free(c);
+    evhttp_free(http);
+    rs_httpguard_free(g);
+    srv_free(s, NULL, 0);
+}
+
+/* httpguard/http_url: where a local client reaches a listener. */
+static void
+test_http_url(void **state)
+{
+    (void)state;
+    char b[64];
+    assert_int_equal(rs_sock_http_url("", 80, b, sizeof(b)), 0);
+    assert_string_equal(b, "http://127.0.0.1:80");
+    assert_int_equal(rs_sock_http_url(NULL, 8080, b, sizeof(b)), 0);
+    assert_string_equal(b, "http://127.0.0.1:8080");
+    assert_int_equal(rs_sock_http_url("0.0.0.0", 1, b, sizeof(b)), 0);
+    assert_string_equal(b, "http://127.0.0.1:1");
+    assert_int_equal(rs_sock_http_url("::", 2, b, sizeof(b)), 0);
+    assert_string_equal(b, "http://127.0.0.1:2");
+    assert_int_equal(rs_sock_http_url("::1", 3, b, sizeof(b)), 0);
+    assert_string_equal(b, "http://[::1]:3");
+    assert_int_equal(rs_sock_http_url("example.org", 4, b, sizeof(b)), 0);
+    assert_string_equal(b, "http://example.org:4");
+    assert_int_equal(rs_sock_http_url("example.org", 4, b, 21), 0);
+    assert_int_equal(rs_sock_http_url("example.org", 4, b, 20), -1);
 }
 
 /* httpguard/head_deadline: a head trickled a byte every 40 ms is cut at
@@ -828,6 +918,8 @@ main(void)
         cmocka_unit_test(test_serves),
         cmocka_unit_test(test_close_flushes),
         cmocka_unit_test(test_sockopts),
+        cmocka_unit_test(test_listen),
+        cmocka_unit_test(test_http_url),
         cmocka_unit_test(test_head_deadline),
         cmocka_unit_test(test_body_deadline),
         cmocka_unit_test(test_next_head),
