@@ -708,11 +708,11 @@ setup_http(struct src *s)
     }
     s->listener = evhttp_bound_socket_get_listener(bs);
     if (conf.base_url == NULL) {
-        char buf[600];
-        if (rs_sock_http_url(conf.listen.host, s->http_port, buf,
-                             sizeof(buf) - 1) != 0)
+        char url[600], buf[sizeof(url) + 1];
+        if (rs_httpguard_local_url(conf.listen.host, s->http_port, url,
+                             sizeof(url)) != 0)
             return RS_ETOOBIG;
-        strcat(buf, "/");
+        snprintf(buf, sizeof(buf), "%s/", url);
         conf.base_url = rs_strdup(buf);
         if (conf.base_url == NULL)
             return RS_ENOMEM;

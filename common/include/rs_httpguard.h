@@ -187,6 +187,11 @@ int rs_httpguard_listen(const struct rs_httpguard_opts *o, const char *host,
                         struct evhttp_bound_socket **bound, int *bound_port,
                         char *err, size_t errsz) RS_MUST_CHECK;
 
+/* "http://HOST:PORT" (no slash after): where a client on this host
+ * reaches a listener bound to host:port; a wildcard or empty host is
+ * 127.0.0.1, an IPv6 one in brackets. 0, or -1 when buf is too small. */
+int rs_httpguard_local_url(const char *host, int port, char *buf, size_t n);
+
 /* The request handler from now on (NULL: 404). */
 void rs_httpguard_set_handler(struct rs_httpguard *g,
                               rs_httpguard_request_cb cb, void *arg);

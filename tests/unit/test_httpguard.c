@@ -488,26 +488,26 @@ test_listen(void **state)
     srv_free(s, NULL, 0);
 }
 
-/* httpguard/http_url: where a local client reaches a listener. */
+/* httpguard/local_url: where a client on this host reaches a listener. */
 static void
-test_http_url(void **state)
+test_local_url(void **state)
 {
     (void)state;
     char b[64];
-    assert_int_equal(rs_sock_http_url("", 80, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("", 80, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:80");
-    assert_int_equal(rs_sock_http_url(NULL, 8080, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url(NULL, 8080, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:8080");
-    assert_int_equal(rs_sock_http_url("0.0.0.0", 1, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("0.0.0.0", 1, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:1");
-    assert_int_equal(rs_sock_http_url("::", 2, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("::", 2, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:2");
-    assert_int_equal(rs_sock_http_url("::1", 3, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("::1", 3, b, sizeof(b)), 0);
     assert_string_equal(b, "http://[::1]:3");
-    assert_int_equal(rs_sock_http_url("example.org", 4, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("example.org", 4, b, sizeof(b)), 0);
     assert_string_equal(b, "http://example.org:4");
-    assert_int_equal(rs_sock_http_url("example.org", 4, b, 21), 0);
-    assert_int_equal(rs_sock_http_url("example.org", 4, b, 20), -1);
+    assert_int_equal(rs_httpguard_local_url("example.org", 4, b, 21), 0);
+    assert_int_equal(rs_httpguard_local_url("example.org", 4, b, 20), -1);
 }
 
 /* httpguard/head_deadline: a head trickled a byte every 40 ms is cut at
@@ -919,7 +919,7 @@ main(void)
         cmocka_unit_test(test_close_flushes),
         cmocka_unit_test(test_sockopts),
         cmocka_unit_test(test_listen),
-        cmocka_unit_test(test_http_url),
+        cmocka_unit_test(test_local_url),
         cmocka_unit_test(test_head_deadline),
         cmocka_unit_test(test_body_deadline),
         cmocka_unit_test(test_next_head),
