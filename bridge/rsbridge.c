@@ -404,7 +404,7 @@ setup_http(struct bridge *b)
         }
         snprintf(buf, sizeof(buf), "%s", conf.public_url);
     } else if (rs_httpguard_local_url(conf.listen.host, b->http_port, buf,
-                                sizeof(buf)) != 0) {
+                                      sizeof(buf)) != 0) {
         rs_log(RS_LOG_ERROR, "--listen: the host is too long for a URL");
         return 2;
     }

@@ -710,8 +710,10 @@ setup_http(struct src *s)
     if (conf.base_url == NULL) {
         char url[600], buf[sizeof(url) + 1];
         if (rs_httpguard_local_url(conf.listen.host, s->http_port, url,
-                             sizeof(url)) != 0)
+                                   sizeof(url)) != 0) {
+            rs_log(RS_LOG_ERROR, "--listen: the host is too long for a URL");
             return RS_ETOOBIG;
+        }
         snprintf(buf, sizeof(buf), "%s/", url);
         conf.base_url = rs_strdup(buf);
         if (conf.base_url == NULL)
