@@ -22,3 +22,14 @@ if(RS_SANITIZE)
   add_compile_options(${san})
   add_link_options(${san})
 endif()
+# The modules that run threads (rssub's dump: writers, opener, remover;
+# the parser they share) are also tested under ThreadSanitizer: a data
+# race ASan cannot see (tests/run.sh).
+if(RS_TSAN)
+  if(RS_SANITIZE)
+    message(FATAL_ERROR "RS_TSAN and RS_SANITIZE exclude each other")
+  endif()
+  set(tsan -fsanitize=thread -fno-omit-frame-pointer)
+  add_compile_options(${tsan})
+  add_link_options(${tsan})
+endif()

@@ -1046,6 +1046,12 @@ struct rs_parser *
 rs_parser_new(const struct rs_parse_opts *opts, const struct rs_parser_cbs *cbs,
               void *ud)
 {
+    /* libxml2 sets up its globals (the mutex that guards the state it
+     * gives each new thread among them) on first use, unguarded: done
+     * here, on whichever thread makes the first parser (the daemons' loop
+     * thread), before another thread can race to it. Once set up, a
+     * no-op. parse/threads under TSan saw the race without it. */
+    xmlInitParser();
     struct rs_parser *p = rs_calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;

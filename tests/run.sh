@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on a fresh Debian machine:
 # installs what is missing, builds with ASan+UBSan and -Werror, runs the unit
-# and integration tests with ctest, the quickstart in --smoke mode on an
+# and integration tests with ctest, the threaded modules' tests again under
+# ThreadSanitizer, the quickstart in --smoke mode on an
 # optimised -Werror build, then a short libFuzzer run of each fuzz target
 # (when clang is available).
 #   tests/run.sh            everything
@@ -21,6 +22,19 @@ cmake --build "$build" -j "$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" -L 'unit|integration' --output-on-failure -j "$jobs"
+
+# The modules that run threads again under ThreadSanitizer: the parser
+# (parse/threads), rssub's dump with its writer, opener and remover threads
+# and what they call (dumpzip, the ledger, rs_http's pause).
+tbuild=${RS_TSAN_BUILD_DIR:-$root/build-tsan-test}
+tsan_tests="test_parse test_sub_dump test_sub_dumpzip test_sub_ledger test_http"
+cmake -S . -B "$tbuild" -DCMAKE_BUILD_TYPE=Debug -DRS_TSAN=ON -DRS_WERROR=ON \
+      -DRS_TESTS=ON -DRS_BENCH=OFF >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$tbuild" -j "$jobs" --target $tsan_tests
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+  ctest --test-dir "$tbuild" --output-on-failure -j "$jobs" \
+        -R "^unit/($(echo "$tsan_tests" | tr ' ' '|'))\$"
 
 # The README's quickstart, non-interactively, on an optimised -Werror build
 # (some warnings only appear with the optimiser on), which also compiles
