@@ -1072,18 +1072,11 @@ test_connection_refused(void **state)
     struct fixture *f = *state;
     struct call c;
     struct rs_http_req_opts o;
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
     char url[128];
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port;
+    int fd = tu_loopback_socket(0, &port);   /* bound, not listening */
 
-    assert_true(fd >= 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", ntohs(sa.sin_port));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
     client_new(f, NULL);
     o = req_opts(&c, f, url);
     run_one(f, &c, &o);

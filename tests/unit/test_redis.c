@@ -151,19 +151,8 @@ unix_accepts(const char *path)
 static int
 free_port(void)
 {
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
     int port;
-
-    assert_true(fd >= 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
+    close(tu_loopback_socket(0, &port));
     return port;
 }
 
@@ -1241,22 +1230,14 @@ static void
 test_connect_timeout_silent_peer(void **state)
 {
     struct fixture *f = *state;
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
     struct rs_redis_opts o;
     const char *ping[] = { "PING" };
     char url[128];
     uint64_t t0, dt;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    int port;
+    int lfd = tu_loopback_socket(8, &port);   /* never accept()ed */
 
-    assert_true(lfd >= 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(lfd, 8), 0);     /* never accept()ed */
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
 
     o = opts_for(f, url);
     o.connect_timeout_ms = 200;

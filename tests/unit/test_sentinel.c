@@ -107,44 +107,13 @@ run_for(struct fixture *f, unsigned ms)
     event_del(f->watchdog);
 }
 
+/* A port nothing listens on (yet). */
 static int
 free_port(void)
 {
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
     int port;
-
-    assert_true(fd >= 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
+    close(tu_loopback_socket(0, &port));
     return port;
-}
-
-/* A socket listening on 127.0.0.1 that never accepts: a connect to it
- * completes (the backlog) and a command sent is never answered. *port is
- * its port; close the fd when done. */
-static int
-mute_listener(int *port)
-{
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(fd, 8), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    *port = ntohs(sa.sin_port);
-    return fd;
 }
 
 /* One blocking command to 127.0.0.1:port (test side only); NULL when the
@@ -896,7 +865,7 @@ test_free_midway(void **state)
     run_for(f, 100);
 
     int mute_port;
-    int mute = mute_listener(&mute_port);
+    int mute = tu_loopback_socket(8, &mute_port);   /* never answers */
     nodes[0] = (struct rs_sentinel_node){ "127.0.0.1", mute_port };
     f->s = rs_sentinel_new(f->base, &so, NULL);
     assert_non_null(f->s);

@@ -1,9 +1,12 @@
 /* testutil.c - shared unit test fixtures (testutil.h). */
 #define _XOPEN_SOURCE 700
+#include <arpa/inet.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "rs_alloc.h"
@@ -116,4 +119,23 @@ unsigned long
 tu_alloc_count(void)
 {
     return alloc_seen;
+}
+
+int
+tu_loopback_socket(int backlog, int *port)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    if (backlog > 0)
+        assert_int_equal(listen(fd, backlog), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
 }

@@ -34,4 +34,10 @@ void tu_rmtree(const char *path);
 void tu_alloc_fail_at(unsigned long n);
 unsigned long tu_alloc_count(void);
 
+/* A TCP socket bound to 127.0.0.1 on a port the kernel picks (*port).
+ * backlog > 0: listening, never accepted (a connect completes, nothing is
+ * ever answered); 0: bound only (a connect is refused, or the port is
+ * free once closed). The caller closes it. Fails the test on error. */
+int tu_loopback_socket(int backlog, int *port);
+
 #endif
