@@ -421,6 +421,48 @@ test_sockopts(void **state)
     srv_free(s, &c, 1);
 }
 
+/* httpguard/sockopts_v6: the same on a listener bound to ::1 (skipped
+ * where the loopback has no IPv6). */
+static void
+test_sockopts_v6(void **state)
+{
+    (void)state;
+    struct srv *s = srv_new(&fast, 0);
+    struct evhttp *http = evhttp_new(s->loop.base);
+    assert_non_null(http);
+    struct rs_httpguard_opts o = {
+        .base = s->loop.base, .http = http, .name = "v6", .limits = fast,
+        .on_request = srv_on_request, .request_arg = s,
+    };
+    struct rs_httpguard *g = NULL;
+    struct evhttp_bound_socket *bs;
+    int port;
+    char err[300];
+    if (rs_httpguard_listen(&o, "::1", 0, &g, &bs, &port, err,
+                            sizeof(err)) != 0) {
+        evhttp_free(http);
+        rs_httpguard_free(g);
+        srv_free(s, NULL, 0);
+        skip();
+    }
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in6 sa = { .sin6_family = AF_INET6,
+                               .sin6_port = htons((uint16_t)port),
+                               .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    static const char req[] = "GET /sockopts HTTP/1.1\r\nHost: t\r\n\r\n";
+    assert_int_equal(write(fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+    s->nodelay = -1;
+    TU_LOOP_UNTIL(&s->loop, s->nodelay != -1, 3000);
+    assert_int_equal(s->nodelay, 1);
+    assert_true(s->max_write >= 256 * 1024);
+    close(fd);
+    evhttp_free(http);
+    rs_httpguard_free(g);
+    srv_free(s, NULL, 0);
+}
+
 /* httpguard/listen: rs_httpguard_listen guards and binds: a port the
  * kernel picked, served; the same port again is refused with where and
  * why, the guard it made handed back all the same (the caller frees it);
@@ -918,6 +960,7 @@ main(void)
         cmocka_unit_test(test_serves),
         cmocka_unit_test(test_close_flushes),
         cmocka_unit_test(test_sockopts),
+        cmocka_unit_test(test_sockopts_v6),
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_local_url),
         cmocka_unit_test(test_head_deadline),
