@@ -4,7 +4,8 @@
  * the attic and pruning of empty directories, the crash sweep and the
  * stray walk. Knows nothing of URIs, HTTP or what files contain.
  */
-#define _GNU_SOURCE   /* renameat2, memrchr, strerrorname_np, strerrordesc_np */
+#define _GNU_SOURCE   /* renameat2, memrchr, strerrorname_np, strerrordesc_np,
+                         syncfs */
 #include "mirror.h"
 
 #include <dirent.h>
@@ -241,8 +242,10 @@ mirror_subdir(struct mirror *m, int cur, const char *comp, bool create,
         int e = errno;
         if (e == ENOENT && create && tries < 3) {
             if (mkdirat(cur, comp, 0755) == 0) {
-                /* The new entry must reach the disk before files in it. */
-                if (m->fsync == MIRROR_FSYNC_FULL && fsync(cur) != 0)
+                /* The new entry must reach the disk before files in it
+                 * (in a stage, the publish's syncfs sees to it). */
+                if (m->fsync == MIRROR_FSYNC_FULL && !m->direct &&
+                    fsync(cur) != 0)
                     return mirror_oserr(m, errno, what, wlen, "fsync");
                 continue;
             }
@@ -849,7 +852,10 @@ mirror_commit(struct mirror_file *f, rs_time_t mtime)
             e = errno;
         }
     }
-    if (op == NULL && m->fsync != MIRROR_FSYNC_NONE && fsync(f->fd) != 0) {
+    /* A stage's files reach the disk together, by the one syncfs before
+     * they are published: nothing in a stage is visible until then. */
+    if (op == NULL && m->fsync != MIRROR_FSYNC_NONE && !m->direct &&
+        fsync(f->fd) != 0) {
         op = "fsync";
         e = errno;
     }
@@ -873,7 +879,8 @@ mirror_commit(struct mirror_file *f, rs_time_t mtime)
             rc = mirror_oserr(m, e, f->rel, strlen(f->rel), op);
         goto out;
     }
-    if (m->fsync == MIRROR_FSYNC_FULL && fsync(mirror_file_dir(f)) != 0)
+    if (m->fsync == MIRROR_FSYNC_FULL && !m->direct &&
+        fsync(mirror_file_dir(f)) != 0)
         rc = mirror_oserr(m, errno, f->rel, strlen(f->rel),
                           "fsync directory");
 out:
@@ -1083,9 +1090,22 @@ mirror_stage_publish(struct mirror *m, struct mirror *stage,
 {
     if (stage == NULL || stage->stage_parent < 0)
         return mirror_fail(m, RS_EINVAL, 0, "not a stage");
+    /* Everything the stage holds, made durable at once before any of it
+     * is visible: what fsync of each file (and under FULL of each new
+     * directory) would give, for one journal commit instead of one a
+     * file (a 10,000-file package on ext4: seconds, not a minute). It
+     * syncs the whole filesystem, and reports a failed writeback of any
+     * of the stage's files (Linux 5.8 on); then nothing is published. */
+    if (m->fsync != MIRROR_FSYNC_NONE && syncfs(stage->rootfd) != 0) {
+        int e = errno;
+        mirror_close(stage);
+        return mirror_oserr(m, e, m->root, strlen(m->root), "syncfs");
+    }
     struct mirror_pub *p = rs_malloc(sizeof(*p));
-    if (p == NULL)
+    if (p == NULL) {
+        mirror_close(stage);
         return mirror_nomem(m);
+    }
     *p = (struct mirror_pub){ .m = m, .on_fail = on_fail, .ud = ud };
     if (mirror_pub_dir(p, stage->rootfd, m->rootfd, 0, 0) > 0 &&
         m->fsync == MIRROR_FSYNC_FULL)

@@ -60,6 +60,10 @@ enum mirror_fsync {
                              rename/unlink, and the parent of every
                              directory created: changes survive a crash */
 };
+/* In a stage (below) FILE and FULL fsync nothing file by file: one
+ * syncfs(2) of the mirror's filesystem before the stage is published
+ * makes all it holds durable at once, the same guarantee (nothing of a
+ * stage is visible before) for one journal commit instead of one a file. */
 
 struct mirror_opts {
     enum mirror_fsync fsync;
@@ -158,8 +162,10 @@ struct mirror *mirror_stage_new(struct mirror *m, char *err, size_t errsz);
  * moved (a directory at a file's path, a file or symlink where a
  * directory is needed, an OS error) is dropped, on_fail (may be NULL)
  * called with each of its files' relative paths and why. fsync per m's
- * policy: FULL fsyncs each directory renamed into. 0, or RS_EINVAL (not
- * a stage), RS_ENOMEM; the stage is closed in every case.
+ * policy: under FILE and FULL a syncfs of the filesystem first (a
+ * failure there publishes nothing: RS_EIO, "ROOT: syncfs: EIO: ..."),
+ * FULL also fsyncs each directory renamed into. 0, or RS_EINVAL (not a
+ * stage), RS_ENOMEM, RS_EIO; the stage is closed in every case.
  */
 typedef void (*mirror_stage_fail_cb)(void *ud, const char *rel,
                                      const char *why);

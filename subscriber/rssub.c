@@ -155,7 +155,8 @@ static const struct rs_config_opt options[] = {
                    "largest resource mirrored"),
     RS_CONFIG_STRING("fsync", 0, &conf.fsync, "POLICY", "file",
                      "none, file (each file before it replaces the old "
-                     "one) or full (and its directory)"),
+                     "one; a dump's package all at once, one syncfs) or "
+                     "full (and its directory)"),
     RS_CONFIG_STRING("attic", 0, &conf.attic, "DIR", NULL,
                      "move deleted resources here instead of deleting them"),
     RS_CONFIG_BOOL("dump", 0, &conf.dump, "false",

@@ -21,6 +21,34 @@
 #include "mirror.h"
 #include "rs_alloc.h"
 
+/* Linked with -Wl,--wrap=fsync -Wl,--wrap=syncfs (tests/CMakeLists.txt):
+ * both counted, and syncfs fails with syncfs_errno while it is set. */
+static unsigned fsyncs, syncfss;
+static int syncfs_errno;
+
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+int __real_syncfs(int fd);
+int __wrap_syncfs(int fd);
+
+int
+__wrap_fsync(int fd)
+{
+    fsyncs++;
+    return __real_fsync(fd);
+}
+
+int
+__wrap_syncfs(int fd)
+{
+    syncfss++;
+    if (syncfs_errno != 0) {
+        errno = syncfs_errno;
+        return -1;
+    }
+    return __real_syncfs(fd);
+}
+
 struct fx {
     char *base;          /* private temp dir holding all of the below */
     char mdir[4200];     /* base/m: the mirror */
@@ -1087,6 +1115,75 @@ test_stage(void **state)
     assert_true(fx_fds() <= fds);
 }
 
+/* mirror/stage_syncfs: in a stage, "file" and "full" fsync nothing file
+ * by file (nor, under "full", each directory made); the publish makes it
+ * all durable with one syncfs before anything is visible, then "full"
+ * still fsyncs the directories renamed into. Outside a stage every commit
+ * is fsynced as before. A syncfs that fails publishes nothing: RS_EIO,
+ * the error names it, the stage is gone with what it held. */
+static void
+test_stage_syncfs(void **state)
+{
+    struct fx *f = *state;
+    char err[512], rel[64];
+    static const enum mirror_fsync pol[] = { MIRROR_FSYNC_NONE,
+                                             MIRROR_FSYNC_FILE,
+                                             MIRROR_FSYNC_FULL };
+    for (size_t k = 0; k < sizeof(pol) / sizeof(pol[0]); k++) {
+        struct mirror_opts o = { .fsync = pol[k] };
+        struct mirror *m = fx_open(f->mdir, &o);
+        struct mirror *st = mirror_stage_new(m, err, sizeof(err));
+        assert_non_null(st);
+        struct mirror *tw = mirror_twin(st, err, sizeof(err));
+        assert_non_null(tw);
+        fsyncs = syncfss = 0;
+        for (int i = 0; i < 40; i++) {
+            snprintf(rel, sizeof(rel), "p%zu/d%d/f%d.txt", k, i % 4, i);
+            assert_int_equal(fx_put(i % 2 ? tw : st, rel, "staged",
+                                    RS_TIME_NONE), 0);
+        }
+        mirror_close(tw);
+        assert_int_equal(fsyncs, 0);
+        assert_int_equal(syncfss, 0);
+        assert_int_equal(mirror_stage_publish(m, st, NULL, NULL), 0);
+        assert_int_equal(syncfss, pol[k] == MIRROR_FSYNC_NONE ? 0 : 1);
+        /* "full": the root, renamed into */
+        assert_int_equal(fsyncs, pol[k] == MIRROR_FSYNC_FULL ? 1 : 0);
+        snprintf(rel, sizeof(rel), "p%zu/d3/f39.txt", k);
+        assert_string_equal(fx_read(fx_path(f, f->mdir, rel)), "staged");
+
+        /* outside a stage: a commit is an fsync (and "full" its
+         * directory's) */
+        fsyncs = 0;
+        snprintf(rel, sizeof(rel), "p%zu/d0/f0.txt", k);
+        assert_int_equal(fx_put(m, rel, "direct", RS_TIME_NONE), 0);
+        assert_int_equal(fsyncs, (unsigned)k);
+        assert_int_equal(syncfss, pol[k] == MIRROR_FSYNC_NONE ? 0 : 1);
+        mirror_close(m);
+    }
+
+    /* the syncfs fails: nothing of the stage lands, the mirror as it was */
+    struct mirror_opts o = { .fsync = MIRROR_FSYNC_FILE };
+    struct mirror *m = fx_open(f->mdir, &o);
+    assert_int_equal(fx_put(m, "p1/d0/f0.txt", "before", RS_TIME_NONE), 0);
+    int fds = fx_fds();
+    struct mirror *st = mirror_stage_new(m, err, sizeof(err));
+    assert_non_null(st);
+    assert_int_equal(fx_put(st, "p1/d0/f0.txt", "lost", RS_TIME_NONE), 0);
+    assert_int_equal(fx_put(st, "fresh/x.txt", "lost", RS_TIME_NONE), 0);
+    syncfs_errno = EIO;
+    assert_int_equal(mirror_stage_publish(m, st, NULL, NULL), RS_EIO);
+    syncfs_errno = 0;
+    assert_non_null(strstr(mirror_errstr(m), ": syncfs: EIO"));
+    assert_int_equal(mirror_errno(m), EIO);
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "p1/d0/f0.txt")),
+                        "before");
+    assert_null(fx_read(fx_path(f, f->mdir, "fresh/x.txt")));
+    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 0);
+    assert_true(fx_fds() <= fds);
+    mirror_close(m);
+}
+
 /* mirror/stage_swept: a stage a crash left (a tree in the root) goes at
  * the next sweep, with what it holds; a ".rssub-stage." name deeper down,
  * or a file of that name, is someone else's and stays. */
@@ -1141,6 +1238,7 @@ main(void)
         TS("mirror/alloc_failures", test_alloc_failures),
         TS("mirror/twin", test_twin),
         TS("mirror/stage", test_stage),
+        TS("mirror/stage_syncfs", test_stage_syncfs),
         TS("mirror/stage_swept", test_stage_swept),
     };
     return cmocka_run_group_tests_name("sub_mirror", tests, NULL, NULL);
