@@ -43,7 +43,8 @@ Usage: $0 [OPTION]...
   --reps N        runs of each client per size, interleaved (default $reps)
   --root DIR      where the tree, rssource's state and the mirrors go: a
                   private directory is made in it (default /dev/shm when it
-                  is a tmpfs, else \$TMPDIR)
+                  is a tmpfs, else \$TMPDIR); a disk's directory to see
+                  what --fsync costs there
   --nice N        run everything under nice -n N
   --timeout S     longest rssub run (default $timeout_s)
   --vs DIR        A/B: the dump of --build's rssub against DIR's
@@ -93,6 +94,8 @@ if [ -z "$where" ]; then
     fi
 fi
 W=$(mktemp -d "$where/bench-dump.XXXXXX")
+on_tmpfs=0
+[ "$(stat -f -c %T "$W")" != tmpfs ] || on_tmpfs=1
 NICE=()
 [ -z "$nice_n" ] || NICE=(nice -n "$nice_n")
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
@@ -160,20 +163,31 @@ run() {
     local name=$1
     shift
     local c0 t0 t1
-    rm -rf "$W/m" "$W/st"
+    # On a disk (--root) each run gets new directories, removed only after
+    # the size's last run: ext4 skips inodes deleted in the last minutes
+    # when it allocates (recently_deleted), so a run right after the
+    # removal of 10,000 files spent seconds of system time looking for
+    # free inodes. And what is written is synced before the clock starts.
+    local m=$W/m st=$W/st
+    if [ "$on_tmpfs" = 1 ]; then
+        rm -rf "$m" "$st"
+    else
+        m=$W/m.$name st=$W/st.$name
+        sync -f "$W"
+    fi
     c0=$(src_cpu)
     times >"$W/times.0"
     t0=$EPOCHREALTIME
     "${NICE[@]}" /usr/bin/time -f '%e %M %U %S' -o "$W/$name.time" \
         timeout "$timeout_s" "${RSSUB:-$rssub}" sync --source "$BASE" \
-        --mirror "$W/m" \
-        --state "$W/st" --log-format logfmt --no-progress "$@" \
+        --mirror "$m" \
+        --state "$st" --log-format logfmt --no-progress "$@" \
         >"$W/$name.out" 2>"$W/$name.log" ||
         { echo "bench_dump: $name failed:" >&2; tail -5 "$W/$name.log" >&2;
           exit 1; }
     t1=$EPOCHREALTIME
     times >"$W/times.1"
-    diff -r "$W/tree" "$W/m" >/dev/null ||
+    diff -r "$W/tree" "$m" >/dev/null ||
         { echo "bench_dump: $name: the mirror differs" >&2; exit 1; }
     awk -v c0="$c0" -v c1="$(src_cpu)" -v t0="$t0" -v t1="$t1" \
         -v k0="$(kids_cpu "$W/times.0")" -v k1="$(kids_cpu "$W/times.1")" \
@@ -283,10 +297,13 @@ for n in $sizes; do
             eval "all_${c//-/_}=\"\${all_${c//-/_}:-} $secs\""
         done
         for th in 1 "$(nproc)"; do
-            rm -rf "$W/floor"
-            s=$("${NICE[@]}" "$floor" "$W/tree" "$W/floor" "$th" |
+            fdir=$W/floor
+            # on a disk, new directories each run (see run)
+            [ "$on_tmpfs" = 1 ] || { fdir=$W/floor.$r.$th; sync -f "$W"; }
+            rm -rf "$fdir"
+            s=$("${NICE[@]}" "$floor" "$W/tree" "$fdir" "$th" |
                 sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
-            rm -rf "$W/floor"
+            [ "$on_tmpfs" = 0 ] || rm -rf "$fdir"
             awk -v n="$n" -v r="$r" -v s="$s" -v c="floor-$th" 'BEGIN {
                 printf "%-8s %-9s %4s %9s %10.0f\n", n, c, r, s, n / s }'
             if [ "$th" = 1 ]; then fl=$s; else flp=$s; fi
@@ -318,4 +335,5 @@ for n in $sizes; do
     done
     SRC_PID=""
     SRC_B_PID=""
+    rm -rf "$W"/m.* "$W"/st.* "$W"/floor.*
 done
