@@ -23,6 +23,7 @@
 #include "rs_hash.h"
 #include "rs_http.h"
 #include "rs_retry_after.h"
+#include "syncer.h"
 
 #define APPLY_PARALLEL 32
 #define APPLY_RETRIES 5
@@ -57,14 +58,20 @@ struct job {
     char why[512];
     bool gone;                   /* the last answer was 404 or 410 */
     bool pushed;                 /* offered by a notification (origin push) */
+    /* Verified and handed to the syncer (mf is its thread's until
+     * on_job_synced); what the record needs of the answer, kept: */
+    bool syncing;
+    char *got_hash, *etag, *last_modified;
 };
 
 struct apply {
     struct apply_opts o;
     struct event *ev_kick, *ev_commit;
     struct event *ev_due;        /* the next retry comes due (refill) */
-    struct job **jobs;           /* in flight */
+    struct job **jobs;           /* in flight (syncing ones too) */
     size_t njobs;
+    struct syncer *sync;         /* fsyncs off the loop (NULL: policy
+                                    none, commits on the loop) */
     /* refill pages forward from here through each queue (ledger.h) */
     struct ledger_cursor cur_retry, cur_now;
     int64_t gen;                 /* the reconcile under way: rows written
@@ -154,6 +161,9 @@ job_free(struct job *j)
     if (j->mf != NULL)
         mirror_abort(j->mf);
     rs_hasher_free(j->hasher);
+    rs_free(j->got_hash);
+    rs_free(j->etag);
+    rs_free(j->last_modified);
     rs_free(j->uri);
     rs_free(j->hash_s);
     rs_free(j->path);
@@ -375,43 +385,13 @@ on_job_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
     return 0;
 }
 
-/* The body is in: verify it against what was announced, then commit. */
+/* The verified body into place (after mirror_prepare when it went
+ * through the syncer), then its record. */
 static void
-job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
+job_finish(struct apply *a, struct job *j)
 {
     struct ledger_res r = { 0 };
-    struct rs_hashes got;
-    char hbuf[RS_HASHES_BUFSZ];
-    int rc;
-
-    if (j->mf == NULL && (rc = mirror_begin(a->o.mirror, j->path, &j->mf)) != 0) {
-        snprintf(j->why, sizeof(j->why), "write %s: %s", j->path,
-                 mirror_errstr(a->o.mirror));
-        job_retry(a, j, -1, rc == RS_EDENIED || rc == RS_EINVAL);
-        return;
-    }
-    if (rs_hasher_final(j->hasher, &got) != 0) {
-        snprintf(j->why, sizeof(j->why), "hashing failed");
-        job_retry(a, j, -1, false);
-        return;
-    }
-    if (j->t.length >= 0 && j->got != (uint64_t)j->t.length) {
-        snprintf(j->why, sizeof(j->why), "length mismatch: announced %lld, "
-                 "got %llu", (long long)j->t.length,
-                 (unsigned long long)j->got);
-        job_retry(a, j, -1, false);
-        return;
-    }
-    if (j->expect.n > 0 && rs_hashes_match(&j->expect, &got) < 0) {
-        char want[RS_HASHES_BUFSZ];
-        rs_hashes_format(&j->expect, want);
-        rs_hashes_format(&got, hbuf);
-        snprintf(j->why, sizeof(j->why), "hash mismatch: announced %.200s, "
-                 "got %.200s", want, hbuf);
-        job_retry(a, j, -1, false);
-        return;
-    }
-    rc = mirror_commit(j->mf, j->t.lastmod);
+    int rc = mirror_commit(j->mf, j->t.lastmod);
     j->mf = NULL;
     if (rc != 0) {
         snprintf(j->why, sizeof(j->why), "write %s: %s", j->path,
@@ -419,15 +399,14 @@ job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
         job_retry(a, j, -1, rc == RS_EDENIED);
         return;
     }
-    rs_hashes_format(&got, hbuf);
     r.uri = j->t.uri;
     r.path = j->path;
     r.lastmod = j->t.lastmod;
     r.change_dt = j->t.change_dt;
     r.length = (int64_t)j->got;
-    r.hash = hbuf;
-    r.etag = rs_http_req_header(req, "ETag");
-    r.last_modified = rs_http_req_header(req, "Last-Modified");
+    r.hash = j->got_hash;
+    r.etag = j->etag;
+    r.last_modified = j->last_modified;
     r.deleted = false;
     r.gen = j->gen > a->gen ? j->gen : a->gen;
     a->st.bytes += j->got;
@@ -437,6 +416,93 @@ job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
         return;
     }
     report(a, j->uri, j->had_copy ? APPLY_UPDATED : APPLY_CREATED, NULL);
+}
+
+/* The syncer is done with j's file: into place, unless a newer change
+ * came meanwhile (then it goes, as a superseded download's does). */
+static void
+on_job_synced(void *ud)
+{
+    struct job *j = ud;
+    struct apply *a = j->a;
+
+    j->syncing = false;
+    if (!j->superseded)
+        job_finish(a, j);
+    else
+        a->st.superseded++;
+    job_end(a, j);
+}
+
+static char *
+dup_header(struct rs_http_req *req, const char *name, bool *nomem)
+{
+    const char *v = rs_http_req_header(req, name);
+    char *d = v != NULL ? rs_strdup(v) : NULL;
+    if (v != NULL && d == NULL)
+        *nomem = true;
+    return d;
+}
+
+/* The body is in: verify it against what was announced, then commit:
+ * at once, or by way of the syncer (true: on_job_synced ends j). */
+static bool
+job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
+{
+    struct rs_hashes got;
+    char hbuf[RS_HASHES_BUFSZ];
+    bool nomem = false;
+    int rc;
+
+    if (j->mf == NULL && (rc = mirror_begin(a->o.mirror, j->path, &j->mf)) != 0) {
+        snprintf(j->why, sizeof(j->why), "write %s: %s", j->path,
+                 mirror_errstr(a->o.mirror));
+        job_retry(a, j, -1, rc == RS_EDENIED || rc == RS_EINVAL);
+        return false;
+    }
+    if (rs_hasher_final(j->hasher, &got) != 0) {
+        snprintf(j->why, sizeof(j->why), "hashing failed");
+        job_retry(a, j, -1, false);
+        return false;
+    }
+    if (j->t.length >= 0 && j->got != (uint64_t)j->t.length) {
+        snprintf(j->why, sizeof(j->why), "length mismatch: announced %lld, "
+                 "got %llu", (long long)j->t.length,
+                 (unsigned long long)j->got);
+        job_retry(a, j, -1, false);
+        return false;
+    }
+    if (j->expect.n > 0 && rs_hashes_match(&j->expect, &got) < 0) {
+        char want[RS_HASHES_BUFSZ];
+        rs_hashes_format(&j->expect, want);
+        rs_hashes_format(&got, hbuf);
+        snprintf(j->why, sizeof(j->why), "hash mismatch: announced %.200s, "
+                 "got %.200s", want, hbuf);
+        job_retry(a, j, -1, false);
+        return false;
+    }
+    rs_hashes_format(&got, hbuf);
+    j->got_hash = rs_strdup(hbuf);
+    j->etag = dup_header(req, "ETag", &nomem);
+    j->last_modified = dup_header(req, "Last-Modified", &nomem);
+    if (j->got_hash == NULL || nomem) {
+        snprintf(j->why, sizeof(j->why), "out of memory");
+        job_retry(a, j, -1, false);
+        return false;
+    }
+    /* The fsync off the loop when fsyncs here are slow: on a disk one
+     * waits for a journal commit, and every other job's download and
+     * write with it. Else here, timed (tmpfs: the hand-off would cost
+     * more than the fsync). */
+    if (a->sync != NULL && syncer_wanted(a->sync) &&
+        syncer_submit(a->sync, j->mf, j->t.lastmod, on_job_synced, j) == 0) {
+        j->syncing = true;
+        return true;
+    }
+    if (a->sync != NULL)
+        syncer_prepare_here(a->sync, j->mf, j->t.lastmod);
+    job_finish(a, j);
+    return false;
 }
 
 static void
@@ -478,7 +544,8 @@ on_job_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         }
         rs_free(buf);
     } else if (res->status >= 200 && res->status <= 299) {
-        job_commit(a, j, req);
+        if (job_commit(a, j, req))
+            return;                   /* on_job_synced ends it */
     } else {
         snprintf(j->why, sizeof(j->why), "GET: HTTP %ld", res->status);
         j->gone = res->status == 404 || res->status == 410;
@@ -890,6 +957,11 @@ apply_new(const struct apply_opts *o, char *err, size_t errsz)
         apply_free(a);
         return NULL;
     }
+    if (o->mirror != NULL && mirror_syncs(o->mirror) &&
+        (a->sync = syncer_new(o->base, err, errsz)) == NULL) {
+        apply_free(a);
+        return NULL;
+    }
     return a;
 }
 
@@ -899,6 +971,9 @@ apply_free(struct apply *a)
     if (a == NULL)
         return;
     a->closing = true;
+    /* first: its thread may hold a job's file */
+    syncer_free(a->sync);
+    a->sync = NULL;
     while (a->njobs > 0) {
         struct job *j = a->jobs[--a->njobs];
         if (j->req != NULL) {

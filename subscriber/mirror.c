@@ -63,6 +63,10 @@ struct mirror_file {
                              mirror_file_dir looks it up again */
     int fd;               /* the temp; -1 once closed and removed */
     int rc;               /* 0, or the failure that removed the temp */
+    bool sync;            /* the commit fsyncs it (a policy, not a stage) */
+    bool prepared;        /* mirror_prepare ran: mtime set, fsynced */
+    const char *prep_op;  /* what failed there (NULL: nothing), */
+    int prep_errno;       /* and its errno: mirror_commit reports it */
     const char *made;     /* the name created: tmp, or in a stage name */
     char tmp[sizeof(MIRROR_TMP_PREFIX) + MIRROR_TMP_X];
     const char *name;     /* rel's last segment, inside rel */
@@ -777,6 +781,10 @@ mirror_begin(struct mirror *m, const char *rel, struct mirror_file **out)
     f->fd = f->dirfd = -1;
     f->made = f->tmp;
     f->rc = 0;
+    f->sync = m->fsync != MIRROR_FSYNC_NONE && !m->direct;
+    f->prepared = false;
+    f->prep_op = NULL;
+    f->prep_errno = 0;
     int dfd = -1;
     int rc = mirror_at(m, f->rel, true, mirror_tmp_create, f, &dfd);
     if (rc > 0)
@@ -835,6 +843,42 @@ mirror_timespec(rs_time_t t)
     return ts;
 }
 
+bool
+mirror_syncs(const struct mirror *m)
+{
+    return m->fsync != MIRROR_FSYNC_NONE && !m->direct;
+}
+
+/* Set f's mtime and fsync it per policy: op and errno of what failed,
+ * or NULL. Touches f's file alone (mirror_prepare runs it off the loop).
+ * A stage's files reach the disk together, by the one syncfs before
+ * they are published: nothing in a stage is visible until then. */
+static const char *
+mirror_file_settle(struct mirror_file *f, rs_time_t mtime, int *e)
+{
+    if (mtime != RS_TIME_NONE) {
+        struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+                                  mirror_timespec(mtime) };
+        if (futimens(f->fd, ts) != 0) {
+            *e = errno;
+            return "set mtime";
+        }
+    }
+    if (f->sync && fsync(f->fd) != 0) {
+        *e = errno;
+        return "fsync";
+    }
+    return NULL;
+}
+
+void
+mirror_prepare(struct mirror_file *f, rs_time_t mtime)
+{
+    if (f->rc == 0 && !f->prepared)
+        f->prep_op = mirror_file_settle(f, mtime, &f->prep_errno);
+    f->prepared = true;
+}
+
 int
 mirror_commit(struct mirror_file *f, rs_time_t mtime)
 {
@@ -844,20 +888,11 @@ mirror_commit(struct mirror_file *f, rs_time_t mtime)
     int e = 0;
     if (rc != 0)
         goto out;
-    if (mtime != RS_TIME_NONE) {
-        struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
-                                  mirror_timespec(mtime) };
-        if (futimens(f->fd, ts) != 0) {
-            op = "set mtime";
-            e = errno;
-        }
-    }
-    /* A stage's files reach the disk together, by the one syncfs before
-     * they are published: nothing in a stage is visible until then. */
-    if (op == NULL && m->fsync != MIRROR_FSYNC_NONE && !m->direct &&
-        fsync(f->fd) != 0) {
-        op = "fsync";
-        e = errno;
+    if (f->prepared) {
+        op = f->prep_op;
+        e = f->prep_errno;
+    } else {
+        op = mirror_file_settle(f, mtime, &e);
     }
     /* close() reports delayed write errors on some filesystems (NFS). On
      * Linux the fd is gone even when it says EINTR. */

@@ -8,6 +8,7 @@
 #ifndef SUB_MIRROR_H
 #define SUB_MIRROR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 
@@ -141,6 +142,20 @@ int mirror_commit(struct mirror_file *f, rs_time_t mtime) RS_MUST_CHECK;
 /* Drop the new version: the temp is removed, rel untouched; frees f.
  * NULL ok. */
 void mirror_abort(struct mirror_file *f);
+
+/*
+ * The part of mirror_commit that may wait on the disk, ahead of it and on
+ * any thread: set the mtime and fsync per policy. It touches f's own file
+ * and nothing else, so the mirror may be used meanwhile; f itself must
+ * not be. mirror_commit(f, ...) then only closes and renames (and under
+ * full fsyncs the directory; its mtime is ignored), and reports a failure
+ * of this part as its own ("a.txt: fsync: EIO: ..."). Once per f;
+ * optional.
+ */
+void mirror_prepare(struct mirror_file *f, rs_time_t mtime);
+/* Whether m's commits fsync (a policy other than none, and not a stage):
+ * then mirror_prepare is worth a thread. */
+bool mirror_syncs(const struct mirror *m);
 
 /*
  * A stage of m: a new directory ".rssub-stage.XXXXXX" in m's root, used as

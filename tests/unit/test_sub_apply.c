@@ -4,15 +4,23 @@
  * when its backoff says, whether the appliers are idle, busy with a
  * stream of fresh changes, or behind a backlog that is offered again
  * while it waits (a polling pull); a newer change supersedes the job in
- * flight; apply_free(NULL) is a no-op. Every wait is bounded by a
- * watchdog, and every test ends with nothing left on the loop. */
+ * flight; apply_free(NULL) is a no-op. On a disk's slow fsyncs (the
+ * test's own, below) the files are made durable off the loop, and a job
+ * waiting on that is superseded, freed or failed as any other. Every wait
+ * is bounded by a watchdog, and every test ends with nothing left on the
+ * loop. */
 #include "testutil.h"
 #include "tu_httpd.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "apply.h"
 #include "ledger.h"
@@ -22,6 +30,56 @@
 #include "rs_http.h"
 
 #define WATCHDOG_MS 20000u
+
+/* Linked with -Wl,--wrap=fsync (tests/CMakeLists.txt): our fsyncs cost
+ * nothing (tmpfs's; the temp dir may be on a disk), or a disk's time
+ * (delay_us each), fail (fail_errno), or wait at a gate the test opens;
+ * counted by where they ran, the loop's thread or another. */
+static atomic_uint fsync_delay_us;
+static atomic_int fsync_fail_errno;
+static atomic_uint fsyncs_on_loop, fsyncs_off_loop, gate_waiting;
+static pthread_t loop_thread;
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static bool gate_closed;
+
+int __wrap_fsync(int fd);
+
+int
+__wrap_fsync(int fd)
+{
+    if (pthread_equal(pthread_self(), loop_thread)) {
+        atomic_fetch_add(&fsyncs_on_loop, 1);
+    } else {
+        atomic_fetch_add(&fsyncs_off_loop, 1);
+        pthread_mutex_lock(&gate_mu);
+        if (gate_closed) {
+            atomic_fetch_add(&gate_waiting, 1);
+            while (gate_closed)
+                pthread_cond_wait(&gate_cv, &gate_mu);
+        }
+        pthread_mutex_unlock(&gate_mu);
+    }
+    unsigned us = atomic_load(&fsync_delay_us);
+    if (us > 0)
+        nanosleep(&(struct timespec){ 0, (long)us * 1000 }, NULL);
+    int e = atomic_load(&fsync_fail_errno);
+    if (e != 0) {
+        errno = e;
+        return -1;
+    }
+    (void)fd;
+    return 0;
+}
+
+static void
+gate_set(bool closed)
+{
+    pthread_mutex_lock(&gate_mu);
+    gate_closed = closed;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
 
 struct fx {
     struct tu_loop l;
@@ -141,6 +199,13 @@ fx_setup(void **state)
     assert_int_equal(pathmap_add_prefix(f->pm, f->srv->origin, &why), 0);
     f->http = rs_http_new(f->l.base, &(struct rs_http_opts){ 0 });
     assert_non_null(f->http);
+    loop_thread = pthread_self();
+    atomic_store(&fsync_delay_us, 0);
+    atomic_store(&fsync_fail_errno, 0);
+    atomic_store(&fsyncs_on_loop, 0);
+    atomic_store(&fsyncs_off_loop, 0);
+    atomic_store(&gate_waiting, 0);
+    gate_set(false);
     *state = f;
     return 0;
 }
@@ -250,7 +315,222 @@ mirrored(struct fx *f, const char *path, char *buf, size_t n)
     return buf;
 }
 
+static unsigned
+in_flight(struct fx *f)
+{
+    struct apply_stats st;
+    apply_stats(f->a, &st);
+    return st.in_flight;
+}
+
+/* The mirror again, under fsync policy p (before fx_apply). */
+static void
+fx_policy(struct fx *f, enum mirror_fsync p)
+{
+    struct mirror_opts mo = { .fsync = p };
+    char err[512];
+
+    mirror_close(f->mirror);
+    f->mirror = mirror_open(f->mdir, &mo, err, sizeof(err));
+    if (f->mirror == NULL)
+        fail_msg("mirror_open: %s", err);
+}
+
+/* Entries of the mirror's directory rel ("" the root) starting so. */
+static unsigned
+entries(struct fx *f, const char *rel, const char *prefix)
+{
+    char p[8400];
+    unsigned n = 0;
+    struct dirent *de;
+
+    snprintf(p, sizeof(p), "%s%s", f->mdir, rel);
+    DIR *d = opendir(p);
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL)
+        if (prefix[0] == '\0' ? de->d_name[0] != '.'
+                              : strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* Fsyncs become a disk's (3 ms each) and one resource is applied: that
+ * slow fsync, on the loop, makes the hand-off worth it from then on. */
+static void
+disk_like(struct fx *f)
+{
+    char u[256];
+
+    tu_httpd_add(f->srv, "/warm", 0, NULL, "warm\n");
+    atomic_store(&fsync_delay_us, 3000);
+    unsigned created = f->results[APPLY_CREATED];
+    snprintf(u, sizeof(u), "%s", tu_httpd_url(f->srv, "/warm"));
+    offer(f, u);
+    TU_LOOP_UNTIL(&f->l, f->results[APPLY_CREATED] == created + 1,
+                  WATCHDOG_MS);
+}
+
+/* Bring the job of the watched URI (offered at dt) to the syncer's thread,
+ * and hold it there at the gate. */
+static void
+held_at_gate(struct fx *f, const char *path, rs_time_t dt)
+{
+    gate_set(true);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, path));
+    assert_int_equal(offer_dt(f, f->watch, dt), 1);
+    TU_LOOP_UNTIL(&f->l, atomic_load(&gate_waiting) == 1, WATCHDOG_MS);
+}
+
+static void *
+open_gate_soon(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){ 0, 50 * 1000000L }, NULL);
+    gate_set(false);
+    return NULL;
+}
+
 /* ------------------------------------------------------------- tests */
+
+/* apply/fsync_off_loop: under --fsync file, while fsyncs cost nothing
+ * (tmpfs) each runs on the loop, at its commit; once one takes a disk's
+ * time, the next ones run on the syncer's thread while the loop goes on,
+ * and every file still lands whole, recorded, with no temp left. */
+static void
+test_fsync_off_loop(void **state)
+{
+    struct fx *f = *state;
+    struct ledger_res r;
+    char u[256], buf[64];
+    char *rbuf = NULL;
+
+    fx_policy(f, MIRROR_FSYNC_FILE);
+    tu_httpd_add(f->srv, "/s/", 0, NULL, "synced\n")->prefix = true;
+    fx_apply(f, 8);
+    for (int i = 0; i < 10; i++) {
+        snprintf(u, sizeof(u), "%s/s/fast/%d", f->srv->origin, i);
+        offer(f, u);
+    }
+    TU_LOOP_UNTIL(&f->l, f->results[APPLY_CREATED] == 10, WATCHDOG_MS);
+    assert_int_equal(atomic_load(&fsyncs_on_loop), 10);
+    assert_int_equal(atomic_load(&fsyncs_off_loop), 0);
+
+    atomic_store(&fsync_delay_us, 3000);
+    for (int i = 0; i < 40; i++) {
+        snprintf(u, sizeof(u), "%s/s/slow/%d", f->srv->origin, i);
+        offer(f, u);
+    }
+    TU_LOOP_UNTIL(&f->l, f->results[APPLY_CREATED] == 50, WATCHDOG_MS);
+    /* the first slow one on the loop, the rest handed over */
+    assert_int_equal(atomic_load(&fsyncs_on_loop), 11);
+    assert_int_equal(atomic_load(&fsyncs_off_loop), 39);
+    assert_int_equal(entries(f, "/s/slow", ""), 40);
+    assert_int_equal(entries(f, "/s/slow", ".rssub-tmp."), 0);
+    assert_string_equal(mirrored(f, "/s/slow/39", buf, sizeof(buf)),
+                        "synced\n");
+    snprintf(u, sizeof(u), "%s/s/slow/39", f->srv->origin);
+    assert_int_equal(ledger_res_get(f->ledger, u, &r, &rbuf), 0);
+    assert_int_equal(r.length, 7);
+    rs_free(rbuf);
+    assert_int_equal(in_flight(f), 0);
+}
+
+/* apply/superseded_while_syncing: a newer change of a resource whose file
+ * is being fsynced off the loop: that file is dropped once the thread is
+ * done with it (never renamed into place), and the newer one fetched. */
+static void
+test_superseded_while_syncing(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/doc", 0, NULL, "v1\n");
+    struct apply_stats st;
+    rs_time_t dt = rs_time_now();
+    char buf[64];
+
+    fx_policy(f, MIRROR_FSYNC_FILE);
+    fx_apply(f, 4);
+    disk_like(f);
+    held_at_gate(f, "/doc", dt);
+    free(r->body);
+    r->body = strdup("v2\n");
+    r->body_len = 3;
+    assert_int_equal(offer_dt(f, f->watch, dt + 1000000), 1);
+    tu_loop_run_for(&f->l, 100);      /* the refill sees the newer row */
+    assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "");
+    gate_set(false);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_CREATED);
+    assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "v2\n");
+    assert_int_equal(r->hits, 2);
+    apply_stats(f->a, &st);
+    assert_int_equal(st.superseded, 1);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+}
+
+/* apply/free_while_syncing: apply_free while a job's file is on the
+ * syncer's thread waits for the thread, then drops the file: nothing in
+ * the mirror, nothing recorded, the todo row kept for the next start. */
+static void
+test_free_while_syncing(void **state)
+{
+    struct fx *f = *state;
+    struct ledger_res r;
+    struct ledger_todo t;
+    char *buf = NULL;
+    char mbuf[64];
+    pthread_t th;
+
+    tu_httpd_add(f->srv, "/held", 0, NULL, "held\n");
+    fx_policy(f, MIRROR_FSYNC_FILE);
+    fx_apply(f, 4);
+    disk_like(f);
+    held_at_gate(f, "/held", rs_time_now());
+    assert_int_equal(pthread_create(&th, NULL, open_gate_soon, NULL), 0);
+    apply_free(f->a);
+    f->a = NULL;
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_string_equal(mirrored(f, "/held", mbuf, sizeof(mbuf)), "");
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+    assert_int_equal(ledger_res_get(f->ledger, f->watch, &r, &buf),
+                     RS_ENOTFOUND);
+    assert_int_equal(ledger_todo_get(f->ledger, f->watch, &t, &buf), 0);
+    rs_free(buf);
+    assert_int_equal(f->nwatch, 0);
+}
+
+/* apply/fsync_fails_off_loop: an fsync that fails on the syncer's thread
+ * fails the job as a failed write does: retried later, its why naming the
+ * fsync, the mirror without the file. */
+static void
+test_fsync_fails_off_loop(void **state)
+{
+    struct fx *f = *state;
+    struct ledger_todo t;
+    char *buf = NULL;
+    char mbuf[64];
+
+    tu_httpd_add(f->srv, "/bad", 0, NULL, "bad\n");
+    fx_policy(f, MIRROR_FSYNC_FILE);
+    fx_apply(f, 4);
+    disk_like(f);
+    atomic_store(&fsync_fail_errno, EIO);
+    unsigned off = atomic_load(&fsyncs_off_loop);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/bad"));
+    offer(f, f->watch);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    atomic_store(&fsync_fail_errno, 0);
+    assert_int_equal(atomic_load(&fsyncs_off_loop), off + 1);
+    assert_int_equal(f->watch_o[0], APPLY_RETRY);
+    t = todo_of(f, f->watch, &buf);
+    assert_int_equal(t.attempts, 1);
+    assert_non_null(t.last_error);
+    assert_non_null(strstr(t.last_error, "bad: fsync: EIO"));
+    rs_free(buf);
+    assert_string_equal(mirrored(f, "/bad", mbuf, sizeof(mbuf)), "");
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+}
 
 /* apply/retry_due_when_idle: with nothing else to do, a failed fetch is
  * tried again when its backoff (1 s) is over - not before, and not much
@@ -405,14 +685,6 @@ test_same_offer_keeps_job(void **state)
     assert_int_equal(r->hits, 2);
 }
 
-static unsigned
-in_flight(struct fx *f)
-{
-    struct apply_stats st;
-    apply_stats(f->a, &st);
-    return st.in_flight;
-}
-
 /* apply/hold: apply_hold refuses while a job is in flight; held, no job
  * starts (a row offered waits, not fetched); apply_pause's undoing does
  * not let it go, nor the hold's a pause; let go, the row is taken. */
@@ -560,6 +832,10 @@ main(void)
         TS("apply/same_offer_keeps_job", test_same_offer_keeps_job),
         TS("apply/gone_is_not_failed", test_gone_is_not_failed),
         TS("apply/gone_but_mirrored_fails", test_gone_but_mirrored_fails),
+        TS("apply/fsync_off_loop", test_fsync_off_loop),
+        TS("apply/superseded_while_syncing", test_superseded_while_syncing),
+        TS("apply/free_while_syncing", test_free_while_syncing),
+        TS("apply/fsync_fails_off_loop", test_fsync_fails_off_loop),
         { "apply/free_null", test_free_null, NULL, NULL, NULL },
     };
 

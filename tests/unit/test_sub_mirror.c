@@ -22,9 +22,9 @@
 #include "rs_alloc.h"
 
 /* Linked with -Wl,--wrap=fsync -Wl,--wrap=syncfs (tests/CMakeLists.txt):
- * both counted, and syncfs fails with syncfs_errno while it is set. */
+ * both counted, and each fails with its _errno while that is set. */
 static unsigned fsyncs, syncfss;
-static int syncfs_errno;
+static int fsync_errno, syncfs_errno;
 
 int __real_fsync(int fd);
 int __wrap_fsync(int fd);
@@ -35,6 +35,10 @@ int
 __wrap_fsync(int fd)
 {
     fsyncs++;
+    if (fsync_errno != 0) {
+        errno = fsync_errno;
+        return -1;
+    }
     return __real_fsync(fd);
 }
 
@@ -1184,6 +1188,66 @@ test_stage_syncfs(void **state)
     mirror_close(m);
 }
 
+/* mirror/prepare: mirror_prepare does a commit's mtime and fsync ahead of
+ * it, once; the commit then only renames (no second fsync, its own mtime
+ * ignored). An fsync failing there fails the commit, the old file kept.
+ * Under "none", and in a stage, commits do not fsync (mirror_syncs). */
+static void
+test_prepare(void **state)
+{
+    struct fx *f = *state;
+    struct mirror_opts o = { .fsync = MIRROR_FSYNC_FILE };
+    struct mirror *m = fx_open(f->mdir, &o);
+    struct mirror_file *mf = NULL;
+    struct stat sb;
+    char err[512];
+
+    assert_true(mirror_syncs(m));
+    assert_int_equal(mirror_begin(m, "p/a.txt", &mf), 0);
+    assert_int_equal(mirror_write(mf, "new", 3), 0);
+    fsyncs = 0;
+    mirror_prepare(mf, 2000000);
+    mirror_prepare(mf, 3000000);          /* once */
+    assert_int_equal(fsyncs, 1);
+    assert_null(fx_read(fx_path(f, f->mdir, "p/a.txt")));
+    assert_int_equal(mirror_commit(mf, 5000000), 0);
+    assert_int_equal(fsyncs, 1);
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "p/a.txt")), "new");
+    assert_int_equal(stat(fx_path(f, f->mdir, "p/a.txt"), &sb), 0);
+    assert_int_equal(sb.st_mtime, 2);
+
+    assert_int_equal(fx_put(m, "p/b.txt", "old", RS_TIME_NONE), 0);
+    assert_int_equal(mirror_begin(m, "p/b.txt", &mf), 0);
+    assert_int_equal(mirror_write(mf, "newer", 5), 0);
+    fsync_errno = EIO;
+    mirror_prepare(mf, RS_TIME_NONE);
+    fsync_errno = 0;
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), RS_EIO);
+    assert_non_null(strstr(mirror_errstr(m), "p/b.txt: fsync: EIO"));
+    assert_string_equal(fx_read(fx_path(f, f->mdir, "p/b.txt")), "old");
+    assert_int_equal(fx_count(fx_path(f, f->mdir, "p"), MIRROR_TMP_PREFIX), 0);
+    mirror_close(m);
+
+    o.fsync = MIRROR_FSYNC_NONE;
+    m = fx_open(f->mdir, &o);
+    assert_false(mirror_syncs(m));
+    assert_int_equal(mirror_begin(m, "p/c.txt", &mf), 0);
+    fsyncs = 0;
+    mirror_prepare(mf, RS_TIME_NONE);
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
+    assert_int_equal(fsyncs, 0);
+    mirror_close(m);
+
+    o.fsync = MIRROR_FSYNC_FULL;
+    m = fx_open(f->mdir, &o);
+    struct mirror *st = mirror_stage_new(m, err, sizeof(err));
+    assert_non_null(st);
+    assert_true(mirror_syncs(m));
+    assert_false(mirror_syncs(st));
+    mirror_close(st);
+    mirror_close(m);
+}
+
 /* mirror/stage_swept: a stage a crash left (a tree in the root) goes at
  * the next sweep, with what it holds; a ".rssub-stage." name deeper down,
  * or a file of that name, is someone else's and stays. */
@@ -1239,6 +1303,7 @@ main(void)
         TS("mirror/twin", test_twin),
         TS("mirror/stage", test_stage),
         TS("mirror/stage_syncfs", test_stage_syncfs),
+        TS("mirror/prepare", test_prepare),
         TS("mirror/stage_swept", test_stage_swept),
     };
     return cmocka_run_group_tests_name("sub_mirror", tests, NULL, NULL);
