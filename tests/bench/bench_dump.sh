@@ -33,6 +33,7 @@ nice_n=""
 timeout_s=1800
 vs=""
 vs_source=0
+ab_client=dump
 
 usage() {
     cat <<EOF
@@ -51,6 +52,7 @@ Usage: $0 [OPTION]...
                   (subscriber/rssub), --reps pairs per size, no per-file runs
   --vs-source     with --vs: B's runs pull from DIR's rssource (A's from
                   --build's), each serving the same tree
+  --ab-per-file   with --vs: the pairs are per-file baselines, not dumps
   --keep          keep the directory
 EOF
 }
@@ -65,6 +67,7 @@ while [ $# -gt 0 ]; do
     --timeout) timeout_s=$2; shift ;;
     --vs) vs=$2; shift ;;
     --vs-source) vs_source=1 ;;
+    --ab-per-file) ab_client=per-file ;;
     --keep) keep=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -200,21 +203,23 @@ run() {
 # CPU and their medians (on two busy cores the CPU is the steadier).
 ab() {
     local n=$1 r c res secs kb cpu scpu ratios="" cratios=""
+    local ab_args=(--dump)
+    [ "$ab_client" = dump ] || ab_args=()
     for r in $(seq 1 "$reps"); do
         local order="A B"
         [ $((r % 2)) -eq 1 ] || order="B A"
         for c in $order; do
             if [ "$c" = A ]; then
-                res=$(run "ab-$c.$n.$r" --dump)
+                res=$(run "ab-$c.$n.$r" "${ab_args[@]}")
             elif [ -n "$SRC_B_PID" ]; then
                 res=$(RSSUB=$rssub_vs BASE=$BASE_B SRC_PID=$SRC_B_PID \
-                      run "ab-$c.$n.$r" --dump)
+                      run "ab-$c.$n.$r" "${ab_args[@]}")
             else
-                res=$(RSSUB=$rssub_vs run "ab-$c.$n.$r" --dump)
+                res=$(RSSUB=$rssub_vs run "ab-$c.$n.$r" "${ab_args[@]}")
             fi
             read -r secs kb cpu scpu <<<"$res"
-            printf '%-8s dump-%s   %4s %9s %10.0f %12.1f %8s %10s\n' \
-                "$n" "$c" "$r" "$secs" "$(awk -v n="$n" -v s="$secs" \
+            printf '%-8s %-9s %4s %9s %10.0f %12.1f %8s %10s\n' \
+                "$n" "$ab_client-$c" "$r" "$secs" "$(awk -v n="$n" -v s="$secs" \
                 'BEGIN { print n / s }')" "$(awk -v k="$kb" \
                 'BEGIN { print k / 1024 }')" "$cpu" "$scpu"
             eval "t_$c=$secs c_$c=$cpu"
