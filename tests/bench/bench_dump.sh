@@ -53,7 +53,8 @@ Usage: $0 [OPTION]...
   --vs-source     with --vs: B's runs pull from DIR's rssource (A's from
                   --build's), each serving the same tree
   --ab-per-file   with --vs: the pairs are per-file baselines, not dumps
-  --keep          keep the directory
+  --keep          keep the directory (and on a disk every run's mirror:
+                  a removal makes the next minutes' runs slower, see run)
 EOF
 }
 
@@ -340,5 +341,5 @@ for n in $sizes; do
     done
     SRC_PID=""
     SRC_B_PID=""
-    rm -rf "$W"/m.* "$W"/st.* "$W"/floor.*
+    [ "$keep" = 1 ] || rm -rf "$W"/m.* "$W"/st.* "$W"/floor.*
 done
