@@ -58,9 +58,8 @@ struct job {
     char why[512];
     bool gone;                   /* the last answer was 404 or 410 */
     bool pushed;                 /* offered by a notification (origin push) */
-    /* Verified and handed to the syncer (mf is its thread's until
-     * on_job_synced); what the record needs of the answer, kept: */
-    bool syncing;
+    /* What the record needs of the verified answer, kept for when the
+     * syncer is done with mf (its thread's until on_job_synced): */
     char *got_hash, *etag, *last_modified;
 };
 
@@ -426,7 +425,6 @@ on_job_synced(void *ud)
     struct job *j = ud;
     struct apply *a = j->a;
 
-    j->syncing = false;
     if (!j->superseded)
         job_finish(a, j);
     else
@@ -495,10 +493,8 @@ job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
      * write with it. Else here, timed (tmpfs: the hand-off would cost
      * more than the fsync). */
     if (a->sync != NULL && syncer_wanted(a->sync) &&
-        syncer_submit(a->sync, j->mf, j->t.lastmod, on_job_synced, j) == 0) {
-        j->syncing = true;
+        syncer_submit(a->sync, j->mf, j->t.lastmod, on_job_synced, j) == 0)
         return true;
-    }
     if (a->sync != NULL)
         syncer_prepare_here(a->sync, j->mf, j->t.lastmod);
     job_finish(a, j);
