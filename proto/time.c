@@ -305,3 +305,11 @@ rs_time_now(void)
         return RS_TIME_NONE;
     return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
 }
+
+int64_t
+rs_time_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
+}

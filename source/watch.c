@@ -25,12 +25,12 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rs_alloc.h"
 #include "rs_daemon.h"
 #include "rs_fnv.h"
+#include "rs_time.h"
 
 #define WATCH_READ_BUF (64 * 1024)
 #define WATCH_COALESCE_US 2000        /* default coalesce_us */
@@ -96,14 +96,6 @@ struct watch {
     struct watch_stats stats;
     char *buf;                 /* the drain thread's read buffer */
 };
-
-static int64_t
-mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Grow a bucket array to twice its size when the load passes 1. */
 static int
@@ -308,7 +300,7 @@ timer_arm(struct watch *w)
         event_del(w->ev_timer);
         return;
     }
-    int64_t d = when - mono_us();
+    int64_t d = when - rs_time_mono_us();
     if (d < 0)
         d = 0;
     struct timeval tv = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
@@ -364,7 +356,7 @@ pend_touch(struct watch *w, const char *path, bool ready)
     if (ready) {
         list_append(&w->ready, p);
     } else {
-        p->deadline_us = mono_us() + w->o.settle_ms * 1000;
+        p->deadline_us = rs_time_mono_us() + w->o.settle_ms * 1000;
         list_append(&w->settling, p);
     }
 }
@@ -380,7 +372,7 @@ deliver(struct watch *w)
      * it to pass: a busy tree is then committed in fewer, larger
      * transactions (each commit writes its pages to the WAL again), an
      * idle one still at once. The caller arms the timer next. */
-    int64_t now = mono_us();
+    int64_t now = rs_time_mono_us();
     if (w->o.coalesce_us > 0 && now - w->last_batch_us < w->o.coalesce_us) {
         w->batch_due_us = w->last_batch_us + w->o.coalesce_us;
         return;
@@ -548,7 +540,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct watch *w = arg;
-    int64_t now = mono_us();
+    int64_t now = rs_time_mono_us();
     while (w->settling.head != NULL && w->settling.head->deadline_us <= now) {
         struct pend *p = w->settling.head;
         list_remove(&w->settling, p);

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rs_alloc.h"
@@ -72,21 +71,13 @@ items_free(struct item *it)
     }
 }
 
-static int64_t
-clock_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* mirror_prepare, and how long it took. */
 static int64_t
 prepare_timed(struct mirror_file *f, rs_time_t mtime)
 {
-    int64_t t0 = clock_us();
+    int64_t t0 = rs_time_mono_us();
     mirror_prepare(f, mtime);
-    return clock_us() - t0;
+    return rs_time_mono_us() - t0;
 }
 
 /* A prepare took us: the loop's view of how slow they are. */

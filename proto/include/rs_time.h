@@ -60,4 +60,8 @@ size_t rs_time_format(rs_time_t t, char *buf);
 /* The current wall-clock time. */
 rs_time_t rs_time_now(void);
 
+/* Microseconds of the monotonic clock: for durations and deadlines, which
+ * a wall clock set back or forward must not move. */
+int64_t rs_time_mono_us(void);
+
 #endif
