@@ -12,7 +12,6 @@
 #include "testutil.h"
 #include "tu_httpd.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -336,24 +335,15 @@ fx_policy(struct fx *f, enum mirror_fsync p)
         fail_msg("mirror_open: %s", err);
 }
 
-/* Entries of the mirror's directory rel ("" the root) starting so. */
-static unsigned
+/* Entries of the mirror's directory rel ("" the root), those starting
+ * with prefix (NULL: all). */
+static int
 entries(struct fx *f, const char *rel, const char *prefix)
 {
     char p[8400];
-    unsigned n = 0;
-    struct dirent *de;
 
     snprintf(p, sizeof(p), "%s%s", f->mdir, rel);
-    DIR *d = opendir(p);
-    if (d == NULL)
-        return 0;
-    while ((de = readdir(d)) != NULL)
-        if (prefix[0] == '\0' ? de->d_name[0] != '.'
-                              : strncmp(de->d_name, prefix, strlen(prefix)) == 0)
-            n++;
-    closedir(d);
-    return n;
+    return tu_count_entries(p, prefix);
 }
 
 /* Fsyncs become a disk's (3 ms each) and one resource is applied: that
@@ -426,7 +416,7 @@ test_fsync_off_loop(void **state)
     /* the first slow one on the loop, the rest handed over */
     assert_int_equal(atomic_load(&fsyncs_on_loop), 11);
     assert_int_equal(atomic_load(&fsyncs_off_loop), 39);
-    assert_int_equal(entries(f, "/s/slow", ""), 40);
+    assert_int_equal(entries(f, "/s/slow", NULL), 40);
     assert_int_equal(entries(f, "/s/slow", ".rssub-tmp."), 0);
     assert_string_equal(mirrored(f, "/s/slow/39", buf, sizeof(buf)),
                         "synced\n");

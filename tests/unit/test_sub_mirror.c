@@ -135,44 +135,11 @@ fx_write_file(const char *path, const char *text)
     fclose(fp);
 }
 
-/* The content of path, or NULL when it cannot be read (static buffer). */
-static const char *
-fx_read(const char *path)
-{
-    static char buf[4096];
-    size_t len;
-    char *s = tu_read_file(path, &len);
-    if (s == NULL)
-        return NULL;
-    snprintf(buf, sizeof(buf), "%s", s);
-    free(s);
-    return buf;
-}
-
-/* Entries of dir (not . and ..); with prefix, only those starting so. */
-static int
-fx_count(const char *dir, const char *prefix)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (prefix == NULL || strncmp(de->d_name, prefix, strlen(prefix)) == 0)
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
 /* Open fds of this process. */
 static int
 fx_fds(void)
 {
-    return fx_count("/proc/self/fd", NULL);
+    return tu_count_entries("/proc/self/fd", NULL);
 }
 
 static bool
@@ -249,10 +216,10 @@ test_write_commit(void **state)
     assert_int_equal(mirror_write(mf, "lo", 2), 0);
     assert_int_equal(mirror_write(mf, "", 0), 0);
     assert_false(fx_exists(a));
-    assert_int_equal(fx_count(f->mdir, MIRROR_TMP_PREFIX), 1);
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_TMP_PREFIX), 1);
     assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(a), "hello");
-    assert_int_equal(fx_count(f->mdir, NULL), 1);
+    assert_string_equal(tu_read_str(a), "hello");
+    assert_int_equal(tu_count_entries(f->mdir, NULL), 1);
 
     mode_t um = umask(022);
     umask(um);
@@ -263,14 +230,14 @@ test_write_commit(void **state)
     /* replace: the old content stays until the commit */
     assert_int_equal(mirror_begin(f->m, "a.txt", &mf), 0);
     assert_int_equal(mirror_write(mf, "new content", 11), 0);
-    assert_string_equal(fx_read(a), "hello");
+    assert_string_equal(tu_read_str(a), "hello");
     assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(a), "new content");
+    assert_string_equal(tu_read_str(a), "new content");
 
     /* nested directories */
     assert_int_equal(fx_put(f->m, "d1/d2/d3/deep.txt", "deep", RS_TIME_NONE),
                      0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "d1/d2/d3/deep.txt")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "d1/d2/d3/deep.txt")),
                         "deep");
     assert_int_equal(stat(fx_path(f, f->mdir, "d1/d2"), &st), 0);
     assert_int_equal(st.st_mode & 0777, 0755 & ~um);
@@ -278,8 +245,8 @@ test_write_commit(void **state)
     assert_int_equal(fx_put(f->m, "d1/empty", "", RS_TIME_NONE), 0);
     assert_int_equal(stat(fx_path(f, f->mdir, "d1/empty"), &st), 0);
     assert_int_equal(st.st_size, 0);
-    assert_int_equal(fx_count(f->mdir, MIRROR_TMP_PREFIX), 0);
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "d1/d2/d3"), NULL), 1);
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_TMP_PREFIX), 0);
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "d1/d2/d3"), NULL), 1);
 }
 
 /* mirror/abort: an aborted new file leaves nothing, an aborted replacement
@@ -293,14 +260,14 @@ test_abort(void **state)
     assert_int_equal(mirror_write(mf, "abc", 3), 0);
     mirror_abort(mf);
     assert_false(fx_exists(fx_path(f, f->mdir, "x/new.txt")));
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "x"), NULL), 0);
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "x"), NULL), 0);
 
     assert_int_equal(fx_put(f->m, "x/old.txt", "old", RS_TIME_NONE), 0);
     assert_int_equal(mirror_begin(f->m, "x/old.txt", &mf), 0);
     assert_int_equal(mirror_write(mf, "half", 4), 0);
     mirror_abort(mf);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "x/old.txt")), "old");
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "x"), NULL), 1);
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "x/old.txt")), "old");
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "x"), NULL), 1);
     mirror_abort(NULL);
 }
 
@@ -337,7 +304,7 @@ test_bad_rel(void **state)
         assert_int_equal(mirror_stat(f->m, bad[i], &st), RS_EINVAL);
         assert_int_equal(mirror_open_read(f->m, bad[i], &fd), RS_EINVAL);
     }
-    assert_int_equal(fx_count(f->mdir, NULL), 0);
+    assert_int_equal(tu_count_entries(f->mdir, NULL), 0);
     /* 255 bytes and 256 segments are fine */
     longseg[255] = '\0';
     assert_int_equal(fx_put(f->m, longseg, "ok", RS_TIME_NONE), 0);
@@ -369,7 +336,7 @@ test_symlink_on_the_way(void **state)
     assert_int_equal(symlink("/nonexistent/dir", fx_path(f, f->mdir, "dl")),
                      0);
     assert_int_equal(fx_put(f->m, "dl/x", "y", RS_TIME_NONE), RS_EDENIED);
-    assert_int_equal(fx_count(f->out, NULL), 0);
+    assert_int_equal(tu_count_entries(f->out, NULL), 0);
     assert_false(fx_exists("/nonexistent/dir"));
 
     /* reads and removals do not follow either */
@@ -379,7 +346,7 @@ test_symlink_on_the_way(void **state)
     assert_int_equal(mirror_stat(f->m, "a/secret", &st), RS_EDENIED);
     assert_int_equal(mirror_open_read(f->m, "a/secret", &fd), RS_EDENIED);
     assert_int_equal(mirror_remove(f->m, "a/secret"), RS_EDENIED);
-    assert_string_equal(fx_read(fx_path(f, f->out, "secret")), "secret");
+    assert_string_equal(tu_read_str(fx_path(f, f->out, "secret")), "secret");
 
     fx_write_file(fx_path(f, f->mdir, "file"), "x");
     assert_int_equal(fx_put(f->m, "file/x", "y", RS_TIME_NONE), RS_EINVAL);
@@ -406,16 +373,16 @@ test_final_symlink(void **state)
     assert_int_equal(fd, -1);
 
     assert_int_equal(fx_put(f->m, "link", "mine", RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(secret), "secret");
+    assert_string_equal(tu_read_str(secret), "secret");
     assert_int_equal(lstat(fx_path(f, f->mdir, "link"), &st), 0);
     assert_true(S_ISREG(st.st_mode));
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "link")), "mine");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "link")), "mine");
 
     /* removing a symlink removes the link, not its target */
     assert_int_equal(symlink(secret, fx_path(f, f->mdir, "link2")), 0);
     assert_int_equal(mirror_remove(f->m, "link2"), 0);
     assert_false(fx_exists(fx_path(f, f->mdir, "link2")));
-    assert_string_equal(fx_read(secret), "secret");
+    assert_string_equal(tu_read_str(secret), "secret");
 }
 
 /* mirror/directory_at_name: committing over a directory fails with a
@@ -430,8 +397,8 @@ test_directory_at_name(void **state)
     assert_int_equal(fx_put(f->m, "d", "file", RS_TIME_NONE), RS_EINVAL);
     assert_non_null(strstr(mirror_errstr(f->m), "d: is a directory"));
     assert_int_equal(fx_put(f->m, "e", "file", RS_TIME_NONE), RS_EINVAL);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "d/inner")), "in");
-    assert_int_equal(fx_count(f->mdir, NULL), 2);
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "d/inner")), "in");
+    assert_int_equal(tu_count_entries(f->mdir, NULL), 2);
     assert_int_equal(mirror_remove(f->m, "d"), RS_EINVAL);
     assert_true(fx_exists(fx_path(f, f->mdir, "d/inner")));
 }
@@ -464,7 +431,7 @@ test_remove_prune(void **state)
     assert_int_equal(mirror_remove(f->m, "top"), RS_ENOTFOUND);
     /* the pruned directories were cached: writing there again works */
     assert_int_equal(fx_put(f->m, "a/b/c/x", "3", RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "a/b/c/x")), "3");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "a/b/c/x")), "3");
     /* a non-empty parent stops the pruning */
     assert_int_equal(fx_put(f->m, "a/b/z", "4", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(f->m, "a/b/c/x"), 0);
@@ -510,15 +477,15 @@ test_attic(void **state)
     assert_int_equal(fx_put(m, "a/x", "v1", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(m, "a/x"), 0);
     assert_false(fx_exists(fx_path(f, f->mdir, "a")));
-    assert_string_equal(fx_read(fx_path(f, f->attic, "a/x")), "v1");
+    assert_string_equal(tu_read_str(fx_path(f, f->attic, "a/x")), "v1");
     assert_int_equal(fx_put(m, "a/x", "v2", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(m, "a/x"), 0);
     assert_int_equal(fx_put(m, "a/x", "v3", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(m, "a/x"), 0);
-    assert_string_equal(fx_read(fx_path(f, f->attic, "a/x")), "v1");
+    assert_string_equal(tu_read_str(fx_path(f, f->attic, "a/x")), "v1");
     char ad[8400];
     snprintf(ad, sizeof(ad), "%s", fx_path(f, f->attic, "a"));
-    assert_int_equal(fx_count(ad, NULL), 3);
+    assert_int_equal(tu_count_entries(ad, NULL), 3);
     assert_int_equal(fx_count_suffixed(ad, "x"), 2);
     /* every version is kept */
     DIR *d = opendir(ad);
@@ -527,7 +494,7 @@ test_attic(void **state)
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.')
             continue;
-        const char *c = fx_read(fx_path(f, ad, de->d_name));
+        const char *c = tu_read_str(fx_path(f, ad, de->d_name));
         assert_non_null(c);
         seen |= strcmp(c, "v2") == 0 ? 1 : strcmp(c, "v3") == 0 ? 2 : 0;
     }
@@ -539,13 +506,13 @@ test_attic(void **state)
     assert_int_equal(mirror_remove(m, "f"), 0);
     assert_int_equal(fx_put(m, "f/g", "file g", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(m, "f/g"), 0);
-    assert_string_equal(fx_read(fx_path(f, f->attic, "f/g")), "file g");
+    assert_string_equal(tu_read_str(fx_path(f, f->attic, "f/g")), "file g");
     assert_int_equal(fx_count_suffixed(f->attic, "f"), 1);
     /* and back: attic/f is a directory, the file f gets a suffix */
     assert_int_equal(fx_put(m, "f", "file f2", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(m, "f"), 0);
     assert_int_equal(fx_count_suffixed(f->attic, "f"), 2);
-    assert_int_equal(fx_count(f->mdir, NULL), 0);
+    assert_int_equal(tu_count_entries(f->mdir, NULL), 0);
     /* a 255-byte name still gets its suffix (the name is shortened) */
     char name[256];
     memset(name, 'n', 255);
@@ -554,7 +521,7 @@ test_attic(void **state)
     assert_int_equal(mirror_remove(m, name), 0);
     assert_int_equal(fx_put(m, name, "2", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(m, name), 0);
-    assert_int_equal(fx_count(f->attic, "nnnn"), 2);
+    assert_int_equal(tu_count_entries(f->attic, "nnnn"), 2);
     mirror_close(m);
 }
 
@@ -586,7 +553,7 @@ test_attic_checks(void **state)
     struct mirror *m = fx_open(f->mdir, &o);
     assert_int_equal(fx_put(m, "k/v", "1", RS_TIME_NONE), 0);
     assert_int_equal(mirror_remove(m, "k/v"), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, ".rssub-attic/k/v")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, ".rssub-attic/k/v")),
                         "1");
     assert_int_equal(fx_put(m, "w", "2", RS_TIME_NONE), 0);
     size_t n = 99;
@@ -675,7 +642,7 @@ test_walk(void **state)
     struct walked w4 = { .m = f->m };
     assert_int_equal(mirror_walk(f->m, on_file, &w4), 0);
     assert_int_equal(w4.n, 0);
-    assert_string_equal(fx_read(fx_path(f, f->out, "outside")), "o");
+    assert_string_equal(tu_read_str(fx_path(f, f->out, "outside")), "o");
 }
 
 /* mirror/sweep_after_crash: a process killed between begin and commit
@@ -707,8 +674,8 @@ test_sweep_after_crash(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFSIGNALED(status));
     assert_int_equal(WTERMSIG(status), SIGKILL);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "d/x")), "old");
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "d"), MIRROR_TMP_PREFIX),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "d/x")), "old");
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "d"), MIRROR_TMP_PREFIX),
                      1);
     assert_false(fx_exists(fx_path(f, f->mdir, "e/new")));
     /* more debris: a temp directory is not ours to remove, nor is a temp
@@ -728,13 +695,13 @@ test_sweep_after_crash(void **state)
     size_t removed = 0;
     assert_int_equal(mirror_sweep_temps(f->m, &removed), 0);
     assert_int_equal(removed, 3);
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "d"), NULL), 1);
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "e"), NULL), 0);
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "d"), NULL), 1);
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "e"), NULL), 0);
     assert_true(fx_exists(fx_path(f, f->mdir, ".rssub-tmp.dir")));
     assert_true(fx_exists(fx_path(f, f->mdir, ".rssub-tmp.link")));
     assert_true(fx_exists(fx_path(f, f->mdir,
                                   ".rssub-attic/.rssub-tmp.keep")));
-    assert_string_equal(fx_read(fx_path(f, f->out, "target")), "t");
+    assert_string_equal(tu_read_str(fx_path(f, f->out, "target")), "t");
     assert_int_equal(mirror_sweep_temps(f->m, NULL), 0);
 }
 
@@ -791,10 +758,10 @@ test_disk_full(void **state)
     assert_int_equal(mirror_errno(f->m), EFBIG);
     assert_non_null(strstr(mirror_errstr(f->m),
                            "big: write: EFBIG: File too large"));
-    assert_int_equal(fx_count(f->mdir, MIRROR_TMP_PREFIX), 0);
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_TMP_PREFIX), 0);
     assert_int_equal(mirror_commit(mf, RS_TIME_NONE), RS_EIO);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "big")), "old");
-    assert_int_equal(fx_count(f->mdir, NULL), 1);
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "big")), "old");
+    assert_int_equal(tu_count_entries(f->mdir, NULL), 1);
 
     /* abort after a failed write is fine as well */
     assert_int_equal(mirror_begin(f->m, "big", &mf), 0);
@@ -806,8 +773,8 @@ test_disk_full(void **state)
     signal(SIGXFSZ, prev);
     assert_int_equal(rc1, RS_EIO);
     mirror_abort(mf);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "big")), "old");
-    assert_int_equal(fx_count(f->mdir, NULL), 1);
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "big")), "old");
+    assert_int_equal(tu_count_entries(f->mdir, NULL), 1);
 }
 
 /* mirror/many_files: 2,000 files in one directory and files spread over
@@ -829,10 +796,10 @@ test_many_files(void **state)
             snprintf(rel, sizeof(rel), "s%d/t%d/u%d", i % 5, i, round);
             assert_int_equal(fx_put(m, rel, "v", RS_TIME_NONE), 0);
         }
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "many"), NULL), 2000);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "many/f1234.txt")),
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "many"), NULL), 2000);
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "many/f1234.txt")),
                         "file 1234");
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "s3/t8"), NULL), 2);
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "s3/t8"), NULL), 2);
     int fd;
     assert_int_equal(mirror_open_read(m, "many/f0007.txt", &fd), 0);
     char buf[16] = { 0 };
@@ -858,7 +825,7 @@ test_external_changes(void **state)
     assert_int_equal(fx_put(f->m, "c/d/y", "1", RS_TIME_NONE), 0);
     tu_rmtree(fx_path(f, f->mdir, "c"));
     assert_int_equal(fx_put(f->m, "c/x", "2", RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "c/x")), "2");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "c/x")), "2");
     struct stat st;
     assert_int_equal(mirror_stat(f->m, "c/x", &st), 0);
     tu_rmtree(fx_path(f, f->mdir, "c"));
@@ -871,16 +838,16 @@ test_external_changes(void **state)
     assert_int_equal(fx_put(m2, "u/v/y", "3", RS_TIME_NONE), 0);
     tu_rmtree(fx_path(f, f->mdir, "u"));
     assert_int_equal(fx_put(m2, "u/w/z", "3", RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "u/w/z")), "3");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "u/w/z")), "3");
     assert_int_equal(fx_put(m2, "u/v/y", "4", RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "u/v/y")), "4");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "u/v/y")), "4");
     mirror_close(m2);
     tu_rmtree(fx_path(f, f->mdir, "c"));
     assert_int_equal(symlink(f->out, fx_path(f, f->mdir, "c")), 0);
     assert_int_equal(fx_put(f->m, "c/z", "evil", RS_TIME_NONE), RS_EDENIED);
     assert_int_equal(fx_put(f->m, "c/d/z", "evil", RS_TIME_NONE),
                      RS_EDENIED);
-    assert_int_equal(fx_count(f->out, NULL), 0);
+    assert_int_equal(tu_count_entries(f->out, NULL), 0);
 }
 
 /* mirror/open_read: a regular file opens (blocking, close-on-exec); a FIFO
@@ -936,16 +903,16 @@ test_alloc_failures(void **state)
         tu_alloc_fail_at(0);
         if (rc == 0) {
             assert_true(seen < n);
-            assert_string_equal(fx_read(fx_path(f, f->attic, "p/q")), "new");
+            assert_string_equal(tu_read_str(fx_path(f, f->attic, "p/q")), "new");
             done = true;
         } else {
             assert_int_equal(rc, RS_ENOMEM);
             /* old, new, or moved to the attic: never half of anything */
-            const char *now = fx_read(fx_path(f, f->mdir, "p/q"));
+            const char *now = tu_read_str(fx_path(f, f->mdir, "p/q"));
             assert_true(now == NULL || strcmp(now, "old") == 0 ||
                         strcmp(now, "new") == 0);
         }
-        assert_int_equal(fx_count(fx_path(f, f->mdir, "p"),
+        assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "p"),
                                   MIRROR_TMP_PREFIX) > 0, false);
         mirror_close(m);
     }
@@ -968,22 +935,22 @@ test_twin(void **state)
     assert_non_null(t);
     assert_string_equal(mirror_root(t), mirror_root(m));
     assert_int_equal(fx_put(t, "tw/a.txt", "from the twin", RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "tw/a.txt")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "tw/a.txt")),
                         "from the twin");
     /* the attic is the twin's too */
     assert_int_equal(mirror_remove(t, "tw/a.txt"), 0);
-    assert_string_equal(fx_read(fx_path(f, f->attic, "tw/a.txt")),
+    assert_string_equal(tu_read_str(fx_path(f, f->attic, "tw/a.txt")),
                         "from the twin");
     /* errors are per handle */
     assert_int_equal(symlink(f->out, fx_path(f, f->mdir, "link")), 0);
     assert_int_equal(fx_put(t, "link/x", "no", RS_TIME_NONE), RS_EDENIED);
     assert_true(strstr(mirror_errstr(t), "symlink") != NULL);
     assert_string_equal(mirror_errstr(m), "");
-    assert_int_equal(fx_count(f->out, NULL), 0);
+    assert_int_equal(tu_count_entries(f->out, NULL), 0);
     /* the twin outlives its origin */
     mirror_close(m);
     assert_int_equal(fx_put(t, "tw/b.txt", "later", RS_TIME_NONE), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "tw/b.txt")), "later");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "tw/b.txt")), "later");
     mirror_close(t);
     assert_true(fx_fds() < fds);
 }
@@ -1028,7 +995,7 @@ test_stage(void **state)
     assert_non_null(st);
     struct mirror *tw = mirror_twin(st, err, sizeof(err));
     assert_non_null(tw);
-    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 1);
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_STAGE_PREFIX), 1);
     assert_int_equal(fx_put(st, "new/a/1.txt", "one", 1000000), 0);
     assert_int_equal(fx_put(tw, "new/a/2.txt", "two", RS_TIME_NONE), 0);
     assert_int_equal(fx_put(st, "old/over.txt", "new", RS_TIME_NONE), 0);
@@ -1042,20 +1009,20 @@ test_stage(void **state)
                      RS_EIO);
     assert_true(strstr(mirror_errstr(tw), "EEXIST") != NULL);
     /* nothing visible yet, no temp in the stage */
-    assert_null(fx_read(fx_path(f, f->mdir, "new/a/1.txt")));
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/over.txt")), "old");
+    assert_null(tu_read_str(fx_path(f, f->mdir, "new/a/1.txt")));
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "old/over.txt")), "old");
     mirror_close(tw);
 
     assert_int_equal(mirror_stage_publish(f->m, st, fx_on_unpub, &u), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "new/a/1.txt")), "one");
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "new/a/2.txt")), "two");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "new/a/1.txt")), "one");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "new/a/2.txt")), "two");
     struct stat sb;
     assert_int_equal(stat(fx_path(f, f->mdir, "new/a/1.txt"), &sb), 0);
     assert_int_equal(sb.st_mtime, 1);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/over.txt")), "new");
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/add.txt")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "old/over.txt")), "new");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "old/add.txt")),
                         "added");
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "old/keep.txt")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "old/keep.txt")),
                         "kept");
     /* refused, each file named, the mirror as it was */
     assert_int_equal(u.n, 4);
@@ -1065,13 +1032,13 @@ test_stage(void **state)
     assert_non_null(strstr(u.text, "afile/z/w=a file where a directory is "
                                    "needed;"));
     assert_non_null(strstr(u.text, "link/evil=a symlink on the way"));
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "isdir/x")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "isdir/x")),
                         "a dir here");
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "afile")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "afile")),
                         "a file here");
-    assert_int_equal(fx_count(f->out, NULL), 0);
-    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 0);
-    assert_int_equal(fx_count(f->mdir, MIRROR_TMP_PREFIX), 0);
+    assert_int_equal(tu_count_entries(f->out, NULL), 0);
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_STAGE_PREFIX), 0);
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_TMP_PREFIX), 0);
     assert_true(fx_fds() <= fds);
     /* the mirror's own handle sees what was published */
     assert_int_equal(fx_put(f->m, "new/a/3.txt", "three", RS_TIME_NONE), 0);
@@ -1090,17 +1057,17 @@ test_stage(void **state)
     assert_int_equal(mirror_write(mf, "kept", 4), 0);
     assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
     assert_int_equal(mirror_stage_publish(f->m, st, fx_on_unpub, &u), 0);
-    assert_null(fx_read(fx_path(f, f->mdir, "ab/x/aborted.txt")));
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "ab/x/kept.txt")),
+    assert_null(tu_read_str(fx_path(f, f->mdir, "ab/x/aborted.txt")));
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "ab/x/kept.txt")),
                         "kept");
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "ab/x"), NULL), 1);
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "ab/x"), NULL), 1);
     struct mirror_opts full = { .fsync = MIRROR_FSYNC_FULL };
     struct mirror *fm = fx_open(f->mdir, &full);
     st = mirror_stage_new(fm, err, sizeof(err));
     assert_non_null(st);
     assert_int_equal(fx_put(st, "full/a/b.txt", "synced", RS_TIME_NONE), 0);
     assert_int_equal(mirror_stage_publish(fm, st, fx_on_unpub, &u), 0);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "full/a/b.txt")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "full/a/b.txt")),
                         "synced");
     mirror_close(fm);
     fds = fx_fds();
@@ -1111,8 +1078,8 @@ test_stage(void **state)
     assert_int_equal(fx_put(st, "gone/g.txt", "never seen", RS_TIME_NONE),
                      0);
     mirror_close(st);
-    assert_null(fx_read(fx_path(f, f->mdir, "gone/g.txt")));
-    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 0);
+    assert_null(tu_read_str(fx_path(f, f->mdir, "gone/g.txt")));
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_STAGE_PREFIX), 0);
     /* not a stage */
     assert_int_equal(mirror_stage_publish(f->m, NULL, NULL, NULL),
                      RS_EINVAL);
@@ -1154,7 +1121,7 @@ test_stage_syncfs(void **state)
         /* "full": the root, renamed into */
         assert_int_equal(fsyncs, pol[k] == MIRROR_FSYNC_FULL ? 1 : 0);
         snprintf(rel, sizeof(rel), "p%zu/d3/f39.txt", k);
-        assert_string_equal(fx_read(fx_path(f, f->mdir, rel)), "staged");
+        assert_string_equal(tu_read_str(fx_path(f, f->mdir, rel)), "staged");
 
         /* outside a stage: a commit is an fsync (and "full" its
          * directory's) */
@@ -1180,10 +1147,10 @@ test_stage_syncfs(void **state)
     syncfs_errno = 0;
     assert_non_null(strstr(mirror_errstr(m), ": syncfs: EIO"));
     assert_int_equal(mirror_errno(m), EIO);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "p1/d0/f0.txt")),
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "p1/d0/f0.txt")),
                         "before");
-    assert_null(fx_read(fx_path(f, f->mdir, "fresh/x.txt")));
-    assert_int_equal(fx_count(f->mdir, MIRROR_STAGE_PREFIX), 0);
+    assert_null(tu_read_str(fx_path(f, f->mdir, "fresh/x.txt")));
+    assert_int_equal(tu_count_entries(f->mdir, MIRROR_STAGE_PREFIX), 0);
     assert_true(fx_fds() <= fds);
     mirror_close(m);
 }
@@ -1209,10 +1176,10 @@ test_prepare(void **state)
     mirror_prepare(mf, 2000000);
     mirror_prepare(mf, 3000000);          /* once */
     assert_int_equal(fsyncs, 1);
-    assert_null(fx_read(fx_path(f, f->mdir, "p/a.txt")));
+    assert_null(tu_read_str(fx_path(f, f->mdir, "p/a.txt")));
     assert_int_equal(mirror_commit(mf, 5000000), 0);
     assert_int_equal(fsyncs, 1);
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "p/a.txt")), "new");
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "p/a.txt")), "new");
     assert_int_equal(stat(fx_path(f, f->mdir, "p/a.txt"), &sb), 0);
     assert_int_equal(sb.st_mtime, 2);
 
@@ -1224,8 +1191,8 @@ test_prepare(void **state)
     fsync_errno = 0;
     assert_int_equal(mirror_commit(mf, RS_TIME_NONE), RS_EIO);
     assert_non_null(strstr(mirror_errstr(m), "p/b.txt: fsync: EIO"));
-    assert_string_equal(fx_read(fx_path(f, f->mdir, "p/b.txt")), "old");
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "p"), MIRROR_TMP_PREFIX), 0);
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "p/b.txt")), "old");
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "p"), MIRROR_TMP_PREFIX), 0);
     mirror_close(m);
 
     o.fsync = MIRROR_FSYNC_NONE;
@@ -1267,13 +1234,13 @@ test_stage_swept(void **state)
     size_t removed = 0;
     assert_int_equal(mirror_sweep_temps(f->m, &removed), 0);
     assert_int_equal(removed, 1);
-    assert_int_equal(fx_count(f->mdir, ".rssub-stage."), 1);   /* the file */
-    assert_int_equal(fx_count(fx_path(f, f->mdir, "deep"), ".rssub-stage."),
+    assert_int_equal(tu_count_entries(f->mdir, ".rssub-stage."), 1);   /* the file */
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "deep"), ".rssub-stage."),
                      1);
-    assert_null(fx_read(fx_path(f, f->mdir, "a/b/c.txt")));
+    assert_null(tu_read_str(fx_path(f, f->mdir, "a/b/c.txt")));
     /* closing the crashed handle now finds nothing to remove */
     mirror_close(st);
-    assert_int_equal(fx_count(f->mdir, ".rssub-stage."), 1);
+    assert_int_equal(tu_count_entries(f->mdir, ".rssub-stage."), 1);
 }
 
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }

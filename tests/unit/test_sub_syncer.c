@@ -8,7 +8,6 @@
 #include "testutil.h"
 #include "tu_httpd.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -234,45 +233,11 @@ fx_path(const char *dir, const char *rel)
     return b;
 }
 
-/* The content of path, or NULL when it cannot be read (static buffer). */
-static const char *
-fx_read(const char *path)
-{
-    static char buf[4096];
-    size_t len;
-    char *s = tu_read_file(path, &len);
-    if (s == NULL)
-        return NULL;
-    snprintf(buf, sizeof(buf), "%s", s);
-    free(s);
-    return buf;
-}
-
-/* Entries of dir (not . and ..); with prefix, only those starting so;
- * -1 when dir cannot be read. */
-static int
-fx_count(const char *dir, const char *prefix)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (prefix == NULL || strncmp(de->d_name, prefix, strlen(prefix)) == 0)
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
 /* Threads of this process. */
 static int
 fx_threads(void)
 {
-    return fx_count("/proc/self/task", NULL);
+    return tu_count_entries("/proc/self/task", NULL);
 }
 
 /* A new version of rel holding text, written and not committed. */
@@ -397,7 +362,7 @@ test_in_order(void **state)
         assert_int_equal(j->rc, 0);
         assert_null(j->f);
         const char *path = fx_path(fx->mdir, rel);
-        const char *got = fx_read(path);
+        const char *got = tu_read_str(path);
         assert_non_null(got);
         assert_string_equal(got, text);
         struct stat st;
@@ -409,8 +374,8 @@ test_in_order(void **state)
         char dir[16];
         snprintf(dir, sizeof(dir), "d%d", d);
         const char *path = fx_path(fx->mdir, dir);
-        assert_int_equal(fx_count(path, MIRROR_TMP_PREFIX), 0);
-        assert_int_equal(fx_count(path, NULL), N / 4 + (d < N % 4));
+        assert_int_equal(tu_count_entries(path, MIRROR_TMP_PREFIX), 0);
+        assert_int_equal(tu_count_entries(path, NULL), N / 4 + (d < N % 4));
     }
 }
 
@@ -539,12 +504,12 @@ test_fsync_fails(void **state)
     assert_int_equal(mirror_errno(fx->m), EIO);
     assert_int_equal(atomic_load(&fsyncs_in), 2);   /* not retried */
     assert_int_equal(syncer_pending(fx->s), 0);
-    const char *got = fx_read(fx_path(fx->mdir, "a/x.txt"));
+    const char *got = tu_read_str(fx_path(fx->mdir, "a/x.txt"));
     assert_non_null(got);
     assert_string_equal(got, "old");
     const char *a = fx_path(fx->mdir, "a");
-    assert_int_equal(fx_count(a, MIRROR_TMP_PREFIX), 0);
-    assert_int_equal(fx_count(a, NULL), 1);
+    assert_int_equal(tu_count_entries(a, MIRROR_TMP_PREFIX), 0);
+    assert_int_equal(tu_count_entries(a, NULL), 1);
 }
 
 static void *
@@ -603,7 +568,7 @@ test_free_pending(void **state)
     for (int d = 0; d < 4; d++) {
         char dir[16];
         snprintf(dir, sizeof(dir), "d%d", d);
-        assert_int_equal(fx_count(fx_path(fx->mdir, dir), NULL), 0);
+        assert_int_equal(tu_count_entries(fx_path(fx->mdir, dir), NULL), 0);
     }
 }
 
@@ -641,7 +606,7 @@ test_free_from_callback(void **state)
     char rel[64], text[256];
     fx_rel(rel, sizeof(rel), 0);
     fx_text(text, sizeof(text), 0);
-    const char *got = fx_read(fx_path(fx->mdir, rel));
+    const char *got = tu_read_str(fx_path(fx->mdir, rel));
     assert_non_null(got);
     assert_string_equal(got, text);
     for (int i = 1; i < N; i++) {
@@ -654,8 +619,8 @@ test_free_from_callback(void **state)
         char dir[16];
         snprintf(dir, sizeof(dir), "d%d", d);
         const char *path = fx_path(fx->mdir, dir);
-        assert_int_equal(fx_count(path, MIRROR_TMP_PREFIX), 0);
-        assert_int_equal(fx_count(path, NULL), d == 0 ? 1 : 0);
+        assert_int_equal(tu_count_entries(path, MIRROR_TMP_PREFIX), 0);
+        assert_int_equal(tu_count_entries(path, NULL), d == 0 ? 1 : 0);
     }
 }
 

@@ -1,6 +1,7 @@
 /* testutil.c - shared unit test fixtures (testutil.h). */
 #define _XOPEN_SOURCE 700
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -41,6 +42,36 @@ tu_read_file(const char *path, size_t *len)
     if (len != NULL)
         *len = n;
     return buf;
+}
+
+const char *
+tu_read_str(const char *path)
+{
+    static char buf[4096];
+    char *s = tu_read_file(path, NULL);
+    if (s == NULL)
+        return NULL;
+    snprintf(buf, sizeof(buf), "%s", s);
+    free(s);
+    return buf;
+}
+
+int
+tu_count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (prefix == NULL || strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
 }
 
 const char *

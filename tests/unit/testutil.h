@@ -18,6 +18,14 @@ char *tu_read_data(const char *rel, size_t *len);
 /* Read any file; NULL if it cannot be read. */
 char *tu_read_file(const char *path, size_t *len);
 
+/* A small file's text (its first 4095 bytes) in a static buffer, until the
+ * next call; NULL if it cannot be read. */
+const char *tu_read_str(const char *path);
+
+/* Entries of dir (not . and ..); with prefix, only those starting so; -1
+ * when dir cannot be read. */
+int tu_count_entries(const char *dir, const char *prefix);
+
 /* Absolute path of tests/data/<rel> in a static buffer. */
 const char *tu_data_path(const char *rel);
 
