@@ -85,6 +85,8 @@ rssource_vs=""
 [ "$vs_source" = 0 ] || rssource_vs=$vs/source/rssource
 [ "$vs_source" = 0 ] || [ -n "$vs" ] ||
     { echo "bench_dump: --vs-source needs --vs" >&2; exit 2; }
+[ "$ab_client" = dump ] || [ -n "$vs" ] ||
+    { echo "bench_dump: --ab-per-file needs --vs" >&2; exit 2; }
 for p in "$rssub" "$rssource" "$floor" /usr/bin/time curl $rssub_vs \
     $rssource_vs; do
     [ -x "$p" ] || command -v "$p" >/dev/null ||
