@@ -36,7 +36,6 @@ struct list {
 };
 
 struct syncer {
-    struct event_base *base;
     int efd;                     /* thread -> loop: done is not empty */
     struct event *ev_done;
     pthread_t th;
@@ -173,7 +172,6 @@ syncer_new(struct event_base *base, char *err, size_t errsz)
         snprintf(err, errsz, "out of memory");
         return NULL;
     }
-    s->base = base;
     s->efd = -1;
     list_init(&s->queue);
     list_init(&s->done);
