@@ -379,7 +379,12 @@ async def follow(a, log):
                     rec["mark"] = True
                 log(rec)
                 got += 1
-                if hid is not None:
+                # resume from the newest id received, as rssub does
+                # (follow.c): a repeat a node behind since= sends must not
+                # move the next since= back, or the node after replays
+                # ids above it the client already has
+                if hid is not None and (last is None or
+                                        id_key(hid) > id_key(last)):
                     last = hid
         except websockets.exceptions.ConnectionClosed as e:
             rcvd = getattr(e, "rcvd", None)
@@ -511,8 +516,12 @@ def cmd_check(a):
             if got[i] in had and a.allow_repeats:
                 repeats += 1
                 continue
-            problems.append("not increasing at #%d: %s after %s"
-                            % (i, got[i], top))
+            problems.append("not increasing at #%d: %s after %s (%s, "
+                            "on a connection with since=%s)"
+                            % (i, got[i], top,
+                               "a repeat" if got[i] in had else "new",
+                               conn_since[i] if i < len(conn_since)
+                               else None))
             break
         had.add(got[i])
         top = got[i]
