@@ -855,7 +855,12 @@ on_todo_row(void *ud, const struct ledger_todo *t)
 }
 
 /* Walk one queue from its cursor; when the walk runs dry, once more from
- * the start (rows that sort before where the cursor was are then seen). */
+ * the start (rows that sort before where the cursor was are then seen).
+ * Each read asks for as many rows as there are free slots: a job ends,
+ * one row is read. Asking for more (a page of 64 to fill one slot) read
+ * and copied rows only to drop them, a tenth of rssub's CPU at 5,000
+ * changes/s. Rows in flight use up a read; the next read goes on from
+ * past them. */
 static int
 refill_queue(struct apply *a, enum ledger_due which,
              struct ledger_cursor *cur, rs_time_t now)
@@ -864,8 +869,10 @@ refill_queue(struct apply *a, enum ledger_due which,
     int rc = 0;
 
     for (int pass = 0; pass < 2 && a->njobs < room; pass++) {
-        rc = ledger_todo_next(a->o.ledger, which, now, cur, room + a->njobs,
-                              on_todo_row, a);
+        do {
+            rc = ledger_todo_next(a->o.ledger, which, now, cur,
+                                  room - a->njobs, on_todo_row, a);
+        } while (rc == 0 && cur->seq != 0 && a->njobs < room);
         if (rc != 0 || cur->seq != 0)
             break;
     }
