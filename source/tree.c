@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,30 +218,29 @@ tree_set_openat2(bool on)
 }
 
 /*
- * The directory dir (n bytes of a relative path, no trailing '/') opened
- * in one call, the kernel refusing symlinks and anything outside the root
- * (RESOLVE_BENEATH). The policy (no "..", no hidden names) was checked
- * already. Returns the fd, a negative RS_E*, or RS_EAGAIN when the walk
- * must be used instead (no openat2, or a rename raced the lookup).
+ * The first n bytes of a relative path opened in one call with flags, the
+ * kernel refusing symlinks and anything outside the root (RESOLVE_BENEATH).
+ * The policy (no "..", no hidden names) was checked already. Returns the
+ * fd, a negative RS_E*, or RS_EAGAIN when the walk must be used instead
+ * (no openat2, or a rename raced the lookup).
  */
 static int
-open_dir_beneath(const struct tree *t, const char *dir, size_t n)
+open_beneath(const struct tree *t, const char *rel, size_t n, int flags)
 {
     char path[TREE_PATH_MAX];
     if (n >= sizeof(path))
         return RS_ENOTFOUND;
-    memcpy(path, dir, n);
+    memcpy(path, rel, n);
     path[n] = '\0';
     if (t->follow) {
         /* following symlinks wherever they point, as the walk does */
-        int fd = openat(t->rootfd, path,
-                        O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int fd = openat(t->rootfd, path, flags);
         return fd >= 0 ? fd : errno_rc(errno);
     }
     if (atomic_load_explicit(&no_openat2, memory_order_relaxed))
         return RS_EAGAIN;
     struct open_how how = {
-        .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+        .flags = (uint64_t)flags,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
                    RESOLVE_NO_MAGICLINKS,
     };
@@ -271,7 +271,8 @@ open_parent(const struct tree *t, const char *rel, const char **last)
         *last = rel;
         return t->rootfd;
     }
-    int dfd = open_dir_beneath(t, rel, (size_t)(slash_last - rel));
+    int dfd = open_beneath(t, rel, (size_t)(slash_last - rel),
+                           O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd != RS_EAGAIN) {
         *last = slash_last + 1;
         return dfd;
@@ -303,16 +304,38 @@ open_parent(const struct tree *t, const char *rel, const char **last)
     return dfd;
 }
 
+/* O_NONBLOCK: opening a FIFO must not hang the loop (it is refused by
+ * regular_fd); on the regular files we keep, it changes nothing. */
+#define TREE_FILE_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+
+/* fd when it is a regular file (st filled), else closed: RS_ENOTFOUND. */
+static int
+regular_fd(int fd, struct stat *st)
+{
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        return RS_ENOTFOUND;
+    }
+    return fd;
+}
+
 int
 tree_open_file(const struct tree *t, const char *rel, struct stat *st)
 {
     if (!tree_path_ok(t, rel))
         return RS_ENOTFOUND;
+    /* The whole path in one openat2 (RESOLVE_NO_SYMLINKS covers the last
+     * name as O_NOFOLLOW would): the parent's open and close cost as much
+     * again, on every file served and every file hashed. */
+    int fd = open_beneath(t, rel, strlen(rel),
+                          TREE_FILE_FLAGS | (t->follow ? 0 : O_NOFOLLOW));
+    if (fd != RS_EAGAIN)
+        return fd < 0 ? fd : regular_fd(fd, st);
     const char *last;
     int dfd = open_parent(t, rel, &last);
     if (dfd < 0)
         return dfd;
-    int fd = tree_open_at(t, dfd, last, st);
+    fd = tree_open_at(t, dfd, last, st);
     if (dfd != t->rootfd)
         close(dfd);
     return fd;
@@ -322,17 +345,11 @@ int
 tree_open_at(const struct tree *t, int dirfd, const char *name,
              struct stat *st)
 {
-    /* O_NONBLOCK: opening a FIFO must not hang the loop (it is refused
-     * below); on the regular files we keep, it changes nothing. */
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
-                                     (t->follow ? 0 : O_NOFOLLOW));
+    int fd = openat(dirfd, name,
+                    TREE_FILE_FLAGS | (t->follow ? 0 : O_NOFOLLOW));
     if (fd < 0)
         return errno_rc(errno);
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-        close(fd);
-        return RS_ENOTFOUND;
-    }
-    return fd;
+    return regular_fd(fd, st);
 }
 
 int
