@@ -167,6 +167,8 @@ struct ckpt {
     char *path;
 };
 
+#define ST_ITER_CACHE 8
+
 struct state {
     sqlite3 *db;
     struct ckpt *ckpt;         /* NULL unless started */
@@ -180,6 +182,15 @@ struct state {
      * strings they hand out are copied here (valid until the next call). */
     char type_buf[256];
     char path_buf[4096];
+    /* Iterator statements, kept prepared by their SQL's address: the
+     * publish path opens one for every notification it builds, and a
+     * prepare cost as much as the query. One in use at a time each; a
+     * second iterator of the same SQL prepares its own. */
+    struct {
+        const char *sql;
+        sqlite3_stmt *stmt;
+        bool busy;
+    } iters[ST_ITER_CACHE];
 };
 
 enum iter_kind { IT_RES, IT_CHANGE, IT_CLIST, IT_FW, IT_CDUMP };
@@ -187,6 +198,7 @@ enum iter_kind { IT_RES, IT_CHANGE, IT_CLIST, IT_FW, IT_CDUMP };
 struct state_iter {
     struct state *st;
     sqlite3_stmt *stmt;
+    int cached;                /* index in st->iters; -1: its own stmt */
     enum iter_kind kind;
 };
 
@@ -345,6 +357,8 @@ state_free(struct state *st)
     for (int i = 0; i < ST_COUNT_; i++)
         if (st->stmt[i] != NULL)
             sqlite3_finalize(st->stmt[i]);
+    for (int i = 0; i < ST_ITER_CACHE; i++)
+        sqlite3_finalize(st->iters[i].stmt);   /* NULL: a no-op */
     if (st->db != NULL)
         sqlite3_close(st->db);
     if (st->lockfd >= 0)
@@ -652,12 +666,33 @@ iter_new(struct state *st, enum iter_kind kind, const char *sql,
     struct state_iter *it = rs_calloc(1, sizeof(*it));
     if (it == NULL)
         return RS_ENOMEM;
-    if (sqlite3_prepare_v2(st->db, sql, -1, &it->stmt, NULL) != SQLITE_OK) {
-        rs_free(it);
-        return st_fail(st, "prepare iterator");
-    }
     it->st = st;
     it->kind = kind;
+    it->cached = -1;
+    int slot = -1;
+    for (int i = 0; i < ST_ITER_CACHE; i++) {
+        if (st->iters[i].sql == sql) {
+            slot = st->iters[i].busy ? -1 : i;
+            break;
+        }
+        if (st->iters[i].sql == NULL && slot < 0)
+            slot = i;
+    }
+    if (slot >= 0 && st->iters[slot].sql == sql) {
+        it->stmt = st->iters[slot].stmt;
+    } else if (sqlite3_prepare_v3(st->db, sql, -1,
+                                  slot >= 0 ? SQLITE_PREPARE_PERSISTENT : 0,
+                                  &it->stmt, NULL) != SQLITE_OK) {
+        rs_free(it);
+        return st_fail(st, "prepare iterator");
+    } else if (slot >= 0) {
+        st->iters[slot].sql = sql;
+        st->iters[slot].stmt = it->stmt;
+    }
+    if (slot >= 0) {
+        st->iters[slot].busy = true;
+        it->cached = slot;
+    }
     *out = it;
     return 0;
 }
@@ -667,7 +702,13 @@ state_iter_free(struct state_iter *it)
 {
     if (it == NULL)
         return;
-    sqlite3_finalize(it->stmt);
+    if (it->cached >= 0) {
+        sqlite3_reset(it->stmt);
+        sqlite3_clear_bindings(it->stmt);
+        it->st->iters[it->cached].busy = false;
+    } else {
+        sqlite3_finalize(it->stmt);
+    }
     rs_free(it);
 }
 

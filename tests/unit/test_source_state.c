@@ -131,6 +131,57 @@ test_ranges(void **state)
     assert_int_equal(state_res_any_beneath(f->st, "a/b/c"), 0);
 }
 
+/* Count an iterator's rows to its end, then free it. */
+static int
+drain_count(struct state_iter *it)
+{
+    struct state_res r;
+    int n = 0;
+    while (state_res_next(it, &r) == 1)
+        n++;
+    state_iter_free(it);
+    return n;
+}
+
+/* state/iter_reuse: iterators keep their statements prepared; two open
+ * at once on the same query each walk all of it, and a reused statement
+ * runs with its new bindings, after writes, not its last ones. */
+static void
+test_iter_reuse(void **state)
+{
+    struct fx *f = *state;
+    const char *paths[] = { "a/b/c", "a/b/d", "a/x", "b" };
+    for (size_t i = 0; i < 4; i++) {
+        struct state_res r = { .path = paths[i], .type = "x" };
+        assert_int_equal(state_res_put(f->st, &r), 0);
+    }
+    for (int round = 0; round < 3; round++) {
+        struct state_iter *one, *two;
+        struct state_res r;
+        assert_int_equal(state_res_iter(f->st, "a/b", &one), 0);
+        assert_int_equal(state_res_next(one, &r), 1);
+        assert_string_equal(r.path, "a/b/c");
+        assert_int_equal(state_res_iter(f->st, "a/b", &two), 0);
+        assert_int_equal(drain_count(two), 2);
+        assert_int_equal(state_res_next(one, &r), 1);
+        assert_string_equal(r.path, "a/b/d");
+        assert_int_equal(state_res_next(one, &r), 0);
+        state_iter_free(one);
+        assert_int_equal(state_res_iter(f->st, "a", &one), 0);
+        assert_int_equal(drain_count(one), 3 + round);
+        struct state_res more = { .path = round == 0 ? "a/y" : "a/z",
+                                  .type = "x" };
+        if (round < 2)
+            assert_int_equal(state_res_put(f->st, &more), 0);
+    }
+    /* more iterators at once than the statements kept */
+    struct state_iter *many[12];
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(state_res_iter(f->st, "a/b", &many[i]), 0);
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(drain_count(many[i]), 2);
+}
+
 /* state/checkpointer: with the checkpoint thread running, commits go on,
  * the WAL is folded into the database, and stopping it is clean. */
 static void
@@ -173,6 +224,7 @@ main(void)
         TS("state/transactions_nest", test_transactions),
         TS("state/meta_text", test_meta_text),
         TS("state/resource_ranges", test_ranges),
+        TS("state/iter_reuse", test_iter_reuse),
         TS("state/checkpointer", test_checkpointer),
     };
     return cmocka_run_group_tests_name("source_state", tests, NULL, NULL);
