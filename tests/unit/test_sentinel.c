@@ -212,6 +212,10 @@ redis_start(struct fixture *f, int i, int primary_port)
     argv[a++] = "";
     argv[a++] = "--appendonly";
     argv[a++] = "no";
+    /* a replica's first sync at once, not after the 5 s Redis 7 waits
+     * for more replicas to share it */
+    argv[a++] = "--repl-diskless-sync-delay";
+    argv[a++] = "0";
     if (primary_port > 0) {
         argv[a++] = "--replicaof";
         argv[a++] = "127.0.0.1";
@@ -238,6 +242,16 @@ sentinel_start(struct fixture *f, int i)
             "sentinel down-after-milliseconds " MASTER " 1000\n"
             "sentinel failover-timeout " MASTER " 3000\n",
             n->port, n->dir, f->redis[0].port);
+    /* What the Sentinels would learn from the primary's INFO and from
+     * each other's hellos (seconds of each test), declared up front as
+     * Sentinel writes it into its own configuration. */
+    fprintf(fp, "sentinel myid %040x\n", i + 1);
+    fprintf(fp, "sentinel known-replica " MASTER " 127.0.0.1 %d\n",
+            f->redis[1].port);
+    for (int k = 0; k < N_SENT; k++)
+        if (k != i)
+            fprintf(fp, "sentinel known-sentinel " MASTER " 127.0.0.1 %d "
+                        "%040x\n", f->sent[k].port, k + 1);
     if (f->sent_pass != NULL)
         fprintf(fp, "requirepass %s\nsentinel sentinel-pass %s\n",
                 f->sent_pass, f->sent_pass);

@@ -28,6 +28,17 @@ loop_on_watchdog(evutil_socket_t fd, short what, void *arg)
     l->expired = true;
 }
 
+/* Nothing to do: its firing ends a turn, so a wait sees a condition
+ * another thread set (a client thread's "done") within TU_LOOP_TICK_MS,
+ * not when the watchdog fires. */
+static void
+loop_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
 void
 tu_loop_init(struct tu_loop *l)
 {
@@ -35,6 +46,8 @@ tu_loop_init(struct tu_loop *l)
     assert_non_null(l->base);
     l->watchdog = evtimer_new(l->base, loop_on_watchdog, l);
     assert_non_null(l->watchdog);
+    l->tick = event_new(l->base, -1, EV_PERSIST, loop_on_tick, l);
+    assert_non_null(l->tick);
     l->expired = false;
 }
 
@@ -55,6 +68,8 @@ tu_loop_cleanup(struct tu_loop *l)
                      0);
     event_free(l->watchdog);
     l->watchdog = NULL;
+    event_free(l->tick);
+    l->tick = NULL;
     /* 1: no events at all, not even virtual ones (the count above leaves
      * those out) */
     assert_int_equal(event_base_loop(l->base, EVLOOP_NONBLOCK), 1);
@@ -66,14 +81,17 @@ void
 tu_loop_arm(struct tu_loop *l, unsigned ms)
 {
     struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    struct timeval tick = { 0, TU_LOOP_TICK_MS * 1000 };
     l->expired = false;
     assert_int_equal(event_add(l->watchdog, &tv), 0);
+    assert_int_equal(event_add(l->tick, &tick), 0);
 }
 
 void
 tu_loop_disarm(struct tu_loop *l)
 {
     event_del(l->watchdog);
+    event_del(l->tick);
 }
 
 void

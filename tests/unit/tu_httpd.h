@@ -23,10 +23,14 @@ struct rs_http;
 
 /* ---------------------------------------------------------------- loop */
 
+/* While armed, the loop turns at least this often (see tu_loop_arm). */
+#define TU_LOOP_TICK_MS 10
+
 /* An event_base and the timer that bounds every wait on it. */
 struct tu_loop {
     struct event_base *base;
     struct event *watchdog;
+    struct event *tick;         /* ends a turn every TU_LOOP_TICK_MS */
     bool expired;               /* the watchdog fired since tu_loop_arm */
 };
 
@@ -41,7 +45,9 @@ void tu_loop_cleanup(struct tu_loop *l);
  * connections) through a finalizer that runs on the loop's next turn. */
 void tu_loop_settle(struct tu_loop *l);
 
-/* Start the watchdog: expired turns true after ms. */
+/* Start the watchdog: expired turns true after ms. Until disarmed, a
+ * tick also ends a turn every TU_LOOP_TICK_MS, so that a wait notices a
+ * condition another thread set. */
 void tu_loop_arm(struct tu_loop *l, unsigned ms);
 void tu_loop_disarm(struct tu_loop *l);
 
