@@ -918,16 +918,20 @@ rs_httpguard_listen(const struct rs_httpguard_opts *o, const char *host,
     return 0;
 }
 
-int
-rs_httpguard_local_url(const char *host, int port, char *buf, size_t n)
+bool
+rs_httpguard_host_is_wildcard(const char *host)
 {
-    const char *h = host != NULL && host[0] != '\0' &&
-                            strcmp(host, "0.0.0.0") != 0 &&
-                            strcmp(host, "::") != 0
-                        ? host
-                        : "127.0.0.1";
+    return host == NULL || host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 ||
+           strcmp(host, "::") == 0;
+}
+
+int
+rs_httpguard_local_url(const char *scheme, const char *host, int port,
+                       char *buf, size_t n)
+{
+    const char *h = rs_httpguard_host_is_wildcard(host) ? "127.0.0.1" : host;
     bool v6 = strchr(h, ':') != NULL;
-    int k = snprintf(buf, n, "http://%s%s%s:%d", v6 ? "[" : "", h,
+    int k = snprintf(buf, n, "%s://%s%s%s:%d", scheme, v6 ? "[" : "", h,
                      v6 ? "]" : "", port);
     return k >= 0 && (size_t)k < n ? 0 : -1;
 }

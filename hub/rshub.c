@@ -74,9 +74,11 @@ static const struct rs_config_opt options[] = {
                        60000, "how long to wait for --ack-replicas; then "
                        "the publish gets 504 and fan-out holds"),
     RS_CONFIG_STRING("public-url", 0, &conf.public_url, "URL", NULL,
-                     "base of advertised http URIs (default http://LISTEN)"),
+                     "base of advertised http URIs (default http://LISTEN; "
+                     "127.0.0.1 for an any-address listen)"),
     RS_CONFIG_STRING("ws-public-url", 0, &conf.ws_public_url, "URL", NULL,
-                     "base of advertised WebSocket URIs (default ws://WS-LISTEN)"),
+                     "base of advertised WebSocket URIs (default "
+                     "ws://WS-LISTEN; 127.0.0.1 for an any-address listen)"),
     RS_CONFIG_BOOL("open", 0, &conf.open, "false",
                    "accept any topic without a token (development)"),
     RS_CONFIG_STRING("read-token-file", 0, &conf.read_token_file, "FILE",
@@ -740,14 +742,24 @@ setup_websub(struct hub *h)
     return 0;
 }
 
+/* SCHEME://HOST:PORT of a listener, for the URLs the hub advertises when
+ * no public one is given. A wildcard host cannot be advertised (0.0.0.0
+ * is no address a subscriber elsewhere can reach): 127.0.0.1, and a
+ * warning naming the option that says the real one. */
 static char *
-default_url(const char *scheme, const struct rs_config_hostport *hp, int port)
+default_url(const char *scheme, const struct rs_config_hostport *hp, int port,
+            const char *option)
 {
     char buf[600];
-    const char *host = hp->host[0] != '\0' ? hp->host : "127.0.0.1";
-    bool v6 = strchr(host, ':') != NULL;
-    snprintf(buf, sizeof(buf), "%s://%s%s%s:%d", scheme, v6 ? "[" : "", host,
-             v6 ? "]" : "", port);
+    if (rs_httpguard_local_url(scheme, hp->host, port, buf, sizeof(buf)) != 0) {
+        rs_log(RS_LOG_ERROR, "the listen host is too long for a URL; set %s",
+               option);
+        return NULL;
+    }
+    if (rs_httpguard_host_is_wildcard(hp->host))
+        rs_log_kv(RS_LOG_WARN, "listening on every address: advertising a "
+                  "loopback URL, which only clients on this host reach",
+                  "url", buf, "set", option, NULL);
     return rs_strdup(buf);
 }
 
@@ -996,9 +1008,11 @@ main(int argc, char **argv)
     fanout_attach(h.fanout, h.ws);
 
     if (conf.public_url == NULL)
-        conf.public_url = default_url("http", &conf.listen, h.http_port);
+        conf.public_url = default_url("http", &conf.listen, h.http_port,
+                                      "--public-url");
     if (conf.ws_public_url == NULL)
-        conf.ws_public_url = default_url("ws", &wl, h.ws_port);
+        conf.ws_public_url = default_url("ws", &wl, h.ws_port,
+                                         "--ws-public-url");
     if (conf.public_url == NULL || conf.ws_public_url == NULL)
         goto out;
     strip_slash(conf.public_url);

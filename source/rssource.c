@@ -98,7 +98,8 @@ static const struct rs_config_opt options[] = {
                      "the directory to serve (required)"),
     RS_CONFIG_STRING("base-url", 'b', &conf.base_url, "URL", NULL,
                      "public URL of DIR: the file DIR/a/b is BASE-URL + a/b "
-                     "(default http://LISTEN/)"),
+                     "(default http://LISTEN/; 127.0.0.1 for an any-address "
+                     "listen)"),
     RS_CONFIG_HOSTPORT("listen", 'l', &conf.listen, "127.0.0.1:8080",
                        "HTTP address"),
     RS_HTTPGUARD_CONFIG(&conf.http_limits, "60s"),
@@ -709,11 +710,15 @@ setup_http(struct src *s)
     s->listener = evhttp_bound_socket_get_listener(bs);
     if (conf.base_url == NULL) {
         char url[600], buf[sizeof(url) + 1];
-        if (rs_httpguard_local_url(conf.listen.host, s->http_port, url,
+        if (rs_httpguard_local_url("http", conf.listen.host, s->http_port, url,
                                    sizeof(url)) != 0) {
             rs_log(RS_LOG_ERROR, "--listen: the host is too long for a URL");
             return RS_ETOOBIG;
         }
+        if (rs_httpguard_host_is_wildcard(conf.listen.host))
+            rs_log_kv(RS_LOG_WARN, "listening on every address: documents "
+                      "name a loopback URL, which only clients on this host "
+                      "reach", "url", url, "set", "--base-url", NULL);
         snprintf(buf, sizeof(buf), "%s/", url);
         conf.base_url = rs_strdup(buf);
         if (conf.base_url == NULL)

@@ -11,6 +11,7 @@
 #ifndef RS_HTTPGUARD_H
 #define RS_HTTPGUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -187,10 +188,15 @@ int rs_httpguard_listen(const struct rs_httpguard_opts *o, const char *host,
                         struct evhttp_bound_socket **bound, int *bound_port,
                         char *err, size_t errsz) RS_MUST_CHECK;
 
-/* "http://HOST:PORT" (no slash after): where a client on this host
+/* "SCHEME://HOST:PORT" (no slash after): where a client on this host
  * reaches a listener bound to host:port; a wildcard or empty host is
  * 127.0.0.1, an IPv6 one in brackets. 0, or -1 when buf is too small. */
-int rs_httpguard_local_url(const char *host, int port, char *buf, size_t n);
+int rs_httpguard_local_url(const char *scheme, const char *host, int port,
+                           char *buf, size_t n);
+
+/* host (of a listen address) binds every address: NULL, "", 0.0.0.0, ::.
+ * A URL made from it reaches only this host. */
+bool rs_httpguard_host_is_wildcard(const char *host);
 
 /* The request handler from now on (NULL: 404). */
 void rs_httpguard_set_handler(struct rs_httpguard *g,

@@ -147,6 +147,14 @@ expect_eq "the other node on the same Redis knows the topic and its kind" \
     "$(ht topic --http "${HUB_HTTP[h2]}" --name "$CH" --get kind)" change
 check "...and gives its own channel for it" bash -c \
     "curl -sf 'http://127.0.0.1:${HUB_HTTP[h2]}/topics/$CH/capabilitylist-entries' | grep -qF 'ws://127.0.0.1:${HUB_WS[h2]}/channel/$CH<'"
+# A node listening on every address advertises what reaches it here,
+# not ws://0.0.0.0 (no address a subscriber can use), and says so.
+hub_start hw --open --listen 0.0.0.0:0 || exit 1
+check "a node listening on 0.0.0.0 advertises its channel at 127.0.0.1" bash -c \
+    "curl -sf 'http://127.0.0.1:${HUB_HTTP[hw]}/topics/$CH/capabilitylist-entries' | grep -qF 'ws://127.0.0.1:${HUB_WS[hw]}/channel/$CH<'"
+check "...and warns that only this host reaches it, naming the option" \
+    grep -q 'msg="listening on every address.* url=ws://127.0.0.1:.* set=--ws-public-url' "${HUB_LOG[hw]}"
+hub_stop hw
 bg_ht subc sub --ws "${HUB_WS[h1]}" --chan "$CH" --save-data --timeout 60 \
     --out "$TMP/subc.log"
 wait_until 10 grep -q open "$TMP/subc.log"

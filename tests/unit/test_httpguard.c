@@ -536,20 +536,31 @@ test_local_url(void **state)
 {
     (void)state;
     char b[64];
-    assert_int_equal(rs_httpguard_local_url("", 80, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("http", "", 80, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:80");
-    assert_int_equal(rs_httpguard_local_url(NULL, 8080, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("http", NULL, 8080, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:8080");
-    assert_int_equal(rs_httpguard_local_url("0.0.0.0", 1, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("http", "0.0.0.0", 1, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:1");
-    assert_int_equal(rs_httpguard_local_url("::", 2, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("http", "::", 2, b, sizeof(b)), 0);
     assert_string_equal(b, "http://127.0.0.1:2");
-    assert_int_equal(rs_httpguard_local_url("::1", 3, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("http", "::1", 3, b, sizeof(b)), 0);
     assert_string_equal(b, "http://[::1]:3");
-    assert_int_equal(rs_httpguard_local_url("example.org", 4, b, sizeof(b)), 0);
+    assert_int_equal(rs_httpguard_local_url("http", "example.org", 4, b, sizeof(b)), 0);
     assert_string_equal(b, "http://example.org:4");
-    assert_int_equal(rs_httpguard_local_url("example.org", 4, b, 21), 0);
-    assert_int_equal(rs_httpguard_local_url("example.org", 4, b, 20), -1);
+    assert_int_equal(rs_httpguard_local_url("http", "example.org", 4, b, 21), 0);
+    assert_int_equal(rs_httpguard_local_url("http", "example.org", 4, b, 20), -1);
+    /* rshub's WebSocket listener: the same hosts, its scheme */
+    assert_int_equal(rs_httpguard_local_url("ws", "0.0.0.0", 5, b, sizeof(b)), 0);
+    assert_string_equal(b, "ws://127.0.0.1:5");
+    assert_int_equal(rs_httpguard_local_url("ws", "::1", 6, b, sizeof(b)), 0);
+    assert_string_equal(b, "ws://[::1]:6");
+    assert_true(rs_httpguard_host_is_wildcard(NULL));
+    assert_true(rs_httpguard_host_is_wildcard(""));
+    assert_true(rs_httpguard_host_is_wildcard("0.0.0.0"));
+    assert_true(rs_httpguard_host_is_wildcard("::"));
+    assert_false(rs_httpguard_host_is_wildcard("::1"));
+    assert_false(rs_httpguard_host_is_wildcard("127.0.0.1"));
 }
 
 /* httpguard/head_deadline: a head trickled a byte every 40 ms is cut at
