@@ -187,6 +187,7 @@ struct ledger {
                                   on its own: writes refused until the
                                   outermost level is ended */
     bool readonly;
+    uint64_t todo_rows;        /* read by todo walks (ledger_todo_rows_read) */
     char errstr[256];
 };
 
@@ -1394,6 +1395,7 @@ todo_walk(struct ledger *l, int failed, enum todo_span span, rs_time_t now,
         rc = todo_page(l, failed, span, now, cur, cap, pg);
         if (rc != 0)
             break;
+        l->todo_rows += pg->n;
         if (pg->n == 0) {
             *dry = true;
             break;
@@ -1411,6 +1413,12 @@ todo_walk(struct ledger *l, int failed, enum todo_span span, rs_time_t now,
     }
     rs_free(pg);
     return rc;
+}
+
+uint64_t
+ledger_todo_rows_read(const struct ledger *l)
+{
+    return l->todo_rows;
 }
 
 int
