@@ -407,10 +407,8 @@ setup_http(struct bridge *b)
                                       buf, sizeof(buf)) != 0) {
         rs_log(RS_LOG_ERROR, "--listen: the host is too long for a URL");
         return 2;
-    } else if (rs_httpguard_host_is_wildcard(conf.listen.host)) {
-        rs_log_kv(RS_LOG_WARN, "listening on every address: advertising a "
-                  "loopback URL, which only clients on this host reach",
-                  "url", buf, "set", "--public-url", NULL);
+    } else {
+        rs_httpguard_warn_local_url(conf.listen.host, buf, "--public-url");
     }
     size_t n = strlen(buf);
     while (n > 0 && buf[n - 1] == '/')

@@ -925,6 +925,16 @@ rs_httpguard_host_is_wildcard(const char *host)
            strcmp(host, "::") == 0;
 }
 
+void
+rs_httpguard_warn_local_url(const char *host, const char *url,
+                            const char *option)
+{
+    if (rs_httpguard_host_is_wildcard(host))
+        rs_log_kv(RS_LOG_WARN, "listening on every address: the URL given "
+                  "out names 127.0.0.1, which only clients on this host "
+                  "reach", "url", url, "set", option, NULL);
+}
+
 int
 rs_httpguard_local_url(const char *scheme, const char *host, int port,
                        char *buf, size_t n)

@@ -756,10 +756,7 @@ default_url(const char *scheme, const struct rs_config_hostport *hp, int port,
                option);
         return NULL;
     }
-    if (rs_httpguard_host_is_wildcard(hp->host))
-        rs_log_kv(RS_LOG_WARN, "listening on every address: advertising a "
-                  "loopback URL, which only clients on this host reach",
-                  "url", buf, "set", option, NULL);
+    rs_httpguard_warn_local_url(hp->host, buf, option);
     return rs_strdup(buf);
 }
 

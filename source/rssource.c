@@ -715,10 +715,7 @@ setup_http(struct src *s)
             rs_log(RS_LOG_ERROR, "--listen: the host is too long for a URL");
             return RS_ETOOBIG;
         }
-        if (rs_httpguard_host_is_wildcard(conf.listen.host))
-            rs_log_kv(RS_LOG_WARN, "listening on every address: documents "
-                      "name a loopback URL, which only clients on this host "
-                      "reach", "url", url, "set", "--base-url", NULL);
+        rs_httpguard_warn_local_url(conf.listen.host, url, "--base-url");
         snprintf(buf, sizeof(buf), "%s/", url);
         conf.base_url = rs_strdup(buf);
         if (conf.base_url == NULL)

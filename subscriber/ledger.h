@@ -267,6 +267,7 @@ int ledger_todo_next(struct ledger *l, enum ledger_due which, rs_time_t now,
 /* Rows the todo walks have read and copied out of SQLite since the open,
  * whether or not their callback took them: what refilling costs. */
 uint64_t ledger_todo_rows_read(const struct ledger *l);
+
 /* The earliest not_before of a row not failed (0: one is due at once);
  * RS_ENOTFOUND when there is none. */
 int ledger_todo_next_due(struct ledger *l, rs_time_t *when) RS_MUST_CHECK;

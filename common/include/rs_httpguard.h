@@ -198,6 +198,12 @@ int rs_httpguard_local_url(const char *scheme, const char *host, int port,
  * A URL made from it reaches only this host. */
 bool rs_httpguard_host_is_wildcard(const char *host);
 
+/* A warning when url, made by rs_httpguard_local_url from host, is what
+ * a daemon gives out and host is a wildcard: it names the option that
+ * sets the real one. Nothing when host is not a wildcard. */
+void rs_httpguard_warn_local_url(const char *host, const char *url,
+                                 const char *option);
+
 /* The request handler from now on (NULL: 404). */
 void rs_httpguard_set_handler(struct rs_httpguard *g,
                               rs_httpguard_request_cb cb, void *arg);
