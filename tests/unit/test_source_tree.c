@@ -103,7 +103,7 @@ test_excludes(void **state)
 
 /* tree/open_no_escape: symlinks (to a file outside the tree, or to one
  * inside it) are not opened unless following them is allowed;
- * directories and missing files are not found. */
+ * directories, FIFOs and missing files are not found. */
 static void
 test_open_no_escape(void **state)
 {
@@ -155,6 +155,10 @@ test_open_no_escape(void **state)
     assert_int_equal(tree_open_file(t, "alias", &st), RS_ENOTFOUND);
     assert_int_equal(tree_open_file(t, "linkdir/secret", &st), RS_ENOTFOUND);
     assert_int_equal(tree_open_file(t, "sub", &st), RS_ENOTFOUND);
+    /* a FIFO is opened without waiting for a writer, then refused */
+    snprintf(p, sizeof(p), "%s/sub/fifo", dir);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(tree_open_file(t, "sub/fifo", &st), RS_ENOTFOUND);
     assert_int_equal(tree_open_file(t, "nope", &st), RS_ENOTFOUND);
     assert_int_equal(tree_open_file(t, "../x", &st), RS_ENOTFOUND);
     assert_int_equal(tree_stat(t, "sub", &st), 0);
