@@ -41,6 +41,7 @@
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "rs_parse.h"
+#include "rs_time.h"
 #include "rs_url.h"
 #include "store.h"
 #include "walk.h"
@@ -157,14 +158,6 @@ static int ask_reconcile(struct poller *p, int64_t k, const char *changelist);
 
 /* ----------------------------------------------------------- plumbing */
 
-static int64_t
-mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void
 poll_set(struct poller *p, enum poll_state to)
 {
@@ -265,7 +258,7 @@ requested(struct poller *p, const char *url)
 {
     struct reqslot *s = reqlog_find(p, url_hash(url), true);
     if (s != NULL)
-        s->ms = mono_ms();
+        s->ms = rs_time_mono_ms();
     count(METRIC(p, requests), 1);
 }
 
@@ -278,7 +271,7 @@ wait_ms(struct poller *p, const char *url)
     struct reqslot *s = reqlog_find(p, url_hash(url), false);
     if (s == NULL)
         return 0;
-    int64_t w = s->ms + p->o.interval_ms - mono_ms();
+    int64_t w = s->ms + p->o.interval_ms - rs_time_mono_ms();
     return w > 0 ? w : 0;
 }
 
@@ -437,7 +430,7 @@ poll_done(struct poller *p)
             p->cur_interval_ms = p->o.idle_interval_ms;
     }
     poll_set(p, PS_WAITING);
-    arm(p, p->poll_ms + p->cur_interval_ms - mono_ms(), poll_begin);
+    arm(p, p->poll_ms + p->cur_interval_ms - rs_time_mono_ms(), poll_begin);
     check_ready(p);
 }
 
@@ -944,7 +937,7 @@ caps_step(struct poller *p)
            p->caps[p->item].gone)
         p->item++;
     if (p->item >= 0 && (size_t)p->item >= p->ncaps) {
-        p->caps_read_ms = mono_ms();
+        p->caps_read_ms = rs_time_mono_ms();
         poll_done(p);
         return;
     }
@@ -1390,7 +1383,7 @@ poll_begin(struct poller *p)
 {
     if (p->state == PS_STOPPED)
         return;
-    p->poll_ms = mono_ms();
+    p->poll_ms = rs_time_mono_ms();
     p->poll_started = rs_time_now();
     p->found = false;
     jobs_clear(p);
@@ -1415,7 +1408,7 @@ caps_begin(struct poller *p)
         if (!p->caps[i].gone && p->caps[i].doc == NULL)
             all = false;
     if (all && p->caps_read_ms != 0 &&
-        mono_ms() - p->caps_read_ms < POLLER_CAPS_EVERY_MS) {
+        rs_time_mono_ms() - p->caps_read_ms < POLLER_CAPS_EVERY_MS) {
         poll_done(p);
         return;
     }

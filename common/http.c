@@ -18,6 +18,7 @@
 
 #include "rs_alloc.h"
 #include "rs_http.h"
+#include "rs_time.h"
 
 #ifndef RS_VERSION
 #define RS_VERSION "0"
@@ -202,15 +203,6 @@ struct rs_http {
 static const char http_protocols[] = "http,https";
 
 /* ------------------------------------------------------------- utilities */
-
-static uint64_t
-http_now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void
 http_list_push(struct http_list *l, struct rs_http_req *req)
@@ -574,7 +566,7 @@ http_finish(struct rs_http *h, struct rs_http_req *req)
     res.status = status;
     res.effective_url = eff != NULL ? eff : req->url;
     res.content_type = rs_http_req_header(req, "content-type");
-    res.elapsed_us = http_now_us() - req->start_us;
+    res.elapsed_us = rs_time_mono_us() - req->start_us;
     res.body = "";
     if (req->rc == 0) {
         res.errstr = "";
@@ -873,7 +865,7 @@ http_follow(struct rs_http *h, struct rs_http_req *req)
         http_set_done(h, req, RS_EPROTO, CURLE_OK);
         return;
     }
-    spent_ms = (http_now_us() - req->start_us) / 1000u;
+    spent_ms = (rs_time_mono_us() - req->start_us) / 1000u;
     if (spent_ms >= req->timeout_ms) {
         http_req_abort(req, RS_ETIMEDOUT, "timed out following redirects");
         http_set_done(h, req, RS_ETIMEDOUT, CURLE_OK);
@@ -1705,7 +1697,7 @@ rs_http_request(struct rs_http *h, const struct rs_http_req_opts *o,
     rc = http_req_setup(h, req, o);
     if (rc != 0)
         goto out;
-    req->start_us = http_now_us();
+    req->start_us = rs_time_mono_us();
     http_req_move(h, req, HTTP_REQ_PENDING);
     h->stats.requests++;
     http_kick(h);

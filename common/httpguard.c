@@ -30,6 +30,7 @@
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "rs_sock.h"
+#include "rs_time.h"
 
 #define LOG_SLOTS 256            /* addresses whose last line we remember */
 #define AUTO_MIN_CONNS 16
@@ -135,14 +136,6 @@ rs_httpguard_event_name(enum rs_httpguard_event ev)
     return ev < RS_HTTPGUARD_EVENTS ? event_names[ev] : "unknown";
 }
 
-static uint64_t
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void
 arm(struct event *ev, uint64_t ms)
 {
@@ -227,7 +220,7 @@ note(struct rs_httpguard *g, const struct addr_key *k,
     rs_metrics_counter_inc(g->m_ev[ev]);
     if (g->on_log == NULL)
         return;
-    uint64_t now = now_ms();
+    uint64_t now = rs_time_mono_ms();
     struct log_slot *s = &g->logs[addr_hash(g, k) % LOG_SLOTS];
     bool fresh = !s->used || memcmp(&s->key, k, sizeof(*k)) != 0;
     if (fresh) {
@@ -288,7 +281,7 @@ conn_set_phase(struct conn *c, enum conn_phase to)
     if (c->phase == CONN_HEAD)
         TAILQ_REMOVE(&g->heads, c, hlink);
     c->phase = to;
-    c->start_ms = now_ms();
+    c->start_ms = rs_time_mono_ms();
     if (to == CONN_HEAD) {
         c->eol = 0;
         TAILQ_INSERT_TAIL(&g->heads, c, hlink);
@@ -494,7 +487,7 @@ on_conn_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct conn *c = arg;
     struct rs_httpguard *g = c->g;
-    uint64_t now = now_ms(), due;
+    uint64_t now = rs_time_mono_ms(), due;
 
     switch (c->phase) {
     case CONN_NEW:
@@ -865,7 +858,7 @@ rs_httpguard_new(const struct rs_httpguard_opts *o, const char **err)
         goto fail;
     if (getrandom(&g->hash_key, sizeof(g->hash_key), GRND_NONBLOCK) !=
         (ssize_t)sizeof(g->hash_key))
-        g->hash_key = mix64((uint64_t)now_ms() ^ (uint64_t)(uintptr_t)g);
+        g->hash_key = mix64((uint64_t)rs_time_mono_ms() ^ (uint64_t)(uintptr_t)g);
     if (o->metrics != NULL &&
         register_metrics(g, o->metrics, o->metrics_prefix != NULL
                                             ? o->metrics_prefix

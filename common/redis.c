@@ -28,6 +28,7 @@
 #include "rs_log.h"
 #include "rs_redis.h"
 #include "rs_sentinel.h"
+#include "rs_time.h"
 
 #include <curl/curl.h>
 
@@ -148,15 +149,6 @@ static bool redis_name_ok(const char *name);
 static void redis_on_switch(void *ud, const char *host, int port);
 
 /* ------------------------------------------------------------- utilities */
-
-static uint64_t
-redis_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 
 static struct timeval
 redis_tv_us(uint64_t us)
@@ -765,7 +757,7 @@ redis_fifo_pop(struct rs_redis *r)
 static int
 redis_cmd_timer_arm(struct rs_redis *r, uint64_t due_us)
 {
-    uint64_t now = redis_now_us();
+    uint64_t now = rs_time_mono_us();
     struct timeval tv = redis_tv_us(due_us > now ? due_us - now : 0);
 
     if (event_add(r->cmd_timer, &tv) != 0)
@@ -1127,7 +1119,7 @@ redis_on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
         goto out;
     }
     c = redis_fifo_pop(r);
-    rtt = redis_now_us() - c->sent_us;
+    rtt = rs_time_mono_us() - c->sent_us;
     r->stats.replies++;
     r->stats.rtt_us_sum += rtt;
     if (rtt > r->stats.rtt_us_max)
@@ -1401,7 +1393,7 @@ redis_on_cmd_timer(evutil_socket_t fd, short what, void *arg)
     r->cmd_timer_due_us = 0;
     if (c == NULL || r->state != RS_REDIS_READY)
         goto out;
-    if (c->deadline_us > redis_now_us()) {
+    if (c->deadline_us > (uint64_t)rs_time_mono_us()) {
         if (redis_cmd_timer_arm(r, c->deadline_us) == 0)
             goto out;
         /* An unguarded command could wait forever: give up the link. */
@@ -1457,7 +1449,7 @@ rs_redis_new(struct event_base *base, const struct rs_redis_opts *opts,
     r->backoff = (struct rs_backoff){ .first_ms = r->backoff_min_ms,
                                       .max_ms = r->backoff_max_ms,
                                       .below_pct = 25 };
-    rs_backoff_seed(&r->backoff, redis_now_us() ^ (uint64_t)(uintptr_t)r ^
+    rs_backoff_seed(&r->backoff, rs_time_mono_us() ^ (uint64_t)(uintptr_t)r ^
                                  ((uint64_t)getpid() << 32));
     if (opts->client_name != NULL) {
         if (!redis_name_ok(opts->client_name)) {
@@ -1558,7 +1550,7 @@ rs_redis_cmd(struct rs_redis *r, unsigned timeout_ms, rs_redis_reply_cb cb,
     c->cb = cb;
     c->ud = ud;
     c->timeout_ms = timeout_ms ? timeout_ms : r->command_timeout_ms;
-    c->sent_us = redis_now_us();
+    c->sent_us = rs_time_mono_us();
     if (c->timeout_ms != RS_REDIS_NO_TIMEOUT) {
         c->deadline_us = c->sent_us + (uint64_t)c->timeout_ms * 1000u;
         /* Arm before sending: once hiredis has the command it is too late

@@ -22,6 +22,7 @@
 #include "rs_alloc.h"
 #include "rs_backoff.h"
 #include "rs_sentinel.h"
+#include "rs_time.h"
 
 #define SN_TIMEOUT_MS 2000u
 #define SN_RETRY_MIN_MS 50u
@@ -84,14 +85,6 @@ static void sn_ask_next(struct rs_sentinel *s);
 static void sn_watch_fail(struct rs_sentinel *s, const char *why);
 
 /* ------------------------------------------------------------- utilities */
-
-static uint64_t
-sn_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static int
 sn_timer_arm(struct event *ev, uint64_t ms)
@@ -621,7 +614,7 @@ rs_sentinel_new(struct event_base *base, const struct rs_sentinel_opts *opts,
         .max_ms = opts->retry_max_ms ? opts->retry_max_ms : SN_RETRY_MAX_MS,
         .below_pct = 25,
     };
-    rs_backoff_seed(&s->watch_backoff, sn_now_us() ^ (uint64_t)(uintptr_t)s ^
+    rs_backoff_seed(&s->watch_backoff, rs_time_mono_us() ^ (uint64_t)(uintptr_t)s ^
                                        ((uint64_t)getpid() << 32));
     for (i = 0; i < opts->n_nodes; i++) {
         s->nodes[i].host = rs_strdup(opts->nodes[i].host);

@@ -44,6 +44,7 @@
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_time.h"
 
 enum chan_state {
     CH_IDLE = 0,
@@ -158,9 +159,7 @@ static void fanout_tail(struct fanout *f);
 static time_t
 mono_secs(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
+    return (time_t)(rs_time_mono_us() / 1000000);
 }
 
 /* ------------------------------------------------------------- channels */

@@ -17,6 +17,7 @@
 #include "rs_fnv.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_time.h"
 
 #define READNOTE_SLOTS 4096
 #define READNOTE_MS 60000          /* one line per address per minute */
@@ -33,14 +34,6 @@ struct readnote {
     struct note_slot slots[READNOTE_SLOTS];
     struct rs_metrics_counter *by[READ_VERDICTS];
 };
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 struct readnote *
 readnote_new(struct rs_metrics *m)
@@ -84,7 +77,7 @@ readnote_refused(struct readnote *rn, const char *addr, const char *where,
         return;
     if (rn->by[v] != NULL)
         rs_metrics_counter_inc(rn->by[v]);
-    uint64_t now = mono_ms(), quiet = 0;
+    uint64_t now = rs_time_mono_ms(), quiet = 0;
     bool log = false;
     struct note_slot *s =
         &rn->slots[rs_fnv1a64(addr) % READNOTE_SLOTS];

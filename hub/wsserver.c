@@ -59,6 +59,7 @@
 #include "readauth.h"
 #include "readnote.h"
 #include "rs_metrics.h"
+#include "rs_time.h"
 #include "rs_wsclose.h"
 #include "wsserver.h"
 
@@ -349,8 +350,6 @@ cmap_del(struct client_map *m, uint64_t k)
 
 /* ---------------------------------------------------- per-address limits */
 
-static uint64_t now_ms(void);
-
 void
 ws_server_addr_format(const struct seam_addr *a, char *buf, size_t len)
 {
@@ -512,7 +511,7 @@ addr_admit(struct ws_server *s, const struct seam_addr *k)
 {
     if (s->o.conn_rate == 0)
         return true;
-    uint64_t now = now_ms();
+    uint64_t now = rs_time_mono_ms();
     struct addr_slot *a = addr_get(s, k, now);
     if (a == NULL) {
         rs_metrics_counter_inc(s->m_untracked);
@@ -536,7 +535,7 @@ ws_server_replay_begin(struct ws_server *s, const struct seam_addr *k)
 {
     if (s->o.replays_per_addr == 0)
         return 0;
-    uint64_t now = now_ms();
+    uint64_t now = rs_time_mono_ms();
     struct addr_slot *a = addr_get(s, k, now);
     if (a == NULL) {
         rs_metrics_counter_inc(s->m_untracked);
@@ -567,7 +566,7 @@ on_addr_sweep(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct ws_server *s = arg;
-    uint64_t now = now_ms();
+    uint64_t now = rs_time_mono_ms();
     size_t stale = 0;
     for (size_t i = 0; i < s->addrs.cap; i++)
         if (s->addrs.v[i].used && !addr_keep(&s->o, &s->addrs.v[i], now))
@@ -695,7 +694,7 @@ wall_ms(void)
 static void
 client_arm(struct ws_client *c)
 {
-    uint64_t now = now_ms();
+    uint64_t now = rs_time_mono_ms();
     uint64_t due = c->ping_at_ms;
     if (c->expires_ms > 0) {
         int64_t left = c->expires_ms - wall_ms();
@@ -1684,7 +1683,7 @@ client_handshake(struct ws_thread *t, struct ws_client *c, const uint8_t *in,
     if (lws_write(c->wsi, (unsigned char *)out, (size_t)n, LWS_WRITE_RAW) < 0)
         return -1;
     lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
-    c->ping_at_ms = now_ms() + (uint64_t)t->srv->o.ping_secs * 1000;
+    c->ping_at_ms = rs_time_mono_ms() + (uint64_t)t->srv->o.ping_secs * 1000;
     client_arm(c);
     c->open = true;
     int rc = on_established(t, c, h.target);
@@ -1780,7 +1779,7 @@ on_timer(struct ws_thread *t, struct ws_client *c)
         client_revoke(c);
         return 0;
     }
-    uint64_t now = now_ms();
+    uint64_t now = rs_time_mono_ms();
     if (now >= c->ping_at_ms) {
         if (c->ping_out && !c->alive)
             return -1;
@@ -2299,14 +2298,6 @@ ws_server_stats(const struct ws_server *s, struct ws_stats *out)
     out->refused = s->refused + acceptguard_refused(s->guard);
     out->rate_refused = s->rate_refused;
     out->addrs = s->addrs.used;
-}
-
-static uint64_t
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void

@@ -313,3 +313,9 @@ rs_time_mono_us(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
 }
+
+int64_t
+rs_time_mono_ms(void)
+{
+    return rs_time_mono_us() / 1000;
+}

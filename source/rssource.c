@@ -40,6 +40,7 @@
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
+#include "rs_time.h"
 #include "rs_tokenfile.h"
 #include "rs_url.h"
 #include "serve.h"
@@ -317,9 +318,7 @@ on_rescan(evutil_socket_t fd, short what, void *arg)
     s->rescan_due = false;
     uint64_t before = catalog_changes(s->cat);
     int rc = catalog_scan(s->cat, "", true, rs_time_now());
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    s->last_rescan_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    s->last_rescan_us = rs_time_mono_us();
     if (rc != 0)
         rs_log_kv(RS_LOG_ERROR, "rescan failed", "error", rs_strerror(rc),
                   "state", state_errstr(s->st), NULL);
@@ -405,10 +404,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     if (s->unwatched && (every_ms == 0 || every_ms > RSSOURCE_UNWATCHED_MS))
         every_ms = RSSOURCE_UNWATCHED_MS;
     if (every_ms > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-        if (now - s->last_rescan_us >= every_ms * 1000)
+        if (rs_time_mono_us() - s->last_rescan_us >= every_ms * 1000)
             schedule_rescan(s, s->unwatched ? "directories without a watch"
                                             : "--rescan-interval");
     }
@@ -779,9 +775,7 @@ log_scan(struct src *s, const char *what, double secs)
 static double
 mono_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)rs_time_mono_us() / 1e6;
 }
 
 /* The catalog at start-up: a first start records the baseline (no
@@ -802,9 +796,7 @@ startup_scan(struct src *s)
     if (!baselined && state_meta_set(s->st, "baseline", 1) != 0)
         return RS_EIO;
     log_scan(s, baselined ? "start-up scan" : "baseline scan", mono_s() - t0);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    s->last_rescan_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    s->last_rescan_us = rs_time_mono_us();
     if (snapshot_stale(s->snap)) {
         t0 = mono_s();
         rc = snapshot_build(s->snap, rs_time_now());

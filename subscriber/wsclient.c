@@ -24,6 +24,7 @@
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_seam.h"
+#include "rs_time.h"
 #include "wsclient.h"
 
 #define WSC_MAX_MESSAGE ((size_t)64 << 20)
@@ -175,14 +176,6 @@ struct wsclient {
     bool stopping;
     lws_sorted_usec_list_t stop_sul;
 };
-
-static uint64_t
-now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void
 set_err(char *err, size_t errsz, const char *msg)
@@ -439,7 +432,7 @@ conn_pick_peer(struct wsclient *w, struct wsclient_conn *c, char *why,
         return -1;
     }
     struct wsc_pref *p = pref_get(w, c->addr, c->port);
-    p->used_us = now_us();
+    p->used_us = rs_time_mono_us();
     c->peer_idx = n > 1 ? p->next % n : 0;
     c->peer_n = n;
     memcpy(c->peer, addrs[c->peer_idx], sizeof(c->peer));   /* both NUL'd */
@@ -458,7 +451,7 @@ conn_note_peer(struct wsclient *w, const struct wsclient_conn *c)
     bool failed = !c->was_open || c->code == WSCLIENT_ABNORMAL ||
                   c->code == LWS_CLOSE_STATUS_GOINGAWAY;
     struct wsc_pref *p = pref_get(w, c->addr, c->port);
-    p->used_us = now_us();
+    p->used_us = rs_time_mono_us();
     p->next = failed ? (c->peer_idx + 1) % c->peer_n : c->peer_idx;
 }
 
@@ -492,7 +485,7 @@ conn_unpause(struct wsclient *w, struct wsclient_conn *c)
     bool was = rs_seam_flow_resume(w->seam, RS_SEAM_LOOP, &c->flow);
     if (was && c->wsi != NULL) {
         lws_rx_flow_control(c->wsi, 1);
-        c->last_rx_us = now_us();   /* the silence was ours */
+        c->last_rx_us = rs_time_mono_us();   /* the silence was ours */
         c->pinged = false;
     }
 }
@@ -642,7 +635,7 @@ on_receive(struct wsclient *w, struct wsclient_conn *c, struct lws *wsi,
 {
     if (c->lstate != L_OPEN || c->kill)
         return 0;
-    c->last_rx_us = now_us();
+    c->last_rx_us = rs_time_mono_us();
     c->pinged = false;
 
     size_t remaining = lws_remaining_packet_payload(wsi);
@@ -721,7 +714,7 @@ on_timer(struct wsclient *w, struct wsclient_conn *c)
     }
     if (c->lstate != L_OPEN)
         return 0;
-    uint64_t now = now_us();
+    uint64_t now = rs_time_mono_us();
     if (rs_seam_flow_paused(w->seam, RS_SEAM_LOOP, &c->flow)) {
         /* we stopped reading: silence proves nothing; look again later */
         lws_set_timer_usecs(c->wsi, (lws_usec_t)w->idle_us);
@@ -759,7 +752,7 @@ on_established(struct wsclient *w, struct wsclient_conn *c)
         return;
     conn_set_state(c, L_OPEN);
     c->was_open = true;
-    c->last_rx_us = now_us();
+    c->last_rx_us = rs_time_mono_us();
     c->ev_open.c = c;
     c->ev_open.type = WSC_EV_OPEN;
     (void)to_main(w, &c->ev_open, 0, NULL);
@@ -832,7 +825,7 @@ wsc_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
     case LWS_CALLBACK_CLIENT_RECEIVE:
         return on_receive(w, c, wsi, in, len);
     case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-        c->last_rx_us = now_us();
+        c->last_rx_us = rs_time_mono_us();
         c->pinged = false;
         return 0;
     case LWS_CALLBACK_CLIENT_WRITEABLE:

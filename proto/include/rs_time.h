@@ -64,4 +64,7 @@ rs_time_t rs_time_now(void);
  * a wall clock set back or forward must not move. */
 int64_t rs_time_mono_us(void);
 
+/* The same clock in milliseconds, for timers kept in milliseconds. */
+int64_t rs_time_mono_ms(void);
+
 #endif
