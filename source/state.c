@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_sqlckpt.h"
 #include "rs_sqlite.h"
 #include "rs_statelock.h"
 
@@ -158,20 +158,12 @@ static const char state_schema[] =
 
 /* The checkpointer thread: the only state shared across threads is this
  * struct, under its mutex; the thread has its own connection. */
-struct ckpt {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop;
-    unsigned interval_ms;
-    char *path;
-};
 
 #define ST_ITER_CACHE 8
 
 struct state {
     sqlite3 *db;
-    struct ckpt *ckpt;         /* NULL unless started */
+    struct rs_sqlckpt *ckpt;   /* NULL unless started */
     sqlite3_stmt *stmt[ST_COUNT_];
     int lockfd;              /* writer: flock'ed; -1 for readers */
     unsigned txn_depth;
@@ -368,96 +360,19 @@ state_free(struct state *st)
 
 /* ------------------------------------------------------- checkpointer */
 
-static void *
-ckpt_main(void *arg)
-{
-    struct ckpt *c = arg;
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(c->path, &db, SQLITE_OPEN_READWRITE |
-                        SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
-        return NULL;
-    }
-    sqlite3_busy_timeout(db, 1000);
-    /* a connection learns the database is in WAL mode at its first read;
-     * until then a checkpoint does nothing */
-    (void)sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL,
-                       NULL);
-    pthread_mutex_lock(&c->mu);
-    while (!c->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += c->interval_ms / 1000;
-        until.tv_nsec += (long)(c->interval_ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        (void)pthread_cond_timedwait(&c->cv, &c->mu, &until);
-        if (c->stop)
-            break;
-        pthread_mutex_unlock(&c->mu);
-        /* PASSIVE: copies what no reader still needs, never waits for
-         * the writer or a reader; the next one goes on from there. */
-        (void)sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-                                        NULL, NULL);
-        pthread_mutex_lock(&c->mu);
-    }
-    pthread_mutex_unlock(&c->mu);
-    sqlite3_close(db);
-    return NULL;
-}
-
 int
 state_checkpointer_start(struct state *st, unsigned interval_ms)
 {
     if (st->readonly || st->ckpt != NULL)
         return RS_ESTATE;
-    struct ckpt *c = rs_calloc(1, sizeof(*c));
-    if (c == NULL)
-        return RS_ENOMEM;
-    const char *path = sqlite3_db_filename(st->db, "main");
-    c->path = rs_strdup(path != NULL ? path : "");
-    c->interval_ms = interval_ms > 0 ? interval_ms : 1000;
-    if (c->path == NULL) {
-        rs_free(c);
-        return RS_ENOMEM;
-    }
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
-    if (pthread_create(&c->thread, NULL, ckpt_main, c) != 0) {
-        pthread_cond_destroy(&c->cv);
-        pthread_mutex_destroy(&c->mu);
-        rs_free(c->path);
-        rs_free(c);
-        return RS_EIO;
-    }
-    st->ckpt = c;
-    /* commits no longer checkpoint; a WAL left large by a burst is cut
-     * back once checkpointed */
-    (void)sqlite3_exec(st->db, "PRAGMA wal_autocheckpoint=0; "
-                       "PRAGMA journal_size_limit=67108864;", NULL, NULL, NULL);
-    return 0;
+    return rs_sqlckpt_start(st->db, interval_ms, 0, &st->ckpt);
 }
 
 void
 state_checkpointer_stop(struct state *st)
 {
-    struct ckpt *c = st->ckpt;
-    if (c == NULL)
-        return;
-    pthread_mutex_lock(&c->mu);
-    c->stop = true;
-    pthread_cond_signal(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    pthread_join(c->thread, NULL);
-    pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->mu);
-    rs_free(c->path);
-    rs_free(c);
+    rs_sqlckpt_stop(st->ckpt);
     st->ckpt = NULL;
-    (void)sqlite3_exec(st->db, "PRAGMA wal_autocheckpoint=1000;", NULL, NULL,
-                       NULL);
 }
 
 const char *

@@ -214,6 +214,38 @@ test_checkpointer(void **state)
     assert_int_equal(state_checkpointer_start(f->st, 10), 0);
 }
 
+/* state/wal_bounded: the WAL starts over only after a checkpoint that
+ * ends while the writer is between transactions; rssource at 5,000
+ * changes/s gave its checkpointer thread no such moment, and its WAL grew
+ * to 600 MB in 15 s. A commit that leaves 4000 frames checkpoints itself,
+ * and the WAL stays near that, the thread's interval notwithstanding. */
+static void
+test_wal_bounded(void **state)
+{
+    struct fx *f = *state;
+    char wal[4300], p[400];
+    struct stat st;
+    off_t most = 0;
+
+    snprintf(wal, sizeof(wal), "%s-wal", f->db);
+    assert_int_equal(state_checkpointer_start(f->st, 60000), 0);
+    for (int round = 0; round < 60; round++) {
+        assert_int_equal(state_begin(f->st), 0);
+        for (int i = 0; i < 1000; i++) {
+            snprintf(p, sizeof(p), "r%d/%0300d", round, i);
+            struct state_res r = { .path = p, .type = "text/plain" };
+            assert_int_equal(state_res_put(f->st, &r), 0);
+        }
+        assert_int_equal(state_commit(f->st), 0);
+        if (stat(wal, &st) == 0 && st.st_size > most)
+            most = st.st_size;
+    }
+    /* 4000 frames and one transaction's, of 4 KiB and a 24-byte header */
+    if (most >= (off_t)(4000 + 400) * 4120)
+        fail_msg("the WAL grew to %lld bytes", (long long)most);
+    assert_int_equal(state_res_count(f->st), 60000);
+}
+
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -226,6 +258,7 @@ main(void)
         TS("state/resource_ranges", test_ranges),
         TS("state/iter_reuse", test_iter_reuse),
         TS("state/checkpointer", test_checkpointer),
+        TS("state/wal_bounded", test_wal_bounded),
     };
     return cmocka_run_group_tests_name("source_state", tests, NULL, NULL);
 }
