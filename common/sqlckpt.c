@@ -24,6 +24,9 @@ struct rs_sqlckpt {
     unsigned interval_ms;       /* 0: none by time */
     unsigned frames;            /* 0: none by size */
     unsigned cap;               /* the writer's commit checkpoints */
+    unsigned step;              /* frames, or 1000 when 0 */
+    unsigned kicked_at;         /* the writer's: the WAL's length when it */
+    unsigned ran_at;            /* last woke the thread, last checkpointed */
     atomic_ulong runs, writer_runs;
     sqlite3 *writer;            /* the caller's; its autocheckpoint */
     sqlite3 *db;                /* ours, used by the thread alone */
@@ -43,34 +46,45 @@ deadline_after(struct timespec *ts, unsigned ms)
 
 /*
  * After each of the writer's commits, on its thread: nframes is the WAL's
- * length. Past frames, the thread is woken. Past cap, this commit
- * checkpoints itself, as SQLite's own hook would at 1000: the WAL starts
- * over only when a writer begins after a checkpoint that left nothing to
- * copy, and a writer that is always in a transaction (rssub's batches)
- * never gives the thread that moment, so its WAL would grow without end.
- * Here, between this commit and the next begin, is that moment; most of
- * the WAL is copied already, so little is left to copy.
+ * length, and the frames added since the last time are what counts (a
+ * WAL that has not started over stays long, and acting at every commit
+ * would checkpoint, and fsync, at every commit): every frames of them
+ * wake the thread. Past cap, the commit checkpoints itself (again after
+ * each step more, as SQLite's own hook does past 1000 while a reader
+ * keeps the WAL from starting over): the WAL starts over only
+ * when a writer begins after a checkpoint that left nothing to copy, and
+ * a writer that is always in a transaction (rssub's batches) never gives
+ * the thread that moment, so its WAL would grow without end. Here,
+ * between this commit and the next begin, is that moment, and most of
+ * the WAL is copied already.
  */
 static int
 on_wal_commit(void *arg, sqlite3 *db, const char *name, int nframes)
 {
     struct rs_sqlckpt *c = arg;
+    unsigned n = nframes > 0 ? (unsigned)nframes : 0;
 
-    if (nframes < 0)
-        return SQLITE_OK;
-    if ((unsigned)nframes >= c->cap) {
+    if (n < c->kicked_at)
+        c->kicked_at = 0;              /* the WAL started over */
+    if (n < c->ran_at)
+        c->ran_at = 0;
+    if (n >= c->cap && n - c->ran_at >= c->step) {
         /* PASSIVE: SQLITE_BUSY at once if the thread is checkpointing;
          * the next commit tries again */
         if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE,
-                                      NULL, NULL) == SQLITE_OK)
+                                      NULL, NULL) == SQLITE_OK) {
+            c->ran_at = c->kicked_at = n;
             atomic_fetch_add_explicit(&c->writer_runs, 1,
                                       memory_order_relaxed);
-    } else if (c->frames > 0 && (unsigned)nframes >= c->frames &&
-               !atomic_exchange(&c->kicked, true)) {
-        pthread_mutex_lock(&c->mu);
-        c->due = true;
-        pthread_cond_signal(&c->cv);
-        pthread_mutex_unlock(&c->mu);
+        }
+    } else if (c->frames > 0 && n - c->kicked_at >= c->frames) {
+        c->kicked_at = n;
+        if (!atomic_exchange(&c->kicked, true)) {
+            pthread_mutex_lock(&c->mu);
+            c->due = true;
+            pthread_cond_signal(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+        }
     }
     return SQLITE_OK;
 }
@@ -123,7 +137,8 @@ rs_sqlckpt_start(sqlite3 *db, unsigned interval_ms, unsigned frames,
     c->writer = db;
     c->interval_ms = interval_ms > 0 || frames > 0 ? interval_ms : 1000;
     c->frames = frames;
-    c->cap = 4 * (frames > 0 ? frames : 1000);
+    c->step = frames > 0 ? frames : 1000;
+    c->cap = 16 * c->step;
     /* opened here, not in the thread: a failure is the caller's to hear,
      * and its commits then go on checkpointing */
     if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE |

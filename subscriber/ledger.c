@@ -18,10 +18,13 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_sqlckpt.h"
 #include "rs_sqlite.h"
 
 #define LG_APP_ID 0x72537562     /* "rSub": PRAGMA application_id */
 #define LG_BUSY_MS 5000
+#define LG_CKPT_FRAMES 1000      /* a commit leaving this many in the WAL
+                                    has it checkpointed (SQLite's default) */
 #define LG_MAX_COLS 5            /* text columns of one row */
 
 enum lg_stmt {
@@ -188,6 +191,7 @@ struct ledger {
                                   outermost level is ended */
     bool readonly;
     uint64_t todo_rows;        /* read by todo walks (ledger_todo_rows_read) */
+    struct rs_sqlckpt *ckpt;   /* a writer's checkpointer; NULL: none */
     char errstr[256];
 };
 
@@ -800,6 +804,11 @@ ledger_open(const char *path, unsigned flags, char *err, size_t errsz)
         ledger_close(l);
         return NULL;
     }
+    /* SQLite's checkpoints, when the WAL passes 1000 frames, from a thread
+     * of their own: a commit that checkpoints copies pages and fsyncs
+     * (twice) on rssub's loop, which every fetch and message waits for. */
+    if (!l->readonly)
+        (void)rs_sqlckpt_start(l->db, 0, LG_CKPT_FRAMES, &l->ckpt);
     l->errstr[0] = '\0';
     return l;
 }
@@ -809,6 +818,8 @@ ledger_close(struct ledger *l)
 {
     if (l == NULL)
         return;
+    /* first: the last connection's close checkpoints the whole WAL */
+    rs_sqlckpt_stop(l->ckpt);
     for (int i = 0; i < LG_COUNT_; i++)
         sqlite3_finalize(l->stmt[i]);
     if (l->db != NULL) {
@@ -823,6 +834,14 @@ ledger_close(struct ledger *l)
         close(l->lockfd);          /* releases the flock */
     }
     rs_free(l);
+}
+
+unsigned long
+ledger_checkpoints(const struct ledger *l, unsigned long *by_commits)
+{
+    if (by_commits != NULL)
+        *by_commits = 0;
+    return l->ckpt != NULL ? rs_sqlckpt_runs(l->ckpt, by_commits) : 0;
 }
 
 const char *

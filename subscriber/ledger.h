@@ -73,6 +73,16 @@ struct ledger *ledger_open(const char *path, unsigned flags, char *err,
                            size_t errsz);
 /* Rolls back an open transaction. NULL ok. */
 void ledger_close(struct ledger *l);
+/* A writer's WAL is checkpointed by a thread of its own when a commit
+ * leaves it over 1000 frames, not by that commit (which would copy pages
+ * and fsync on the caller's thread); a commit that leaves it over 16,000
+ * (the thread found no moment between two transactions to let it start
+ * over) checkpoints itself (rs_sqlckpt.h). Returns the checkpoints the
+ * thread has run since the open, *by_commits (may be NULL) those the
+ * commits ran. 0 for a reader, and where the thread could not start
+ * (commits then checkpoint, as SQLite does by default). */
+unsigned long ledger_checkpoints(const struct ledger *l,
+                                 unsigned long *by_commits);
 /* The pid a live writer of the database at path wrote into its lock file,
  * else 0. Takes no lock (a probe must never make a starting writer fail);
  * a stale pid that was reused reads as live: callers use it to be careful,

@@ -19,14 +19,17 @@ struct rs_sqlckpt;
 
 /*
  * Start checkpointing db's main database (a file in WAL mode) from a
- * thread: when a commit leaves frames or more in the WAL (0: never by
+ * thread: each time commits have added frames to the WAL (0: never by
  * size; SQLite's own autocheckpoint is 1000), and every interval_ms (0:
- * never by time; both 0: every second). A commit that leaves four times
- * frames (4000 when 0) checkpoints itself on the writer's thread: the WAL
- * starts over only after a checkpoint that ends while the writer is
- * between transactions, which a thread cannot count on, so that bounds
- * the WAL's length. db is the caller's, must outlive the checkpointer,
- * and has its WAL hook taken (sqlite3_wal_hook) until the stop. Returns 0 and *out, RS_EINVAL (db has no file: memory or
+ * never by time; both 0: every second). A commit that leaves 16 times
+ * frames (16,000 when 0: 64 MB of 4 KiB pages, the journal_size_limit set
+ * here) checkpoints itself on the writer's thread, as SQLite's own hook
+ * would: the WAL starts over only after a checkpoint that ends while the
+ * writer is between transactions, which a thread cannot count on when
+ * its checkpoints take longer than the writer's pauses (fsyncs on a real
+ * disk), so that bounds the WAL. db is the caller's, must outlive the
+ * checkpointer, and has its WAL hook taken (sqlite3_wal_hook) until the
+ * stop. Returns 0 and *out, RS_EINVAL (db has no file: memory or
  * temporary), RS_ENOMEM, or RS_EIO (no second connection or no thread);
  * on an error the commits go on checkpointing as before.
  */

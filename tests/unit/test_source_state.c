@@ -217,8 +217,9 @@ test_checkpointer(void **state)
 /* state/wal_bounded: the WAL starts over only after a checkpoint that
  * ends while the writer is between transactions; rssource at 5,000
  * changes/s gave its checkpointer thread no such moment, and its WAL grew
- * to 600 MB in 15 s. A commit that leaves 4000 frames checkpoints itself,
- * and the WAL stays near that, the thread's interval notwithstanding. */
+ * to 600 MB in 15 s. A commit that leaves 16,000 frames checkpoints
+ * itself, and the WAL stays near that, the thread's interval
+ * notwithstanding. */
 static void
 test_wal_bounded(void **state)
 {
@@ -229,7 +230,7 @@ test_wal_bounded(void **state)
 
     snprintf(wal, sizeof(wal), "%s-wal", f->db);
     assert_int_equal(state_checkpointer_start(f->st, 60000), 0);
-    for (int round = 0; round < 60; round++) {
+    for (int round = 0; round < 200; round++) {
         assert_int_equal(state_begin(f->st), 0);
         for (int i = 0; i < 1000; i++) {
             snprintf(p, sizeof(p), "r%d/%0300d", round, i);
@@ -240,10 +241,11 @@ test_wal_bounded(void **state)
         if (stat(wal, &st) == 0 && st.st_size > most)
             most = st.st_size;
     }
-    /* 4000 frames and one transaction's, of 4 KiB and a 24-byte header */
-    if (most >= (off_t)(4000 + 400) * 4120)
+    /* 16,000 frames and one transaction's, of 4 KiB and a 24-byte
+     * header */
+    if (most >= (off_t)(16000 + 400) * 4120)
         fail_msg("the WAL grew to %lld bytes", (long long)most);
-    assert_int_equal(state_res_count(f->st), 60000);
+    assert_int_equal(state_res_count(f->st), 200000);
 }
 
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }

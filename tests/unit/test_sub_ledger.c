@@ -1820,6 +1820,103 @@ test_throughput(void **state)
     }
 }
 
+/* ledger/checkpoints_in_a_thread: a writer's commit does not checkpoint
+ * (SQLite's default does, on the committing thread, once the WAL passes
+ * 1000 frames); the ledger's thread, woken by that commit, folds the WAL
+ * into the database; a reader starts no thread. */
+static void
+test_checkpoints_in_a_thread(void **state)
+{
+    struct fx *f = *state;
+    struct stat st;
+    char uri[400];
+    off_t before;
+    int tries = 0;
+
+    assert_int_equal(stat(f->db, &st), 0);
+    before = st.st_size;
+    /* about 2,500 pages of WAL in one commit */
+    for (;;) {
+        unsigned long runs = ledger_checkpoints(f->l, NULL);
+        assert_int_equal(ledger_begin(f->l), 0);
+        for (int i = 0; i < 12000; i++) {
+            snprintf(uri, sizeof(uri), "http://s.example/%d/%0300d", tries, i);
+            struct ledger_todo t = { .uri = uri, .change = LEDGER_CREATE };
+            assert_int_equal(ledger_todo_put(f->l, &t, NULL), 0);
+        }
+        assert_int_equal(ledger_commit(f->l), 0);
+        assert_int_equal(stat(f->db, &st), 0);
+        if (ledger_checkpoints(f->l, NULL) == runs)
+            break;
+        /* the thread ran in between: its checkpoint, not the commit's,
+         * may have grown the file; once more */
+        assert_true(++tries < 5);
+    }
+    assert_int_equal(st.st_size, before);
+    for (int i = 0; i < 300 && ledger_checkpoints(f->l, NULL) == 0; i++)
+        usleep(10000);
+    assert_true(ledger_checkpoints(f->l, NULL) > 0);
+    for (int i = 0; i < 300; i++) {
+        assert_int_equal(stat(f->db, &st), 0);
+        if (st.st_size > 8 * 1024 * 1024)
+            break;
+        usleep(10000);
+    }
+    assert_true(st.st_size > 8 * 1024 * 1024);
+
+    struct ledger *r = must_open(f->db, LEDGER_READONLY);
+    int64_t due = 0, waiting = 0, failed = 0;
+    assert_int_equal(ledger_todo_count(r, RS_TIME_NONE, &due, &waiting,
+                                       &failed), 0);
+    assert_int_equal(due + waiting, 12000 * (tries + 1));
+    assert_int_equal(ledger_checkpoints(r, NULL), 0);
+    ledger_close(r);
+}
+
+/* ledger/wal_bounded: rssub's batches follow each other with no moment
+ * between two transactions, and the WAL starts over only after a
+ * checkpoint that ends in such a moment: the thread alone would let it
+ * grow without end (one run of the e2e benchmark: 112 MB in 15 s). A
+ * commit past 16,000 frames checkpoints itself, and the WAL stays near
+ * that; the WAL's checkpoints come one for about 1000 frames written. */
+static void
+test_wal_bounded(void **state)
+{
+    struct fx *f = *state;
+    char wal[4300], uri[400];
+    struct stat st;
+    off_t most = 0;
+    unsigned long by_commits = 0;
+
+    snprintf(wal, sizeof(wal), "%s-wal", f->db);
+    assert_int_equal(ledger_begin(f->l), 0);
+    for (int round = 0; round < 200; round++) {
+        /* about 200 pages a transaction: 40,000 frames in all */
+        for (int i = 0; i < 1000; i++) {
+            snprintf(uri, sizeof(uri), "http://s.example/%d/%0300d", round,
+                     i);
+            struct ledger_todo t = { .uri = uri, .change = LEDGER_CREATE };
+            assert_int_equal(ledger_todo_put(f->l, &t, NULL), 0);
+        }
+        assert_int_equal(ledger_commit(f->l), 0);
+        assert_int_equal(ledger_begin(f->l), 0);
+        if (stat(wal, &st) == 0 && st.st_size > most)
+            most = st.st_size;
+    }
+    assert_int_equal(ledger_commit(f->l), 0);
+    /* 16,000 frames and one transaction's, of 4 KiB and a 24-byte
+     * header */
+    if (most >= (off_t)(16000 + 400) * 4120)
+        fail_msg("the WAL grew to %lld bytes", (long long)most);
+    unsigned long runs = ledger_checkpoints(f->l, &by_commits);
+    assert_true(by_commits > 0);
+    /* about one a 1000 frames: a WAL that cannot start over is long at
+     * every commit, and is not checkpointed (and fsynced) at each */
+    if (runs + by_commits > 50)
+        fail_msg("%lu checkpoints by the thread and %lu by commits for "
+                 "about 40,000 frames", runs, by_commits);
+}
+
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -1827,6 +1924,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         TS("ledger/create_reopen", test_create_reopen),
+        TS("ledger/checkpoints_in_a_thread", test_checkpoints_in_a_thread),
+        TS("ledger/wal_bounded", test_wal_bounded),
         TS("ledger/refuses_foreign_and_newer", test_refuses_foreign_and_newer),
         TS("ledger/one_writer", test_one_writer),
         TS("ledger/readonly_missing", test_readonly_missing),
