@@ -25,6 +25,7 @@
 
 #define RS_LOG_MODULE "seam"
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "rs_log.h"
 #include "rs_seam.h"
 
@@ -261,6 +262,7 @@ static void *
 thread_main(void *arg)
 {
     struct seam_end *e = arg;
+    rs_thread_signals_to_loop();
     while (atomic_load(&e->state) == END_RUNNING)
         if (lws_service(e->ctx, 0) < 0)
             break;

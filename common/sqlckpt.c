@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "rs_error.h"
 #include "rs_sqlckpt.h"
 
@@ -94,6 +95,7 @@ ckpt_main(void *arg)
 {
     struct rs_sqlckpt *c = arg;
 
+    rs_thread_signals_to_loop();
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;

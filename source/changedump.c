@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "rs_hash.h"
 #include "rs_write.h"
 #include "tree.h"
@@ -650,6 +651,7 @@ cd_thread(void *arg)
 {
     struct changedump *d = arg;
 
+    rs_thread_signals_to_loop();
     d->brc = cd_build(&d->b, d->state_path);
     atomic_store(&d->done, true);
     return NULL;

@@ -21,6 +21,7 @@
 
 #include "dumpw.h"
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "rs_hash.h"
 #include "rs_write.h"
 #include "zippkg.h"
@@ -548,6 +549,7 @@ dw_thread(void *arg)
 {
     struct dumpw *w = arg;
 
+    rs_thread_signals_to_loop();
     w->berr[0] = '\0';
     w->brc = dw_build(w, &w->next, w->berr, sizeof(w->berr));
     atomic_store(&w->done, true);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_daemon.h"
 #include "syncer.h"
 
 struct item {
@@ -94,6 +95,7 @@ syncer_main(void *arg)
     static const uint64_t one = 1;
     struct syncer *s = arg;
 
+    rs_thread_signals_to_loop();
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (s->queue.head == NULL && !s->stop)

@@ -16,6 +16,7 @@
 #include <event2/event.h>
 #include <libwebsockets.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -315,7 +316,7 @@ test_loop_batch(void **state)
 
 /* seam/both_ways: items to each of four service threads come back through
  * the loop's end, every one, in each producer's order, woken by
- * lws_cancel_service and the eventfd. */
+ * lws_cancel_service and the eventfd. The threads block signals. */
 static void
 test_both_ways(void **state)
 {
@@ -337,6 +338,9 @@ test_both_ways(void **state)
     fx_run(f, N * K);
     assert_int_equal(f->got, N * K);
     assert_true(f->order_ok);
+    int others = 0;     /* service threads leave signals to the loop's */
+    assert_int_equal(tu_threads_unblocked(SIGTERM, &others), 0);
+    assert_true(others >= N);
     for (unsigned i = 0; i < N; i++) {
         assert_int_equal(f->next_seq[i], K);
         struct rs_seam_stats st;

@@ -3,6 +3,7 @@
  * numbers that never go back, and the checkpoint thread. */
 #include "testutil.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,9 @@ test_checkpointer(void **state)
     snprintf(db, sizeof(db), "%s", f->db);
     assert_int_equal(stat(db, &st), 0);
     assert_true(st.st_size > 50000);     /* pages reached the database */
+    int others = 0;     /* the thread leaves signals to the loop's */
+    assert_int_equal(tu_threads_unblocked(SIGTERM, &others), 0);
+    assert_int_equal(others, 1);
     state_checkpointer_stop(f->st);
     state_checkpointer_stop(f->st);      /* stopping twice is fine */
     assert_int_equal(state_res_count(f->st), 2500);

@@ -1823,7 +1823,8 @@ test_throughput(void **state)
 /* ledger/checkpoints_in_a_thread: a writer's commit does not checkpoint
  * (SQLite's default does, on the committing thread, once the WAL passes
  * 1000 frames); the ledger's thread, woken by that commit, folds the WAL
- * into the database; a reader starts no thread. */
+ * into the database; the thread blocks signals; a reader starts no
+ * thread. */
 static void
 test_checkpoints_in_a_thread(void **state)
 {
@@ -1863,6 +1864,10 @@ test_checkpoints_in_a_thread(void **state)
         usleep(10000);
     }
     assert_true(st.st_size > 8 * 1024 * 1024);
+    /* the thread leaves signals to the loop's thread */
+    int others = 0;
+    assert_int_equal(tu_threads_unblocked(SIGTERM, &others), 0);
+    assert_int_equal(others, 1);
 
     struct ledger *r = must_open(f->db, LEDGER_READONLY);
     int64_t due = 0, waiting = 0, failed = 0;

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -319,7 +320,8 @@ fx_submit(struct fx *fx, int i)
  * prepared on the thread, with their own mtime, and told on the loop's
  * thread once each, in the order handed, after their fsync; committed
  * there they are in place with their content and mtime, fsynced exactly
- * once (the commit does not fsync again), and no temp is left. */
+ * once (the commit does not fsync again), and no temp is left. The
+ * thread blocks signals (the loop's events take them). */
 static void
 test_in_order(void **state)
 {
@@ -346,6 +348,10 @@ test_in_order(void **state)
     assert_int_equal(syncer_pending(fx->s), 0);
     assert_int_equal(atomic_load(&fsyncs_in), N);
     assert_false(fsync_was_here());
+    /* the thread leaves signals to the loop's thread */
+    int others = 0;
+    assert_int_equal(tu_threads_unblocked(SIGTERM, &others), 0);
+    assert_true(others >= 1);
     for (int i = 0; i < N; i++) {
         struct job *j = &fx->jobs[i];
         char rel[64], text[256];

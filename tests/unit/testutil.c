@@ -170,3 +170,48 @@ tu_loopback_socket(int backlog, int *port)
     *port = ntohs(sa.sin_port);
     return fd;
 }
+
+/* One pass over /proc/self/task: threads but the main one leaving sig
+ * unblocked. */
+static int
+threads_unblocked_once(int sig, int *others)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int open = 0;
+
+    *others = 0;
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        char path[300], line[256];
+        unsigned long long blk = 0;
+        FILE *f;
+        if (e->d_name[0] == '.' || atoi(e->d_name) == (int)getpid())
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;                  /* it ended meanwhile */
+        while (fgets(line, sizeof(line), f) != NULL)
+            if (sscanf(line, "SigBlk: %llx", &blk) == 1)
+                break;
+        fclose(f);
+        (*others)++;
+        if (!(blk & (1ULL << (sig - 1))))
+            open++;
+    }
+    closedir(d);
+    return open;
+}
+
+int
+tu_threads_unblocked(int sig, int *others)
+{
+    int open = 0;
+
+    for (int i = 0; i < 100; i++) {
+        if ((open = threads_unblocked_once(sig, others)) == 0)
+            break;
+        usleep(10000);
+    }
+    return open;
+}

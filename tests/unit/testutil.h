@@ -48,4 +48,11 @@ unsigned long tu_alloc_count(void);
  * free once closed). The caller closes it. Fails the test on error. */
 int tu_loopback_socket(int backlog, int *port);
 
+/* Of this process's threads other than the main one (*others counts
+ * them), how many leave sig unblocked (/proc/self/task/N/status, SigBlk).
+ * A thread blocks signals first thing (rs_thread_signals_to_loop), so one
+ * just started gets up to a second to do so. Ask once the threads did
+ * some work: while ASan starts a thread it shows every signal blocked. */
+int tu_threads_unblocked(int sig, int *others);
+
 #endif
