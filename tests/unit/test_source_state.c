@@ -210,7 +210,7 @@ test_checkpointer(void **state)
     assert_true(st.st_size > 50000);     /* pages reached the database */
     int others = 0;     /* the thread leaves signals to the loop's */
     assert_int_equal(tu_threads_unblocked(SIGTERM, &others), 0);
-    assert_int_equal(others, 1);
+    assert_true(others >= 1);     /* and TSan's own thread, under TSan */
     state_checkpointer_stop(f->st);
     state_checkpointer_stop(f->st);      /* stopping twice is fine */
     assert_int_equal(state_res_count(f->st), 2500);
@@ -228,7 +228,7 @@ static void
 test_wal_bounded(void **state)
 {
     struct fx *f = *state;
-    char wal[4300], p[400];
+    char wal[4300], p[4000];
     struct stat st;
     off_t most = 0;
 
@@ -236,8 +236,8 @@ test_wal_bounded(void **state)
     assert_int_equal(state_checkpointer_start(f->st, 60000), 0);
     for (int round = 0; round < 200; round++) {
         assert_int_equal(state_begin(f->st), 0);
-        for (int i = 0; i < 1000; i++) {
-            snprintf(p, sizeof(p), "r%d/%0300d", round, i);
+        for (int i = 0; i < 80; i++) {     /* rows of a page or more */
+            snprintf(p, sizeof(p), "r%d/%03500d", round, i);
             struct state_res r = { .path = p, .type = "text/plain" };
             assert_int_equal(state_res_put(f->st, &r), 0);
         }
@@ -245,11 +245,12 @@ test_wal_bounded(void **state)
         if (stat(wal, &st) == 0 && st.st_size > most)
             most = st.st_size;
     }
-    /* 16,000 frames and one transaction's, of 4 KiB and a 24-byte
-     * header */
-    if (most >= (off_t)(16000 + 400) * 4120)
+    /* 16,000 frames and a few transactions' (the commit at the bound
+     * finds the thread checkpointing: the next one tries again), of 4 KiB
+     * and a 24-byte header */
+    if (most >= (off_t)(16000 + 1000) * 4120)
         fail_msg("the WAL grew to %lld bytes", (long long)most);
-    assert_int_equal(state_res_count(f->st), 200000);
+    assert_int_equal(state_res_count(f->st), 200 * 80);
 }
 
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }

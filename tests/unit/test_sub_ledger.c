@@ -1867,7 +1867,7 @@ test_checkpoints_in_a_thread(void **state)
     /* the thread leaves signals to the loop's thread */
     int others = 0;
     assert_int_equal(tu_threads_unblocked(SIGTERM, &others), 0);
-    assert_int_equal(others, 1);
+    assert_true(others >= 1);     /* and TSan's own thread, under TSan */
 
     struct ledger *r = must_open(f->db, LEDGER_READONLY);
     int64_t due = 0, waiting = 0, failed = 0;
@@ -1888,7 +1888,7 @@ static void
 test_wal_bounded(void **state)
 {
     struct fx *f = *state;
-    char wal[4300], uri[400];
+    char wal[4300], uri[4000];
     struct stat st;
     off_t most = 0;
     unsigned long by_commits = 0;
@@ -1896,9 +1896,10 @@ test_wal_bounded(void **state)
     snprintf(wal, sizeof(wal), "%s-wal", f->db);
     assert_int_equal(ledger_begin(f->l), 0);
     for (int round = 0; round < 200; round++) {
-        /* about 200 pages a transaction: 40,000 frames in all */
-        for (int i = 0; i < 1000; i++) {
-            snprintf(uri, sizeof(uri), "http://s.example/%d/%0300d", round,
+        /* rows of a page or more: about 200 pages a transaction,
+         * 40,000 frames in all */
+        for (int i = 0; i < 80; i++) {
+            snprintf(uri, sizeof(uri), "http://s.example/%d/%03500d", round,
                      i);
             struct ledger_todo t = { .uri = uri, .change = LEDGER_CREATE };
             assert_int_equal(ledger_todo_put(f->l, &t, NULL), 0);
@@ -1909,9 +1910,10 @@ test_wal_bounded(void **state)
             most = st.st_size;
     }
     assert_int_equal(ledger_commit(f->l), 0);
-    /* 16,000 frames and one transaction's, of 4 KiB and a 24-byte
-     * header */
-    if (most >= (off_t)(16000 + 400) * 4120)
+    /* 16,000 frames and a few transactions' (the commit at the bound
+     * finds the thread checkpointing: the next one tries again), of 4 KiB
+     * and a 24-byte header */
+    if (most >= (off_t)(16000 + 1000) * 4120)
         fail_msg("the WAL grew to %lld bytes", (long long)most);
     unsigned long runs = ledger_checkpoints(f->l, &by_commits);
     assert_true(by_commits > 0);
