@@ -10,9 +10,12 @@
 #include "testutil.h"
 
 #include <event2/event.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "clscan.h"
 #include "reader.h"
@@ -705,11 +708,41 @@ test_key(void **state)
     clscan_free(NULL);
 }
 
+/* store/checkpointer: the store's WAL is checkpointed by a thread of its
+ * own (rs_sqlckpt, as rssub's ledger: 1000 frames committed wake it),
+ * not by commits on the loop every poller waits on; the thread blocks
+ * signals. */
+static void
+test_store_checkpointer(void **state)
+{
+    struct fx *f = *state;
+    struct stat st;
+    int others = 0;
+
+    assert_int_equal(store_begin(f->st), 0);
+    assert_int_equal(store_exec_sql(f->st, "CREATE TABLE bulk(b BLOB); "
+                     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+                     "FROM n WHERE i < 6000) INSERT INTO bulk "
+                     "SELECT randomblob(1000) FROM n"), 0);
+    assert_int_equal(store_commit(f->st), 0);
+    for (int i = 0; i < 300; i++) {
+        assert_int_equal(stat(f->db, &st), 0);
+        if (st.st_size > 4 * 1024 * 1024)
+            break;
+        usleep(10000);
+    }
+    assert_true(st.st_size > 4 * 1024 * 1024);   /* checkpointed */
+    assert_int_equal(tu_threads_unblocked(SIGTERM, &others), 0);
+    assert_true(others >= 1);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key),
+        cmocka_unit_test_setup_teardown(test_store_checkpointer, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tail_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_moving, setup, teardown),
