@@ -418,14 +418,17 @@ job_finish(struct apply *a, struct job *j)
 }
 
 /* The syncer is done with j's file: into place, unless a newer change
- * came meanwhile (then it goes, as a superseded download's does). */
+ * came meanwhile (then it goes, as a superseded download's does). Under
+ * --fsync full the syncer put it in place already: recorded then all the
+ * same, so the ledger says what the mirror holds (the newer row stays:
+ * its seq is not this job's). */
 static void
 on_job_synced(void *ud)
 {
     struct job *j = ud;
     struct apply *a = j->a;
 
-    if (!j->superseded)
+    if (!j->superseded || mirror_file_placed(j->mf))
         job_finish(a, j);
     else
         a->st.superseded++;

@@ -65,6 +65,8 @@ struct mirror_file {
     int rc;               /* 0, or the failure that removed the temp */
     bool sync;            /* the commit fsyncs it (a policy, not a stage) */
     bool prepared;        /* mirror_prepare ran: mtime set, fsynced */
+    bool closed;          /* ... and (full) closed it and tried the rename */
+    bool placed;          /* renamed into place (or written there) */
     const char *prep_op;  /* what failed there (NULL: nothing), */
     int prep_errno;       /* and its errno: mirror_commit reports it */
     const char *made;     /* the name created: tmp, or in a stage name */
@@ -782,7 +784,7 @@ mirror_begin(struct mirror *m, const char *rel, struct mirror_file **out)
     f->made = f->tmp;
     f->rc = 0;
     f->sync = m->fsync != MIRROR_FSYNC_NONE && !m->direct;
-    f->prepared = false;
+    f->prepared = f->closed = f->placed = false;
     f->prep_op = NULL;
     f->prep_errno = 0;
     int dfd = -1;
@@ -871,12 +873,58 @@ mirror_file_settle(struct mirror_file *f, rs_time_t mtime, int *e)
     return NULL;
 }
 
+/* Close f's temp (op: what failed before, which the close then only
+ * follows), rename it into place, and under full fsync its directory: op
+ * and errno of what failed, or NULL. With its own directory fd (not in a
+ * stage) it touches f alone, so mirror_prepare runs it off the loop. */
+static const char *
+mirror_file_place(struct mirror_file *f, const char *op, int *e)
+{
+    struct mirror *m = f->m;
+
+    /* close() reports delayed write errors on some filesystems (NFS). On
+     * Linux the fd is gone even when it says EINTR. */
+    if (close(f->fd) != 0 && op == NULL && errno != EINTR) {
+        op = "close";
+        *e = errno;
+    }
+    f->fd = -1;
+    if (op != NULL)
+        return op;
+    if (!m->direct && renameat(f->dirfd, f->tmp, f->dirfd, f->name) != 0) {
+        *e = errno;
+        return "rename";
+    }
+    f->placed = true;
+    if (m->fsync == MIRROR_FSYNC_FULL && !m->direct &&
+        fsync(mirror_file_dir(f)) != 0) {
+        *e = errno;
+        return "fsync directory";
+    }
+    return NULL;
+}
+
 void
 mirror_prepare(struct mirror_file *f, rs_time_t mtime)
 {
-    if (f->rc == 0 && !f->prepared)
+    struct mirror *m = f->m;
+
+    if (f->rc == 0 && !f->prepared) {
         f->prep_op = mirror_file_settle(f, mtime, &f->prep_errno);
+        /* Under full the directory's fsync waits on the disk as the
+         * file's does: the rename before it comes here too. */
+        if (m->fsync == MIRROR_FSYNC_FULL && !m->direct && f->dirfd >= 0) {
+            f->prep_op = mirror_file_place(f, f->prep_op, &f->prep_errno);
+            f->closed = true;
+        }
+    }
     f->prepared = true;
+}
+
+bool
+mirror_file_placed(const struct mirror_file *f)
+{
+    return f != NULL && f->placed;
 }
 
 int
@@ -888,36 +936,28 @@ mirror_commit(struct mirror_file *f, rs_time_t mtime)
     int e = 0;
     if (rc != 0)
         goto out;
-    if (f->prepared) {
+    if (f->closed) {
         op = f->prep_op;
         e = f->prep_errno;
     } else {
-        op = mirror_file_settle(f, mtime, &e);
+        if (f->prepared) {
+            op = f->prep_op;
+            e = f->prep_errno;
+        } else {
+            op = mirror_file_settle(f, mtime, &e);
+        }
+        op = mirror_file_place(f, op, &e);
     }
-    /* close() reports delayed write errors on some filesystems (NFS). On
-     * Linux the fd is gone even when it says EINTR. */
-    if (close(f->fd) != 0 && op == NULL && errno != EINTR) {
-        op = "close";
-        e = errno;
-    }
-    f->fd = -1;
-    if (op == NULL && !m->direct &&
-        renameat(f->dirfd, f->tmp, f->dirfd, f->name) != 0) {
-        op = "rename";
-        e = errno;
-    }
-    if (op != NULL) {
+    if (op != NULL && !f->placed) {
         (void)unlinkat(mirror_file_dir(f), f->made, 0);
         if (e == EISDIR)
             rc = mirror_fail(m, RS_EINVAL, e, "%s: is a directory", f->rel);
         else
             rc = mirror_oserr(m, e, f->rel, strlen(f->rel), op);
-        goto out;
+    } else if (op != NULL) {
+        /* in place, its directory entry maybe not on the disk yet */
+        rc = mirror_oserr(m, e, f->rel, strlen(f->rel), op);
     }
-    if (m->fsync == MIRROR_FSYNC_FULL && !m->direct &&
-        fsync(mirror_file_dir(f)) != 0)
-        rc = mirror_oserr(m, errno, f->rel, strlen(f->rel),
-                          "fsync directory");
 out:
     mirror_file_drop(f);
     if (f->dirfd >= 0)

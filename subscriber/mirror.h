@@ -145,14 +145,18 @@ void mirror_abort(struct mirror_file *f);
 
 /*
  * The part of mirror_commit that may wait on the disk, ahead of it and on
- * any thread: set the mtime and fsync per policy. It touches f's own file
- * and nothing else, so the mirror may be used meanwhile; f itself must
- * not be. mirror_commit(f, ...) then only closes and renames (and under
- * full fsyncs the directory; its mtime is ignored), and reports a failure
- * of this part as its own ("a.txt: fsync: EIO: ..."). Once per f;
- * optional.
+ * any thread: set the mtime and fsync per policy; under full also close,
+ * rename into place and fsync the directory (outside a stage), as that
+ * fsync waits on the disk too. It touches f's own file and directory and
+ * nothing else, so the mirror may be used meanwhile; f itself must not
+ * be. mirror_commit(f, ...) then only closes and renames (under full only
+ * reports; its mtime is ignored), and reports a failure of this part as
+ * its own ("a.txt: fsync: EIO: ..."). Once per f; optional.
  */
 void mirror_prepare(struct mirror_file *f, rs_time_t mtime);
+/* Whether f's new version is in place already (mirror_prepare under
+ * full): dropping f then leaves it there. false for NULL. */
+bool mirror_file_placed(const struct mirror_file *f);
 /* Whether m's commits fsync (a policy other than none, and not a stage):
  * then mirror_prepare is worth a thread. */
 bool mirror_syncs(const struct mirror *m);

@@ -2,8 +2,8 @@
  * syncer.h - mirror files made durable off the loop when that is worth it.
  * One thread takes the files handed to it in order and does the part of
  * each commit that waits on the disk (mirror_prepare: the mtime, the
- * fsync); the loop is told when a file is done and renames it into place
- * (mirror_commit). On a disk an fsync waits for a journal commit, a
+ * fsync; under full also the rename and the directory's fsync); the loop
+ * is told when a file is done and renames it into place (mirror_commit). On a disk an fsync waits for a journal commit, a
  * millisecond or more, and every download and write of the loop waited
  * with it. On tmpfs an fsync costs nothing and the hand-off (a wake-up
  * each way) would only add latency: the syncer times every prepare, and

@@ -459,6 +459,82 @@ test_superseded_while_syncing(void **state)
     assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
 }
 
+/* apply/fsync_full_off_loop: under --fsync full, once fsyncs take a
+ * disk's time, the directory's fsync after the rename runs on the syncer's
+ * thread too (it waited on the disk on the loop): two fsyncs a file there,
+ * none on the loop, every file in place and recorded. */
+static void
+test_fsync_full_off_loop(void **state)
+{
+    struct fx *f = *state;
+    struct ledger_res r;
+    char u[256], buf[64];
+    char *rbuf = NULL;
+
+    fx_policy(f, MIRROR_FSYNC_FULL);
+    tu_httpd_add(f->srv, "/s/", 0, NULL, "synced\n")->prefix = true;
+    fx_apply(f, 8);
+    disk_like(f);              /* the file's and its directory's, here */
+    /* a first file makes the directories (their fsyncs are the loop's) */
+    snprintf(u, sizeof(u), "%s/s/full/first", f->srv->origin);
+    offer(f, u);
+    TU_LOOP_UNTIL(&f->l, f->results[APPLY_CREATED] == 2, WATCHDOG_MS);
+    unsigned on_loop = atomic_load(&fsyncs_on_loop);
+    unsigned off_loop = atomic_load(&fsyncs_off_loop);
+    for (int i = 0; i < 20; i++) {
+        snprintf(u, sizeof(u), "%s/s/full/%d", f->srv->origin, i);
+        offer(f, u);
+    }
+    TU_LOOP_UNTIL(&f->l, f->results[APPLY_CREATED] == 22, WATCHDOG_MS);
+    assert_int_equal(atomic_load(&fsyncs_on_loop), on_loop);
+    assert_int_equal(atomic_load(&fsyncs_off_loop), off_loop + 40);
+    assert_int_equal(entries(f, "/s/full", NULL), 21);
+    assert_int_equal(entries(f, "/s/full", ".rssub-tmp."), 0);
+    assert_string_equal(mirrored(f, "/s/full/19", buf, sizeof(buf)),
+                        "synced\n");
+    snprintf(u, sizeof(u), "%s/s/full/19", f->srv->origin);
+    assert_int_equal(ledger_res_get(f->ledger, u, &r, &rbuf), 0);
+    assert_int_equal(r.length, 7);
+    rs_free(rbuf);
+    assert_int_equal(in_flight(f), 0);
+}
+
+/* apply/superseded_while_syncing_full: under --fsync full the syncer puts
+ * the file in place itself; superseded meanwhile, it is recorded all the
+ * same (the ledger says what the mirror holds), and the newer change is
+ * then applied over it. */
+static void
+test_superseded_while_syncing_full(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/doc", 0, NULL, "v1\n");
+    struct ledger_res res;
+    char *rbuf = NULL;
+    rs_time_t dt = rs_time_now();
+    char buf[64];
+
+    fx_policy(f, MIRROR_FSYNC_FULL);
+    fx_apply(f, 4);
+    disk_like(f);
+    held_at_gate(f, "/doc", dt);
+    free(r->body);
+    r->body = strdup("v2\n");
+    r->body_len = 3;
+    assert_int_equal(offer_dt(f, f->watch, dt + 1000000), 1);
+    tu_loop_run_for(&f->l, 100);      /* the refill sees the newer row */
+    gate_set(false);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_CREATED);    /* v1, recorded */
+    assert_int_equal(f->watch_o[1], APPLY_UPDATED);    /* then v2 */
+    assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "v2\n");
+    assert_int_equal(r->hits, 2);
+    assert_int_equal(ledger_res_get(f->ledger, f->watch, &res, &rbuf), 0);
+    assert_int_equal(res.change_dt, dt + 1000000);
+    rs_free(rbuf);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+    assert_int_equal(in_flight(f), 0);
+}
+
 /* apply/free_while_syncing: apply_free while a job's file is on the
  * syncer's thread waits for the thread, then drops the file: nothing in
  * the mirror, nothing recorded, the todo row kept for the next start. */
@@ -860,6 +936,9 @@ main(void)
         TS("apply/gone_but_mirrored_fails", test_gone_but_mirrored_fails),
         TS("apply/fsync_off_loop", test_fsync_off_loop),
         TS("apply/superseded_while_syncing", test_superseded_while_syncing),
+        TS("apply/fsync_full_off_loop", test_fsync_full_off_loop),
+        TS("apply/superseded_while_syncing_full",
+           test_superseded_while_syncing_full),
         TS("apply/free_while_syncing", test_free_while_syncing),
         TS("apply/fsync_fails_off_loop", test_fsync_fails_off_loop),
         { "apply/free_null", test_free_null, NULL, NULL, NULL },

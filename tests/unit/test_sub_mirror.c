@@ -1158,7 +1158,8 @@ test_stage_syncfs(void **state)
 /* mirror/prepare: mirror_prepare does a commit's mtime and fsync ahead of
  * it, once; the commit then only renames (no second fsync, its own mtime
  * ignored). An fsync failing there fails the commit, the old file kept.
- * Under "none", and in a stage, commits do not fsync (mirror_syncs). */
+ * Under "full" it also renames and fsyncs the directory. Under "none",
+ * and in a stage, commits do not fsync (mirror_syncs). */
 static void
 test_prepare(void **state)
 {
@@ -1205,8 +1206,34 @@ test_prepare(void **state)
     assert_int_equal(fsyncs, 0);
     mirror_close(m);
 
+    /* under full the prepare also renames and fsyncs the directory (it
+     * waits on the disk too): in place before the commit, which then
+     * fsyncs nothing */
     o.fsync = MIRROR_FSYNC_FULL;
     m = fx_open(f->mdir, &o);
+    assert_int_equal(fx_put(m, "p/d.txt", "old", RS_TIME_NONE), 0);
+    assert_int_equal(mirror_begin(m, "p/d.txt", &mf), 0);
+    assert_int_equal(mirror_write(mf, "full", 4), 0);
+    fsyncs = 0;
+    mirror_prepare(mf, 7000000);
+    assert_int_equal(fsyncs, 2);
+    assert_true(mirror_file_placed(mf));
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "p/d.txt")), "full");
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), 0);
+    assert_int_equal(fsyncs, 2);
+    assert_int_equal(stat(fx_path(f, f->mdir, "p/d.txt"), &sb), 0);
+    assert_int_equal(sb.st_mtime, 7);
+    /* its file's fsync failing: not renamed, the old one kept */
+    assert_int_equal(mirror_begin(m, "p/d.txt", &mf), 0);
+    assert_int_equal(mirror_write(mf, "lost", 4), 0);
+    fsync_errno = EIO;
+    mirror_prepare(mf, RS_TIME_NONE);
+    fsync_errno = 0;
+    assert_false(mirror_file_placed(mf));
+    assert_int_equal(mirror_commit(mf, RS_TIME_NONE), RS_EIO);
+    assert_non_null(strstr(mirror_errstr(m), "p/d.txt: fsync: EIO"));
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "p/d.txt")), "full");
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "p"), MIRROR_TMP_PREFIX), 0);
     struct mirror *st = mirror_stage_new(m, err, sizeof(err));
     assert_non_null(st);
     assert_true(mirror_syncs(m));
