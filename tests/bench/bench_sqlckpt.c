@@ -152,6 +152,21 @@ run(const char *dir, int threaded, double seconds, int txn_ms, int writes,
     return f;
 }
 
+/* argv's value of option opt, a number within [lo, hi]; exits if not. */
+static double
+num(const char *opt, const char *s, double lo, double hi)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+
+    if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "bench_sqlckpt: %s: %s is not a number from %g to "
+                "%g\n", opt, s, lo, hi);
+        exit(2);
+    }
+    return v;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -159,27 +174,27 @@ main(int argc, char **argv)
     double seconds = 10;
     int rounds = 2, txn_ms = 20, writes = 300, rows = 40000;
 
+    if (argc % 2 != 1) {
+        fprintf(stderr, "bench_sqlckpt: %s needs a value\n", argv[argc - 1]);
+        return 2;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--dir") == 0)
             dir = argv[i + 1];
         else if (strcmp(argv[i], "--seconds") == 0)
-            seconds = atof(argv[i + 1]);
+            seconds = num(argv[i], argv[i + 1], 0.1, 3600);
         else if (strcmp(argv[i], "--rounds") == 0)
-            rounds = atoi(argv[i + 1]);
+            rounds = (int)num(argv[i], argv[i + 1], 1, 100);
         else if (strcmp(argv[i], "--txn-ms") == 0)
-            txn_ms = atoi(argv[i + 1]);
+            txn_ms = (int)num(argv[i], argv[i + 1], 1, 10000);
         else if (strcmp(argv[i], "--writes") == 0)
-            writes = atoi(argv[i + 1]);
+            writes = (int)num(argv[i], argv[i + 1], 1, 1000000);
         else if (strcmp(argv[i], "--rows") == 0)
-            rows = atoi(argv[i + 1]);
+            rows = (int)num(argv[i], argv[i + 1], 1, 100000000);
         else {
             fprintf(stderr, "bench_sqlckpt: unknown option %s\n", argv[i]);
             return 2;
         }
-    }
-    if (seconds <= 0 || rounds < 1 || txn_ms < 1 || writes < 1 || rows < 1) {
-        fprintf(stderr, "bench_sqlckpt: bad option value\n");
-        return 2;
     }
     printf("commits of %d upserts every %d ms over %d rows, %.0f s a run, "
            "in %s\n\n", writes, txn_ms, rows, seconds, dir);

@@ -178,15 +178,17 @@ threads_unblocked_once(int sig, int *others)
 {
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
+    char self[32];
     int open = 0;
 
     *others = 0;
     assert_non_null(d);
+    snprintf(self, sizeof(self), "%ld", (long)getpid());
     while ((e = readdir(d)) != NULL) {
         char path[300], line[256];
         unsigned long long blk = 0;
         FILE *f;
-        if (e->d_name[0] == '.' || atoi(e->d_name) == (int)getpid())
+        if (e->d_name[0] == '.' || strcmp(e->d_name, self) == 0)
             continue;
         snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
         if ((f = fopen(path, "r")) == NULL)
