@@ -21,7 +21,8 @@
 
 #define STORE_APP_ID 0x72427267        /* 'rBrg' */
 #define STORE_STMTS 256                /* cache slots (a power of two) */
-#define STORE_CKPT_FRAMES 1000         /* a checkpoint each (SQLite's) */
+#define STORE_CKPT_FRAMES 1000         /* frames committed a checkpoint
+                                          (SQLite's default) */
 
 /*
  * Tables. Times are microseconds (rs_time_t), NULL when absent.

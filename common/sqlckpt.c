@@ -47,14 +47,14 @@ deadline_after(struct timespec *ts, unsigned ms)
 
 /*
  * After each of the writer's commits, on its thread: nframes is the WAL's
- * length, and the frames added since the last time are what counts (a
- * WAL that has not started over stays long, and acting at every commit
- * would checkpoint, and fsync, at every commit): every frames of them
- * wake the thread. Past cap, the commit checkpoints itself (again after
- * each step more, as SQLite's own hook does past 1000 while a reader
- * keeps the WAL from starting over): the WAL starts over only
- * when a writer begins after a checkpoint that left nothing to copy, and
- * a writer that is always in a transaction (rssub's batches) never gives
+ * length. What counts is the frames added since the hook last acted: a
+ * WAL that has not started over stays long, and acting on its length
+ * would checkpoint, and fsync, at every commit. Each c->frames added wake
+ * the thread. Past cap, the commit checkpoints itself, and again after
+ * each step more (as SQLite's own hook does past 1000 while a reader
+ * keeps the WAL from starting over): the WAL starts over only when a
+ * writer begins after a checkpoint that left nothing to copy, and a
+ * writer that is always in a transaction (rssub's batches) never gives
  * the thread that moment, so its WAL would grow without end. Here,
  * between this commit and the next begin, is that moment, and most of
  * the WAL is copied already.

@@ -156,9 +156,6 @@ static const char state_schema[] =
     "  part INTEGER NOT NULL, length INTEGER NOT NULL, "
     "  PRIMARY KEY(list, part)) WITHOUT ROWID;";
 
-/* The checkpointer thread: the only state shared across threads is this
- * struct, under its mutex; the thread has its own connection. */
-
 #define ST_ITER_CACHE 8
 
 struct state {

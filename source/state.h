@@ -89,7 +89,9 @@ const char *state_errstr(const struct state *st);   /* last SQLite error */
  * interval_ms, instead of at commits: the loop thread's commits then never
  * wait for an fsync (with synchronous=NORMAL only checkpoints sync). The
  * writer handle only; stopped by state_checkpointer_stop or state_free.
- * 0, RS_ESTATE (already running), RS_EIO.
+ * A commit that leaves the WAL over 16,000 frames still checkpoints
+ * itself, which bounds the WAL (rs_sqlckpt.h). 0, RS_ESTATE (already
+ * running, or a reader), or rs_sqlckpt_start's error.
  */
 int state_checkpointer_start(struct state *st, unsigned interval_ms)
     RS_MUST_CHECK;

@@ -23,8 +23,9 @@
 
 #define LG_APP_ID 0x72537562     /* "rSub": PRAGMA application_id */
 #define LG_BUSY_MS 5000
-#define LG_CKPT_FRAMES 1000      /* a commit leaving this many in the WAL
-                                    has it checkpointed (SQLite's default) */
+#define LG_CKPT_FRAMES 1000      /* frames committed a checkpoint, on the
+                                    checkpointer's thread (SQLite's
+                                    default, on the committing one) */
 #define LG_MAX_COLS 5            /* text columns of one row */
 
 enum lg_stmt {

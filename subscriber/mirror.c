@@ -755,14 +755,18 @@ mirror_file_dir(struct mirror_file *f)
                                                                         : -1;
 }
 
-/* Close and remove the temp (its content is no use any more). */
+/* Close and remove the temp (its content is no use any more); one that
+ * mirror_prepare closed and did not rename too. */
 static void
 mirror_file_drop(struct mirror_file *f)
 {
-    if (f->fd < 0)
-        return;
-    close(f->fd);
-    f->fd = -1;
+    if (f->fd >= 0) {
+        close(f->fd);
+        f->fd = -1;
+    } else if (!f->closed || f->placed) {
+        return;               /* removed already, or renamed into place */
+    }
+    f->closed = false;
     (void)unlinkat(mirror_file_dir(f), f->made, 0);
 }
 

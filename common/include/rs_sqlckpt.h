@@ -7,8 +7,9 @@
  * Owns the thread and its connection. Does not own the writer's
  * connection: it only turns that one's autocheckpoint off at the start and
  * back on (1000 pages, SQLite's default) at the stop. Used by rssource's
- * state and rssub's ledger, where a commit that checkpoints would copy
- * pages and fsync (two fdatasyncs a checkpoint) on the event loop.
+ * state, rssub's ledger and rsbridge's store, where a commit that
+ * checkpoints would copy pages and fsync (twice a checkpoint) on the
+ * event loop.
  */
 #ifndef RS_SQLCKPT_H
 #define RS_SQLCKPT_H

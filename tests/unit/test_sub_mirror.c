@@ -1234,6 +1234,15 @@ test_prepare(void **state)
     assert_non_null(strstr(mirror_errstr(m), "p/d.txt: fsync: EIO"));
     assert_string_equal(tu_read_str(fx_path(f, f->mdir, "p/d.txt")), "full");
     assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "p"), MIRROR_TMP_PREFIX), 0);
+    /* ... and dropped instead (a newer change came): no temp left */
+    assert_int_equal(mirror_begin(m, "p/d.txt", &mf), 0);
+    assert_int_equal(mirror_write(mf, "lost", 4), 0);
+    fsync_errno = EIO;
+    mirror_prepare(mf, RS_TIME_NONE);
+    fsync_errno = 0;
+    mirror_abort(mf);
+    assert_string_equal(tu_read_str(fx_path(f, f->mdir, "p/d.txt")), "full");
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "p"), MIRROR_TMP_PREFIX), 0);
     struct mirror *st = mirror_stage_new(m, err, sizeof(err));
     assert_non_null(st);
     assert_true(mirror_syncs(m));
