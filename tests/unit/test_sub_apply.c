@@ -382,6 +382,28 @@ open_gate_soon(void *arg)
     return NULL;
 }
 
+/* The n files of the mirror's directory dir (under /s/) all there with
+ * "synced\n", no temp left, the last one (dir/<last>) recorded, no job in
+ * flight. */
+static void
+all_synced(struct fx *f, const char *dir, int n, int last)
+{
+    struct ledger_res r;
+    char rel[128], u[256], buf[64];
+    char *rbuf = NULL;
+
+    snprintf(rel, sizeof(rel), "/s/%s", dir);
+    assert_int_equal(entries(f, rel, NULL), n);
+    assert_int_equal(entries(f, rel, ".rssub-tmp."), 0);
+    snprintf(rel, sizeof(rel), "/s/%s/%d", dir, last);
+    assert_string_equal(mirrored(f, rel, buf, sizeof(buf)), "synced\n");
+    snprintf(u, sizeof(u), "%s%s", f->srv->origin, rel);
+    assert_int_equal(ledger_res_get(f->ledger, u, &r, &rbuf), 0);
+    assert_int_equal(r.length, 7);
+    rs_free(rbuf);
+    assert_int_equal(in_flight(f), 0);
+}
+
 /* ------------------------------------------------------------- tests */
 
 /* apply/fsync_off_loop: under --fsync file, while fsyncs cost nothing
@@ -392,9 +414,7 @@ static void
 test_fsync_off_loop(void **state)
 {
     struct fx *f = *state;
-    struct ledger_res r;
-    char u[256], buf[64];
-    char *rbuf = NULL;
+    char u[256];
 
     fx_policy(f, MIRROR_FSYNC_FILE);
     tu_httpd_add(f->srv, "/s/", 0, NULL, "synced\n")->prefix = true;
@@ -416,15 +436,7 @@ test_fsync_off_loop(void **state)
     /* the first slow one on the loop, the rest handed over */
     assert_int_equal(atomic_load(&fsyncs_on_loop), 11);
     assert_int_equal(atomic_load(&fsyncs_off_loop), 39);
-    assert_int_equal(entries(f, "/s/slow", NULL), 40);
-    assert_int_equal(entries(f, "/s/slow", ".rssub-tmp."), 0);
-    assert_string_equal(mirrored(f, "/s/slow/39", buf, sizeof(buf)),
-                        "synced\n");
-    snprintf(u, sizeof(u), "%s/s/slow/39", f->srv->origin);
-    assert_int_equal(ledger_res_get(f->ledger, u, &r, &rbuf), 0);
-    assert_int_equal(r.length, 7);
-    rs_free(rbuf);
-    assert_int_equal(in_flight(f), 0);
+    all_synced(f, "slow", 40, 39);
 }
 
 /* apply/superseded_while_syncing: a newer change of a resource whose file
@@ -467,9 +479,7 @@ static void
 test_fsync_full_off_loop(void **state)
 {
     struct fx *f = *state;
-    struct ledger_res r;
-    char u[256], buf[64];
-    char *rbuf = NULL;
+    char u[256];
 
     fx_policy(f, MIRROR_FSYNC_FULL);
     tu_httpd_add(f->srv, "/s/", 0, NULL, "synced\n")->prefix = true;
@@ -488,15 +498,7 @@ test_fsync_full_off_loop(void **state)
     TU_LOOP_UNTIL(&f->l, f->results[APPLY_CREATED] == 22, WATCHDOG_MS);
     assert_int_equal(atomic_load(&fsyncs_on_loop), on_loop);
     assert_int_equal(atomic_load(&fsyncs_off_loop), off_loop + 40);
-    assert_int_equal(entries(f, "/s/full", NULL), 21);
-    assert_int_equal(entries(f, "/s/full", ".rssub-tmp."), 0);
-    assert_string_equal(mirrored(f, "/s/full/19", buf, sizeof(buf)),
-                        "synced\n");
-    snprintf(u, sizeof(u), "%s/s/full/19", f->srv->origin);
-    assert_int_equal(ledger_res_get(f->ledger, u, &r, &rbuf), 0);
-    assert_int_equal(r.length, 7);
-    rs_free(rbuf);
-    assert_int_equal(in_flight(f), 0);
+    all_synced(f, "full", 21, 19);
 }
 
 /* apply/superseded_while_syncing_full: under --fsync full the syncer puts
