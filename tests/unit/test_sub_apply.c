@@ -439,6 +439,23 @@ test_fsync_off_loop(void **state)
     all_synced(f, "slow", 40, 39);
 }
 
+/* Under policy p, /doc's v1 (offered at dt) held on the syncer's thread
+ * while v2 is offered (at dt + 1 s) and seen by the refill. */
+static void
+newer_while_syncing(struct fx *f, enum mirror_fsync p, struct tu_route *r,
+                    rs_time_t dt)
+{
+    fx_policy(f, p);
+    fx_apply(f, 4);
+    disk_like(f);
+    held_at_gate(f, "/doc", dt);
+    free(r->body);
+    r->body = strdup("v2\n");
+    r->body_len = 3;
+    assert_int_equal(offer_dt(f, f->watch, dt + 1000000), 1);
+    tu_loop_run_for(&f->l, 100);      /* the refill sees the newer row */
+}
+
 /* apply/superseded_while_syncing: a newer change of a resource whose file
  * is being fsynced off the loop: that file is dropped once the thread is
  * done with it (never renamed into place), and the newer one fetched. */
@@ -451,15 +468,7 @@ test_superseded_while_syncing(void **state)
     rs_time_t dt = rs_time_now();
     char buf[64];
 
-    fx_policy(f, MIRROR_FSYNC_FILE);
-    fx_apply(f, 4);
-    disk_like(f);
-    held_at_gate(f, "/doc", dt);
-    free(r->body);
-    r->body = strdup("v2\n");
-    r->body_len = 3;
-    assert_int_equal(offer_dt(f, f->watch, dt + 1000000), 1);
-    tu_loop_run_for(&f->l, 100);      /* the refill sees the newer row */
+    newer_while_syncing(f, MIRROR_FSYNC_FILE, r, dt);
     assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "");
     gate_set(false);
     TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
@@ -515,15 +524,7 @@ test_superseded_while_syncing_full(void **state)
     rs_time_t dt = rs_time_now();
     char buf[64];
 
-    fx_policy(f, MIRROR_FSYNC_FULL);
-    fx_apply(f, 4);
-    disk_like(f);
-    held_at_gate(f, "/doc", dt);
-    free(r->body);
-    r->body = strdup("v2\n");
-    r->body_len = 3;
-    assert_int_equal(offer_dt(f, f->watch, dt + 1000000), 1);
-    tu_loop_run_for(&f->l, 100);      /* the refill sees the newer row */
+    newer_while_syncing(f, MIRROR_FSYNC_FULL, r, dt);
     gate_set(false);
     TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
     assert_int_equal(f->watch_o[0], APPLY_CREATED);    /* v1, recorded */
