@@ -247,6 +247,12 @@ fh_reached(struct fx *f)
 }
 
 static bool
+verified_reached(struct fx *f)
+{
+    return f->fh_verified >= f->want;
+}
+
+static bool
 resp_done(struct fx *f)
 {
     return f->resp != NULL && f->resp->done;
@@ -284,6 +290,18 @@ wait_fh(struct fx *f, int n, int ms)
     if (!fx_run(f, fh_reached, ms))
         fail_msg("%d requests at the scripted hub within %d ms, want %d",
                  f->nfh, ms, n);
+}
+
+/* The scripted hub's verifications answered with the challenge: the
+ * subscriber reports its state when it answers one, a moment before the
+ * hub's side has read that answer. */
+static void
+wait_verified(struct fx *f, int n, int ms)
+{
+    f->want = n;
+    if (!fx_run(f, verified_reached, ms))
+        fail_msg("%d verifications answered within %d ms, want %d",
+                 f->fh_verified, ms, n);
 }
 
 /* ----------------------------------------------------- the test's requests */
@@ -1330,6 +1348,7 @@ test_expiry(void **state)
     fx_hubsub(f);
     assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
     wait_active(f, 1, 5000);
+    wait_verified(f, 1, 5000);
     assert_int_equal(f->fh_verified, 1);
     struct hubsub_info in;
     fx_info(f, T, &in);
@@ -1374,6 +1393,7 @@ test_unsub_from_on_state(void **state)
     assert_string_equal(f->fh[1].mode, "unsubscribe");
     assert_string_equal(f->fh[1].callback, f->fh[0].callback);
     assert_string_equal(f->fh[1].secret, "");
+    wait_verified(f, 2, 5000);
     assert_int_equal(f->fh_verified, 2);
 }
 
