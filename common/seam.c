@@ -28,6 +28,7 @@
 #include "rs_daemon.h"
 #include "rs_log.h"
 #include "rs_seam.h"
+#include "rs_time.h"
 
 enum item_state {
     IT_FREE = 0,      /* not queued: the producer's or the consumer's */
@@ -345,16 +346,8 @@ wait_until(struct seam_end *e, const struct timespec *deadline)
 void
 rs_seam_join(struct rs_seam *s, int grace_ms)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    if (grace_ms > 0) {
-        deadline.tv_sec += grace_ms / 1000;
-        deadline.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-    }
+    struct timespec deadline =
+        rs_time_mono_deadline(grace_ms > 0 ? (unsigned)grace_ms : 0);
     for (unsigned t = 0; t < s->n; t++) {
         struct seam_end *e = &s->ends[t];
         pthread_mutex_lock(&e->mu);

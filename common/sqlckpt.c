@@ -12,6 +12,7 @@
 #include "rs_daemon.h"
 #include "rs_error.h"
 #include "rs_sqlckpt.h"
+#include "rs_time.h"
 
 struct rs_sqlckpt {
     pthread_t thread;
@@ -32,18 +33,6 @@ struct rs_sqlckpt {
     sqlite3 *writer;            /* the caller's; its autocheckpoint */
     sqlite3 *db;                /* ours, used by the thread alone */
 };
-
-static void
-deadline_after(struct timespec *ts, unsigned ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000;
-    if (ts->tv_nsec >= 1000000000) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000;
-    }
-}
 
 /*
  * After each of the writer's commits, on its thread: nframes is the WAL's
@@ -98,10 +87,8 @@ ckpt_main(void *arg)
     rs_thread_signals_to_loop();
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
-        struct timespec until;
+        struct timespec until = rs_time_mono_deadline(c->interval_ms);
         int wrc = 0;
-        if (c->interval_ms > 0)
-            deadline_after(&until, c->interval_ms);
         /* a spurious wake-up waits out the rest */
         while (!c->stop && !c->due && wrc == 0)
             wrc = c->interval_ms > 0

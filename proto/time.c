@@ -319,3 +319,17 @@ rs_time_mono_ms(void)
 {
     return rs_time_mono_us() / 1000;
 }
+
+struct timespec
+rs_time_mono_deadline(unsigned ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}

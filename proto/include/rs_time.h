@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "rs_error.h"
 
@@ -66,5 +67,10 @@ int64_t rs_time_mono_us(void);
 
 /* The same clock in milliseconds, for timers kept in milliseconds. */
 int64_t rs_time_mono_ms(void);
+
+/* The monotonic clock ms from now, as a timespec: the deadline of a
+ * pthread_cond_timedwait on a condition variable set to CLOCK_MONOTONIC
+ * (pthread_condattr_setclock), which a wall clock set back cannot move. */
+struct timespec rs_time_mono_deadline(unsigned ms);
 
 #endif

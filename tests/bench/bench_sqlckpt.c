@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rs_sqlckpt.h"
+#include "rs_time.h"
 
 struct figures {
     double p50_us, p99_us, max_us, sum_us;
@@ -36,9 +36,7 @@ struct figures {
 static double
 now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    return (double)rs_time_mono_us();
 }
 
 static int

@@ -375,6 +375,24 @@ test_now(void **state)
     assert_true(rs_time_format(a, buf) >= 20);
 }
 
+/* time/mono_deadline: ms from now on the monotonic clock, its
+ * nanoseconds kept under a second whatever the carry. */
+static void
+test_mono_deadline(void **state)
+{
+    (void)state;
+    static const unsigned ms[] = { 0, 1, 999, 1000, 1999, 86400000 };
+    for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+        int64_t before = rs_time_mono_us();
+        struct timespec d = rs_time_mono_deadline(ms[i]);
+        int64_t after = rs_time_mono_us();
+        int64_t at = (int64_t)d.tv_sec * 1000000 + d.tv_nsec / 1000;
+        assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+        assert_true(at >= before + (int64_t)ms[i] * 1000);
+        assert_true(at <= after + (int64_t)ms[i] * 1000);
+    }
+}
+
 #define TT(name, fn) { name, fn, NULL, NULL, NULL }
 
 int
@@ -394,6 +412,7 @@ main(void)
         TT("time/every_day", test_every_day),
         TT("time/round_trip", test_round_trip),
         TT("time/now", test_now),
+        TT("time/mono_deadline", test_mono_deadline),
     };
     return cmocka_run_group_tests_name("time", tests, NULL, NULL);
 }
