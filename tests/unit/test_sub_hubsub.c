@@ -115,6 +115,7 @@ struct fx {
     int nstates;              /* all reports */
     int nstate[HUBSUB_UNSUBSCRIBED + 1];
     int nactive;
+    const int *counted;       /* what wait_count waits on, against want */
     bool unsub_on_active;     /* unsubscribe from inside on_state */
     struct resp *resp;        /* the test's own request in flight */
     /* the scripted hub */
@@ -222,34 +223,11 @@ fx_run(struct fx *f, bool (*done)(struct fx *), int ms)
     return done == NULL || done(f);
 }
 
+/* *f->counted reached f->want (wait_count) */
 static bool
-notes_reached(struct fx *f)
+count_reached(struct fx *f)
 {
-    return f->nnotes >= f->want;
-}
-
-static bool
-states_reached(struct fx *f)
-{
-    return f->nstates >= f->want;
-}
-
-static bool
-active_reached(struct fx *f)
-{
-    return f->nactive >= f->want;
-}
-
-static bool
-fh_reached(struct fx *f)
-{
-    return f->nfh >= f->want;
-}
-
-static bool
-verified_reached(struct fx *f)
-{
-    return f->fh_verified >= f->want;
+    return *f->counted >= f->want;
 }
 
 static bool
@@ -258,38 +236,43 @@ resp_done(struct fx *f)
     return f->resp != NULL && f->resp->done;
 }
 
+/* Run the loop until *count reaches n, at most ms; else fail: "N what
+ * within ms, want n" and, when given, the last state report's why. */
+static void
+wait_count(struct fx *f, const int *count, int n, int ms, const char *what,
+           bool with_why)
+{
+    f->want = n;
+    f->counted = count;
+    if (!fx_run(f, count_reached, ms))
+        fail_msg("%d %s within %d ms, want %d%s%s%s", *count, what, ms, n,
+                 with_why ? " (last: " : "",
+                 with_why ? (f->nstates > 0 ? f->last_why : "none") : "",
+                 with_why ? ")" : "");
+}
+
 static void
 wait_states(struct fx *f, int n, int ms)
 {
-    f->want = n;
-    if (!fx_run(f, states_reached, ms))
-        fail_msg("%d state reports within %d ms, want %d", f->nstates, ms, n);
+    wait_count(f, &f->nstates, n, ms, "state reports", false);
 }
 
 static void
 wait_active(struct fx *f, int n, int ms)
 {
-    f->want = n;
-    if (!fx_run(f, active_reached, ms))
-        fail_msg("%d activations within %d ms, want %d (last: %s)", f->nactive,
-                 ms, n, f->nstates > 0 ? f->last_why : "none");
+    wait_count(f, &f->nactive, n, ms, "activations", true);
 }
 
 static void
 wait_notes(struct fx *f, int n, int ms)
 {
-    f->want = n;
-    if (!fx_run(f, notes_reached, ms))
-        fail_msg("%d notifications within %d ms, want %d", f->nnotes, ms, n);
+    wait_count(f, &f->nnotes, n, ms, "notifications", false);
 }
 
 static void
 wait_fh(struct fx *f, int n, int ms)
 {
-    f->want = n;
-    if (!fx_run(f, fh_reached, ms))
-        fail_msg("%d requests at the scripted hub within %d ms, want %d",
-                 f->nfh, ms, n);
+    wait_count(f, &f->nfh, n, ms, "requests at the scripted hub", false);
 }
 
 /* The scripted hub's verifications answered with the challenge: the
@@ -298,10 +281,7 @@ wait_fh(struct fx *f, int n, int ms)
 static void
 wait_verified(struct fx *f, int n, int ms)
 {
-    f->want = n;
-    if (!fx_run(f, verified_reached, ms))
-        fail_msg("%d verifications answered within %d ms, want %d",
-                 f->fh_verified, ms, n);
+    wait_count(f, &f->fh_verified, n, ms, "verifications answered", false);
 }
 
 /* ----------------------------------------------------- the test's requests */
