@@ -22,6 +22,7 @@
 
 #include "ledger.h"
 #include "rs_alloc.h"
+#include "rs_sqlckpt.h"
 
 struct fx {
     char *dir;
@@ -1924,6 +1925,29 @@ test_wal_bounded(void **state)
                  "about 40,000 frames", runs, by_commits);
 }
 
+/* ledger/checkpointer_refused: rs_sqlckpt_start refuses a database with
+ * no file (RS_EINVAL, nothing started, the connection's own checkpoints
+ * left as they were); stopping none is a no-op. */
+static void
+test_checkpointer_refused(void **state)
+{
+    (void)state;
+    sqlite3 *db = NULL;
+    struct rs_sqlckpt *c = (struct rs_sqlckpt *)&db;   /* must be reset */
+    sqlite3_stmt *q = NULL;
+
+    assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+    assert_int_equal(rs_sqlckpt_start(db, 0, 1000, &c), RS_EINVAL);
+    assert_null(c);
+    rs_sqlckpt_stop(c);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA wal_autocheckpoint", -1,
+                                        &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 1000);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+}
+
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -1933,6 +1957,7 @@ main(void)
         TS("ledger/create_reopen", test_create_reopen),
         TS("ledger/checkpoints_in_a_thread", test_checkpoints_in_a_thread),
         TS("ledger/wal_bounded", test_wal_bounded),
+        TS("ledger/checkpointer_refused", test_checkpointer_refused),
         TS("ledger/refuses_foreign_and_newer", test_refuses_foreign_and_newer),
         TS("ledger/one_writer", test_one_writer),
         TS("ledger/readonly_missing", test_readonly_missing),
