@@ -2,8 +2,13 @@
  * apply.c - the jobs that make the mirror match the todo rows. A refill
  * pages forward through the due rows - first the retries whose time has
  * come, then the rows due at once (ledger.h) - and starts a job for each
- * URI not already in flight; a row for a URI in flight is a newer change,
- * which cancels the job (its temp file goes) so the row is taken next. A
+ * URI not already in flight. A newer change of a URI in flight keeps the
+ * row's place in the queue, which the walk has passed: the job runs to
+ * its end (a small file's answer is in within milliseconds, and may be
+ * the newer version already; a cancel costs the connection), then the
+ * walk goes back for the row. A job that has run for APPLY_STALE_MS
+ * when the newer change comes, or by then, is cancelled (its temp file
+ * goes): a large download of an old version, a server that hangs. A
  * timer wakes the refill when the next retry comes due. Jobs end by
  * writing the ledger in the open batch, committed on a timer.
  */
@@ -31,6 +36,8 @@
 #define APPLY_MAX_BODY (1ull << 30)
 #define APPLY_COMMIT_MS 20
 #define APPLY_BATCH_MAX 5000      /* ledger writes per transaction */
+#define APPLY_STALE_MS 1000       /* a job this old is cancelled by a newer
+                                     change of its uri */
 /* The wake-up for the next retry sleeps at most this long: the due times
  * are wall-clock times, and a clock set forward makes rows due sooner
  * than the (monotonic) timer was told. */
@@ -49,7 +56,11 @@ struct job {
     bool had_copy;               /* a live ledger row exists */
     int64_t gen;                 /* the row's reconcile generation, kept */
     bool conditional;            /* If-None-Match sent */
-    bool superseded;
+    bool superseded;             /* cancelled for a newer change */
+    bool newer;                  /* a newer change came; it runs on */
+    bool replaced;               /* its row was replaced: the walk goes
+                                    back for the newer one at its end */
+    int64_t started_ms;          /* rs_time_mono_ms at its start */
     struct rs_http_req *req;
     struct mirror_file *mf;
     struct rs_hasher *hasher;
@@ -67,6 +78,8 @@ struct apply {
     struct apply_opts o;
     struct event *ev_kick, *ev_commit;
     struct event *ev_due;        /* the next retry comes due (refill) */
+    struct event *ev_stale;      /* a job with a newer change comes to
+                                    APPLY_STALE_MS */
     struct job **jobs;           /* in flight (syncing ones too) */
     size_t njobs;
     struct syncer *sync;         /* fsyncs off the loop (NULL: policy
@@ -246,7 +259,8 @@ job_retry(struct apply *a, struct job *j, long retry_after_s, bool permanent)
                                now + (rs_time_t)s * 1000000, j->why);
         report(a, j->uri, APPLY_RETRY, j->why);
     }
-    (void)rc;
+    if (rc == 0)
+        j->replaced = true;
 }
 
 /* Record the resource's new state and take its todo row off. */
@@ -262,6 +276,8 @@ job_record(struct apply *a, struct job *j, const struct ledger_res *r)
     rc = ledger_todo_done(a->o.ledger, j->t.uri, j->t.seq);
     if (rc < 0)
         return rc;
+    if (rc == 0)
+        j->replaced = true;
     if (j->t.change_dt != RS_TIME_NONE && j->t.change_dt > a->st.last_change_dt)
         a->st.last_change_dt = j->t.change_dt;
     return 0;
@@ -269,11 +285,11 @@ job_record(struct apply *a, struct job *j, const struct ledger_res *r)
 
 static void apply_refill(struct apply *a);
 
-/* A superseded job ended. Its uri's newer row was passed by the walk
- * while this job held the uri (job_start), so its queue's cursor goes
- * back before that row: else the row would wait until its queue ran dry,
- * which a queue of rows due at once never does while the Source keeps
- * changing. */
+/* A job whose row was replaced ended. The newer row kept the place the
+ * walk passed when it started this job (or passed while this job held
+ * the uri), so its queue's cursor goes back before that row: else the
+ * row would wait until its queue ran dry, which a queue of rows due at
+ * once never does while the Source keeps changing. */
 static void
 cursor_rewind(struct apply *a, const char *uri)
 {
@@ -285,9 +301,9 @@ cursor_rewind(struct apply *a, const char *uri)
         return;                       /* gone, or the state fails: later */
     c = t.not_before == 0 ? &a->cur_now : &a->cur_retry;
     if (!t.failed && (c->not_before > t.not_before ||
-                      (c->not_before == t.not_before && c->seq >= t.seq))) {
+                      (c->not_before == t.not_before && c->pos >= t.pos))) {
         c->not_before = t.not_before;
-        c->seq = t.seq - 1;
+        c->pos = t.pos - 1;
     }
     rs_free(buf);
 }
@@ -297,11 +313,77 @@ job_end(struct apply *a, struct job *j)
 {
     job_unlink(a, j);
     a->st.in_flight = (unsigned)a->njobs;
-    if (j->superseded && !a->closing)
+    if ((j->newer || j->replaced) && !a->closing)
         cursor_rewind(a, j->uri);
     job_free(j);
     if (!a->closing)
         apply_kick(a);
+}
+
+/* Cancel j for a newer change of its uri: its answer is not wanted. A
+ * job with its body in (the syncer has it) runs to its end. */
+static void
+job_supersede(struct job *j)
+{
+    if (j->superseded || j->req == NULL)
+        return;
+    j->superseded = true;
+    rs_http_cancel(j->req);
+}
+
+/* Arm ev_stale for the first job with a newer change to come to
+ * APPLY_STALE_MS; none: no timer. */
+static void
+arm_stale(struct apply *a, int64_t now_ms)
+{
+    int64_t first = INT64_MAX;
+    struct timeval tv;
+
+    for (size_t i = 0; i < a->njobs; i++) {
+        const struct job *j = a->jobs[i];
+        if (j->newer && !j->superseded && j->req != NULL &&
+            j->started_ms < first)
+            first = j->started_ms;
+    }
+    if (first == INT64_MAX)
+        return;
+    first += APPLY_STALE_MS - now_ms;
+    if (first < 1)
+        first = 1;
+    tv.tv_sec = (time_t)(first / 1000);
+    tv.tv_usec = (suseconds_t)(first % 1000) * 1000;
+    evtimer_add(a->ev_stale, &tv);
+}
+
+/* A newer change of j's uri was put. */
+static void
+job_newer(struct apply *a, struct job *j)
+{
+    int64_t now = rs_time_mono_ms();
+
+    if (j->newer || j->superseded)
+        return;
+    j->newer = true;
+    if (now - j->started_ms >= APPLY_STALE_MS)
+        job_supersede(j);
+    else
+        arm_stale(a, now);
+}
+
+static void
+on_stale(evutil_socket_t fd, short what, void *arg)
+{
+    struct apply *a = arg;
+    int64_t now = rs_time_mono_ms();
+
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < a->njobs; i++) {
+        struct job *j = a->jobs[i];
+        if (j->newer && now - j->started_ms >= APPLY_STALE_MS)
+            job_supersede(j);
+    }
+    arm_stale(a, now);
 }
 
 static void
@@ -417,22 +499,18 @@ job_finish(struct apply *a, struct job *j)
     report(a, j->uri, j->had_copy ? APPLY_UPDATED : APPLY_CREATED, NULL);
 }
 
-/* The syncer is done with j's file: into place, unless a newer change
- * came meanwhile (then it goes, as a superseded download's does). Under
- * --fsync full the syncer put it in place already: recorded then all the
- * same, so the ledger says what the mirror holds (the newer row stays:
- * its seq is not this job's). */
+/* The syncer is done with j's file: into place (under --fsync full the
+ * syncer put it there already) and recorded. A newer change that came
+ * meanwhile is a newer row, taken next (job_end): the file in place is
+ * still the newest the mirror has had, and its job is never cancelled
+ * (job_supersede). */
 static void
 on_job_synced(void *ud)
 {
     struct job *j = ud;
-    struct apply *a = j->a;
 
-    if (!j->superseded || mirror_file_placed(j->mf))
-        job_finish(a, j);
-    else
-        a->st.superseded++;
-    job_end(a, j);
+    job_finish(j->a, j);
+    job_end(j->a, j);
 }
 
 static char *
@@ -692,7 +770,12 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
     if ((rc = apply_txn(a)) != 0)
         return rc;
     rc = ledger_todo_put(a->o.ledger, t, NULL);
-    return rc < 0 ? rc : 1;
+    if (rc < 0)
+        return rc;
+    struct job *busy = job_find(a, t->uri);
+    if (busy != NULL)
+        job_newer(a, busy);
+    return 1;
 }
 
 /* ------------------------------------------------------------- refill */
@@ -731,13 +814,10 @@ job_start(struct apply *a, const struct ledger_todo *t)
     int rc;
 
     if (busy != NULL) {
-        if (busy->t.seq != t->seq && !busy->superseded) {
-            /* A newer change: drop the old job; the row is taken when it
-             * has ended. */
-            busy->superseded = true;
-            if (busy->req != NULL)
-                rs_http_cancel(busy->req);
-        }
+        /* A newer change the walk came to on a pass from the start: the
+         * job runs on, cancelled when it has run too long. */
+        if (busy->t.seq != t->seq)
+            job_newer(a, busy);
         return true;
     }
     if (t->change != LEDGER_DELETE && !take_token(a))
@@ -746,6 +826,7 @@ job_start(struct apply *a, const struct ledger_todo *t)
         return true;
     j->a = a;
     j->t = *t;
+    j->started_ms = rs_time_mono_ms();
     j->uri = rs_strdup(t->uri);
     j->hash_s = t->hash != NULL ? rs_strdup(t->hash) : NULL;
     if (j->uri == NULL || (t->hash != NULL && j->hash_s == NULL)) {
@@ -875,8 +956,8 @@ refill_queue(struct apply *a, enum ledger_due which,
         do {
             rc = ledger_todo_next(a->o.ledger, which, now, cur,
                                   room - a->njobs, on_todo_row, a);
-        } while (rc == 0 && cur->seq != 0 && a->njobs < room);
-        if (rc != 0 || cur->seq != 0)
+        } while (rc == 0 && cur->pos != 0 && a->njobs < room);
+        if (rc != 0 || cur->pos != 0)
             break;
     }
     return rc;
@@ -958,7 +1039,9 @@ apply_new(const struct apply_opts *o, char *err, size_t errsz)
     a->ev_kick = evtimer_new(o->base, on_kick, a);
     a->ev_commit = evtimer_new(o->base, on_commit, a);
     a->ev_due = evtimer_new(o->base, on_kick, a);
-    if (a->ev_kick == NULL || a->ev_commit == NULL || a->ev_due == NULL) {
+    a->ev_stale = evtimer_new(o->base, on_stale, a);
+    if (a->ev_kick == NULL || a->ev_commit == NULL || a->ev_due == NULL ||
+        a->ev_stale == NULL) {
         snprintf(err, errsz, "out of memory");
         apply_free(a);
         return NULL;
@@ -999,6 +1082,8 @@ apply_free(struct apply *a)
         event_free(a->ev_commit);
     if (a->ev_due != NULL)
         event_free(a->ev_due);
+    if (a->ev_stale != NULL)
+        event_free(a->ev_stale);
     rs_free(a->jobs);
     rs_free(a);
 }

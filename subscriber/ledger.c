@@ -77,17 +77,17 @@ enum lg_stmt {
 #define RES_ROWS32 RES_ROWS16 ", " RES_ROWS16
 _Static_assert(LEDGER_RES_BATCH == 32, "LG_RES_PUT_MANY binds 32 rows");
 #define TODO_COLS "seq, uri, change, change_dt, lastmod, length, hash, " \
-                  "origin, attempts, not_before, last_error, failed"
+                  "origin, attempts, not_before, last_error, failed, pos"
 
 /*
- * Due rows are walked on the index (failed, not_before, seq) by keyset
- * paging from a cursor (nb, seq). SQLite does not seek an index with a
- * row-value comparison "(not_before, seq) > (?, ?)" (it scans from
+ * Due rows are walked on the index (failed, not_before, pos) by keyset
+ * paging from a cursor (nb, pos). SQLite does not seek an index with a
+ * row-value comparison "(not_before, pos) > (?, ?)" (it scans from
  * not_before >= ?), so the walk is two seeks: the rest of the cursor's
  * not_before (LG_TODO_AT), then the later ones (LG_TODO_AFTER). The queue
  * of rows due at once is LG_TODO_AT alone (not_before 0); the queue of
  * retries starts after 0. Parameters: ?1 failed, ?2 cursor not_before,
- * ?3 cursor seq, ?4 limit, ?5 now. LG_TODO_AT must not also say
+ * ?3 cursor pos, ?4 limit, ?5 now. LG_TODO_AT must not also say
  * "not_before <= ?5": the planner then takes that range and sorts every
  * due row (10 ms a page at 100,000 rows); whether the cursor's not_before
  * is due is checked in C.
@@ -131,11 +131,22 @@ static const char *const lg_sql[LG_COUNT_] = {
     [LG_RES_ANY] = "SELECT 1 FROM res LIMIT 1",
     /* REPLACE deletes the uri's old row: the new one gets a fresh seq
      * (AUTOINCREMENT: never one used before, even after deletes), so a
-     * job holding the old seq can tell it was superseded. */
+     * job holding the old seq can tell it was superseded. It keeps the
+     * pos of an old row that was due at once; any other put takes the
+     * seq it is given, which AUTOINCREMENT makes one more than the larger
+     * of sqlite_sequence's and the largest seq: unique, and after every
+     * pos there is. (A retry or a failed row is behind the walks of the
+     * queue of rows due at once: put at its old place, it would wait
+     * until that queue ran dry.) */
     [LG_TODO_PUT] = "INSERT OR REPLACE INTO todo(uri, change, change_dt, "
                     "lastmod, length, hash, origin, attempts, not_before, "
-                    "last_error, failed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-                    "0, ?8, NULL, 0)",
+                    "last_error, failed, pos) VALUES (?1, ?2, ?3, ?4, ?5, "
+                    "?6, ?7, 0, ?8, NULL, 0, coalesce("
+                    "(SELECT pos FROM todo WHERE uri = ?1 AND failed = 0 "
+                    "AND not_before = 0), "
+                    "max(coalesce((SELECT seq FROM sqlite_sequence "
+                    "WHERE name = 'todo'), 0), "
+                    "coalesce((SELECT max(seq) FROM todo), 0)) + 1))",
     [LG_TODO_GET] = "SELECT " TODO_COLS " FROM todo WHERE uri = ?1",
     [LG_TODO_DONE] = "DELETE FROM todo WHERE uri = ?1 AND seq = ?2",
     [LG_TODO_RETRY] = "UPDATE todo SET attempts = attempts + 1, "
@@ -145,10 +156,10 @@ static const char *const lg_sql[LG_COUNT_] = {
                      "not_before = ?3, last_error = ?4 "
                      "WHERE uri = ?1 AND seq = ?2",
     [LG_TODO_AT] = "SELECT " TODO_COLS " FROM todo WHERE failed = ?1 AND "
-                   "not_before = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
+                   "not_before = ?2 AND pos > ?3 ORDER BY pos LIMIT ?4",
     [LG_TODO_AFTER] = "SELECT " TODO_COLS " FROM todo WHERE failed = ?1 AND "
                       "not_before > ?2 AND not_before <= ?5 "
-                      "ORDER BY not_before, seq LIMIT ?4",
+                      "ORDER BY not_before, pos LIMIT ?4",
     [LG_TODO_NEXT_DUE] = "SELECT min(not_before) FROM todo WHERE failed = 0",
     [LG_TODO_DUE_AFTER] = "SELECT min(not_before) FROM todo WHERE "
                           "failed = 0 AND not_before > ?1",
@@ -162,8 +173,10 @@ static const char *const lg_sql[LG_COUNT_] = {
                         "not_before = ?1 WHERE failed = 1",
 };
 
-/* Version 1. Times are rs_time_t microseconds, NULL for RS_TIME_NONE.
- * Rows keyed by uri are WITHOUT ROWID: one B-tree per write, not two. */
+/* Version 2. Times are rs_time_t microseconds, NULL for RS_TIME_NONE.
+ * Rows keyed by uri are WITHOUT ROWID: one B-tree per write, not two.
+ * A todo row's pos is its place in the queue (ledger.h); version 1 had
+ * none, and its queue went by seq (lg_upgrade). */
 static const char lg_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, val TEXT NOT NULL) "
     "  WITHOUT ROWID;"
@@ -179,8 +192,23 @@ static const char lg_schema[] =
     "  change_dt INTEGER, lastmod INTEGER, length INTEGER NOT NULL, "
     "  hash TEXT, origin TEXT, attempts INTEGER NOT NULL, "
     "  not_before INTEGER NOT NULL, last_error TEXT, "
-    "  failed INTEGER NOT NULL);"
-    "CREATE INDEX todo_due ON todo(failed, not_before, seq);";
+    "  failed INTEGER NOT NULL, pos INTEGER NOT NULL);"
+    "CREATE INDEX todo_due ON todo(failed, not_before, pos);";
+
+/* Version 1 to 2: the queue kept its order (pos = seq). */
+static const char lg_upgrade_1[] =
+    "ALTER TABLE todo ADD COLUMN pos INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE todo SET pos = seq;"
+    "DROP INDEX todo_due;"
+    "CREATE INDEX todo_due ON todo(failed, not_before, pos);"
+    "PRAGMA user_version = 2;";
+
+/* A reader must not change the file: to it, a version 1 todo table has
+ * its pos (the temp schema is searched before main, and it is not the
+ * file's). Its walks then scan and sort, which a reader's few can
+ * afford. */
+static const char lg_reader_1[] =
+    "CREATE TEMP VIEW todo AS SELECT *, seq AS pos FROM main.todo;";
 
 struct ledger {
     sqlite3 *db;
@@ -434,6 +462,7 @@ todo_read(struct ledger *l, sqlite3_stmt *s, struct ledger_todo *t,
     t->attempts = sqlite3_column_int(s, 8);
     t->not_before = sqlite3_column_int64(s, 9);
     t->failed = sqlite3_column_int(s, 11) != 0;
+    t->pos = sqlite3_column_int64(s, 12);
     return lg_copy(l, s, cols, dst, 4, buf);
 }
 
@@ -619,16 +648,16 @@ lg_int(struct ledger *l, const char *sql, int64_t *out)
     return src == SQLITE_OK ? 0 : lg_code(src);
 }
 
-/* Is this file ours, and of a version we know? *fresh: empty, to be
- * given the schema. */
+/* Is this file ours, and of a version we know? *ver: its version, 0 when
+ * it is empty, to be given the schema. */
 static int
-lg_check(struct ledger *l, const char *path, bool *fresh, char *err,
+lg_check(struct ledger *l, const char *path, int64_t *ver_out, char *err,
          size_t errsz)
 {
     int64_t app = 0, ver = 0, objects = 0;
     int rc;
 
-    *fresh = false;
+    *ver_out = 0;
     rc = lg_int(l, "PRAGMA application_id", &app);
     if (rc == 0)
         rc = lg_int(l, "PRAGMA user_version", &ver);
@@ -644,7 +673,6 @@ lg_check(struct ledger *l, const char *path, bool *fresh, char *err,
         return rc;
     }
     if (app == 0 && ver == 0 && objects == 0) {
-        *fresh = true;
         if (l->readonly) {
             open_err(err, errsz, "%s: no rssub state yet", path);
             return RS_ENOTFOUND;
@@ -667,27 +695,26 @@ lg_check(struct ledger *l, const char *path, bool *fresh, char *err,
                  "corrupt", path);
         return RS_EINVAL;
     }
+    *ver_out = ver;
     return 0;
 }
 
+/* Run the scripts a and b (NULL: none) in one transaction. */
 static int
-lg_create(struct ledger *l, const char *path, char *err, size_t errsz)
+lg_script(struct ledger *l, const char *path, const char *what,
+          const char *a, const char *b, char *err, size_t errsz)
 {
-    char pragmas[96];
     char *msg = NULL;
-    int src;
+    int src = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, &msg);
 
-    snprintf(pragmas, sizeof(pragmas), "PRAGMA user_version = %d; "
-             "PRAGMA application_id = %d;", LEDGER_SCHEMA, LG_APP_ID);
-    src = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, &msg);
     if (src == SQLITE_OK)
-        src = sqlite3_exec(l->db, lg_schema, NULL, NULL, &msg);
-    if (src == SQLITE_OK)
-        src = sqlite3_exec(l->db, pragmas, NULL, NULL, &msg);
+        src = sqlite3_exec(l->db, a, NULL, NULL, &msg);
+    if (src == SQLITE_OK && b != NULL)
+        src = sqlite3_exec(l->db, b, NULL, NULL, &msg);
     if (src == SQLITE_OK)
         src = sqlite3_exec(l->db, "COMMIT", NULL, NULL, &msg);
     if (src != SQLITE_OK) {
-        open_err(err, errsz, "%s: creating the schema: %s", path,
+        open_err(err, errsz, "%s: %s: %s", path, what,
                  msg != NULL ? msg : sqlite3_errstr(src));
         sqlite3_free(msg);
         if (!sqlite3_get_autocommit(l->db))
@@ -698,17 +725,36 @@ lg_create(struct ledger *l, const char *path, char *err, size_t errsz)
 }
 
 static int
+lg_create(struct ledger *l, const char *path, char *err, size_t errsz)
+{
+    char pragmas[96];
+
+    snprintf(pragmas, sizeof(pragmas), "PRAGMA user_version = %d; "
+             "PRAGMA application_id = %d;", LEDGER_SCHEMA, LG_APP_ID);
+    return lg_script(l, path, "creating the schema", lg_schema, pragmas,
+                     err, errsz);
+}
+
+static int
 lg_setup(struct ledger *l, const char *path, unsigned flags, char *err,
          size_t errsz)
 {
     char pragmas[256];
     char *msg = NULL;
-    bool fresh;
+    int64_t ver;
     int rc, src;
 
-    rc = lg_check(l, path, &fresh, err, errsz);
+    rc = lg_check(l, path, &ver, err, errsz);
     if (rc != 0)
         return rc;
+    if (l->readonly && ver == 1 &&
+        (src = sqlite3_exec(l->db, lg_reader_1, NULL, NULL, &msg)) !=
+        SQLITE_OK) {
+        open_err(err, errsz, "%s: reading a version 1 state: %s", path,
+                 msg != NULL ? msg : sqlite3_errstr(src));
+        sqlite3_free(msg);
+        return lg_code(src);
+    }
     /* WAL: `rssub status` reads beside the writer without blocking it.
      * synchronous=NORMAL: commits do not fsync (only checkpoints do); a
      * killed process loses nothing committed, a power cut at most the
@@ -729,7 +775,12 @@ lg_setup(struct ledger *l, const char *path, unsigned flags, char *err,
         sqlite3_free(msg);
         return lg_code(src);
     }
-    return fresh ? lg_create(l, path, err, errsz) : 0;
+    if (ver == 0)
+        return lg_create(l, path, err, errsz);
+    if (ver == 1 && !l->readonly)
+        return lg_script(l, path, "upgrading the schema to version 2",
+                         lg_upgrade_1, NULL, err, errsz);
+    return 0;
 }
 
 long
@@ -1350,7 +1401,7 @@ ledger_todo_get(struct ledger *l, const char *uri, struct ledger_todo *out,
     return get_by_uri(l, LG_TODO_GET, PAGE_TODO, uri, out, buf, "todo get");
 }
 
-/* Which rows of a class a walk reads, in (not_before, seq) order. */
+/* Which rows of a class a walk reads, in (not_before, pos) order. */
 enum todo_span {
     SPAN_NOW,                  /* not_before 0: due since their put */
     SPAN_RETRY,                /* 0 < not_before <= now */
@@ -1380,7 +1431,7 @@ todo_page(struct ledger *l, int failed, enum todo_span span, rs_time_t now,
             break;
         sqlite3_bind_int(s, 1, failed);
         sqlite3_bind_int64(s, 2, cur->not_before);
-        sqlite3_bind_int64(s, 3, cur->seq);
+        sqlite3_bind_int64(s, 3, cur->pos);
         sqlite3_bind_int64(s, 4, (int64_t)cap);
         if (order[k] == LG_TODO_AFTER)
             sqlite3_bind_int64(s, 5, now);
@@ -1425,7 +1476,7 @@ todo_walk(struct ledger *l, int failed, enum todo_span span, rs_time_t now,
             rc = cb(ud, t);
             if (rc == 0) {
                 cur->not_before = t->not_before;
-                cur->seq = t->seq;
+                cur->pos = t->pos;
                 seen++;
             }
         }
@@ -1452,7 +1503,7 @@ ledger_todo_next(struct ledger *l, enum ledger_due which, rs_time_t now,
 
     if (rc == 0 && dry) {
         cur->not_before = 0;
-        cur->seq = 0;
+        cur->pos = 0;
     }
     return rc;
 }

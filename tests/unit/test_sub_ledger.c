@@ -250,13 +250,13 @@ test_refuses_foreign_and_newer(void **state)
 
     ledger_close(f->l);
     f->l = NULL;
-    raw_exec(f->db, "PRAGMA user_version = 2");
+    raw_exec(f->db, "PRAGMA user_version = 3");
     assert_null(ledger_open(f->db, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "newer"));
-    assert_non_null(strstr(err, "version 2"));
+    assert_non_null(strstr(err, "version 3"));
     assert_null(ledger_open(f->db, LEDGER_READONLY, err, sizeof(err)));
     assert_non_null(strstr(err, "newer"));
-    assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 2);
+    assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 3);
 
     snprintf(other, sizeof(other), "%s/other.db", f->dir);
     raw_exec(other, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
@@ -935,6 +935,150 @@ test_todo_upsert(void **state)
                      RS_ENOTFOUND);
 }
 
+/* Walk a queue from its start to the end: the uris in order into s. */
+static void
+walk_all(struct ledger *l, enum ledger_due which, struct seen *s)
+{
+    struct ledger_cursor cur = { 0, 0 };
+
+    seen_reset(s);
+    assert_int_equal(ledger_todo_next(l, which, INT64_MAX, &cur, 64, on_seen,
+                                      s), 0);
+    assert_int_equal(cur.pos, 0);
+}
+
+/* ledger/todo_keeps_place: a put that replaces a row due at once (a newer
+ * change) keeps its place in the queue under a new seq; a uri with no row,
+ * and a retry or a failed row put again, go after every row there is,
+ * with pos == seq, also after the newest row was deleted and the state
+ * reopened. */
+static void
+test_todo_keeps_place(void **state)
+{
+    struct fx *f = *state;
+    struct ledger_todo t;
+    struct seen s;
+    char *buf = NULL;
+    int64_t sr, sa, sb, sc, sa2, sr2, sd;
+
+    put_todo(f->l, "r", LEDGER_CREATE, 0, &sr);
+    put_todo(f->l, "a", LEDGER_CREATE, 0, &sa);
+    put_todo(f->l, "b", LEDGER_CREATE, 0, &sb);
+    put_todo(f->l, "c", LEDGER_CREATE, 0, &sc);
+    assert_int_equal(ledger_todo_retry(f->l, "r", sr, 500, "503"), 1);
+    walk_all(f->l, LEDGER_DUE_NOW, &s);
+    assert_int_equal(s.n, 3);                    /* r waits for its retry */
+
+    put_todo(f->l, "a", LEDGER_UPDATE, 0, &sa2);  /* a newer change */
+    put_todo(f->l, "r", LEDGER_UPDATE, 0, &sr2);  /* due at once again */
+    assert_true(sa2 > sc && sr2 > sa2);
+    walk_all(f->l, LEDGER_DUE_NOW, &s);
+    assert_int_equal(s.n, 4);
+    assert_string_equal(s.uri[0], "a");
+    assert_string_equal(s.uri[1], "b");
+    assert_string_equal(s.uri[2], "c");
+    assert_string_equal(s.uri[3], "r");
+    assert_int_equal(ledger_todo_get(f->l, "a", &t, &buf), 0);
+    assert_int_equal(t.seq, sa2);
+    assert_int_equal(t.pos, sa);
+    rs_free(buf);
+    assert_int_equal(ledger_todo_get(f->l, "r", &t, &buf), 0);
+    assert_int_equal(t.pos, sr2);
+    rs_free(buf);
+
+    /* a failed row put again goes to the back too */
+    assert_int_equal(ledger_todo_fail(f->l, "b", sb, "gone"), 1);
+    put_todo(f->l, "b", LEDGER_UPDATE, 0, NULL);
+    walk_all(f->l, LEDGER_DUE_NOW, &s);
+    assert_int_equal(s.n, 4);
+    assert_string_equal(s.uri[1], "c");
+    assert_string_equal(s.uri[3], "b");
+
+    /* the newest row done, the state reopened: a new uri goes last */
+    assert_int_equal(ledger_todo_done(f->l, "b", todo_seq(f->l, "b")), 1);
+    ledger_close(f->l);
+    f->l = must_open(f->db, 0);
+    put_todo(f->l, "d", LEDGER_CREATE, 0, &sd);
+    assert_true(sd > sr2 + 1);
+    assert_int_equal(ledger_todo_get(f->l, "d", &t, &buf), 0);
+    assert_int_equal(t.pos, sd);
+    rs_free(buf);
+    walk_all(f->l, LEDGER_DUE_NOW, &s);
+    assert_int_equal(s.n, 4);
+    assert_string_equal(s.uri[0], "a");
+    assert_string_equal(s.uri[2], "r");
+    assert_string_equal(s.uri[3], "d");
+}
+
+/* The todo table and its index as version 1 made them. */
+static const char todo_v1[] =
+    "DROP TABLE todo;"
+    "CREATE TABLE todo(seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "  uri TEXT NOT NULL UNIQUE, "
+    "  change INTEGER NOT NULL CHECK (change BETWEEN 1 AND 3), "
+    "  change_dt INTEGER, lastmod INTEGER, length INTEGER NOT NULL, "
+    "  hash TEXT, origin TEXT, attempts INTEGER NOT NULL, "
+    "  not_before INTEGER NOT NULL, last_error TEXT, "
+    "  failed INTEGER NOT NULL);"
+    "CREATE INDEX todo_due ON todo(failed, not_before, seq);"
+    "INSERT INTO todo VALUES (5, 'b', 2, 1000, NULL, -1, NULL, 'push', 0, 0, "
+    "  NULL, 0);"
+    "INSERT INTO todo VALUES (9, 'a', 2, 1000, NULL, -1, NULL, 'push', 0, 0, "
+    "  NULL, 0);"
+    "UPDATE sqlite_sequence SET seq = 12 WHERE name = 'todo';"
+    "PRAGMA user_version = 1;";
+
+/* ledger/upgrade_from_1: a state of version 1 (no pos; its queue went by
+ * seq) is read as it is by a reader, which leaves the file alone, and
+ * upgraded by a writer, the queue in the same order; new puts then go
+ * after it, and a replaced row keeps its place. */
+static void
+test_upgrade_from_1(void **state)
+{
+    struct fx *f = *state;
+    struct ledger_todo t;
+    struct seen s;
+    char *buf = NULL;
+    int64_t sb, sc;
+
+    put_todo(f->l, "x", LEDGER_CREATE, 0, NULL);  /* sqlite_sequence row */
+    ledger_close(f->l);
+    f->l = NULL;
+    raw_exec(f->db, todo_v1);
+
+    struct ledger *r = must_open(f->db, LEDGER_READONLY);
+    walk_all(r, LEDGER_DUE_NOW, &s);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.uri[0], "b");
+    assert_string_equal(s.uri[1], "a");
+    assert_int_equal(ledger_todo_get(r, "a", &t, &buf), 0);
+    assert_int_equal(t.pos, 9);
+    rs_free(buf);
+    ledger_close(r);
+    assert_int_equal(raw_int(f->db, "PRAGMA user_version"), 1);
+
+    f->l = must_open(f->db, 0);
+    assert_int_equal(raw_int(f->db, "PRAGMA user_version"), LEDGER_SCHEMA);
+    assert_int_equal(raw_int(f->db, "SELECT count(*) FROM "
+                             "pragma_index_info('todo_due') WHERE name = "
+                             "'pos'"), 1);
+    put_todo(f->l, "b", LEDGER_UPDATE, 0, &sb);   /* keeps its place */
+    put_todo(f->l, "c", LEDGER_CREATE, 0, &sc);
+    assert_int_equal(sb, 13);
+    assert_int_equal(sc, 14);
+    walk_all(f->l, LEDGER_DUE_NOW, &s);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.uri[0], "b");
+    assert_string_equal(s.uri[1], "a");
+    assert_string_equal(s.uri[2], "c");
+    assert_int_equal(ledger_todo_get(f->l, "b", &t, &buf), 0);
+    assert_int_equal(t.pos, 5);
+    rs_free(buf);
+    ledger_close(f->l);
+    f->l = must_open(f->db, 0);                   /* upgraded once */
+    assert_int_equal(raw_int(f->db, "PRAGMA user_version"), LEDGER_SCHEMA);
+}
+
 /* ledger/todo_due_order: due rows are two queues. Rows due at once come
  * in put order; retries whose time has come by due time, whatever was put
  * at once meanwhile; a retried row waits for its not_before, and
@@ -964,13 +1108,13 @@ test_todo_order(void **state)
     assert_string_equal(s.uri[0], "a");
     assert_string_equal(s.uri[1], "b");
     assert_string_equal(s.uri[2], "c");
-    assert_int_equal(cur.seq, 0);                 /* ran dry: start over */
+    assert_int_equal(cur.pos, 0);                 /* ran dry: start over */
     /* "later" is not due by 1000, and due_after says when it will be */
     seen_reset(&s);
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 1000, &rcur, 10,
                                       on_seen, &s), 0);
     assert_int_equal(s.n, 0);
-    assert_int_equal(rcur.seq, 0);
+    assert_int_equal(rcur.pos, 0);
     assert_int_equal(ledger_todo_next_due(f->l, &when), 0);
     assert_int_equal(when, 0);
     assert_int_equal(ledger_todo_due_after(f->l, 1000, &when), 0);
@@ -981,12 +1125,12 @@ test_todo_order(void **state)
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 2,
                                       on_seen, &s), 0);
     assert_int_equal(s.n, 2);
-    assert_int_equal(cur.seq, sb);
+    assert_int_equal(cur.pos, sb);
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 2,
                                       on_seen, &s), 0);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.uri[2], "c");
-    assert_int_equal(cur.seq, 0);
+    assert_int_equal(cur.pos, 0);
 
     /* a stop: the row is offered again */
     seen_reset(&s);
@@ -994,7 +1138,7 @@ test_todo_order(void **state)
     s.stop_rc = 5;
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 10,
                                       on_seen, &s), 5);
-    assert_int_equal(cur.seq, sa);
+    assert_int_equal(cur.pos, sa);
     s.stop_at = -1;
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 1000, &cur, 10,
                                       on_seen, &s), 0);
@@ -1042,7 +1186,7 @@ test_todo_order(void **state)
     assert_int_equal(s.n, 2);
     assert_string_equal(s.uri[0], "b");
     assert_string_equal(s.uri[1], "later");
-    assert_int_equal(rcur.seq, 0);
+    assert_int_equal(rcur.pos, 0);
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_NOW, 10000, &cur, 10,
                                       on_seen, &s), 0);
     assert_int_equal(s.n, 3);
@@ -1053,13 +1197,13 @@ test_todo_order(void **state)
     seen_reset(&s);
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 1,
                                       on_seen, &s), 0);
-    assert_int_equal(rcur.seq, sb);
+    assert_int_equal(rcur.pos, sb);
     put_todo(f->l, "e", LEDGER_CREATE, 3000, NULL);
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 10,
                                       on_seen, &s), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.uri[1], "later");
-    assert_int_equal(rcur.seq, 0);
+    assert_int_equal(rcur.pos, 0);
     assert_int_equal(ledger_todo_next(f->l, LEDGER_DUE_RETRY, 10000, &rcur, 10,
                                       on_seen, &s), 0);
     assert_int_equal(s.n, 5);
@@ -1284,7 +1428,7 @@ test_todo_paging(void **state)
         int rc = ledger_todo_next(f->l, LEDGER_DUE_NOW, now, &cur,
                                   PAGING_CAP + 1, on_engine_row, e);
         assert_true(rc == 0 || rc == 1);
-        if (cur.seq == 0) {
+        if (cur.pos == 0) {
             ran_dry++;
             e->last_taken_seq = 0;
         }
@@ -1740,7 +1884,7 @@ test_alloc_failures(void **state)
                          RS_ENOMEM);
         tu_alloc_fail_at(0);
         assert_int_equal(s.n, 0);
-        assert_int_equal(cur.seq, 0);
+        assert_int_equal(cur.pos, 0);
         w = (struct res_walk){ 0, 0 };
         tu_alloc_fail_at(k);
         assert_int_equal(ledger_res_each(f->l, true, -1, on_res_count, &w),
@@ -1970,6 +2114,8 @@ main(void)
         TS("ledger/unseen_walk_writes", test_unseen_walk),
         TS("ledger/todo_upsert_supersedes", test_todo_upsert),
         TS("ledger/todo_due_order", test_todo_order),
+        TS("ledger/todo_keeps_place", test_todo_keeps_place),
+        TS("ledger/upgrade_from_1", test_upgrade_from_1),
         TS("ledger/todo_first_round", test_todo_first_round),
         TS("ledger/todo_failed", test_todo_failed),
         TS("ledger/todo_paging_100k", test_todo_paging),
