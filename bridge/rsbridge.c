@@ -362,6 +362,8 @@ setup_state(struct bridge *b)
         rs_log(RS_LOG_ERROR, "state: %s", err);
         return rc == RS_ESTATE || rc == RS_EINVAL ? 2 : 1;
     }
+    if (!store_checkpointing(b->st))
+        rs_log(RS_LOG_WARN, "no checkpoint thread: commits will checkpoint");
     return 0;
 }
 

@@ -322,6 +322,12 @@ out:
     return rc;
 }
 
+bool
+store_checkpointing(const struct store *st)
+{
+    return st->ckpt != NULL;
+}
+
 void
 store_free(struct store *st)
 {

@@ -30,6 +30,9 @@ struct store;
 int store_open(const char *path, struct store **out, char *err,
                size_t errlen) RS_MUST_CHECK;
 void store_free(struct store *st);             /* NULL ok */
+/* The checkpoint thread runs (false where it could not start: the caller
+ * says so, the commits checkpoint). */
+bool store_checkpointing(const struct store *st);
 
 const char *store_errstr(const struct store *st);
 /* Record an SQLite failure of what: RS_EIO. */

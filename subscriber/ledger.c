@@ -896,6 +896,12 @@ ledger_checkpoints(const struct ledger *l, unsigned long *by_commits)
     return l->ckpt != NULL ? rs_sqlckpt_runs(l->ckpt, by_commits) : 0;
 }
 
+bool
+ledger_checkpointing(const struct ledger *l)
+{
+    return l->ckpt != NULL;
+}
+
 const char *
 ledger_errstr(const struct ledger *l)
 {

@@ -84,6 +84,9 @@ void ledger_close(struct ledger *l);
  * (commits then checkpoint, as SQLite does by default). */
 unsigned long ledger_checkpoints(const struct ledger *l,
                                  unsigned long *by_commits);
+/* A writer's checkpoint thread runs (false for a reader, and where it
+ * could not start: the caller says so, the commits checkpoint). */
+bool ledger_checkpointing(const struct ledger *l);
 /* The pid a live writer of the database at path wrote into its lock file,
  * else 0. Takes no lock (a probe must never make a starting writer fail);
  * a stale pid that was reused reads as live: callers use it to be careful,

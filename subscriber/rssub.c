@@ -476,6 +476,9 @@ open_state(struct rssub *s, bool readonly)
          * complete" */
         return readonly || s->cmd == CMD_AUDIT ? 3 : 1;
     }
+    if (!readonly && !ledger_checkpointing(s->ledger))
+        rs_log_kv(RS_LOG_WARN, "no checkpoint thread: commits will "
+                  "checkpoint", "state", s->state_path, NULL);
     return 0;
 }
 

@@ -195,6 +195,32 @@ sub_exit status0 0
 expect_eq "status: every resource" "$(st_field status0 resources)" "$NFILES"
 expect_eq "status: none failed" "$(st_field status0 failed)" 0
 
+# The same state as rssub of schema version 1 left it (its todo had no
+# pos): status and a read-only audit read it as it is, a command that
+# writes upgrades it (audit --fix: no change list yet for a sync).
+user_version() {
+    python3 -c 'import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("PRAGMA user_version").fetchone()[0])' "$1"
+}
+python3 - "$ST" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.executescript("""DROP INDEX todo_due; ALTER TABLE todo DROP COLUMN pos;
+CREATE INDEX todo_due ON todo(failed, not_before, seq);
+PRAGMA user_version = 1;""")
+db.close()
+PY
+sub status_v1 status "$M" "$ST"
+sub_exit status_v1 0
+expect_eq "status of a version 1 state: every resource" \
+    "$(st_field status_v1 resources)" "$NFILES"
+sub audit_v1 audit "$M" "$ST"
+sub_exit audit_v1 0
+expect_eq "a reader leaves a version 1 state as it is" "$(user_version "$ST")" 1
+sub fix_v1 audit "$M" "$ST" --fix
+sub_exit fix_v1 0
+expect_eq "audit --fix upgrades a version 1 state" "$(user_version "$ST")" 2
+
 ctl s reset
 SUB_SOURCE=$B/capabilitylist.xml sub base_cl sync "$TMP/m-cl" "$TMP/cl.db"
 sub_exit base_cl 0

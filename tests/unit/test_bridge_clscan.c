@@ -719,6 +719,7 @@ test_store_checkpointer(void **state)
     struct stat st;
     int others = 0;
 
+    assert_true(store_checkpointing(f->st));
     assert_int_equal(store_begin(f->st), 0);
     assert_int_equal(store_exec_sql(f->st, "CREATE TABLE bulk(b BLOB); "
                      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "

@@ -2020,6 +2020,8 @@ test_checkpoints_in_a_thread(void **state)
                                        &failed), 0);
     assert_int_equal(due + waiting, 12000 * (tries + 1));
     assert_int_equal(ledger_checkpoints(r, NULL), 0);
+    assert_true(ledger_checkpointing(f->l));
+    assert_false(ledger_checkpointing(r));
     ledger_close(r);
 }
 
