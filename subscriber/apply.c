@@ -38,6 +38,8 @@
 #define APPLY_BATCH_MAX 5000      /* ledger writes per transaction */
 #define APPLY_STALE_MS 1000       /* a job this old is cancelled by a newer
                                      change of its uri */
+#define APPLY_KEPT_MAX 64         /* answers kept for a change to come */
+#define APPLY_KEPT_MS 10000       /* ... for this long at most */
 /* The wake-up for the next retry sleeps at most this long: the due times
  * are wall-clock times, and a clock set forward makes rows due sooner
  * than the (monotonic) timer was told. */
@@ -74,6 +76,19 @@ struct job {
     char *got_hash, *etag, *last_modified;
 };
 
+/* A complete answer that was not the version its change announced: most
+ * often the resource changed again while it was fetched, and the newer
+ * change's notification is on its way. Its file is kept, not in place,
+ * for a change that announces it (kept_take), APPLY_KEPT_MS at most. */
+struct kept {
+    char *uri;
+    struct mirror_file *mf;
+    struct rs_hashes got;
+    uint64_t length;
+    char *etag, *last_modified;
+    int64_t at_ms;               /* rs_time_mono_ms when it came */
+};
+
 struct apply {
     struct apply_opts o;
     struct event *ev_kick, *ev_commit;
@@ -91,6 +106,8 @@ struct apply {
     bool paused, txn_open, closing;
     bool held;               /* apply_hold: no job starts (a dump writes) */
     unsigned txn_writes;
+    struct kept kept[APPLY_KEPT_MAX];
+    size_t nkept;
     double tokens;               /* rate limit bucket */
     rs_time_t tokens_at;
     struct apply_stats st;
@@ -523,6 +540,159 @@ dup_header(struct rs_http_req *req, const char *name, bool *nomem)
     return d;
 }
 
+static void
+kept_drop(struct apply *a, size_t i)
+{
+    struct kept *h = &a->kept[i];
+
+    if (h->mf != NULL)
+        mirror_abort(h->mf);
+    rs_free(h->uri);
+    rs_free(h->etag);
+    rs_free(h->last_modified);
+    a->kept[i] = a->kept[--a->nkept];
+}
+
+/* The answer kept for uri, or -1; the ones past APPLY_KEPT_MS go. */
+static long
+kept_find(struct apply *a, const char *uri)
+{
+    int64_t now = rs_time_mono_ms();
+    long found = -1;
+
+    for (size_t i = a->nkept; i-- > 0;) {
+        if (now - a->kept[i].at_ms > APPLY_KEPT_MS)
+            kept_drop(a, i);
+    }
+    for (size_t i = 0; i < a->nkept && found < 0; i++)
+        if (strcmp(a->kept[i].uri, uri) == 0)
+            found = (long)i;
+    return found;
+}
+
+/* Keep j's complete answer (its file, got) for a change that announces
+ * it; the oldest kept one goes when there are APPLY_KEPT_MAX. */
+static void
+kept_put(struct apply *a, struct job *j, const struct rs_hashes *got,
+         struct rs_http_req *req)
+{
+    long old = kept_find(a, j->uri);
+    bool nomem = false;
+    struct kept h = { .got = *got, .length = j->got,
+                      .at_ms = rs_time_mono_ms() };
+
+    if (old >= 0)
+        kept_drop(a, (size_t)old);
+    h.uri = rs_strdup(j->uri);
+    h.etag = dup_header(req, "ETag", &nomem);
+    h.last_modified = dup_header(req, "Last-Modified", &nomem);
+    if (h.uri == NULL || nomem) {
+        rs_free(h.uri);
+        rs_free(h.etag);
+        rs_free(h.last_modified);
+        return;
+    }
+    if (a->nkept == APPLY_KEPT_MAX) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < a->nkept; i++)
+            if (a->kept[i].at_ms < a->kept[oldest].at_ms)
+                oldest = i;
+        kept_drop(a, oldest);
+    }
+    h.mf = j->mf;
+    j->mf = NULL;
+    a->kept[a->nkept++] = h;
+}
+
+/* The answer kept for j's uri, if it is what j's change announces (its
+ * hash, and its length if announced): j takes it (true), no fetch is
+ * needed. One that is not goes. */
+static bool
+kept_take(struct apply *a, struct job *j)
+{
+    long i = kept_find(a, j->uri);
+    char hbuf[RS_HASHES_BUFSZ];
+    struct kept *h;
+
+    if (i < 0)
+        return false;
+    h = &a->kept[i];
+    if (j->t.change == LEDGER_DELETE || j->expect.n == 0 ||
+        (j->t.length >= 0 && (uint64_t)j->t.length != h->length) ||
+        rs_hashes_match(&j->expect, &h->got) <= 0) {
+        kept_drop(a, (size_t)i);
+        return false;
+    }
+    rs_hashes_format(&h->got, hbuf);
+    if ((j->got_hash = rs_strdup(hbuf)) == NULL) {
+        kept_drop(a, (size_t)i);
+        return false;
+    }
+    j->mf = h->mf;
+    j->got = h->length;
+    j->etag = h->etag;
+    j->last_modified = h->last_modified;
+    h->mf = NULL;
+    h->etag = h->last_modified = NULL;
+    kept_drop(a, (size_t)i);
+    a->st.kept_answers++;
+    return true;
+}
+
+/* j's file is complete and verified: into place and recorded, at once or
+ * by way of the syncer (true: on_job_synced ends j). The fsync goes off
+ * the loop when fsyncs here are slow: on a disk one waits for a journal
+ * commit, and every other job's download and write with it. Else here,
+ * timed (tmpfs: the hand-off would cost more than the fsync). */
+static bool
+job_place(struct apply *a, struct job *j)
+{
+    if (a->sync != NULL && syncer_wanted(a->sync) &&
+        syncer_submit(a->sync, j->mf, j->t.lastmod, on_job_synced, j) == 0)
+        return true;
+    if (a->sync != NULL)
+        syncer_prepare_here(a->sync, j->mf, j->t.lastmod);
+    job_finish(a, j);
+    return false;
+}
+
+/* j's answer is not what its row announced. A resource that changes
+ * again while it is fetched is answered with the newer version, whose
+ * change is often announced by the time the body is in (over the
+ * Internet a fetch takes longer than a notification): when the row now
+ * pending for the uri announces what came, j takes that row's place
+ * (true), and the fetch it would need is saved. */
+static bool
+job_adopt_newer(struct apply *a, struct job *j, const struct rs_hashes *got)
+{
+    struct ledger_todo q;
+    struct rs_hashes want;
+    char *buf = NULL, *hash = NULL;
+    bool take = false;
+
+    if (ledger_todo_get(a->o.ledger, j->uri, &q, &buf) != 0)
+        return false;
+    if (q.seq != j->t.seq && !q.failed && q.change != LEDGER_DELETE &&
+        q.hash != NULL && (q.length < 0 || (uint64_t)q.length == j->got) &&
+        rs_hashes_parse(q.hash, strlen(q.hash), &want) == 0 &&
+        rs_hashes_match(&want, got) > 0 && (hash = rs_strdup(q.hash)) != NULL) {
+        rs_free(j->hash_s);
+        j->hash_s = hash;
+        j->t.seq = q.seq;
+        j->t.change = q.change;
+        j->t.change_dt = q.change_dt;
+        j->t.lastmod = q.lastmod;
+        j->t.length = q.length;
+        j->t.hash = hash;
+        j->t.attempts = q.attempts;
+        j->expect = want;
+        a->st.newer_answers++;
+        take = true;
+    }
+    rs_free(buf);
+    return take;
+}
+
 /* The body is in: verify it against what was announced, then commit:
  * at once, or by way of the syncer (true: on_job_synced ends j). */
 static bool
@@ -544,19 +714,23 @@ job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
         job_retry(a, j, -1, false);
         return false;
     }
-    if (j->t.length >= 0 && j->got != (uint64_t)j->t.length) {
+    bool len_ok = j->t.length < 0 || j->got == (uint64_t)j->t.length;
+    bool hash_ok = j->expect.n == 0 || rs_hashes_match(&j->expect, &got) >= 0;
+    if ((!len_ok || !hash_ok) && job_adopt_newer(a, j, &got))
+        len_ok = hash_ok = true;
+    if (!len_ok) {
         snprintf(j->why, sizeof(j->why), "length mismatch: announced %lld, "
                  "got %llu", (long long)j->t.length,
                  (unsigned long long)j->got);
-        job_retry(a, j, -1, false);
-        return false;
-    }
-    if (j->expect.n > 0 && rs_hashes_match(&j->expect, &got) < 0) {
+    } else if (!hash_ok) {
         char want[RS_HASHES_BUFSZ];
         rs_hashes_format(&j->expect, want);
         rs_hashes_format(&got, hbuf);
         snprintf(j->why, sizeof(j->why), "hash mismatch: announced %.200s, "
                  "got %.200s", want, hbuf);
+    }
+    if (!len_ok || !hash_ok) {
+        kept_put(a, j, &got, req);
         job_retry(a, j, -1, false);
         return false;
     }
@@ -569,17 +743,7 @@ job_commit(struct apply *a, struct job *j, struct rs_http_req *req)
         job_retry(a, j, -1, false);
         return false;
     }
-    /* The fsync off the loop when fsyncs here are slow: on a disk one
-     * waits for a journal commit, and every other job's download and
-     * write with it. Else here, timed (tmpfs: the hand-off would cost
-     * more than the fsync). */
-    if (a->sync != NULL && syncer_wanted(a->sync) &&
-        syncer_submit(a->sync, j->mf, j->t.lastmod, on_job_synced, j) == 0)
-        return true;
-    if (a->sync != NULL)
-        syncer_prepare_here(a->sync, j->mf, j->t.lastmod);
-    job_finish(a, j);
-    return false;
+    return job_place(a, j);
 }
 
 static void
@@ -735,6 +899,7 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
         return rc;
     }
     bool had = rc == 0;
+    int64_t retried_pos = 0;          /* a retry row's place, kept */
     buf = NULL;
     rc = ledger_todo_get(a->o.ledger, t->uri, &q, &buf);
     if (rc == 0) {
@@ -750,6 +915,8 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
         rs_free(buf);
         if (newer || same)
             return 0;
+        if (!q.failed && q.not_before != 0)
+            retried_pos = q.pos;
         /* A pending create of something now deleted: the deletion
          * replaces it (else its fetch would 404 until it failed). */
     } else if (rc != RS_ENOTFOUND) {
@@ -772,6 +939,9 @@ apply_offer(struct apply *a, const struct ledger_todo *t)
     rc = ledger_todo_put(a->o.ledger, t, NULL);
     if (rc < 0)
         return rc;
+    /* a retry row due at once again, at a place the walk passed */
+    if (retried_pos != 0 && a->cur_now.pos >= retried_pos)
+        a->cur_now.pos = retried_pos - 1;
     struct job *busy = job_find(a, t->uri);
     if (busy != NULL)
         job_newer(a, busy);
@@ -885,6 +1055,12 @@ job_start(struct apply *a, const struct ledger_todo *t)
     }
     if (rc == 0)
         j->gen = old.gen;
+    if (kept_take(a, j)) {            /* its answer came with an older one */
+        rs_free(oldbuf);
+        if (!job_place(a, j))
+            job_end(a, j);
+        return true;
+    }
     /* Conditional GET when the mirror's file is as the ledger says (a
      * repair is for a file that is not: it needs the body). */
     if (j->had_copy && old.etag != NULL && strlen(old.etag) < 500 &&
@@ -1084,6 +1260,8 @@ apply_free(struct apply *a)
         event_free(a->ev_due);
     if (a->ev_stale != NULL)
         event_free(a->ev_stale);
+    while (a->nkept > 0)
+        kept_drop(a, a->nkept - 1);
     rs_free(a->jobs);
     rs_free(a);
 }
@@ -1111,6 +1289,8 @@ apply_hold(struct apply *a, bool hold)
     if (hold && a->njobs > 0)
         return false;
     a->held = hold;
+    while (hold && a->nkept > 0)      /* a dump writes the mirror now */
+        kept_drop(a, a->nkept - 1);
     if (!hold)
         apply_kick(a);
     return true;

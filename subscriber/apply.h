@@ -45,6 +45,10 @@ struct apply_stats {
     uint64_t bytes;          /* resource bytes written */
     uint64_t requests;       /* GETs started */
     uint64_t superseded;     /* jobs dropped for a newer change */
+    uint64_t newer_answers;  /* answers that were a newer change's, announced
+                                while the fetch ran: taken for it */
+    uint64_t kept_answers;   /* answers that were no announced version, kept
+                                and taken for the change that came next */
     uint64_t commits;        /* ledger transactions committed */
     unsigned in_flight;
     rs_time_t last_change_dt; /* newest change datetime applied */

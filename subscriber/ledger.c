@@ -132,18 +132,15 @@ static const char *const lg_sql[LG_COUNT_] = {
     /* REPLACE deletes the uri's old row: the new one gets a fresh seq
      * (AUTOINCREMENT: never one used before, even after deletes), so a
      * job holding the old seq can tell it was superseded. It keeps the
-     * pos of an old row that was due at once; any other put takes the
-     * seq it is given, which AUTOINCREMENT makes one more than the larger
-     * of sqlite_sequence's and the largest seq: unique, and after every
-     * pos there is. (A retry or a failed row is behind the walks of the
-     * queue of rows due at once: put at its old place, it would wait
-     * until that queue ran dry.) */
+     * pos of an old row not failed; any other put takes the seq it is
+     * given, which AUTOINCREMENT makes one more than the larger of
+     * sqlite_sequence's and the largest seq: unique, and after every pos
+     * there is. */
     [LG_TODO_PUT] = "INSERT OR REPLACE INTO todo(uri, change, change_dt, "
                     "lastmod, length, hash, origin, attempts, not_before, "
                     "last_error, failed, pos) VALUES (?1, ?2, ?3, ?4, ?5, "
                     "?6, ?7, 0, ?8, NULL, 0, coalesce("
-                    "(SELECT pos FROM todo WHERE uri = ?1 AND failed = 0 "
-                    "AND not_before = 0), "
+                    "(SELECT pos FROM todo WHERE uri = ?1 AND failed = 0), "
                     "max(coalesce((SELECT seq FROM sqlite_sequence "
                     "WHERE name = 'todo'), 0), "
                     "coalesce((SELECT max(seq) FROM todo), 0)) + 1))",

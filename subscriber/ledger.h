@@ -237,11 +237,13 @@ struct ledger_todo {
 /*
  * Insert the change, replacing any pending row of t->uri (also a failed
  * one) under a new seq; attempts, last_error and failed start afresh. A
- * replaced row that was due at once keeps its place in the queue (pos):
- * a resource that keeps changing faster than the queue is worked off is
- * fetched at its turn, not sent to the back at each change (at 5,000
- * changes/s the p99 of such a mirror was the time until a resource's
- * changes paused). A retry or a failed row put again goes to the back.
+ * replaced row keeps its place in the queue (pos): a resource that keeps
+ * changing faster than the queue is worked off is fetched at its turn,
+ * not sent to the back at each change (at 5,000 changes/s the p99 of such
+ * a mirror was the time until a resource's changes paused). A retry row
+ * put again (due at once now) may be at a place the walk of the rows due
+ * at once has passed: its caller moves that cursor back. A failed row put
+ * again goes to the back, as a uri with no row does.
  * Read from t: uri, change, change_dt, lastmod, length, hash, origin,
  * not_before (0 or RS_TIME_NONE: due at once). Which of two changes is
  * newer is the caller's call (ledger_todo_get, ledger_res_get). *seq_out

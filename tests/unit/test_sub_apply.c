@@ -26,6 +26,7 @@
 #include "mirror.h"
 #include "pathmap.h"
 #include "rs_alloc.h"
+#include "rs_hash.h"
 #include "rs_http.h"
 
 #define WATCHDOG_MS 20000u
@@ -739,6 +740,170 @@ test_newer_lets_fetch_end(void **state)
     assert_int_equal(st.superseded, 0);
 }
 
+/* Offer uri's change at dt, announcing body's length and SHA-256. */
+static int
+offer_body(struct fx *f, const char *uri, rs_time_t dt, const char *body)
+{
+    struct rs_hasher *h = rs_hasher_new(1u << RS_HASH_SHA256);
+    struct rs_hashes got;
+    char hbuf[RS_HASHES_BUFSZ];
+    int rc;
+
+    assert_non_null(h);
+    assert_int_equal(rs_hasher_update(h, body, strlen(body)), 0);
+    assert_int_equal(rs_hasher_final(h, &got), 0);
+    rs_hasher_free(h);
+    rs_hashes_format(&got, hbuf);
+    struct ledger_todo t = {
+        .uri = uri, .change = LEDGER_UPDATE, .change_dt = dt,
+        .lastmod = RS_TIME_NONE, .length = (int64_t)strlen(body),
+        .hash = hbuf, .origin = "push",
+    };
+    rc = apply_offer(f->a, &t);
+    assert_true(rc == 0 || rc == 1);
+    apply_kick(f->a);
+    return rc;
+}
+
+/* apply/newer_answer_taken: a resource changed again while its fetch
+ * ran, and the answer is the newer version, whose change was announced
+ * meanwhile: the answer is taken for that change (one GET), not retried
+ * as a hash mismatch and fetched again. An answer that is no announced
+ * version is still a mismatch. */
+static void
+test_newer_answer_taken(void **state)
+{
+    struct fx *f = *state;
+    static char v1[64], v2[64];
+    struct tu_route *r;
+    struct apply_stats st;
+    struct ledger_res res;
+    struct ledger_todo t;
+    char *buf = NULL;
+    rs_time_t dt = rs_time_now();
+
+    snprintf(v1, sizeof(v1), "version one, paced out a byte at a time\n");
+    snprintf(v2, sizeof(v2), "version two, paced out a byte at a time\n");
+    r = tu_httpd_add(f->srv, "/doc", 0, NULL, v2);
+    r->pace = 1;                      /* 80 ms: the newer change comes */
+    fx_apply(f, 4);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/doc"));
+    assert_int_equal(offer_body(f, f->watch, dt, v1), 1);
+    TU_LOOP_UNTIL(&f->l, r->hits == 1, WATCHDOG_MS);
+    assert_int_equal(offer_body(f, f->watch, dt + 1000000, v2), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 100);
+    assert_int_equal(f->nwatch, 1);
+    assert_int_equal(f->watch_o[0], APPLY_CREATED);
+    assert_int_equal(r->hits, 1);
+    apply_stats(f->a, &st);
+    assert_int_equal(st.newer_answers, 1);
+    assert_int_equal(ledger_res_get(f->ledger, f->watch, &res, &buf), 0);
+    assert_int_equal(res.change_dt, dt + 1000000);
+    rs_free(buf);
+    assert_int_equal(ledger_todo_get(f->ledger, f->watch, &t, &buf),
+                     RS_ENOTFOUND);
+
+    /* a third version, announced as a fourth: a mismatch, retried */
+    snprintf(v1, sizeof(v1), "version four\n");
+    free(r->body);
+    r->body = strdup("version three\n");
+    r->body_len = strlen(r->body);
+    r->pace = 0;
+    assert_int_equal(offer_body(f, f->watch, dt + 2000000, v1), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[1], APPLY_RETRY);
+    apply_stats(f->a, &st);
+    assert_int_equal(st.newer_answers, 1);
+}
+
+/* apply/answer_kept: the answer is a version no change has announced yet
+ * (the resource changed again while it was fetched; the notification
+ * comes after the body): a retry, and the file is kept, not in place.
+ * The change that announces it then takes it without a GET. A kept file
+ * that the next change does not announce goes, and that change is
+ * fetched; a dump's hold drops what is kept. No temp is left. */
+static void
+test_answer_kept(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/doc", 0, NULL, "v2\n");
+    struct apply_stats st;
+    char buf[64];
+    rs_time_t dt = rs_time_now();
+
+    fx_apply(f, 4);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/doc"));
+    assert_int_equal(offer_body(f, f->watch, dt, "v1\n"), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 1, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[0], APPLY_RETRY);
+    assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "");
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 1);
+    assert_int_equal(offer_body(f, f->watch, dt + 1000000, "v2\n"), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[1], APPLY_CREATED);
+    assert_int_equal(r->hits, 1);
+    assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "v2\n");
+    apply_stats(f->a, &st);
+    assert_int_equal(st.kept_answers, 1);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+
+    /* kept v4, then v5 announced: v4 goes, v5 is fetched */
+    free(r->body);
+    r->body = strdup("v4\n");
+    assert_int_equal(offer_body(f, f->watch, dt + 2000000, "v3\n"), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 3, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[2], APPLY_RETRY);
+    free(r->body);
+    r->body = strdup("v5\n");
+    assert_int_equal(offer_body(f, f->watch, dt + 3000000, "v5\n"), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 4, WATCHDOG_MS);
+    assert_int_equal(f->watch_o[3], APPLY_UPDATED);
+    assert_int_equal(r->hits, 3);
+    assert_string_equal(mirrored(f, "/doc", buf, sizeof(buf)), "v5\n");
+    apply_stats(f->a, &st);
+    assert_int_equal(st.kept_answers, 1);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+
+    /* kept v7 when a dump holds the appliers: it goes */
+    free(r->body);
+    r->body = strdup("v7\n");
+    assert_int_equal(offer_body(f, f->watch, dt + 4000000, "v6\n"), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 5, WATCHDOG_MS);
+    TU_LOOP_UNTIL(&f->l, in_flight(f) == 0, WATCHDOG_MS);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 1);
+    assert_true(apply_hold(f->a, true));
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+    assert_true(apply_hold(f->a, false));
+}
+
+/* apply/retry_newer_at_its_place: a resource whose fetch failed, waiting
+ * for its retry, changes again while the queue grows (one slot, every
+ * file applied brings two fresh changes): the newer change is taken at
+ * the row's place, before the retry was due, not behind the queue. */
+static void
+test_retry_newer_at_its_place(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/flaky", 0, NULL, "ok\n");
+    rs_time_t due, t0;
+
+    tu_httpd_fail(f->srv, r, 1, 503, NULL);
+    fx_apply(f, 1);
+    due = first_attempt_fails(f, "/flaky");
+    feed_start(f);
+    tu_loop_run_for(&f->l, 100);
+    t0 = rs_time_now();
+    assert_int_equal(offer_dt(f, f->watch, t0), 1);
+    TU_LOOP_UNTIL(&f->l, f->nwatch == 2, WATCHDOG_MS);
+    f->feed = 0;
+    assert_int_equal(f->watch_o[1], APPLY_CREATED);
+    if (f->watch_at[1] >= due)
+        fail_msg("the newer change waited for the retry (%.2f s)",
+                 (double)(f->watch_at[1] - t0) / 1e6);
+    assert_true(f->results[APPLY_CREATED] > 5);    /* the stream ran */
+}
+
 /* apply/hot_not_starved: a resource that changes again at every file
  * applied, while the queue grows (one slot, and every file applied brings
  * two fresh changes): it is fetched at its turn, its place kept in the
@@ -981,6 +1146,9 @@ main(void)
         TS("apply/superseded_taken", test_superseded_taken_under_stream),
         TS("apply/newer_lets_fetch_end", test_newer_lets_fetch_end),
         TS("apply/hot_not_starved", test_hot_not_starved),
+        TS("apply/newer_answer_taken", test_newer_answer_taken),
+        TS("apply/answer_kept", test_answer_kept),
+        TS("apply/retry_newer_at_its_place", test_retry_newer_at_its_place),
         TS("apply/same_offer_keeps_backoff", test_same_offer_keeps_backoff),
         TS("apply/same_offer_keeps_job", test_same_offer_keeps_job),
         TS("apply/gone_is_not_failed", test_gone_is_not_failed),
