@@ -1718,6 +1718,14 @@ gauge_requests(void *ud)
 }
 
 static double
+gauge_saved(void *ud)
+{
+    struct apply_stats as;
+    apply_stats(((struct session *)ud)->apply, &as);
+    return (double)(as.newer_answers + as.kept_answers);
+}
+
+static double
 gauge_connected(void *ud)
 {
     struct session *s = ud;
@@ -1779,6 +1787,10 @@ register_metrics(struct session *s, struct rs_metrics *m)
     if (rc == 0)
         rc = rs_metrics_register_gauge_fn(m, "rssub_fetch_requests",
             "Resource GETs started (a counter).", gauge_requests, s, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(m, "rssub_fetch_saved",
+            "Changes applied with the answer to an older change's GET: the "
+            "resource had changed again (a counter).", gauge_saved, s, NULL);
     if (rc == 0)
         rc = rs_metrics_register_gauge_fn(m, "rssub_pending",
             "Changes queued, not yet applied.", gauge_pending, s, NULL);

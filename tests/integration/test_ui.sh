@@ -134,6 +134,8 @@ check "rssub /status.json: ready, one Capability List, live" bash -c \
     "curl -sf '$S/status.json' | '$PY' -c 'import json,sys; s=json.load(sys.stdin); assert s[\"state\"] == \"ready\" and len(s[\"lists\"]) == 1 and s[\"lists\"][0][\"mode\"] == \"live\", s'"
 check "rssub's metrics listener still serves /metrics" bash -c \
     "curl -sf '$S/metrics' | grep -q '^rssub_pending '"
+check "rssub's metrics count the fetches saved" bash -c \
+    "curl -sf '$S/metrics' | grep -q '^rssub_fetch_saved 0$'"
 expect_eq "rssub /other: 404" "$(curl -s -o /dev/null -w '%{http_code}' "$S/other")" 404
 
 note "rssub's page in Chromium"
