@@ -173,7 +173,7 @@ static const char *const lg_sql[LG_COUNT_] = {
 /* Version 2. Times are rs_time_t microseconds, NULL for RS_TIME_NONE.
  * Rows keyed by uri are WITHOUT ROWID: one B-tree per write, not two.
  * A todo row's pos is its place in the queue (ledger.h); version 1 had
- * none, and its queue went by seq (lg_upgrade). */
+ * none, and its queue went by seq (lg_upgrade_1). */
 static const char lg_schema[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, val TEXT NOT NULL) "
     "  WITHOUT ROWID;"
