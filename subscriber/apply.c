@@ -39,7 +39,7 @@
 #define APPLY_STALE_MS 1000       /* a job this old is cancelled by a newer
                                      change of its uri */
 #define APPLY_KEPT_MAX 64         /* answers kept for a change to come */
-#define APPLY_KEPT_MS 10000       /* ... for this long at most */
+#define APPLY_KEPT_MS 10000       /* ... for this long at most (kept_ms) */
 /* The wake-up for the next retry sleeps at most this long: the due times
  * are wall-clock times, and a clock set forward makes rows due sooner
  * than the (monotonic) timer was told. */
@@ -553,15 +553,16 @@ kept_drop(struct apply *a, size_t i)
     a->kept[i] = a->kept[--a->nkept];
 }
 
-/* The answer kept for uri, or -1; the ones past APPLY_KEPT_MS go. */
+/* The answer kept for uri, or -1; the ones kept too long go. */
 static long
 kept_find(struct apply *a, const char *uri)
 {
     int64_t now = rs_time_mono_ms();
+    int64_t max = a->o.kept_ms ? a->o.kept_ms : APPLY_KEPT_MS;
     long found = -1;
 
     for (size_t i = a->nkept; i-- > 0;) {
-        if (now - a->kept[i].at_ms > APPLY_KEPT_MS)
+        if (now - a->kept[i].at_ms > max)
             kept_drop(a, i);
     }
     for (size_t i = 0; i < a->nkept && found < 0; i++)

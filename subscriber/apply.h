@@ -66,6 +66,8 @@ struct apply_opts {
     unsigned timeout_ms;     /* one GET; 0 = 120 s */
     uint64_t max_body;       /* one resource; 0 = 1 GiB */
     unsigned commit_ms;      /* batch window; 0 = 20 ms */
+    unsigned kept_ms;        /* an answer no change announced yet is kept
+                                this long for one that does; 0 = 10 s */
     /* One resource done (or retried, or failed), after the ledger row was
      * written (in the open batch). what: "" or why it failed. May be NULL. */
     void (*on_result)(void *ud, const char *uri, enum apply_outcome o,

@@ -103,6 +103,7 @@ struct fx {
     bool hot;                    /* ... and the watched URI changes again */
     unsigned idle;
     unsigned retries;            /* apply's attempts; 0: 20 */
+    unsigned kept_ms;            /* apply's kept_ms; 0: its own */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -167,6 +168,7 @@ fx_apply(struct fx *f, unsigned parallel)
         .parallel = parallel,
         .retries = f->retries ? f->retries : 20,
         .timeout_ms = 10000,
+        .kept_ms = f->kept_ms,
         .on_result = on_result,
         .on_idle = on_idle,
         .ud = f,
@@ -875,6 +877,30 @@ test_answer_kept(void **state)
     assert_true(apply_hold(f->a, false));
 }
 
+/* apply/answer_kept_expires: a kept answer whose change comes after
+ * kept_ms (here 200 ms) is not taken: the change is fetched, and the
+ * kept file is gone. */
+static void
+test_answer_kept_expires(void **state)
+{
+    struct fx *f = *state;
+    struct tu_route *r = tu_httpd_add(f->srv, "/doc", 0, NULL, "");
+    struct apply_stats st;
+    rs_time_t dt = rs_time_now();
+
+    f->kept_ms = 200;
+    fx_apply(f, 4);
+    snprintf(f->watch, sizeof(f->watch), "%s", tu_httpd_url(f->srv, "/doc"));
+    serve_and_offer(f, r, "v2\n", "v1\n", dt, 1, APPLY_RETRY);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 1);
+    tu_loop_run_for(&f->l, 300);
+    serve_and_offer(f, r, "v2\n", "v2\n", dt + 1000000, 2, APPLY_CREATED);
+    assert_int_equal(r->hits, 2);
+    apply_stats(f->a, &st);
+    assert_int_equal(st.kept_answers, 0);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+}
+
 /* apply/retry_newer_at_its_place: a resource whose fetch failed, waiting
  * for its retry, changes again while the queue grows (one slot, every
  * file applied brings two fresh changes): the newer change is taken at
@@ -1146,6 +1172,7 @@ main(void)
         TS("apply/hot_not_starved", test_hot_not_starved),
         TS("apply/newer_answer_taken", test_newer_answer_taken),
         TS("apply/answer_kept", test_answer_kept),
+        TS("apply/answer_kept_expires", test_answer_kept_expires),
         TS("apply/retry_newer_at_its_place", test_retry_newer_at_its_place),
         TS("apply/same_offer_keeps_backoff", test_same_offer_keeps_backoff),
         TS("apply/same_offer_keeps_job", test_same_offer_keeps_job),
