@@ -540,6 +540,16 @@ dup_header(struct rs_http_req *req, const char *name, bool *nomem)
     return d;
 }
 
+/* Is an answer of len bytes hashing to got the version a change announced
+ * with hash want (n > 0) and length (-1: none)? */
+static bool
+announces(const struct rs_hashes *want, int64_t length,
+          const struct rs_hashes *got, uint64_t len)
+{
+    return want->n > 0 && (length < 0 || (uint64_t)length == len) &&
+           rs_hashes_match(want, got) > 0;
+}
+
 static void
 kept_drop(struct apply *a, size_t i)
 {
@@ -618,9 +628,8 @@ kept_take(struct apply *a, struct job *j)
     if (i < 0)
         return false;
     h = &a->kept[i];
-    if (j->t.change == LEDGER_DELETE || j->expect.n == 0 ||
-        (j->t.length >= 0 && (uint64_t)j->t.length != h->length) ||
-        rs_hashes_match(&j->expect, &h->got) <= 0) {
+    if (j->t.change == LEDGER_DELETE ||
+        !announces(&j->expect, j->t.length, &h->got, h->length)) {
         kept_drop(a, (size_t)i);
         return false;
     }
@@ -674,9 +683,9 @@ job_adopt_newer(struct apply *a, struct job *j, const struct rs_hashes *got)
     if (ledger_todo_get(a->o.ledger, j->uri, &q, &buf) != 0)
         return false;
     if (q.seq != j->t.seq && !q.failed && q.change != LEDGER_DELETE &&
-        q.hash != NULL && (q.length < 0 || (uint64_t)q.length == j->got) &&
-        rs_hashes_parse(q.hash, strlen(q.hash), &want) == 0 &&
-        rs_hashes_match(&want, got) > 0 && (hash = rs_strdup(q.hash)) != NULL) {
+        q.hash != NULL && rs_hashes_parse(q.hash, strlen(q.hash), &want) == 0 &&
+        announces(&want, q.length, got, j->got) &&
+        (hash = rs_strdup(q.hash)) != NULL) {
         rs_free(j->hash_s);
         j->hash_s = hash;
         j->t.seq = q.seq;
