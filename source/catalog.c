@@ -109,6 +109,10 @@ hash_file(struct catalog *c, const char *rel, const struct at *at,
         rc = rs_hasher_update(c->hasher, c->buf, (size_t)n);
         if (rc != 0)
             break;
+        /* all its size said: the fstat below tells whether it grew, so
+         * the read that would only say end of file is not made */
+        if (total == (uint64_t)st.st_size)
+            break;
     }
     if (rc == 0 && (fstat(fd, &st2) != 0 || st2.st_size != st.st_size ||
                     mtime_ns_of(&st2) != r->mtime_ns ||
