@@ -677,7 +677,7 @@ setup(struct bridge *b, const struct rs_config *cfg)
         return 2;
     if ((rc = setup_state(b)) != 0)
         return rc;
-    b->base = event_base_new();
+    b->base = rs_daemon_base_new();
     if (b->base == NULL || setup_metrics(b) != 0)
         return 1;
     if ((rc = setup_http(b)) != 0)

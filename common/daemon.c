@@ -105,6 +105,20 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     rs_daemon_drain(d);
 }
 
+struct event_base *
+rs_daemon_base_new(void)
+{
+    struct event_config *cfg = event_config_new();
+    if (cfg == NULL)
+        return NULL;
+    struct event_base *base =
+        event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST) == 0
+            ? event_base_new_with_config(cfg)
+            : NULL;
+    event_config_free(cfg);
+    return base;
+}
+
 struct rs_daemon *
 rs_daemon_new(const struct rs_daemon_opts *o)
 {

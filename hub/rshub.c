@@ -889,7 +889,7 @@ main(int argc, char **argv)
         goto out;
     }
 
-    h.base = event_base_new();
+    h.base = rs_daemon_base_new();
     h.metrics = rs_metrics_new();
     if (h.base == NULL || h.metrics == NULL)
         goto out;

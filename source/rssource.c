@@ -890,7 +890,7 @@ setup(struct src *s)
     }
     if (state_checkpointer_start(s->st, 1000) != 0)
         rs_log(RS_LOG_WARN, "no checkpoint thread: commits will checkpoint");
-    s->base = event_base_new();
+    s->base = rs_daemon_base_new();
     if (s->base == NULL || setup_http(s) != 0)
         return 1;
     s->docs = docs_new(conf.base_url, &e);

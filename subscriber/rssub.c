@@ -863,7 +863,7 @@ setup(struct rssub *s)
         return rc;
     if ((rc = setup_creds(s)) != 0)
         return rc;
-    if ((s->base = event_base_new()) == NULL)
+    if ((s->base = rs_daemon_base_new()) == NULL)
         return 1;
     /* A report-only audit reads the state beside a running daemon and
      * changes nothing, in the state or the mirror. */
