@@ -879,7 +879,8 @@ test_answer_kept(void **state)
 
 /* apply/answer_kept_expires: a kept answer whose change comes after
  * kept_ms (here 200 ms) is not taken: the change is fetched, and the
- * kept file is gone. */
+ * kept file is gone. One kept when the appliers are freed goes with
+ * them. */
 static void
 test_answer_kept_expires(void **state)
 {
@@ -898,6 +899,13 @@ test_answer_kept_expires(void **state)
     assert_int_equal(r->hits, 2);
     apply_stats(f->a, &st);
     assert_int_equal(st.kept_answers, 0);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
+
+    serve_and_offer(f, r, "v4\n", "v3\n", dt + 2000000, 3, APPLY_RETRY);
+    TU_LOOP_UNTIL(&f->l, in_flight(f) == 0, WATCHDOG_MS);
+    assert_int_equal(entries(f, "", ".rssub-tmp."), 1);
+    apply_free(f->a);
+    f->a = NULL;
     assert_int_equal(entries(f, "", ".rssub-tmp."), 0);
 }
 
