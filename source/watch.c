@@ -35,7 +35,9 @@
 
 #define WATCH_READ_BUF (64 * 1024)
 #define WATCH_COALESCE_US 2000        /* default coalesce_us */
-#define WATCH_PAUSE_US 1000           /* drain thread's pause when busy */
+#define WATCH_PAUSE_US 1000           /* drain thread's pause when busy, */
+#define WATCH_BUSY_WAKES 8            /* woken more often than this */
+#define WATCH_BUSY_US 10000           /* within this time */
 #define WATCH_QUEUE_MAX (64u * 1024 * 1024)   /* default max_queued: ~1M
                                                  events */
 
@@ -464,7 +466,8 @@ drain_main(void *arg)
      * all there was: no second read to hear EAGAIN. */
     const ssize_t whole = WATCH_READ_BUF -
                           (ssize_t)(sizeof(struct inotify_event) + NAME_MAX + 1);
-    int64_t last_wake_us = 0;
+    int64_t span_us = 0;              /* start of the current 10 ms */
+    unsigned wakes = 0;               /* wakes since then */
     for (;;) {
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
@@ -475,14 +478,18 @@ drain_main(void *arg)
             break;
         /* A busy tree (at 5,000 changes/s an event every 70 us) woke this
          * thread for each event or two: a poll, two reads and often a
-         * wake of the loop each time. Woken again within two pauses, it
-         * reads what a pause gathers (the kernel holds 16,384 events, half
-         * a second at 10,000 changes/s). An event after a quiet spell is
-         * read at once; and the loop's batch waits its coalesce_us in any
-         * case. */
+         * wake of the loop each time. Woken more than 8 times in 10 ms,
+         * it pauses after each read and reads what a pause gathers (the
+         * kernel holds 16,384 events, half a second at 10,000 changes/s),
+         * a wait the loop's batch makes at such rates anyway (its
+         * coalesce_us). The three events of a file written at 100/s come
+         * in wakes of their own: each is read at once. */
         int64_t now = rs_time_mono_us();
-        bool busy = now - last_wake_us < 2 * WATCH_PAUSE_US;
-        last_wake_us = now;
+        if (now - span_us >= WATCH_BUSY_US) {
+            span_us = now;
+            wakes = 0;
+        }
+        bool busy = ++wakes > WATCH_BUSY_WAKES;
         for (;;) {
             ssize_t n = read(w->fd, buf, WATCH_READ_BUF);
             if (n < 0 && errno == EINTR)
