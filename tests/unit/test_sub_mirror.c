@@ -814,6 +814,38 @@ test_many_files(void **state)
     mirror_close(m);
 }
 
+/* mirror/held_past_eviction: files begun in more directories than the fd
+ * cache holds, all open at once, are committed into their own directories
+ * (the cache evicted theirs meanwhile); one whose directory was removed
+ * and made again behind our back fails, its temp gone with it. No fd is
+ * left once they are done and the mirror is closed. */
+static void
+test_held_past_eviction(void **state)
+{
+    struct fx *f = *state;
+    int fds = fx_fds();
+    struct mirror *m = fx_open(f->mdir, NULL);
+    struct mirror_file *mf[24];
+    char rel[64];
+    for (int i = 0; i < 24; i++) {
+        snprintf(rel, sizeof(rel), "e%02d/x/f.txt", i);
+        assert_int_equal(mirror_begin(m, rel, &mf[i]), 0);
+        assert_int_equal(mirror_write(mf[i], rel, strlen(rel)), 0);
+    }
+    tu_rmtree(fx_path(f, f->mdir, "e00"));
+    assert_int_equal(mkdir(fx_path(f, f->mdir, "e00"), 0755), 0);
+    assert_int_equal(mkdir(fx_path(f, f->mdir, "e00/x"), 0755), 0);
+    assert_int_not_equal(mirror_commit(mf[0], RS_TIME_NONE), 0);
+    assert_int_equal(tu_count_entries(fx_path(f, f->mdir, "e00/x"), NULL), 0);
+    for (int i = 1; i < 24; i++) {
+        assert_int_equal(mirror_commit(mf[i], RS_TIME_NONE), 0);
+        snprintf(rel, sizeof(rel), "e%02d/x/f.txt", i);
+        assert_string_equal(tu_read_str(fx_path(f, f->mdir, rel)), rel);
+    }
+    mirror_close(m);
+    assert_int_equal(fx_fds(), fds);
+}
+
 /* mirror/external_changes: a cached directory removed behind our back is
  * created again on the next write; replaced by a symlink it is refused,
  * not followed. */
@@ -1300,6 +1332,7 @@ main(void)
         TS("mirror/mtime", test_mtime),
         TS("mirror/disk_full", test_disk_full),
         TS("mirror/many_files", test_many_files),
+        TS("mirror/held_past_eviction", test_held_past_eviction),
         TS("mirror/external_changes", test_external_changes),
         TS("mirror/open_read", test_open_read),
         TS("mirror/alloc_failures", test_alloc_failures),
