@@ -117,7 +117,8 @@ int mirror_errno(const struct mirror *m);
  * (0755, less umask), and a temp file ".rssub-tmp.XXXXXX" (0644, less
  * umask) in rel's directory. Nothing is visible under rel until
  * mirror_commit. 0 with *out (finish it with mirror_commit or
- * mirror_abort), or an error (*out NULL).
+ * mirror_abort, before m is closed: f uses m's root), or an error (*out
+ * NULL).
  */
 int mirror_begin(struct mirror *m, const char *rel, struct mirror_file **out)
     RS_MUST_CHECK;
