@@ -95,6 +95,7 @@ struct apply {
     struct event *ev_due;        /* the next retry comes due (refill) */
     struct event *ev_stale;      /* a job with a newer change comes to
                                     APPLY_STALE_MS */
+    struct event *ev_kept;       /* the oldest kept answer expires */
     struct job **jobs;           /* in flight (syncing ones too) */
     size_t njobs;
     struct syncer *sync;         /* fsyncs off the loop (NULL: policy
@@ -563,18 +564,48 @@ kept_drop(struct apply *a, size_t i)
     a->kept[i] = a->kept[--a->nkept];
 }
 
-/* The answer kept for uri, or -1; the ones kept too long go. */
-static long
-kept_find(struct apply *a, const char *uri)
+/* Drop the answers kept too long; arm ev_kept for the oldest left. A
+ * kept file is a temp in the mirror: on a quiet mirror none may wait for
+ * a change that never comes (a diff of the mirror would show it). */
+static void
+kept_expire(struct apply *a)
 {
     int64_t now = rs_time_mono_ms();
     int64_t max = a->o.kept_ms ? a->o.kept_ms : APPLY_KEPT_MS;
-    long found = -1;
+    int64_t oldest = INT64_MAX;
+    struct timeval tv;
 
     for (size_t i = a->nkept; i-- > 0;) {
         if (now - a->kept[i].at_ms > max)
             kept_drop(a, i);
+        else if (a->kept[i].at_ms < oldest)
+            oldest = a->kept[i].at_ms;
     }
+    if (oldest == INT64_MAX) {
+        evtimer_del(a->ev_kept);
+        return;
+    }
+    oldest += max + 1 - now;          /* past max, as the test above says */
+    tv.tv_sec = (time_t)(oldest / 1000);
+    tv.tv_usec = (suseconds_t)(oldest % 1000) * 1000;
+    evtimer_add(a->ev_kept, &tv);
+}
+
+static void
+on_kept(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    kept_expire(arg);
+}
+
+/* The answer kept for uri, or -1; the ones kept too long go. */
+static long
+kept_find(struct apply *a, const char *uri)
+{
+    long found = -1;
+
+    kept_expire(a);
     for (size_t i = 0; i < a->nkept && found < 0; i++)
         if (strcmp(a->kept[i].uri, uri) == 0)
             found = (long)i;
@@ -613,6 +644,7 @@ kept_put(struct apply *a, struct job *j, const struct rs_hashes *got,
     h.mf = j->mf;
     j->mf = NULL;
     a->kept[a->nkept++] = h;
+    kept_expire(a);
 }
 
 /* The answer kept for j's uri, if it is what j's change announces (its
@@ -1226,8 +1258,9 @@ apply_new(const struct apply_opts *o, char *err, size_t errsz)
     a->ev_commit = evtimer_new(o->base, on_commit, a);
     a->ev_due = evtimer_new(o->base, on_kick, a);
     a->ev_stale = evtimer_new(o->base, on_stale, a);
+    a->ev_kept = evtimer_new(o->base, on_kept, a);
     if (a->ev_kick == NULL || a->ev_commit == NULL || a->ev_due == NULL ||
-        a->ev_stale == NULL) {
+        a->ev_stale == NULL || a->ev_kept == NULL) {
         snprintf(err, errsz, "out of memory");
         apply_free(a);
         return NULL;
@@ -1270,6 +1303,8 @@ apply_free(struct apply *a)
         event_free(a->ev_due);
     if (a->ev_stale != NULL)
         event_free(a->ev_stale);
+    if (a->ev_kept != NULL)
+        event_free(a->ev_kept);
     while (a->nkept > 0)
         kept_drop(a, a->nkept - 1);
     rs_free(a->jobs);
