@@ -572,7 +572,7 @@ kept_expire(struct apply *a)
 {
     int64_t now = rs_time_mono_ms();
     int64_t max = a->o.kept_ms ? a->o.kept_ms : APPLY_KEPT_MS;
-    int64_t oldest = INT64_MAX;
+    int64_t oldest = INT64_MAX, wait;
     struct timeval tv;
 
     for (size_t i = a->nkept; i-- > 0;) {
@@ -585,9 +585,9 @@ kept_expire(struct apply *a)
         evtimer_del(a->ev_kept);
         return;
     }
-    oldest += max + 1 - now;          /* past max, as the test above says */
-    tv.tv_sec = (time_t)(oldest / 1000);
-    tv.tv_usec = (suseconds_t)(oldest % 1000) * 1000;
+    wait = oldest + max + 1 - now;    /* then it is over max: >= 1 ms */
+    tv.tv_sec = (time_t)(wait / 1000);
+    tv.tv_usec = (suseconds_t)(wait % 1000) * 1000;
     evtimer_add(a->ev_kept, &tv);
 }
 
