@@ -42,11 +42,12 @@ struct rs_daemon_opts {
     void *ud;
 };
 
-/* The loop a daemon runs on: epoll's changes are applied once per loop
- * turn, so an fd whose events are switched off and on again within a turn
- * (libcurl's sockets between two requests, evhttp's between a request and
- * its reply) costs no system call. None of our fds given to the loop is a
- * dup(), which that mode must not be given. NULL when out of memory. */
+/* The loop of rssource, rssub and rsbridge (rshub.c says why not its):
+ * epoll's changes are applied once per loop turn, so an fd whose events
+ * are switched off and on again within a turn (libcurl's sockets between
+ * two requests, evhttp's between a request and its reply) costs no system
+ * call. None of our fds given to the loop is a dup(), which that mode must
+ * not be given. NULL when out of memory. */
 struct event_base *rs_daemon_base_new(void);
 
 /* Takes SIGTERM, SIGINT and SIGHUP on base. NULL when out of memory. */
