@@ -129,13 +129,23 @@ apply_outcome_name(enum apply_outcome o)
 
 /* ------------------------------------------------------------ batching */
 
+/* Arm ev to fire in ms (at least 1). The timeval normalised: libevent
+ * takes a tv_usec of a second or more for a broken time, and its loop
+ * then waits 35 minutes for any timer. */
+static void
+arm_in(struct event *ev, int64_t ms)
+{
+    if (ms < 1)
+        ms = 1;
+    struct timeval tv = { (time_t)(ms / 1000),
+                          (suseconds_t)(ms % 1000) * 1000 };
+    evtimer_add(ev, &tv);
+}
+
 int
 apply_txn(struct apply *a)
 {
     unsigned ms = a->o.commit_ms ? a->o.commit_ms : APPLY_COMMIT_MS;
-    /* normalised: libevent takes a tv_usec of a second or more for a
-     * broken time, and its loop then waits 35 minutes for any timer */
-    struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000 };
     int rc;
 
     if (a->txn_open) {
@@ -148,7 +158,7 @@ apply_txn(struct apply *a)
         return rc;
     a->txn_open = true;
     a->txn_writes = 1;
-    evtimer_add(a->ev_commit, &tv);
+    arm_in(a->ev_commit, ms);
     return 0;
 }
 
@@ -355,7 +365,6 @@ static void
 arm_stale(struct apply *a, int64_t now_ms)
 {
     int64_t first = INT64_MAX;
-    struct timeval tv;
 
     for (size_t i = 0; i < a->njobs; i++) {
         const struct job *j = a->jobs[i];
@@ -365,12 +374,7 @@ arm_stale(struct apply *a, int64_t now_ms)
     }
     if (first == INT64_MAX)
         return;
-    first += APPLY_STALE_MS - now_ms;
-    if (first < 1)
-        first = 1;
-    tv.tv_sec = (time_t)(first / 1000);
-    tv.tv_usec = (suseconds_t)(first % 1000) * 1000;
-    evtimer_add(a->ev_stale, &tv);
+    arm_in(a->ev_stale, first + APPLY_STALE_MS - now_ms);
 }
 
 /* A newer change of j's uri was put. */
@@ -572,8 +576,7 @@ kept_expire(struct apply *a)
 {
     int64_t now = rs_time_mono_ms();
     int64_t max = a->o.kept_ms ? a->o.kept_ms : APPLY_KEPT_MS;
-    int64_t oldest = INT64_MAX, wait;
-    struct timeval tv;
+    int64_t oldest = INT64_MAX;
 
     for (size_t i = a->nkept; i-- > 0;) {
         if (now - a->kept[i].at_ms > max)
@@ -585,10 +588,7 @@ kept_expire(struct apply *a)
         evtimer_del(a->ev_kept);
         return;
     }
-    wait = oldest + max + 1 - now;    /* then it is over max: >= 1 ms */
-    tv.tv_sec = (time_t)(wait / 1000);
-    tv.tv_usec = (suseconds_t)(wait % 1000) * 1000;
-    evtimer_add(a->ev_kept, &tv);
+    arm_in(a->ev_kept, oldest + max + 1 - now);   /* then it is over max */
 }
 
 static void
