@@ -143,6 +143,12 @@ struct ws_client {
     size_t head_len;
     struct ws_dec dec;
     bool open;                     /* upgraded: frames are decoded */
+    /* The 101 waits for main's ATTACH (or a close): a client that has seen
+     * it is in the channel, so every notification accepted after that
+     * reaches it. Sent first by on_writeable. */
+    bool hs_due;
+    bool hs_proto;                 /* it names our subprotocol */
+    char hs_accept[32];            /* Sec-WebSocket-Accept, base64 */
     bool alive;                    /* heard from since our last ping */
     bool ping_out;                 /* a ping went out since */
     bool ping_due;                 /* a ping to send */
@@ -860,6 +866,7 @@ on_ev_attach(struct ws_thread *t, struct seam_ev *ev)
         c->state = CL_LIVE;
         c->skip_until = ev->id;
     }
+    lws_callback_on_writable(c->wsi);   /* the 101 */
 }
 
 static void
@@ -1664,24 +1671,16 @@ client_handshake(struct ws_thread *t, struct ws_client *c, const uint8_t *in,
         client_refuse(t, c, status, why);
         return 0;
     }
-    /* Sec-WebSocket-Accept: base64(SHA-1(key + the RFC's GUID)) */
+    /* Sec-WebSocket-Accept: base64(SHA-1(key + the RFC's GUID)); the 101
+     * itself goes out once main has attached the client (hs_due) */
     char kg[64];
-    unsigned char md[SHA_DIGEST_LENGTH], acc[32];
+    unsigned char md[SHA_DIGEST_LENGTH];
     int kn = snprintf(kg, sizeof(kg), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11",
                       h.key);
     SHA1((const unsigned char *)kg, (size_t)kn, md);
-    EVP_EncodeBlock(acc, md, SHA_DIGEST_LENGTH);
-    char *out = (char *)t->scratch + LWS_PRE;
-    int n = snprintf(out, 512,
-                     "HTTP/1.1 101 Switching Protocols\r\n"
-                     "Upgrade: websocket\r\n"
-                     "Connection: Upgrade\r\n"
-                     "Sec-WebSocket-Accept: %s\r\n"
-                     "%s\r\n",
-                     (const char *)acc,
-                     h.protocol ? "Sec-WebSocket-Protocol: " WS_PROTOCOL "\r\n" : "");
-    if (lws_write(c->wsi, (unsigned char *)out, (size_t)n, LWS_WRITE_RAW) < 0)
-        return -1;
+    EVP_EncodeBlock((unsigned char *)c->hs_accept, md, SHA_DIGEST_LENGTH);
+    c->hs_proto = h.protocol;
+    c->hs_due = true;
     lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
     c->ping_at_ms = rs_time_mono_ms() + (uint64_t)t->srv->o.ping_secs * 1000;
     client_arm(c);
@@ -1873,6 +1872,21 @@ on_closed(struct ws_thread *t, struct ws_client *c)
         rs_seam_exit(t->srv->seam, t->idx);
 }
 
+/* The 101 answering the upgrade into buf (WS_SCRATCH bytes): its length. */
+static size_t
+client_upgrade_reply(const struct ws_client *c, char *buf)
+{
+    int n = snprintf(buf, 512,
+                     "HTTP/1.1 101 Switching Protocols\r\n"
+                     "Upgrade: websocket\r\n"
+                     "Connection: Upgrade\r\n"
+                     "Sec-WebSocket-Accept: %s\r\n"
+                     "%s\r\n",
+                     c->hs_accept,
+                     c->hs_proto ? "Sec-WebSocket-Protocol: " WS_PROTOCOL "\r\n" : "");
+    return n > 0 && n < 512 ? (size_t)n : 0;
+}
+
 static int
 on_writeable(struct ws_thread *t, struct ws_client *c)
 {
@@ -1887,6 +1901,12 @@ on_writeable(struct ws_thread *t, struct ws_client *c)
     }
     if (c->state == CL_HANDSHAKE)
         return 0;
+    if (c->hs_due) {
+        if (c->state == CL_PENDING)
+            return 0;   /* not in the channel yet: pings and pongs wait too */
+        len = client_upgrade_reply(c, (char *)buf);
+        c->hs_due = false;
+    }
     if (c->state == CL_CLOSING) {
         uint8_t payload[2 + WS_CLIENT_TEXT];
         size_t plen = 0;
@@ -1897,7 +1917,7 @@ on_writeable(struct ws_thread *t, struct ws_client *c)
             memcpy(payload + 2, c->close_reason, plen);
             plen += 2;
         }
-        len = ws_frame_control(buf, 0x08, payload, plen);
+        len += ws_frame_control(buf + len, 0x08, payload, plen);
         if (lws_write(c->wsi, buf, len, LWS_WRITE_RAW) < 0 || c->peer_closed)
             return -1;   /* a close answering the peer's: done */
         client_shut(c);

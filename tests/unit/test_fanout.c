@@ -332,7 +332,10 @@ test_live(void **state)
     struct wscl *a = cl_new(f, "c", NULL);
     struct wscl *b = cl_new(f, "c", NULL);
     wait_subscribers(f, "c", 2);
+    /* the 101 follows the attach (wsserver.c) */
+    TU_LOOP_UNTIL(&f->loop, a->status != 0 && b->status != 0, 5000);
     assert_int_equal(a->status, 101);
+    assert_int_equal(b->status, 101);
     struct msg_id ids[20];
     append_n(f, "c", 20, 0, ids);
     TU_LOOP_UNTIL(&f->loop, a->nids == 20 && b->nids == 20, 5000);

@@ -24,7 +24,20 @@ struct fx {
     size_t nevs;
     struct ws_server *ws;
     int port;
+    bool hold;                     /* do not answer JOINs with an ATTACH */
 };
+
+/* Attach a client live, as fanout.c does for a JOIN without since. */
+static void
+fx_attach(struct fx *f, const struct seam_ev *join)
+{
+    struct seam_ev *at = seam_ev_new(SEAM_ATTACH);
+    assert_non_null(at);
+    at->client = join->client;
+    at->chan = 0;
+    at->flag = false;
+    assert_true(ws_server_post(f->ws, join->thread, at) >= 0);
+}
 
 static void
 on_events(void *ud, struct seam_ev *ev)
@@ -33,6 +46,8 @@ on_events(void *ud, struct seam_ev *ev)
     while (ev != NULL) {
         struct seam_ev *next = seam_ev_next(ev);
         assert_true(f->nevs < sizeof(f->evs) / sizeof(f->evs[0]));
+        if (ev->type == SEAM_JOIN && !f->hold)
+            fx_attach(f, ev);
         f->evs[f->nevs++] = ev;
         ev = next;
     }
@@ -249,8 +264,8 @@ cl_close_code(struct fx *f, int fd, double secs)
 }
 
 /* wsserver/upgrade: a valid request is answered 101 with the RFC's
- * Sec-WebSocket-Accept, the subprotocol echoed when offered, and the main
- * loop told of the JOIN with its channel, since and address. */
+ * Sec-WebSocket-Accept, the subprotocol echoed when offered, once the main
+ * loop, told of the JOIN with its channel, since and address, attached it. */
 static void
 test_upgrade(void **state)
 {
@@ -274,6 +289,60 @@ test_upgrade(void **state)
     ws_server_addr_format(&ev->addr, who, sizeof(who));
     assert_string_equal(who, "127.0.0.1");
     seam_ev_free(ev);
+    close(fd);
+}
+
+/* wsserver/upgrade_after_attach: the 101 waits until main has attached
+ * the client to its channel, so a client that saw it misses nothing
+ * accepted afterwards; a close main sends instead (an unknown channel,
+ * Redis down) comes as the 101 and the close frame. */
+static void
+test_upgrade_after_attach(void **state)
+{
+    struct fx *f = *state;
+    f->hold = true;
+    char req[512];
+    snprintf(req, sizeof(req), REQ_HEAD("/channel/a") "\r\n");
+    int fd = cl_connect(f);
+    cl_send(fd, req, strlen(req));
+    struct seam_ev *join = fx_event(f, 2);
+    if (join == NULL) {
+        fail_msg("no JOIN within 2 s");
+        return;
+    }
+    assert_int_equal(join->type, SEAM_JOIN);
+    unsigned char buf[1024];
+    bool eof;
+    /* nothing, not even after a ping's worth of loop turns */
+    assert_int_equal(cl_read(f, fd, buf, sizeof(buf), 1, 0.3, &eof), 0);
+    assert_false(eof);
+    fx_attach(f, join);
+    seam_ev_free(join);
+    size_t n = cl_read(f, fd, buf, sizeof(buf) - 1, 12, 2, &eof);
+    buf[n] = '\0';
+    assert_true(n >= 12);
+    assert_memory_equal(buf, "HTTP/1.1 101", 12);
+    close(fd);
+
+    fd = cl_connect(f);
+    cl_send(fd, req, strlen(req));
+    while ((join = fx_event(f, 2)) != NULL && join->type != SEAM_JOIN)
+        seam_ev_free(join);   /* the first client's LEAVE */
+    if (join == NULL) {
+        fail_msg("no JOIN within 2 s");
+        return;
+    }
+    struct seam_ev *cl = seam_ev_new(SEAM_CLOSE);
+    assert_non_null(cl);
+    cl->client = join->client;
+    cl->chan = SEAM_NO_CHAN;
+    cl->code = 4003;
+    snprintf(cl->text, sizeof(cl->text), "backlog unavailable");
+    assert_true(ws_server_post(f->ws, join->thread, cl) >= 0);
+    seam_ev_free(join);
+    char resp[1024];
+    assert_int_equal(cl_upgrade(f, fd, "", resp, sizeof(resp)), 101);
+    assert_int_equal(cl_close_code(f, fd, 2), 4003);
     close(fd);
 }
 
@@ -466,6 +535,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_upgrade, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_after_attach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_takes, setup, teardown),
