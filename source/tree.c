@@ -381,14 +381,26 @@ struct dent {
     struct stat st;
 };
 
-struct walk {
+/* A directory being walked: its fd, its sorted entries and the next one. */
+struct frame {
+    int fd;
+    struct dent *v;
+    size_t n, i;
+    size_t base;                   /* the path's length at this directory */
+};
+
+struct tree_walker {
     const struct tree *t;
-    const struct tree_walk_cbs *cbs;
+    const struct tree_walk_cbs *cbs;   /* of the run under way */
     void *ud;
     char path[TREE_PATH_MAX];
     size_t len;
-    unsigned depth;
+    unsigned depth;                /* frames pushed */
     struct { dev_t dev; ino_t ino; } stack[TREE_DEPTH_MAX + 1];
+    struct frame fr[TREE_DEPTH_MAX + 1];
+    int subfd;                     /* sub, until the first run enters it */
+    struct stat subst;
+    int err;                       /* a callback's error: the walk is over */
 };
 
 /* Path order: a directory sorts as if its name ended in '/'. */
@@ -409,7 +421,7 @@ dent_cmp(const void *a, const void *b)
 }
 
 static void
-walk_error(struct walk *w, int e)
+walk_error(struct tree_walker *w, int e)
 {
     if (w->cbs->on_error != NULL)
         w->cbs->on_error(w->ud, w->path, e);
@@ -417,7 +429,7 @@ walk_error(struct walk *w, int e)
 
 /* Read dfd's entries that may be walked into *out (sorted). */
 static int
-walk_read(struct walk *w, int dfd, struct dent **out, size_t *nout)
+walk_read(struct tree_walker *w, int dfd, struct dent **out, size_t *nout)
 {
     int rc = 0;
     int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
@@ -494,108 +506,155 @@ out:
     return rc;
 }
 
-static int walk_dir(struct walk *w, int dfd, const struct stat *st);
-
-static int
-walk_entries(struct walk *w, int dfd, struct dent *v, size_t n)
+static void
+frame_pop(struct tree_walker *w)
 {
-    size_t base = w->len;
-    for (size_t i = 0; i < n; i++) {
-        size_t at = base;
-        if (base > 0)
-            w->path[at++] = '/';
-        memcpy(w->path + at, v[i].name, v[i].len + 1);
-        w->len = at + v[i].len;
-        if (!tree_last_ok(w->t, w->path, w->path + at, v[i].len))
-            continue;
-        int rc = 0;
-        if (!v[i].dir) {
-            rc = w->cbs->on_file != NULL
-                     ? w->cbs->on_file(w->ud, w->path, &v[i].st, dfd, v[i].name)
-                     : 0;
-        } else if (w->depth < TREE_DEPTH_MAX) {
-            int fd = openat(dfd, v[i].name, O_RDONLY | O_DIRECTORY |
-                                               O_CLOEXEC |
-                                               (w->t->follow ? 0 : O_NOFOLLOW));
-            if (fd < 0) {
-                walk_error(w, errno);
-            } else {
-                rc = walk_dir(w, fd, &v[i].st);
-                close(fd);
-            }
-        }
-        w->len = base;
-        w->path[base] = '\0';
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    struct frame *f = &w->fr[--w->depth];
+    for (size_t i = 0; i < f->n; i++)
+        rs_free(f->v[i].name);
+    rs_free(f->v);
+    close(f->fd);
+    f->fd = -1;
+    w->len = w->depth > 0 ? w->fr[w->depth - 1].base : f->base;
+    w->path[w->len] = '\0';
 }
 
-/* Visit the directory at w->path, open as dfd. */
+/* Enter the directory at w->path, open as fd (taken): on_dir, then its
+ * entries as the new top frame. A loop is closed and skipped. */
 static int
-walk_dir(struct walk *w, int dfd, const struct stat *st)
+frame_push(struct tree_walker *w, int fd, const struct stat *st)
 {
     for (unsigned i = 0; i < w->depth; i++)
-        if (w->stack[i].dev == st->st_dev && w->stack[i].ino == st->st_ino)
+        if (w->stack[i].dev == st->st_dev && w->stack[i].ino == st->st_ino) {
+            close(fd);
             return 0;     /* a symlink loop */
+        }
     w->stack[w->depth].dev = st->st_dev;
     w->stack[w->depth].ino = st->st_ino;
     int rc = w->cbs->on_dir != NULL ? w->cbs->on_dir(w->ud, w->path, st) : 0;
-    if (rc != 0)
+    struct frame f = { .fd = fd, .base = w->len };
+    if (rc == 0)
+        rc = walk_read(w, fd, &f.v, &f.n);
+    if (rc != 0) {
+        close(fd);
         return rc;
-    struct dent *v;
-    size_t n;
-    rc = walk_read(w, dfd, &v, &n);
-    if (rc != 0)
-        return rc;
-    w->depth++;
-    rc = walk_entries(w, dfd, v, n);
-    w->depth--;
-    for (size_t i = 0; i < n; i++)
-        rs_free(v[i].name);
-    rs_free(v);
-    return rc;
+    }
+    w->fr[w->depth++] = f;
+    return 0;
 }
 
 int
-tree_walk(const struct tree *t, const char *sub,
-          const struct tree_walk_cbs *cbs, void *ud)
+tree_walker_new(const struct tree *t, const char *sub, struct tree_walker **out)
 {
-    struct walk *w = rs_calloc(1, sizeof(*w));
+    *out = NULL;
+    struct tree_walker *w = rs_calloc(1, sizeof(*w));
     if (w == NULL)
         return RS_ENOMEM;
     w->t = t;
-    w->cbs = cbs;
-    w->ud = ud;
-    int rc = 0;
-    int fd;
+    w->subfd = -1;
     if (sub[0] == '\0') {
-        fd = fcntl(t->rootfd, F_DUPFD_CLOEXEC, 0);
+        w->subfd = fcntl(t->rootfd, F_DUPFD_CLOEXEC, 0);
     } else {
         size_t n = strlen(sub);
         if (n >= sizeof(w->path) || !tree_path_ok(t, sub))
-            goto out;
+            goto out;     /* nothing to walk */
         memcpy(w->path, sub, n + 1);
         w->len = n;
         const char *last;
         int dfd = open_parent(t, sub, &last);
         if (dfd < 0)
             goto out;     /* gone: nothing to walk */
-        fd = openat(dfd, last, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
-                                   (t->follow ? 0 : O_NOFOLLOW));
+        w->subfd = openat(dfd, last, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                                         (t->follow ? 0 : O_NOFOLLOW));
         if (dfd != t->rootfd)
             close(dfd);
     }
-    if (fd < 0)
-        goto out;
-    struct stat st;
-    if (fstat(fd, &st) == 0)
-        rc = walk_dir(w, fd, &st);
-    close(fd);
+    if (w->subfd >= 0 && fstat(w->subfd, &w->subst) != 0) {
+        close(w->subfd);
+        w->subfd = -1;
+    }
 out:
+    *out = w;
+    return 0;
+}
+
+int
+tree_walker_run(struct tree_walker *w, const struct tree_walk_cbs *cbs,
+                void *ud, size_t budget)
+{
+    if (w->err != 0)
+        return w->err;
+    w->cbs = cbs;
+    w->ud = ud;
+    int rc = 0;
+    if (w->subfd >= 0) {
+        int fd = w->subfd;
+        w->subfd = -1;
+        rc = frame_push(w, fd, &w->subst);
+    }
+    size_t files = 0;
+    while (rc == 0 && w->depth > 0) {
+        struct frame *f = &w->fr[w->depth - 1];
+        if (f->i == f->n) {
+            frame_pop(w);
+            continue;
+        }
+        if (budget != 0 && files >= budget)
+            return 0;
+        struct dent *d = &f->v[f->i++];
+        size_t at = f->base;
+        if (at > 0)
+            w->path[at++] = '/';
+        memcpy(w->path + at, d->name, d->len + 1);
+        w->len = at + d->len;
+        if (!tree_last_ok(w->t, w->path, w->path + at, d->len)) {
+            /* skipped */
+        } else if (!d->dir) {
+            files++;
+            if (cbs->on_file != NULL)
+                rc = cbs->on_file(ud, w->path, &d->st, f->fd, d->name);
+        } else if (w->depth < TREE_DEPTH_MAX) {
+            int fd = openat(f->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                                                (w->t->follow ? 0 : O_NOFOLLOW));
+            unsigned was = w->depth;
+            if (fd < 0)
+                walk_error(w, errno);
+            else if ((rc = frame_push(w, fd, &d->st)) == 0 && w->depth > was)
+                continue;   /* entered: the path stays its own */
+        }
+        w->len = f->base;
+        w->path[w->len] = '\0';
+    }
+    if (rc != 0) {
+        w->err = rc;
+        return rc;
+    }
+    return 1;
+}
+
+void
+tree_walker_free(struct tree_walker *w)
+{
+    if (w == NULL)
+        return;
+    while (w->depth > 0)
+        frame_pop(w);
+    if (w->subfd >= 0)
+        close(w->subfd);
     rs_free(w);
-    return rc;
+}
+
+int
+tree_walk(const struct tree *t, const char *sub,
+          const struct tree_walk_cbs *cbs, void *ud)
+{
+    struct tree_walker *w;
+    int rc = tree_walker_new(t, sub, &w);
+    if (rc != 0)
+        return rc;
+    rc = tree_walker_run(w, cbs, ud, 0);
+    tree_walker_free(w);
+    return rc == 1 ? 0 : rc;
 }
 
 /* ------------------------------------------------------------------ URLs */

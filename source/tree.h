@@ -88,7 +88,8 @@ void tree_set_openat2(bool on);
  * each regular file whose path is ok. Paths not ok are skipped, as are
  * symlinks unless following them (then directory loops are cut). on_error
  * (may be NULL) hears about what could not be read; the walk goes on.
- * A callback returning non-zero stops the walk with that value.
+ * A callback returning non-zero (a negative RS_E*) stops the walk with
+ * that value.
  */
 struct tree_walk_cbs {
     int (*on_dir)(void *ud, const char *rel, const struct stat *st);
@@ -100,6 +101,25 @@ struct tree_walk_cbs {
 };
 int tree_walk(const struct tree *t, const char *sub,
               const struct tree_walk_cbs *cbs, void *ud) RS_MUST_CHECK;
+
+/*
+ * The same walk in steps, for a tree too large to walk in one loop turn:
+ * tree_walker_run visits at most budget files (0: no bound) and may be
+ * called again to go on where it stopped. A directory's entries are read
+ * when it is entered and its fd is held until its last entry, so what
+ * changes in a directory after that is for the caller's watch to tell.
+ * Callbacks return 0 or a negative RS_E*.
+ */
+struct tree_walker;
+/* Owned by the caller (tree_walker_free). A sub that is gone or not ok
+ * gives a walker with nothing to walk. RS_ENOMEM. */
+int tree_walker_new(const struct tree *t, const char *sub,
+                    struct tree_walker **out) RS_MUST_CHECK;
+/* 1 when the walk is over, 0 when the budget ran out first, or the
+ * callback's error (the walk is over then too). */
+int tree_walker_run(struct tree_walker *w, const struct tree_walk_cbs *cbs,
+                    void *ud, size_t budget) RS_MUST_CHECK;
+void tree_walker_free(struct tree_walker *w);
 
 /* Percent-encode rel into a URL path (no leading slash): every byte but
  * A-Z a-z 0-9 - . _ ~ and '/' becomes %XX. Returns the length, or

@@ -275,6 +275,39 @@ test_walk_order(void **state)
     struct walked w3 = { .t = t };
     assert_int_equal(tree_walk(t, "gone", &cbs, &w3), 0);
     assert_int_equal(w3.n, 0);
+
+    /* the same walk in steps of one file: the same files, dirs and order;
+     * each run stops after its file, the last one says it is over */
+    struct walked w4 = { .t = t };
+    struct tree_walker *tw;
+    assert_int_equal(tree_walker_new(t, "", &tw), 0);
+    int runs = 0, r;
+    do {
+        int had = w4.n;
+        r = tree_walker_run(tw, &cbs, &w4, 1);
+        runs++;
+        /* one file a run; the last may find only names it skips */
+        assert_int_equal(w4.n, had + (r == 0 || had < 6 ? 1 : 0));
+        assert_true(runs <= 7);
+    } while (r == 0);
+    assert_int_equal(r, 1);
+    assert_int_equal(tree_walker_run(tw, &cbs, &w4, 1), 1);   /* stays over */
+    tree_walker_free(tw);
+    assert_int_equal(w4.n, 6);
+    for (int i = 0; i < 6; i++)
+        assert_string_equal(w4.seen[i], want[i]);
+    assert_int_equal(w4.dirs, 3);
+    /* freed half way: its directories are closed (ASan and the fd count) */
+    assert_int_equal(tree_walker_new(t, "", &tw), 0);
+    struct walked w5 = { .t = t };
+    assert_int_equal(tree_walker_run(tw, &cbs, &w5, 4), 0);
+    assert_int_equal(w5.n, 4);
+    tree_walker_free(tw);
+    struct walked w6 = { .t = t };
+    assert_int_equal(tree_walker_new(t, "gone", &tw), 0);
+    assert_int_equal(tree_walker_run(tw, &cbs, &w6, 1), 1);
+    assert_int_equal(w6.n, 0);
+    tree_walker_free(tw);
     tree_free(t);
     tu_rmtree(dir);
     free(dir);
