@@ -26,6 +26,7 @@ struct catalog {
     struct catalog_stats stats;
     unsigned slice;            /* writes since the scan's last commit */
     bool in_scan;
+    struct scan *steps;        /* the whole-tree scan in steps; NULL: none */
     /* --dump: capture what hash_file reads (cap_want, set per file by
      * observe_file); a whole read leaves its capture pending until the
      * change is recorded (cap_ok, with where it went) */
@@ -355,6 +356,7 @@ catalog_free(struct catalog *c)
 {
     if (c == NULL)
         return;
+    catalog_scan_cancel(c);
     state_free(c->reader);
     rs_hasher_free(c->hasher);
     rs_free(c->buf);
@@ -438,6 +440,10 @@ struct scan {
     bool rec;
     rs_time_t now;
     int err;
+    /* in steps only: the walk, and the last file it met (the rows after
+     * it are read afresh at the next step) */
+    struct tree_walker *walker;
+    char *last;                /* TREE_PATH_MAX; "" before the first */
 };
 
 static int
@@ -451,7 +457,9 @@ scan_advance(struct scan *s)
 }
 
 /* A snapshot row with no file any more: deleted, unless the writer has
- * already dealt with it (an event handled since the snapshot). */
+ * already dealt with it (an event handled since the snapshot). In steps,
+ * a directory's listing may be older than an observation between steps
+ * that catalogued a file created after it: that one is there. */
 static int
 scan_gone(struct scan *s)
 {
@@ -461,6 +469,10 @@ scan_gone(struct scan *s)
         return 0;
     if (g != 0)
         return g;
+    struct stat st;
+    if (s->walker != NULL && tree_stat(s->c->o.tree, s->row.path, &st) == 0 &&
+        S_ISREG(st.st_mode))
+        return 0;
     return delete_one(s->c, s->row.path, s->rec, s->now);
 }
 
@@ -470,6 +482,8 @@ scan_on_file(void *ud, const char *rel, const struct stat *st, int dirfd,
 {
     struct scan *s = ud;
     int rc;
+    if (s->last != NULL)
+        memcpy(s->last, rel, strlen(rel) + 1);
     while (s->have_row && strcmp(s->row.path, rel) < 0) {
         rc = scan_gone(s);
         if (rc == 0)
@@ -521,20 +535,57 @@ scan_on_error(void *ud, const char *rel, int err)
     problem(s->c, rel, "read directory", err);
 }
 
+static const struct tree_walk_cbs scan_cbs = {
+    .on_dir = scan_on_dir,
+    .on_file = scan_on_file,
+    .on_error = scan_on_error,
+};
+
+static int
+reader_open(struct catalog *c)
+{
+    if (c->reader != NULL)
+        return 0;
+    char err[256];
+    return state_open(c->o.state_path, true, &c->reader, err, sizeof(err));
+}
+
+/* What is left of the rows once the walk is over: gone. */
+static int
+scan_rest_gone(struct scan *s)
+{
+    int rc = 0;
+    while (rc == 0 && s->have_row) {
+        rc = scan_gone(s);
+        if (rc == 0)
+            rc = scan_advance(s);
+    }
+    return rc;
+}
+
+/* End a scan's transaction: commit, or roll back and reload the change
+ * log's position (rows and records written in it are gone). */
+static int
+scan_end_txn(struct catalog *c, int rc)
+{
+    c->in_scan = false;
+    if (rc == 0)
+        return state_commit(c->o.st);
+    state_rollback(c->o.st);
+    changelog_reload(c->o.cl);
+    return rc;
+}
+
 int
 catalog_scan(struct catalog *c, const char *sub, bool rec, rs_time_t now)
 {
     if (c->in_scan)
         return RS_ESTATE;
-    if (c->reader == NULL) {
-        char err[256];
-        int orc = state_open(c->o.state_path, true, &c->reader, err,
-                             sizeof(err));
-        if (orc != 0)
-            return orc;
-    }
+    int rc = reader_open(c);
+    if (rc != 0)
+        return rc;
     struct scan s = { .c = c, .rec = rec, .now = now };
-    int rc = state_res_iter(c->reader, sub, &s.it);
+    rc = state_res_iter(c->reader, sub, &s.it);
     if (rc != 0)
         return rc;
     rc = state_begin(c->o.st);
@@ -545,25 +596,104 @@ catalog_scan(struct catalog *c, const char *sub, bool rec, rs_time_t now)
     c->in_scan = true;
     c->slice = 0;
     rc = scan_advance(&s);
-    static const struct tree_walk_cbs cbs = {
-        .on_dir = scan_on_dir,
-        .on_file = scan_on_file,
-        .on_error = scan_on_error,
-    };
     if (rc == 0)
-        rc = tree_walk(c->o.tree, sub, &cbs, &s);
-    while (rc == 0 && s.have_row) {
-        rc = scan_gone(&s);
-        if (rc == 0)
-            rc = scan_advance(&s);
-    }
+        rc = tree_walk(c->o.tree, sub, &scan_cbs, &s);
+    if (rc == 0)
+        rc = scan_rest_gone(&s);
     state_iter_free(s.it);
-    c->in_scan = false;
-    if (rc == 0)
-        return state_commit(c->o.st);
-    state_rollback(c->o.st);
-    changelog_reload(c->o.cl);
-    return rc;
+    return scan_end_txn(c, rc);
+}
+
+/* ------------------------------------------------------ scan in steps */
+
+static void
+steps_free(struct scan *s)
+{
+    if (s == NULL)
+        return;
+    state_iter_free(s->it);
+    tree_walker_free(s->walker);
+    rs_free(s->last);
+    rs_free(s);
+}
+
+int
+catalog_scan_start(struct catalog *c, bool rec, rs_time_t now)
+{
+    if (c->steps != NULL)
+        return RS_ESTATE;
+    int rc = reader_open(c);
+    if (rc != 0)
+        return rc;
+    struct scan *s = rs_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return RS_ENOMEM;
+    s->c = c;
+    s->rec = rec;
+    s->now = now;
+    s->last = rs_calloc(1, TREE_PATH_MAX);
+    rc = s->last != NULL ? tree_walker_new(c->o.tree, "", &s->walker)
+                         : RS_ENOMEM;
+    if (rc != 0) {
+        steps_free(s);
+        return rc;
+    }
+    c->steps = s;
+    return 0;
+}
+
+bool
+catalog_scanning(const struct catalog *c)
+{
+    return c->steps != NULL;
+}
+
+void
+catalog_scan_cancel(struct catalog *c)
+{
+    steps_free(c->steps);
+    c->steps = NULL;
+}
+
+int
+catalog_scan_step(struct catalog *c, size_t budget)
+{
+    struct scan *s = c->steps;
+    if (s == NULL)
+        return 1;
+    if (c->in_scan)
+        return RS_ESTATE;
+    /* The rows after the last file met, as they are now: those before it
+     * are merged already, and those the scan wrote are all at or before
+     * it, so none is taken for a file gone. What happened between steps
+     * beyond it (a batch's rows) is met as the walk gets there. */
+    int rc = s->last[0] == '\0' ? state_res_iter(c->reader, "", &s->it)
+                                 : state_res_iter_after(c->reader, s->last, &s->it);
+    if (rc != 0) {
+        catalog_scan_cancel(c);
+        return rc;
+    }
+    rc = state_begin(c->o.st);
+    if (rc != 0) {
+        catalog_scan_cancel(c);
+        return rc;
+    }
+    c->in_scan = true;
+    c->slice = 0;
+    rc = scan_advance(s);
+    int walked = rc == 0 ? tree_walker_run(s->walker, &scan_cbs, s, budget) : rc;
+    rc = walked < 0 ? walked : 0;
+    if (walked == 1)
+        rc = scan_rest_gone(s);
+    state_iter_free(s->it);
+    s->it = NULL;
+    s->have_row = false;
+    rc = scan_end_txn(c, rc);
+    if (rc != 0 || walked == 1) {
+        catalog_scan_cancel(c);
+        return rc != 0 ? rc : 1;
+    }
+    return 0;
 }
 
 int

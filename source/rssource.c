@@ -84,6 +84,7 @@ static struct {
     int64_t retry_max_ms;
     uint64_t max_notification;
     int64_t rescan_ms;
+    int64_t rescan_step;
     char **excludes;
     bool follow_symlinks;
     int64_t drain_ms;
@@ -175,6 +176,9 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_DURATION("rescan-interval", 0, &conf.rescan_ms, "0", 0, 0,
                        "also rescan the whole tree this often (0: only at "
                        "start and after lost events)"),
+    RS_CONFIG_INT("rescan-step", 0, &conf.rescan_step, "1000", 1, 1000000,
+                  "files a rescan walks per loop turn, between which GETs "
+                  "and changes are served"),
     RS_CONFIG_LIST("exclude", 'x', &conf.excludes, "PATTERN", NULL,
                    "never list or serve paths matching this fnmatch pattern "
                    "(with '/': the whole path, else any name)"),
@@ -223,9 +227,10 @@ struct src {
     FILE *access;            /* --access-log, line buffered; or NULL */
     bool serving;            /* the listener accepts; the ready-file is out */
     double started;          /* mono_s() when setup began */
-    bool rescan_due;
+    bool rescan_due;         /* a rescan is to start (after the one going) */
     bool unwatched;          /* some directory has no inotify watch */
-    int64_t last_rescan_us;
+    int64_t last_rescan_us;  /* when the last rescan ended */
+    int64_t rescan_started_us;
     int exit_code;
 };
 
@@ -246,6 +251,47 @@ on_problem(void *ud, const char *rel, const char *what, int errnum)
               strerror(errnum), NULL);
 }
 
+/* Rescans come every --rescan-interval, or every RSSOURCE_UNWATCHED_MS
+ * at least while the kernel's limit left directories unwatched: 0, none. */
+static int64_t
+rescan_every_ms(const struct src *s)
+{
+    int64_t every_ms = conf.rescan_ms;
+    if (s->unwatched && (every_ms == 0 || every_ms > RSSOURCE_UNWATCHED_MS))
+        every_ms = RSSOURCE_UNWATCHED_MS;
+    return every_ms;
+}
+
+/* Run on_rescan at the next loop turn, after what is ready now. */
+static void
+rescan_next_turn(struct src *s)
+{
+    static const struct timeval zero = { 0, 0 };
+    event_add(s->ev_rescan, &zero);
+}
+
+/* What comes next when no rescan is walking: one asked for, at once; or
+ * the periodic one, every_ms after the last ended. */
+static void
+arm_rescan(struct src *s)
+{
+    if (s->ev_rescan == NULL || catalog_scanning(s->cat))
+        return;   /* started yet; or the walk's end arms it */
+    if (s->rescan_due) {
+        rescan_next_turn(s);
+        return;
+    }
+    int64_t every_ms = rescan_every_ms(s);
+    if (every_ms <= 0)
+        return;
+    int64_t left_us = s->last_rescan_us + every_ms * 1000 - rs_time_mono_us();
+    if (left_us < 0)
+        left_us = 0;
+    struct timeval tv = { (time_t)(left_us / 1000000),
+                          (suseconds_t)(left_us % 1000000) };
+    event_add(s->ev_rescan, &tv);
+}
+
 static int
 on_scan_dir(void *ud, const char *rel)
 {
@@ -253,20 +299,25 @@ on_scan_dir(void *ud, const char *rel)
     int rc = s->watch != NULL ? watch_add_dir(s->watch, rel) : 0;
     /* No watch (the kernel's limit): keep scanning; periodic rescans
      * cover what is not watched. */
-    if (rc == RS_ETOOBIG)
+    if (rc == RS_ETOOBIG && !s->unwatched) {
         s->unwatched = true;
+        arm_rescan(s);
+    }
     return rc == RS_ENOMEM ? rc : 0;
 }
 
+/* A rescan asked for while one is walking comes after it: what was lost
+ * may lie where the walk has passed. */
 static void
 schedule_rescan(struct src *s, const char *why)
 {
     if (s->rescan_due)
         return;
-    rs_log_kv(RS_LOG_WARN, "rescanning the whole tree", "why", why, NULL);
+    rs_log_kv(RS_LOG_WARN, catalog_scanning(s->cat)
+                               ? "rescanning the whole tree again after this one"
+                               : "rescanning the whole tree", "why", why, NULL);
     s->rescan_due = true;
-    static const struct timeval zero = { 0, 0 };
-    event_add(s->ev_rescan, &zero);
+    arm_rescan(s);
 }
 
 static void
@@ -309,21 +360,45 @@ on_root_gone(void *ud)
     event_base_loopexit(s->base, NULL);
 }
 
+/* A rescan walks --rescan-step files a loop turn, so that GETs,
+ * the watch's batches and the push go on meanwhile (a tree of millions of
+ * files takes minutes); its changes are pushed as each step commits. */
 static void
 on_rescan(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct src *s = arg;
-    s->rescan_due = false;
+    int rc = 0;
+    if (!catalog_scanning(s->cat)) {
+        if (!s->rescan_due)
+            rs_log_kv(RS_LOG_INFO, "rescanning the whole tree", "why",
+                      s->unwatched ? "directories without a watch"
+                                   : "--rescan-interval", NULL);
+        s->rescan_due = false;
+        s->rescan_started_us = rs_time_mono_us();
+        rc = catalog_scan_start(s->cat, true, rs_time_now());
+    }
     uint64_t before = catalog_changes(s->cat);
-    int rc = catalog_scan(s->cat, "", true, rs_time_now());
-    s->last_rescan_us = rs_time_mono_us();
-    if (rc != 0)
-        rs_log_kv(RS_LOG_ERROR, "rescan failed", "error", rs_strerror(rc),
-                  "state", state_errstr(s->st), NULL);
+    if (rc == 0)
+        rc = catalog_scan_step(s->cat, (size_t)conf.rescan_step);
     if (catalog_changes(s->cat) != before)
         kick(s);
+    if (rc == 0) {
+        rescan_next_turn(s);
+        return;
+    }
+    s->last_rescan_us = rs_time_mono_us();
+    if (rc < 0) {
+        rs_log_kv(RS_LOG_ERROR, "rescan failed", "error", rs_strerror(rc),
+                  "state", state_errstr(s->st), NULL);
+    } else {
+        char t[32];
+        snprintf(t, sizeof(t), "%.3f",
+                 (double)(s->last_rescan_us - s->rescan_started_us) / 1e6);
+        rs_log_kv(RS_LOG_INFO, "rescan done", "seconds", t, NULL);
+    }
+    arm_rescan(s);
 }
 
 static void
@@ -400,14 +475,6 @@ on_tick(evutil_socket_t fd, short what, void *arg)
         rs_log_kv(RS_LOG_ERROR, "Change List policy failed", "error",
                   state_errstr(s->st), NULL);
     kick(s);
-    int64_t every_ms = conf.rescan_ms;
-    if (s->unwatched && (every_ms == 0 || every_ms > RSSOURCE_UNWATCHED_MS))
-        every_ms = RSSOURCE_UNWATCHED_MS;
-    if (every_ms > 0) {
-        if (rs_time_mono_us() - s->last_rescan_us >= every_ms * 1000)
-            schedule_rescan(s, s->unwatched ? "directories without a watch"
-                                            : "--rescan-interval");
-    }
 }
 
 /* --dump: the Change Dump of each closed Change List (built on a thread
@@ -1079,6 +1146,7 @@ setup(struct src *s)
     if (s->serve == NULL)
         return 1;
     s->ev_rescan = event_new(s->base, -1, 0, on_rescan, s);
+    arm_rescan(s);
     s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
     struct timeval tick = { RSSOURCE_TICK_MS / 1000, 0 };
     if (s->ev_rescan == NULL || s->ev_tick == NULL ||

@@ -699,6 +699,18 @@ state_res_iter(struct state *st, const char *under, struct state_iter **out)
 }
 
 int
+state_res_iter_after(struct state *st, const char *after, struct state_iter **out)
+{
+    int rc = iter_new(st, IT_RES, "SELECT dev, ino, size, mtime_ns, md5, "
+                      "sha256, type, first_seen, path FROM resources "
+                      "WHERE path > ?1 ORDER BY path", out);
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_text((*out)->stmt, 1, after, -1, SQLITE_TRANSIENT);
+    return 0;
+}
+
+int
 state_res_next(struct state_iter *it, struct state_res *out)
 {
     int r = iter_step(it, IT_RES);

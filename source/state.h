@@ -132,6 +132,9 @@ int64_t state_res_count(struct state *st);
  * those strictly beneath the directory under. */
 int state_res_iter(struct state *st, const char *under,
                    struct state_iter **out) RS_MUST_CHECK;
+/* All resources whose path is after `after`, in path order. */
+int state_res_iter_after(struct state *st, const char *after,
+                         struct state_iter **out) RS_MUST_CHECK;
 /* 1 and *out filled, 0 at the end, or a negative RS_E*. */
 int state_res_next(struct state_iter *it, struct state_res *out)
     RS_MUST_CHECK;
