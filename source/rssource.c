@@ -176,7 +176,7 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_DURATION("rescan-interval", 0, &conf.rescan_ms, "0", 0, 0,
                        "also rescan the whole tree this often (0: only at "
                        "start and after lost events)"),
-    RS_CONFIG_INT("rescan-step", 0, &conf.rescan_step, "1000", 1, 1000000,
+    RS_CONFIG_INT("rescan-step", 0, &conf.rescan_step, "250", 1, 1000000,
                   "files a rescan walks per loop turn, between which GETs "
                   "and changes are served"),
     RS_CONFIG_LIST("exclude", 'x', &conf.excludes, "PATTERN", NULL,
