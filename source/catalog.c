@@ -618,7 +618,7 @@ steps_free(struct scan *s)
 }
 
 int
-catalog_scan_start(struct catalog *c, bool rec, rs_time_t now)
+catalog_scan_start(struct catalog *c, bool rec)
 {
     if (c->steps != NULL)
         return RS_ESTATE;
@@ -630,7 +630,6 @@ catalog_scan_start(struct catalog *c, bool rec, rs_time_t now)
         return RS_ENOMEM;
     s->c = c;
     s->rec = rec;
-    s->now = now;
     s->last = rs_calloc(1, TREE_PATH_MAX);
     rc = s->last != NULL ? tree_walker_new(c->o.tree, "", &s->walker)
                          : RS_ENOMEM;
@@ -656,13 +655,14 @@ catalog_scan_cancel(struct catalog *c)
 }
 
 int
-catalog_scan_step(struct catalog *c, size_t budget)
+catalog_scan_step(struct catalog *c, size_t budget, rs_time_t now)
 {
     struct scan *s = c->steps;
     if (s == NULL)
         return 1;
     if (c->in_scan)
         return RS_ESTATE;
+    s->now = now;   /* a change's time is when its step found it */
     /* The rows after the last file met, as they are now: those before it
      * are merged already, and those the scan wrote are all at or before
      * it, so none is taken for a file gone. What happened between steps

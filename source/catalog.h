@@ -77,16 +77,17 @@ int catalog_scan(struct catalog *c, const char *sub, bool record,
  * The whole-tree scan of catalog_scan in steps, so that a loop serves and
  * watches between them (rssource's rescans): catalog_scan_start sets it
  * up (RS_ESTATE when one is going already); each catalog_scan_step walks
- * at most budget files in one transaction and returns 0 while there is
- * more, 1 once the scan is over, or an error (the scan is over too, the
- * step's transaction rolled back). Observations may run between steps: the
+ * at most budget files in one transaction (its changes found at now) and
+ * returns 0 while there is more, 1 once the scan is over, or an error
+ * (the scan is over too, the step's transaction rolled back).
+ * Observations may run between steps: the
  * rows are read afresh at each step from after the last file the walk
  * met, and a directory's entries when the walk enters it, so a change the
  * walk has passed is the watch's to report. catalog_free cancels one.
  */
-int catalog_scan_start(struct catalog *c, bool record, rs_time_t now)
+int catalog_scan_start(struct catalog *c, bool record) RS_MUST_CHECK;
+int catalog_scan_step(struct catalog *c, size_t budget, rs_time_t now)
     RS_MUST_CHECK;
-int catalog_scan_step(struct catalog *c, size_t budget) RS_MUST_CHECK;
 bool catalog_scanning(const struct catalog *c);
 void catalog_scan_cancel(struct catalog *c);
 

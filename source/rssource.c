@@ -377,11 +377,12 @@ on_rescan(evutil_socket_t fd, short what, void *arg)
                                    : "--rescan-interval", NULL);
         s->rescan_due = false;
         s->rescan_started_us = rs_time_mono_us();
-        rc = catalog_scan_start(s->cat, true, rs_time_now());
+        rc = catalog_scan_start(s->cat, true);
     }
     uint64_t before = catalog_changes(s->cat);
     if (rc == 0)
-        rc = catalog_scan_step(s->cat, (size_t)conf.rescan_step);
+        rc = catalog_scan_step(s->cat, (size_t)conf.rescan_step,
+                               rs_time_now());
     if (catalog_changes(s->cat) != before)
         kick(s);
     if (rc == 0) {

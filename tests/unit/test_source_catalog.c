@@ -326,11 +326,11 @@ test_scan_steps(void **state)
     fx_path(f, "d/y", p);
     assert_int_equal(unlink(p), 0);
 
-    assert_int_equal(catalog_scan_start(f->cat, true, rs_time_now()), 0);
+    assert_int_equal(catalog_scan_start(f->cat, true), 0);
     assert_true(catalog_scanning(f->cat));
-    assert_int_equal(catalog_scan_start(f->cat, true, rs_time_now()), RS_ESTATE);
+    assert_int_equal(catalog_scan_start(f->cat, true), RS_ESTATE);
     int steps = 0, r;
-    while ((r = catalog_scan_step(f->cat, 1)) == 0) {
+    while ((r = catalog_scan_step(f->cat, 1, rs_time_now())) == 0) {
         steps++;
         if (steps == 2) {
             /* the walk has met a0 and a1: one ahead, one behind it */
@@ -346,7 +346,7 @@ test_scan_steps(void **state)
     }
     assert_int_equal(r, 1);
     assert_false(catalog_scanning(f->cat));
-    assert_int_equal(catalog_scan_step(f->cat, 1), 1);   /* none going */
+    assert_int_equal(catalog_scan_step(f->cat, 1, rs_time_now()), 1);   /* none going */
     assert_string_equal(fx_changes(f),
                         "created a0;"
                         "created n;created a00;deleted z2;"   /* observed */
@@ -358,18 +358,18 @@ test_scan_steps(void **state)
     assert_string_equal(fx_rows(f), "a0;a00;a1;a2;b;c;d/w;d/x;m;n;z1");
 
     /* cancelled half way, and a new one from the start */
-    assert_int_equal(catalog_scan_start(f->cat, true, rs_time_now()), 0);
-    assert_int_equal(catalog_scan_step(f->cat, 2), 0);
+    assert_int_equal(catalog_scan_start(f->cat, true), 0);
+    assert_int_equal(catalog_scan_step(f->cat, 2, rs_time_now()), 0);
     catalog_scan_cancel(f->cat);
     assert_false(catalog_scanning(f->cat));
-    assert_int_equal(catalog_scan_start(f->cat, true, rs_time_now()), 0);
-    while ((r = catalog_scan_step(f->cat, 3)) == 0)
+    assert_int_equal(catalog_scan_start(f->cat, true), 0);
+    while ((r = catalog_scan_step(f->cat, 3, rs_time_now())) == 0)
         ;
     assert_int_equal(r, 1);
     assert_string_equal(fx_rows(f), "a0;a00;a1;a2;b;c;d/w;d/x;m;n;z1");
     /* one left going when the catalog is freed (fx_close): ASan */
-    assert_int_equal(catalog_scan_start(f->cat, true, rs_time_now()), 0);
-    assert_int_equal(catalog_scan_step(f->cat, 1), 0);
+    assert_int_equal(catalog_scan_start(f->cat, true), 0);
+    assert_int_equal(catalog_scan_step(f->cat, 1, rs_time_now()), 0);
 }
 
 /* catalog/directories: observing a new directory scans it; observing a
