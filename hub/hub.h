@@ -69,6 +69,7 @@ struct hub_conf {
     int64_t lease_default_ms;
     int64_t verify_timeout_ms;
     int64_t delivery_timeout_ms;
+    int64_t delivery_lock_ms;
     int64_t retry_max_delay_ms;
     int64_t retry_window_ms;
     bool drop_failing;

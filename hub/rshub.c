@@ -146,6 +146,10 @@ static const struct rs_config_opt options[] = {
                        300000, "time for a callback to answer a verification"),
     RS_CONFIG_DURATION("delivery-timeout", 0, &conf.delivery_timeout_ms, "10s",
                        100, 300000, "time for a callback to answer a delivery"),
+    RS_CONFIG_DURATION("delivery-lock-ttl", 0, &conf.delivery_lock_ms, "15s",
+                       1000, 3600000, "a topic's WebSub delivery lock (renewed "
+                       "every third of it): how long a dead node's topics "
+                       "wait before another node delivers them"),
     RS_CONFIG_DURATION("retry-max-delay", 0, &conf.retry_max_delay_ms, "10m", 100,
                        INT64_MAX, "longest pause between delivery retries"),
     RS_CONFIG_DURATION("retry-window", 0, &conf.retry_window_ms, "1d", 1000, INT64_MAX,
@@ -1035,6 +1039,7 @@ main(int argc, char **argv)
         .hub_url = h.hub_url,
         .node_id = h.node_id,
         .delivery_timeout_ms = (unsigned)conf.delivery_timeout_ms,
+        .lock_ttl_ms = (unsigned)conf.delivery_lock_ms,
         .retry_max_delay_ms = (uint64_t)conf.retry_max_delay_ms,
         .retry_window_ms = (uint64_t)conf.retry_window_ms,
         .drop_failing = conf.drop_failing,
