@@ -56,7 +56,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ -n "$before" ] && [ -n "$after" ] || { usage >&2; exit 2; }
+if [ -z "$before" ] || [ -z "$after" ]; then usage >&2; exit 2; fi
 for b in "$before" "$after"; do
     [ -x "$b/source/rssource" ] || { echo "no $b/source/rssource" >&2; exit 2; }
 done

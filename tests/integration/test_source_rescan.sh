@@ -106,7 +106,8 @@ check "rescans come one after another while the tree changes ($((now - before)) 
     test $((now - before)) -ge 2
 check "two more rescans after the churn" \
     wait_until 20 bash -c "[ \$(grep -c 'msg=\"rescan done\"' '${SRC_LOG[s]}') -ge $((now + 2)) ]"
-read -r ngets maxwait <"$TMP/gets"
+ngets=0 maxwait=-
+[ -s "$TMP/gets" ] && read -r ngets maxwait <"$TMP/gets"
 slowest=$(sed -n 's/.*msg="rescan done" seconds=\([0-9.]*\).*/\1/p' "${SRC_LOG[s]}" |
           sort -n | tail -n 1)
 note "GETs while rescans walked: $ngets, the longest wait ${maxwait} s; the longest rescan ${slowest} s"
