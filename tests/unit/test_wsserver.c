@@ -313,7 +313,7 @@ test_upgrade_after_attach(void **state)
     assert_int_equal(join->type, SEAM_JOIN);
     unsigned char buf[1024];
     bool eof;
-    /* nothing, not even after a ping's worth of loop turns */
+    /* nothing within 0.3 s of loop turns */
     assert_int_equal(cl_read(f, fd, buf, sizeof(buf), 1, 0.3, &eof), 0);
     assert_false(eof);
     fx_attach(f, join);
