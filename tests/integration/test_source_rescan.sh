@@ -38,9 +38,12 @@ else
     bad "rssource starts"
     src_finish
 fi
+# rescans: how many have ended; rescans_at_least N
 rescans() { grep -c 'msg="rescan done"' "${SRC_LOG[s]}"; }
+# shellcheck disable=SC2317 # run through wait_until
+rescans_at_least() { [ "$(rescans)" -ge "$1" ]; }
 check "a rescan ends within 10 s (--rescan-interval 200ms)" \
-    wait_until 10 bash -c "[ \$(grep -c 'msg=\"rescan done\"' '${SRC_LOG[s]}') -ge 1 ]"
+    wait_until 10 rescans_at_least 1
 
 # The churn: ~250 operations a second for 8 s, in every directory, each
 # written down; GETs of one file meanwhile, each one's wait recorded.
@@ -105,7 +108,7 @@ now=$(rescans)
 check "rescans come one after another while the tree changes ($((now - before)) in 8 s)" \
     test $((now - before)) -ge 2
 check "two more rescans after the churn" \
-    wait_until 20 bash -c "[ \$(grep -c 'msg=\"rescan done\"' '${SRC_LOG[s]}') -ge $((now + 2)) ]"
+    wait_until 20 rescans_at_least $((now + 2))
 ngets=0 maxwait=-
 [ -s "$TMP/gets" ] && read -r ngets maxwait <"$TMP/gets"
 slowest=$(sed -n 's/.*msg="rescan done" seconds=\([0-9.]*\).*/\1/p' "${SRC_LOG[s]}" |
