@@ -48,8 +48,7 @@ posts() { cbq count C --path "/cb/$1" --method POST; }
 # caught_up PHASE: wait until every subscription has every acknowledged
 # id (at most 60 s; past 25 s, which covers the dead node's delivery lock
 # expiring many times over, give up after 6 s without any POST), then
-# check each: at least
-# once, in order, byte-identical
+# check each: at least once, in order, byte-identical
 caught_up() {
     local phase=$1 p deadline=$((SECONDS + 60)) t0 n last=-1 still=$SECONDS
     local -a pa
