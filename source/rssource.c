@@ -52,6 +52,8 @@
 #define RSSOURCE_TICK_MS 10000
 /* Rescan period when the inotify watch limit left directories unwatched. */
 #define RSSOURCE_UNWATCHED_MS (10 * 60 * 1000)
+/* A failed rescan is tried again after 1 s, doubling to this. */
+#define RSSOURCE_RETRY_MAX_MS (60 * 1000)
 /* At start-up with --hub, serving waits for the hub to name our channels,
  * at most this long (see serve_start). */
 #define RSSOURCE_HUB_WAIT_MS 2000
@@ -231,6 +233,7 @@ struct src {
     bool unwatched;          /* some directory has no inotify watch */
     int64_t last_rescan_us;  /* when the last rescan ended */
     int64_t rescan_started_us;
+    int rescan_failures;     /* failed rescans since the last that ended */
     int exit_code;
 };
 
@@ -270,18 +273,37 @@ rescan_next_turn(struct src *s)
     event_add(s->ev_rescan, &zero);
 }
 
-/* What comes next when no rescan is walking: one asked for, at once; or
- * the periodic one, every_ms after the last ended. */
+/* After a failed rescan, the next waits 1 s, doubling to
+ * RSSOURCE_RETRY_MAX_MS: the events it was to make up for are lost, so it
+ * is tried again even without --rescan-interval, but a storage that stays
+ * broken (a full disk) is not walked in a loop. */
+static int64_t
+rescan_retry_ms(const struct src *s)
+{
+    int64_t ms = 1000;
+    for (int i = 1; i < s->rescan_failures && ms < RSSOURCE_RETRY_MAX_MS; i++)
+        ms *= 2;
+    return ms < RSSOURCE_RETRY_MAX_MS ? ms : RSSOURCE_RETRY_MAX_MS;
+}
+
+/* What comes next when no rescan is walking: one asked for, at once; one
+ * that failed, after its wait; or the periodic one, every_ms after the
+ * last ended. */
 static void
 arm_rescan(struct src *s)
 {
     if (s->ev_rescan == NULL || catalog_scanning(s->cat))
         return;   /* started yet; or the walk's end arms it */
-    if (s->rescan_due) {
+    if (s->rescan_due && s->rescan_failures == 0) {
         rescan_next_turn(s);
         return;
     }
     int64_t every_ms = rescan_every_ms(s);
+    if (s->rescan_failures > 0) {
+        int64_t retry_ms = rescan_retry_ms(s);
+        if (every_ms <= 0 || every_ms > retry_ms)
+            every_ms = retry_ms;
+    }
     if (every_ms <= 0)
         return;
     int64_t left_us = s->last_rescan_us + every_ms * 1000 - rs_time_mono_us();
@@ -373,8 +395,9 @@ on_rescan(evutil_socket_t fd, short what, void *arg)
     if (!catalog_scanning(s->cat)) {
         if (!s->rescan_due)
             rs_log_kv(RS_LOG_INFO, "rescanning the whole tree", "why",
-                      s->unwatched ? "directories without a watch"
-                                   : "--rescan-interval", NULL);
+                      s->rescan_failures > 0 ? "the last rescan failed"
+                      : s->unwatched         ? "directories without a watch"
+                                             : "--rescan-interval", NULL);
         s->rescan_due = false;
         s->rescan_started_us = rs_time_mono_us();
         rc = catalog_scan_start(s->cat, true);
@@ -391,9 +414,13 @@ on_rescan(evutil_socket_t fd, short what, void *arg)
     }
     s->last_rescan_us = rs_time_mono_us();
     if (rc < 0) {
+        s->rescan_failures++;
+        char t[32];
+        snprintf(t, sizeof(t), "%.0f", (double)rescan_retry_ms(s) / 1e3);
         rs_log_kv(RS_LOG_ERROR, "rescan failed", "error", rs_strerror(rc),
-                  "state", state_errstr(s->st), NULL);
+                  "state", state_errstr(s->st), "retry_in_seconds", t, NULL);
     } else {
+        s->rescan_failures = 0;
         char t[32];
         snprintf(t, sizeof(t), "%.3f",
                  (double)(s->last_rescan_us - s->rescan_started_us) / 1e6);
