@@ -34,6 +34,7 @@
 #include "docs.h"
 #include "push.h"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_config.h"
 #include "rs_daemon.h"
 #include "rs_http.h"
@@ -52,8 +53,6 @@
 #define RSSOURCE_TICK_MS 10000
 /* Rescan period when the inotify watch limit left directories unwatched. */
 #define RSSOURCE_UNWATCHED_MS (10 * 60 * 1000)
-/* A failed rescan is tried again after 1 s, doubling to this. */
-#define RSSOURCE_RETRY_MAX_MS (60 * 1000)
 /* At start-up with --hub, serving waits for the hub to name our channels,
  * at most this long (see serve_start). */
 #define RSSOURCE_HUB_WAIT_MS 2000
@@ -273,17 +272,18 @@ rescan_next_turn(struct src *s)
     event_add(s->ev_rescan, &zero);
 }
 
-/* After a failed rescan, the next waits 1 s, doubling to
- * RSSOURCE_RETRY_MAX_MS: the events it was to make up for are lost, so it
- * is tried again even without --rescan-interval, but a storage that stays
- * broken (a full disk) is not walked in a loop. */
+/* After a failed rescan, the next waits 1 s, doubling to a minute: the
+ * events it was to make up for are lost, so it is tried again even
+ * without --rescan-interval, but a storage that stays broken (a full disk)
+ * is not walked in a loop. */
+static const struct rs_backoff RESCAN_RETRY = { .first_ms = 1000,
+                                                .max_ms = 60000 };
+
 static int64_t
 rescan_retry_ms(const struct src *s)
 {
-    int64_t ms = 1000;
-    for (int i = 1; i < s->rescan_failures && ms < RSSOURCE_RETRY_MAX_MS; i++)
-        ms *= 2;
-    return ms < RSSOURCE_RETRY_MAX_MS ? ms : RSSOURCE_RETRY_MAX_MS;
+    return (int64_t)rs_backoff_base(&RESCAN_RETRY,
+                                    (unsigned)s->rescan_failures);
 }
 
 /* What comes next when no rescan is walking: one asked for, at once; one
