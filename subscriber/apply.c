@@ -44,6 +44,9 @@
  * are wall-clock times, and a clock set forward makes rows due sooner
  * than the (monotonic) timer was told. */
 #define APPLY_WAKE_MAX_S 60
+/* Commits failing (a full disk): the walks wait 1 s, 2 s ... 60 s. */
+static const struct rs_backoff APPLY_STATE_BACKOFF = { .first_ms = 1000,
+                                                       .max_ms = 60000 };
 /* A resource that failed: 1 s, 2 s ... 256 s (in seconds here). */
 static const struct rs_backoff APPLY_BACKOFF = { .first_ms = 1,
                                                  .max_ms = 256 };
@@ -107,6 +110,10 @@ struct apply {
     bool paused, txn_open, closing;
     bool held;               /* apply_hold: no job starts (a dump writes) */
     unsigned txn_writes;
+    unsigned state_fails;        /* commits failed since the last that
+                                    succeeded */
+    int64_t state_wait_ms;       /* rs_time_mono_ms until which no job
+                                    starts while they fail */
     struct kept kept[APPLY_KEPT_MAX];
     size_t nkept;
     double tokens;               /* rate limit bucket */
@@ -128,6 +135,37 @@ apply_outcome_name(enum apply_outcome o)
 }
 
 /* ------------------------------------------------------------ batching */
+
+static void arm_in(struct event *ev, int64_t ms);
+
+int64_t
+apply_state_retry_ms(const struct apply *a)
+{
+    return a->state_fails == 0
+               ? 0 : (int64_t)rs_backoff_base(&APPLY_STATE_BACKOFF,
+                                              a->state_fails);
+}
+
+/* A batch could not be committed (a full disk, an I/O error), and
+ * ledger_commit rolled it back: its todo rows were not deleted and its
+ * positions not advanced. The walks start over from the front of both
+ * queues, after a pause that doubles while commits keep failing (a full
+ * disk is not fetched for in a loop); what the batch took in (the changes
+ * of notifications, a pull's) is on_state_error's to replay. */
+static void
+state_failed(struct apply *a)
+{
+    a->state_fails++;
+    a->cur_now = (struct ledger_cursor){ 0, 0 };
+    a->cur_retry = (struct ledger_cursor){ 0, 0 };
+    a->state_wait_ms = rs_time_mono_ms() + apply_state_retry_ms(a);
+    if (!a->closing) {
+        evtimer_del(a->ev_kick);
+        arm_in(a->ev_kick, apply_state_retry_ms(a));
+    }
+    if (a->o.on_state_error != NULL)
+        a->o.on_state_error(a->o.ud, ledger_errstr(a->o.ledger));
+}
 
 /* Arm ev to fire in ms (at least 1). The timeval normalised: libevent
  * takes a tv_usec of a second or more for a broken time, and its loop
@@ -173,10 +211,15 @@ apply_flush(struct apply *a)
     evtimer_del(a->ev_commit);
     rc = ledger_commit(a->o.ledger);
     if (rc != 0) {
-        /* The batch is lost: its todo rows were not deleted and its
-         * positions not advanced, so everything in it is redone. */
-        (void)ledger_rollback(a->o.ledger);
+        state_failed(a);     /* the commit ended the transaction */
         return rc;
+    }
+    if (a->state_fails > 0) {
+        /* room again: the walks need not wait out the pause */
+        a->state_fails = 0;
+        evtimer_del(a->ev_kick);
+        if (!a->closing)
+            apply_kick(a);
     }
     a->st.commits++;
     return 0;
@@ -189,8 +232,8 @@ on_commit(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (apply_flush(a) != 0 && a->o.on_state_error != NULL)
-        a->o.on_state_error(a->o.ud, ledger_errstr(a->o.ledger));
+    if (apply_flush(a) != 0)
+        return;              /* told and redone by state_failed */
 }
 
 /* --------------------------------------------------------------- jobs */
@@ -1210,6 +1253,13 @@ apply_refill(struct apply *a)
 
     if (a->paused || a->held || a->closing)
         return;
+    if (a->state_fails > 0) {
+        int64_t left = a->state_wait_ms - rs_time_mono_ms();
+        if (left > 0) {
+            arm_in(a->ev_kick, left);
+            return;
+        }
+    }
     /* Retries whose time has come before the rows due at once: rows put
      * after a retry came due (a Source that never stops changing, a
      * polling pull) must not keep it waiting. A full house (1) leaves
@@ -1293,8 +1343,8 @@ apply_free(struct apply *a)
         }
         job_free(j);
     }
-    if (apply_flush(a) != 0 && a->o.on_state_error != NULL)
-        a->o.on_state_error(a->o.ud, ledger_errstr(a->o.ledger));
+    int rc = apply_flush(a);  /* a failure is told by state_failed */
+    (void)rc;
     if (a->ev_kick != NULL)
         event_free(a->ev_kick);
     if (a->ev_commit != NULL)

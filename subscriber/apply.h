@@ -80,8 +80,11 @@ struct apply_opts {
      * a retry not due yet (failed rows aside). Runs again at each refill while it
      * holds. May be NULL. */
     void (*on_idle)(void *ud, bool waiting);
-    /* A batch could not be committed (disk full, I/O error): its work is
-     * redone, nothing is lost, but the operator must know. May be NULL. */
+    /* A batch could not be committed (disk full, I/O error; what is the
+     * ledger's error), from whichever apply_flush met it: the todo rows
+     * of the batch are redone (the walks start over after
+     * apply_state_retry_ms), but the changes it took in (notifications,
+     * a pull) are the caller's to take in again. May be NULL. */
     void (*on_state_error)(void *ud, const char *what);
     void *ud;
 };
@@ -142,6 +145,9 @@ bool apply_idle(struct apply *a, bool *waiting);
  * (e.g. before answering a WebSub delivery). */
 int apply_txn(struct apply *a) RS_MUST_CHECK;
 int apply_flush(struct apply *a) RS_MUST_CHECK;
+/* While commits fail: how long the walks wait before they try again (1 s
+ * doubling to 60 s with each failed commit); 0 once one succeeded. */
+int64_t apply_state_retry_ms(const struct apply *a);
 
 /* A reconcile of generation gen is under way: every resource row written
  * from now carries at least gen, so the reconcile does not take a resource

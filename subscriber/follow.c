@@ -594,6 +594,46 @@ follow_resume(struct follow *f, rs_time_t mark)
     }
 }
 
+void
+follow_rewind(struct follow *f, unsigned wait_ms)
+{
+    char *id = NULL;
+    rs_time_t dt = RS_TIME_NONE;
+    int rc = ledger_pos_get(f->o.ledger, f->source_key, &id, &dt);
+
+    rs_free(id);
+    if (rc == 0 || rc == RS_ENOTFOUND)
+        f->source_dt = rc == 0 ? dt : RS_TIME_NONE;
+    for (int k = 0; k < 2; k++) {
+        struct chan *c = &f->ch[k];
+
+        /* GAP: follow_resume replays it from a mark */
+        if (c->nuris == 0 || c->state == CH_OFF || c->state == CH_GAP)
+            continue;
+        id = NULL;
+        rc = ledger_pos_get(f->o.ledger, c->poskey, &id, &dt);
+        if (rc != 0 && rc != RS_ENOTFOUND) {
+            rs_free(id);
+            continue;     /* cannot read it either: the caller's pull */
+        }
+        if (id != NULL && c->last_id != NULL && strcmp(id, c->last_id) == 0) {
+            rs_free(id);
+            continue;     /* nothing of this channel was lost */
+        }
+        rs_free(c->last_id);
+        c->last_id = id;  /* NULL: from the mark it started from */
+        c->replay = REPLAY_ID;
+        if (c->conn != NULL) {
+            wsclient_conn_close(c->conn);     /* no callback from it after */
+            c->conn = NULL;
+        }
+        evtimer_del(c->ev_settle);
+        evtimer_del(c->ev_retry);
+        chan_backoff(c, wait_ms, "the state could not be saved: replaying "
+                     "from the position saved");
+    }
+}
+
 int
 follow_set_uris(struct follow *f, int kind, const char *const *uris,
                 rs_time_t mark)

@@ -89,6 +89,13 @@ void follow_start(struct follow *f, rs_time_t mark);
 /* After the pull that a gap asked for: reconnect, replaying from mark. */
 void follow_resume(struct follow *f, rs_time_t mark);
 
+/* A batch could not be committed (apply's on_state_error): the positions
+ * it moved are the ledger's again, and each channel whose notifications
+ * it held reconnects after wait_ms from the position saved, so that the
+ * hub replays them (a position the hub no longer keeps is a gap, as
+ * ever). A change the batch took in otherwise (a pull) is the caller's. */
+void follow_rewind(struct follow *f, unsigned wait_ms);
+
 /* The channel `kind` (DISCOVERY_CHANGE, _FRAMEWORK) is now reached at
  * uris (NULL-ended, copied; NULL or empty: not followed). Unchanged URIs
  * change nothing. Otherwise the connection closes (no callback from it)

@@ -205,7 +205,8 @@ struct session {
     rs_time_t last_reconcile;
     int exit_code;
     struct event *ev_poll, *ev_pull, *ev_audit, *ev_progress,
-        *ev_retry_pull, *ev_ready, *ev_end, *ev_reconcile, *ev_retry_disc;
+        *ev_retry_pull, *ev_ready, *ev_end, *ev_reconcile, *ev_retry_disc,
+        *ev_state;    /* commits failed: pull what the lost batches took in */
     int metrics_port;
     struct rs_metrics_counter *m_applied[APPLY_OUTCOMES];
     struct rs_metrics_counter *m_fallback[4];
@@ -285,6 +286,15 @@ tv_ms(int64_t ms)
 {
     struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
     return tv;
+}
+
+/* Commit the open batch now; a failure is told, and taken over, by
+ * on_state_error. */
+static void
+commit_now(struct session *s)
+{
+    int rc = apply_flush(s->apply);
+    (void)rc;
 }
 
 /* A state write or read that failed where the caller can go on: said
@@ -715,9 +725,7 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
         mark_baselined(st);
         s->last_reconcile = rs_time_now();
     }
-    if (apply_flush(s->apply) != 0)
-        rs_log_kv(RS_LOG_ERROR, "cannot save state", "error",
-                  ledger_errstr(s->o.ledger), NULL);
+    commit_now(s);
     run_queue(s);                     /* the next pull, or after_pulls */
     mark_first_round(s);
 }
@@ -908,7 +916,7 @@ on_changedump_done(struct session *s, struct set *st, int rc, const char *err,
         rs_log_kv(RS_LOG_INFO, "change dump unpacked", "packages", n[0],
                   "written", n[1], "deleted", n[2], "superseded", n[3],
                   "failed", n[4], "bytes", n[5], NULL);
-    state_warn(s, apply_flush(s->apply), "commit");
+    commit_now(s);
     run_queue(s);
 }
 
@@ -946,7 +954,7 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
     if (rc == 0 && r->failed == 0 && r->at != RS_TIME_NONE &&
         r->fresh && st->d->changelist != NULL)
         st->dump_at = r->at;
-    state_warn(s, apply_flush(s->apply), "commit");
+    commit_now(s);
     run_queue(s);
 }
 
@@ -1637,12 +1645,57 @@ on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
     }
 }
 
+/* A batch could not be committed (a full disk, an I/O error): apply
+ * redoes its todo rows. What it took in is taken in again: the channels
+ * replay from the positions saved, and, once the wait is over, the Change
+ * Lists are read from the mark saved (a pull's changes, and those of a
+ * channel whose position the hub no longer keeps). The wait doubles while
+ * commits fail, so a full disk is neither fetched for nor pulled in a
+ * loop. A one-shot command stops: exit 1, what was saved stands. */
 static void
 on_state_error(void *ud, const char *what)
 {
-    (void)ud;
-    rs_log_kv(RS_LOG_ERROR, "cannot save state (the work is redone)",
-              "error", what, NULL);
+    struct session *s = ud;
+    int64_t ms = apply_state_retry_ms(s->apply);
+    char t[24];
+
+    snprintf(t, sizeof(t), "%lld", (long long)(ms / 1000));
+    if (s->state == SESSION_DONE || s->state == SESSION_DRAINING ||
+        s->ev_state == NULL) {     /* stopping, or session_new failed */
+        rs_log_kv(RS_LOG_ERROR, "cannot save state (the next start redoes "
+                  "the work)", "error", what, NULL);
+        return;
+    }
+    if (s->o.cmd != SESSION_RUN) {
+        rs_log_kv(RS_LOG_ERROR, "cannot save state: stopping (what was "
+                  "saved stands; run again)", "error", what, NULL);
+        s->nq = 0;
+        finish(s, 1);
+        return;
+    }
+    rs_log_kv(RS_LOG_ERROR, "cannot save state: its changes are taken in "
+              "again", "error", what, "retry_in_seconds", t, NULL);
+    for (size_t i = 0; i < s->nsets; i++)
+        if (s->sets[i].follow != NULL)
+            follow_rewind(s->sets[i].follow, (unsigned)ms);
+    if (!evtimer_pending(s->ev_state, NULL)) {
+        struct timeval tv = tv_ms(ms);
+        evtimer_add(s->ev_state, &tv);
+    }
+}
+
+static void
+on_state_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    if (s->state == SESSION_DONE || s->state == SESSION_DRAINING)
+        return;
+    for (size_t i = 0; i < s->nsets; i++)
+        queue_pull_since(&s->sets[i], PULL_CHANGES, WHY_GAP,
+                         source_dt(&s->sets[i]));
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -2064,7 +2117,7 @@ session_stop(struct session *s, bool timed_out)
     else if (timed_out && s->unsubscribing > 0)
         rs_log_kv(RS_LOG_WARN, "stopping now: a hub did not confirm the "
                   "WebSub unsubscription (its lease will end)", NULL);
-    state_warn(s, apply_flush(s->apply), "commit");
+    commit_now(s);
     finish(s, s->state == SESSION_DRAINING ? s->exit_code : 1);
 }
 
@@ -2153,7 +2206,8 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
     s->ev_end = evtimer_new(o->base, on_end_event, s);
     s->ev_reconcile = evtimer_new(o->base, on_reconcile_due, s);
     s->ev_retry_disc = evtimer_new(o->base, on_retry_discovery, s);
-    if (s->ev_retry_disc == NULL || s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
+    s->ev_state = evtimer_new(o->base, on_state_retry, s);
+    if (s->ev_state == NULL || s->ev_retry_disc == NULL || s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
         s->ev_retry_pull == NULL || s->ev_reconcile == NULL ||
         s->ev_ready == NULL || s->ev_end == NULL) {
         snprintf(err, errsz, "out of memory");
@@ -2176,6 +2230,7 @@ session_free(struct session *s)
         return;
     for (size_t i = 0; i < s->nsets; i++) {
         follow_free(s->sets[i].follow);
+        s->sets[i].follow = NULL;     /* apply_free may tell a failure */
         capwatch_free(s->sets[i].cw);
         rs_free(s->sets[i].websub_topic[0]);
         rs_free(s->sets[i].websub_topic[1]);
@@ -2190,7 +2245,7 @@ session_free(struct session *s)
     struct event *evs[] = { s->ev_poll, s->ev_pull, s->ev_audit,
                             s->ev_progress, s->ev_retry_pull,
                             s->ev_ready, s->ev_end, s->ev_reconcile,
-                            s->ev_retry_disc };
+                            s->ev_retry_disc, s->ev_state };
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i] != NULL)
             event_free(evs[i]);
