@@ -189,47 +189,19 @@ src_stop s
 # A full disk: the batch of a change cannot be recorded, and neither can
 # the rescan that makes up for it; the rescan is tried again (1 s, 2 s,
 # ...) until the disk has room, without --rescan-interval. The disk fills
-# through RLIMIT_FSIZE, lowered from outside (prlimit): every write past
-# 4 kB fails (EFBIG; SIGXFSZ ignored by a wrapper that also pipes the log,
-# which the limit would otherwise stop).
+# through RLIMIT_FSIZE, lowered from outside: every write past 4 kB fails.
 note "a full disk: the failed rescan is tried again"
 F=$TMP/small
 mkdir -p "$F"
 for i in 1 2 3 4 5; do echo "$i" >"$F/f$i"; done
-cat >"$TMP/nofsz.py" <<'EOF'
-import os, signal, sys
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-r, w = os.pipe()
-if os.fork() == 0:
-    os.close(w)
-    while True:
-        b = os.read(r, 65536)
-        if not b:
-            os._exit(0)
-        os.write(1, b)
-os.close(r)
-os.dup2(w, 1)
-os.dup2(w, 2)
-os.close(w)
-os.execv(sys.argv[1], sys.argv[1:])
-EOF
-printf '#!/bin/sh\nexec %s %s %s "$@"\n' "$PY" "$TMP/nofsz.py" "$RSSOURCE" \
-    >"$TMP/rssource-nofsz"
-chmod +x "$TMP/rssource-nofsz"
-# fsize PID LIMIT: the soft RLIMIT_FSIZE of PID (bytes; "inf": none)
-fsize() {
-    "$PY" -c 'import resource as r, sys
-n = r.RLIM_INFINITY if sys.argv[2] == "inf" else int(sys.argv[2])
-r.prlimit(int(sys.argv[1]), r.RLIMIT_FSIZE, (n, r.getrlimit(r.RLIMIT_FSIZE)[1]))' "$1" "$2"
-}
 # shellcheck disable=SC2317 # run through wait_until
 failed() { grep -c 'msg="rescan failed"' "${SRC_LOG[f]}"; }
 # shellcheck disable=SC2317
 failed_at_least() { [ "$(failed)" -ge "$1" ]; }
-if ! RSSOURCE=$TMP/rssource-nofsz src_start f "$F" --settle 0 \
+if ! RSSOURCE=$(full_disk_wrap "$RSSOURCE") src_start f "$F" --settle 0 \
         --resourcelist-refresh 0; then
     bad "rssource starts under the wrapper"
-elif ! fsize "${SRC_PID[f]}" 4096; then
+elif ! full_disk "${SRC_PID[f]}" 4096; then
     note "SKIP the full disk: prlimit(2) on another process is not allowed here"
 else
     n0=$(changes_of f | wc -l)
@@ -239,7 +211,7 @@ else
     check "the failed rescan is tried again, without --rescan-interval" \
         wait_until 10 failed_at_least 2
     check "GETs are answered on a full disk" get f f1
-    fsize "${SRC_PID[f]}" inf || bad "the limit is lifted"
+    full_disk "${SRC_PID[f]}" inf || bad "the limit is lifted"
     CL_AFTER=$n0 check "room again: a retry reports the change the batch lost" \
         wait_until 20 has_changes f "created lost.txt"
     check "the retry's rescan ends" grep -q 'msg="rescan done"' "${SRC_LOG[f]}"

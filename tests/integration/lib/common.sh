@@ -123,6 +123,52 @@ bg_wait() {
     return 0
 }
 
+# ------------------------------------------------------------ full disks
+
+# full_disk_wrap BIN: the path of a wrapper ($TMP) that runs BIN with
+# SIGXFSZ ignored and its stdout and stderr piped on, so that a write past
+# RLIMIT_FSIZE fails with EFBIG (a full disk, to the process) instead of
+# killing it, and its log and output, which the limit would stop too, go
+# on. With
+# FULL_DISK_AT=BYTES in its environment, it starts with that limit.
+full_disk_wrap() {
+    local w
+    w=$TMP/full-disk.$(basename "$1")
+    [ -f "$TMP/full_disk.py" ] || cat >"$TMP/full_disk.py" <<'EOF'
+import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+for fd in (1, 2):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.close(w)
+        while True:
+            b = os.read(r, 65536)
+            if not b:
+                os._exit(0)
+            os.write(fd, b)
+    os.close(r)
+    os.dup2(w, fd)
+    os.close(w)
+at = os.environ.pop("FULL_DISK_AT", "")
+if at:   # not before: the copies of the output above write to files
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(at), hard))
+os.execv(sys.argv[1], sys.argv[1:])
+EOF
+    printf '#!/bin/sh\nexec %s %s %s "$@"\n' "$PY" "$TMP/full_disk.py" "$1" >"$w"
+    chmod +x "$w"
+    echo "$w"
+}
+
+# full_disk PID BYTES|inf: the soft RLIMIT_FSIZE of a running process
+# (prlimit): past BYTES every write of it fails; inf lifts it. Fails
+# where prlimit(2) on another process is not allowed.
+full_disk() {
+    "$PY" -c 'import resource as r, sys
+n = r.RLIM_INFINITY if sys.argv[2] == "inf" else int(sys.argv[2])
+r.prlimit(int(sys.argv[1]), r.RLIMIT_FSIZE, (n, r.getrlimit(r.RLIMIT_FSIZE)[1]))' "$1" "$2"
+}
+
 # wait_file PATH SECS
 wait_file() {
     local i=0 max=$(($2 * 10))
