@@ -192,6 +192,7 @@ struct backlog {
     uint64_t wait_gen;            /* the connection of the WAIT in flight */
     struct timespec wait_sent;
     long long ack_count;          /* the last WAIT's replicas; -1 */
+    char append_err[256];         /* backlog_append_error */
 };
 
 /* One call in flight: what to call back and what to keep until then. */
@@ -308,6 +309,24 @@ reply_log_error(const char *what, const redisReply *r)
 {
     if (r != NULL && r->type == REDIS_REPLY_ERROR)
         rs_log(RS_LOG_ERROR, "%s: redis error: %.*s", what, (int)r->len, r->str);
+}
+
+/* An append answered otherwise than with an id: logged, and Redis' words
+ * kept for the publisher's answer. */
+static void
+append_refused(struct backlog *b, const redisReply *r)
+{
+    reply_log_error("append", r);
+    b->append_err[0] = '\0';
+    if (r != NULL && r->type == REDIS_REPLY_ERROR)
+        snprintf(b->append_err, sizeof(b->append_err), "%.*s",
+                 (int)r->len, r->str);
+}
+
+const char *
+backlog_append_error(const struct backlog *b)
+{
+    return b->append_err;
 }
 
 /* ----------------------------------------------------------- script calls */
@@ -633,7 +652,7 @@ on_append(void *ud, int rc, const redisReply *r)
     struct req *q = ud;
     struct msg_id id = { 0, 0 };
     if (rc == 0 && !reply_id(r, &id)) {
-        reply_log_error("append", r);
+        append_refused(q->b, r);
         rc = RS_EPROTO;
     }
     append_answered(q->b, q, false, rc, id, false);
@@ -672,7 +691,7 @@ on_append_once(void *ud, int rc, const redisReply *r)
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
             r->element[0]->type != REDIS_REPLY_INTEGER ||
             !reply_id(r->element[1], &id) || msg_id_is_zero(id)) {
-            reply_log_error("append", r);
+            append_refused(q->b, r);
             rc = RS_EPROTO;
         } else {
             dup = r->element[0]->integer == 0;

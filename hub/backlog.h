@@ -105,6 +105,12 @@ void backlog_publish_stats(const struct backlog *b, struct rs_redis_stats *out);
  * failed). */
 long long backlog_ack_count(const struct backlog *b);
 
+/* What Redis said when it last answered an append with an error (out of
+ * memory under maxmemory, writes stopped after a failed save, a replica):
+ * read in the append's callback, whose rc is then RS_EPROTO. "" when the
+ * RS_EPROTO was a reply of the wrong shape. */
+const char *backlog_append_error(const struct backlog *b);
+
 /* "host:port" (or the unix path) each link is, or last was, connected to
  * (rs_redis_addr): a reply's server, read in its callback. */
 const char *backlog_addr(const struct backlog *b);       /* publish link */

@@ -240,6 +240,25 @@ publish_done(struct publish *p, int rc, struct msg_id id, bool duplicate)
         publish_free(p);
         return;
     }
+    if (rc == RS_EPROTO && backlog_append_error(h->backlog)[0] != '\0') {
+        /* Redis answered with an error: out of memory (maxmemory),
+         * writes stopped (MISCONF: a save failed, e.g. its disk is full),
+         * a replica (READONLY). It refused a command of the script, which
+         * may have come after its XADD: the caveat stands, so not 503
+         * (nothing stored); not a timeout either (504). A retry helps
+         * once Redis takes writes again. */
+        evhttp_add_header(evhttp_request_get_output_headers(p->req),
+                          "Retry-After", "1");
+        reply_text(p->req, 502, "Bad Gateway",
+                   "error: Redis refused it: %s; the notification may or "
+                   "may not be stored; %s",
+                   backlog_append_error(h->backlog),
+                   p->has_pid ? "a retry with the same X-Publish-Id stores "
+                                "it once"
+                              : "a retry may store it twice");
+        publish_free(p);
+        return;
+    }
     if (rc != 0) {
         /* The command was handed to the Redis link, so Redis may have run
          * it whatever failed afterwards (a timeout, or the link reset by

@@ -231,6 +231,28 @@ while read -r st hid f; do
     esac
 done <"$TMP/pfx.res"
 
+# ------------------------------------------------- Redis refuses writes
+# Redis out of memory under maxmemory (noeviction) answers the append
+# with an error: not a timeout (504) and not "nothing stored" (503), but
+# 502 with Redis' own words and Retry-After; a publish after it has room
+# is accepted again.
+note "Redis refuses writes (maxmemory)"
+len0=$(ht topic --http "$HP" --name news --get backlog.length)
+policy=$(rcli config get maxmemory-policy | tail -n 1)
+used=$(rcli info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r')
+rcli config set maxmemory-policy noeviction >/dev/null
+rcli config set maxmemory $((used / 2)) >/dev/null
+r=$(hub_req A "${TOK[@]}" --gen change)
+rcli config set maxmemory 0 >/dev/null
+rcli config set maxmemory-policy "$policy" >/dev/null
+expect_eq "oom/a publish Redis refuses: 502" "$(status_of "$r")" 502
+check "oom/... with Redis' words" grep -q "error: Redis refused it: OOM" <<<"$(body_of "$r")"
+expect_eq "oom/... and Retry-After: 1" "$(header_of "$r" Retry-After)" 1
+expect_eq "oom/nothing stored (the script stopped at its XADD)" \
+    "$(ht topic --http "$HP" --name news --get backlog.length)" "$len0"
+r=$(hub_req A "${TOK[@]}" --gen change)
+expect_eq "oom/with room again: 202" "$(status_of "$r")" 202
+
 # ------------------------------------------------------------------ stop
 note "SIGTERM"
 hub_stop A TERM 10
