@@ -317,7 +317,6 @@ static void
 append_refused(struct backlog *b, const redisReply *r)
 {
     reply_log_error("append", r);
-    b->append_err[0] = '\0';
     if (r != NULL && r->type == REDIS_REPLY_ERROR)
         snprintf(b->append_err, sizeof(b->append_err), "%.*s",
                  (int)r->len, r->str);
@@ -651,6 +650,7 @@ on_append(void *ud, int rc, const redisReply *r)
 {
     struct req *q = ud;
     struct msg_id id = { 0, 0 };
+    q->b->append_err[0] = '\0';    /* this append's, or none */
     if (rc == 0 && !reply_id(r, &id)) {
         append_refused(q->b, r);
         rc = RS_EPROTO;
@@ -687,6 +687,7 @@ on_append_once(void *ud, int rc, const redisReply *r)
     struct req *q = ud;
     struct msg_id id = { 0, 0 };
     bool dup = false;
+    q->b->append_err[0] = '\0';    /* this append's, or none */
     if (rc == 0) {
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
             r->element[0]->type != REDIS_REPLY_INTEGER ||
