@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # test_sub_diskfull.sh - rssub on a full disk (docs/subscriber.md,
-# "A full disk"): redis-server, rshub, rssource --hub and two `rssub run`
-# mirrors, one following the WebSocket channel and one polling. Their disk
+# "A full disk"): redis-server, rshub, rssource --hub and three `rssub run`
+# mirrors, following the WebSocket channel, WebSub and polling. Their disk
 # fills (RLIMIT_FSIZE lowered from outside: every write fails, of mirror
 # files and of the state alike) while the Source creates, rewrites and
 # deletes files: neither exits, each says it cannot save its state, and
-# once the disk has room again both mirrors converge to the Source with
+# once the disk has room again the mirrors converge to the Source with
 # nothing more than the wait (the build before this test never did: the
 # changes of the lost batches were taken for done), push goes on, an
 # audit finds them in sync, and a restart finds nothing to redo. Then a
@@ -20,6 +20,8 @@ set -u
 . "$(dirname "$0")/lib/source.sh"
 # shellcheck source=lib/sub.sh
 . "$(dirname "$0")/lib/sub.sh"
+# shellcheck source=lib/websub.sh
+. "$(dirname "$0")/lib/websub.sh"
 
 for b in "$RSSUB" "$RSSOURCE" "$RSHUB"; do
     [ -x "$b" ] || { bad "built: $b"; sub_finish; }
@@ -27,7 +29,7 @@ done
 
 # shellcheck disable=SC2119 # no persistence wanted
 redis_start || { bad "redis-server starts"; sub_finish; }
-hub_start h --open || { bad "rshub starts"; sub_finish; }
+hub_start h --open "${WS_HUB_ARGS[@]}" || { bad "rshub starts"; sub_finish; }
 D=$TMP/src
 mkdir -p "$D/d"
 for i in $(seq 40); do echo "file $i" >"$D/f$i"; done
@@ -51,38 +53,55 @@ else
     bad "rssub run (polling) starts" "$(tail -n 20 "${SUB_LOG[poll]}")"
     sub_finish
 fi
+if sub_start wsub "$B" "$TMP/wsub.mirror" "$TMP/wsub.state" \
+        --transport websub --callback-listen 127.0.0.1:0 --poll-interval 60s; then
+    ok "rssub run (WebSub) starts"
+else
+    bad "rssub run (WebSub) starts" "$(tail -n 20 "${SUB_LOG[wsub]}")"
+    sub_finish
+fi
+MIRRORS="ws wsub poll"
+# shellcheck disable=SC2016
+websub_active() { grep -Eq 'msg="?websub subscription"? .*state=active' "${SUB_LOG[wsub]}"; }
+check "the WebSub mirror's subscription is active" wait_until 20 websub_active
 # shellcheck disable=SC2016
 ws_open() { grep -q 'msg="channel connected" uri=ws://[^ ]*changes' "${SUB_LOG[ws]}"; }
 check "the WebSocket mirror follows the change channel" wait_until 20 ws_open
-check "both mirrors hold the Source" converged 20 "$D" "$TMP/ws.mirror"
-check "... (polling)" converged 20 "$D" "$TMP/poll.mirror"
+for m in $MIRRORS; do
+    check "$m: the mirror holds the Source" converged 20 "$D" "$TMP/$m.mirror"
+done
 
-note "the disk is full: every write of both rssub fails"
-if ! full_disk "${SUB_PID[ws]}" 0 || ! full_disk "${SUB_PID[poll]}" 0; then
-    note "SKIP the rest: prlimit(2) on another process is not allowed here"
-    sub_finish
-fi
+note "the disk is full: every write of the three rssub fails"
+for m in $MIRRORS; do
+    if ! full_disk "${SUB_PID[$m]}" 0; then
+        note "SKIP the rest: prlimit(2) on another process is not allowed here"
+        sub_finish
+    fi
+done
 for i in $(seq 1 10); do echo "rewritten $i" >>"$D/f$i"; done
 for i in $(seq 41 55); do echo "new $i" >"$D/f$i"; done
 mkdir -p "$D/e"
 for i in 1 2 3; do echo "new deep $i" >"$D/e/h$i"; done
 rm -f "$D"/f2[0-9] "$D/d/g1" "$D/d/g2"
 cant_save() { grep -q 'msg="cannot save state: its changes are taken in again"' "${SUB_LOG[$1]}"; }
-check "WebSocket: rssub says it cannot save its state" wait_until 15 cant_save ws
-check "polling: likewise" wait_until 15 cant_save poll
+for m in $MIRRORS; do
+    check "$m: rssub says it cannot save its state" wait_until 15 cant_save "$m"
+done
 sleep 3      # some retries meet the full disk too
-check "WebSocket: rssub is still running" sub_alive ws
-check "polling: rssub is still running" sub_alive poll
-check "the mirror lacks the changes while the disk is full" \
-    test ! -e "$TMP/ws.mirror/f41"
+for m in $MIRRORS; do
+    check "$m: rssub is still running" sub_alive "$m"
+    check "$m: the mirror lacks the changes while the disk is full" \
+        test ! -e "$TMP/$m.mirror/f41"
+done
 
 note "room again"
-full_disk "${SUB_PID[ws]}" inf || bad "the limit is lifted (ws)"
-full_disk "${SUB_PID[poll]}" inf || bad "the limit is lifted (poll)"
-check "WebSocket: the mirror converges to the Source" \
-    converged 30 "$D" "$TMP/ws.mirror"
-check "polling: the mirror converges to the Source" \
-    converged 30 "$D" "$TMP/poll.mirror"
+for m in $MIRRORS; do
+    full_disk "${SUB_PID[$m]}" inf || bad "$m: the limit is lifted"
+done
+for m in $MIRRORS; do
+    check "$m: the mirror converges to the Source" \
+        converged 30 "$D" "$TMP/$m.mirror"
+done
 echo "after the disk was full" >"$D/f60"
 rm -f "$D/f1"
 check "WebSocket: a change after it comes by push" \
@@ -99,6 +118,8 @@ sub_stop ws
 expect_eq "WebSocket: SIGTERM, exit 0" "$SUB_RC" 0
 sub_stop poll
 expect_eq "polling: SIGTERM, exit 0" "$SUB_RC" 0
+sub_stop wsub
+expect_eq "WebSub: SIGTERM, exit 0" "$SUB_RC" 0
 if sub_start ws "$B" "$TMP/ws.mirror" "$TMP/ws.state"; then
     synced=$(grep 'msg="synced"' "${SUB_LOG[ws]}" | tail -n 1)
     check "a restart finds nothing left to fetch ($synced)" \
