@@ -6,8 +6,9 @@
 # found taken for gone, none created twice), every change made is
 # reported, rescans come at the interval, GETs are answered while they
 # walk, the changes of a stopped rssource are reported at its next
-# start, and a rescan that fails (a full disk) is tried again until it
-# can be recorded. About 25 s.
+# start, a rescan that fails (a full disk) is tried again until it can be
+# recorded, and with the kernel's inotify watch limit reached directories
+# without a watch are followed by rescans. About 30 s.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
 set -u
 # shellcheck source=lib/common.sh
@@ -217,5 +218,40 @@ else
     check "the retry's rescan ends" grep -q 'msg="rescan done"' "${SRC_LOG[f]}"
     check "the retries wait longer each time" \
         grep -q 'msg="rescan failed".*retry_in_seconds=2' "${SRC_LOG[f]}"
+fi
+src_stop f
+
+# The kernel's inotify watch limit: rssource logs it once, keeps serving,
+# and rescans on a timer (--rescan-interval, or every 10 minutes) so that
+# directories without a watch are still followed. The limit is lowered
+# to 10 watches in a user namespace of rssource's own (the system's is
+# untouched); 30 directories, so two thirds go unwatched.
+note "the inotify watch limit: directories without a watch are rescanned"
+W=$TMP/watchless
+for d in $(seq 30); do mkdir -p "$W/d$d" && echo "$d" >"$W/d$d/f"; done
+cat >"$TMP/rssource-10-watches" <<EOF
+#!/bin/sh
+exec unshare -U -r sh -c 'echo 10 >/proc/sys/user/max_inotify_watches && exec "\$0" "\$@"' "$RSSOURCE" "\$@"
+EOF
+chmod +x "$TMP/rssource-10-watches"
+if ! unshare -U -r sh -c 'echo 10 >/proc/sys/user/max_inotify_watches' 2>/dev/null; then
+    note "SKIP the watch limit: no user namespace of our own here (unshare -U)"
+elif ! RSSOURCE=$TMP/rssource-10-watches src_start w "$W" --rescan-interval 2s \
+        --resourcelist-refresh 0; then
+    bad "rssource starts with 10 inotify watches for 31 directories"
+else
+    expect_eq "the limit is logged once" \
+        "$(grep -c 'inotify watch limit reached' "${SRC_LOG[w]}")" 1
+    n0=$(changes_of w | wc -l)
+    echo new >"$W/d1/watched.txt"
+    CL_AFTER=$n0 check "a change in a watched directory is reported at once" \
+        wait_until 1 has_changes w "created d1/watched.txt"
+    echo new >"$W/d30/unwatched.txt"
+    CL_AFTER=$n0 check "one in a directory without a watch, by the next rescan" \
+        wait_until 10 has_changes w "created d1/watched.txt" "created d30/unwatched.txt"
+    check "... which says why it runs" \
+        grep -q 'msg="rescanning the whole tree" why="directories without a watch"' \
+        "${SRC_LOG[w]}"
+    check "GETs are answered" get w d30/unwatched.txt
 fi
 src_finish
