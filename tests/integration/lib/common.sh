@@ -129,8 +129,8 @@ bg_wait() {
 # SIGXFSZ ignored and its stdout and stderr piped on, so that a write past
 # RLIMIT_FSIZE fails with EFBIG (a full disk, to the process) instead of
 # killing it, and its log and output, which the limit would stop too, go
-# on. With
-# FULL_DISK_AT=BYTES in its environment, it starts with that limit.
+# on. With FULL_DISK_AT=BYTES in its environment, it starts with that
+# limit.
 full_disk_wrap() {
     local w
     w=$TMP/full-disk.$(basename "$1")
