@@ -214,6 +214,7 @@ struct session {
     struct rs_metrics_counter *m_held;
     struct rs_metrics_counter *m_transport[TR_COUNT];
     struct rs_metrics_counter *m_refused;
+    struct rs_metrics_counter *m_state_errors;
     struct rs_metrics_gauge *m_access[ACCESS_COUNT];
     rs_time_t counted_at;         /* todo_counts' cache (metrics) */
     int64_t count_pending, count_failed;
@@ -1660,6 +1661,7 @@ on_state_error(void *ud, const char *what)
     char t[24];
 
     snprintf(t, sizeof(t), "%lld", (long long)(ms / 1000));
+    rs_metrics_counter_inc(s->m_state_errors);
     if (s->state == SESSION_DONE || s->state == SESSION_DRAINING ||
         s->ev_state == NULL) {     /* stopping, or session_new failed */
         rs_log_kv(RS_LOG_ERROR, "cannot save state (the next start redoes "
@@ -1829,6 +1831,11 @@ register_metrics(struct session *s, struct rs_metrics *m)
             "pull that went through).", "state", access_names[a], NULL);
     if (rc == 0)
         rs_metrics_gauge_set(s->m_access[ACCESS_UNKNOWN], 1);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(m, &s->m_state_errors,
+            "rssub_state_errors_total", "Batches of the state that could "
+            "not be committed (a full disk, an I/O error): their changes "
+            "are taken in again.", NULL);
     if (rc == 0)
         rc = rs_metrics_register_counter(m, &s->m_strays,
             "rssub_audit_strays_total", "Files in the mirror no resource "

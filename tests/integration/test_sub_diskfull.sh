@@ -87,6 +87,8 @@ cant_save() { grep -q 'msg="cannot save state: its changes are taken in again"' 
 for m in $MIRRORS; do
     check "$m: rssub says it cannot save its state" wait_until 15 cant_save "$m"
 done
+n=$(sub_metric ws rssub_state_errors_total) || n=0
+check "ws: rssub_state_errors_total counts the failed commits ($n)" test "$n" -ge 1
 sleep 3      # some retries meet the full disk too
 for m in $MIRRORS; do
     check "$m: rssub is still running" sub_alive "$m"
