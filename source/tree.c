@@ -381,9 +381,12 @@ struct dent {
     struct stat st;
 };
 
-/* A directory being walked: its fd, its sorted entries and the next one. */
+/* A directory being walked: its fd and identity (loops are cut by it),
+ * its sorted entries and the next one. */
 struct frame {
     int fd;
+    dev_t dev;
+    ino_t ino;
     struct dent *v;
     size_t n, i;
     size_t base;                   /* the path's length at this directory */
@@ -396,7 +399,6 @@ struct tree_walker {
     char path[TREE_PATH_MAX];
     size_t len;
     unsigned depth;                /* frames pushed */
-    struct { dev_t dev; ino_t ino; } stack[TREE_DEPTH_MAX + 1];
     struct frame fr[TREE_DEPTH_MAX + 1];
     int subfd;                     /* sub, until the first run enters it */
     struct stat subst;
@@ -525,14 +527,13 @@ static int
 frame_push(struct tree_walker *w, int fd, const struct stat *st)
 {
     for (unsigned i = 0; i < w->depth; i++)
-        if (w->stack[i].dev == st->st_dev && w->stack[i].ino == st->st_ino) {
+        if (w->fr[i].dev == st->st_dev && w->fr[i].ino == st->st_ino) {
             close(fd);
             return 0;     /* a symlink loop */
         }
-    w->stack[w->depth].dev = st->st_dev;
-    w->stack[w->depth].ino = st->st_ino;
     int rc = w->cbs->on_dir != NULL ? w->cbs->on_dir(w->ud, w->path, st) : 0;
-    struct frame f = { .fd = fd, .base = w->len };
+    struct frame f = { .fd = fd, .dev = st->st_dev, .ino = st->st_ino,
+                       .base = w->len };
     if (rc == 0)
         rc = walk_read(w, fd, &f.v, &f.n);
     if (rc != 0) {
