@@ -313,6 +313,40 @@ test_walk_order(void **state)
     free(dir);
 }
 
+/* tree/walk_loop: following symlinks, a link back to a directory being
+ * walked is cut, in one go and in steps alike. */
+static void
+test_walk_loop(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    tt_mkdir(dir, "d");
+    tt_write(dir, "d/f", "1");
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/d/up", dir);
+    assert_int_equal(symlink("..", p), 0);
+    struct tree *t = tt_open(dir, NULL, true);
+    struct tree_walk_cbs cbs = { .on_file = tt_on_file, .on_dir = tt_on_dir };
+    struct walked w = { .t = t };
+    assert_int_equal(tree_walk(t, "", &cbs, &w), 0);
+    assert_int_equal(w.n, 1);
+    assert_string_equal(w.seen[0], "d/f");
+    assert_int_equal(w.dirs, 2);     /* root, d: not d/up */
+    struct walked w2 = { .t = t };
+    struct tree_walker *tw;
+    assert_int_equal(tree_walker_new(t, "", &tw), 0);
+    int r, runs = 0;
+    while ((r = tree_walker_run(tw, &cbs, &w2, 1)) == 0)
+        assert_true(++runs < 4);
+    assert_int_equal(r, 1);
+    tree_walker_free(tw);
+    assert_int_equal(w2.n, 1);
+    assert_int_equal(w2.dirs, 2);
+    tree_free(t);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* tree/url_mapping: encoding keeps unreserved bytes, escapes the rest,
  * and decoding gives the path back; bad escapes and %00 are refused. */
 static void
@@ -377,6 +411,7 @@ main(void)
         TT("tree/open_no_escape", test_open_no_escape),
         TT("tree/open_no_escape_walk", test_open_no_escape_walk),
         TT("tree/walk_order", test_walk_order),
+        TT("tree/walk_loop", test_walk_loop),
         TT("tree/url_mapping", test_url_mapping),
         TT("tree/free_null", test_free_null),
         TT("mime/types", test_mime),
