@@ -136,7 +136,18 @@ apply_outcome_name(enum apply_outcome o)
 
 /* ------------------------------------------------------------ batching */
 
-static void arm_in(struct event *ev, int64_t ms);
+/* Arm ev to fire in ms (at least 1). The timeval normalised: libevent
+ * takes a tv_usec of a second or more for a broken time, and its loop
+ * then waits 35 minutes for any timer. */
+static void
+arm_in(struct event *ev, int64_t ms)
+{
+    if (ms < 1)
+        ms = 1;
+    struct timeval tv = { (time_t)(ms / 1000),
+                          (suseconds_t)(ms % 1000) * 1000 };
+    evtimer_add(ev, &tv);
+}
 
 int64_t
 apply_state_retry_ms(const struct apply *a)
@@ -159,25 +170,10 @@ state_failed(struct apply *a)
     a->cur_now = (struct ledger_cursor){ 0, 0 };
     a->cur_retry = (struct ledger_cursor){ 0, 0 };
     a->state_wait_ms = rs_time_mono_ms() + apply_state_retry_ms(a);
-    if (!a->closing) {
-        evtimer_del(a->ev_kick);
-        arm_in(a->ev_kick, apply_state_retry_ms(a));
-    }
+    if (!a->closing)
+        arm_in(a->ev_kick, apply_state_retry_ms(a));   /* re-arms a pending one */
     if (a->o.on_state_error != NULL)
         a->o.on_state_error(a->o.ud, ledger_errstr(a->o.ledger));
-}
-
-/* Arm ev to fire in ms (at least 1). The timeval normalised: libevent
- * takes a tv_usec of a second or more for a broken time, and its loop
- * then waits 35 minutes for any timer. */
-static void
-arm_in(struct event *ev, int64_t ms)
-{
-    if (ms < 1)
-        ms = 1;
-    struct timeval tv = { (time_t)(ms / 1000),
-                          (suseconds_t)(ms % 1000) * 1000 };
-    evtimer_add(ev, &tv);
 }
 
 int
