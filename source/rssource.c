@@ -279,11 +279,19 @@ rescan_next_turn(struct src *s)
 static const struct rs_backoff RESCAN_RETRY = { .first_ms = 1000,
                                                 .max_ms = 60000 };
 
+/* How long after the last rescan ended the next is due: the retry's
+ * wait after a failure, or the periodic one's (if sooner); 0: none. */
 static int64_t
-rescan_retry_ms(const struct src *s)
+rescan_wait_ms(const struct src *s)
 {
-    return (int64_t)rs_backoff_base(&RESCAN_RETRY,
-                                    (unsigned)s->rescan_failures);
+    int64_t every_ms = rescan_every_ms(s);
+    if (s->rescan_failures > 0) {
+        int64_t retry_ms = (int64_t)rs_backoff_base(
+            &RESCAN_RETRY, (unsigned)s->rescan_failures);
+        if (every_ms <= 0 || every_ms > retry_ms)
+            every_ms = retry_ms;
+    }
+    return every_ms;
 }
 
 /* What comes next when no rescan is walking: one asked for, at once; one
@@ -298,12 +306,7 @@ arm_rescan(struct src *s)
         rescan_next_turn(s);
         return;
     }
-    int64_t every_ms = rescan_every_ms(s);
-    if (s->rescan_failures > 0) {
-        int64_t retry_ms = rescan_retry_ms(s);
-        if (every_ms <= 0 || every_ms > retry_ms)
-            every_ms = retry_ms;
-    }
+    int64_t every_ms = rescan_wait_ms(s);
     if (every_ms <= 0)
         return;
     int64_t left_us = s->last_rescan_us + every_ms * 1000 - rs_time_mono_us();
@@ -416,7 +419,7 @@ on_rescan(evutil_socket_t fd, short what, void *arg)
     if (rc < 0) {
         s->rescan_failures++;
         char t[32];
-        snprintf(t, sizeof(t), "%.0f", (double)rescan_retry_ms(s) / 1e3);
+        snprintf(t, sizeof(t), "%.3g", (double)rescan_wait_ms(s) / 1e3);
         rs_log_kv(RS_LOG_ERROR, "rescan failed", "error", rs_strerror(rc),
                   "state", state_errstr(s->st), "retry_in_seconds", t, NULL);
     } else {
