@@ -229,6 +229,9 @@ struct src {
     bool serving;            /* the listener accepts; the ready-file is out */
     double started;          /* mono_s() when setup began */
     bool rescan_due;         /* a rescan is to start (after the one going) */
+    bool catching_up;        /* the start-up rescan has not ended: what
+                                changed while stopped is not all found */
+    struct catalog_stats scan_base;  /* catalog_stats as the rescan began */
     bool unwatched;          /* some directory has no inotify watch */
     int64_t last_rescan_us;  /* when the last rescan ended */
     int64_t rescan_started_us;
@@ -251,6 +254,32 @@ on_problem(void *ud, const char *rel, const char *what, int errnum)
     (void)ud;
     rs_log_kv(RS_LOG_WARN, "skipped", "path", rel, "what", what, "error",
               strerror(errnum), NULL);
+}
+
+/* What a scan found: the catalog's counts since base (the counts as it
+ * began; batches observed between a rescan's steps count too). */
+static void
+log_scan(struct src *s, const char *what, const struct catalog_stats *base,
+         double secs)
+{
+    const struct catalog_stats *cs = catalog_stats(s->cat);
+    char f[32], h[32], hb[32], ch[32], cr[32], up[32], de[32], t[32], pr[32];
+#define SCAN_N(buf, field) \
+    snprintf(buf, sizeof(buf), "%llu", \
+             (unsigned long long)(cs->field - base->field))
+    SCAN_N(f, files);
+    SCAN_N(h, hashed);
+    SCAN_N(hb, hashed_bytes);
+    SCAN_N(ch, cache_hits);
+    SCAN_N(cr, created);
+    SCAN_N(up, updated);
+    SCAN_N(de, deleted);
+    SCAN_N(pr, problems);
+#undef SCAN_N
+    snprintf(t, sizeof(t), "%.3f", secs);
+    rs_log_kv(RS_LOG_INFO, what, "files", f, "hashed", h, "hashed_bytes", hb,
+              "cache_hits", ch, "created", cr, "updated", up, "deleted", de,
+              "problems", pr, "seconds", t, NULL);
 }
 
 /* Rescans come every --rescan-interval, or every RSSOURCE_UNWATCHED_MS
@@ -396,13 +425,15 @@ on_rescan(evutil_socket_t fd, short what, void *arg)
     struct src *s = arg;
     int rc = 0;
     if (!catalog_scanning(s->cat)) {
-        if (!s->rescan_due)
+        if (!s->rescan_due || s->catching_up)
             rs_log_kv(RS_LOG_INFO, "rescanning the whole tree", "why",
                       s->rescan_failures > 0 ? "the last rescan failed"
-                      : s->unwatched         ? "directories without a watch"
-                                             : "--rescan-interval", NULL);
+                      : s->catching_up ? "start-up: what changed while stopped"
+                      : s->unwatched   ? "directories without a watch"
+                                       : "--rescan-interval", NULL);
         s->rescan_due = false;
         s->rescan_started_us = rs_time_mono_us();
+        s->scan_base = *catalog_stats(s->cat);
         rc = catalog_scan_start(s->cat, true);
     }
     uint64_t before = catalog_changes(s->cat);
@@ -422,6 +453,12 @@ on_rescan(evutil_socket_t fd, short what, void *arg)
         snprintf(t, sizeof(t), "%.3g", (double)rescan_wait_ms(s) / 1e3);
         rs_log_kv(RS_LOG_ERROR, "rescan failed", "error", rs_strerror(rc),
                   "state", state_errstr(s->st), "retry_in_seconds", t, NULL);
+    } else if (s->catching_up) {
+        s->rescan_failures = 0;
+        s->catching_up = false;
+        log_scan(s, "start-up scan", &s->scan_base,
+                 (double)(s->last_rescan_us - s->rescan_started_us) / 1e6);
+        serve_hold_resourcelist(s->serve, false);
     } else {
         s->rescan_failures = 0;
         char t[32];
@@ -563,7 +600,8 @@ on_dump_tick(evutil_socket_t fd, short what, void *arg)
         rs_log_kv(RS_LOG_ERROR, "resource dump failed", "error",
                   dumpw_errstr(s->dump), NULL);
     }
-    if (dumpw_building(s->dump) || !dumpw_stale(s->dump) ||
+    /* Not from a tree the start-up rescan has not all looked at yet. */
+    if (s->catching_up || dumpw_building(s->dump) || !dumpw_stale(s->dump) ||
         (cur->gen > 0 &&
          rs_time_now() - cur->completed < conf.dump_interval_ms * 1000))
         return;
@@ -851,33 +889,22 @@ setup_topics(struct src *s)
     return 0;
 }
 
-static void
-log_scan(struct src *s, const char *what, double secs)
-{
-    const struct catalog_stats *cs = catalog_stats(s->cat);
-    char f[32], h[32], hb[32], ch[32], cr[32], up[32], de[32], t[32], pr[32];
-    snprintf(f, sizeof(f), "%llu", (unsigned long long)cs->files);
-    snprintf(h, sizeof(h), "%llu", (unsigned long long)cs->hashed);
-    snprintf(hb, sizeof(hb), "%llu", (unsigned long long)cs->hashed_bytes);
-    snprintf(ch, sizeof(ch), "%llu", (unsigned long long)cs->cache_hits);
-    snprintf(cr, sizeof(cr), "%llu", (unsigned long long)cs->created);
-    snprintf(up, sizeof(up), "%llu", (unsigned long long)cs->updated);
-    snprintf(de, sizeof(de), "%llu", (unsigned long long)cs->deleted);
-    snprintf(pr, sizeof(pr), "%llu", (unsigned long long)cs->problems);
-    snprintf(t, sizeof(t), "%.3f", secs);
-    rs_log_kv(RS_LOG_INFO, what, "files", f, "hashed", h, "hashed_bytes", hb,
-              "cache_hits", ch, "created", cr, "updated", up, "deleted", de,
-              "problems", pr, "seconds", t, NULL);
-}
-
 static double
 mono_s(void)
 {
     return (double)rs_time_mono_us() / 1e6;
 }
 
-/* The catalog at start-up: a first start records the baseline (no
- * changes); later starts report everything that changed while down. */
+/*
+ * The catalog at start-up. A first start records the baseline (no
+ * changes) before serving: there is nothing to serve until it is made.
+ * A later start serves the last state at once, and what changed while
+ * stopped is found by a rescan in steps (on_rescan), its changes pushed as
+ * each step commits: a restart over millions of files is not minutes
+ * without a Source. Until that rescan ends the Resource List kept is
+ * served as it is (its `at` is from before the stop; one built now would
+ * state at now what was only partly looked at).
+ */
 static int
 startup_scan(struct src *s)
 {
@@ -885,17 +912,24 @@ startup_scan(struct src *s)
     if (state_meta_get(s->st, "baseline", &baselined) != 0)
         baselined = 0;
     double t0 = mono_s();
-    int rc = catalog_scan(s->cat, "", baselined != 0, rs_time_now());
-    if (rc != 0) {
-        rs_log_kv(RS_LOG_ERROR, "start-up scan failed", "error",
-                  rs_strerror(rc), "state", state_errstr(s->st), NULL);
-        return rc;
+    int rc;
+    if (baselined) {
+        s->catching_up = true;
+        s->rescan_due = true;    /* setup's arm_rescan starts it */
+    } else {
+        struct catalog_stats base = *catalog_stats(s->cat);
+        rc = catalog_scan(s->cat, "", false, rs_time_now());
+        if (rc != 0) {
+            rs_log_kv(RS_LOG_ERROR, "baseline scan failed", "error",
+                      rs_strerror(rc), "state", state_errstr(s->st), NULL);
+            return rc;
+        }
+        if (state_meta_set(s->st, "baseline", 1) != 0)
+            return RS_EIO;
+        log_scan(s, "baseline scan", &base, mono_s() - t0);
+        s->last_rescan_us = rs_time_mono_us();
     }
-    if (!baselined && state_meta_set(s->st, "baseline", 1) != 0)
-        return RS_EIO;
-    log_scan(s, baselined ? "start-up scan" : "baseline scan", mono_s() - t0);
-    s->last_rescan_us = rs_time_mono_us();
-    if (snapshot_stale(s->snap)) {
+    if (baselined ? !snapshot_fits(s->snap) : snapshot_stale(s->snap)) {
         t0 = mono_s();
         rc = snapshot_build(s->snap, rs_time_now());
         if (rc != 0) {
@@ -1176,6 +1210,7 @@ setup(struct src *s)
     s->serve = serve_new(&sv);
     if (s->serve == NULL)
         return 1;
+    serve_hold_resourcelist(s->serve, s->catching_up);
     s->ev_rescan = event_new(s->base, -1, 0, on_rescan, s);
     arm_rescan(s);
     s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);

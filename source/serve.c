@@ -49,6 +49,7 @@ struct serve {
     bool have_token;
     struct evhttp_request *parked[SERVE_PARK_MAX];
     size_t nparked;
+    bool hold_rl;                  /* serve_hold_resourcelist */
     /* The Change List Index's Last-Modified: when this process first saw
      * its current set of lists (hash idx_tag), in us. Retention drops a
      * list at no datetime of its own, so no column says it. */
@@ -544,7 +545,8 @@ serve_resourcelist(struct serve *s, struct evhttp_request *req)
 {
     const struct snapshot_info *cur = snapshot_current(s->o.snap);
     bool due = cur->gen == 0 ||
-               rs_time_now() - cur->at >= s->o.rl_refresh_ms * 1000;
+               (!s->hold_rl &&
+                rs_time_now() - cur->at >= s->o.rl_refresh_ms * 1000);
     if (snapshot_building(s->o.snap) ||
         (due && snapshot_stale(s->o.snap))) {
         if (!snapshot_building(s->o.snap)) {
@@ -591,6 +593,12 @@ serve_snapshot_done(struct serve *s, int rc)
     s->nparked = 0;
     for (size_t i = 0; i < n; i++)
         serve_snapshot(s, s->parked[i], DOCS_RESOURCELIST);
+}
+
+void
+serve_hold_resourcelist(struct serve *s, bool hold)
+{
+    s->hold_rl = hold;
 }
 
 /* ------------------------------------------------------------- resources */

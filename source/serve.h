@@ -11,6 +11,7 @@
 #ifndef SOURCE_SERVE_H
 #define SOURCE_SERVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +74,11 @@ void serve_free(struct serve *s);
 
 /* Tell the server a snapshot build ended (snapshot's on_done). */
 void serve_snapshot_done(struct serve *s, int rc);
+/* While held, the current Resource List is served as it is, even when it
+ * misses changes: rssource's start-up rescan has not found all that
+ * changed while it was stopped, and a list built then would state at its
+ * `at` a tree half of which is from before. */
+void serve_hold_resourcelist(struct serve *s, bool hold);
 
 const struct serve_stats *serve_stats(const struct serve *s);
 

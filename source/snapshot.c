@@ -531,15 +531,20 @@ snapshot_current(const struct snapshot *s)
 }
 
 bool
-snapshot_stale(struct snapshot *s)
+snapshot_fits(const struct snapshot *s)
 {
     /* made for another base URL or another paging: its URLs or its shape
      * are not what this configuration publishes */
-    if (s->cur.at == 0 || s->cur_base == NULL ||
-        strcmp(s->cur_base, docs_base(s->o.docs)) != 0 ||
-        strcmp(s->cur_layout, s->layout) != 0)
-        return true;
-    return state_change_last_seq(s->o.st) > s->cur.change_seq;
+    return s->cur.at != 0 && s->cur_base != NULL &&
+           strcmp(s->cur_base, docs_base(s->o.docs)) == 0 &&
+           strcmp(s->cur_layout, s->layout) == 0;
+}
+
+bool
+snapshot_stale(struct snapshot *s)
+{
+    return !snapshot_fits(s) ||
+           state_change_last_seq(s->o.st) > s->cur.change_seq;
 }
 
 int

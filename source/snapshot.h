@@ -58,8 +58,9 @@ void snapshot_free(struct snapshot *s);
 /* The published snapshot (gen 0 when there is none yet). */
 const struct snapshot_info *snapshot_current(const struct snapshot *s);
 
-/* Does the current snapshot miss changes (or was it made for another base
- * URL)? */
+/* Is there a snapshot, made for this base URL and paging? */
+bool snapshot_fits(const struct snapshot *s);
+/* Does the current snapshot miss changes (or not fit)? */
 bool snapshot_stale(struct snapshot *s);
 
 /* Build a new generation now, blocking (start-up, tests). */

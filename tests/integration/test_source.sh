@@ -205,8 +205,11 @@ rm -r "$D/made"
 start_ok "rssource restarts" s "$D" --exclude '*.tmp' \
     --resourcelist-refresh 0
 check "offline changes are reported after the restart" \
-    has_changes s "deleted made/in.txt" "updated new.txt" \
+    wait_until 10 has_changes s "deleted made/in.txt" "updated new.txt" \
     "created offline.txt" "deleted renamed-in.txt"
+# shellcheck disable=SC2317 # run through wait_until
+startup_scanned() { grep -q 'msg="start-up scan"' "${SRC_LOG[s]}"; }
+check "the start-up scan ends" wait_until 10 startup_scanned
 expect_eq "start-up scan read only what changed" \
     "$(grep 'msg="start-up scan"' "${SRC_LOG[s]}" | tail -n1 | sed -n 's/.* hashed=\([0-9]*\) .*/\1/p')" \
     2

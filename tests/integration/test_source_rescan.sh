@@ -5,8 +5,10 @@
 # change the Change Lists report is one that was made (no file the walk
 # found taken for gone, none created twice), every change made is
 # reported, rescans come at the interval, GETs are answered while they
-# walk, the changes of a stopped rssource are reported at its next
-# start, a rescan that fails (a full disk) is tried again until it can be
+# walk, a restart serves before its start-up rescan (which reports the
+# changes made while stopped, each once, even after a kill -9 in its
+# middle) and keeps the Resource List of before until it ends, a rescan
+# that fails (a full disk) is tried again until it can be
 # recorded, and with the kernel's inotify watch limit reached directories
 # without a watch are followed by rescans. About 30 s.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
@@ -174,17 +176,74 @@ else
     bad "every reported change was made, every change made reported" "$(head -n 12 "$TMP/verdict")"
 fi
 
-# Changes while stopped: the start-up scan reports them
+# Changes while stopped: rssource serves at once on a restart, and a
+# rescan in steps (one file a loop turn here: 12,000 turns) reports what
+# changed; until it ends, the Resource List of before the stop is served
+# as it is (one built meanwhile would list at its `at` files already gone).
+# Then the same with a kill -9 in the middle of that rescan: the next
+# start reports each change once.
+fetch s resourcesync/resourcelist.xml "$TMP/rl.before.xml" ||
+    bad "the Resource List is read"
+rl_at() { xq "$1" 'md.get("at")'; }
+rl_has() { xq "$1" '[u["loc"] for u in urls]' | grep -qx "$(src_url s)$2"; }
+rl_lacks() { ! rl_has "$@"; }
+at0=$(rl_at "$TMP/rl.before.xml")
 src_stop s
 expect_eq "rssource: SIGTERM, exit 0" "$SRC_RC" 0
 n0=$(wc -l <"$TMP/reported")
 printf 'while down\n' >"$D/d00/down.txt"
 victim=$(find "$D/d30" -type f -printf '%f\n' | sort | head -n 1)
 rm -f "$D/d30/$victim"
-SRC_PORT=${SRC_HTTP[s]} src_start s "$D" --rescan-interval 1s \
+# this run's log: run_log
+run_log() { tail -c +$((SRC_LOGOFF[s] + 1)) "${SRC_LOG[s]}"; }
+# shellcheck disable=SC2317 # run through wait_until
+startup_scanned() { run_log | grep -q 'msg="start-up scan"'; }
+SRC_PORT=${SRC_HTTP[s]} src_start s "$D" --rescan-step 1 \
     --resourcelist-refresh 0 || bad "rssource restarts"
+fetch s resourcesync/resourcelist.xml "$TMP/rl.mid.xml" ||
+    bad "the Resource List is read during the start-up rescan"
+if startup_scanned; then
+    note "the start-up rescan ended before the Resource List was read: its hold not checked"
+else
+    expect_eq "during the start-up rescan, the Resource List of before the stop" \
+        "$(rl_at "$TMP/rl.mid.xml")" "$at0"
+    check "... which still lists the file deleted while down" \
+        rl_has "$TMP/rl.mid.xml" "d30/$victim"
+fi
 CL_AFTER=$n0 check "the restart reports what changed while down" \
-    wait_until 10 has_changes s "created d00/down.txt" "deleted d30/$victim"
+    wait_until 30 has_changes s "created d00/down.txt" "deleted d30/$victim"
+check "the start-up scan ends" wait_until 30 startup_scanned
+expect_eq "serving came first, the start-up scan after" \
+    "$(run_log | grep -o 'msg="serving"\|msg="start-up scan"' | tr '\n' ' ')" \
+    'msg="serving" msg="start-up scan" '
+expect_eq "it counts what changed" \
+    "$(run_log | sed -n 's/.*msg="start-up scan".* created=\([0-9]*\) updated=\([0-9]*\) deleted=\([0-9]*\) .*/\1 \2 \3/p')" \
+    "1 0 1"
+fetch s resourcesync/resourcelist.xml "$TMP/rl.after.xml" ||
+    bad "the Resource List is read after the start-up rescan"
+check "after it, a new Resource List" \
+    test "$(rl_at "$TMP/rl.after.xml")" '>' "$at0"
+check "... with the file created while down" \
+    rl_has "$TMP/rl.after.xml" d00/down.txt
+check "... and without the one deleted" \
+    rl_lacks "$TMP/rl.after.xml" "d30/$victim"
+n1=$(changes_of s | wc -l)
+src_stop s
+
+printf 'while down again\n' >"$D/d59/down2.txt"
+rm -f "$D/d00/down.txt"
+SRC_PORT=${SRC_HTTP[s]} src_start s "$D" --rescan-step 1 \
+    --resourcelist-refresh 0 || bad "rssource restarts again"
+if startup_scanned; then
+    note "the start-up rescan ended before the kill -9: a kill in its middle not checked"
+fi
+src_stop s KILL
+SRC_PORT=${SRC_HTTP[s]} src_start s "$D" --rescan-step 50 \
+    --resourcelist-refresh 0 || bad "rssource restarts after kill -9"
+check "after a kill -9 in the start-up rescan, the next start ends it" \
+    wait_until 30 startup_scanned
+CL_AFTER=$n1 check "... and each change while down is reported once" \
+    has_changes s "created d59/down2.txt" "deleted d00/down.txt"
 src_stop s
 
 # A full disk: the batch of a change cannot be recorded, and neither can
