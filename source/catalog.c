@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hashwork.h"
 #include "mime.h"
 #include "rs_alloc.h"
 #include "rs_hash.h"
@@ -32,6 +33,9 @@ struct catalog {
      * change is recorded (cap_ok, with where it went) */
     bool cap_want, cap_ok;
     int64_t cap_list, cap_off, cap_len;
+    /* catalog_digests_known: a ring, oldest overwritten; size < 0: free */
+    struct state_res known[CATALOG_KNOWN_MAX];
+    size_t known_next;
 };
 
 /* -------------------------------------------------- identity and hashing */
@@ -73,69 +77,41 @@ struct at {
     const char *name;
 };
 
+static void
+capture_chunk(void *ud, const void *p, size_t n)
+{
+    changedump_capture_write(ud, p, n);
+}
+
 /* Read the file and fill r's identity (as of the open) and digests.
  * RS_EAGAIN when it changed while being read. */
 static int
 hash_file(struct catalog *c, const char *rel, const struct at *at,
           struct state_res *r)
 {
-    struct stat st, st2;
+    struct stat st;
     int fd = at != NULL && at->dirfd >= 0
                  ? tree_open_at(c->o.tree, at->dirfd, at->name, &st)
                  : tree_open_file(c->o.tree, rel, &st);
     if (fd < 0)
         return fd;
     identity_from(r, &st);
-    if (st.st_size > 1024 * 1024)
-        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     bool cap = c->cap_want &&
                changedump_capture_begin(c->o.cdump, changelog_current(c->o.cl),
                                         (int64_t)st.st_size);
-    int rc = 0;
     uint64_t total = 0;
-    for (;;) {
-        ssize_t n = read(fd, c->buf, CATALOG_READ_BUF);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            problem(c, rel, "read", errno);
-            rc = RS_EIO;
-            break;
-        }
-        if (n == 0)
-            break;
-        total += (uint64_t)n;
-        if (cap)
-            changedump_capture_write(c->o.cdump, c->buf, (size_t)n);
-        rc = rs_hasher_update(c->hasher, c->buf, (size_t)n);
-        if (rc != 0)
-            break;
-        /* all its size said: the fstat below tells whether it grew, so
-         * the read that would only say end of file is not made */
-        if (total == (uint64_t)st.st_size)
-            break;
-    }
-    if (rc == 0 && (fstat(fd, &st2) != 0 || st2.st_size != st.st_size ||
-                    mtime_ns_of(&st2) != r->mtime_ns ||
-                    total != (uint64_t)st.st_size))
-        rc = RS_EAGAIN;
+    int rc = hashwork_digest_fd(fd, &st, c->hasher, c->buf, CATALOG_READ_BUF,
+                                cap ? capture_chunk : NULL, c->o.cdump, NULL,
+                                r->md5, r->sha256, &total);
+    if (rc == RS_EIO)
+        problem(c, rel, "read", errno);
     close(fd);
     /* only a whole, unchanged read is the content the digests are of */
     if (cap)
         c->cap_ok = changedump_capture_end(c->o.cdump, rc == 0, &c->cap_list,
                                            &c->cap_off, &c->cap_len);
-    struct rs_hashes h;
-    int frc = rs_hasher_final(c->hasher, &h);   /* also resets it */
     if (rc != 0)
         return rc;
-    if (frc != 0)
-        return frc;
-    const struct rs_digest *md5 = rs_hashes_find(&h, RS_HASH_MD5);
-    const struct rs_digest *sha = rs_hashes_find(&h, RS_HASH_SHA256);
-    if (md5 == NULL || sha == NULL || md5->len != 16 || sha->len != 32)
-        return RS_EIO;
-    memcpy(r->md5, md5->bytes, 16);
-    memcpy(r->sha256, sha->bytes, 32);
     r->hashed = true;
     c->stats.hashed++;
     c->stats.hashed_bytes += total;
@@ -150,6 +126,18 @@ static bool
 cache_lookup(struct catalog *c, struct state_res *r)
 {
     struct state_res hit;
+    for (size_t i = 0; i < CATALOG_KNOWN_MAX; i++) {
+        struct state_res *k = &c->known[i];
+        if (k->size >= 0 && identity_eq(k, r)) {
+            memcpy(r->md5, k->md5, 16);
+            memcpy(r->sha256, k->sha256, 32);
+            r->hashed = true;
+            k->size = -1;        /* once: the row has them from now on */
+            c->stats.hashed++;   /* read for this change, elsewhere */
+            c->stats.hashed_bytes += (uint64_t)r->size;
+            return true;
+        }
+    }
     if (state_res_by_identity(c->o.st, r->dev, r->ino, r->size, r->mtime_ns,
                               &hit) != 0 &&
         (c->reader == NULL || !c->in_scan ||
@@ -249,6 +237,10 @@ observe_file(struct catalog *c, const char *rel, const struct at *at,
     c->cap_want = rec && c->o.cdump != NULL;
     c->cap_ok = false;
     if (c->cap_want || !cache_lookup(c, &r)) {
+        if (rec && !c->cap_want && r.size >= CATALOG_DEFER_BYTES &&
+            c->o.hooks.defer_hash != NULL &&
+            c->o.hooks.defer_hash(c->o.hooks.ud, rel))
+            return 0;
         int rc = hash_file(c, rel, at, &r);
         if (rc == RS_ENOTFOUND)        /* gone meanwhile: next event */
             return 0;
@@ -342,6 +334,8 @@ catalog_new(const struct catalog_opts *o)
     if (c == NULL)
         return NULL;
     c->o = *o;
+    for (size_t i = 0; i < CATALOG_KNOWN_MAX; i++)
+        c->known[i].size = -1;
     c->hasher = rs_hasher_new((1u << RS_HASH_MD5) | (1u << RS_HASH_SHA256));
     c->buf = rs_malloc(CATALOG_READ_BUF);
     if (c->hasher == NULL || c->buf == NULL) {
@@ -373,6 +367,18 @@ int
 catalog_commit(struct catalog *c)
 {
     return state_commit(c->o.st);
+}
+
+void
+catalog_digests_known(struct catalog *c, const struct stat *st,
+                      const uint8_t md5[16], const uint8_t sha256[32])
+{
+    struct state_res *k = &c->known[c->known_next];
+    c->known_next = (c->known_next + 1) % CATALOG_KNOWN_MAX;
+    memset(k, 0, sizeof(*k));
+    identity_from(k, st);
+    memcpy(k->md5, md5, 16);
+    memcpy(k->sha256, sha256, 32);
 }
 
 const struct catalog_stats *

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "changedump.h"
 #include "changelog.h"
@@ -25,8 +26,19 @@ struct catalog_hooks {
     /* Something could not be read; the scan goes on. errnum is an errno. */
     void (*on_problem)(void *ud, const char *rel, const char *what,
                        int errnum);
+    /* A changed file of at least CATALOG_DEFER_BYTES whose digests are
+     * not known, observed for a change record (not the baseline, not with
+     * --dump, whose capture is the read): true when it was handed to be
+     * hashed elsewhere (hashwork.c), which then gives its digests to
+     * catalog_digests_known and observes it again; its row stays as it
+     * was until then. NULL or false: it is read here. */
+    bool (*defer_hash)(void *ud, const char *rel);
     void *ud;
 };
+
+/* Files from this size on go to defer_hash: read here, the loop would
+ * wait about 5 ms for each MiB. */
+#define CATALOG_DEFER_BYTES (1024 * 1024)
 
 struct catalog_opts {
     struct tree *tree;
@@ -105,6 +117,13 @@ int catalog_observe_batch(struct catalog *c, const char *const *paths,
 /* Group observations in one transaction (nestable). */
 int catalog_begin(struct catalog *c) RS_MUST_CHECK;
 int catalog_commit(struct catalog *c) RS_MUST_CHECK;
+
+/* Digests read elsewhere for a file with identity st (defer_hash): the
+ * next observation of a file with that identity takes them instead of
+ * reading it. The last CATALOG_KNOWN_MAX are kept. */
+#define CATALOG_KNOWN_MAX 64
+void catalog_digests_known(struct catalog *c, const struct stat *st,
+                           const uint8_t md5[16], const uint8_t sha256[32]);
 
 const struct catalog_stats *catalog_stats(const struct catalog *c);
 /* Changes recorded since creation (to tell whether to wake the push). */

@@ -32,6 +32,7 @@
 #include "channels.h"
 #include "dumpw.h"
 #include "docs.h"
+#include "hashwork.h"
 #include "push.h"
 #include "rs_alloc.h"
 #include "rs_backoff.h"
@@ -207,6 +208,7 @@ struct src {
     struct changelog *cl;
     struct catalog *cat;
     struct watch *watch;
+    struct hashwork *hashwork;    /* large files' digests, off the loop */
     struct snapshot *snap;
     struct dumpw *dump;                /* --dump, or NULL */
     struct changedump *cdump;          /* --dump, or NULL */
@@ -397,6 +399,35 @@ on_batch(void *ud, const char *const *paths, size_t n)
     }
     if (catalog_changes(s->cat) != before)
         kick(s);
+}
+
+/* A large file's digests are read on hashwork's thread; the loop goes on
+ * serving and pushing meanwhile. */
+static bool
+on_defer_hash(void *ud, const char *rel)
+{
+    struct src *s = ud;
+    return s->hashwork != NULL && hashwork_submit(s->hashwork, rel) == 0;
+}
+
+/* Its digests are in: observed again, the file is recorded with them
+ * (its identity unchanged) or sent again (changed meanwhile). */
+static void
+on_hashed(void *ud, const struct hashwork_result *r)
+{
+    struct src *s = ud;
+    if (r->rc == RS_EIO) {
+        /* unreadable: not catalogued, as when it is read on the loop */
+        on_problem(s, r->rel, "read", EIO);
+        return;
+    }
+    if (r->rc == RS_EAGAIN || r->rc == RS_ENOMEM) {
+        on_retry(s, r->rel);     /* still being written: after it settles */
+        return;
+    }
+    if (r->rc == 0)
+        catalog_digests_known(s->cat, &r->st, r->md5, r->sha256);
+    on_batch(s, &r->rel, 1);
 }
 
 static void
@@ -1057,6 +1088,17 @@ setup(struct src *s)
         rs_log(RS_LOG_ERROR, "watch: %s", e);
         return 1;
     }
+    struct hashwork_opts hwo = {
+        .base = s->base,
+        .tree = s->tree,
+        .on_hashed = on_hashed,
+        .ud = s,
+    };
+    s->hashwork = hashwork_new(&hwo, &e);
+    if (s->hashwork == NULL) {
+        rs_log(RS_LOG_ERROR, "hashing thread: %s", e);
+        return 1;
+    }
     if (conf.dump) {
         struct changedump_opts cdo = {
             .docs = s->docs,
@@ -1086,7 +1128,8 @@ setup(struct src *s)
         .state_path = s->state_db,
         .cl = s->cl,
         .cdump = s->cdump,
-        .hooks = { .on_dir = on_scan_dir, .on_problem = on_problem, .ud = s },
+        .hooks = { .on_dir = on_scan_dir, .on_problem = on_problem,
+                   .defer_hash = on_defer_hash, .ud = s },
     };
     s->cat = catalog_new(&cao);
     if (s->cat == NULL)
@@ -1258,6 +1301,7 @@ teardown(struct src *s)
         evhttp_free(s->http);
     rs_httpguard_free(s->guard);
     watch_free(s->watch);
+    hashwork_free(s->hashwork);
     rs_http_free(s->httpc);
     if (s->push != NULL) {
         struct push_stats ps;

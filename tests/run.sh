@@ -26,11 +26,13 @@ ctest --test-dir "$build" -L 'unit|integration' --output-on-failure -j "$jobs"
 # The modules that run threads again under ThreadSanitizer: the parser
 # (parse/threads), rssub's dump with its writer, opener and remover threads
 # and what they call (dumpzip, the ledger, rs_http's pause), the syncer's
-# thread and apply's jobs waiting on it, and the SQLite checkpointer
-# thread of rssub's ledger and rssource's state (rs_sqlckpt).
+# thread and apply's jobs waiting on it, the SQLite checkpointer
+# thread of rssub's ledger and rssource's state (rs_sqlckpt), and
+# rssource's hashing thread (hashwork).
 tbuild=${RS_TSAN_BUILD_DIR:-$root/build-tsan-test}
 tsan_tests="test_parse test_sub_dump test_sub_dumpzip test_sub_ledger test_http"
 tsan_tests="$tsan_tests test_sub_syncer test_sub_apply test_source_state"
+tsan_tests="$tsan_tests test_source_hashwork"
 cmake -S . -B "$tbuild" -DCMAKE_BUILD_TYPE=Debug -DRS_TSAN=ON -DRS_WERROR=ON \
       -DRS_TESTS=ON -DRS_BENCH=OFF >/dev/null
 # shellcheck disable=SC2086

@@ -443,6 +443,117 @@ test_hidden(void **state)
     changelog_free(NULL);
 }
 
+/* What defer_hash was handed; it takes them when take is set. */
+static char deferred[8][64];
+static int ndeferred;
+static bool take;
+
+static bool
+on_defer(void *ud, const char *rel)
+{
+    (void)ud;
+    if (ndeferred < 8)
+        snprintf(deferred[ndeferred++], sizeof(deferred[0]), "%s", rel);
+    return take;
+}
+
+/* A file of n bytes of c. */
+static void
+fx_write_n(struct fx *f, const char *rel, size_t n, int c)
+{
+    char p[4200];
+    fx_path(f, rel, p);
+    char *b = malloc(n);
+    assert_non_null(b);
+    memset(b, c, n);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b, n), (ssize_t)n);
+    close(fd);
+    free(b);
+}
+
+/* catalog/defer_large: a changed file of CATALOG_DEFER_BYTES or more is
+ * handed to defer_hash (when it takes it, nothing is recorded yet), and
+ * recorded with the digests given to catalog_digests_known when it is
+ * observed again with that identity; a small one, the baseline and a
+ * declined one are read here; digests for another identity are not
+ * taken. */
+static void
+test_defer_large(void **state)
+{
+    struct fx *f = *state;
+    rs_time_t now = rs_time_now();
+    fx_close(f);
+    fx_write(f, "base.bin", "x");
+    fx_write_n(f, "big0.bin", CATALOG_DEFER_BYTES, 'a');
+    char err[256];
+    struct tree_opts to = { .dir = f->dir };
+    assert_int_equal(tree_open(&to, &f->tree, err, sizeof(err)), 0);
+    assert_int_equal(state_open(f->db, false, &f->st, err, sizeof(err)), 0);
+    struct changelog_opts co = { .max_entries = 1000 };
+    const char *e;
+    f->cl = changelog_new(f->st, &co, now, &e);
+    struct catalog_opts o = { .tree = f->tree, .st = f->st,
+                              .state_path = f->db, .cl = f->cl,
+                              .hooks = { .defer_hash = on_defer } };
+    f->cat = catalog_new(&o);
+    assert_non_null(f->cat);
+    ndeferred = 0;
+    take = true;
+
+    /* the baseline reads every file here */
+    assert_int_equal(catalog_scan(f->cat, "", false, now), 0);
+    assert_int_equal(ndeferred, 0);
+    assert_int_equal(fx_hashed(f), 2);
+
+    fx_write_n(f, "big.bin", CATALOG_DEFER_BYTES, 'b');
+    fx_write(f, "small.txt", "small");
+    assert_int_equal(catalog_observe(f->cat, "big.bin", true, now), 0);
+    assert_int_equal(catalog_observe(f->cat, "small.txt", true, now), 0);
+    assert_int_equal(ndeferred, 1);
+    assert_string_equal(deferred[0], "big.bin");
+    assert_string_equal(fx_changes(f), "created small.txt");
+    struct state_res r;
+    assert_int_equal(state_res_get(f->st, "big.bin", &r), RS_ENOTFOUND);
+
+    /* digests for another identity are not taken: handed again */
+    struct stat st;
+    char p[4200];
+    fx_path(f, "big.bin", p);
+    assert_int_equal(stat(p, &st), 0);
+    struct stat other = st;
+    other.st_size--;
+    uint8_t md5[16], sha[32];
+    memset(md5, 0x11, 16);
+    memset(sha, 0x22, 32);
+    catalog_digests_known(f->cat, &other, md5, sha);
+    assert_int_equal(catalog_observe(f->cat, "big.bin", true, now), 0);
+    assert_int_equal(ndeferred, 2);
+    assert_string_equal(fx_changes(f), "created small.txt");
+
+    /* its own are: recorded with them, counted as hashed, not read */
+    uint64_t before = fx_hashed(f);
+    catalog_digests_known(f->cat, &st, md5, sha);
+    assert_int_equal(catalog_observe(f->cat, "big.bin", true, now), 0);
+    assert_int_equal(ndeferred, 2);
+    assert_string_equal(fx_changes(f), "created small.txt;created big.bin");
+    assert_int_equal(state_res_get(f->st, "big.bin", &r), 0);
+    assert_true(r.hashed);
+    assert_memory_equal(r.md5, md5, 16);
+    assert_memory_equal(r.sha256, sha, 32);
+    assert_int_equal(fx_hashed(f), before + 1);
+
+    /* declined: read here, with the true digests */
+    take = false;
+    fx_write_n(f, "big0.bin", CATALOG_DEFER_BYTES + 1, 'c');
+    assert_int_equal(catalog_observe(f->cat, "big0.bin", true, now), 0);
+    assert_int_equal(ndeferred, 3);
+    assert_string_equal(fx_changes(f),
+                        "created small.txt;created big.bin;updated big0.bin");
+    assert_int_equal(fx_hashed(f), before + 2);
+}
+
 #define TC(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -458,6 +569,7 @@ main(void)
         TC("catalog/directories", test_directories),
         TC("catalog/dir_becomes_file", test_dir_becomes_file),
         TC("catalog/hidden_and_free", test_hidden),
+        TC("catalog/defer_large", test_defer_large),
     };
     return cmocka_run_group_tests_name("source_catalog", tests, NULL, NULL);
 }
