@@ -173,7 +173,7 @@ arm(struct poller *p, int64_t ms, step_fn fn)
 {
     if (ms < 0)
         ms = 0;
-    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     p->resume = fn;
     evtimer_add(p->timer, &tv);
 }
@@ -582,7 +582,7 @@ asks_arm(struct poller *p)
         rs_log_kv(RS_LOG_ERROR, "cannot read the asks to reconcile",
                   "source", p->name, "error", store_errstr(p->o.st), NULL);
     }
-    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     evtimer_add(p->ask_timer, &tv);
 }
 
@@ -1599,8 +1599,7 @@ poller_start(struct poller *p)
 {
     if (p->state != PS_IDLE)
         return;
-    struct timeval tv = { POLLER_HUB_WAIT_MS / 1000,
-                          (POLLER_HUB_WAIT_MS % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(POLLER_HUB_WAIT_MS);
     evtimer_add(p->hub_wait, &tv);
     rs_channels_refresh(p->ch);
     outbox_kick(p->ob);          /* what waited in the outbox */

@@ -17,6 +17,7 @@
 #include "reader.h"
 #include "rs_alloc.h"
 #include "rs_fnv.h"
+#include "rs_time.h"
 #include "store.h"
 #include "uriset.h"
 
@@ -598,7 +599,7 @@ on_read(void *ud, const struct reader_result *r)
 static void
 arm(struct walk *w, int64_t ms)
 {
-    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     evtimer_add(w->ev_step, &tv);
 }
 

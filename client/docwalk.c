@@ -16,6 +16,7 @@
 #include "rs_http.h"
 #include "rs_parse.h"
 #include "rs_retry_after.h"
+#include "rs_time.h"
 #include "rs_url.h"
 #include "uriset.h"
 
@@ -379,7 +380,7 @@ dw_handle_done(struct docwalk *w, struct rs_http_req *req,
         if (w->retry_after_s >= 0)
             ms = 1000 * (w->retry_after_s < DW_RETRY_AFTER_MAX_S
                          ? w->retry_after_s : DW_RETRY_AFTER_MAX_S);
-        struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+        struct timeval tv = rs_time_tv_ms(ms);
         w->attempt++;
         dw_doc_reset(w);
         /* Back on the stack, still marked seen: the step knows a retry. */

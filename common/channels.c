@@ -21,6 +21,7 @@
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_parse.h"
+#include "rs_time.h"
 #include "rs_url.h"
 
 #define CH_REFRESH_MS (10 * 60 * 1000)
@@ -109,7 +110,7 @@ changed(struct rs_channels *ch)
 static void
 arm(struct rs_channels *ch, int64_t ms)
 {
-    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     event_add(ch->timer, &tv);
 }
 

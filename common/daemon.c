@@ -19,6 +19,7 @@
 #include "rs_log.h"
 #include "rs_metrics.h"
 #include "rs_sock.h"
+#include "rs_time.h"
 
 #define DAEMON_TICK_MS 50
 
@@ -66,7 +67,7 @@ void
 rs_daemon_drain(struct rs_daemon *d)
 {
     unsigned tick = d->o.drain_tick_ms ? d->o.drain_tick_ms : DAEMON_TICK_MS;
-    struct timeval tv = { tick / 1000, (long)(tick % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(tick);
 
     if (d->state == DAEMON_DRAINING) {
         daemon_stop(d, true);         /* asked twice: now */

@@ -139,7 +139,7 @@ rs_httpguard_event_name(enum rs_httpguard_event ev)
 static void
 arm(struct event *ev, uint64_t ms)
 {
-    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     event_add(ev, &tv);
 }
 
@@ -718,8 +718,7 @@ on_new_bev(struct event_base *base, void *arg)
         return NULL;
     }
     (void)bufferevent_set_max_single_write(c->sock, MAX_SINGLE_WRITE);
-    struct timeval idle = { (time_t)(g->lim.idle_ms / 1000),
-                            (suseconds_t)(g->lim.idle_ms % 1000) * 1000 };
+    struct timeval idle = rs_time_tv_ms(g->lim.idle_ms);
     struct evbuffer *fout = bufferevent_get_output(c->bev);
     /* not evbuffer_defer_callbacks(fout): see conn_push_out */
     if (bufferevent_set_timeouts(c->sock, &idle, &idle) != 0 ||

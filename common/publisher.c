@@ -80,7 +80,7 @@ pub_set(struct rs_publisher *p, enum pub_state to)
 static void
 timer_in(struct rs_publisher *p, int64_t ms)
 {
-    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     event_add(p->timer, &tv);
 }
 

@@ -89,8 +89,7 @@ static void sn_watch_fail(struct rs_sentinel *s, const char *why);
 static int
 sn_timer_arm(struct event *ev, uint64_t ms)
 {
-    struct timeval tv = { (time_t)(ms / 1000u),
-                          (suseconds_t)(ms % 1000u) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
 
     return event_add(ev, &tv) == 0 ? 0 : RS_ENOMEM;
 }

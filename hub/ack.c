@@ -18,6 +18,7 @@
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_time.h"
 
 #define ACK_ADDR_MAX 280
 
@@ -385,8 +386,7 @@ ack_new(const struct ack_opts *o, const char **err)
         goto fail;
     }
     a->ev_idle = event_new(o->base, -1, EV_PERSIST, on_idle, a);
-    struct timeval iv = { (time_t)(a->o.idle_ms / 1000),
-                          (suseconds_t)(a->o.idle_ms % 1000) * 1000 };
+    struct timeval iv = rs_time_tv_ms(a->o.idle_ms);
     if (a->ev_idle == NULL || event_add(a->ev_idle, &iv) != 0)
         goto fail;
     struct rs_redis_opts ro = {

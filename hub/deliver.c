@@ -640,8 +640,7 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         sub_set_failing(d, s, true);
     }
     uint64_t delay = rs_backoff_delay(&d->backoff, s->attempts);
-    struct timeval tv = { (time_t)(delay / 1000),
-                          (suseconds_t)((delay % 1000) * 1000) };
+    struct timeval tv = rs_time_tv_ms((int64_t)delay);
     /* if the timer cannot be armed, IDLE: the next kick retries */
     sub_set(s, evtimer_add(s->timer, &tv) == 0 ? DS_RETRY_WAIT : DS_IDLE,
             "delivery failed");

@@ -333,3 +333,19 @@ rs_time_mono_deadline(unsigned ms)
     }
     return ts;
 }
+
+struct timeval
+rs_time_tv_us(int64_t us)
+{
+    if (us < 0)
+        us = 0;
+    struct timeval tv = { (time_t)(us / 1000000),
+                          (suseconds_t)(us % 1000000) };
+    return tv;
+}
+
+struct timeval
+rs_time_tv_ms(int64_t ms)
+{
+    return rs_time_tv_us(ms > INT64_MAX / 1000 ? INT64_MAX : ms * 1000);
+}

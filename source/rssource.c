@@ -343,8 +343,7 @@ arm_rescan(struct src *s)
     int64_t left_us = s->last_rescan_us + every_ms * 1000 - rs_time_mono_us();
     if (left_us < 0)
         left_us = 0;
-    struct timeval tv = { (time_t)(left_us / 1000000),
-                          (suseconds_t)(left_us % 1000000) };
+    struct timeval tv = rs_time_tv_us(left_us);
     event_add(s->ev_rescan, &tv);
 }
 
@@ -1257,7 +1256,7 @@ setup(struct src *s)
     s->ev_rescan = event_new(s->base, -1, 0, on_rescan, s);
     arm_rescan(s);
     s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
-    struct timeval tick = { RSSOURCE_TICK_MS / 1000, 0 };
+    struct timeval tick = rs_time_tv_ms(RSSOURCE_TICK_MS);
     if (s->ev_rescan == NULL || s->ev_tick == NULL ||
         event_add(s->ev_tick, &tick) != 0)
         return 1;
@@ -1275,8 +1274,7 @@ setup(struct src *s)
         return 1;
     if (s->channels != NULL) {
         /* Ask the hub before serving; serve_start says why. */
-        struct timeval wait = { RSSOURCE_HUB_WAIT_MS / 1000,
-                                (RSSOURCE_HUB_WAIT_MS % 1000) * 1000 };
+        struct timeval wait = rs_time_tv_ms(RSSOURCE_HUB_WAIT_MS);
         s->ev_hubwait = evtimer_new(s->base, on_hubwait, s);
         if (s->ev_hubwait == NULL || evconnlistener_disable(s->listener) != 0 ||
             evtimer_add(s->ev_hubwait, &wait) != 0)

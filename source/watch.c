@@ -307,7 +307,7 @@ timer_arm(struct watch *w)
     int64_t d = when - rs_time_mono_us();
     if (d < 0)
         d = 0;
-    struct timeval tv = { (time_t)(d / 1000000), (suseconds_t)(d % 1000000) };
+    struct timeval tv = rs_time_tv_us(d);
     event_add(w->ev_timer, &tv);
 }
 

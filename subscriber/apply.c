@@ -28,6 +28,7 @@
 #include "rs_hash.h"
 #include "rs_http.h"
 #include "rs_retry_after.h"
+#include "rs_time.h"
 #include "syncer.h"
 
 #define APPLY_PARALLEL 32
@@ -144,8 +145,7 @@ arm_in(struct event *ev, int64_t ms)
 {
     if (ms < 1)
         ms = 1;
-    struct timeval tv = { (time_t)(ms / 1000),
-                          (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     evtimer_add(ev, &tv);
 }
 

@@ -46,6 +46,7 @@
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_parse.h"
+#include "rs_time.h"
 #include "rs_url.h"
 #include "rs_wsclose.h"
 #include "wsclient.h"
@@ -247,7 +248,7 @@ static void chan_connect(struct chan *c);
 static void
 chan_backoff(struct chan *c, unsigned ms, const char *why)
 {
-    struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
 
     chan_set(c, CH_BACKOFF, why);
     evtimer_add(c->ev_retry, &tv);
@@ -287,8 +288,7 @@ static void
 on_ws_open(void *ud, struct wsclient_conn *conn)
 {
     struct chan *c = ud;
-    struct timeval tv = { FOLLOW_SETTLE_MS / 1000,
-                          (FOLLOW_SETTLE_MS % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(FOLLOW_SETTLE_MS);
 
     (void)conn;
     chan_set(c, CH_JOINING, "upgraded");

@@ -34,6 +34,7 @@
 #include "rs_log.h"
 #include "rs_retry_after.h"
 #include "rs_sock.h"
+#include "rs_time.h"
 #include "rs_url.h"
 
 #define HUBSUB_ID_BYTES 16               /* callback path: /cb/<32 hex> */
@@ -302,8 +303,7 @@ sub_report(struct sub *s, enum hubsub_state st, const char *fmt, ...)
 static void
 sub_arm(struct sub *s, uint64_t ms)
 {
-    struct timeval tv = { (time_t)(ms / 1000),
-                          (suseconds_t)(ms % 1000) * 1000 };
+    struct timeval tv = rs_time_tv_ms(ms);
     evtimer_add(s->timer, &tv);
     s->next_attempt = rs_time_now() + (rs_time_t)ms * 1000;
 }

@@ -39,6 +39,7 @@
 #include "rs_http.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_time.h"
 #include "rs_url.h"
 #include "rs_wsclose.h"
 #include "session.h"
@@ -280,13 +281,6 @@ cmd_name(enum session_cmd c)
 {
     static const char *const n[] = { "run", "sync", "audit" };
     return n[c];
-}
-
-static struct timeval
-tv_ms(int64_t ms)
-{
-    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-    return tv;
 }
 
 /* Commit the open batch now; a failure is told, and taken over, by
@@ -597,7 +591,7 @@ retry_pull_later(struct set *st, enum pull_kind kind)
     struct session *s = st->s;
     struct timeval tv;
 
-    tv = tv_ms((int64_t)rs_backoff_base(&SESSION_PULL_BACKOFF,
+    tv = rs_time_tv_ms((int64_t)rs_backoff_base(&SESSION_PULL_BACKOFF,
                                         ++s->pull_fails));
     s->retry_set = st;
     s->retry_kind = kind;
@@ -1167,7 +1161,7 @@ reconcile_owed_run(struct session *s)
         return;
     if (wait > 0) {
         if (!evtimer_pending(s->ev_reconcile, NULL)) {
-            struct timeval tv = tv_ms(wait / 1000 + 1);
+            struct timeval tv = rs_time_tv_ms(wait / 1000 + 1);
             char in[24];
 
             snprintf(in, sizeof(in), "%.1f", (double)wait / 1e6);
@@ -1507,7 +1501,7 @@ on_ready_tick(evutil_socket_t fd, short what, void *arg)
 static void
 mark_first_round(struct session *s)
 {
-    struct timeval tick = tv_ms(SESSION_READY_TICK_MS);
+    struct timeval tick = rs_time_tv_ms(SESSION_READY_TICK_MS);
 
     if (s->o.cmd != SESSION_RUN || s->state != SESSION_PULLING ||
         s->pull_failed)
@@ -1681,7 +1675,7 @@ on_state_error(void *ud, const char *what)
         if (s->sets[i].follow != NULL)
             follow_rewind(s->sets[i].follow, (unsigned)ms);
     if (!evtimer_pending(s->ev_state, NULL)) {
-        struct timeval tv = tv_ms(ms);
+        struct timeval tv = rs_time_tv_ms(ms);
         evtimer_add(s->ev_state, &tv);
     }
 }
@@ -1886,7 +1880,7 @@ set_wanted(const struct session *s, const char *caplist)
 static int
 start_following(struct session *s)
 {
-    struct timeval poll = tv_ms(s->o.c.poll_ms);
+    struct timeval poll = rs_time_tv_ms(s->o.c.poll_ms);
 
     if (setup_follow(s) != 0)
         return -1;
@@ -1895,11 +1889,11 @@ start_following(struct session *s)
                      s->pull_mark - SESSION_MARK_MARGIN_US);
     event_add(s->ev_poll, &poll);
     if (s->o.c.pull_ms > 0) {
-        struct timeval tv = tv_ms(s->o.c.pull_ms);
+        struct timeval tv = rs_time_tv_ms(s->o.c.pull_ms);
         event_add(s->ev_pull, &tv);
     }
     if (s->o.c.audit_ms > 0) {
-        struct timeval tv = tv_ms(s->o.c.audit_ms);
+        struct timeval tv = rs_time_tv_ms(s->o.c.audit_ms);
         event_add(s->ev_audit, &tv);
     }
     return 0;
@@ -1987,7 +1981,7 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
             s->state == SESSION_DISCOVERING) {
             /* Credentials can be fixed at the Source's end (a token
              * granted, a list made public): try again, backing off. */
-            struct timeval tv = tv_ms((int64_t)rs_backoff_base(
+            struct timeval tv = rs_time_tv_ms((int64_t)rs_backoff_base(
                 &SESSION_PULL_BACKOFF, ++s->disc_fails));
             evtimer_add(s->ev_retry_disc, &tv);
             return;
@@ -2038,7 +2032,7 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         return;
     }
     if (s->o.c.progress && s->o.cmd != SESSION_RUN) {
-        struct timeval tv = tv_ms(SESSION_PROGRESS_MS);
+        struct timeval tv = rs_time_tv_ms(SESSION_PROGRESS_MS);
         s->ev_progress = event_new(s->o.base, -1, EV_PERSIST,
                                    on_progress_tick, s);
         if (s->ev_progress != NULL)

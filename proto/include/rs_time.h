@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "rs_error.h"
@@ -72,5 +73,10 @@ int64_t rs_time_mono_ms(void);
  * pthread_cond_timedwait on a condition variable set to CLOCK_MONOTONIC
  * (pthread_condattr_setclock), which a wall clock set back cannot move. */
 struct timespec rs_time_mono_deadline(unsigned ms);
+
+/* A duration in ms or us as a struct timeval, for libevent's timers
+ * (negative: 0). */
+struct timeval rs_time_tv_ms(int64_t ms);
+struct timeval rs_time_tv_us(int64_t us);
 
 #endif

@@ -393,6 +393,28 @@ test_mono_deadline(void **state)
     }
 }
 
+/* time/timeval: durations for libevent's timers, negative ones as 0. */
+static void
+test_timeval(void **state)
+{
+    (void)state;
+    struct timeval tv = rs_time_tv_ms(1500);
+    assert_int_equal(tv.tv_sec, 1);
+    assert_int_equal(tv.tv_usec, 500000);
+    tv = rs_time_tv_ms(999);
+    assert_int_equal(tv.tv_sec, 0);
+    assert_int_equal(tv.tv_usec, 999000);
+    tv = rs_time_tv_ms(-5);
+    assert_int_equal(tv.tv_sec, 0);
+    assert_int_equal(tv.tv_usec, 0);
+    tv = rs_time_tv_us(2000001);
+    assert_int_equal(tv.tv_sec, 2);
+    assert_int_equal(tv.tv_usec, 1);
+    tv = rs_time_tv_ms(INT64_MAX);
+    assert_true(tv.tv_sec > 0);
+    assert_true(tv.tv_usec >= 0 && tv.tv_usec < 1000000);
+}
+
 #define TT(name, fn) { name, fn, NULL, NULL, NULL }
 
 int
@@ -413,6 +435,7 @@ main(void)
         TT("time/round_trip", test_round_trip),
         TT("time/now", test_now),
         TT("time/mono_deadline", test_mono_deadline),
+        TT("time/timeval", test_timeval),
     };
     return cmocka_run_group_tests_name("time", tests, NULL, NULL);
 }
