@@ -140,19 +140,9 @@ for r in $(seq 1 "$rounds"); do
     one b "$r"
 done
 
-# median TAG COLUMN (3: GETs, 4: longest, 5: p99, 6: listed after)
-median() {
-    awk -v t="$1" -v c="$2" '$1 == t { print $c }' "$TMP/rounds" | sort -g |
-        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 echo
-echo "| median of $rounds rounds, a $size MiB file | A ($build_a) | B ($build_b) | B/A |"
-echo "|---|---:|---:|---:|"
-col=3
-for label in "GETs answered" "longest GET wait, s" "p99 GET wait, s" \
-    "change listed after the rename, s"; do
-    ma=$(median a "$col")
-    mb=$(median b "$col")
-    echo "| $label | $ma | $mb | $(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.3f", (a > 0 ? b / a : 0) }') |"
-    col=$((col + 1))
-done
+# shellcheck source=lib_ab.sh
+. "$here/lib_ab.sh"
+ab_table "$TMP/rounds" "median of $rounds rounds, a $size MiB file" \
+    "$build_a" "$build_b" 3 "GETs answered" "longest GET wait, s" \
+    "p99 GET wait, s" "change listed after the rename, s"

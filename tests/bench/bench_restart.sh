@@ -142,19 +142,9 @@ for r in $(seq 1 "$rounds"); do
     done
 done
 
-# median TAG COLUMN: of the rounds' figures (column 2: ready, 3: GET,
-# 4: scan)
-median() {
-    awk -v t="$1" -v c="$2" '$1 == t { print $c }' "$TMP/rounds" | sort -g |
-        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 echo
-echo "| median of $rounds restarts, $files files | A ($build_a) | B ($build_b) | B/A |"
-echo "|---|---:|---:|---:|"
-col=2
-for label in "ready-file written" "first GET answered" "start-up scan ended"; do
-    ma=$(median a "$col")
-    mb=$(median b "$col")
-    echo "| $label, s | $ma | $mb | $(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.3f", b / a }') |"
-    col=$((col + 1))
-done
+# shellcheck source=lib_ab.sh
+. "$here/lib_ab.sh"
+ab_table "$TMP/rounds" "median of $rounds restarts, $files files" \
+    "$build_a" "$build_b" 2 "ready-file written, s" "first GET answered, s" \
+    "start-up scan ended, s"
