@@ -57,18 +57,6 @@ ctl() {
     ss ctl --port "${PORT[$name]}" "$@"
 }
 
-# wait_until SECS CMD...: retry CMD every 0.1 s until it succeeds.
-wait_until() {
-    local i=0 max=$(($1 * 10))
-    shift
-    while [ "$i" -lt "$max" ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    "$@"
-}
-
 # sub NAME COMMAND MIRROR STATE [ARGS...]: one rssub run against
 # $SUB_SOURCE (default the site root), 60 s at most; stdout and stderr in
 # $TMP/NAME.log, exit status in SUB_RC (124: it hung and was killed).

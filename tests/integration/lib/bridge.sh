@@ -23,20 +23,6 @@ bridge_require() {
     fi
 }
 
-# wait_until SECS CMD...: retry CMD every 0.1 s until it succeeds (the
-# last try's output shown). source.sh has the same one.
-declare -F wait_until >/dev/null || wait_until() {
-    local secs=$1 i=0 max
-    shift
-    max=$((secs * 10))
-    while [ "$i" -lt "$max" ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    "$@"
-}
-
 # ------------------------------------------------------------ Sources
 
 # bsrc_start NAME SHAPE [SERVE-ARGS...]: a bridge_source.py Source of

@@ -169,6 +169,20 @@ n = r.RLIM_INFINITY if sys.argv[2] == "inf" else int(sys.argv[2])
 r.prlimit(int(sys.argv[1]), r.RLIMIT_FSIZE, (n, r.getrlimit(r.RLIMIT_FSIZE)[1]))' "$1" "$2"
 }
 
+# wait_until SECS CMD...: retry CMD every 0.1 s until it succeeds (the
+# last try's output shown).
+wait_until() {
+    local secs=$1 i=0 max
+    shift
+    max=$((secs * 10))
+    while [ "$i" -lt "$max" ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    "$@"
+}
+
 # wait_file PATH SECS
 wait_file() {
     local i=0 max=$(($2 * 10))

@@ -1,8 +1,7 @@
 # shellcheck shell=bash
 # ha.sh - a highly available Redis for the tests of issue 15 (rshub on
 # Sentinel, docs/internals/failover.md), sourced after common.sh (and
-# after source.sh / sub.sh when the test uses them: its trap runs theirs;
-# source.sh is sourced here when it was not, for wait_until):
+# after source.sh / sub.sh when the test uses them: its trap runs theirs):
 # a primary, one or two replicas (replicaof) and three Sentinels
 # (redis-server CONF --sentinel, quorum 2), all on 127.0.0.1 ports picked
 # free in the test's $TMP, no persistence. Then the faults of the tests:
@@ -35,12 +34,6 @@
 # the PIDs and names they record must stay in the test's shell.
 # HA_FAULT_T0, HA_FAULT_T, HA_NEW, HA_FAILOVER_T are for the callers:
 # shellcheck disable=SC2034
-
-# wait_until is source.sh's: brought in when the test did not source it
-if ! declare -F wait_until >/dev/null; then
-    # shellcheck source-path=SCRIPTDIR source=source.sh
-    . "$(dirname "${BASH_SOURCE[0]}")/source.sh"
-fi
 
 HA_NAME=${HA_NAME:-rsmaster}
 HA_DOWN_MS=${HA_DOWN_MS:-1000}         # Sentinel's down-after-milliseconds

@@ -126,19 +126,6 @@ EOF
 # fetch NAME PATH FILE: save a document (fails on non-2xx).
 fetch() { get "$1" "$2" -o "$3"; }
 
-# wait_until SECS CMD...: retry CMD every 0.1 s until it succeeds.
-wait_until() {
-    local secs=$1 i=0 max
-    shift
-    max=$((secs * 10))
-    while [ "$i" -lt "$max" ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    "$@"
-}
-
 # changes_of NAME [dt]: "change path" per line of every Change List, in
 # order (through the Change List Index); with dt, "change path datetime".
 changes_of() {
