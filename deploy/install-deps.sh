@@ -24,6 +24,7 @@ PKGS=(
   chromium chromium-driver   # tests/integration/test_ui.sh: the dashboards
                              # in headless Chromium (WebDriver)
   openssl nginx-light   # test_sub_credentials.sh: a private CA, TLS in front of rshub
+  faketime   # test_hub_clock.sh: a hub node whose clock is 30 days ahead
 )
 
 # --bench: also what the benchmarks compare against (nginx with nchan; nginx

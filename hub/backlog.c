@@ -22,6 +22,7 @@
 #include "rs_backoff.h"
 #include "rs_log.h"
 #include "rs_pubid.h"
+#include "rs_time.h"
 #include "script.h"
 
 #define BACKLOG_SLACK "64"   /* trim in batches: entries over the bound */
@@ -193,6 +194,12 @@ struct backlog {
     struct timespec wait_sent;
     long long ack_count;          /* the last WAIT's replicas; -1 */
     char append_err[256];         /* backlog_append_error */
+    /* backlog_now_ms: Redis's TIME minus ours (us), measured at the
+     * middle of the TIME's round trip */
+    int64_t clock_offset_us;
+    bool clock_inflight;
+    rs_time_t clock_sent;         /* ours, when the TIME in flight went */
+    int64_t clock_warned_s;       /* the offset (s) last logged; 0: none */
 };
 
 /* One call in flight: what to call back and what to keep until then. */
@@ -351,11 +358,65 @@ backlog_eval(struct backlog *b, struct rs_redis *link, enum backlog_script sc,
 static void on_unblock_again(evutil_socket_t fd, short what, void *arg);
 
 static void
+on_time(void *ud, int rc, const redisReply *r)
+{
+    struct backlog *b = ud;
+    if (rc == RS_ECANCELED)
+        return;
+    b->clock_inflight = false;
+    if (rc != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    rs_time_t back = rs_time_now();
+    int64_t redis_us = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+                       strtoll(r->element[1]->str, NULL, 10);
+    b->clock_offset_us = redis_us - (b->clock_sent + (back - b->clock_sent) / 2);
+    /* Said when it first passes a second, and again when it moves by a
+     * second more: an operator's clue, not a fault of ours. */
+    int64_t off_s = b->clock_offset_us / 1000000;
+    if (off_s != 0 && off_s != b->clock_warned_s) {
+        char o[32];
+        snprintf(o, sizeof(o), "%.3f", (double)b->clock_offset_us / 1e6);
+        rs_log_kv(RS_LOG_WARN, "this node's clock differs from Redis's: "
+                  "backlog ages and leases go by Redis's", "redis_minus_ours_s",
+                  o, "redis", rs_redis_addr(b->cmd), NULL);
+    }
+    b->clock_warned_s = off_s;
+}
+
+void
+backlog_clock_sync(struct backlog *b)
+{
+    if (b->clock_inflight || rs_redis_state(b->cmd) != RS_REDIS_READY)
+        return;
+    const char *argv[1] = { "TIME" };
+    b->clock_sent = rs_time_now();
+    if (rs_redis_cmd(b->cmd, 0, on_time, b, 1, argv, NULL) == 0)
+        b->clock_inflight = true;
+}
+
+uint64_t
+backlog_now_ms(const struct backlog *b)
+{
+    return (uint64_t)((rs_time_now() + b->clock_offset_us) / 1000);
+}
+
+int64_t
+backlog_clock_offset_ms(const struct backlog *b)
+{
+    return b->clock_offset_us / 1000;
+}
+
+static void
 on_cmd_state(void *ud, enum rs_redis_state st, const char *errstr)
 {
     struct backlog *b = ud;
-    if (st == RS_REDIS_READY)
+    if (st == RS_REDIS_READY) {
         script_load_all(b->cmd, scripts, SC_COUNT);
+        b->clock_inflight = false;    /* a TIME sent before is lost */
+        backlog_clock_sync(b);
+    }
     if (b->o.on_state != NULL)
         b->o.on_state(b->o.ud, "command", st, errstr);
 }

@@ -111,6 +111,22 @@ long long backlog_ack_count(const struct backlog *b);
  * RS_EPROTO was a reply of the wrong shape. */
 const char *backlog_append_error(const struct backlog *b);
 
+/*
+ * The hub's clock: Redis's (the server the command link reaches), as
+ * this node estimates it. A notification's id carries Redis's time, and
+ * every node shares one Redis, so ages (the backlog's age bound) and
+ * leases (WebSub) are judged by it: a node whose own clock is off (no NTP,
+ * a wrong RTC, a VM resumed) would otherwise trim backlogs or expire
+ * leases of every node. backlog_clock_sync asks Redis for TIME (at each
+ * connect of the command link, and whenever the hub asks: its janitor,
+ * every 10 s); until the first answer the node's own clock stands.
+ * backlog_now_ms: milliseconds since the epoch; backlog_clock_offset_ms:
+ * Redis's minus ours, as last measured.
+ */
+void backlog_clock_sync(struct backlog *b);
+uint64_t backlog_now_ms(const struct backlog *b);
+int64_t backlog_clock_offset_ms(const struct backlog *b);
+
 /* "host:port" (or the unix path) each link is, or last was, connected to
  * (rs_redis_addr): a reply's server, read in its callback. */
 const char *backlog_addr(const struct backlog *b);       /* publish link */

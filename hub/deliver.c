@@ -111,7 +111,7 @@ struct dsub {
     struct hostsched_ticket slot;
     struct event *timer;      /* RETRY_WAIT */
     unsigned attempts;        /* failed POSTs since the last 2xx */
-    uint64_t first_fail_ms;
+    uint64_t first_fail_ms;   /* rs_time_mono_ms; 0: not failing */
     uint64_t delivered;
     struct msg_id gap_after;  /* GAP_FOUND, GAP_TELLING */
     struct msg_id gap_first;  /* GAP_TELLING */
@@ -129,7 +129,8 @@ struct dtopic {
     char name[BACKLOG_NAME_MAX + 1];
     bool owned;               /* the delivery lock is ours */
     bool pinned;              /* in the fan-out's tail read */
-    uint64_t lock_ok_ms;      /* last time the lock was ours for sure */
+    uint64_t lock_ok_ms;      /* rs_time_mono_ms when the lock was last
+                                 ours for sure */
     enum dtopic_load load;
     unsigned load_gen;        /* loads completed */
     struct msg_id head;       /* newest id the tail gave for this topic */
@@ -154,11 +155,12 @@ struct deliver {
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Wall-clock milliseconds (leases and ids are wall-clock). */
+/* Milliseconds of the hub's clock, Redis's (backlog_now_ms): leases are
+ * judged by it on every node alike. */
 static uint64_t
-now_ms(void)
+now_ms(const struct deliver *d)
 {
-    return (uint64_t)(rs_time_now() / 1000);
+    return backlog_now_ms(d->o.backlog);
 }
 
 static void
@@ -624,7 +626,8 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         return;
     }
     d->st.attempts_failed++;
-    uint64_t now = now_ms();
+    /* this node's own durations: its monotonic clock */
+    uint64_t now = (uint64_t)rs_time_mono_ms();
     if (s->first_fail_ms == 0)
         s->first_fail_ms = now;
     s->attempts++;
@@ -666,7 +669,7 @@ sub_kick(struct deliver *d, struct dsub *s)
     if (d->closing || s->state == DS_REMOVING || s->state == DS_POSTING ||
         s->state == DS_RETRY_WAIT || !s->t->owned)
         return;
-    if (s->expires_ms != 0 && s->expires_ms <= now_ms())
+    if (s->expires_ms != 0 && s->expires_ms <= now_ms(d))
         return;   /* expired: the lease sweep removes it */
     if (s->state == DS_IDLE && s->qlen > 0) {
         if (!hostsched_acquire(d->hosts, &s->slot, s->attempts > 0))
@@ -804,12 +807,13 @@ on_locked(void *ud, int rc, long long ours)
          * can have it: go on (dropping the topic reloads stale cursors and
          * repeats deliveries). After that, stop, to keep "at most one node
          * delivers a topic"; the next tick retries. */
-        if (t->owned && now_ms() - t->lock_ok_ms >= d->o.lock_ttl_ms * 2 / 3)
+        if (t->owned &&
+            (uint64_t)rs_time_mono_ms() - t->lock_ok_ms >= d->o.lock_ttl_ms * 2 / 3)
             topic_release(d, t, "the delivery lock cannot be renewed");
         return;
     }
     if (ours == 1)
-        t->lock_ok_ms = now_ms();
+        t->lock_ok_ms = (uint64_t)rs_time_mono_ms();
     if (ours == 1 && !t->owned) {
         rs_log_kv(RS_LOG_INFO, "delivering topic", "topic", t->name, NULL);
         t->owned = true;
@@ -892,7 +896,7 @@ deliver_tick(struct deliver *d)
         return;
     if (!d->ticking && subs_topics(d->o.subs, on_sub_topics, d) == 0)
         d->ticking = true;
-    if (subs_expired(d->o.subs, now_ms(), 100, on_expired, d) != 0)
+    if (subs_expired(d->o.subs, now_ms(d), 100, on_expired, d) != 0)
         rs_log(RS_LOG_DEBUG, "lease sweep skipped");
     /* subscriptions whose POST could not even start: try again */
     for (size_t i = 0; i < d->ntopics; i++)
@@ -982,9 +986,8 @@ deliver_new(const struct deliver_opts *o, const char **err)
     d->hosts = hostsched_new(d->o.host_conns, on_admit);
     d->ev_tick = event_new(o->base, -1, EV_PERSIST, on_tick, d);
     d->ev_flush = event_new(o->base, -1, EV_PERSIST, on_flush, d);
-    struct timeval tick = { (time_t)(d->o.lock_ttl_ms / 3000),
-                            (suseconds_t)((d->o.lock_ttl_ms / 3 % 1000) * 1000) };
-    struct timeval flush = { 0, 100000 };
+    struct timeval tick = rs_time_tv_ms((int64_t)d->o.lock_ttl_ms / 3);
+    struct timeval flush = rs_time_tv_ms(100);
     if (d->hosts == NULL || d->ev_tick == NULL || d->ev_flush == NULL ||
         event_add(d->ev_tick, &tick) != 0 || event_add(d->ev_flush, &flush) != 0) {
         deliver_free(d);
@@ -1046,7 +1049,7 @@ void
 deliver_stats(const struct deliver *d, struct deliver_stats *out)
 {
     *out = d->st;
-    uint64_t now = now_ms(), lag = 0;
+    uint64_t now = now_ms(d), lag = 0;
     for (size_t i = 0; i < d->ntopics; i++) {
         for (size_t k = 0; k < d->topics[i]->n; k++) {
             const struct dsub *s = d->topics[i]->v[k];
@@ -1064,7 +1067,7 @@ deliver_foreach(const struct deliver *d, const char *topic,
                 void *ud)
 {
     const struct dtopic *t = topic_find(d, topic);
-    uint64_t now = now_ms();
+    uint64_t now = now_ms(d);
     for (size_t k = 0; t != NULL && k < t->n; k++) {
         const struct dsub *s = t->v[k];
         struct deliver_sub_info si = {

@@ -547,9 +547,10 @@ on_janitor(evutil_socket_t fd, short what, void *arg)
     struct hub *h = arg;
     if (!backlog_ready(h->backlog))
         return;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    backlog_clock_sync(h->backlog);
+    /* Redis's clock, the one the ids carry: a node whose own clock is
+     * ahead would otherwise cut every node's backlog short */
+    uint64_t now_ms = backlog_now_ms(h->backlog);
     for (size_t i = 0; i < topics_count(h->topics); i++) {
         const struct topic *t = topics_at(h->topics, i);
         if (t->max_age_ms == 0 || t->max_age_ms >= now_ms)

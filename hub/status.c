@@ -94,6 +94,13 @@ gauge_redis_up(void *ud)
 }
 
 static double
+gauge_clock_offset(void *ud)
+{
+    struct hub *h = ud;
+    return (double)backlog_clock_offset_ms(h->backlog) / 1e3;
+}
+
+static double
 gauge_ws_open(void *ud)
 {
     struct ws_stats st;
@@ -259,6 +266,13 @@ status_metrics_init(struct hub *h)
         rc = rs_metrics_register_gauge_fn(h->metrics, "rshub_redis_up",
                                           "1 when both Redis links are ready.",
                                           gauge_redis_up, h, NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_gauge_fn(h->metrics,
+                                          "rshub_redis_clock_offset_seconds",
+                                          "Redis's clock minus this node's, as last "
+                                          "measured: backlog ages and WebSub leases "
+                                          "go by Redis's.",
+                                          gauge_clock_offset, h, NULL);
     if (rc == 0)
         rc = COUNTER(redis_cmds, "rshub_redis_commands_total",
                      "Commands sent on the Redis command link.");

@@ -66,11 +66,12 @@ struct op {
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Wall-clock milliseconds (leases and ids are wall-clock). */
+/* Milliseconds of the hub's clock, Redis's (backlog_now_ms): a lease
+ * set here is judged by every node. */
 static uint64_t
-now_ms(void)
+now_ms(const struct websub *w)
 {
-    return (uint64_t)(rs_time_now() / 1000);
+    return backlog_now_ms(w->h->backlog);
 }
 
 static void
@@ -267,8 +268,8 @@ on_head_for_activation(void *ud, int rc, const struct backlog_info *info)
         return;
     }
     uint64_t lease_ms = o->lease_s * 1000;
-    struct subs_record r = { .secret = o->secret, .expires_ms = now_ms() + lease_ms,
-                             .created_ms = now_ms(), .failing = false };
+    struct subs_record r = { .secret = o->secret, .expires_ms = now_ms(w) + lease_ms,
+                             .created_ms = now_ms(w), .failing = false };
     struct subs_caps caps = op_caps(w);
     char *js = subs_record_json(&r);
     if (js == NULL || subs_put(w->h->subs, o->topic_name, o->callback, js,
