@@ -166,7 +166,8 @@ struct ws_client {
     struct msg **q;                /* ring of queued frames */
     uint32_t qhead, qlen, qcap;
     size_t qbytes;
-    time_t soft_since;             /* 0 = under the soft limit */
+    int64_t soft_since;            /* rs_time_mono_ms when it went over
+                                      the soft limit; 0 = under it */
     bool choked;                   /* the kernel did not take our last write */
     uint16_t close_code;           /* 0: a close frame without a code */
     char close_reason[WS_CLIENT_TEXT];
@@ -757,10 +758,12 @@ client_enqueue(struct ws_client *c, struct msg *m)
         return;
     }
     if (c->qbytes + m->frame_len > o->soft_limit) {
-        time_t now = time(NULL);
+        /* a duration: the monotonic clock, which a wall clock stepped
+         * forward (NTP) cannot make long */
+        int64_t now = rs_time_mono_ms();
         if (c->soft_since == 0) {
-            c->soft_since = now;
-        } else if (now - c->soft_since >= (time_t)o->soft_secs) {
+            c->soft_since = now > 0 ? now : 1;
+        } else if (now - c->soft_since >= (int64_t)o->soft_secs * 1000) {
             count(t, WC_SLOW_DROPS, 1);
             client_close(c, 4002, "slow consumer: over the soft limit too "
                                   "long; resume with since");

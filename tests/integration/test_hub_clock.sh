@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# test_hub_clock.sh - two rshub nodes on one Redis, one of them with its
-# clock 30 days ahead (libfaketime): the hub's clock is Redis's
+# test_hub_clock.sh - rshub nodes on one Redis whose wall clocks are off
+# (libfaketime). One 30 days ahead: the hub's clock is Redis's
 # (docs/operations.md, "Clocks"). The skewed node says so once (its log,
 # rshub_redis_clock_offset_seconds); its janitor does not cut a backlog
 # whose age bound (1 day) its own clock says has passed, while a 1 s bound
 # is still applied; its lease ticks do not expire a WebSub subscription
 # leased for a day on the other node, which goes on receiving what either
 # node accepts. On the build before, the skewed node trimmed the backlog
-# to nothing and removed the subscription. About 30 s.
+# to nothing and removed the subscription. Then a third node's wall clock
+# is stepped an hour forward while a client that reads nothing is over the
+# soft limit: it is not cut (before: cut at once, 4002). About 25 s.
 # Needs RS_BUILD_DIR (ctest sets it) and faketime (deploy/install-deps.sh);
 # stops only the processes it started.
 # shellcheck disable=SC2317 # helpers run through check/wait_until
@@ -33,6 +35,9 @@ backlog-max-age = 1s
 
 [topic leased]
 uri = $U/leased
+
+[topic stepped]
+uri = $U/stepped
 EOF
 
 # shellcheck disable=SC2119 # no persistence wanted
@@ -116,6 +121,54 @@ cbs publish --http "${HUB_HTTP[B]}" --topic "$U/leased" --dir "$TMP/pub" \
     bad "B accepts a notification on leased"
 check "it is delivered to the subscription" \
     cbq wait cb --path /leased --method POST --answered 204 --timeout 15
+
+# C: a node whose wall clock is stepped an hour forward (as NTP steps a
+# clock found late) while a WebSocket client that reads nothing is over
+# the soft limit (4 KiB) for less than --ws-soft-time (60 s): the time
+# over it is a duration, kept on the monotonic clock, so the step does not
+# cut the client. libfaketime reads the offset from a file, at most once a
+# second.
+note "a wall clock stepped forward does not cut a slow client early"
+echo "+0" >"$TMP/step.rc"
+cat >"$TMP/rshub-stepped" <<EOF
+#!/bin/sh
+ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}verify_asan_link_order=0" \\
+LD_PRELOAD="$FTLIB" FAKETIME_TIMESTAMP_FILE="$TMP/step.rc" \\
+FAKETIME_CACHE_DURATION=1 FAKETIME_DONT_FAKE_MONOTONIC=1 exec "$RSHUB" "\$@"
+EOF
+chmod +x "$TMP/rshub-stepped"
+RSHUB=$TMP/rshub-stepped
+hub_start C --config "$TMP/hub.conf" --ws-soft-limit 4K --ws-soft-time 60s \
+    --ws-hard-limit 64M || { bad "rshub C starts"; finish; }
+RSHUB=$REAL_RSHUB
+bg_ht stuck stuck --ws "${HUB_WS[C]}" --chan stepped --rcvbuf 4096 \
+    --hold 60 --ready "$TMP/stuck.ready"
+wait_file "$TMP/stuck.ready" 10 || bad "a client that reads nothing is open"
+check "it is attached" ht wait-subs --http "${HUB_HTTP[C]}" --name stepped --n 1
+# enough to fill the socket buffers and go over 4 KiB in rshub's queue
+ht flood --http "${HUB_HTTP[C]}" --topic "$U/stepped" --count 3000 \
+    --pad 1000 --conns 2 --out "$TMP/stepped.acks" >/dev/null ||
+    bad "3000 notifications accepted on stepped"
+attached() {
+    [ "$(ht topic --http "${HUB_HTTP[C]}" --name stepped --get subscribers)" = 1 ]
+}
+check "the client is still attached, over the soft limit" attached
+clock_at() { date -d "$(sed -n 's/^ts=\([^ ]*\) .*/\1/p' "$1" | tail -n 1)" +%s; }
+echo "+1h" >"$TMP/step.rc"
+sleep 2
+ht flood --http "${HUB_HTTP[C]}" --topic "$U/stepped" --count 20 \
+    --pad 1000 --conns 1 --out "$TMP/stepped2.acks" >/dev/null ||
+    bad "20 more accepted after the step"
+sleep 1
+expect_eq "after the step, no client cut as a slow consumer" \
+    "$(metric C rshub_ws_slow_consumer_drops_total)" 0
+stop_pid "${BG_PID[stuck]}"
+hub_stop C
+expect_eq "C: SIGTERM, exit 0" "$HUB_RC" 0
+stepped_log() { [ "$(clock_at "${HUB_LOG[C]}")" -gt $(($(date +%s) + 3000)) ]; }
+check "C's clock had stepped an hour forward (its last log line's time)" \
+    stepped_log
+hub_asan_check C
 
 hub_stop B
 expect_eq "B: SIGTERM, exit 0" "$HUB_RC" 0
