@@ -347,5 +347,7 @@ rs_time_tv_us(int64_t us)
 struct timeval
 rs_time_tv_ms(int64_t ms)
 {
+    if (ms < 0)
+        ms = 0;
     return rs_time_tv_us(ms > INT64_MAX / 1000 ? INT64_MAX : ms * 1000);
 }

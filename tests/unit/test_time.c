@@ -410,6 +410,9 @@ test_timeval(void **state)
     tv = rs_time_tv_us(2000001);
     assert_int_equal(tv.tv_sec, 2);
     assert_int_equal(tv.tv_usec, 1);
+    tv = rs_time_tv_ms(INT64_MIN);
+    assert_int_equal(tv.tv_sec, 0);
+    assert_int_equal(tv.tv_usec, 0);
     tv = rs_time_tv_ms(INT64_MAX);
     assert_true(tv.tv_sec > 0);
     assert_true(tv.tv_usec >= 0 && tv.tv_usec < 1000000);
