@@ -183,6 +183,28 @@ wait_until() {
     "$@"
 }
 
+# faketime_wrap BIN OUT OFFSET_FILE: write OUT, a wrapper that runs BIN
+# with libfaketime preloaded: its wall clock offset by what OFFSET_FILE
+# holds ("+30d", "-1h"; read again at most once a second), its monotonic
+# clock untouched (libevent's timers run on it). Not the faketime
+# command: that one forks and waits, and a signal would stop it, not BIN.
+# ASan refuses a preload listed before its runtime unless told that the
+# order does not matter (it does not, here). 1 when libfaketime is missing.
+faketime_wrap() {
+    local bin=$1 out=$2 offs=$3 lib="" f
+    for f in /usr/lib/*/faketime/libfaketimeMT.so.1; do
+        [ -e "$f" ] && lib=$f
+    done
+    [ -n "$lib" ] || return 1
+    cat >"$out" <<EOF
+#!/bin/sh
+ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}verify_asan_link_order=0" \\
+LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$offs" FAKETIME_CACHE_DURATION=1 \\
+FAKETIME_DONT_FAKE_MONOTONIC=1 exec "$bin" "\$@"
+EOF
+    chmod +x "$out"
+}
+
 # wait_file PATH SECS
 wait_file() {
     local i=0 max=$(($2 * 10))
