@@ -30,7 +30,7 @@
  *
  * JOINING: rshub accepts the upgrade, then refuses the channel with a
  * close (4001, 4003, 4004, 4005, 1013) a few milliseconds later. Such a
- * connection was never up: the backoff keeps growing and down_since keeps
+ * connection was never up: the backoff keeps growing and down_since_us keeps
  * the first failure (so --push-timeout can hand over to polling).
  */
 #include <event2/event.h>
@@ -118,12 +118,12 @@ chan_set(struct chan *c, enum chan_state to, const char *why)
     f->st.connected[c->kind] = to == CH_OPEN;
     if (c->kind != DISCOVERY_CHANGE)
         return;
-    /* down_since: when the change channel last stopped being open while
-     * followed (RS_TIME_NONE: open, or not followed) */
+    /* down_since_us: when the change channel last stopped being open
+     * while followed (0: open, or not followed) */
     if (to == CH_OPEN || to == CH_OFF)
-        f->st.down_since = RS_TIME_NONE;
-    else if (f->st.down_since == RS_TIME_NONE)
-        f->st.down_since = rs_time_now();
+        f->st.down_since_us = 0;
+    else if (f->st.down_since_us == 0)
+        f->st.down_since_us = rs_time_mono_us();
 }
 
 int
@@ -508,7 +508,7 @@ follow_new(const struct follow_opts *o, char *err, size_t errsz)
     f->o.key = NULL;                  /* copied into each channel's key */
     f->o.change_ws = f->o.framework_ws = NULL;
     f->source_dt = RS_TIME_NONE;
-    f->st.down_since = RS_TIME_NONE;
+    f->st.down_since_us = 0;
     rc = chan_init(f, &f->ch[DISCOVERY_CHANGE], DISCOVERY_CHANGE,
                    o->change_ws, o->key);
     if (rc == 0)

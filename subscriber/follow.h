@@ -37,8 +37,10 @@ struct follow_stats {
     uint64_t gaps;           /* gaps signalled (4001) */
     uint64_t reconnects;
     bool connected[2];       /* [DISCOVERY_CHANGE], [DISCOVERY_FRAMEWORK] */
-    rs_time_t down_since;    /* the change channel has been down since
-                                (RS_TIME_NONE: up, or not followed) */
+    int64_t down_since_us;   /* the change channel has been down since
+                                (rs_time_mono_us: a duration's start,
+                                which no wall clock step moves; 0: up, or
+                                not followed) */
     rs_time_t last_message;  /* when the last notification arrived */
 };
 

@@ -1056,9 +1056,9 @@ transport_now(struct set *st, const char **why)
         }
         /* Connecting or reconnecting: trusted for --push-timeout, then
          * polling stands in until the channel is back. */
-        if (fs.down_since == RS_TIME_NONE ||
-            rs_time_now() - fs.down_since <=
-            (rs_time_t)s->o.c.push_timeout_ms * 1000) {
+        if (fs.down_since_us == 0 ||
+            rs_time_mono_us() - fs.down_since_us <=
+            s->o.c.push_timeout_ms * 1000) {
             *why = "channel offered, connecting";
             return st->tr == TR_POLL ? TR_POLL : TR_WEBSOCKET;
         }

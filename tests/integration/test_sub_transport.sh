@@ -14,7 +14,9 @@
 #     polls; the hub restarted, push again with nothing lost;
 #  5. rssource --hub and rssub started at once against an open-mode hub
 #     that does not know the Source's topics yet: push within one poll
-#     interval of the channel appearing.
+#     interval of the channel appearing;
+#  6. the hub killed, then rssub's wall clock stepped back an hour
+#     (libfaketime): past --push-timeout it still polls.
 # Each transition is logged once with its reason and counted in
 # rssub_transport_changes_total.
 # shellcheck source-path=SCRIPTDIR disable=SC2317 # helpers run through check/wait_until
@@ -236,5 +238,27 @@ check "on push within one poll interval of the channel appearing" \
 printf 'by push\n' >"$D5/second.txt"
 check "converged" converged 10 "$D5" "$M5"
 sub_stop r
+expect_eq "rssub: SIGTERM, exit 0" "$SUB_RC" 0
+
+# ========= 6. rssub's wall clock stepped back while the channel is down
+note "6. rssub's wall clock stepped back an hour while the channel is down"
+# --push-timeout is a duration: kept on the monotonic clock, a wall clock
+# stepped back (NTP finding it fast) cannot stretch it to an hour more.
+echo "+0" >"$TMP/back.rc"
+faketime_wrap "$RSSUB" "$TMP/rssub-stepped" "$TMP/back.rc" ||
+    { bad "libfaketime is installed"; sub_finish; }
+REAL_RSSUB=$RSSUB
+RSSUB=$TMP/rssub-stepped
+M6=$TMP/m6/mirror
+mkdir -p "$TMP/m6"
+sub_ok "rssub run (its clock to be stepped)" k "$B/" "$M6" "$TMP/m6.db" \
+    --poll-interval 1s --push-timeout 3s
+RSSUB=$REAL_RSSUB
+check "it follows the channel" wait_until 15 up_is k 1
+hub_kill9 h
+echo "-1h" >"$TMP/back.rc"    # libfaketime reads it within a second
+check "past --push-timeout it polls, the step back notwithstanding" \
+    wait_until 10 logged k 'msg="?polling change lists"? .*from=websocket to=poll reason="?channel down longer than --push-timeout'
+sub_stop k
 expect_eq "rssub: SIGTERM, exit 0" "$SUB_RC" 0
 sub_finish

@@ -60,7 +60,8 @@ struct fx {
     unsigned gaps, lives, ups, downs, frameworks;
     int last_code;
     char last_uri[256], last_why[300], up_uri[256];
-    rs_time_t down_at[4];           /* when the first downs came */
+    int64_t down_at[4];             /* when the first downs came
+                                       (rs_time_mono_us) */
     enum rs_capability fw_cap[8];
     enum rs_change fw_change[8];
     char fw_loc[8][128];
@@ -115,7 +116,7 @@ on_channel(void *ud, const char *uri, const char *peer, bool up, int code,
         return;
     }
     if (f->downs < 4)
-        f->down_at[f->downs] = rs_time_now();
+        f->down_at[f->downs] = rs_time_mono_us();
     f->downs++;
     f->last_code = code;
     snprintf(f->last_uri, sizeof(f->last_uri), "%s", uri);
@@ -416,7 +417,7 @@ test_resume_from_the_ledger(void **state)
     assert_int_equal(st.reconnects, 1);
     assert_true(st.connected[DISCOVERY_CHANGE]);
     assert_false(st.connected[DISCOVERY_FRAMEWORK]);
-    assert_true(st.down_since == RS_TIME_NONE);
+    assert_true(st.down_since_us == 0);
     assert_int_equal(f->ups, 1);
     assert_string_equal(f->up_uri, f->chan);
     assert_int_equal(f->downs + f->gaps + f->lives, 0);
@@ -488,7 +489,7 @@ test_repeats_dropped(void **state)
 
 /* follow/gap_then_resume: a position older than the hub's backlog is
  * closed 4001 (rshub opens the connection, then closes it): on_gap once,
- * the channel waits (no reconnect of its own, down_since set) until
+ * the channel waits (no reconnect of its own, down_since_us set) until
  * follow_resume, which replays from the mark given: only what came after
  * it. */
 static void
@@ -502,7 +503,7 @@ test_gap_then_resume(void **state)
     set_pos(f, "1-0");
     const char *uris[] = { f->chan, NULL };
     fx_follow(f, uris, NULL);
-    before = rs_time_now();
+    before = rs_time_mono_us();
     follow_start(f->fo, RS_TIME_NONE);
     TU_LOOP_UNTIL(&f->l, f->gaps == 1, WATCHDOG_MS);
     assert_non_null(strstr(f->last_why, "4001"));
@@ -513,7 +514,8 @@ test_gap_then_resume(void **state)
     assert_int_equal(st.gaps, 1);
     assert_int_equal(st.reconnects, 1);         /* waits for the caller */
     assert_false(st.connected[DISCOVERY_CHANGE]);
-    assert_true(st.down_since >= before && st.down_since <= rs_time_now());
+    assert_true(st.down_since_us >= before &&
+                st.down_since_us <= rs_time_mono_us());
 
     follow_resume(f->fo, mark);
     TU_LOOP_UNTIL(&f->l, fx_stats(f).notifications == 1, WATCHDOG_MS);
@@ -522,7 +524,7 @@ test_gap_then_resume(void **state)
     assert_int_equal(st.notifications, 1);
     assert_int_equal(st.gaps, 1);
     assert_int_equal(st.reconnects, 2);
-    assert_true(st.down_since == RS_TIME_NONE);
+    assert_true(st.down_since_us == 0);
     assert_true(has_todo(f, TRIM_AT));
     assert_false(has_todo(f, TRIM_AT - 1));
     char *id = pos_id(f->ledger, "#change", NULL);
@@ -647,7 +649,7 @@ test_unknown_channel_backs_off(void **state)
 }
 
 /* follow/refused_channel_stays_down: while the hub keeps refusing the
- * channel, the channel is down since the first refusal (down_since), not
+ * channel, the channel is down since the first refusal (down_since_us), not
  * since the last: that is what lets --push-timeout hand the Source over
  * to polling (session.c, transport_now). */
 static void
@@ -660,8 +662,8 @@ test_refused_channel_stays_down(void **state)
     TU_LOOP_UNTIL(&f->l, f->downs == 2, WATCHDOG_MS);
     struct follow_stats st = fx_stats(f);
     assert_false(st.connected[DISCOVERY_CHANGE]);
-    assert_true(st.down_since != RS_TIME_NONE);
-    assert_true(st.down_since <= f->down_at[0]);
+    assert_true(st.down_since_us != 0);
+    assert_true(st.down_since_us <= f->down_at[0]);
     assert_int_equal(f->gaps + f->lives, 0);
 }
 
@@ -792,7 +794,7 @@ test_set_uris_moves_the_channel(void **state)
     tu_loop_run_for(&f->l, 100);
     struct follow_stats st = fx_stats(f);
     assert_false(st.connected[DISCOVERY_CHANGE]);
-    assert_true(st.down_since == RS_TIME_NONE);
+    assert_true(st.down_since_us == 0);
     assert_int_equal(st.reconnects, 2);
     assert_int_equal(f->ups + f->downs, 2);
 }
@@ -847,7 +849,7 @@ test_take_websub(void **state)
     assert_int_equal(st.framework, 1);
     assert_int_equal(st.invalid, 2);
     assert_int_equal(st.reconnects, 0);
-    assert_true(st.down_since == RS_TIME_NONE);   /* nothing followed */
+    assert_true(st.down_since_us == 0);   /* nothing followed */
     assert_int_equal(f->ups + f->downs + f->gaps, 0);
 }
 
