@@ -457,20 +457,13 @@ on_defer(void *ud, const char *rel)
     return take;
 }
 
-/* A file of n bytes of c. */
+/* A file of n bytes, of a pattern starting at c (tu_write_pattern). */
 static void
 fx_write_n(struct fx *f, const char *rel, size_t n, int c)
 {
     char p[4200];
     fx_path(f, rel, p);
-    char *b = malloc(n);
-    assert_non_null(b);
-    memset(b, c, n);
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, b, n), (ssize_t)n);
-    close(fd);
-    free(b);
+    tu_write_pattern(p, n, c);
 }
 
 /* catalog/defer_large: a changed file of CATALOG_DEFER_BYTES or more is

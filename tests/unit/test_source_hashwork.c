@@ -73,15 +73,7 @@ fx_file(struct fx *f, const char *rel, size_t n, int c)
 {
     char p[4200];
     snprintf(p, sizeof(p), "%s/%s", f->dir, rel);
-    char *b = malloc(n);
-    assert_non_null(b);
-    for (size_t i = 0; i < n; i++)
-        b[i] = (char)(c + (int)(i % 251));
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, b, n), (ssize_t)n);
-    close(fd);
-    free(b);
+    tu_write_pattern(p, n, c);
 }
 
 static int
@@ -134,7 +126,7 @@ test_digests(void **state)
 
     char *b = malloc(n);
     for (size_t i = 0; i < n; i++)
-        b[i] = (char)('a' + (int)(i % 251));
+        b[i] = (char)tu_pattern_byte('a', i);
     struct rs_hasher *hs =
         rs_hasher_new((1u << RS_HASH_MD5) | (1u << RS_HASH_SHA256));
     assert_int_equal(rs_hasher_update(hs, b, n), 0);

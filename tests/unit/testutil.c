@@ -2,6 +2,7 @@
 #define _XOPEN_SOURCE 700
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -89,6 +90,22 @@ tu_read_data(const char *rel, size_t *len)
     if (buf == NULL)
         fail_msg("cannot read test data %s", tu_data_path(rel));
     return buf;
+}
+
+void
+tu_write_pattern(const char *path, size_t n, int first)
+{
+    unsigned char buf[4096];
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    for (size_t off = 0; off < n;) {
+        size_t k = n - off < sizeof(buf) ? n - off : sizeof(buf);
+        for (size_t j = 0; j < k; j++)
+            buf[j] = tu_pattern_byte(first, off + j);
+        assert_int_equal(write(fd, buf, k), (ssize_t)k);
+        off += k;
+    }
+    assert_int_equal(close(fd), 0);
 }
 
 char *

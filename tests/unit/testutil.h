@@ -34,6 +34,17 @@ const char *tu_data_path(const char *rel);
 char *tu_mkdtemp(void);
 void tu_rmtree(const char *path);
 
+/* Write path (created or truncated, mode 644): n bytes, the i-th being
+ * (first + i % 251) & 0xff, so files of other first bytes or sizes differ
+ * and a digest over the bytes can be computed again with tu_pattern_byte.
+ * Fails the test when it cannot. */
+void tu_write_pattern(const char *path, size_t n, int first);
+static inline unsigned char
+tu_pattern_byte(int first, size_t i)
+{
+    return (unsigned char)(first + (int)(i % 251));
+}
+
 /* Failing allocator: after tu_alloc_fail_at(n) the n-th rs_malloc/rs_realloc
  * from now (1-based) returns NULL, and all before it succeed.
  * tu_alloc_fail_at(0) restores normal allocation. tu_alloc_count() is the
