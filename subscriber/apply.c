@@ -221,15 +221,19 @@ apply_flush(struct apply *a)
     return 0;
 }
 
+void
+apply_commit(struct apply *a)
+{
+    int rc = apply_flush(a);  /* a failure is told by state_failed */
+    (void)rc;
+}
+
 static void
 on_commit(evutil_socket_t fd, short what, void *arg)
 {
-    struct apply *a = arg;
-
     (void)fd;
     (void)what;
-    if (apply_flush(a) != 0)
-        return;              /* told and redone by state_failed */
+    apply_commit(arg);
 }
 
 /* --------------------------------------------------------------- jobs */
@@ -1339,8 +1343,7 @@ apply_free(struct apply *a)
         }
         job_free(j);
     }
-    int rc = apply_flush(a);  /* a failure is told by state_failed */
-    (void)rc;
+    apply_commit(a);
     if (a->ev_kick != NULL)
         event_free(a->ev_kick);
     if (a->ev_commit != NULL)

@@ -145,6 +145,9 @@ bool apply_idle(struct apply *a, bool *waiting);
  * (e.g. before answering a WebSub delivery). */
 int apply_txn(struct apply *a) RS_MUST_CHECK;
 int apply_flush(struct apply *a) RS_MUST_CHECK;
+/* apply_flush for a caller with nothing to decide on a failure: it is
+ * told through on_state_error and its work redone. */
+void apply_commit(struct apply *a);
 /* While commits fail: how long the walks wait before they try again (1 s
  * doubling to 60 s with each failed commit); 0 once one succeeded. */
 int64_t apply_state_retry_ms(const struct apply *a);

@@ -283,15 +283,6 @@ cmd_name(enum session_cmd c)
     return n[c];
 }
 
-/* Commit the open batch now; a failure is told, and taken over, by
- * on_state_error. */
-static void
-commit_now(struct session *s)
-{
-    int rc = apply_flush(s->apply);
-    (void)rc;
-}
-
 /* A state write or read that failed where the caller can go on: said
  * once in the log, and the next commit or start redoes the work. */
 static void
@@ -720,7 +711,7 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
         mark_baselined(st);
         s->last_reconcile = rs_time_now();
     }
-    commit_now(s);
+    apply_commit(s->apply);
     run_queue(s);                     /* the next pull, or after_pulls */
     mark_first_round(s);
 }
@@ -911,7 +902,7 @@ on_changedump_done(struct session *s, struct set *st, int rc, const char *err,
         rs_log_kv(RS_LOG_INFO, "change dump unpacked", "packages", n[0],
                   "written", n[1], "deleted", n[2], "superseded", n[3],
                   "failed", n[4], "bytes", n[5], NULL);
-    commit_now(s);
+    apply_commit(s->apply);
     run_queue(s);
 }
 
@@ -949,7 +940,7 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
     if (rc == 0 && r->failed == 0 && r->at != RS_TIME_NONE &&
         r->fresh && st->d->changelist != NULL)
         st->dump_at = r->at;
-    commit_now(s);
+    apply_commit(s->apply);
     run_queue(s);
 }
 
@@ -2118,7 +2109,7 @@ session_stop(struct session *s, bool timed_out)
     else if (timed_out && s->unsubscribing > 0)
         rs_log_kv(RS_LOG_WARN, "stopping now: a hub did not confirm the "
                   "WebSub unsubscription (its lease will end)", NULL);
-    commit_now(s);
+    apply_commit(s->apply);
     finish(s, s->state == SESSION_DRAINING ? s->exit_code : 1);
 }
 
