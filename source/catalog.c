@@ -36,6 +36,7 @@ struct catalog {
     /* catalog_digests_known: a ring, oldest overwritten; size < 0: free */
     struct state_res known[CATALOG_KNOWN_MAX];
     size_t known_next;
+    size_t known_live;         /* entries not free: 0 skips the search */
 };
 
 /* -------------------------------------------------- identity and hashing */
@@ -126,13 +127,14 @@ static bool
 cache_lookup(struct catalog *c, struct state_res *r)
 {
     struct state_res hit;
-    for (size_t i = 0; i < CATALOG_KNOWN_MAX; i++) {
+    for (size_t i = 0; c->known_live > 0 && i < CATALOG_KNOWN_MAX; i++) {
         struct state_res *k = &c->known[i];
         if (k->size >= 0 && identity_eq(k, r)) {
             memcpy(r->md5, k->md5, 16);
             memcpy(r->sha256, k->sha256, 32);
             r->hashed = true;
             k->size = -1;        /* once: the row has them from now on */
+            c->known_live--;
             c->stats.hashed++;   /* read for this change, elsewhere */
             c->stats.hashed_bytes += (uint64_t)r->size;
             return true;
@@ -375,6 +377,8 @@ catalog_digests_known(struct catalog *c, const struct stat *st,
 {
     struct state_res *k = &c->known[c->known_next];
     c->known_next = (c->known_next + 1) % CATALOG_KNOWN_MAX;
+    if (k->size < 0)
+        c->known_live++;         /* else the oldest is overwritten */
     memset(k, 0, sizeof(*k));
     identity_from(k, st);
     memcpy(k->md5, md5, 16);
