@@ -115,8 +115,10 @@ struct store {
 int
 store_fail(struct store *st, const char *what)
 {
+    int e = errno;                     /* the failing call's, if any */
+    char m[256];
     snprintf(st->errstr, sizeof(st->errstr), "%s: %s", what,
-             sqlite3_errmsg(st->db));
+             rs_sql_errmsg(st->db, e, m, sizeof(m)));
     return RS_EIO;
 }
 
@@ -265,8 +267,9 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
     if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE |
                         SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK) {
+        char m[256];
         snprintf(err, errlen, "%s: %s", path,
-                 st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
+                 rs_sql_errmsg(st->db, 0, m, sizeof(m)));
         goto out;
     }
     sqlite3_busy_timeout(st->db, 5000);

@@ -196,8 +196,10 @@ struct state_iter {
 static int
 st_fail(struct state *st, const char *what)
 {
+    int e = errno;                     /* the failing call's, if any */
+    char m[192];
     snprintf(st->errstr, sizeof(st->errstr), "%s: %s", what,
-             sqlite3_errmsg(st->db));
+             rs_sql_errmsg(st->db, e, m, sizeof(m)));
     return RS_EIO;
 }
 
@@ -295,8 +297,9 @@ state_open(const char *path, bool readonly, struct state **out, char *err,
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
                 (readonly ? 0 : SQLITE_OPEN_CREATE);
     if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
+        char m[256];
         snprintf(err, errlen, "%s: %s", path,
-                 st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
+                 rs_sql_errmsg(st->db, 0, m, sizeof(m)));
         goto out;
     }
     sqlite3_busy_timeout(st->db, 5000);

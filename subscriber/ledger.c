@@ -257,11 +257,14 @@ lg_err(struct ledger *l, int rc, const char *fmt, ...)
 static int
 lg_fail(struct ledger *l, int src, const char *what)
 {
+    int e = errno;                     /* the failing call's, if any */
     /* SQLite may have rolled back the whole transaction (disk full, I/O
      * error): what follows must not commit piecemeal. */
     if (l->depth > 0 && sqlite3_get_autocommit(l->db))
         l->lost = true;
-    return lg_err(l, lg_code(src), "%s: %s", what, sqlite3_errmsg(l->db));
+    char m[256];
+    return lg_err(l, lg_code(src), "%s: %s", what,
+                  rs_sql_errmsg(l->db, e, m, sizeof(m)));
 }
 
 /* Refuse writes on a reader, and after SQLite dropped the transaction. */
@@ -639,8 +642,11 @@ lg_int(struct ledger *l, const char *sql, int64_t *out)
             src = SQLITE_OK;
         }
     }
-    if (src != SQLITE_OK)
-        (void)lg_err(l, lg_code(src), "%s", sqlite3_errmsg(l->db));
+    if (src != SQLITE_OK) {
+        char m[256];
+        (void)lg_err(l, lg_code(src), "%s",
+                     rs_sql_errmsg(l->db, errno, m, sizeof(m)));
+    }
     sqlite3_finalize(s);
     return src == SQLITE_OK ? 0 : lg_code(src);
 }
@@ -840,8 +846,10 @@ ledger_open(const char *path, unsigned flags, char *err, size_t errsz)
                  (l->readonly ? 0 : SQLITE_OPEN_CREATE);
         int src = sqlite3_open_v2(path, &l->db, oflags, NULL);
         if (src != SQLITE_OK) {
+            char m[256];
             open_err(err, errsz, "%s: %s", path, l->db != NULL
-                     ? sqlite3_errmsg(l->db) : sqlite3_errstr(src));
+                     ? rs_sql_errmsg(l->db, 0, m, sizeof(m))
+                     : sqlite3_errstr(src));
             rc = lg_code(src);
         }
     }

@@ -1678,6 +1678,32 @@ test_disk_full(void **state)
     assert_int_equal(due, 100);
 }
 
+/* ledger/io_error_words: a write the OS refuses (EFBIG: files may not
+ * grow, as on a full quota) is told in the OS's words, not as SQLite's
+ * "disk I/O error" alone, and the commit fails. */
+static void
+test_io_error_words(void **state)
+{
+    struct fx *f = *state;
+
+    put_todo(f->l, "http://s.example/a", LEDGER_CREATE, 0, NULL);
+    assert_int_equal(ledger_begin(f->l), 0);
+    struct ledger_todo t = { .uri = "http://s.example/b",
+                             .change = LEDGER_CREATE };
+    assert_int_equal(ledger_todo_put(f->l, &t, NULL), 0);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 0;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = ledger_commit(f->l);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(ledger_errstr(f->l), "(File too large)"));
+}
+
 /* ledger/rolled_back_by_sqlite: in a child whose files may not grow and
  * whose page cache must spill (soft heap limit), a put in mid-batch fails
  * and SQLite rolls the whole transaction back; every later write of that
@@ -2123,6 +2149,7 @@ main(void)
         TS("ledger/crash_mid_transaction", test_crash_mid_txn),
         TS("ledger/kill_while_running", test_kill_while_running),
         TS("ledger/disk_full", test_disk_full),
+        TS("ledger/io_error_words", test_io_error_words),
         TS("ledger/rolled_back_by_sqlite", test_rolled_back_by_sqlite),
         TS("ledger/hostile_arguments", test_hostile),
         TS("ledger/alloc_failures", test_alloc_failures),
