@@ -885,7 +885,16 @@ on_job_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
 
 /* -------------------------------------------------------------- offers */
 
-void
+bool
+apply_future(rs_time_t *t, rs_time_t now)
+{
+    if (*t == RS_TIME_NONE || *t <= now + APPLY_SKEW_US)
+        return false;
+    *t = now;
+    return true;
+}
+
+bool
 apply_todo_from_entry(const struct rs_entry *e, const char *loc,
                       const char *origin, struct ledger_todo *t, char *hbuf)
 {
@@ -909,6 +918,7 @@ apply_todo_from_entry(const struct rs_entry *e, const char *loc,
     t->hash = e->md.hash.n > 0 && rs_hashes_format(&e->md.hash, hbuf) > 0
               ? hbuf : NULL;
     t->origin = origin;
+    return apply_future(&t->change_dt, rs_time_now());
 }
 
 /* Does the ledger row r already hold what t describes? Same change time

@@ -978,7 +978,7 @@ plan_changes(struct dump *d, struct dumpzip *z)
             d->r.superseded++;
             continue;
         }
-        apply_todo_from_entry(e, e->loc, "changedump", &t, hbuf);
+        (void)apply_todo_from_entry(e, e->loc, "changedump", &t, hbuf);
         if (t.change_dt == RS_TIME_NONE ||
             (d->since != RS_TIME_NONE && t.change_dt <= d->since)) {
             d->r.skipped++;           /* the Change Lists will say */
@@ -1226,6 +1226,7 @@ unpack_begin(struct dump *d)
         /* The dump is the Source as of its earliest at: the Change
          * Lists are read from there (dump.h). */
         rs_time_t at = dumpzip_head(z)->md.at;
+        (void)apply_future(&at, rs_time_now());
         if (at != RS_TIME_NONE && (d->r.at == RS_TIME_NONE || at < d->r.at))
             d->r.at = at;
     }
@@ -1518,8 +1519,10 @@ on_head(void *ud, const char *url, const struct rs_head *h)
                                            : "Change Dump");
         return RS_EINVALID;
     }
-    if (d->kind == DUMP_RESOURCES && h->md.at != RS_TIME_NONE)
+    if (d->kind == DUMP_RESOURCES && h->md.at != RS_TIME_NONE) {
         d->r.at = h->md.at;
+        (void)apply_future(&d->r.at, rs_time_now());
+    }
     return 0;
 }
 

@@ -197,7 +197,21 @@ take_doc(struct follow *f, struct chan *c, const char *buf, size_t len,
                                   e->loc);
             continue;
         }
-        apply_todo_from_entry(e, e->loc, origin, &t, hbuf);
+        bool future = apply_todo_from_entry(e, e->loc, origin, &t, hbuf);
+        if (future)
+            f->st.future++;
+        if (future && (f->st.future & (f->st.future - 1)) == 0) {
+            /* the 1st, 2nd, 4th...: a flood of them is not a flood of
+             * lines */
+            char dt[RS_TIME_BUFSZ], n[24];
+            rs_time_format(e->md.datetime != RS_TIME_NONE ? e->md.datetime
+                                                          : e->lastmod, dt);
+            snprintf(n, sizeof(n), "%llu", (unsigned long long)f->st.future);
+            rs_log_kv(RS_LOG_WARN, "a change dated in the future: taken as "
+                      "of now (the Source's clock, or a publisher, is "
+                      "wrong)", "loc", e->loc, "datetime", dt, "origin",
+                      origin, "count", n, NULL);
+        }
         if (t.change_dt != RS_TIME_NONE && t.change_dt > newest)
             newest = t.change_dt;
         if ((rc = apply_offer(f->o.apply, &t)) < 0) {

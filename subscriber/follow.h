@@ -34,6 +34,8 @@ struct follow_stats {
     uint64_t framework;      /* framework notifications taken */
     uint64_t duplicates;     /* ids at or below the position: skipped */
     uint64_t invalid;        /* not a notification, refused */
+    uint64_t future;         /* changes dated beyond our clock's skew,
+                                taken as of now (apply_future) */
     uint64_t gaps;           /* gaps signalled (4001) */
     uint64_t reconnects;
     bool connected[2];       /* [DISCOVERY_CHANGE], [DISCOVERY_FRAMEWORK] */

@@ -299,6 +299,16 @@ tail_start(struct pull *p)
 
 /* ------------------------------------------------------------ changes */
 
+/* A time the Source gave: taken as now if it is beyond our clock's skew
+ * (apply_future), and counted for the report. */
+static rs_time_t
+source_time(struct pull *p, rs_time_t t)
+{
+    if (apply_future(&t, rs_time_now()))
+        p->r.future++;
+    return t;
+}
+
 static int
 on_change_entry(struct pull *p, const struct rs_entry *e, const char *loc)
 {
@@ -306,7 +316,8 @@ on_change_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     char hbuf[RS_HASHES_BUFSZ];
     int rc;
 
-    apply_todo_from_entry(e, loc, "changelist", &t, hbuf);
+    if (apply_todo_from_entry(e, loc, "changelist", &t, hbuf))
+        p->r.future++;
     if (t.change_dt != RS_TIME_NONE && t.change_dt > p->doc_newest)
         p->doc_newest = t.change_dt;
     if (p->since != RS_TIME_NONE && t.change_dt != RS_TIME_NONE &&
@@ -508,9 +519,10 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     bool have, same, repair;
     int rc;
 
-    if (e->lastmod != RS_TIME_NONE &&
-        (p->newest_lastmod == RS_TIME_NONE || e->lastmod > p->newest_lastmod))
-        p->newest_lastmod = e->lastmod;
+    rs_time_t lastmod = source_time(p, e->lastmod);
+    if (lastmod != RS_TIME_NONE &&
+        (p->newest_lastmod == RS_TIME_NONE || lastmod > p->newest_lastmod))
+        p->newest_lastmod = lastmod;
     if (!p->o.readonly && (rc = apply_txn(p->o.apply)) != 0)
         return rc;
     rc = ledger_res_get(p->o.ledger, loc, &r, &buf);
@@ -575,7 +587,7 @@ on_snapshot_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     }
     t.uri = loc;
     t.change = have ? LEDGER_UPDATE : LEDGER_CREATE;
-    t.change_dt = p->doc_at != RS_TIME_NONE ? p->doc_at : e->lastmod;
+    t.change_dt = p->doc_at != RS_TIME_NONE ? p->doc_at : lastmod;
     /* The mirror changed it after the snapshot, in a span the Change
      * Lists cover without a word about it: the documents' state wins, as
      * of the newest time they speak for. */
@@ -740,7 +752,7 @@ on_head(void *ud, const char *url, const struct rs_head *h)
     if (p->phase == PHASE_PEEK) {
         /* The snapshot: the list's at; an index's, and its parts' (read
          * from the index's entries, on_child). */
-        rs_time_t at = h->md.at;
+        rs_time_t at = source_time(p, h->md.at);
         if (at != RS_TIME_NONE &&
             (p->r.snapshot == RS_TIME_NONE || at < p->r.snapshot))
             p->r.snapshot = at;
@@ -760,11 +772,12 @@ on_head(void *ud, const char *url, const struct rs_head *h)
         return 0;
     }
     p->r.docs++;
+    rs_time_t at = source_time(p, h->md.at);
     if (h->root == RS_ROOT_SITEMAPINDEX) {
-        p->index_at = h->md.at;
-        p->doc_at = h->md.at;
+        p->index_at = at;
+        p->doc_at = at;
     } else {
-        p->doc_at = h->md.at != RS_TIME_NONE ? h->md.at : p->index_at;
+        p->doc_at = at != RS_TIME_NONE ? at : p->index_at;
     }
     /* Without a peek (no Change Lists), or if the Source made a new list
      * since: the earliest time any part describes. */
@@ -783,9 +796,10 @@ on_child(void *ud, const char *index_url, const struct rs_entry *e,
     (void)index_url;
     (void)loc;
     if (p->phase == PHASE_PEEK) {
-        if (e->has_md && e->md.at != RS_TIME_NONE &&
-            (p->r.snapshot == RS_TIME_NONE || e->md.at < p->r.snapshot))
-            p->r.snapshot = e->md.at;
+        rs_time_t at = e->has_md ? source_time(p, e->md.at) : RS_TIME_NONE;
+        if (at != RS_TIME_NONE &&
+            (p->r.snapshot == RS_TIME_NONE || at < p->r.snapshot))
+            p->r.snapshot = at;
         return 0;                     /* the head is all the peek wants */
     }
     /* A closed Change List that ended before `since` has nothing new. */

@@ -70,6 +70,9 @@ struct pull_report {
      * back: all of them, or none (deletions_allowed). */
     uint64_t deletions_held;
     int64_t mirror_live;     /* ...of this many live resources */
+    /* Times of the Source's beyond our clock's skew (a change's datetime,
+     * a list's at, a lastmod), each taken as now (apply_future). */
+    uint64_t future;
 };
 
 struct pull_opts {

@@ -676,6 +676,13 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
                   n[2], "deleted", n[3], "unchanged", n[4], NULL);
     else
         log_snapshot_read(st, r, n);
+    if (r->future > 0) {
+        char f[24];
+        snprintf(f, sizeof(f), "%llu", (unsigned long long)r->future);
+        rs_log_kv(RS_LOG_WARN, "times in the future in the Source's "
+                  "documents: taken as of now (is its clock wrong?)",
+                  "caplist", st->d->caplist, "count", f, NULL);
+    }
     if (r->deletions_held > 0) {
         char h[24], live[24];
         snprintf(h, sizeof(h), "%llu", (unsigned long long)r->deletions_held);

@@ -11,7 +11,8 @@
 # then OK, 503 with Retry-After, a body slower than --timeout) and their
 # repair on the next sync, audits (--deep, --fix, stray files), hostile documents (URIs
 # outside the origin or the mirror, malformed, DOCTYPE, oversized), refused
-# states (inside the mirror, of another Source, in use), and the attic.
+# states (inside the mirror, of another Source, in use), the attic, and a
+# change dated in the future.
 # rssub is an ASan build in CI: no log of it may hold a sanitizer report.
 # shellcheck disable=SC2317 # helpers run through check/wait_until
 set -u
@@ -826,5 +827,28 @@ synced_is attic "deleted=2 failed=0"
 check "the mirror equals the Source" same_tree "$M"
 check "the deleted file is in the attic" cmp "$TMP/f9.old" "$TMP/attic/data/n/f9.txt"
 check "...and the other one" test -f "$TMP/attic/data/sub/d.json"
+
+# ======================================== 8. a change dated in the future
+
+note "8. a change dated in the future (a Source's clock years wrong)"
+# Taken as it came, 2099 became the mark the next sync reads from, and the
+# change that followed it was skipped (fetched=0, exit 0): rssub blind
+# until 2099. It is taken as of now, and told.
+sleep 0.05
+printf 'alpha, from the future\n' >>"$D/a.txt"
+write_cl 6 "$SNAP0" updated:data/a.txt
+sed -i 's|change="updated" datetime="[^"]*"|change="updated" datetime="2099-01-01T00:00:00Z"|' \
+    "$WWW/changelist-6.xml"
+sub fut1 sync "$M" "$ST"
+sub_exit fut1 0
+synced_is fut1 "fetched=1 deleted=0 failed=0"
+check "...and told" logged fut1 'msg="times in the future in the Source.s documents'
+sleep 0.05
+printf 'charlie, after it\n' >>"$D/c.txt"
+write_cl 7 "$SNAP0" updated:data/c.txt
+sub fut2 sync "$M" "$ST"
+sub_exit fut2 0
+synced_is fut2 "fetched=1 deleted=0 failed=0"
+check "the change after it is taken: the mirror equals the Source" same_tree "$M"
 
 sub_finish

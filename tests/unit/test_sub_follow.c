@@ -261,10 +261,10 @@ fx_topic(struct fx *f, const char *name)
     f->chan[0] = '\0';
 }
 
-/* Publish resource npub+1's change (dated now) on the test's topic; its id
- * into f->ids[npub+1], the channel into f->chan. */
+/* Publish resource npub+1's change, dated dt, on the test's topic; its
+ * id into f->ids[npub+1], the channel into f->chan. */
 static void
-fx_publish(struct fx *f)
+fx_publish_at(struct fx *f, rs_time_t dt)
 {
     size_t len;
     int n = ++f->npub;
@@ -272,13 +272,20 @@ fx_publish(struct fx *f)
     long st;
 
     assert_true(n < MAXPUB);
-    body = notif(f, n, rs_time_now(), &len);
+    body = notif(f, n, dt, &len);
     st = tu_hub_publish(f->g, f->topic, body, len, f->ids[n],
                         sizeof(f->ids[n]), f->chan, sizeof(f->chan));
     free(body);
     if (st != 202)
         fail_msg("publish %d: HTTP %ld", n, st);
     assert_true(strncmp(f->chan, "ws://127.0.0.1:", 15) == 0);
+}
+
+/* fx_publish_at, dated now */
+static void
+fx_publish(struct fx *f)
+{
+    fx_publish_at(f, rs_time_now());
 }
 
 /* A time mark strictly between the ids published so far and those to
@@ -451,6 +458,40 @@ test_start_from_the_mark(void **state)
     rs_free(id);
     assert_int_equal(f->ups, 1);
     assert_int_equal(f->downs + f->gaps, 0);
+}
+
+/* follow/future_dated: a notification dated beyond our clock's skew (a
+ * Source's clock years ahead, or anyone publishing on an open hub) is
+ * taken as of now and counted: taken as it came, it moved the #source mark
+ * to 2099 and the resource's change time with it, and every later change
+ * looked older (rssub blind until then). The change after it is taken. */
+static void
+test_future_dated(void **state)
+{
+    struct fx *f = *state;
+    rs_time_t dt, before = rs_time_now();
+
+    fx_topic(f, "future");
+    fx_publish_at(f, rs_time_now() + 75LL * 365 * 86400 * 1000000);
+    const char *uris[] = { f->chan, NULL };
+    fx_follow(f, uris, NULL);
+    follow_start(f->fo, before - 1000000);
+    TU_LOOP_UNTIL(&f->l, fx_stats(f).notifications == 1, WATCHDOG_MS);
+    fx_publish(f);
+    TU_LOOP_UNTIL(&f->l, fx_stats(f).notifications == 2, WATCHDOG_MS);
+    rs_time_t after = rs_time_now();
+    assert_int_equal(fx_stats(f).future, 1);
+    assert_int_equal(apply_flush(f->a), 0);
+    char *id = pos_id(f->ledger, "#source", &dt);
+    rs_free(id);
+    assert_true(dt >= before && dt <= after);
+    struct ledger_todo t;
+    char uri[300], *buf = NULL;
+    res_uri(f, 1, uri, sizeof(uri));
+    assert_int_equal(ledger_todo_get(f->ledger, uri, &t, &buf), 0);
+    assert_true(t.change_dt >= before && t.change_dt <= after);
+    rs_free(buf);
+    assert_true(has_todo(f, 2));
 }
 
 /* follow/repeats_dropped: a position ahead of the hub (a clock ahead of
@@ -966,6 +1007,8 @@ main(void)
           fx_teardown, NULL },
         { "follow/repeats_dropped", test_repeats_dropped, fx_setup,
           fx_teardown, NULL },
+        { "follow/future_dated", test_future_dated, fx_setup, fx_teardown,
+          NULL },
         { "follow/gap_then_resume", test_gap_then_resume, fx_setup,
           fx_teardown, NULL },
         { "follow/second_gap_goes_live", test_second_gap_goes_live, fx_setup,

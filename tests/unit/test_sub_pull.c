@@ -677,6 +677,59 @@ test_no_at(void **state)
     assert_int_equal(f->r.added, 2);
 }
 
+/* pull/future_times: a time of the Source's beyond our clock's skew (a
+ * change's datetime, a list's at, a lastmod: a clock years wrong, or a
+ * hostile publisher) is taken as of now and counted. Taken as it came, it
+ * became the mark the next pull reads from, and every later change looked
+ * older than it: rssub was blind until 2099. A time within the skew is
+ * taken as it is. */
+static void
+test_future_times(void **state)
+{
+    struct fx *f = *state;
+    char near[RS_TIME_BUFSZ];
+
+    rs_time_format(rs_time_now() + APPLY_SKEW_US / 2, near);
+    char cl[1024];
+    snprintf(cl, sizeof(cl), "%s",
+             CL(FROM(T0), CH("a", "updated", "2099-01-01T00:00:00Z")
+                          CH("b", "created", "2020-01-01T10:00:00Z")
+                          "<url><loc>{B}/c</loc><rs:md change=\"created\" "
+                          "datetime=\"NEAR\"/></url>"));
+    char *at = strstr(cl, "NEAR");
+    char body[1100];
+    snprintf(body, sizeof(body), "%.*s%s%s", (int)(at - cl), cl, near,
+             at + 4);
+    serve(f, "/cl.xml", body);
+    rs_time_t before = rs_time_now();
+    fx_pull(f, PULL_CHANGES, "/cl.xml", NULL, T(T0));
+    rs_time_t after = rs_time_now();
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.future, 1);
+    rs_time_t dt = RS_TIME_NONE;
+    assert_int_equal(todo_of(f, "a", NULL, 0, &dt), LEDGER_UPDATE);
+    assert_true(dt >= before && dt <= after);
+    assert_int_equal(todo_of(f, "c", NULL, 0, &dt), LEDGER_CREATE);
+    assert_true(dt == T(near));
+    /* the mark: the newest change, the one within the skew */
+    assert_true(f->r.newest == T(near));
+
+    /* A Resource List made "in 2099", lastmods too: the snapshot it
+     * speaks for is now. */
+    serve(f, "/rl.xml", RL(AT("2099-01-01T00:00:00Z"),
+          "<url><loc>{B}/p</loc><lastmod>2098-01-01T10:00:00Z</lastmod>"
+          "</url>"));
+    before = rs_time_now();
+    fx_pull(f, PULL_RECONCILE, "/rl.xml", NULL, RS_TIME_NONE);
+    after = rs_time_now();
+    assert_int_equal(f->rc, 0);
+    assert_true(f->r.snapshot >= before && f->r.snapshot <= after);
+    assert_true(f->r.newest >= before && f->r.newest <= after);
+    assert_int_equal(f->r.future, 2);           /* its at, p's lastmod */
+    assert_int_equal(todo_of(f, "p", NULL, 0, &dt), LEDGER_CREATE);
+    assert_true(dt >= before && dt <= after);
+}
+
 /* pull/delete_valve: a reconcile whose list would delete more than
  * max_delete, or more than max_delete_share percent of the live mirror,
  * deletes none of them and says how many it held; under the limits, or
@@ -943,6 +996,7 @@ main(void)
         T_("reconcile_deletes_unseen", test_reconcile_deletes_unseen),
         T_("brought_forward", test_brought_forward),
         T_("no_at", test_no_at),
+        T_("future_times", test_future_times),
         T_("delete_valve", test_delete_valve),
         T_("valve_counts_only_the_list", test_valve_counts_only_the_list),
         T_("list_that_loops", test_list_that_loops),
