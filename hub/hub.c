@@ -33,6 +33,7 @@ static const char *const reject_names[REJ_COUNT] = {
     [REJ_TOO_MANY_TOPICS] = "too_many_topics",
     [REJ_BAD_PUBLISH_ID] = "bad_publish_id",
     [REJ_NOT_REPLICATED] = "not_replicated",
+    [REJ_BAD_TOPIC] = "bad_topic",
 };
 
 const char *

@@ -100,6 +100,7 @@ enum hub_reject {
     REJ_TOO_MANY_TOPICS,
     REJ_BAD_PUBLISH_ID,
     REJ_NOT_REPLICATED,       /* stored, fewer than --ack-replicas confirmed */
+    REJ_BAD_TOPIC,            /* a new topic whose URI cannot be one */
     REJ_COUNT,
 };
 

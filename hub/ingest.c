@@ -480,9 +480,15 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
         return;
     }
     bool created = false;
+    const char *bad = NULL;
     struct topic *t = topics_by_uri(h->topics, self);
     if (t == NULL)
-        t = topics_learn(h->topics, self, &created);
+        t = topics_learn(h->topics, self, &created, &bad);
+    if (t == NULL && bad != NULL) {
+        rs_free(self);
+        reject(h, req, REJ_BAD_TOPIC, 400, "Bad Request", bad);
+        return;
+    }
     if (t == NULL && topics_full(h->topics)) {
         rs_free(self);
         h->rejected[REJ_TOO_MANY_TOPICS]++;
@@ -721,17 +727,16 @@ ingest_register(struct hub *h, struct evhttp_request *req)
         reply_text(req, 404, "Not Found", "error: %s", msg);
         return;
     }
-    if (t == NULL && !rs_url_is_http(uri)) {
-        rs_free(uri);
+    bool created = false;
+    const char *bad = NULL;
+    if (t == NULL)
+        t = topics_learn(h->topics, uri, &created, &bad);
+    rs_free(uri);
+    if (t == NULL && bad != NULL) {
         h->registrations[REG_BAD_REQUEST]++;
-        reply_text(req, 400, "Bad Request", "error: a new topic must be "
-                       "an absolute http(s) URI");
+        reply_text(req, 400, "Bad Request", "error: %s", bad);
         return;
     }
-    bool created = false;
-    if (t == NULL)
-        t = topics_learn(h->topics, uri, &created);
-    rs_free(uri);
     if (t == NULL && topics_full(h->topics)) {
         h->registrations[REG_TOO_MANY_TOPICS]++;
         reply_full(h, req);

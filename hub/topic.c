@@ -12,6 +12,7 @@
 
 #include "backlog.h"
 #include "rs_alloc.h"
+#include "rs_url.h"
 #include "topic.h"
 
 #include <jansson.h>
@@ -189,6 +190,22 @@ topic_uri_ok(const char *uri, const char **why)
     return *why == NULL;
 }
 
+bool
+topic_new_uri_ok(const char *uri, const char **why)
+{
+    if (!topic_uri_ok(uri, why))
+        return false;
+    for (const char *s = uri; *s != '\0'; s++)
+        if ((unsigned char)*s >= 0x80) {
+            *why = "a topic is a URI: characters beyond ASCII must be "
+                   "percent-encoded";
+            return false;
+        }
+    if (!rs_url_is_http(uri))
+        *why = "a new topic must be an absolute http(s) URI";
+    return *why == NULL;
+}
+
 int
 topics_derive_name(const char *uri, char *buf, size_t bufsz)
 {
@@ -234,12 +251,16 @@ topics_max(const struct topics *ts)
 }
 
 struct topic *
-topics_learn(struct topics *ts, const char *uri, bool *created)
+topics_learn(struct topics *ts, const char *uri, bool *created,
+             const char **why)
 {
     *created = false;
+    *why = NULL;
     struct topic *t = topics_by_uri(ts, uri);
-    if (t != NULL || !ts->open || topics_full(ts))
+    if (t != NULL || !ts->open)
         return t;
+    if (!topic_new_uri_ok(uri, why) || topics_full(ts))
+        return NULL;
     char name[128];
     if (topics_derive_name(uri, name, sizeof(name)) != 0)
         return NULL;

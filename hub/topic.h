@@ -62,10 +62,12 @@ struct topic *topics_at(const struct topics *ts, size_t i);
  * Open mode: the topic for uri, created if new (name derived from the URI:
  * host and path folded to [a-z0-9._-], cut to 80 bytes, plus "-" and 8 hex
  * digits of its SHA-256 so that different URIs never share a name).
- * *created tells whether it is new. NULL on ENOMEM, when not open, or when
- * the node holds max_topics already (topics_full says which).
+ * *created tells whether it is new. NULL on ENOMEM, when not open, when
+ * the node holds max_topics already (topics_full says which), or when uri
+ * cannot be a new topic (topic_new_uri_ok: *why says why, else NULL).
  */
-struct topic *topics_learn(struct topics *ts, const char *uri, bool *created);
+struct topic *topics_learn(struct topics *ts, const char *uri, bool *created,
+                           const char **why);
 
 /* Open mode and no room for one more topic. */
 bool topics_full(const struct topics *ts);
@@ -93,6 +95,11 @@ bool topic_needs_token(const struct topic *t);
  * (open mode) needs an absolute http(s) URI on top, which the caller
  * checks. NULL *why when ok. */
 bool topic_uri_ok(const char *uri, const char **why);
+
+/* Can uri be a new topic (open mode)? topic_uri_ok, ASCII only (a URI:
+ * other characters percent-encoded; the registry's records are JSON, which
+ * must be UTF-8), and an absolute http(s) URI. NULL *why when ok. */
+bool topic_new_uri_ok(const char *uri, const char **why);
 
 /* Derive the open-mode name of uri into buf (at least 100 bytes). */
 int topics_derive_name(const char *uri, char *buf, size_t bufsz) RS_MUST_CHECK;

@@ -598,9 +598,15 @@ handle_publish(struct websub *w, struct evhttp_request *req,
             return;
         }
         bool created = false;
+        const char *bad = NULL;
         struct topic *t = topics_by_uri(h->topics, url);
         if (t == NULL)
-            t = topics_learn(h->topics, url, &created);
+            t = topics_learn(h->topics, url, &created, &bad);
+        if (t == NULL && bad != NULL) {
+            reply_text(req, 400, "Bad Request", "error: %s: %s",
+                       form->url_keys[i], bad);
+            return;
+        }
         if (t == NULL) {
             if (topics_full(h->topics))
                 full++;
@@ -679,8 +685,13 @@ handle_subscription(struct websub *w, struct evhttp_request *req,
         hub_read_reply(req, rv);
         return;
     }
+    const char *bad = NULL;
     if (t == NULL && f->mode == WEBSUBWIRE_SUBSCRIBE)
-        t = topics_learn(h->topics, f->topic, &created);
+        t = topics_learn(h->topics, f->topic, &created, &bad);
+    if (t == NULL && bad != NULL) {
+        reply_text(req, 400, "Bad Request", "error: hub.topic: %s", bad);
+        return;
+    }
     if (t == NULL && f->mode == WEBSUBWIRE_SUBSCRIBE && topics_full(h->topics)) {
         reply_full(h, req);
         return;

@@ -8,7 +8,8 @@
 # Content-Length values, Transfer-Encoding other than chunked, a header
 # name with a space before its colon) get 400 and a closed connection on
 # every rshub endpoint; a NAT64 callback address that embeds loopback is
-# refused; a NUL byte in a body is told as what it is.
+# refused; a NUL byte in a body is told as what it is; open mode refuses
+# a new topic whose URI cannot be one (not ASCII, not absolute http(s)).
 # Real redis-server, rshub and callback servers on loopback; a few hundred
 # requests, bounded in time.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
@@ -191,7 +192,32 @@ hub_asan_check X
 
 # ------------------------------------------------ --max-topics and WebSub
 note "--open --max-topics 1: WebSub on a new topic answers 503, not 404"
+DOC='<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="changelist-notification"/><url><loc>http://example.com/r</loc><rs:md change="updated" datetime="2024-01-01T00:00:00Z"/></url></urlset>'
+DOCLEN=$(printf '%b' "$DOC" | wc -c)
 if hub_start M --open --max-topics 1 --redis-prefix rsM: "${WS_HUB_ARGS[@]}"; then
+    # URIs that cannot be a new topic: 400 saying why, no topic made (the
+    # one room left stays free). A byte beyond ASCII made a topic with no
+    # registry record: a false "Redis unavailable" 503 that a publisher
+    # retries forever, and /topics listing it without its URI.
+    for link in 'http://example.com/\xc3\xa9\xff' '/t1' 'urn:x:y' \
+        'ftp://example.com/x'; do
+        out=$(cbs raw --http "${HUB_HTTP[M]}" --data "POST /hub HTTP/1.1\r\nHost: x\r\nContent-Type: application/xml\r\nLink: <$link>; rel=\"self\"\r\nContent-Length: $DOCLEN\r\nConnection: close\r\n\r\n$DOC")
+        case "$out" in
+            "HTTP/1.1 400 "*) ok "topics/publish to <$link>: 400 ($(printf '%s\n' "$out" | grep -m1 -o 'error: .*' | cut -c1-60))" ;;
+            *) bad "topics/publish to <$link>: want 400" "$out" ;;
+        esac
+    done
+    r=$(ws_sub M "not a uri at all" "$(cb_url E /m/0)")
+    expect_eq "topics/subscribe to 'not a uri at all': 400" "$(status_of "$r")" 400
+    out=$(cbs raw --http "${HUB_HTTP[M]}" --data "POST /topics HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 40\r\nConnection: close\r\n\r\ntopic=http://example.com/%FF&kind=change")
+    case "$out" in
+        "HTTP/1.1 400 "*) ok "topics/POST /topics of http://example.com/%FF (decoded: a byte 0xFF): 400" ;;
+        *) bad "topics/POST /topics of http://example.com/%FF: want 400" "$out" ;;
+    esac
+    expect_eq "topics/...the publishes counted as bad_topic" "$(ht metrics \
+        --http "${HUB_HTTP[M]}" --get 'rshub_publish_rejected_total{reason="bad_topic"}')" 4
+    expect_eq "topics/...and none of them made a topic" \
+        "$(curl -s "http://127.0.0.1:${HUB_HTTP[M]}/topics" | "$PY" -c 'import json, sys; print(len(json.load(sys.stdin)))')" 0
     r=$(ws_sub M "$U/m1" "$(cb_url E /m/1)")
     expect_eq "topics/subscribe to a first topic: 202" "$(status_of "$r")" 202
     r=$(ws_sub M "$U/m2" "$(cb_url E /m/2)")
@@ -215,8 +241,6 @@ fi
 note "framing: 400 and a closed connection"
 hub_start W --config "$TMP/hub.conf" --redis-prefix rsW: "${WS_HUB_ARGS[@]}" ||
     { bad "rshub starts"; finish; }
-DOC='<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="changelist-notification"/><url><loc>http://example.com/r</loc><rs:md change="updated" datetime="2024-01-01T00:00:00Z"/></url></urlset>'
-DOCLEN=$(printf '%b' "$DOC" | wc -c)
 PUBH="POST /hub HTTP/1.1\r\nHost: x\r\nContent-Type: application/xml\r\nLink: <$U/t>; rel=\"self\"\r\n"
 FORM="hub.mode=subscribe&hub.topic=$U/t&hub.callback=$(cb_url E /w/1)"
 FORMLEN=${#FORM}

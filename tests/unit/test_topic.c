@@ -25,16 +25,17 @@ test_learn_capped(void **state)
     assert_int_equal(topics_add(ts, "conf", "http://c.test/", TOPIC_CHANGE,
                                 NULL, 0, 0, &why), 0);
     bool created = false;
-    struct topic *a = topics_learn(ts, "http://a.test/", &created);
+    struct topic *a = topics_learn(ts, "http://a.test/", &created, &why);
     assert_non_null(a);
     assert_true(created);
     assert_int_equal(a->kind, TOPIC_ANY);
     assert_false(topics_full(ts));
-    assert_non_null(topics_learn(ts, "http://b.test/", &created));
+    assert_non_null(topics_learn(ts, "http://b.test/", &created, &why));
     assert_true(topics_full(ts));
-    assert_null(topics_learn(ts, "http://d.test/", &created));
+    assert_null(topics_learn(ts, "http://d.test/", &created, &why));
     assert_false(created);
-    assert_ptr_equal(topics_learn(ts, "http://a.test/", &created), a);
+    assert_null(why);                 /* full, not refused */
+    assert_ptr_equal(topics_learn(ts, "http://a.test/", &created, &why), a);
     assert_false(created);
     assert_int_equal(topics_count(ts), 3);
     /* another node's topic is remembered whatever the cap */
@@ -55,7 +56,9 @@ test_closed(void **state)
     assert_non_null(ts);
     assert_int_equal(topics_max(ts), TOPICS_MAX_DEFAULT);
     bool created = true;
-    assert_null(topics_learn(ts, "http://a.test/", &created));
+    const char *why = "x";
+    assert_null(topics_learn(ts, "http://a.test/", &created, &why));
+    assert_null(why);
     assert_false(created);
     assert_false(topics_full(ts));
     topics_free(ts);
@@ -84,6 +87,41 @@ test_uri_ok(void **state)
     assert_true(topic_uri_ok(big, &why));
 }
 
+/* topic/new_uri_checks: what open mode takes as a new topic, from a
+ * publish, a registration or a WebSub request alike: a URI (ASCII: the
+ * registry's JSON records must be UTF-8, and a byte beyond ASCII once
+ * made a topic with no record: a false "Redis unavailable" 503 and a
+ * topic listed without its URI), absolute http(s). Refused ones are not
+ * learned, and say why. */
+static void
+test_new_uri_ok(void **state)
+{
+    (void)state;
+    const char *why = NULL;
+    bool created = true;
+    struct topics *ts = topics_new(true, 0, 0, 0);
+    assert_non_null(ts);
+    assert_true(topic_new_uri_ok("http://a.test/%C3%A9", &why));
+    assert_null(why);
+    assert_false(topic_new_uri_ok("http://a.test/\xc3\xa9\xff", &why));
+    assert_non_null(strstr(why, "beyond ASCII"));
+    assert_null(topics_learn(ts, "http://a.test/\xc3\xa9", &created, &why));
+    assert_non_null(strstr(why, "beyond ASCII"));
+    assert_false(created);
+    assert_false(topic_new_uri_ok("urn:x:y", &why));
+    assert_string_equal(why, "a new topic must be an absolute http(s) URI");
+    assert_null(topics_learn(ts, "/t1", &created, &why));
+    assert_string_equal(why, "a new topic must be an absolute http(s) URI");
+    assert_null(topics_learn(ts, "ftp://a.test/x", &created, &why));
+    assert_null(topics_learn(ts, "", &created, &why));
+    assert_string_equal(why, "topic is empty");
+    assert_int_equal(topics_count(ts), 0);
+    assert_non_null(topics_learn(ts, "https://a.test/x", &created, &why));
+    assert_null(why);
+    assert_true(created);
+    topics_free(ts);
+}
+
 /* topic/derived_names: readable, distinct for distinct URIs, valid
  * channel names. */
 static void
@@ -106,7 +144,8 @@ test_record(void **state)
     (void)state;
     struct topics *ts = topics_new(true, 0, 0, 0);
     bool created;
-    struct topic *t = topics_learn(ts, "http://a.test/\"q\"", &created);
+    const char *why;
+    struct topic *t = topics_learn(ts, "http://a.test/\"q\"", &created, &why);
     assert_non_null(t);
     t->kind = TOPIC_FRAMEWORK;
     char *rec = topic_record(t);
@@ -131,6 +170,7 @@ main(void)
         { "topic/learn_capped", test_learn_capped, NULL, NULL, NULL },
         { "topic/closed_learns_nothing", test_closed, NULL, NULL, NULL },
         { "topic/uri_checks", test_uri_ok, NULL, NULL, NULL },
+        { "topic/new_uri_checks", test_new_uri_ok, NULL, NULL, NULL },
         { "topic/derived_names", test_names, NULL, NULL, NULL },
         { "topic/record_round_trip", test_record, NULL, NULL, NULL },
     };
