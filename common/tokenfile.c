@@ -32,6 +32,15 @@ tf_err(char *err, size_t errsz, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Bytes of a UTF-8 byte order mark at the start of s (len bytes), as some
+ * editors write: never part of a secret, and a token with it never
+ * matches. */
+static size_t
+tf_bom(const char *s, size_t len)
+{
+    return len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+}
+
 /* Open path and check who may read it; the fd, or a negative RS_E*. */
 static int
 tf_open(const char *path, bool insecure, struct stat *st, char *err,
@@ -103,7 +112,7 @@ rs_tokenfile_read(const char *path, bool insecure, char *buf, size_t bufsz,
     nl = strpbrk(raw, "\r\n");
     if (nl != NULL)
         *nl = '\0';
-    b = raw;
+    b = raw + tf_bom(raw, (size_t)n);
     while (*b == ' ' || *b == '\t')
         b++;
     len = strlen(b);
@@ -165,6 +174,9 @@ rs_tokenfile_read_text(const char *path, bool insecure, size_t max,
             goto out;
         }
     }
+    size_t bom = tf_bom(text, have);
+    memmove(text, text + bom, have - bom);
+    have -= bom;
     text[have] = '\0';
     if (memchr(text, '\0', have) != NULL) {
         tf_err(err, errsz, "%s: holds a NUL byte", path);

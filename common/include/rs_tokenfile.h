@@ -26,6 +26,9 @@ int rs_tokenfile_check(const char *path, bool insecure, char *err,
                        size_t errsz) RS_MUST_CHECK;
 
 /*
+ * A UTF-8 byte order mark at the start of a file (some editors write one)
+ * is not part of its token or text.
+ *
  * The token on the first line of path, space and tabs around it trimmed,
  * into buf (NUL-terminated; bufsz > the token's length). 0; RS_EIO: cannot
  * open or read it; RS_EDENIED: readable by group or others and !insecure;

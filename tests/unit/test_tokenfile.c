@@ -58,6 +58,30 @@ test_first_line(void **state)
     free(p);
 }
 
+/* tokenfile/bom_dropped: a UTF-8 byte order mark at the start (as some
+ * editors write it) is not part of a token or a text: kept, the token
+ * never matched (a 403 with the right token in hand). */
+static void
+test_bom(void **state)
+{
+    char buf[RS_TOKENFILE_MAX + 1], err[256], *t = NULL;
+    size_t len = 0;
+    char *p = put(*state, "b", "\xef\xbb\xbf" "admintok123\r\n", 16, 0600);
+    assert_int_equal(rs_tokenfile_read(p, false, buf, sizeof(buf), err,
+                                       sizeof(err)), 0);
+    assert_string_equal(buf, "admintok123");
+    assert_int_equal(rs_tokenfile_read_text(p, false, 100, &t, &len, err,
+                                            sizeof(err)), 0);
+    assert_string_equal(t, "admintok123\r\n");
+    assert_int_equal(len, 13);
+    rs_tokenfile_text_free(t);
+    free(p);
+    p = put(*state, "bb", "\xef\xbb\xbf\n", 4, 0600);   /* only a BOM */
+    assert_int_equal(rs_tokenfile_read(p, false, buf, sizeof(buf), err,
+                                       sizeof(err)), RS_EINVAL);
+    free(p);
+}
+
 /* tokenfile/bad_tokens: empty, white space inside, over the limit or the
  * caller's buffer are RS_EINVAL with the file named. */
 static void
@@ -178,6 +202,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         { "tokenfile/first_line_trimmed", test_first_line, NULL, NULL, NULL },
+        { "tokenfile/bom_dropped", test_bom, NULL, NULL, NULL },
         { "tokenfile/bad_tokens", test_bad_tokens, NULL, NULL, NULL },
         { "tokenfile/modes", test_modes, NULL, NULL, NULL },
         { "tokenfile/missing", test_missing, NULL, NULL, NULL },
