@@ -208,14 +208,15 @@ static const struct rs_config_opt options[] = {
                    "audit: repair the differences (fetch, delete)"),
     RS_CONFIG_INT("max-delete", 0, &conf.max_delete, "0", 0, INT64_MAX,
                   "a reconcile or --fix whose Resource List leaves out more "
-                  "than N mirrored resources deletes none of them (0: no "
-                  "count limit)"),
+                  "than N mirrored resources deletes none of them, nor does "
+                  "a --fix that finds more than N stray files (0: no count "
+                  "limit)"),
     RS_CONFIG_INT("max-delete-share", 0, &conf.max_delete_share, "50", 0,
-                  100, "...nor when it leaves out more than this percent of "
-                  "the mirror (0: no share limit)"),
+                  100, "...nor when it leaves out (or finds stray) more than "
+                  "this percent of the mirror (0: no share limit)"),
     RS_CONFIG_BOOL("force-delete", 0, &conf.force_delete, "false",
-                   "delete whatever the Resource List leaves out, past "
-                   "--max-delete and --max-delete-share"),
+                   "delete whatever the Resource List leaves out, and every "
+                   "stray file, past --max-delete and --max-delete-share"),
     RS_CONFIG_BOOL("deep", 0, &conf.deep, "false",
                    "audit: hash every mirrored file (default: sizes and "
                    "the recorded hashes)"),

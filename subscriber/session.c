@@ -499,7 +499,8 @@ on_diff(void *ud, const char *uri, const char *what)
 
 struct stray_run {
     struct session *s;
-    bool fix;
+    bool report;                  /* the first walk tells each one */
+    bool fix;                     /* the second removes them */
     uint64_t removed, kept;
 };
 
@@ -511,11 +512,10 @@ on_stray(void *ud, const char *rel, const struct stat *st)
     int rc;
 
     (void)st;
-    if (s->o.cmd == SESSION_AUDIT)
+    if (sr->report && s->o.cmd == SESSION_AUDIT)
         printf("stray %s\n", rel);
-    else
-        rs_log_kv(RS_LOG_WARN, "audit: stray file", "path", rel, "fix",
-                  sr->fix ? "remove" : "no", NULL);
+    else if (sr->report)
+        rs_log_kv(RS_LOG_WARN, "audit: stray file", "path", rel, NULL);
     if (!sr->fix)
         return 0;
     if ((rc = mirror_remove(s->o.mirror, rel)) == 0 || rc == RS_ENOTFOUND) {
@@ -528,14 +528,30 @@ on_stray(void *ud, const char *rel, const struct stat *st)
     return 0;
 }
 
+/* The valve of a reconcile (pull.c's deletions_allowed), for stray files:
+ * a --mirror that names the wrong directory, or a mapping changed, must
+ * not empty it on an audit --fix. */
+static bool
+strays_allowed(const struct session *s, const struct stray_stats *st)
+{
+    if (s->o.c.force_delete)
+        return true;
+    if (s->o.c.max_delete > 0 && st->strays > s->o.c.max_delete)
+        return false;
+    return s->o.c.max_delete_share == 0 ||
+           (double)st->strays * 100.0 <=
+               (double)st->files * (double)s->o.c.max_delete_share;
+}
+
 /* An audit's last step: files in the mirror that no resource accounts
- * for (stray.h), reported, and removed (or moved to the attic) with fix.
- * False when it could not be completed. */
+ * for (stray.h), reported, and removed (or moved to the attic) with fix,
+ * in a second walk, when the valve allows (strays_allowed). False when it
+ * could not be completed. */
 static bool
 check_strays(struct session *s, bool fix)
 {
     bool readonly = s->o.c.readonly;
-    struct stray_run sr = { .s = s, .fix = fix && !readonly };
+    struct stray_run sr = { .s = s, .report = true };
     struct stray_stats st;
     char n[4][24];
     rs_time_t not_before = readonly && s->o.c.state_path != NULL &&
@@ -548,6 +564,27 @@ check_strays(struct session *s, bool fix)
         return false;
     rc = stray_scan(s->o.ledger, s->o.mirror, not_before, on_stray, &sr, &st);
     rs_metrics_counter_add(s->m_strays, st.strays);
+    if (rc == 0 && fix && !readonly && st.strays > 0) {
+        if (strays_allowed(s, &st)) {
+            struct stray_stats again;
+            sr.report = false;
+            sr.fix = true;
+            rc = stray_scan(s->o.ledger, s->o.mirror, not_before, on_stray,
+                            &sr, &again);
+        } else {
+            snprintf(n[0], 24, "%llu", (unsigned long long)st.strays);
+            snprintf(n[1], 24, "%llu", (unsigned long long)st.files);
+            rs_log_kv(RS_LOG_ERROR, "the mirror holds more stray files than "
+                      "--max-delete or --max-delete-share allow: removing "
+                      "none of them (is --mirror the right directory? "
+                      "--force-delete removes them)", "strays", n[0],
+                      "files", n[1], NULL);
+            rs_metrics_counter_add(s->m_held, st.strays);
+            s->deletions_held = true;
+            set_last_error(s, "stray files held back by "
+                           "--max-delete(-share)");
+        }
+    }
     if (st.strays > sr.removed)
         s->audit_dirty = true;
     snprintf(n[0], 24, "%llu", (unsigned long long)st.files);

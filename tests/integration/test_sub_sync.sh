@@ -498,6 +498,23 @@ check "audit --fix moves them to the attic" \
 check "...both" test -f "$TMP/attic-strays/stray-top.txt"
 check "after it the mirror equals the Source (no empty directory left)" \
     same_tree "$M"
+# ...but not past the valve a reconcile has: a --mirror naming the wrong
+# directory (or a mapping changed) must not be emptied by a --fix
+mkdir -p "$M/home"
+for i in $(seq 1 30); do printf '%s\n' "$i" >"$M/home/f$i"; done
+sub sv1 audit "$M" "$ST" --fix --max-delete 5
+sub_exit sv1 1
+check "audit --fix, 30 strays past --max-delete 5: held, and told" \
+    logged sv1 'msg="the mirror holds more stray files than'
+expect_eq "...none removed" "$(find "$M/home" -type f | wc -l)" 30
+sub sv2 audit "$M" "$ST" --fix
+sub_exit sv2 1
+expect_eq "...nor past --max-delete-share (50 %: 30 of $((NFILES + 30)) files)" \
+    "$(find "$M/home" -type f | wc -l)" 30
+sub sv3 audit "$M" "$ST" --fix --force-delete
+sub_exit sv3 0
+check "...--force-delete removes them: the mirror equals the Source" \
+    same_tree "$M"
 sub au9 audit "$M" "$ST"
 sub_exit au9 0
 
