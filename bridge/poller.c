@@ -868,7 +868,7 @@ on_cap_read(void *ud, const struct reader_result *r)
         caps_step(p);
         return;
     }
-    struct rs_parse_opts po = { 0 };
+    struct rs_parse_opts po = { .gunzip = true };
     struct rs_doc *doc = NULL;
     struct rs_diag diag;
     if (rs_doc_parse(r->body, r->body_len, &po, &doc, &diag) != 0) {

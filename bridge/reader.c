@@ -373,6 +373,7 @@ reader_get(struct reader *r, const struct reader_req *q)
         struct rs_parse_opts po = {
             .max_bytes = r->o.max_bytes,
             .max_entries = r->o.max_entries,
+            .gunzip = true,
         };
         struct rs_parser_cbs cbs = { on_head, on_entry, on_end };
         r->p = rs_parser_new(&po, &cbs, r);
@@ -394,6 +395,7 @@ reader_get(struct reader *r, const struct reader_req *q)
         .on_data = q->head ? NULL : on_data,
         .on_done = on_http_done,
         .ud = r,
+        .accept_encoding = true,
     };
     r->busy = true;
     int rc = rs_http_request(r->o.http, &ro, &r->req);

@@ -73,7 +73,7 @@ static void
 cw_take(struct capwatch *cw, struct rs_http_req *req,
         const struct rs_http_result *res)
 {
-    struct rs_parse_opts po = { 0 };
+    struct rs_parse_opts po = { .gunzip = true };
     struct rs_doc *doc = NULL;
     struct rs_diag diag;
     struct discovery_set now;

@@ -278,7 +278,7 @@ static int
 read_doc(struct discovery *d, const char *url,
          const char *body, size_t len)
 {
-    struct rs_parse_opts po = { 0 };
+    struct rs_parse_opts po = { .gunzip = true };
     struct rs_doc *doc = NULL;
     struct rs_diag diag;
     const struct rs_link *up;

@@ -454,7 +454,7 @@ dw_on_http_done(void *ud, struct rs_http_req *req,
 static void
 dw_step(struct docwalk *w)
 {
-    struct rs_parse_opts po = { .strict = w->o.strict };
+    struct rs_parse_opts po = { .strict = w->o.strict, .gunzip = true };
     struct rs_parser_cbs cbs = { dw_on_head, dw_on_entry, dw_on_end };
     struct rs_http_req_opts ro = {
         .url = NULL,
@@ -464,6 +464,7 @@ dw_step(struct docwalk *w)
         .on_data = dw_on_data,
         .on_done = dw_on_http_done,
         .ud = w,
+        .accept_encoding = true,
     };
     const char *hdrs[] = {
         "Accept: application/xml, text/xml;q=0.9, */*;q=0.1", NULL, NULL

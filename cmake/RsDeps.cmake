@@ -30,6 +30,7 @@ rs_dep(sqlite     sqlite3          libsqlite3-dev)
 rs_dep(inih       inih             libinih-dev)
 rs_dep(jansson    jansson          libjansson-dev)
 rs_dep(zip        libzip           libzip-dev)
+rs_dep(zlib       zlib             zlib1g-dev)
 # rshub's signed read tokens (JWT): Debian's libjwt, not our own JOSE code
 rs_dep(jwt        libjwt           libjwt-dev)
 if(RS_TESTS)

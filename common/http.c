@@ -1495,6 +1495,8 @@ http_req_setup(struct rs_http *h, struct rs_http_req *req,
     if (req->read_size > 0)
         bad |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)req->read_size)
                != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING,
+                            o->accept_encoding ? "" : NULL) != CURLE_OK;
     /* No CURLOPT_FOLLOWLOCATION: http_follow takes each hop. */
     /* Refuses an announced Content-Length over the cap before any body
      * byte; http_on_body enforces it on what arrives. A HEAD response

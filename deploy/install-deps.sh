@@ -11,6 +11,7 @@ PKGS=(
   libevent-dev libwebsockets-dev libxml2-dev libhiredis-dev
   libcurl4-openssl-dev libcmocka-dev libssl-dev libsqlite3-dev
   libinih-dev libjansson-dev libzip-dev
+  zlib1g-dev   # rssub, rsbridge, rsdoc: gzipped documents (sitemap.xml.gz)
   libjwt-dev   # rshub: signed, expiring read tokens (JWT)
   redis-server curl
   iproute2 util-linux   # the tests: ss -K (chaos), unshare (test_multinode)

@@ -15,6 +15,7 @@
 
 #include "arena.h"
 #include "rs_alloc.h"
+#include "rs_gunzip.h"
 #include "rs_parse.h"
 
 #define PARSE_PROLOGUE_MAX 512
@@ -65,7 +66,13 @@ struct rs_parser {
     bool finished;
     bool finishing;                /* inside the terminating parse */
 
-    size_t bytes;                  /* fed so far */
+    size_t bytes;                  /* fed so far (inflated, if gzipped) */
+    /* opts.gunzip: the first two bytes decide (a first piece of one byte
+     * is held); then gz inflates what comes, or the bytes are plain. */
+    enum { GZ_UNKNOWN, GZ_PLAIN, GZ_ON } gz_state;
+    struct rs_gunzip *gz;
+    bool gz_held;
+    char gz_first;
     size_t nentries;               /* delivered so far */
     unsigned depth;                /* current element depth; root = 1 */
     unsigned skip_depth;           /* > 0: inside an ignored subtree */
@@ -1083,6 +1090,7 @@ rs_parser_free(struct rs_parser *p)
         return;
     if (p->ctx != NULL)
         xmlFreeParserCtxt(p->ctx);
+    rs_gunzip_free(p->gz);
     rs_arena_free(p->head_arena);
     rs_arena_free(p->entry_arena);
     rs_free(p->head_links.v);
@@ -1230,13 +1238,11 @@ parser_ctx_create(struct rs_parser *p)
     return 0;
 }
 
-int
-rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
+static int
+feed_plain(struct rs_parser *p, const char *buf, size_t len)
 {
     if (p->stopped)
         return p->err;
-    if (p->finished)
-        return RS_ESTATE;
     if (len > p->opts.max_bytes - p->bytes) {
         parser_fail(p, RS_ETOOBIG, 0,
                     "document larger than %zu bytes (the ResourceSync limit "
@@ -1286,6 +1292,71 @@ rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
     return p->stopped ? p->err : 0;
 }
 
+static int
+on_inflated(void *ud, const char *buf, size_t len)
+{
+    return feed_plain(ud, buf, len);
+}
+
+/* Inflate into the parse; a corrupt stream fails it. */
+static int
+feed_gz(struct rs_parser *p, const char *buf, size_t len)
+{
+    int rc = rs_gunzip_feed(p->gz, buf, len, on_inflated, p);
+    if (rc != 0 && !p->stopped)
+        parser_fail(p, rc, 0, "%s (the document is gzipped)",
+                    rs_gunzip_error(p->gz));
+    return p->stopped ? p->err : 0;
+}
+
+/* opts.gunzip: decide from the first two bytes, then feed. */
+static int
+feed_sniffed(struct rs_parser *p, const char *buf, size_t len)
+{
+    char two[2];
+
+    if (len == 0)
+        return 0;
+    if (!p->gz_held && len == 1) {
+        p->gz_first = buf[0];
+        p->gz_held = true;
+        return 0;
+    }
+    two[0] = p->gz_held ? p->gz_first : buf[0];
+    two[1] = p->gz_held ? buf[0] : buf[1];
+    p->gz_state = GZ_PLAIN;
+    if (rs_gunzip_magic(two, 2)) {
+        if ((p->gz = rs_gunzip_new()) == NULL) {
+            parser_fail(p, RS_ENOMEM, 0, "out of memory");
+            return p->err;
+        }
+        p->gz_state = GZ_ON;
+    }
+    if (p->gz_held) {
+        p->gz_held = false;
+        int rc = p->gz_state == GZ_ON ? feed_gz(p, &p->gz_first, 1)
+                                      : feed_plain(p, &p->gz_first, 1);
+        if (rc != 0)
+            return rc;
+    }
+    return p->gz_state == GZ_ON ? feed_gz(p, buf, len)
+                                : feed_plain(p, buf, len);
+}
+
+int
+rs_parser_feed(struct rs_parser *p, const char *buf, size_t len)
+{
+    if (p->stopped)
+        return p->err;
+    if (p->finished)
+        return RS_ESTATE;
+    if (p->gz_state == GZ_ON)
+        return feed_gz(p, buf, len);
+    if (p->opts.gunzip && p->gz_state == GZ_UNKNOWN)
+        return feed_sniffed(p, buf, len);
+    return feed_plain(p, buf, len);
+}
+
 int
 rs_parser_finish(struct rs_parser *p)
 {
@@ -1293,6 +1364,16 @@ rs_parser_finish(struct rs_parser *p)
         return p->err;
     if (p->finished)
         return RS_ESTATE;
+    if (p->gz_held) {                 /* a document of one byte */
+        p->gz_held = false;
+        if (feed_plain(p, &p->gz_first, 1) != 0)
+            return p->err;
+    }
+    if (p->gz_state == GZ_ON && rs_gunzip_finish(p->gz) != 0) {
+        parser_fail(p, RS_EPARSE, 0, "%s (the document is gzipped)",
+                    rs_gunzip_error(p->gz));
+        return p->err;
+    }
     p->finished = true;
     if (p->bytes == 0) {
         parser_fail(p, RS_EPARSE, 0, "not well-formed XML: document is empty");

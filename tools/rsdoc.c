@@ -242,6 +242,7 @@ parse_source(const struct cli *cli, const char *name,
         .warning_ud = wud,
         .on_error = on_error,
         .max_errors = on_error != NULL ? cli->max_errors : 1,
+        .gunzip = true,
     };
     memset(out, 0, sizeof(*out));
     struct rs_parser *p = rs_parser_new(&po, cbs, ud);
@@ -997,6 +998,7 @@ ex_load(struct explorer *ex, struct ex_node *n, bool as_text)
         .max_bytes = ex->cli->max_bytes,
         .on_warning = ex_on_warning,
         .warning_ud = n,
+        .gunzip = true,
     };
     struct ex_load ld = {
         .node = n, .res = &res,

@@ -120,6 +120,11 @@ struct rs_http_req_opts {
      * at most 16 KiB (libcurl's CURL_MAX_WRITE_SIZE). The buffer is the
      * request's, for its life. */
     size_t read_size;
+    /* Ask for any Content-Encoding libcurl can undo (Accept-Encoding) and
+     * hand on_data the bytes undone: for documents, which compress ten to
+     * one. Not for resources, whose announced hash and length are of the
+     * bytes as served. max_body bounds the bytes undone. */
+    bool accept_encoding;
 };
 
 struct rs_http *rs_http_new(struct event_base *base, const struct rs_http_opts *o);

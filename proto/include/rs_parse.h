@@ -41,6 +41,11 @@ struct rs_parse_opts {
      * a limit or a document that is not ResourceSync still stops it. */
     unsigned max_errors;
     rs_parse_warning_cb on_error;   /* each error as found; may be NULL */
+    /* A document that starts with gzip's magic bytes is inflated as it is
+     * fed (rs_gunzip.h): a Source's sitemap.xml.gz, or a Content-Encoding
+     * the client did not undo. max_bytes bounds the inflated bytes. For
+     * documents read from Sources; a notification is never gzipped. */
+    bool gunzip;
 };
 
 /* The first error of a parse (on_error hears of every one). */

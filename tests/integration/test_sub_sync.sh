@@ -11,8 +11,8 @@
 # then OK, 503 with Retry-After, a body slower than --timeout) and their
 # repair on the next sync, audits (--deep, --fix, stray files), hostile documents (URIs
 # outside the origin or the mirror, malformed, DOCTYPE, oversized), refused
-# states (inside the mirror, of another Source, in use), the attic, and a
-# change dated in the future.
+# states (inside the mirror, of another Source, in use), the attic, a
+# change dated in the future, and gzipped documents.
 # rssub is an ASan build in CI: no log of it may hold a sanitizer report.
 # shellcheck disable=SC2317 # helpers run through check/wait_until
 set -u
@@ -867,5 +867,44 @@ sub fut2 sync "$M" "$ST"
 sub_exit fut2 0
 synced_is fut2 "fetched=1 deleted=0 failed=0"
 check "the change after it is taken: the mirror equals the Source" same_tree "$M"
+
+# ============================================== 9. gzipped documents
+
+note "9. gzipped documents: resourcelist.xml.gz, Content-Encoding: gzip"
+# The Sitemaps protocol lets a Source serve its lists gzipped as files
+# (a Capability List naming resourcelist.xml.gz, served as
+# application/octet-stream); a server may also send Content-Encoding: gzip.
+# Both were "a NUL byte at offset 3: not XML text".
+write_rl
+WWW2=$TMP/www-gz
+cp -a "$WWW" "$WWW2"
+if ss_start gz "$WWW2"; then
+    B2=http://127.0.0.1:${PORT[gz]}
+    for f in "$WWW2"/*.xml "$WWW2/.well-known/resourcesync"; do
+        sed -i "s|$B|$B2|g" "$f"
+    done
+    sed -i 's|/resourcelist.xml<|/resourcelist.xml.gz<|' "$WWW2/capabilitylist.xml"
+    gzip -9 "$WWW2/resourcelist.xml"
+    gzip -c "$WWW2/capabilitylist.xml" >"$WWW2/cl.gz" &&
+        mv "$WWW2/cl.gz" "$WWW2/capabilitylist.xml"
+    ctl gz rules '{"/capabilitylist.xml": {"headers": {"Content-Encoding": "gzip"}}}'
+    check "rsdoc validates the gzipped file as it is" "$RSDOC" validate \
+        "$WWW2/resourcelist.xml.gz"
+    SUB_SOURCE=$B2/ sub gz1 sync "$TMP/m-gz" "$TMP/gz.db"
+    sub_exit gz1 0
+    check "a baseline from a gzipped Resource List: the mirror equals the Source" \
+        same_tree "$TMP/m-gz"
+    expect_eq "...read as the .gz the Capability List names (its head, then all)" \
+        "$(ctl gz count /resourcelist.xml.gz 200)" 2
+    # a gzip cut short is an error, not a shorter list
+    head -c 200 "$WWW2/resourcelist.xml.gz" >"$WWW2/short.gz" &&
+        mv "$WWW2/short.gz" "$WWW2/resourcelist.xml.gz"
+    SUB_SOURCE=$B2/ sub gz2 audit "$TMP/m-gz" "$TMP/gz.db"
+    sub_exit gz2 3
+    check "...a gzip cut short fails the read, and says so" \
+        logged gz2 'gzip stream cut short|unexpected end of file'
+else
+    bad "static_source serves the gzipped copy" "$(cat "$TMP/gz.http.log")"
+fi
 
 sub_finish

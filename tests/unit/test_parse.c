@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "rs_alloc.h"
 #include "rs_parse.h"
@@ -216,6 +217,103 @@ test_any_chunking(void **state)
         assert_string_equal(r.locs[1], "http://example.com/res2");
         rs_parser_free(p);
     }
+}
+
+/* len bytes of src as one gzip member (malloc'ed), its length in *n */
+static char *
+gz(const char *src, size_t len, size_t *n)
+{
+    z_stream z = { 0 };
+    assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                                  Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = deflateBound(&z, len);
+    unsigned char *out = malloc(cap);
+    assert_non_null(out);
+    z.next_in = (Bytef *)(uintptr_t)src;
+    z.avail_in = (uInt)len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *n = cap - z.avail_out;
+    deflateEnd(&z);
+    return (char *)out;
+}
+
+/* parse/gzipped: with gunzip, a document that starts with gzip's magic is
+ * inflated as it is fed (a Source's sitemap.xml.gz), in any chunking, a
+ * first piece of one byte too; two members are one document, as gunzip
+ * reads them; a plain one parses as before. Without gunzip it is no XML.
+ * A stream cut short or corrupt fails, and the inflated bytes count
+ * against max_bytes: a gzip bomb stops at the limit. */
+static void
+test_gzipped(void **state)
+{
+    (void)state;
+    size_t n, len = strlen(CHANGELIST);
+    char *g = gz(CHANGELIST, len, &n);
+    struct rs_parse_opts o = { .gunzip = true };
+    for (size_t chunk = 1; chunk <= n; chunk += 5) {
+        struct rec r = { 0 };
+        struct rs_parser *p = rs_parser_new(&o, &CBS, &r);
+        assert_int_equal(feed_chunked(p, g, n, chunk), 0);
+        assert_string_equal(r.order, "heeeE");
+        assert_string_equal(r.locs[2], "http://example.com/res3");
+        rs_parser_free(p);
+    }
+    struct rec r0 = { 0 };
+    struct rs_parser *p = rs_parser_new(&o, &CBS, &r0);
+    assert_int_equal(feed_chunked(p, CHANGELIST, len, 1), 0);
+    assert_string_equal(r0.order, "heeeE");
+    rs_parser_free(p);
+
+    struct rs_doc *d = NULL;
+    struct rs_diag diag;
+    assert_int_not_equal(rs_doc_parse(g, n, NULL, &d, &diag), 0);
+    assert_null(d);
+
+    /* two members */
+    size_t n1, n2, half = len / 2;
+    char *g1 = gz(CHANGELIST, half, &n1), *g2 = gz(CHANGELIST + half,
+                                                    len - half, &n2);
+    char *both = malloc(n1 + n2);
+    assert_non_null(both);
+    memcpy(both, g1, n1);
+    memcpy(both + n1, g2, n2);
+    assert_int_equal(rs_doc_parse(both, n1 + n2, &o, &d, &diag), 0);
+    assert_int_equal(d->nentries, 3);
+    rs_doc_free(d);
+    d = NULL;
+
+    /* cut short, at every length; corrupt */
+    for (size_t k = 1; k < n; k++) {
+        int rc = rs_doc_parse(g, k, &o, &d, &diag);
+        assert_int_not_equal(rc, 0);
+        assert_null(d);
+    }
+    assert_int_equal(rs_doc_parse(g, n - 4, &o, &d, &diag), RS_EPARSE);
+    assert_non_null(strstr(diag.msg, "gzip"));
+    g[n / 2] = (char)(g[n / 2] ^ 0x55);
+    assert_int_not_equal(rs_doc_parse(g, n, &o, &d, &diag), 0);
+    assert_null(d);
+
+    /* a bomb: 8 MiB of spaces before the root, 8 KiB gzipped */
+    size_t big = 8u << 20;
+    char *sp = malloc(big + len);
+    assert_non_null(sp);
+    memset(sp, ' ', big);
+    memcpy(sp + big, CHANGELIST, len);
+    size_t nb;
+    char *bomb = gz(sp, big + len, &nb);
+    assert_true(nb < 64 * 1024);
+    struct rs_parse_opts lim = { .gunzip = true, .max_bytes = 1u << 20 };
+    assert_int_equal(rs_doc_parse(bomb, nb, &lim, &d, &diag), RS_ETOOBIG);
+    assert_null(d);
+    free(bomb);
+    free(sp);
+    free(both);
+    free(g2);
+    free(g1);
+    free(g);
 }
 
 /* parse/byte_limit_first: a feed that would pass max_bytes fails with
@@ -905,6 +1003,7 @@ main(void)
         cmocka_unit_test(test_callback_order),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_any_chunking),
+        cmocka_unit_test(test_gzipped),
         cmocka_unit_test(test_byte_limit_first),
         cmocka_unit_test(test_entry_limit),
         cmocka_unit_test(test_callback_stop),
