@@ -332,6 +332,16 @@ raise_source_dt(struct set *st, rs_time_t dt)
                    "position");
 }
 
+/* Does the mirror hold resources of this Source (the state is of one
+ * Source: rssub.c's check_source)? */
+static bool
+mirror_holds_some(struct session *s)
+{
+    int64_t live = 0;
+
+    return ledger_res_count(s->o.ledger, &live, NULL) == 0 && live > 0;
+}
+
 /* The set's mirror is a baseline of it (persisted: a restart pulls only
  * what changed). */
 static void
@@ -2012,12 +2022,20 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         }
         set_last_error(s, s->access == ACCESS_REFUSED
                               ? "the source refused access" : err);
-        if (s->o.cmd == SESSION_RUN && s->access == ACCESS_REFUSED &&
-            s->state == SESSION_DISCOVERING) {
+        if (s->o.cmd == SESSION_RUN && s->state == SESSION_DISCOVERING &&
+            (s->access == ACCESS_REFUSED || mirror_holds_some(s))) {
             /* Credentials can be fixed at the Source's end (a token
-             * granted, a list made public): try again, backing off. */
+             * granted, a list made public), and a Source this mirror
+             * holds resources of may be down for a while: try again,
+             * backing off. A first start that cannot find its Source
+             * ends, so that a wrong --source is told at once. */
             struct timeval tv = rs_time_tv_ms((int64_t)rs_backoff_base(
                 &SESSION_PULL_BACKOFF, ++s->disc_fails));
+            char secs[24];
+            snprintf(secs, sizeof(secs), "%.1f",
+                     (double)tv.tv_sec + (double)tv.tv_usec / 1e6);
+            rs_log_kv(RS_LOG_WARN, "will discover the source again",
+                      "in_seconds", secs, NULL);
             evtimer_add(s->ev_retry_disc, &tv);
             return;
         }

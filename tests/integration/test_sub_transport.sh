@@ -261,4 +261,33 @@ check "past --push-timeout it polls, the step back notwithstanding" \
     wait_until 10 logged k 'msg="?polling change lists"? .*from=websocket to=poll reason="?channel down longer than --push-timeout'
 sub_stop k
 expect_eq "rssub: SIGTERM, exit 0" "$SUB_RC" 0
+
+# ================ 7. rssub restarted while its Source answers nothing
+note "7. rssub restarted while its Source is down (503 on every document)"
+# A daemon whose mirror holds the Source's resources keeps trying to
+# discover it, backing off: the Source may be down for a while. It used to
+# exit 1 at once, and outside systemd the mirror stopped following.
+ssctl rules '{"/": {"status": 503}, "/.well-known/resourcesync": {"status": 503},
+              "/capabilitylist.xml": {"status": 503}}' >/dev/null
+SUB_READY_SECS=4 sub_start t "$B/" "$M" "$ST" --poll-interval 1s \
+    2>/dev/null && bad "rssub ready while its Source is down"
+check "it stays up" sub_alive t
+check "...saying discovery failed, and that it will try again" logged t \
+    'msg="?discovery failed' 'msg="?will discover the source again"?'
+ssctl rules '{}' >/dev/null
+check "the Source back: rssub becomes ready" wait_file "$TMP/t.sub.ready" 30
+sub_stop t
+expect_eq "rssub: SIGTERM, exit 0" "$SUB_RC" 0
+# A first start (an empty state) that cannot find its Source still ends:
+# a wrong --source is told at once.
+mkdir -p "$TMP/m7"
+"$RSSUB" run --source "http://127.0.0.1:1/" --mirror "$TMP/m7/mirror" \
+    --state "$TMP/m7.db" --log-format logfmt >"$TMP/m7.log" 2>&1 &
+P7=$!
+if pid_wait "$P7" 20; then
+    expect_eq "a first start with an unreachable --source: exit 1" "$WAIT_RC" 1
+else
+    bad "a first start with an unreachable --source: still running after 20 s"
+    kill -KILL "$P7" 2>/dev/null
+fi
 sub_finish
