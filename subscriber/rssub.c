@@ -151,7 +151,7 @@ static const struct rs_config_opt options[] = {
                   "attempts at one resource before it is reported failed"),
     RS_CONFIG_DURATION("timeout", 0, &conf.timeout_ms, "2m", 1000, 86400000,
                        "longest fetch of one resource or document"),
-    RS_CONFIG_SIZE("max-resource", 0, &conf.max_body, "1G", 0, 0,
+    RS_CONFIG_SIZE("max-resource", 0, &conf.max_body, "1G", 1, INT64_MAX,
                    "largest resource mirrored"),
     RS_CONFIG_STRING("fsync", 0, &conf.fsync, "POLICY", "file",
                      "none, file (each file before it replaces the old "
