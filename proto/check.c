@@ -167,6 +167,62 @@ rs_check_url(const char *s)
     return check_uri(s, false);
 }
 
+static bool
+is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+           (c >= 'A' && c <= 'F');
+}
+
+/* What makes an absolute URI check_uri let through still not one (RFC
+ * 3986), or NULL: an ASCII character it cannot hold unescaped, a '%' that is not
+ * an escape, a port that is not one, an IPv6 literal not closed. A reader
+ * can still try it as it is, so it is a MUST the reader's view warns of;
+ * the writer refuses it. */
+static const char *
+uri_flaw(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    /* Bytes beyond ASCII are let be (an IRI's; the writer checks they
+     * are UTF-8), as the whitespace and controls check_uri refuses. */
+    for (; *p != '\0'; p++) {
+        if (strchr("<>\"{}|\\^`", *p) != NULL)
+            return "a character a URI holds only percent-encoded";
+        if (*p == '%' && (!is_hex(p[1]) || !is_hex(p[2])))
+            return "a '%' that is not followed by two hex digits";
+    }
+    const char *auth = strstr(s, "://") + 3;   /* check_uri found it */
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', alen);
+    if (at != NULL) {
+        alen -= (size_t)(at + 1 - auth);
+        auth = at + 1;
+    }
+    const char *port = NULL;
+    if (auth[0] == '[') {
+        const char *close = memchr(auth, ']', alen);
+        if (close == NULL)
+            return "an IPv6 address without its ']'";
+        if (close + 1 < auth + alen && close[1] != ':')
+            return "something after the IPv6 address that is not a port";
+        if (close + 1 < auth + alen)
+            port = close + 2;
+    } else {
+        port = memchr(auth, ':', alen);
+        if (port != NULL)
+            port++;
+    }
+    if (port != NULL) {
+        unsigned long v = 0;
+        for (; port < auth + alen; port++) {
+            if (*port < '0' || *port > '9' || (v = v * 10 + (unsigned long)
+                                                   (*port - '0')) > 65535)
+                return "a port that is not a number from 0 to 65535";
+        }
+    }
+    return NULL;
+}
+
 /* --------------------------------------------------------- parser rules */
 
 int
@@ -292,8 +348,10 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
                            "root element must be <urlset> or <sitemapindex>");
     if (!h->has_md)
         return check_fatal(c, RS_EINVALID,
-                           "<%s> has no <rs:md> element: not a ResourceSync "
-                           "document (a plain sitemap?)", root);
+                           "<%s> has no <rs:md> element before its entries: "
+                           "not a ResourceSync document (a plain sitemap? "
+                           "the root <rs:md> comes before the first entry)",
+                           root);
     if (md->capability == RS_CAP_NONE)
         return check_fatal(c, RS_EINVALID,
                            "root <rs:md> has no capability attribute (core 7: "
@@ -614,9 +672,14 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
     /* Notification channels in a Capability List are ws:// or wss://. */
     bool allow_ws = c->cap == RS_CAP_CAPABILITYLIST && e->has_md &&
                     rs_capability_is_notification(md->capability);
+    const char *flaw = NULL;
     if (check_uri(e->loc, allow_ws) != 0)
         rc = check_at(c, LV_ERROR, "<loc> \"%.160s\" is not an absolute %s "
                       "URI", e->loc, allow_ws ? "http(s) or ws(s)" : "http(s)");
+    else if ((flaw = uri_flaw(e->loc)) != NULL)
+        rc = check_fix(c, LV_MUST, "a reader tries it as it is", "<loc> "
+                       "\"%.160s\" is not a URI: %s (RFC 3986)", e->loc,
+                       flaw);
 
     rc = first_error(rc, check_links(c, e->links, e->nlinks, elem));
 

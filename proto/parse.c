@@ -97,6 +97,7 @@ struct rs_parser {
     struct link_vec entry_links;
     bool in_entry;
     bool entry_has_loc;
+    unsigned entry_kids;           /* bit i: kids[i] of on_entry_child seen */
     bool entry_bad;                /* a value error: neither checked nor
                                     * delivered (one error, no cascade) */
     unsigned entry_rank;           /* sitemap.xsd rank of the last child */
@@ -609,6 +610,7 @@ entry_begin(struct rs_parser *p)
     p->entry.line = parser_line(p);
     p->entry_links.n = 0;
     p->entry_has_loc = false;
+    p->entry_kids = 0;
     p->entry_bad = false;
     p->entry_rank = 0;
     p->entry_rank_name = NULL;
@@ -841,6 +843,15 @@ on_entry_child(struct rs_parser *p, const char *name, const xmlChar *uri,
             if (strcmp(name, kids[i].name) != 0)
                 continue;
             entry_order(p, i + 1, kids[i].tag);
+            /* the Sitemaps schema: each at most once; a reader would keep
+             * one of two lastmods and not know which the Source meant
+             * (<loc> is told by capture_end) */
+            if (i > 0 && (p->entry_kids & (1u << i)) != 0) {
+                parser_error(p, parser_line(p), "more than one %s in an "
+                             "entry", kids[i].tag);
+                return;
+            }
+            p->entry_kids |= 1u << i;
             if (kids[i].cap == CAP_NONE)
                 break;
             p->capture = kids[i].cap;

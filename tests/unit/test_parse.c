@@ -677,6 +677,56 @@ test_modes(void **state)
     assert_null(d);
 }
 
+/* parse/uri_flaws: a <loc> that starts like an http(s) URI and still is
+ * not one (RFC 3986: a character it holds only percent-encoded, a '%' not
+ * followed by two hex digits, a port over 65535, an IPv6 literal not
+ * closed) breaks a MUST: an error by the spec, a warning a reader goes
+ * past; a URI with escapes, a port and an IPv6 literal is fine. Duplicate
+ * <lastmod>s are an error (which one the Source meant cannot be known). */
+static void
+test_uri_flaws(void **state)
+{
+    (void)state;
+    static const char *const flawed[] = {
+        "http://e.com/a&lt;b&gt;", "http://e.com/a\"b", "http://e.com/{x}",
+        "http://e.com/a|b", "http://e.com/a^b", "http://e.com/a`b",
+        "http://e.com/a\\b", "http://e.com/%zz", "http://e.com/%4",
+        "http://e.com:99999/", "http://e.com:8x/", "http://[::1/",
+        "http://[::1]x/",
+    };
+    static const char *const fine[] = {
+        "http://e.com/a%20b?x=1&amp;y='2'#f", "http://e.com:8080/",
+        "http://[::1]:8080/x", "http://[::1]/", "http://u@e.com/",
+    };
+    char doc[512];
+    struct rec r;
+    for (size_t i = 0; i < sizeof(flawed) / sizeof(flawed[0]); i++) {
+        snprintf(doc, sizeof(doc), "<urlset " NS "><rs:md capability="
+                 "\"resourcelist\" at=\"2013-01-01T00:00:00Z\"/><url><loc>"
+                 "%s</loc></url></urlset>", flawed[i]);
+        if (parse_mode(doc, RS_CHECK_SPEC, 0, &r) != RS_EINVALID)
+            fail_msg("flawed[%zu] %s: not an error by the spec", i,
+                     flawed[i]);
+        assert_int_equal(parse_mode(doc, RS_CHECK_READER, 0, &r), 0);
+        assert_int_equal(r.entries, 1);
+        assert_true(r.warnings >= 1);
+    }
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        snprintf(doc, sizeof(doc), "<urlset " NS "><rs:ln rel=\"up\" "
+                 "href=\"http://e.com/c\"/><rs:md capability=\"resourcelist\" "
+                 "at=\"2013-01-01T00:00:00Z\"/><url><loc>%s</loc></url>"
+                 "</urlset>", fine[i]);
+        if (parse_mode(doc, RS_CHECK_STRICT, 0, &r) != 0)
+            fail_msg("fine[%zu] %s: refused", i, fine[i]);
+    }
+    static const char twice[] =
+        "<urlset " NS "><rs:md capability=\"resourcelist\" "
+        "at=\"2013-01-01T00:00:00Z\"/><url><loc>http://e.com/a</loc>"
+        "<lastmod>2013-01-01T00:00:00Z</lastmod>"
+        "<lastmod>2014-01-01T00:00:00Z</lastmod></url></urlset>";
+    assert_int_equal(parse_mode(twice, RS_CHECK_READER, 0, &r), RS_EINVALID);
+}
+
 /* parse/notifications_as_spec: in the reader's view a notification is
  * judged as the spec judges it (a hub, reading with zeroed options, must
  * refuse what breaks a MUST): a time without a zone, an empty <rs:ln/>, a
@@ -1014,6 +1064,7 @@ main(void)
         cmocka_unit_test(test_hostile_xml),
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_modes),
+        cmocka_unit_test(test_uri_flaws),
         cmocka_unit_test(test_notifications_as_spec),
         cmocka_unit_test(test_root_rules_wait_for_the_head),
         cmocka_unit_test(test_every_error),

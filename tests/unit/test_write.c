@@ -833,7 +833,8 @@ build_escapes(struct tdoc *d)
     td_init(d, RS_ROOT_URLSET, RS_CAP_RESOURCELIST);
     td_hlink(d, "up", "http://example.com/caps.xml?x=<1>&y=\"2\"");
     d->head.md.at = tm("2013-01-03T09:00:00Z");
-    struct rs_entry *e = td_entry(d, "http://example.com/a?x=1&y=<2>&z=\"q\"'");
+    /* a URI holds '&' and '\'' unescaped, never '<', '>' or '"' */
+    struct rs_entry *e = td_entry(d, "http://example.com/a?x=1&y=2&z='q'");
     e->has_md = true;
     e->md.type = "text/plain;\tq=\"a&b\"\n<x>\r'";
     e->md.path = "/r\xC3\xA9sum\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80";
@@ -847,7 +848,7 @@ static const char exp_escapes[] =
     "  <rs:ln rel=\"up\" href=\"http://example.com/caps.xml?x=&lt;1&gt;&amp;y=&quot;2&quot;\"/>\n"
     "  <rs:md capability=\"resourcelist\" at=\"2013-01-03T09:00:00Z\"/>\n"
     "  <url>\n"
-    "    <loc>http://example.com/a?x=1&amp;y=&lt;2&gt;&amp;z=&quot;q&quot;'</loc>\n"
+    "    <loc>http://example.com/a?x=1&amp;y=2&amp;z='q'</loc>\n"
     "    <rs:md type=\"text/plain;&#9;q=&quot;a&amp;b&quot;&#10;&lt;x&gt;&#13;'\""
     " encoding=\"  two  spaces  \""
     " path=\"/r\xC3\xA9sum\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\"/>\n"
