@@ -425,6 +425,58 @@ cfg_describe(const struct rs_config_opt *o, char *buf, size_t len)
     snprintf(buf, len, "%s from %s to %s", noun, lo, hi);
 }
 
+/* A scalar that is not a string (INT, SIZE, DURATION, BOOL, HOSTPORT),
+ * parsed and range-checked into out, typed as o->dest. 0 or RS_EINVAL
+ * (out untouched). */
+static int
+cfg_parse_scalar(const struct rs_config_opt *o, const char *value, void *out)
+{
+    int rc = RS_EINVAL;
+    int64_t iv = 0;
+    uint64_t uv = 0;
+    bool bv = false;
+    struct rs_config_hostport hp;
+
+    switch (o->type) {
+    case RS_CONFIG_TYPE_STRING:
+    case RS_CONFIG_TYPE_LIST:
+        break;
+    case RS_CONFIG_TYPE_INT:
+        rc = cfg_parse_int(value, &iv);
+        if (rc == 0 && !cfg_in_range(o, iv))
+            rc = RS_EINVAL;
+        if (rc == 0)
+            *(int64_t *)out = iv;
+        break;
+    case RS_CONFIG_TYPE_SIZE:
+        rc = cfg_parse_size(value, &uv);
+        if (rc == 0 && cfg_ranged(o) &&
+            (uv > INT64_MAX || !cfg_in_range(o, (int64_t)uv)))
+            rc = RS_EINVAL;
+        if (rc == 0)
+            *(uint64_t *)out = uv;
+        break;
+    case RS_CONFIG_TYPE_DURATION:
+        rc = cfg_parse_duration(value, &iv);
+        if (rc == 0 && !cfg_in_range(o, iv))
+            rc = RS_EINVAL;
+        if (rc == 0)
+            *(int64_t *)out = iv;
+        break;
+    case RS_CONFIG_TYPE_BOOL:
+        rc = cfg_parse_bool(value, &bv);
+        if (rc == 0)
+            *(bool *)out = bv;
+        break;
+    case RS_CONFIG_TYPE_HOSTPORT:
+        rc = rs_config_hostport_parse(value, &hp);
+        if (rc == 0)
+            *(struct rs_config_hostport *)out = hp;
+        break;
+    }
+    return rc;
+}
+
 /*
  * Parse value into option i's field. label names the option in messages:
  * "--listen" or "hub.conf:3: listen". On error the field keeps its value.
@@ -436,57 +488,20 @@ cfg_set(struct rs_config *cfg, size_t i, const char *value, enum cfg_src src,
     const struct rs_config_opt *o = &cfg->info.opts[i];
     struct cfg_slot *slot = &cfg->slots[i];
     int rc = 0;
-    int64_t iv = 0;
-    uint64_t uv = 0;
-    bool bv = false;
-    struct rs_config_hostport hp;
 
     if (src == CFG_SRC_FILE && slot->src == CFG_SRC_FILE &&
         o->type != RS_CONFIG_TYPE_LIST)
         return cfg_fail(cfg, RS_EINVAL, "%s: already set at line %d", label,
                         slot->line);
 
-    switch (o->type) {
-    case RS_CONFIG_TYPE_STRING:
+    if (o->type == RS_CONFIG_TYPE_STRING) {
         rc = cfg_set_string(cfg, i, value);
-        break;
-    case RS_CONFIG_TYPE_LIST:
+    } else if (o->type == RS_CONFIG_TYPE_LIST) {
         if (slot->src != src)
             cfg_list_clear(cfg, i);
         rc = cfg_list_append(cfg, i, value);
-        break;
-    case RS_CONFIG_TYPE_INT:
-        rc = cfg_parse_int(value, &iv);
-        if (rc == 0 && !cfg_in_range(o, iv))
-            rc = RS_EINVAL;
-        if (rc == 0)
-            *(int64_t *)o->dest = iv;
-        break;
-    case RS_CONFIG_TYPE_SIZE:
-        rc = cfg_parse_size(value, &uv);
-        if (rc == 0 && cfg_ranged(o) &&
-            (uv > INT64_MAX || !cfg_in_range(o, (int64_t)uv)))
-            rc = RS_EINVAL;
-        if (rc == 0)
-            *(uint64_t *)o->dest = uv;
-        break;
-    case RS_CONFIG_TYPE_DURATION:
-        rc = cfg_parse_duration(value, &iv);
-        if (rc == 0 && !cfg_in_range(o, iv))
-            rc = RS_EINVAL;
-        if (rc == 0)
-            *(int64_t *)o->dest = iv;
-        break;
-    case RS_CONFIG_TYPE_BOOL:
-        rc = cfg_parse_bool(value, &bv);
-        if (rc == 0)
-            *(bool *)o->dest = bv;
-        break;
-    case RS_CONFIG_TYPE_HOSTPORT:
-        rc = rs_config_hostport_parse(value, &hp);
-        if (rc == 0)
-            *(struct rs_config_hostport *)o->dest = hp;
-        break;
+    } else {
+        rc = cfg_parse_scalar(o, value, o->dest);
     }
     if (rc == RS_ENOMEM)
         return cfg_nomem(cfg);
@@ -601,6 +616,13 @@ cfg_find(const struct rs_config *cfg, const char *name)
  * errors and counts lines, since this build's handler gets no line. */
 #define CFG_INI_SECTION_MAX 49
 
+/* A section header seen, as "type name" (trimmed, as the callback gets
+ * it), and its line: a second one is an error, not a silent merge. */
+struct cfg_seen_section {
+    char name[2 * CFG_INI_SECTION_MAX + 2];   /* "type name" */
+    int line;
+};
+
 struct cfg_load {
     struct rs_config *cfg;
     const char *path;
@@ -608,7 +630,67 @@ struct cfg_load {
     int line;         /* of the last line handed to inih */
     int err_line;     /* of the first error we found; 0: none */
     int rc;
+    bool in_key;      /* a key since the last header: an indented line
+                         continues its value (inih), whatever it holds */
+    struct cfg_seen_section *seen;
+    size_t nseen, capseen;
 };
+
+/* "[ topic  news ]" -> type "topic", name "news": the first word, then the
+ * rest trimmed; both cut to fit (the reader refuses longer names). */
+static void
+cfg_section_split(const char *section, size_t len, char *type, char *name)
+{
+    size_t start = strspn(section, " \t");
+    if (start > len)
+        start = len;
+    size_t tlen = strcspn(section + start, " \t");
+    if (tlen > len - start)
+        tlen = len - start;
+    if (tlen > CFG_INI_SECTION_MAX)
+        tlen = CFG_INI_SECTION_MAX;
+    memcpy(type, section + start, tlen);
+    type[tlen] = '\0';
+    size_t n = start + tlen;
+    while (n < len && (section[n] == ' ' || section[n] == '\t'))
+        n++;
+    size_t nlen = len - n;
+    while (nlen > 0 &&
+           (section[n + nlen - 1] == ' ' || section[n + nlen - 1] == '\t'))
+        nlen--;
+    if (nlen > CFG_INI_SECTION_MAX)
+        nlen = CFG_INI_SECTION_MAX;
+    memcpy(name, section + n, nlen);
+    name[nlen] = '\0';
+}
+
+/* Note the header [section] (len bytes) at the current line; a section
+ * given twice fails the load. */
+static int
+cfg_section_seen(struct cfg_load *ld, const char *section, size_t len)
+{
+    char type[CFG_INI_SECTION_MAX + 1], name[CFG_INI_SECTION_MAX + 1];
+    char key[sizeof(ld->seen->name)];
+    cfg_section_split(section, len, type, name);
+    snprintf(key, sizeof(key), "%s%s%s", type, name[0] != '\0' ? " " : "",
+             name);
+    for (size_t i = 0; i < ld->nseen; i++)
+        if (strcmp(ld->seen[i].name, key) == 0)
+            return cfg_fail(ld->cfg, RS_EINVAL,
+                            "%s:%d: [%s] already defined at line %d",
+                            ld->path, ld->line, key, ld->seen[i].line);
+    if (ld->nseen == ld->capseen) {
+        size_t cap = ld->capseen != 0 ? 2 * ld->capseen : 16;
+        struct cfg_seen_section *s = rs_realloc(ld->seen, cap * sizeof(*s));
+        if (s == NULL)
+            return cfg_nomem(ld->cfg);
+        ld->seen = s;
+        ld->capseen = cap;
+    }
+    memcpy(ld->seen[ld->nseen].name, key, sizeof(key));
+    ld->seen[ld->nseen++].line = ld->line;
+    return 0;
+}
 
 static char *
 cfg_ini_read(char *str, int num, void *stream)
@@ -638,6 +720,15 @@ cfg_ini_read(char *str, int num, void *stream)
                           ld->line, CFG_INI_SECTION_MAX);
         return NULL;
     }
+    if (close != NULL && (p == str || !ld->in_key)) {
+        ld->in_key = false;
+        int rc = cfg_section_seen(ld, p + 1, (size_t)(close - p - 1));
+        if (rc != 0) {
+            ld->err_line = ld->line;
+            ld->rc = rc;
+            return NULL;
+        }
+    }
     return str;
 }
 
@@ -646,23 +737,8 @@ cfg_ini_section(struct cfg_load *ld, const char *section, const char *key,
                 const char *value)
 {
     struct rs_config *cfg = ld->cfg;
-    char type[CFG_INI_SECTION_MAX + 1];
-    size_t start = strspn(section, " \t");
-    size_t tlen = strcspn(section + start, " \t");
-    if (tlen >= sizeof(type))
-        tlen = sizeof(type) - 1;
-    memcpy(type, section + start, tlen);
-    type[tlen] = '\0';
-    const char *name = section + start + tlen;
-    name += strspn(name, " \t");
-    char nbuf[CFG_INI_SECTION_MAX + 1];
-    size_t nlen = strlen(name);
-    while (nlen > 0 && (name[nlen - 1] == ' ' || name[nlen - 1] == '\t'))
-        nlen--;
-    if (nlen >= sizeof(nbuf))
-        nlen = sizeof(nbuf) - 1;
-    memcpy(nbuf, name, nlen);
-    nbuf[nlen] = '\0';
+    char type[CFG_INI_SECTION_MAX + 1], nbuf[CFG_INI_SECTION_MAX + 1];
+    cfg_section_split(section, strlen(section), type, nbuf);
 
     if (cfg->info.on_section == NULL)
         return cfg_fail(cfg, RS_EINVAL, "%s:%d: unknown section [%s]",
@@ -685,6 +761,7 @@ cfg_ini_entry(void *user, const char *section, const char *key,
     int rc;
     if (ld->rc != 0)
         return 1;
+    ld->in_key = true;
     if (section[0] != '\0' && strcmp(section, cfg->info.program) != 0) {
         rc = cfg_ini_section(ld, section, key, value);
     } else {
@@ -716,6 +793,7 @@ cfg_load_file(struct rs_config *cfg, const char *path)
     int bad = ini_parse_stream(cfg_ini_read, &ld, cfg_ini_entry, &ld);
     bool read_error = ferror(ld.f) != 0;
     fclose(ld.f);
+    rs_free(ld.seen);
     /* inih reports the first bad line, which may be a syntax error before
      * the line our handler or reader refused. */
     if (bad > 0 && (ld.rc == 0 || bad < ld.err_line))
@@ -1015,6 +1093,18 @@ rs_config_is_set(const struct rs_config *cfg, const char *name)
     long i = cfg_find(cfg, name);
     return i >= 0 && (cfg->slots[i].src == CFG_SRC_FILE ||
                       cfg->slots[i].src == CFG_SRC_ARGV);
+}
+
+int
+rs_config_opt_parse(const struct rs_config_opt *o, const char *value,
+                    void *out, char *why, size_t whylen)
+{
+    if (cfg_parse_scalar(o, value, out) == 0)
+        return 0;
+    char expected[128];
+    cfg_describe(o, expected, sizeof(expected));
+    snprintf(why, whylen, "expected %s", expected);
+    return RS_EINVAL;
 }
 
 /* ------------------------------------------------------------ help, dump */

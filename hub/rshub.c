@@ -4,7 +4,6 @@
  * Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration or
  * command line.
  */
-#include <errno.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
@@ -13,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +37,7 @@
 #include "rs_log.h"
 #include "rs_sock.h"
 #include "rs_tokenfile.h"
+#include "rs_url.h"
 #include "status.h"
 #include "subs.h"
 #include "ui.h"
@@ -48,6 +49,12 @@ static struct hub_conf conf;
 static struct rs_httpguard_limits http_limits;
 static struct rs_config_hostport publish_listen;
 
+/* --redis may hold passwords: a secret option (never echoed by the config
+ * module), its default given here rather than in the table, which would
+ * show it as <secret>; what rshub logs is redis_url_shown()'s. */
+#define RSHUB_REDIS_DEFAULT "redis://127.0.0.1:6379"
+static char redis_default[] = RSHUB_REDIS_DEFAULT;
+
 static const struct rs_config_opt options[] = {
     RS_CONFIG_HOSTPORT("listen", 'l', &conf.listen, "127.0.0.1:8080",
                        "HTTP address (publish, WebSub, status)"),
@@ -57,11 +64,14 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_HOSTPORT("ws-listen", 'w', &conf.ws_listen, NULL,
                        "WebSocket address (default: listen host, port + 1; "
                        "port 0 if listen port is 0)"),
-    RS_CONFIG_STRING("redis", 'r', &conf.redis, "URL", "redis://127.0.0.1:6379",
-                     "Redis: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], "
-                     "unix:///PATH, or sentinel://[[USER]:PASSWORD@]HOST[:PORT]"
-                     "[,HOST[:PORT]...]/MASTER[?db=N&sentinel-password=P] "
-                     "(no rediss://: hiredis 0.14 has no TLS)"),
+    { .name = "redis", .letter = 'r', .type = RS_CONFIG_TYPE_STRING,
+      .dest = RS_CONFIG_CHECK_(char **, &conf.redis), .metavar = "URL",
+      .secret = true,
+      .help = "Redis: redis://[[USER]:PASSWORD@]HOST:PORT[/DB], "
+              "unix:///PATH, or sentinel://[[USER]:PASSWORD@]HOST[:PORT]"
+              "[,HOST[:PORT]...]/MASTER[?db=N&sentinel-password=P] "
+              "(no rediss://: hiredis 0.14 has no TLS) (default: "
+              RSHUB_REDIS_DEFAULT ")" },
     RS_CONFIG_STRING("redis-prefix", 0, &conf.prefix, "PREFIX", "rshub:",
                      "prefix of every Redis key"),
     RS_CONFIG_DURATION("redis-timeout", 0, &conf.redis_timeout_ms, "2s", 10,
@@ -177,6 +187,7 @@ static const struct rs_config_opt options[] = {
 
 struct topic_conf {
     char name[BACKLOG_NAME_MAX + 1];
+    int line;                  /* of its first key: where errors point */
     char *uri;
     enum topic_kind kind;
     char **tokens;
@@ -186,6 +197,8 @@ struct topic_conf {
     bool read_private;         /* read-private = true: JWT and admin only */
     int64_t max_entries;       /* -1 = default */
     int64_t max_age_ms;        /* -1 = default */
+    /* the line of each scalar key, 0 until given: once per section */
+    int uri_line, kind_line, private_line, max_line, age_line;
     struct topic_conf *next;
 };
 
@@ -194,7 +207,7 @@ struct topic_conf {
 static struct topic_conf *topic_confs;
 
 static struct topic_conf *
-topic_conf_get(struct topic_conf **list, const char *name)
+topic_conf_get(struct topic_conf **list, const char *name, int line)
 {
     for (struct topic_conf *t = *list; t != NULL; t = t->next)
         if (strcmp(t->name, name) == 0)
@@ -203,6 +216,7 @@ topic_conf_get(struct topic_conf **list, const char *name)
     if (t == NULL)
         return NULL;
     snprintf(t->name, sizeof(t->name), "%s", name);
+    t->line = line;
     t->kind = TOPIC_CHANGE;
     t->max_entries = -1;
     t->max_age_ms = -1;
@@ -224,84 +238,120 @@ strv_push(char ***v, size_t *n, const char *s)
     return true;
 }
 
-static bool
-parse_i64(const char *s, int64_t *out)
+/* on_section's messages that name a line or a value: the config module
+ * copies them before the next call. */
+static char section_why[200];
+
+/* A scalar key given a second time in its section: the first one's line. */
+static const char *
+section_once(int *seen, int line)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 0)
-        return false;
-    *out = v;
-    return true;
+    if (*seen != 0) {
+        snprintf(section_why, sizeof(section_why), "already set at line %d",
+                 *seen);
+        return section_why;
+    }
+    *seen = line;
+    return NULL;
 }
 
-/* Durations in topic sections: NUMBER with ms, s, m, h or d. */
-static bool
-parse_duration(const char *s, int64_t *ms)
+/* The row of an option of the table, so that a topic's backlog bounds
+ * take exactly the values (and range) the global options take. */
+static const struct rs_config_opt *
+option_row(const char *name)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || v < 0)
-        return false;
-    int64_t mult = strcmp(end, "ms") == 0 ? 1
-                 : strcmp(end, "s") == 0  ? 1000
-                 : strcmp(end, "m") == 0  ? 60000
-                 : strcmp(end, "h") == 0  ? 3600000
-                 : strcmp(end, "d") == 0  ? 86400000
-                 : (v == 0 && *end == '\0') ? 1 : 0;
-    if (mult == 0)
-        return false;
-    *ms = (int64_t)v * mult;
-    return true;
+    const struct rs_config_opt *o = options;
+    while (o->name != NULL && strcmp(o->name, name) != 0)
+        o++;
+    return o;
+}
+
+/* A boolean as every option takes one: true/false, yes/no, on/off, 1/0. */
+static const struct rs_config_opt read_private_row = {
+    .name = "read-private", .type = RS_CONFIG_TYPE_BOOL,
+};
+
+static const char *
+on_section_uri(struct topic_conf **list, struct topic_conf *t,
+               const char *value)
+{
+    const char *why = NULL;
+    if (!topic_uri_ok(value, &why))
+        return why;
+    if (!rs_url_is_http(value))
+        return "expected an absolute http(s) URI";
+    for (const struct topic_conf *o = *list; o != NULL; o = o->next)
+        if (o != t && o->uri != NULL && strcmp(o->uri, value) == 0) {
+            snprintf(section_why, sizeof(section_why),
+                     "already the uri of [topic %s] (line %d)", o->name,
+                     o->uri_line);
+            return section_why;
+        }
+    t->uri = rs_strdup(value);
+    return t->uri != NULL ? NULL : "out of memory";
+}
+
+/* value parsed as option row o takes it: NULL, or what it expected. */
+static const char *
+section_value(const struct rs_config_opt *o, const char *value, void *out)
+{
+    if (rs_config_opt_parse(o, value, out, section_why,
+                            sizeof(section_why)) != 0)
+        return section_why;
+    return NULL;
 }
 
 static const char *
 on_section(void *ud, const char *type, const char *name, const char *key,
            const char *value, int line)
 {
-    (void)line;
+    struct topic_conf **list = ud;
+    const char *why = NULL;
     if (strcmp(type, "topic") != 0)
         return "unknown section (expected [topic NAME])";
     if (!backlog_name_ok(name))
         return "topic name must be 1-100 characters of [A-Za-z0-9._-]";
-    struct topic_conf *t = topic_conf_get(ud, name);
+    struct topic_conf *t = topic_conf_get(list, name, line);
     if (t == NULL)
         return "out of memory";
     if (strcmp(key, "uri") == 0) {
-        rs_free(t->uri);
-        t->uri = rs_strdup(value);
+        why = section_once(&t->uri_line, line);
+        if (why == NULL)
+            why = on_section_uri(list, t, value);
     } else if (strcmp(key, "kind") == 0) {
-        if (topic_kind_from(value, &t->kind) != 0)
-            return "expected change or framework";
+        why = section_once(&t->kind_line, line);
+        if (why == NULL && topic_kind_from(value, &t->kind) != 0)
+            why = "expected change, framework or any";
     } else if (strcmp(key, "token") == 0) {
-        if (!strv_push(&t->tokens, &t->ntokens, value))
-            return "out of memory";
+        if (value[0] == '\0')
+            why = "empty: no publisher could send it";
+        else if (!strv_push(&t->tokens, &t->ntokens, value))
+            why = "out of memory";
     } else if (strcmp(key, "read-token") == 0) {
         if (value[0] == '\0' || strlen(value) > READAUTH_TOKEN_MAX ||
             strpbrk(value, " \t") != NULL)
-            return "expected a token without white space";
-        if (!strv_push(&t->read_tokens, &t->nread_tokens, value))
-            return "out of memory";
+            why = "expected a token without white space";
+        else if (!strv_push(&t->read_tokens, &t->nread_tokens, value))
+            why = "out of memory";
     } else if (strcmp(key, "read-private") == 0) {
-        if (strcmp(value, "true") == 0 || strcmp(value, "yes") == 0)
-            t->read_private = true;
-        else if (strcmp(value, "false") == 0 || strcmp(value, "no") == 0)
-            t->read_private = false;
-        else
-            return "expected true or false";
+        why = section_once(&t->private_line, line);
+        if (why == NULL)
+            why = section_value(&read_private_row, value, &t->read_private);
     } else if (strcmp(key, "backlog-max") == 0) {
-        if (!parse_i64(value, &t->max_entries))
-            return "expected a non-negative integer";
+        why = section_once(&t->max_line, line);
+        if (why == NULL)
+            why = section_value(option_row("backlog-max"), value,
+                                &t->max_entries);
     } else if (strcmp(key, "backlog-max-age") == 0) {
-        if (!parse_duration(value, &t->max_age_ms))
-            return "expected a duration such as 7d, 12h, 30m";
+        why = section_once(&t->age_line, line);
+        if (why == NULL)
+            why = section_value(option_row("backlog-max-age"), value,
+                                &t->max_age_ms);
     } else {
-        return "unknown key (uri, kind, token, read-token, read-private, "
-               "backlog-max, backlog-max-age)";
+        why = "unknown key (uri, kind, token, read-token, read-private, "
+              "backlog-max, backlog-max-age)";
     }
-    return NULL;
+    return why;
 }
 
 static void
@@ -671,10 +721,13 @@ setup_topics(struct hub *h)
                            (size_t)conf.max_topics);
     if (h->topics == NULL)
         return RS_ENOMEM;
+    /* sections come only from the file: config_path is set */
+    const char *file = config_path != NULL ? config_path : "config";
     for (struct topic_conf *t = topic_confs; t != NULL; t = t->next) {
         const char *why;
         if (t->uri == NULL) {
-            rs_log(RS_LOG_ERROR, "[topic %s]: no uri", t->name);
+            rs_log(RS_LOG_ERROR, "%s:%d: [topic %s] has no uri", file,
+                   t->line, t->name);
             return RS_EINVAL;
         }
         uint64_t me = t->max_entries >= 0 ? (uint64_t)t->max_entries
@@ -683,7 +736,8 @@ setup_topics(struct hub *h)
                                          : (uint64_t)conf.backlog_max_age_ms;
         if (topics_add(h->topics, t->name, t->uri, t->kind,
                        (const char *const *)t->tokens, me, ma, &why) != 0) {
-            rs_log(RS_LOG_ERROR, "[topic %s]: %s", t->name, why);
+            rs_log(RS_LOG_ERROR, "%s:%d: [topic %s] %s", file, t->line,
+                   t->name, why);
             return RS_EINVAL;
         }
     }
@@ -773,6 +827,114 @@ strip_slash(char *s)
         s[--n] = '\0';
 }
 
+/* ------------------------------------------------- the Redis URL, shown */
+
+/* Query keys of a Redis URL whose values are no secret (common/redis.c
+ * knows these and password, sentinel-password). */
+static bool
+redis_query_key_plain(const char *k, size_t klen)
+{
+    return (klen == 2 && memcmp(k, "db", 2) == 0) ||
+           (klen == 13 && memcmp(k, "sentinel-user", 13) == 0);
+}
+
+/* Does p start "KEY=" for a key the Redis URL parser knows? An '&' before
+ * anything else is part of a value (a password may hold one). */
+static bool
+redis_query_key_known(const char *p)
+{
+    static const char *const keys[] = { "db=", "password=", "sentinel-user=",
+                                        "sentinel-password=" };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strncmp(p, keys[i], strlen(keys[i])) == 0)
+            return true;
+    return false;
+}
+
+/* What redis_url_shown hides: a value (KEY=VALUE), or a parameter
+ * without '=' (malformed, and perhaps a password gone astray). */
+#define REDIS_MASK_VALUE 1
+#define REDIS_MASK_BARE 2
+
+/* Mark the query's secrets in mask: every value but db's and
+ * sentinel-user's (an unknown key's too: the parse refuses it, and the
+ * message must not show what may be a password), and bare parameters. */
+static void
+redis_query_mask(const char *q, unsigned char *mask)
+{
+    const char *p = q;
+    while (*p != '\0') {
+        const char *end = p;
+        while (*end != '\0' && !(*end == '&' && redis_query_key_known(end + 1)))
+            end++;
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (eq == NULL)
+            memset(mask + (p - q), REDIS_MASK_BARE, (size_t)(end - p));
+        else if (!redis_query_key_plain(p, (size_t)(eq - p)))
+            memset(mask + (eq + 1 - q), REDIS_MASK_VALUE,
+                   (size_t)(end - eq - 1));
+        p = *end == '&' ? end + 1 : end;
+    }
+}
+
+/*
+ * The Redis URL as rshub logs and prints it: the user info's password
+ * (all of the user info when it has no ':'), and password=,
+ * sentinel-password= and other unknown query values, each as ***:
+ * "redis://:***@127.0.0.1:6379". A URL whose '@' cannot be placed (a raw
+ * '/', '?' or '#' in a password) shows no more than its scheme, so that no
+ * mistake in it puts a password in the log. NULL when out of memory.
+ */
+static char *
+redis_url_shown(const char *url)
+{
+    size_t len = strlen(url);
+    unsigned char *mask = rs_calloc(len + 1, 1);
+    char *out = rs_malloc(3 * len + 1);   /* a masked byte: at most *** */
+    if (mask == NULL || out == NULL) {
+        rs_free(mask);
+        rs_free(out);
+        return NULL;
+    }
+    const char *sep = strstr(url, "://");
+    size_t start = sep != NULL ? (size_t)(sep - url) + 3 : 0;
+    size_t auth_end = start + strcspn(url + start, "/?#");
+    const char *q = strchr(url + start, '?');
+    if (q != NULL)
+        redis_query_mask(q + 1, mask + (q + 1 - url));
+    if (strncasecmp(url, "unix://", 7) != 0) {   /* no user info there */
+        const char *at = NULL;
+        for (size_t i = start; i < auth_end; i++)
+            if (url[i] == '@')
+                at = url + i;
+        if (at != NULL) {
+            const char *colon = memchr(url + start, ':',
+                                       (size_t)(at - url) - start);
+            size_t from = colon != NULL ? (size_t)(colon + 1 - url) : start;
+            memset(mask + from, REDIS_MASK_VALUE, (size_t)(at - url) - from);
+        }
+        /* an '@' past the authority, not in a query value: user info cut
+         * short by a raw '/', '?' or '#' */
+        for (size_t i = auth_end; i < len; i++)
+            if (url[i] == '@' && mask[i] != REDIS_MASK_VALUE) {
+                memset(mask + start, REDIS_MASK_VALUE, len - start);
+                break;
+            }
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!mask[i])
+            out[n++] = url[i];
+        else if (i == 0 || !mask[i - 1]) {
+            memcpy(out + n, "***", 3);
+            n += 3;
+        }
+    }
+    out[n] = '\0';
+    rs_free(mask);
+    return out;
+}
+
 /* ---------------------------------------------------------- listeners */
 
 /* One HTTP listener: evhttp, its guard (deadlines, connection caps) and
@@ -837,6 +999,7 @@ main(int argc, char **argv)
     struct rs_daemon *daemon = NULL;  /* signals and the drain */
     struct event *ev_janitor = NULL;
     struct http_listener main_l, pub_l;
+    char *redis_shown = NULL;   /* conf.redis without its passwords */
     memset(&main_l, 0, sizeof(main_l));
     memset(&pub_l, 0, sizeof(pub_l));
     pub_l.port = -1;
@@ -877,7 +1040,20 @@ main(int argc, char **argv)
         rs_free(config_path);
         return 2;
     }
+    if (conf.redis == NULL)
+        conf.redis = redis_default;
     if (setup_log() != 0) {
+        exit_code = 2;
+        goto out;
+    }
+    redis_shown = redis_url_shown(conf.redis);
+    if (redis_shown == NULL)
+        goto out;
+    /* the WebSocket default port follows the HTTP one: none past 65535 */
+    if (!rs_config_is_set(cfg, "ws-listen") &&
+        conf.listen.port == UINT16_MAX) {
+        rs_log(RS_LOG_ERROR, "the WebSocket port (--listen's port + 1) "
+               "would be 65536: give --ws-listen");
         exit_code = 2;
         goto out;
     }
@@ -925,7 +1101,7 @@ main(int argc, char **argv)
     };
     h.backlog = backlog_new(h.base, &bo, &err);
     if (h.backlog == NULL) {
-        rs_log(RS_LOG_ERROR, "redis %s: %s", conf.redis, err);
+        rs_log(RS_LOG_ERROR, "redis %s: %s", redis_shown, err);
         exit_code = 2;
         goto out;
     }
@@ -950,7 +1126,7 @@ main(int argc, char **argv)
         };
         h.ack = ack_new(&ao, &err);
         if (h.ack == NULL) {
-            rs_log(RS_LOG_ERROR, "redis %s: %s", conf.redis, err);
+            rs_log(RS_LOG_ERROR, "redis %s: %s", redis_shown, err);
             exit_code = 2;
             goto out;
         }
@@ -1079,7 +1255,7 @@ main(int argc, char **argv)
     snprintf(pp, sizeof(pp), "%d", pub_l.port);
     rs_log_kv(RS_LOG_INFO, "listening", "http_port", hp, "ws_port", wp,
               "publish_port", pub_l.http != NULL ? pp : "none",
-              "hub", h.hub_url, "ws", conf.ws_public_url, "redis", conf.redis,
+              "hub", h.hub_url, "ws", conf.ws_public_url, "redis", redis_shown,
               "mode", conf.open ? "open" : "closed", NULL);
     char ready[96];
     if (pub_l.http != NULL)
@@ -1125,6 +1301,7 @@ out:
         event_base_free(h.base);
     readauth_unref(h.readauth);
     readnote_free(h.readnote);
+    rs_free(redis_shown);
     rs_config_free(cfg);
     topic_confs_free();
     rs_free(config_path);

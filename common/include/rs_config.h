@@ -167,7 +167,9 @@ void rs_config_free(struct rs_config *cfg);
  * -V/--version; a boolean --X also takes --no-X and --X=VALUE. Scalars
  * given twice on the command line: the last wins; in the file: an error.
  * A list takes every value of the source that sets it: flags replace the
- * file's values, which replace the default. Long options must be spelled
+ * file's values, which replace the default. A [section] header may appear
+ * only once in the file ("[topic  a ]" is "[topic a]"): its keys are never
+ * merged with those of an earlier header of the same name. Long options must be spelled
  * out (no GNU abbreviations, so adding an option never breaks a script).
  *
  * argv is permuted (GNU getopt). If argind is NULL, operands are an error;
@@ -204,6 +206,17 @@ int rs_config_version(const struct rs_config *cfg, FILE *out) RS_MUST_CHECK;
  * order, secrets as <secret>, in a form the file parser reads back.
  * 0 or RS_EIO. */
 int rs_config_dump(const struct rs_config *cfg, FILE *out) RS_MUST_CHECK;
+
+/*
+ * Parse value as option o takes it (its type and range) into out, which
+ * has the type of o->dest; o->dest is not touched. For a setting that a
+ * section callback reads with an option's own rules ("[topic x]
+ * backlog-max-age" as --backlog-max-age). Scalars other than strings only
+ * (INT, SIZE, DURATION, BOOL, HOSTPORT). 0, or RS_EINVAL with "expected
+ * a duration like 500ms, ..." in why (out untouched).
+ */
+int rs_config_opt_parse(const struct rs_config_opt *o, const char *value,
+                        void *out, char *why, size_t whylen) RS_MUST_CHECK;
 
 /* Parse "HOST:PORT": "[::1]:80", "127.0.0.1:0", "*:8080",
  * "localhost:8080". IPv6 needs brackets; the port is 0..65535. 0 or

@@ -4,7 +4,12 @@
 # is the published document byte for byte plus exactly the documented id
 # annotation; two topics stay on their own channels; each bad publish gets
 # its documented status and stores nothing; the status endpoints answer as
-# documented; SIGTERM exits 0 with a clean ASan log.
+# documented; SIGTERM exits 0 with a clean ASan log. Then the
+# configuration: a repeated [topic] section or scalar key, a bad topic
+# value (an overflowing backlog-max-age, an empty token, a URI that is
+# none) and a WebSocket port past 65535 are refused (exit 2, FILE:LINE);
+# topic booleans take what global ones take; no Redis password (user info,
+# password=, sentinel-password=) reaches rshub's log or its errors.
 # Needs RS_BUILD_DIR (ctest sets it); stops only the processes it started.
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -253,9 +258,131 @@ expect_eq "oom/nothing stored (the script stopped at its XADD)" \
 r=$(hub_req A "${TOK[@]}" --gen change)
 expect_eq "oom/with room again: 202" "$(status_of "$r")" 202
 
+# ------------------------------------------------- configuration errors
+note "configuration refused at start-up (exit 2, FILE:LINE)"
+# refused NAME WANT CONF-TEXT [RSHUB-ARGS...]: rshub -c with CONF-TEXT
+# (printf %b) exits 2 at once, saying WANT. An rshub that starts instead
+# is stopped after 5 s (status 124).
+refused() {
+    local name=$1 want=$2 text=$3 out rc
+    shift 3
+    printf '%b' "$text" >"$TMP/bad.conf"
+    out=$(timeout 5 "$RSHUB" -c "$TMP/bad.conf" --listen 127.0.0.1:0 \
+        --ws-listen 127.0.0.1:0 --redis "unix://$REDIS_SOCK" "$@" 2>&1)
+    rc=$?
+    if [ "$rc" = 2 ] && grep -qF -- "$want" <<<"$out"; then
+        ok "$name"
+    else
+        bad "$name: exit $rc, want 2 saying '$want'" "$out"
+    fi
+}
+BC=$TMP/bad.conf
+refused "config/a [topic] section given twice" \
+    "$BC:5: [topic a] already defined at line 1" \
+    '[topic a]\nuri = http://x.test/a\ntoken = tokA\n\n[topic a]\nuri = http://x.test/b\ntoken = tokB\n'
+refused "config/...spelled with other spaces, after another section" \
+    "$BC:5: [topic a] already defined at line 1" \
+    '[topic a]\nuri = http://x.test/a\n[topic b]\nuri = http://x.test/b\n[ topic  a ]\nkind = change\n'
+refused "config/uri twice in one section" \
+    "$BC:3: [topic a] uri: already set at line 2" \
+    '[topic a]\nuri = http://x.test/a\nuri = http://x.test/b\n'
+refused "config/one uri for two topics" \
+    "$BC:4: [topic b] uri: already the uri of [topic a] (line 2)" \
+    '[topic a]\nuri = http://x.test/a\n[topic b]\nuri = http://x.test/a\n'
+refused "config/a topic without uri" "$BC:2: [topic a] has no uri" \
+    '[topic a]\nkind = change\n'
+refused "config/backlog-max-age past 2^63 ms: refused, not wrapped" \
+    "$BC:3: [topic a] backlog-max-age: expected a duration like" \
+    '[topic a]\nuri = http://x.test/a\nbacklog-max-age = 18446744073709552s\n'
+refused "config/backlog-max past --backlog-max's range" \
+    "$BC:3: [topic a] backlog-max: expected an integer from 0 to 1000000000" \
+    '[topic a]\nuri = http://x.test/a\nbacklog-max = 1000000001\n'
+refused "config/an empty token" "$BC:3: [topic a] token: empty" \
+    '[topic a]\nuri = http://x.test/a\ntoken =\n'
+refused "config/a uri that is none" "$BC:2: [topic a] uri: " \
+    '[topic a]\nuri = not a uri\n'
+refused "config/a uri that is not http(s)" \
+    "$BC:2: [topic a] uri: expected an absolute http(s) URI" \
+    '[topic a]\nuri = ftp://x.test/a\n'
+refused "config/kind: the message names every kind" \
+    "$BC:3: [topic a] kind: expected change, framework or any" \
+    '[topic a]\nuri = http://x.test/a\nkind = bogus\n'
+out=$(timeout 5 "$RSHUB" --listen 127.0.0.1:65535 --open \
+    --redis "unix://$REDIS_SOCK" 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && grep -qF -- "the WebSocket port (--listen's port + 1) would be 65536: give --ws-listen" <<<"$out"; then
+    ok "config/--listen port 65535 without --ws-listen: exit 2"
+else
+    bad "config/--listen port 65535 without --ws-listen: exit $rc, want 2" "$out"
+fi
+
+note "configuration accepted: topic booleans as global ones"
+printf '%s\n' '[topic p1]' 'uri = http://x.test/p1' 'read-private = on' \
+    '[topic p2]' 'uri = http://x.test/p2' 'read-private = 1' 'kind = any' \
+    'backlog-max-age = 106751991167d' >"$TMP/bool.conf"
+if hub_start B -c "$TMP/bool.conf" --redis-prefix bool:; then
+    ok "config/read-private = on and = 1, kind = any, the longest age: starts"
+    expect_eq "config/...its topics private (hidden from /topics)" \
+        "$(curl -s "http://127.0.0.1:${HUB_HTTP[B]}/topics" | grep -c 'x.test/p')" 0
+    hub_stop B
+    hub_asan_check B
+else
+    bad "config/read-private = on and = 1, kind = any, the longest age: starts"
+fi
+
 # ------------------------------------------------------------------ stop
 note "SIGTERM"
 hub_stop A TERM 10
 expect_eq "sigterm/rshub exits 0" "$HUB_RC" 0
 hub_asan_check A
+
+# ------------------------------------------------------ Redis passwords
+note "Redis passwords stay out of the log"
+PW=s3cret-redis-pw
+rcli config set requirepass "$PW" >/dev/null
+hub_start P --open --redis-prefix pw: --redis "unix://$REDIS_SOCK?password=$PW" ||
+    bad "password/rshub starts with ?password="
+check "password/...and reaches Redis with it" ht wait-status \
+    --http "${HUB_HTTP[P]}" --path /readyz --status 200 --timeout 10
+check "password/...and logs the URL with *** for it" \
+    grep -qF "redis=\"unix://$REDIS_SOCK?password=***\"" "${HUB_LOG[P]}"
+hub_stop P
+# no_redis_start NAME REDIS-URL: an open-mode rshub whose Redis nothing
+# answers (port 1, 2): it starts all the same and says where; up to its
+# ready-file (hub_start would wait for /readyz, which never comes).
+no_redis_start() {
+    local name=$1 ready=$TMP/$1.ready
+    HUB_LOG[$name]=$TMP/$name.log
+    HUB_LOGOFF[$name]=0
+    HUB_ASAN_DONE[$name]=0
+    "$RSHUB" --open --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 \
+        --redis "$2" --ready-file "$ready" >"${HUB_LOG[$name]}" 2>&1 &
+    HUB_PID[$name]=$!
+    wait_file "$ready" 10
+}
+no_redis_start U 'redis://alice:s3cret-user-pw@127.0.0.1:1/2' ||
+    bad "password/rshub starts with user info"
+check "password/user info: redis://alice:***@127.0.0.1:1/2 logged" \
+    grep -qF 'redis=redis://alice:***@127.0.0.1:1/2 ' "${HUB_LOG[U]}"
+hub_stop U
+no_redis_start S \
+    'sentinel://:s3cret-node-pw@127.0.0.1:1,127.0.0.1:2/mymaster?sentinel-password=TOPSECRET-sent&db=3' ||
+    bad "password/rshub starts with sentinel://"
+check "password/sentinel://: both passwords *** in the log" \
+    grep -qF 'redis="sentinel://:***@127.0.0.1:1,127.0.0.1:2/mymaster?sentinel-password=***&db=3"' \
+    "${HUB_LOG[S]}"
+hub_stop S
+out=$(timeout 5 "$RSHUB" --open --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 \
+    --redis 'redis://:s3cret-bad-port@127.0.0.1:99999' 2>&1)
+rc=$?
+expect_eq "password/a URL rshub refuses: exit 2" "$rc" 2
+check "password/...its error shows redis://:***@127.0.0.1:99999" \
+    grep -qF 'redis://:***@127.0.0.1:99999: bad port' <<<"$out"
+leaked=0
+for f in "${HUB_LOG[P]}" "${HUB_LOG[U]}" "${HUB_LOG[S]}"; do
+    grep -qE 's3cret-|TOPSECRET' "$f" && leaked=$((leaked + 1))
+done
+grep -qE 's3cret-|TOPSECRET' <<<"$out" && leaked=$((leaked + 1))
+expect_eq "password/no password in any log or error" "$leaked" 0
+rcli -a "$PW" --no-auth-warning config set requirepass "" >/dev/null
 finish

@@ -1,5 +1,6 @@
 /* test_config.c - options from file and flags (precedence, --config
- * anywhere), every value type and its errors, sections, lists, secrets,
+ * anywhere), every value type and its errors, sections (each once), a
+ * value parsed by an option's rules (rs_config_opt_parse), lists, secrets,
  * help and dump text, host:port forms, allocation failures. */
 #include "testutil.h"
 
@@ -535,6 +536,89 @@ test_sections(void **state)
     assert_string_equal(fx->sections, "topic|a|ok|1|2\ntopic|b b|bad|2|4\n");
 }
 
+/* config/sections_once: a section header given twice is an error naming
+ * both lines, however it is spaced, with sections between or not, empty
+ * or not; an indented "[...]" after a key continues that key's value. */
+static void
+test_sections_once(void **state)
+{
+    struct fixture *fx = *state;
+    fx_with_sections(fx);
+    expect_file_error(fx, "[topic a]\nuri = x\ntoken = A\n\n"
+                          "[topic a]\nuri = y\n",
+                      "5: [topic a] already defined at line 1");
+    assert_null(strstr(fx->sections, "|y|"));   /* stopped at the header */
+    expect_file_error(fx, "[topic a]\n[topic b]\nk = v\n[ topic  a ]\nk = w\n",
+                      "4: [topic a] already defined at line 1");
+    expect_file_error(fx, "name = n\n[redis]\nurl = u\n[redis]\n",
+                      "4: [redis] already defined at line 2");
+    expect_file_error(fx, "[rstest]\nname = n\n[rstest]\nworkers = 2\n",
+                      "3: [rstest] already defined at line 1");
+    /* "[topic a b]" and "[topic a]" are two sections */
+    fx->sections[0] = '\0';
+    reparse(fx, ARGS("-c", write_conf(fx, "[topic a]\nk = 1\n"
+                                          "[topic a b]\nk = 2\n"
+                                          "  [topic a]\n")));
+    assert_string_equal(fx->sections, "topic|a|k|1|2\n"
+                                      "topic|a b|k|2|4\n"
+                                      "topic|a b|k|[topic a]|5\n");
+}
+
+/* config/opt_parse: a value parsed by an option's own rules (type and
+ * range) into another field: what a section callback reads; a bad value
+ * says what was expected and leaves the field alone. */
+static void
+test_opt_parse(void **state)
+{
+    (void)state;
+    int64_t age = -1, n = -1;
+    bool b = false;
+    char why[128];
+    const struct rs_config_opt dur =
+        RS_CONFIG_DURATION("age", 0, &age, NULL, 0, 0, "an age");
+    const struct rs_config_opt cnt =
+        RS_CONFIG_INT("n", 0, &n, NULL, 0, 1000, "a count");
+    const struct rs_config_opt flag = { .name = "f",
+                                        .type = RS_CONFIG_TYPE_BOOL };
+    int64_t out = -1;
+    assert_int_equal(rs_config_opt_parse(&dur, "7d", &out, why, sizeof(why)),
+                     0);
+    assert_int_equal(out, 604800000);
+    assert_int_equal(age, -1);   /* the option's own field: untouched */
+    /* 2^64 ms and more: refused, not wrapped */
+    assert_int_equal(rs_config_opt_parse(&dur, "18446744073709552s", &out,
+                                         why, sizeof(why)), RS_EINVAL);
+    assert_int_equal(out, 604800000);
+    assert_string_equal(why, "expected a duration like 500ms, 30s, 5m, 1h "
+                             "or 7d");
+    assert_int_equal(rs_config_opt_parse(&dur, "106751991167d", &out, why,
+                                         sizeof(why)), 0);
+    assert_int_equal(out, INT64_C(106751991167) * 86400000);
+    assert_int_equal(rs_config_opt_parse(&cnt, "1001", &out, why,
+                                         sizeof(why)), RS_EINVAL);
+    assert_string_equal(why, "expected an integer from 0 to 1000");
+    static const char *const yes[] = { "true", "yes", "on", "1", "ON" };
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        b = false;
+        assert_int_equal(rs_config_opt_parse(&flag, yes[i], &b, why,
+                                             sizeof(why)), 0);
+        assert_true(b);
+    }
+    assert_int_equal(rs_config_opt_parse(&flag, "off", &b, why, sizeof(why)),
+                     0);
+    assert_false(b);
+    assert_int_equal(rs_config_opt_parse(&flag, "maybe", &b, why,
+                                         sizeof(why)), RS_EINVAL);
+    assert_string_equal(why, "expected true or false");
+    /* strings and lists are not for it */
+    char *str = NULL;
+    const struct rs_config_opt sopt =
+        RS_CONFIG_STRING("s", 0, &str, NULL, NULL, "a string");
+    assert_int_equal(rs_config_opt_parse(&sopt, "x", &str, why, sizeof(why)),
+                     RS_EINVAL);
+    assert_null(str);
+}
+
 /* config/lists: values accumulate within a source (file lines, continuation
  * lines, repeated flags); the file replaces the default and flags replace
  * the file. */
@@ -895,6 +979,8 @@ main(void)
         T("config/file_errors", test_file_errors, setup, teardown),
         T("config/long_lines", test_long_lines, setup, teardown),
         T("config/sections", test_sections, setup, teardown),
+        T("config/sections_once", test_sections_once, setup, teardown),
+        T("config/opt_parse", test_opt_parse, NULL, NULL),
         T("config/lists", test_lists, setup, teardown),
         T("config/secrets", test_secrets, setup, teardown),
         T("config/help_exact", test_help_exact, NULL, NULL),
