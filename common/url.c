@@ -77,6 +77,24 @@ out:
 }
 
 int
+rs_url_has_userinfo(const char *url)
+{
+    char *user = NULL, *pw = NULL;
+    int has = 0;
+    CURLU *u = curl_url();
+    if (u == NULL)
+        return 0;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK) {
+        has = curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK ||
+              curl_url_get(u, CURLUPART_PASSWORD, &pw, 0) == CURLUE_OK;
+    }
+    curl_free(user);
+    curl_free(pw);
+    curl_url_cleanup(u);
+    return has;
+}
+
+int
 rs_url_is_http(const char *url)
 {
     char *scheme = NULL, *host = NULL;

@@ -63,6 +63,11 @@ form_check(struct websubwire_form *f, const char *mode,
         return "missing hub.callback";
     if (!rs_url_is_http(f->callback))
         return "hub.callback must be an absolute http(s) URL";
+    /* GET /topics lists callbacks and the log names them: a password in
+     * one would be shown to whoever reads either */
+    if (rs_url_has_userinfo(f->callback))
+        return "hub.callback must not carry a user or password (the hub "
+               "lists and logs callbacks; hub.secret signs deliveries)";
     if (f->secret != NULL && strlen(f->secret) > WEBSUBWIRE_SECRET_MAX)
         return "hub.secret must be less than 200 bytes";
     if (f->secret != NULL && f->secret[0] == '\0')

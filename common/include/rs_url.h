@@ -19,4 +19,9 @@ int rs_url_origin(const char *url, char **out) RS_MUST_CHECK;
 /* Is url an absolute http:// or https:// URL with a host? */
 int rs_url_is_http(const char *url);
 
+/* Does url carry a user or password ("http://user:pw@host/")? Such a URL
+ * would show them wherever it is listed or logged; the daemons refuse it
+ * where a credential has an option of its own. */
+int rs_url_has_userinfo(const char *url);
+
 #endif

@@ -58,8 +58,9 @@ test_subscribe(void **state)
     }
 }
 
-/* websubwire/form_rules: each broken rule is RS_EINVAL with its reason;
- * a secret of 199 bytes is taken, 200 is not. */
+/* websubwire/form_rules: each broken rule is RS_EINVAL with its reason
+ * (a callback carrying credentials among them); a secret of 199 bytes is
+ * taken, 200 is not. */
 static void
 test_rules(void **state)
 {
@@ -78,6 +79,13 @@ test_rules(void **state)
           "hub.callback must be an absolute http(s) URL" },
         { "hub.mode=subscribe&hub.topic=t&hub.callback=/cb",
           "hub.callback must be an absolute http(s) URL" },
+        /* listed by GET /topics and logged: never a password */
+        { "hub.mode=subscribe&hub.topic=t&hub.callback=http://u:pw@c.test/",
+          "hub.callback must not carry a user or password (the hub lists "
+          "and logs callbacks; hub.secret signs deliveries)" },
+        { "hub.mode=unsubscribe&hub.topic=t&hub.callback=http://u@c.test/",
+          "hub.callback must not carry a user or password (the hub lists "
+          "and logs callbacks; hub.secret signs deliveries)" },
         { "hub.mode=subscribe&hub.topic=t&hub.callback=http://c.test/"
           "&hub.lease_seconds=-5", "hub.lease_seconds must be a whole number" },
         { "hub.mode=subscribe&hub.topic=t&hub.callback=http://c.test/"
