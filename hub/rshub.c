@@ -723,8 +723,20 @@ setup_topics(struct hub *h)
         return RS_ENOMEM;
     /* sections come only from the file: config_path is set */
     const char *file = config_path != NULL ? config_path : "config";
+    bool told = conf.insecure_token_file || config_path == NULL;
     for (struct topic_conf *t = topic_confs; t != NULL; t = t->next) {
         const char *why;
+        /* A file of tokens others can read: told (a token file is refused
+         * for it; a configuration is not, so that an upgrade does not stop
+         * a hub whose file was always so) */
+        if (!told && (t->ntokens > 0 || t->nread_tokens > 0)) {
+            char err[512];
+            told = true;
+            if (rs_tokenfile_check(config_path, false, err, sizeof(err)) ==
+                RS_EDENIED)
+                rs_log(RS_LOG_WARN, "%s; its [topic %s] holds tokens", err,
+                       t->name);
+        }
         if (t->uri == NULL) {
             rs_log(RS_LOG_ERROR, "%s:%d: [topic %s] has no uri", file,
                    t->line, t->name);

@@ -316,6 +316,26 @@ else
     bad "config/--listen port 65535 without --ws-listen: exit $rc, want 2" "$out"
 fi
 
+# a configuration holding tokens that others may read: told (a token file
+# is refused for it; a configuration is not, not to stop a hub at upgrade)
+printf '%s\n' '[topic t]' 'uri = http://x.test/t' 'token = tokT' >"$TMP/open.conf"
+chmod 644 "$TMP/open.conf"
+out=$(timeout 2 "$RSHUB" -c "$TMP/open.conf" --listen 127.0.0.1:0 \
+    --ws-listen 127.0.0.1:0 --redis "unix://$REDIS_SOCK" 2>&1)
+if grep -qF "open.conf is readable by group or others (mode 0644): chmod 600" <<<"$out"; then
+    ok "config/tokens in a file others may read: warned"
+else
+    bad "config/tokens in a file others may read: no warning" "$out"
+fi
+chmod 600 "$TMP/open.conf"
+out=$(timeout 2 "$RSHUB" -c "$TMP/open.conf" --listen 127.0.0.1:0 \
+    --ws-listen 127.0.0.1:0 --redis "unix://$REDIS_SOCK" 2>&1)
+if grep -q "readable by group" <<<"$out"; then
+    bad "config/...mode 600: warned all the same" "$out"
+else
+    ok "config/...mode 600: not warned"
+fi
+
 note "configuration accepted: topic booleans as global ones"
 printf '%s\n' '[topic p1]' 'uri = http://x.test/p1' 'read-private = on' \
     '[topic p2]' 'uri = http://x.test/p2' 'read-private = 1' 'kind = any' \
