@@ -895,14 +895,20 @@ rs_httpguard_listen(const struct rs_httpguard_opts *o, const char *host,
         snprintf(err, errsz, "%s", why != NULL ? why : "out of memory");
         return RS_ENOMEM;
     }
+    errno = 0;
     struct evhttp_bound_socket *bs =
         port <= UINT16_MAX
             ? evhttp_bind_socket_with_handle(o->http, h, (ev_uint16_t)port)
             : NULL;
     int got = bs != NULL ? rs_sock_port(evhttp_bound_socket_get_fd(bs)) : -1;
     if (bs == NULL || got < 0) {
+        /* no errno: the name did not resolve (libevent's getaddrinfo,
+         * whose words it logs itself) */
         snprintf(err, errsz, "cannot listen on %s:%u: %s", h, port,
-                 port > UINT16_MAX ? "no such port" : strerror(errno));
+                 port > UINT16_MAX ? "no such port"
+                 : errno != 0      ? strerror(errno)
+                                   : "the host does not resolve to an "
+                                     "address of this machine");
         return RS_EIO;
     }
     *bound = bs;

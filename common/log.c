@@ -5,6 +5,7 @@
  * log.
  */
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -92,6 +93,18 @@ rs_log_init(const struct rs_log_opts *opts)
     return 0;
 }
 
+/* libevent's own messages ("getaddrinfo: ...", an epoll that fails) in the
+ * log's format and destination, not as a bare "[warn] ..." on stderr. */
+static void
+on_libevent_log(int severity, const char *msg)
+{
+    enum rs_log_level lv = severity == EVENT_LOG_ERR    ? RS_LOG_ERROR
+                         : severity == EVENT_LOG_WARN   ? RS_LOG_WARN
+                         : severity == EVENT_LOG_MSG    ? RS_LOG_INFO
+                                                        : RS_LOG_DEBUG;
+    rs_log_emit(lv, "libevent", "%s", msg);
+}
+
 int
 rs_log_setup(const char *app, const char *level, const char *format,
              const char *path, char *err, size_t errsz)
@@ -99,6 +112,7 @@ rs_log_setup(const char *app, const char *level, const char *format,
     struct rs_log_opts lo = { .app = app, .path = path };
     int rc;
 
+    event_set_log_callback(on_libevent_log);
     if (rs_log_level_from(level, &lo.level) != 0) {
         snprintf(err, errsz, "--log-level %s: expected debug, info, warn or "
                  "error", level != NULL ? level : "(none)");
