@@ -336,6 +336,16 @@ else
     ok "config/...mode 600: not warned"
 fi
 
+# a --listen host that does not resolve: said so in the log's format
+out=$(timeout 5 "$RSHUB" --listen nosuchhost.invalid:8080 --open \
+    --log-format logfmt --redis "unix://$REDIS_SOCK" 2>&1)
+if grep -q 'cannot listen on nosuchhost.invalid:8080: the host does not resolve' <<<"$out" &&
+    ! grep -q '^\[warn\]' <<<"$out"; then
+    ok "config/a --listen host that does not resolve: said, no bare libevent line"
+else
+    bad "config/a --listen host that does not resolve" "$out"
+fi
+
 note "configuration accepted: topic booleans as global ones"
 printf '%s\n' '[topic p1]' 'uri = http://x.test/p1' 'read-private = on' \
     '[topic p2]' 'uri = http://x.test/p2' 'read-private = 1' 'kind = any' \
