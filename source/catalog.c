@@ -41,19 +41,13 @@ struct catalog {
 
 /* -------------------------------------------------- identity and hashing */
 
-static int64_t
-mtime_ns_of(const struct stat *st)
-{
-    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 static void
 identity_from(struct state_res *r, const struct stat *st)
 {
     r->dev = (int64_t)st->st_dev;
     r->ino = (int64_t)st->st_ino;
     r->size = (int64_t)st->st_size;
-    r->mtime_ns = mtime_ns_of(st);
+    r->mtime_ns = tree_mtime_ns(st);
 }
 
 static bool
@@ -545,10 +539,21 @@ scan_on_error(void *ud, const char *rel, int err)
     problem(s->c, rel, "read directory", err);
 }
 
+/* A file or directory that exists and can never be published (a
+ * control character in its name, too deep, too long): a problem, so
+ * that the operator hears of it, not a silent gap in the lists. */
+static void
+scan_on_skip(void *ud, const char *rel, const char *why)
+{
+    struct scan *s = ud;
+    problem(s->c, rel, why, 0);
+}
+
 static const struct tree_walk_cbs scan_cbs = {
     .on_dir = scan_on_dir,
     .on_file = scan_on_file,
     .on_error = scan_on_error,
+    .on_skip = scan_on_skip,
 };
 
 static int

@@ -23,7 +23,9 @@ struct catalog_hooks {
     /* A directory a scan visited (watch.c adds its inotify watch before
      * the directory is read, so nothing created meanwhile is missed). */
     int (*on_dir)(void *ud, const char *rel);
-    /* Something could not be read; the scan goes on. errnum is an errno. */
+    /* Something could not be read, or exists and is never listed
+     * (tree_path_problem); the scan goes on. errnum is an errno, or 0
+     * when what says it all. */
     void (*on_problem)(void *ud, const char *rel, const char *what,
                        int errnum);
     /* A changed file of at least CATALOG_DEFER_BYTES whose digests are

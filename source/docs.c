@@ -5,6 +5,7 @@
  */
 #include "docs.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +39,70 @@ cat2(const char *a, const char *b)
     return s;
 }
 
+_Static_assert(DOCS_BASE_MAX + 3 * (TREE_PATH_MAX - 1) + 1 <= DOCS_URL_MAX,
+               "a resource's <loc> must always fit in DOCS_URL_MAX");
+
+static bool
+base_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+           (c >= 'A' && c <= 'F');
+}
+
+/* Is the n bytes at seg "." or "..", also spelt %2E? */
+static bool
+base_dot_segment(const char *seg, size_t n)
+{
+    size_t dots = 0;
+    for (size_t i = 0; i < n; dots++) {
+        if (seg[i] == '.')
+            i++;
+        else if (n - i >= 3 && seg[i] == '%' && seg[i + 1] == '2' &&
+                 (seg[i + 2] == 'e' || seg[i + 2] == 'E'))
+            i += 3;
+        else
+            return false;
+    }
+    return dots == 1 || dots == 2;
+}
+
+/* Why rssource could not serve its documents under base (which ends with
+ * '/'), for the operator; NULL when it can. */
+static const char *
+base_problem(const char *base)
+{
+    if (strlen(base) > DOCS_BASE_MAX)
+        return "--base-url: longer than 2048 bytes; give a shorter URL";
+    for (const char *p = base; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}", c) != NULL)
+            return "--base-url: a space, control character, non-ASCII "
+                   "byte or one of \"<>\\^`{|} is not allowed in a URL; "
+                   "percent-encode it (each UTF-8 byte as %XX)";
+        if (c == '%' && !(base_hex(p[1]) && base_hex(p[2])))
+            return "--base-url: a '%' not followed by two hex digits; "
+                   "write a literal '%' as %25";
+    }
+    const char *path = strstr(base, "://");
+    path = path != NULL ? strchr(path + 3, '/') : NULL;
+    if (path == NULL)
+        return NULL;
+    for (const char *seg = path + 1; *seg != '\0';) {
+        const char *slash = strchr(seg, '/');
+        size_t n = slash != NULL ? (size_t)(slash - seg) : strlen(seg);
+        if (n == 0)
+            return "--base-url: an empty path segment (\"//\"), which HTTP "
+                   "servers read as the start of a host name; give the path "
+                   "without it";
+        if (base_dot_segment(seg, n))
+            return "--base-url: a \".\" or \"..\" path segment, which "
+                   "clients remove before they ask; give the path it leads "
+                   "to (/b/ for /a/../b/)";
+        seg += n + (slash != NULL);
+    }
+    return NULL;
+}
+
 struct docs *
 docs_new(const char *base_url, const char **err)
 {
@@ -54,6 +119,11 @@ docs_new(const char *base_url, const char **err)
     d->base = cat2(base_url, n > 0 && base_url[n - 1] == '/' ? "" : "/");
     if (d->base == NULL)
         goto fail;
+    if ((*err = base_problem(d->base)) != NULL) {
+        docs_free(d);
+        return NULL;
+    }
+    *err = "out of memory";
     const char *p = strstr(d->base, "://");
     p = p != NULL ? strchr(p + 3, '/') : NULL;
     d->base_path = rs_strdup(p != NULL ? p : "/");

@@ -25,6 +25,12 @@
 #define DOCS_RESOURCELIST "resourcelist.xml"
 #define DOCS_CHANGELIST "changelist.xml"  /* alias of the open Change List */
 #define DOCS_URL_MAX 16384                /* a <loc>, percent-encoded */
+/* The longest base URL docs_new takes. A resource's URL is the base and
+ * its path, up to TREE_PATH_MAX - 1 bytes each percent-encoded to 3:
+ * 2,048 + 12,285 + NUL fits in DOCS_URL_MAX, so no file's <loc> can fail
+ * to be built (and stop a notification or a Resource List). docs.c
+ * asserts it. */
+#define DOCS_BASE_MAX 2048
 
 /* A notification channel for the Capability List. */
 struct docs_channel {
@@ -37,7 +43,13 @@ struct docs_channel {
 struct docs;
 
 /* base_url: absolute http(s) URL without query or fragment; a missing
- * final '/' is added. NULL with *err on a bad URL or ENOMEM. */
+ * final '/' is added. Refused, as a Source could not serve its own
+ * documents under it: over DOCS_BASE_MAX bytes; a byte that is not
+ * printable ASCII allowed in a URI (non-ASCII must come percent-encoded);
+ * a '%' without two hex digits; an empty path segment ("//", which HTTP
+ * servers read as an authority) or a "." or ".." one (clients remove
+ * them). NULL with *err (a message for the operator: what is wrong and
+ * what to give instead) on a bad URL or ENOMEM. */
 struct docs *docs_new(const char *base_url, const char **err);
 void docs_free(struct docs *d);    /* NULL ok */
 

@@ -172,8 +172,7 @@ dw_op_open(void *ud, size_t i, char *why)
         return 0;
     }
     m->missing = false;
-    m->lastmod = (rs_time_t)st.st_mtim.tv_sec * 1000000 +
-                 st.st_mtim.tv_nsec / 1000;
+    m->lastmod = tree_mtime_ns(&st) / 1000;   /* as the catalog's */
     return 0;
 }
 

@@ -57,6 +57,9 @@
 /* At start-up with --hub, serving waits for the hub to name our channels,
  * at most this long (see serve_start). */
 #define RSSOURCE_HUB_WAIT_MS 2000
+/* Skipped paths logged one by one, per scan or per minute (on_problem). */
+#define RSSOURCE_PROBLEMS_LOGGED 10
+#define RSSOURCE_PROBLEMS_WINDOW_MS 60000
 
 static struct {
     char *dir;
@@ -238,6 +241,9 @@ struct src {
     int64_t last_rescan_us;  /* when the last rescan ended */
     int64_t rescan_started_us;
     int rescan_failures;     /* failed rescans since the last that ended */
+    unsigned problems_logged;    /* on_problem lines since the summary */
+    uint64_t problems_quiet;     /* problems not logged since then */
+    int64_t problems_since_us;   /* mono: the last summary */
     int exit_code;
 };
 
@@ -250,12 +256,43 @@ kick(struct src *s)
         push_kick(s->push);
 }
 
+/* Problems not logged one by one since the last summary: how many. */
+static void
+problems_summary(struct src *s)
+{
+    if (s->problems_quiet > 0) {
+        char n[32];
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)s->problems_quiet);
+        rs_log_kv(RS_LOG_WARN, "more paths skipped than logged one by one",
+                  "count", n, NULL);
+    }
+    s->problems_quiet = 0;
+    s->problems_logged = 0;
+    s->problems_since_us = rs_time_mono_us();
+}
+
+/* Every skipped path is a warning, but a tree of a million bad names is
+ * not a million lines: the first RSSOURCE_PROBLEMS_LOGGED of a scan (or
+ * of a minute), then their count (at the scan's end, or with the next
+ * one after the minute). */
 static void
 on_problem(void *ud, const char *rel, const char *what, int errnum)
 {
-    (void)ud;
-    rs_log_kv(RS_LOG_WARN, "skipped", "path", rel, "what", what, "error",
-              strerror(errnum), NULL);
+    struct src *s = ud;
+    if (rs_time_mono_us() - s->problems_since_us >=
+        RSSOURCE_PROBLEMS_WINDOW_MS * 1000)
+        problems_summary(s);
+    if (s->problems_logged >= RSSOURCE_PROBLEMS_LOGGED) {
+        s->problems_quiet++;
+        return;
+    }
+    s->problems_logged++;
+    /* the path last: a long one is cut at the log's line limit */
+    if (errnum != 0)
+        rs_log_kv(RS_LOG_WARN, "skipped", "what", what, "error",
+                  strerror(errnum), "path", rel, NULL);
+    else
+        rs_log_kv(RS_LOG_WARN, "skipped", "what", what, "path", rel, NULL);
 }
 
 /* What a scan found: the catalog's counts since base (the counts as it
@@ -282,6 +319,7 @@ log_scan(struct src *s, const char *what, const struct catalog_stats *base,
     rs_log_kv(RS_LOG_INFO, what, "files", f, "hashed", h, "hashed_bytes", hb,
               "cache_hits", ch, "created", cr, "updated", up, "deleted", de,
               "problems", pr, "seconds", t, NULL);
+    problems_summary(s);
 }
 
 /* Rescans come every --rescan-interval, or every RSSOURCE_UNWATCHED_MS
@@ -697,6 +735,27 @@ on_stopped(void *ud, bool timed_out)
     event_base_loopexit(s->base, NULL);
 }
 
+/* The request target as the access log writes it: bytes below 0x21
+ * (controls, space: the fields are space-separated), 0x7f and above
+ * (C1 controls such as 0x9b, a terminal's CSI) and the backslash become
+ * \xHH, so that a line is one line and cannot drive a terminal that
+ * shows it. */
+static void
+access_put_uri(FILE *f, const char *uri)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (const unsigned char *p = (const unsigned char *)uri; *p; p++) {
+        if (*p > 0x20 && *p < 0x7f && *p != '\\') {
+            putc(*p, f);
+        } else {
+            putc('\\', f);
+            putc('x', f);
+            putc(hex[*p >> 4], f);
+            putc(hex[*p & 15], f);
+        }
+    }
+}
+
 /* --access-log: "TIME METHOD URI STATUS BYTES", one reply a line. */
 static void
 on_access(void *ud, const char *method, const char *uri, int status,
@@ -704,9 +763,11 @@ on_access(void *ud, const char *method, const char *uri, int status,
 {
     struct src *s = ud;
 
-    if (s->access != NULL)
-        fprintf(s->access, "%.6f %s %s %d %zu\n",
-                (double)rs_time_now() / 1e6, method, uri, status, bytes);
+    if (s->access == NULL)
+        return;
+    fprintf(s->access, "%.6f %s ", (double)rs_time_now() / 1e6, method);
+    access_put_uri(s->access, uri);
+    fprintf(s->access, " %d %zu\n", status, bytes);
 }
 
 static int

@@ -484,12 +484,9 @@ serve_file(struct serve *s, struct evhttp_request *req, const char *path,
      * is its version. */
     char etag[24];
     int64_t id[3] = { (int64_t)st.st_ino, (int64_t)st.st_size,
-                      (int64_t)st.st_mtim.tv_sec * 1000000000 +
-                          st.st_mtim.tv_nsec };
+                      tree_mtime_ns(&st) };
     doc_etag(s, (const unsigned char *)id, sizeof(id), etag);
-    if (doc_validators(s, req, etag,
-                       (rs_time_t)st.st_mtim.tv_sec * 1000000 +
-                           st.st_mtim.tv_nsec / 1000)) {
+    if (doc_validators(s, req, etag, tree_mtime_ns(&st) / 1000)) {
         close(fd);
         return;
     }
@@ -617,34 +614,22 @@ serve_resource(struct serve *s, struct evhttp_request *req, const char *upath)
         not_found(s, req);
         return;
     }
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     /* The ETag changes whenever the catalog would see a change: the same
      * identity that keys the hash cache. */
-    char etag[96], lm[64], link[DOCS_URL_MAX + 32];
-    int64_t mns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    char etag[96], link[DOCS_URL_MAX + 32];
+    int64_t mns = tree_mtime_ns(&st);
     snprintf(etag, sizeof(etag), "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"",
              (uint64_t)st.st_ino, (uint64_t)st.st_size, (uint64_t)mns);
-    http_date(st.st_mtim.tv_sec, lm, sizeof(lm));
     snprintf(link, sizeof(link), "<%s>; rel=\"resourcesync\"",
              docs_caplist_url(s->o.docs));
-    evhttp_add_header(out, "ETag", etag);
-    evhttp_add_header(out, "Last-Modified", lm);
     evhttp_add_header(out, "Link", link);
-
-    const char *inm = evhttp_find_header(in, "If-None-Match");
-    const char *ims = evhttp_find_header(in, "If-Modified-Since");
-    bool not_modified = false;
-    if (inm != NULL) {
-        not_modified = etag_listed(inm, etag);
-    } else if (ims != NULL) {
-        time_t t = parse_http_date(ims);
-        not_modified = t >= 0 && st.st_mtim.tv_sec <= t;
-    }
-    if (not_modified) {
+    /* The documents' rule: Last-Modified is sent, and If-Modified-Since
+     * honoured, only once the mtime's second is over. A file rewritten
+     * later in that second has the same date, and a client holding it
+     * was answered 304 with stale bytes; the ETag tells them apart. */
+    if (doc_validators(s, req, etag, mns / 1000)) {
         close(fd);
-        s->stats.not_modified++;
-        send_reply(s, req, 304, "Not Modified", NULL);
         return;
     }
     evhttp_add_header(out, "Content-Type", mime_type_of(rel));
@@ -779,6 +764,15 @@ on_request(struct evhttp_request *req, void *arg)
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
                           "GET, HEAD");
         reply_text(s, req, 405, "Method Not Allowed", "method not allowed");
+        return;
+    }
+    /* "//name/a.txt" is an origin-form target to HTTP (RFC 9112 3.2.1:
+     * an empty first segment), but evhttp reads "//name" as an authority
+     * and hands over the path "/a.txt": every file would answer under
+     * any number of alias URLs. No URL of ours starts with "//". */
+    const char *target = evhttp_request_get_uri(req);
+    if (target != NULL && target[0] == '/' && target[1] == '/') {
+        not_found(s, req);
         return;
     }
     const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);

@@ -36,15 +36,23 @@ struct tree {
 /* ------------------------------------------------------------- policy */
 
 static bool
-seg_is_bad(const char *seg, size_t n, bool top)
+seg_has_ctl(const char *seg, size_t n)
 {
-    if (n == 0 || seg[0] == '.')      /* "", ".", "..", hidden */
-        return true;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)seg[i];
         if (c < 0x20 || c == 0x7f)
             return true;
     }
+    return false;
+}
+
+static bool
+seg_is_bad(const char *seg, size_t n, bool top)
+{
+    if (n == 0 || seg[0] == '.')      /* "", ".", "..", hidden */
+        return true;
+    if (seg_has_ctl(seg, n))
+        return true;
     return top && n == sizeof(TREE_RESERVED) - 1 &&
            memcmp(seg, TREE_RESERVED, n) == 0;
 }
@@ -79,6 +87,40 @@ tree_last_ok(const struct tree *t, const char *path, const char *seg,
                 return false;
     }
     return true;
+}
+
+#define TREE_STR_(x) #x
+#define TREE_STR(x) TREE_STR_(x)
+#define TREE_WHY_CTL "a control character in a name: never listed"
+#define TREE_WHY_DEEP "deeper than " TREE_STR(TREE_DEPTH_MAX) \
+                      " levels: what it holds is never listed"
+#define TREE_WHY_LONG "a path of " TREE_STR(TREE_PATH_MAX) \
+                      " bytes or more: never listed"
+
+const char *
+tree_path_problem(const struct tree *t, const char *rel)
+{
+    if (rel == NULL || rel[0] == '\0')
+        return NULL;
+    const char *seg = rel;
+    unsigned depth = 0;
+    for (;;) {
+        const char *slash = strchr(seg, '/');
+        size_t n = slash != NULL ? (size_t)(slash - seg) : strlen(seg);
+        if (n == 0 || seg[0] == '.')
+            return NULL;                  /* hidden (or not a path) */
+        if (seg_has_ctl(seg, n))
+            return TREE_WHY_CTL;
+        if (++depth > TREE_DEPTH_MAX)
+            return TREE_WHY_DEEP;
+        if ((size_t)(seg - rel) + n >= TREE_PATH_MAX)
+            return TREE_WHY_LONG;
+        if (!tree_last_ok(t, rel, seg, n))
+            return NULL;                  /* excluded or reserved */
+        if (slash == NULL)
+            return NULL;
+        seg = slash + 1;
+    }
 }
 
 bool
@@ -194,6 +236,27 @@ bool
 tree_follows_symlinks(const struct tree *t)
 {
     return t->follow;
+}
+
+bool
+tree_root_gone(const struct tree *t)
+{
+    struct stat st;
+    return fstat(t->rootfd, &st) == 0 && st.st_nlink == 0;
+}
+
+int64_t
+tree_mtime_ns(const struct stat *st)
+{
+    /* whole seconds that fit, either way, with any nanoseconds added */
+    const int64_t max_s = INT64_MAX / 1000000000;
+    int64_t s = (int64_t)st->st_mtim.tv_sec;
+    int64_t ns = (int64_t)st->st_mtim.tv_nsec;
+    if (s > max_s || (s == max_s && ns > INT64_MAX % 1000000000))
+        return INT64_MAX;
+    if (s < -max_s)
+        return INT64_MIN;
+    return s * 1000000000 + ns;
 }
 
 /* ------------------------------------------------------ beneath the root */
@@ -399,6 +462,7 @@ struct tree_walker {
     char path[TREE_PATH_MAX];
     size_t len;
     unsigned depth;                /* frames pushed */
+    unsigned base_depth;           /* segments of sub, the first frame */
     struct frame fr[TREE_DEPTH_MAX + 1];
     int subfd;                     /* sub, until the first run enters it */
     struct stat subst;
@@ -427,6 +491,15 @@ walk_error(struct tree_walker *w, int e)
 {
     if (w->cbs->on_error != NULL)
         w->cbs->on_error(w->ud, w->path, e);
+}
+
+/* Something at (or, for TREE_WHY_LONG, in) w->path that exists and is
+ * never listed although no policy leaves it out. */
+static void
+walk_skip(struct tree_walker *w, const char *why)
+{
+    if (w->cbs->on_skip != NULL)
+        w->cbs->on_skip(w->ud, w->path, why);
 }
 
 /* Read dfd's entries that may be walked into *out (sorted). */
@@ -458,8 +531,6 @@ walk_read(struct tree_walker *w, int dfd, struct dent **out, size_t *nout)
         /* hidden names (and . ..) are never listed: skip before any stat */
         if (name[0] == '.')
             continue;
-        if (w->len + 1 + len >= sizeof(w->path))
-            continue;
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;     /* vanished meanwhile */
@@ -469,6 +540,10 @@ walk_read(struct tree_walker *w, int dfd, struct dent **out, size_t *nout)
         }
         if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
             continue;
+        if (w->len + 1 + len >= sizeof(w->path)) {
+            walk_skip(w, TREE_WHY_LONG);     /* told with its directory */
+            continue;
+        }
         if (n == cap) {
             size_t nc = cap != 0 ? cap * 2 : 64;
             struct dent *nv = rs_realloc(v, nc * sizeof(*nv));
@@ -561,6 +636,9 @@ tree_walker_new(const struct tree *t, const char *sub, struct tree_walker **out)
             goto out;     /* nothing to walk */
         memcpy(w->path, sub, n + 1);
         w->len = n;
+        w->base_depth = 1;
+        for (const char *p = sub; *p != '\0'; p++)
+            w->base_depth += *p == '/';
         const char *last;
         int dfd = open_parent(t, sub, &last);
         if (dfd < 0)
@@ -591,7 +669,13 @@ tree_walker_run(struct tree_walker *w, const struct tree_walk_cbs *cbs,
     if (w->subfd >= 0) {
         int fd = w->subfd;
         w->subfd = -1;
-        rc = frame_push(w, fd, &w->subst);
+        if (w->base_depth >= TREE_DEPTH_MAX) {
+            /* a directory at the last level: its entries are too deep */
+            close(fd);
+            walk_skip(w, TREE_WHY_DEEP);
+        } else {
+            rc = frame_push(w, fd, &w->subst);
+        }
     }
     size_t files = 0;
     while (rc == 0 && w->depth > 0) {
@@ -609,12 +693,18 @@ tree_walker_run(struct tree_walker *w, const struct tree_walk_cbs *cbs,
         memcpy(w->path + at, d->name, d->len + 1);
         w->len = at + d->len;
         if (!tree_last_ok(w->t, w->path, w->path + at, d->len)) {
-            /* skipped */
+            /* left out by policy; or a name no URI policy allows */
+            if (seg_has_ctl(d->name, d->len))
+                walk_skip(w, TREE_WHY_CTL);
         } else if (!d->dir) {
             files++;
             if (cbs->on_file != NULL)
                 rc = cbs->on_file(ud, w->path, &d->st, f->fd, d->name);
-        } else if (w->depth < TREE_DEPTH_MAX) {
+        } else if (w->base_depth + w->depth >= TREE_DEPTH_MAX) {
+            /* its entries would be deeper than tree_path_ok allows
+             * (counted from the root, also when the walk began below) */
+            walk_skip(w, TREE_WHY_DEEP);
+        } else {
             int fd = openat(f->fd, d->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
                                                 (w->t->follow ? 0 : O_NOFOLLOW));
             unsigned was = w->depth;

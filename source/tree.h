@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include "rs_error.h"
@@ -42,6 +43,32 @@ void tree_free(struct tree *t);      /* NULL ok */
 /* The root's canonical absolute path (realpath). */
 const char *tree_root(const struct tree *t);
 bool tree_follows_symlinks(const struct tree *t);
+
+/* Has the root been deleted (rmdir, rm -rf)? The tree holds the root's
+ * descriptor, so the kernel sends the root's watch no IN_DELETE_SELF
+ * until that is closed; an unlinked directory has no links left. */
+bool tree_root_gone(const struct tree *t);
+
+/*
+ * st's mtime in nanoseconds since the epoch, saturated to what an int64_t
+ * holds: 1677-09-21T00:12:43Z .. 2262-04-11T23:47:16.854775807Z. Every
+ * mtime rssource keeps (the identity of the hash cache, lastmod = this /
+ * 1000, ETags, Last-Modified) comes from here, so a file dated past 2262
+ * (touch -d 2300-01-01) gets the last instant as its lastmod everywhere
+ * rather than an overflow. The clamp keeps W3C datetimes at 4-digit years
+ * (rs_time_format formats 0000..9999 only). Two mtimes both past the
+ * range look alike to the hash cache: a rewrite keeping inode, size and a
+ * date past 2262 is then found only by a change of size.
+ */
+int64_t tree_mtime_ns(const struct stat *st);
+
+/*
+ * Why rel, which tree_path_ok refuses, is a file or directory that exists
+ * but can never be published (a control character in a name, deeper than
+ * TREE_DEPTH_MAX, TREE_PATH_MAX bytes or more), for the operator to be
+ * told; NULL when it is left out by design (hidden, excluded, reserved).
+ */
+const char *tree_path_problem(const struct tree *t, const char *rel);
 
 /*
  * May rel be listed and served? False for "", for an empty, "." or ".."
@@ -87,7 +114,10 @@ void tree_set_openat2(bool on);
  * for each directory (sub itself included) before its entries; on_file for
  * each regular file whose path is ok. Paths not ok are skipped, as are
  * symlinks unless following them (then directory loops are cut). on_error
- * (may be NULL) hears about what could not be read; the walk goes on.
+ * (may be NULL) hears about what could not be read, on_skip (may be NULL)
+ * about what exists but is never walked or listed (tree_path_problem's
+ * reasons: rel is the entry, or its directory when the entry's path would
+ * not fit in TREE_PATH_MAX); the walk goes on.
  * A callback returning non-zero (a negative RS_E*) stops the walk with
  * that value.
  */
@@ -98,6 +128,7 @@ struct tree_walk_cbs {
     int (*on_file)(void *ud, const char *rel, const struct stat *st,
                    int dirfd, const char *name);
     void (*on_error)(void *ud, const char *rel, int err);   /* errno */
+    void (*on_skip)(void *ud, const char *rel, const char *why);
 };
 int tree_walk(const struct tree *t, const char *sub,
               const struct tree_walk_cbs *cbs, void *ud) RS_MUST_CHECK;

@@ -86,6 +86,8 @@ struct watch {
     bool q_lost;               /* the queue was full: events dropped */
     struct event *ev_read;     /* on wake_fd */
     struct event *ev_timer;
+    struct event *ev_root;     /* WATCH_ROOT_CHECK_MS: is the root gone? */
+    bool root_told;            /* on_root_gone has run */
     struct wdent **wds;        /* buckets */
     size_t nwd_buckets, nwds;
     struct pend **pends;       /* buckets */
@@ -410,6 +412,43 @@ deliver(struct watch *w)
 /* --------------------------------------------------------------- events */
 
 static void
+root_gone(struct watch *w)
+{
+    if (w->root_told)
+        return;
+    w->root_told = true;
+    event_del(w->ev_root);
+    if (w->o.on_root_gone != NULL)
+        w->o.on_root_gone(w->o.ud);
+}
+
+/* A root deleted while the tree holds its descriptor gets no
+ * IN_DELETE_SELF (the kernel sends it when the inode goes, and that
+ * descriptor keeps it), and an empty root's rmdir no event at all: so
+ * it is looked for. One fstat a second. */
+static void
+on_root_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct watch *w = arg;
+    if (tree_root_gone(w->o.tree))
+        root_gone(w);
+}
+
+/* A name the tree refuses that is no choice of policy (a control
+ * character, too deep, too long): told when it appears. */
+static void
+tell_problem(struct watch *w, const struct inotify_event *ev, const char *full)
+{
+    if (!(ev->mask & (IN_CREATE | IN_MOVED_TO)) || w->o.on_problem == NULL)
+        return;
+    const char *why = tree_path_problem(w->o.tree, full);
+    if (why != NULL)
+        w->o.on_problem(w->o.ud, full, why, 0);
+}
+
+static void
 handle_event(struct watch *w, const struct inotify_event *ev)
 {
     w->stats.events++;
@@ -424,8 +463,7 @@ handle_event(struct watch *w, const struct inotify_event *ev)
         return;
     }
     if (ev->wd == w->root_wd && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF))) {
-        if (w->o.on_root_gone != NULL)
-            w->o.on_root_gone(w->o.ud);
+        root_gone(w);
         return;
     }
     if (ev->len == 0 || ev->name[0] == '\0')
@@ -433,7 +471,8 @@ handle_event(struct watch *w, const struct inotify_event *ev)
     struct wdent *d = wd_find(w, ev->wd);
     if (d == NULL)
         return;                   /* a watch dropped meanwhile */
-    char full[TREE_PATH_MAX];
+    /* room for a path one name longer than any allowed, to say why */
+    char full[TREE_PATH_MAX + NAME_MAX + 2];
     int n = d->path[0] != '\0'
                 ? snprintf(full, sizeof(full), "%s/%s", d->path, ev->name)
                 : snprintf(full, sizeof(full), "%s", ev->name);
@@ -442,8 +481,10 @@ handle_event(struct watch *w, const struct inotify_event *ev)
     /* Hidden and excluded names are never catalogued; but a name moved
      * away into one still leaves its old name (handled as MOVED_FROM of
      * the old name, which is allowed). */
-    if (!tree_path_ok(w->o.tree, full))
+    if (!tree_path_ok(w->o.tree, full)) {
+        tell_problem(w, ev, full);
         return;
+    }
     if ((ev->mask & IN_ISDIR) && (ev->mask & IN_MOVED_FROM))
         wd_drop_subtree(w, full);
     bool now = (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO |
@@ -630,8 +671,10 @@ watch_new(const struct watch_opts *o, const char **err)
     w->ev_read = event_new(o->base, w->wake_fd, EV_READ | EV_PERSIST,
                            on_read, w);
     w->ev_timer = event_new(o->base, -1, 0, on_timer, w);
-    if (w->ev_read == NULL || w->ev_timer == NULL ||
-        event_add(w->ev_read, NULL) != 0)
+    w->ev_root = event_new(o->base, -1, EV_PERSIST, on_root_check, w);
+    struct timeval every = rs_time_tv_ms(WATCH_ROOT_CHECK_MS);
+    if (w->ev_read == NULL || w->ev_timer == NULL || w->ev_root == NULL ||
+        event_add(w->ev_read, NULL) != 0 || event_add(w->ev_root, &every) != 0)
         goto fail;
     if (pthread_create(&w->drain, NULL, drain_main, w) != 0) {
         *err = "cannot start the inotify drain thread";
@@ -666,6 +709,8 @@ watch_free(struct watch *w)
         event_free(w->ev_read);
     if (w->ev_timer != NULL)
         event_free(w->ev_timer);
+    if (w->ev_root != NULL)
+        event_free(w->ev_root);
     if (w->pends != NULL)
         pend_clear(w);
     for (size_t i = 0; w->wds != NULL && i < w->nwd_buckets; i++) {

@@ -41,12 +41,16 @@ struct watch_opts {
     void (*on_batch)(void *ud, const char *const *paths, size_t n);
     /* Events were lost: the whole tree must be scanned again. */
     void (*on_rescan)(void *ud, const char *why);
-    /* The root itself was deleted or moved away. */
+    /* The root itself was deleted or moved away; once. A deleted root
+     * is looked for every WATCH_ROOT_CHECK_MS (see tree_root_gone). */
     void (*on_root_gone)(void *ud);
+    /* errnum: an errno, or 0 when what says it all */
     void (*on_problem)(void *ud, const char *rel, const char *what,
                        int errnum);
     void *ud;
 };
+
+#define WATCH_ROOT_CHECK_MS 1000
 
 struct watch_stats {
     uint64_t events;

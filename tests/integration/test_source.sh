@@ -27,6 +27,8 @@ printf 'secret\n' >"$OUT/secret"
 ln -s "$OUT/secret" "$D/escape"
 ln -s "$OUT" "$D/escdir"
 : >"$D/empty.txt"
+# Last-Modified comes once the mtime's second is over: not just written
+touch -d '3 seconds ago' "$D/a.txt"
 
 # start_ok NAME-OF-CHECK ARGS...: src_start in this shell (not in check's
 # subshell, which would lose the PID and port), counted as a check.

@@ -13,6 +13,7 @@
 
 #include "changelog.h"
 #include "docs.h"
+#include "tree.h"
 #include "rs_alloc.h"
 #include "rs_parse.h"
 #include "snapshot.h"
@@ -605,6 +606,64 @@ test_urls(void **state)
     assert_null(docs_new("/relative/", &e));
 }
 
+/* docs/base_url_refused: base URLs under which a Source could not serve
+ * its own documents are refused with a message, and the longest one
+ * taken still builds the <loc> of the longest path, every byte
+ * percent-encoded. */
+static void
+test_base_url_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "http://h.example/a/../b/",   "http://h.example/a/./b/",
+        "http://h.example/..",         "http://h.example/a/%2E%2e/",
+        "http://h.example//",          "http://h.example/a//b/",
+        "http://h.example/d\xc3\xa4t\xc3\xa4/", "http://h.example/a b/",
+        "http://h.example/a%zz/",      "http://h.example/a%2/",
+        "http://h.example/a\x01/",     "http://h.example/a\"b/",
+    };
+    const char *e;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct docs *d = docs_new(bad[i], &e);
+        if (d != NULL)
+            fail_msg("accepted %s", bad[i]);
+        assert_non_null(e);
+        assert_true(strncmp(e, "--base-url: ", 12) == 0);
+    }
+    static const char *const good[] = {
+        "http://h.example/a..b/.x/x./", "http://h.example/d%C3%A4t%C3%A4/",
+        "http://h.example:8080/a/b", "http://[::1]:8080/~u/a;b=c/@x:y/",
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct docs *d = docs_new(good[i], &e);
+        if (d == NULL)
+            fail_msg("refused %s: %s", good[i], e);
+        docs_free(d);
+    }
+    /* the longest base taken, and one byte more */
+    char *base = malloc(DOCS_BASE_MAX + 2);
+    assert_non_null(base);
+    memset(base, 'x', DOCS_BASE_MAX + 1);
+    memcpy(base, "http://h.example/", 17);
+    base[DOCS_BASE_MAX - 1] = '/';
+    base[DOCS_BASE_MAX] = '\0';
+    struct docs *d = docs_new(base, &e);
+    assert_non_null(d);
+    base[DOCS_BASE_MAX] = 'x';
+    base[DOCS_BASE_MAX + 1] = '\0';
+    assert_null(docs_new(base, &e));
+    free(base);
+    char rel[TREE_PATH_MAX];
+    memset(rel, ' ', sizeof(rel) - 1);
+    rel[sizeof(rel) - 1] = '\0';
+    char *u = malloc(DOCS_URL_MAX);
+    assert_non_null(u);
+    assert_int_equal(docs_resource_url(d, rel, u, DOCS_URL_MAX), 0);
+    assert_int_equal(strlen(u), DOCS_BASE_MAX + 3 * (TREE_PATH_MAX - 1));
+    free(u);
+    docs_free(d);
+}
+
 #define TD(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -623,6 +682,7 @@ main(void)
         TD("docs/notification_split", test_notification_split),
         TD("docs/framework_notification", test_framework),
         TD("docs/urls", test_urls),
+        TD("docs/base_url_refused", test_base_url_refused),
     };
     return cmocka_run_group_tests_name("source_docs", tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,138 @@ test_mime(void **state)
     assert_string_equal(mime_type_of("trailing."), "application/octet-stream");
 }
 
+/* tree/mtime_saturates: mtimes in nanoseconds are exact inside what an
+ * int64_t holds and saturate outside (2300 gave 1715 by overflow). */
+static void
+test_mtime_saturates(void **state)
+{
+    (void)state;
+    struct stat st;
+    memset(&st, 0, sizeof(st));
+    st.st_mtim.tv_sec = 1700000000;
+    st.st_mtim.tv_nsec = 123456789;
+    assert_true(tree_mtime_ns(&st) == INT64_C(1700000000123456789));
+    st.st_mtim.tv_sec = -1;
+    st.st_mtim.tv_nsec = 500000000;
+    assert_true(tree_mtime_ns(&st) == INT64_C(-500000000));
+    st.st_mtim.tv_sec = INT64_C(10413792000);      /* 2300-01-01 */
+    st.st_mtim.tv_nsec = 0;
+    assert_true(tree_mtime_ns(&st) == INT64_MAX);
+    st.st_mtim.tv_sec = INT64_MAX / 1000000000;     /* the last second */
+    st.st_mtim.tv_nsec = 854775807;
+    assert_true(tree_mtime_ns(&st) == INT64_MAX);
+    st.st_mtim.tv_nsec = 854775808;
+    assert_true(tree_mtime_ns(&st) == INT64_MAX);
+    st.st_mtim.tv_nsec = 0;
+    assert_true(tree_mtime_ns(&st) == INT64_MAX - 854775807);
+    st.st_mtim.tv_sec = INT64_C(-20000000000);     /* before 1677 */
+    assert_true(tree_mtime_ns(&st) == INT64_MIN);
+    /* a file dated 2300, where the file system can hold it */
+    char *dir = tu_mkdtemp();
+    tt_write(dir, "y2300", "x");
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/y2300", dir);
+    struct timespec ts[2] = { { INT64_C(10413792000), 0 },
+                              { INT64_C(10413792000), 0 } };
+    if (utimensat(AT_FDCWD, p, ts, 0) == 0 && stat(p, &st) == 0 &&
+        st.st_mtim.tv_sec == INT64_C(10413792000))
+        assert_true(tree_mtime_ns(&st) == INT64_MAX);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+struct skips {
+    int n;
+    char why[8][128];
+    size_t len[8];
+};
+
+static void
+on_skip(void *ud, const char *rel, const char *why)
+{
+    struct skips *k = ud;
+    if (k->n < 8) {
+        snprintf(k->why[k->n], sizeof(k->why[0]), "%s", why);
+        k->len[k->n] = strlen(rel);
+    }
+    k->n++;
+}
+
+/* tree/unpublishable_told: what exists but can never be listed (a
+ * control character in a name, deeper than TREE_DEPTH_MAX, a path of
+ * TREE_PATH_MAX bytes or more) is told to on_skip and explained by
+ * tree_path_problem; what policy leaves out (hidden, excluded,
+ * reserved) is not. */
+static void
+test_unpublishable_told(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *const ex[] = { "*.tmp", NULL };
+    struct tree *t = tt_open(dir, ex, false);
+    tt_write(dir, "ok.txt", "x");
+    tt_write(dir, "new\nline.txt", "x");
+    tt_write(dir, ".hidden", "x");
+    tt_write(dir, "x.tmp", "x");
+    tt_mkdir(dir, "resourcesync");
+    /* 130 levels of "d" */
+    char rel[4096] = "d";
+    size_t rl = 1;
+    tt_mkdir(dir, rel);
+    for (int i = 1; i < 130; i++) {
+        memcpy(rel + rl, "/d", 3);
+        rl += 2;
+        tt_mkdir(dir, rel);
+    }
+    /* 21 directories of 200 bytes: a path over 4096 bytes, made one
+     * level at a time (mkdir of the whole path would pass PATH_MAX) */
+    char seg[201];
+    memset(seg, 'n', 200);
+    seg[200] = '\0';
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    for (int i = 0; i < 21; i++) {
+        assert_int_equal(mkdirat(dfd, seg, 0755), 0);
+        int nfd = openat(dfd, seg, O_RDONLY | O_DIRECTORY);
+        assert_true(nfd >= 0);
+        close(dfd);
+        dfd = nfd;
+    }
+    close(dfd);
+    struct skips k = { 0 };
+    struct tree_walk_cbs cbs = { .on_skip = on_skip };
+    assert_int_equal(tree_walk(t, "", &cbs, &k), 0);
+    assert_int_equal(k.n, 3);
+    /* path order: d/..., new\nline.txt, nnn... */
+    assert_true(strncmp(k.why[0], "deeper than 128 levels", 22) == 0);
+    assert_int_equal(k.len[0], 128 * 2 - 1);
+    assert_true(strncmp(k.why[1], "a control character", 19) == 0);
+    assert_true(strncmp(k.why[2], "a path of 4096 bytes or more", 28) == 0);
+    assert_int_equal(k.len[2], 20 * 201 - 1);      /* its directory */
+    /* a walk below the root counts the depth from the root */
+    char sub[300];
+    memcpy(sub, rel, 120 * 2 - 1);          /* 120 levels */
+    sub[120 * 2 - 1] = '\0';
+    k.n = 0;
+    assert_int_equal(tree_walk(t, sub, &cbs, &k), 0);
+    assert_int_equal(k.n, 1);
+    assert_int_equal(k.len[0], 128 * 2 - 1);
+    assert_string_equal(tree_path_problem(t, "new\nline.txt"), k.why[1]);
+    assert_null(tree_path_problem(t, "ok.txt"));
+    assert_null(tree_path_problem(t, ".hid\nden"));
+    assert_null(tree_path_problem(t, "x.tmp"));
+    assert_null(tree_path_problem(t, "resourcesync/a\nb"));
+    memcpy(rel + rl, "/f.txt", 7);
+    assert_non_null(tree_path_problem(t, rel));
+    tree_free(t);
+    /* the tree of 4096+ bytes is removed a level at a time too */
+    char cmd[4400];
+    snprintf(cmd, sizeof(cmd), "cd '%s' && rm -rf %s d", dir, seg);
+    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 #define TT(name, fn) { name, fn, NULL, NULL, NULL }
 
 int
@@ -414,6 +547,8 @@ main(void)
         TT("tree/walk_loop", test_walk_loop),
         TT("tree/url_mapping", test_url_mapping),
         TT("tree/free_null", test_free_null),
+        TT("tree/mtime_saturates", test_mtime_saturates),
+        TT("tree/unpublishable_told", test_unpublishable_told),
         TT("mime/types", test_mime),
     };
     return cmocka_run_group_tests_name("source_tree", tests, NULL, NULL);

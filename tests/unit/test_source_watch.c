@@ -29,6 +29,8 @@ struct fx {
     int total;                /* paths of every batch, also past 64 */
     int batches;
     int rescans;
+    int roots_gone;
+    int problems;
     int want;                 /* stop the loop after this many paths */
 };
 
@@ -51,6 +53,23 @@ on_rescan(void *ud, const char *why)
     struct fx *f = ud;
     f->rescans++;
     event_base_loopbreak(f->base);
+}
+
+static void
+on_root_gone(void *ud)
+{
+    struct fx *f = ud;
+    f->roots_gone++;
+    event_base_loopbreak(f->base);
+}
+
+static void
+on_problem(void *ud, const char *rel, const char *what, int errnum)
+{
+    (void)rel;
+    (void)what;
+    (void)errnum;
+    ((struct fx *)ud)->problems++;
 }
 
 static void
@@ -77,7 +96,8 @@ fx_open(struct fx *f, int64_t settle_ms, size_t max_pending)
                              .max_queued = fx_max_queued,
                              .coalesce_us = fx_coalesce_us,
                              .on_batch = on_batch, .on_rescan = on_rescan,
-                             .ud = f };
+                             .on_root_gone = on_root_gone,
+                             .on_problem = on_problem, .ud = f };
     const char *e;
     f->w = watch_new(&wo, &e);
     assert_non_null(f->w);
@@ -346,6 +366,31 @@ test_coalesce(void **state)
     assert_true(fx_has(f, "third.txt"));
 }
 
+/* watch/root_deleted: the root removed while the tree holds its
+ * descriptor (so no IN_DELETE_SELF comes, and an empty one's rmdir sends
+ * no event at all) is told once, within WATCH_ROOT_CHECK_MS; a name that
+ * can never be listed (a newline in it) is told as a problem, not
+ * handed over. */
+static void
+test_root_deleted(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 10000, 0);
+    fx_write(f, "bad\nname", "x");
+    fx_run(f, 1, 300);
+    assert_int_equal(f->ngot, 0);
+    assert_int_equal(f->problems, 1);
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/bad\nname", f->dir);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(rmdir(f->dir), 0);
+    fx_run(f, 0, 3 * WATCH_ROOT_CHECK_MS);
+    assert_int_equal(f->roots_gone, 1);
+    fx_run(f, 0, WATCH_ROOT_CHECK_MS + 200);
+    assert_int_equal(f->roots_gone, 1);            /* once */
+    assert_int_equal(mkdir(f->dir, 0700), 0);      /* for the teardown */
+}
+
 #define TW(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -359,6 +404,7 @@ main(void)
         TW("watch/kernel_queue_never_overflows", test_kernel_queue),
         TW("watch/memory_queue_full_rescans", test_queue_full),
         TW("watch/coalesce", test_coalesce),
+        TW("watch/root_deleted", test_root_deleted),
     };
     return cmocka_run_group_tests_name("source_watch", tests, NULL, NULL);
 }
