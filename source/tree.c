@@ -96,6 +96,8 @@ tree_last_ok(const struct tree *t, const char *path, const char *seg,
                       " levels: what it holds is never listed"
 #define TREE_WHY_LONG "a path of " TREE_STR(TREE_PATH_MAX) \
                       " bytes or more: never listed"
+#define TREE_WHY_ALIAS "a symlink into the tree: not followed, what it " \
+                       "points to is listed under its own name"
 
 const char *
 tree_path_problem(const struct tree *t, const char *rel)
@@ -415,6 +417,8 @@ tree_open_at(const struct tree *t, int dirfd, const char *name,
     return regular_fd(fd, st);
 }
 
+static bool link_into_tree(const struct tree *t, int dfd, const char *name);
+
 int
 tree_stat(const struct tree *t, const char *rel, struct stat *st)
 {
@@ -426,12 +430,20 @@ tree_stat(const struct tree *t, const char *rel, struct stat *st)
     int dfd = open_parent(t, rel, &last);
     if (dfd < 0)
         return dfd;
-    int r = fstatat(dfd, last, st, t->follow ? 0 : AT_SYMLINK_NOFOLLOW);
+    int r = fstatat(dfd, last, st, AT_SYMLINK_NOFOLLOW);
+    bool alias = false;
+    if (r == 0 && S_ISLNK(st->st_mode) && t->follow) {
+        /* as the walk: a link into the tree is not followed */
+        alias = link_into_tree(t, dfd, last);
+        r = alias ? 0 : fstatat(dfd, last, st, 0);
+    }
     int e = errno;
     if (dfd != t->rootfd)
         close(dfd);
     if (r != 0)
         return errno_rc(e);
+    if (alias)
+        return RS_ENOTFOUND;
     return S_ISREG(st->st_mode) || S_ISDIR(st->st_mode) ? 0 : RS_ENOTFOUND;
 }
 
@@ -441,6 +453,7 @@ struct dent {
     char *name;
     size_t len;
     bool dir;
+    bool alias;                    /* a symlink into the tree: not followed */
     struct stat st;
 };
 
@@ -502,6 +515,25 @@ walk_skip(struct tree_walker *w, const char *why)
         w->cbs->on_skip(w->ud, w->path, why);
 }
 
+/* Does the symlink name in dfd lead inside the tree (t->root is a
+ * realpath)? Followed, its target would be listed twice, under two names,
+ * and watched under one only (inotify gives one watch an inode): the
+ * other name would go stale, and a watch could leave with the alias. */
+static bool
+link_into_tree(const struct tree *t, int dfd, const char *name)
+{
+    char proc[64 + NAME_MAX];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", dfd, name);
+    char *rp = realpath(proc, NULL);
+    if (rp == NULL)
+        return false;
+    size_t n = strlen(t->root);
+    bool in = strncmp(rp, t->root, n) == 0 &&
+              (rp[n] == '/' || rp[n] == '\0' || (n == 1 && t->root[0] == '/'));
+    free(rp);
+    return in;
+}
+
 /* Read dfd's entries that may be walked into *out (sorted). */
 static int
 walk_read(struct tree_walker *w, int dfd, struct dent **out, size_t *nout)
@@ -532,11 +564,13 @@ walk_read(struct tree_walker *w, int dfd, struct dent **out, size_t *nout)
         if (name[0] == '.')
             continue;
         struct stat st;
+        bool alias = false;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;     /* vanished meanwhile */
         if (S_ISLNK(st.st_mode)) {
             if (!w->t->follow || fstatat(dfd, name, &st, 0) != 0)
                 continue;
+            alias = link_into_tree(w->t, dfd, name);
         }
         if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
             continue;
@@ -561,6 +595,7 @@ walk_read(struct tree_walker *w, int dfd, struct dent **out, size_t *nout)
         }
         v[n].len = len;
         v[n].dir = S_ISDIR(st.st_mode);
+        v[n].alias = alias;
         v[n].st = st;
         n++;
     }
@@ -696,6 +731,8 @@ tree_walker_run(struct tree_walker *w, const struct tree_walk_cbs *cbs,
             /* left out by policy; or a name no URI policy allows */
             if (seg_has_ctl(d->name, d->len))
                 walk_skip(w, TREE_WHY_CTL);
+        } else if (d->alias) {
+            walk_skip(w, TREE_WHY_ALIAS);
         } else if (!d->dir) {
             files++;
             if (cbs->on_file != NULL)

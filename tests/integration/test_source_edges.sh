@@ -5,8 +5,9 @@
 # request target in the access log, If-Modified-Since within the second a
 # file was rewritten, an mtime past 2262 (lastmod saturated, no
 # overflow), files that can never be published (a control character in a
-# name, too deep, too long: problems, logged), and the served directory
-# deleted (exit 1).
+# name, too deep, too long: problems, logged), a symlink into the tree
+# under --follow-symlinks (not followed), and the served directory deleted
+# (exit 1).
 set -u
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -139,6 +140,40 @@ expect_eq "GET: no Last-Modified in the future, an ETag" \
     "0 1"
 check "documents still validate" rsdoc_ok "${B}resourcesync/changelist.xml" \
     "${B}resourcesync/resourcelist.xml"
+
+note "--follow-symlinks: a link into the tree is not followed"
+# Followed, d/b and dlink/b were one file under two names, watched under
+# one: a change was reported as dlink/b while the Resource List's d/b went
+# stale, and removing dlink left d unwatched.
+L=$TMP/links
+mkdir -p "$L/d" "$TMP/outside"
+printf 'b\n' >"$L/d/b"
+printf 'o\n' >"$TMP/outside/o"
+ln -s d "$L/dlink"
+ln -s d/b "$L/flink"
+ln -s "$TMP/outside" "$L/out"
+if src_start f "$L" --follow-symlinks --settle 200ms --resourcelist-refresh 0; then
+    fetch f resourcesync/resourcelist.xml "$TMP/frl.xml"
+    BF=$(src_url f)
+    expect_eq "listed: d/b and what a link out of the tree holds, no alias" \
+        "$(xq "$TMP/frl.xml" "[u['loc'][len('$BF'):] for u in urls]" | sort | tr '\n' ' ')" \
+        "d/b out/o "
+    check "the links into the tree are told" grep -q 'a symlink into the tree' \
+        "${SRC_LOG[f]}"
+    printf 'b changed\n' >>"$L/d/b"
+    rm "$L/dlink"
+    sleep 0.5
+    printf 'new\n' >"$L/d/new"
+    # shellcheck disable=SC2317 # run through wait_until
+    both() { changes_of f | grep -qx 'created d/new' && changes_of f | grep -qx 'updated d/b'; }
+    check "changes come under the real names, d still watched after the link went" \
+        wait_until 10 both
+    expect_eq "no change under dlink/ or flink" \
+        "$(changes_of f | grep -c -e ' dlink/' -e ' flink$')" 0
+    src_stop f
+else
+    bad "rssource --follow-symlinks starts"
+fi
 
 note "the served directory deleted: exit 1"
 rm -rf "$D"

@@ -535,6 +535,51 @@ test_unpublishable_told(void **state)
 
 #define TT(name, fn) { name, fn, NULL, NULL, NULL }
 
+/* tree/links_into_the_tree: following symlinks, a link that leads back
+ * into the tree (to a directory or a file in it) is not followed: its
+ * target would be listed twice, under two names, and watched under one
+ * only, so the other went stale (and a watch could leave with the alias).
+ * Told to on_skip; tree_stat calls it absent. A link out of the tree is
+ * followed as before. */
+static void
+test_links_into_the_tree(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp(), *out = tu_mkdtemp();
+    tt_mkdir(dir, "d");
+    tt_write(dir, "d/b", "1");
+    tt_write(out, "o", "2");
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/dlink", dir);
+    assert_int_equal(symlink("d", p), 0);
+    snprintf(p, sizeof(p), "%s/flink", dir);
+    assert_int_equal(symlink("d/b", p), 0);
+    snprintf(p, sizeof(p), "%s/outside", dir);
+    assert_int_equal(symlink(out, p), 0);
+    struct tree *t = tt_open(dir, NULL, true);
+    struct tree_walk_cbs cbs = { .on_file = tt_on_file, .on_dir = tt_on_dir };
+    struct walked w = { .t = t };
+    assert_int_equal(tree_walk(t, "", &cbs, &w), 0);
+    assert_int_equal(w.n, 2);
+    assert_string_equal(w.seen[0], "d/b");
+    assert_string_equal(w.seen[1], "outside/o");
+    struct skips k = { 0 };
+    struct tree_walk_cbs sk = { .on_skip = on_skip };
+    assert_int_equal(tree_walk(t, "", &sk, &k), 0);
+    assert_int_equal(k.n, 2);                    /* dlink, flink */
+    assert_non_null(strstr(k.why[0], "a symlink into the tree"));
+    struct stat st;
+    assert_int_equal(tree_stat(t, "dlink", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_stat(t, "flink", &st), RS_ENOTFOUND);
+    assert_int_equal(tree_stat(t, "outside", &st), 0);
+    assert_int_equal(tree_stat(t, "d/b", &st), 0);
+    tree_free(t);
+    tu_rmtree(out);
+    tu_rmtree(dir);
+    free(out);
+    free(dir);
+}
+
 int
 main(void)
 {
@@ -545,6 +590,7 @@ main(void)
         TT("tree/open_no_escape_walk", test_open_no_escape_walk),
         TT("tree/walk_order", test_walk_order),
         TT("tree/walk_loop", test_walk_loop),
+        TT("tree/links_into_the_tree", test_links_into_the_tree),
         TT("tree/url_mapping", test_url_mapping),
         TT("tree/free_null", test_free_null),
         TT("tree/mtime_saturates", test_mtime_saturates),
