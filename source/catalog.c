@@ -32,6 +32,7 @@ struct catalog {
      * observe_file); a whole read leaves its capture pending until the
      * change is recorded (cap_ok, with where it went) */
     bool cap_want, cap_ok;
+    int hash_errno;            /* hash_file's failing call's errno */
     int64_t cap_list, cap_off, cap_len;
     /* catalog_digests_known: a ring, oldest overwritten; size < 0: free */
     struct state_res known[CATALOG_KNOWN_MAX];
@@ -88,6 +89,7 @@ hash_file(struct catalog *c, const char *rel, const struct at *at,
     int fd = at != NULL && at->dirfd >= 0
                  ? tree_open_at(c->o.tree, at->dirfd, at->name, &st)
                  : tree_open_file(c->o.tree, rel, &st);
+    c->hash_errno = errno;
     if (fd < 0)
         return fd;
     identity_from(r, &st);
@@ -99,7 +101,7 @@ hash_file(struct catalog *c, const char *rel, const struct at *at,
                                 cap ? capture_chunk : NULL, c->o.cdump, NULL,
                                 r->md5, r->sha256, &total);
     if (rc == RS_EIO)
-        problem(c, rel, "read", errno);
+        c->hash_errno = errno;        /* told by the caller */
     close(fd);
     /* only a whole, unchanged read is the content the digests are of */
     if (cap)
@@ -201,6 +203,20 @@ record(struct catalog *c, const char *rel, enum rs_change ch,
     return rc;
 }
 
+static int delete_one(struct catalog *c, const char *rel, bool rec,
+                      rs_time_t now);
+
+/* A file rssource cannot read (e is why): a problem, and not listed,
+ * since it cannot be served (a GET answers 404): a row it had goes, as a
+ * deletion, and comes back with the file's next readable change. */
+static int
+unreadable(struct catalog *c, const char *rel, const struct state_res *old,
+           int e, bool rec, rs_time_t now)
+{
+    problem(c, rel, "read", e);
+    return old != NULL ? delete_one(c, rel, rec, now) : 0;
+}
+
 /*
  * One regular file, seen with identity st; old is its row (NULL: none).
  * Content or lastmod changed: a change. Only the inode or device changed
@@ -216,6 +232,10 @@ observe_file(struct catalog *c, const char *rel, const struct at *at,
     r.path = rel;
     identity_from(&r, st);
     c->stats.files++;
+    /* chmod 000 changes no identity: told by the mode (a read denied
+     * otherwise shows when it is opened, below) */
+    if ((st->st_mode & 0444) == 0)
+        return unreadable(c, rel, old, EACCES, rec, now);
     if (old != NULL && identity_eq(old, &r))
         return 0;
     bool had = old != NULL;
@@ -241,7 +261,10 @@ observe_file(struct catalog *c, const char *rel, const struct at *at,
         if (rc == RS_ENOTFOUND)        /* gone meanwhile: next event */
             return 0;
         if (rc == RS_EIO) {            /* unreadable: not catalogued */
-            problem(c, rel, "read", EIO);
+            int e = c->hash_errno != 0 ? c->hash_errno : EIO;
+            if (e == EACCES || e == EPERM)
+                return unreadable(c, rel, old, e, rec, now);
+            problem(c, rel, "read", e);
             return 0;
         }
         if (rc != 0)

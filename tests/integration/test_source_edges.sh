@@ -141,6 +141,22 @@ expect_eq "GET: no Last-Modified in the future, an ETag" \
 check "documents still validate" rsdoc_ok "${B}resourcesync/changelist.xml" \
     "${B}resourcesync/resourcelist.xml"
 
+note "a file made unreadable leaves the lists, and comes back"
+# chmod 000 changed no identity: the file stayed listed while a GET of it
+# answered 404 (and a baseline told EACCES as "Input/output error").
+printf 'secret\n' >"$D/ro.txt"
+# shellcheck disable=SC2317 # run through wait_until
+last_of() { changes_of s | grep " ro.txt$" | tail -n 1; }
+# shellcheck disable=SC2317
+last_is() { [ "$(last_of)" = "$1 ro.txt" ]; }
+check "ro.txt listed" wait_until 10 last_is created
+chmod 000 "$D/ro.txt"
+check "chmod 000: deleted from the Change List" wait_until 10 last_is deleted
+check "...told, with the OS's reason" \
+    grep -q 'msg="skipped" what=read error="Permission denied" path=ro.txt' "$LOG"
+chmod 644 "$D/ro.txt"
+check "chmod 644: created again" wait_until 10 last_is created
+
 note "--follow-symlinks: a link into the tree is not followed"
 # Followed, d/b and dlink/b were one file under two names, watched under
 # one: a change was reported as dlink/b while the Resource List's d/b went
