@@ -21,6 +21,12 @@
 
 #define CLSCAN_SPANS 24           /* suspect spans kept (feeds.suspects) */
 #define CLSCAN_SHRINK_SLACK_US (2 * 1000000)
+/* A Source's datetimes are believed up to this far past our clock (as
+ * rssub's APPLY_SKEW_US): an entry dated later is published but does not
+ * move the feed's position, or one Source clock running ahead (2100)
+ * would have every real change after it refused as history rewritten. */
+#define CLSCAN_SKEW_US (60 * 1000000LL)
+#define CLSCAN_FUTURE_LOGS 10     /* future entries logged one commit */
 
 enum seen_state { SEEN_PUBLISHED = 1, SEEN_REFUSED = 2 };
 
@@ -276,6 +282,11 @@ static const char SQL_DROP_GONE[] =
 static const char SQL_DROP_ALL_GONE[] =
     "DELETE FROM seen WHERE feed = ?1 AND gen < ?2";
 static const char SQL_WALK_DONE[] = "DELETE FROM walk WHERE feed = ?1";
+static const char SQL_POS_BACK[] =
+    "SELECT max(dt) FROM seen WHERE feed = ?1 AND state = 1 AND dt <= ?2";
+static const char SQL_UNREFUSE[] =
+    "DELETE FROM seen WHERE feed = ?1 AND state = 2 AND dt > ?2 AND "
+    "dt <= ?3";
 
 static int
 exec2(struct store *st, const char *sql, int64_t a, int64_t b,
@@ -304,6 +315,8 @@ struct commit_ctx {
     struct span sp[CLSCAN_SPANS];
     size_t nsp;
     rs_time_t pos;
+    rs_time_t ceiling;            /* now + CLSCAN_SKEW_US: the newest
+                                     datetime that may move pos */
 };
 
 /* The new identities, in the Source's order: each published, or refused
@@ -350,8 +363,20 @@ take_new(struct commit_ctx *x)
             }
         }
         if (state == SEEN_PUBLISHED && c.datetime != RS_TIME_NONE &&
-            (x->pos == RS_TIME_NONE || c.datetime > x->pos))
+            c.datetime > x->ceiling) {
+            /* published (it is a change), but the position stays */
+            if (++x->out->future <= CLSCAN_FUTURE_LOGS) {
+                char dt[RS_TIME_BUFSZ];
+                rs_time_format(c.datetime, dt);
+                rs_log_kv(RS_LOG_WARN, "an entry dated in the future: "
+                          "published, but later changes are not judged "
+                          "against it", "changelist", x->f->url, "loc",
+                          c.loc, "datetime", dt, NULL);
+            }
+        } else if (state == SEEN_PUBLISHED && c.datetime != RS_TIME_NONE &&
+                   (x->pos == RS_TIME_NONE || c.datetime > x->pos)) {
             x->pos = c.datetime;
+        }
         if (rc != 0)
             break;
         sqlite3_stmt *s = store_stmt(st, SQL_SEEN_ADD);
@@ -472,6 +497,54 @@ judge_gone(struct commit_ctx *x, rs_time_t threshold)
     return store_exec(st, s, "missed entries");
 }
 
+/*
+ * A position beyond the clock (a state written before future entries were
+ * kept from moving it, or our clock set back): back to the newest entry
+ * published within it (RS_TIME_NONE when none is left), and the entries
+ * refused as history rewritten against the bogus position are new again:
+ * those this walk read are published in this commit, the others when
+ * their document is read again.
+ */
+static int
+pos_recover(struct commit_ctx *x)
+{
+    struct store *st = x->cs->st;
+    rs_time_t bad = x->f->pos;
+    if (bad == RS_TIME_NONE || bad <= x->ceiling)
+        return 0;
+    sqlite3_stmt *s = store_stmt(st, SQL_POS_BACK);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, x->f->id);
+    sqlite3_bind_int64(s, 2, x->ceiling);
+    int r = sqlite3_step(s);
+    rs_time_t pos = RS_TIME_NONE;
+    if (r == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+        pos = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (r != SQLITE_ROW)
+        return store_fail(st, "the position");
+    s = store_stmt(st, SQL_UNREFUSE);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, x->f->id);
+    sqlite3_bind_int64(s, 2, pos == RS_TIME_NONE ? INT64_MIN : pos);
+    sqlite3_bind_int64(s, 3, x->ceiling);
+    int rc = store_exec(st, s, "entries refused against the position");
+    if (rc != 0)
+        return rc;
+    char was[RS_TIME_BUFSZ], now[RS_TIME_BUFSZ] = "none";
+    rs_time_format(bad, was);
+    if (pos != RS_TIME_NONE)
+        rs_time_format(pos, now);
+    rs_log_kv(RS_LOG_WARN, "the feed's position is in the future: taken "
+              "back to the newest entry published within the clock",
+              "changelist", x->f->url, "position", was, "now", now, NULL);
+    x->f->pos = x->pos = pos;
+    return 0;
+}
+
 static int
 on_new_doc(void *ud, const char *url, const char *parent)
 {
@@ -496,13 +569,15 @@ clscan_commit(struct clscan *cs, struct store_feed *f,
                                   .baseline = f->gen == 0 };
     struct store_feed nf = *f;
     struct commit_ctx x = { .cs = cs, .f = &nf, .h = hooks, .out = out,
-                            .gen = f->gen + 1, .pos = f->pos };
+                            .gen = f->gen + 1, .pos = f->pos,
+                            .ceiling = rs_time_now() + CLSCAN_SKEW_US };
     x.nsp = spans_parse(f->suspects, x.sp, CLSCAN_SPANS);
     struct store *st = cs->st;
     int rc = store_begin(st);
     if (rc != 0)
         return rc;
-    if ((rc = exec2(st, SQL_BUMP_NOTMOD, f->id, x.gen, "304 documents")) != 0 ||
+    if ((rc = pos_recover(&x)) != 0 ||
+        (rc = exec2(st, SQL_BUMP_NOTMOD, f->id, x.gen, "304 documents")) != 0 ||
         (rc = exec2(st, SQL_BUMP_MET, f->id, x.gen, "entries met")) != 0 ||
         (rc = take_new(&x)) != 0)
         goto fail;

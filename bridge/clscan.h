@@ -57,6 +57,8 @@ struct clscan_stats {
     uint64_t rewritten;       /* never seen, older than the position */
     uint64_t lost;            /* gone while still in the window */
     uint64_t new_lists;       /* Change Lists new in an index */
+    uint64_t future;          /* ... published dated beyond our clock (and
+                                 its skew): the position did not move */
     bool baseline;            /* the feed's first walk */
 };
 

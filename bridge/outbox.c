@@ -422,6 +422,17 @@ outbox_free(struct outbox *ob)
 }
 
 int
+outbox_set_token(struct outbox *ob, const char *token)
+{
+    for (int k = 0; k < OUTBOX_LANES; k++) {
+        int rc = rs_publisher_set_token(ob->lanes[k].pub, token);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int
 outbox_add(struct outbox *ob, enum outbox_lane lane,
            const struct outbox_item *it)
 {

@@ -77,6 +77,11 @@ int outbox_add(struct outbox *ob, enum outbox_lane lane,
 void outbox_kick(struct outbox *ob);
 void outbox_flush(struct outbox *ob);          /* the drain */
 void outbox_resume(struct outbox *ob);         /* SIGHUP */
+/* The hub token changed (SIGHUP re-read --token-file; NULL: none): each
+ * topic's POSTs carry it from now on, and one in flight refused with the
+ * old token is sent again with it (rs_publisher_set_token); a topic a 4xx
+ * stopped goes again with outbox_resume. 0 or RS_ENOMEM. */
+int outbox_set_token(struct outbox *ob, const char *token) RS_MUST_CHECK;
 bool outbox_idle(const struct outbox *ob);     /* no POST in flight */
 
 struct outbox_stats {

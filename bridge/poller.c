@@ -55,6 +55,10 @@
 #define POLLER_HUB_WAIT_MS 2000       /* ready without the hub's channels */
 #define POLLER_REQLOG_MAX (1u << 20)  /* documents remembered (politeness) */
 #define POLLER_URL_MAX 8192
+/* Polls in a row that failed on a feed's garbled document before the
+ * Capability Lists are looked for again (a Source that moved its lists
+ * may answer the old URL with an HTML page rather than a 404). */
+#define POLLER_GARBLED_REDISCOVER 3
 
 enum poll_state {
     PS_IDLE = 0,
@@ -74,12 +78,20 @@ static const char *const poll_state_names[] = {
 };
 
 struct cap {
-    int64_t k;
-    char *url;
+    int64_t k;                    /* -1: not numbered yet (below) */
+    char *url;                    /* where it is read (redirects followed) */
+    char *alias;                  /* the URL the Source Description names
+                                     it by, when that redirects to url */
     struct rs_doc *doc;           /* the original, as last read */
     char *changes, *resources;    /* what it names (absolute), or NULL */
     bool gone;                    /* no longer in the Source Description */
+    bool listed;                  /* in the Source Description last read */
 };
+/* A URL the Source Description names that no Capability List is known by
+ * is not numbered (k -1, not served) until it is read: where redirects
+ * lead tells whether it is one already known (discovery gives the URLs
+ * redirects led to, the Source Description the URLs it names) - a
+ * Capability List keeps one number, however it is reached. */
 
 enum job_kind { JOB_CHANGES, JOB_RESOURCES, JOB_RLHEAD };
 
@@ -120,6 +132,10 @@ struct poller {
     size_t ncaps;
     char *description;            /* its Source Description, or NULL */
     bool discovered;
+    bool sd_first;                /* the Source Description's first read */
+    bool gone_pending;            /* the Capability Lists it no longer
+                                     names are told once the ones not
+                                     numbered yet were read */
     int64_t caps_read_ms;         /* monotonic; 0: never */
     bool sd_read;                 /* the SD was read by this process */
     /* the poll under way */
@@ -139,6 +155,8 @@ struct poller {
     size_t reqcap, reqn;
     int64_t cur_interval_ms;
     unsigned fails;
+    unsigned garbled;             /* polls in a row failed on a feed's
+                                     unparseable document */
     struct rs_backoff backoff;
     /* readiness */
     bool first_done, channels_settled, hub_waited, ready_told;
@@ -417,6 +435,7 @@ static void
 poll_done(struct poller *p)
 {
     p->fails = 0;
+    p->garbled = 0;
     p->polls++;
     count(METRIC(p, polls_ok), 1);
     p->last_poll = rs_time_now();
@@ -637,21 +656,51 @@ on_ask_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------- discovering */
 
+/* The Capability List known by url (where it is read, or the URL that
+ * redirects there), numbered or not; NULL: none. */
+static struct cap *
+cap_find(struct poller *p, const char *url)
+{
+    for (size_t i = 0; i < p->ncaps; i++)
+        if (strcmp(p->caps[i].url, url) == 0 ||
+            (p->caps[i].alias != NULL && strcmp(p->caps[i].alias, url) == 0))
+            return &p->caps[i];
+    return NULL;
+}
+
+static void
+cap_clear(struct cap *c)
+{
+    rs_free(c->url);
+    rs_free(c->alias);
+    rs_doc_free(c->doc);
+    rs_free(c->changes);
+    rs_free(c->resources);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Numbered: its k from the state (a new one for a URL never seen). */
 static struct cap *
 cap_add(struct poller *p, const char *url)
 {
-    for (size_t i = 0; i < p->ncaps; i++)
-        if (strcmp(p->caps[i].url, url) == 0) {
-            p->caps[i].gone = false;
-            return &p->caps[i];
-        }
-    if (p->ncaps == POLLER_MAX_CAPS)
+    struct cap *found = cap_find(p, url);
+    if (found != NULL && found->k >= 0) {
+        found->gone = false;
+        return found;
+    }
+    if (found == NULL && p->ncaps == POLLER_MAX_CAPS)
         return NULL;
     struct store_feed f;
     if (store_feed_get(p->o.st, p->src, STORE_FEED_CAPLIST, url, 0, &f) != 0)
         return NULL;
+    if (found != NULL) {          /* named, not read yet: found here */
+        found->k = f.k;
+        found->gone = false;
+        return found;
+    }
     struct cap *c = &p->caps[p->ncaps];
-    *c = (struct cap){ .k = f.k, .url = rs_strdup(url) };
+    /* listed until a Source Description read says otherwise */
+    *c = (struct cap){ .k = f.k, .url = rs_strdup(url), .listed = true };
     if (c->url == NULL)
         return NULL;
     p->ncaps++;
@@ -688,15 +737,15 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         if (c == NULL)
             continue;
         any = true;
-        /* what the lists name, until the poll's end reads them whole */
-        if (c->doc == NULL) {
-            rs_free(c->changes);
-            rs_free(c->resources);
-            c->changes = ds->changelist != NULL ? rs_strdup(ds->changelist)
+        /* what the lists name, until the poll's end reads them whole:
+         * discovery has just read them (one held may have changed: a
+         * feed gone is why discovery runs again) */
+        rs_free(c->changes);
+        rs_free(c->resources);
+        c->changes = ds->changelist != NULL ? rs_strdup(ds->changelist)
+                                            : NULL;
+        c->resources = ds->resourcelist != NULL ? rs_strdup(ds->resourcelist)
                                                 : NULL;
-            c->resources = ds->resourcelist != NULL
-                               ? rs_strdup(ds->resourcelist) : NULL;
-        }
     }
     discovery_result_free(res);
     if (!any) {
@@ -783,35 +832,14 @@ resolve(const char *base, const char *ref)
     return u;
 }
 
-/* The Source Description read: the Capability Lists it names now. */
+/* The Capability Lists the Source Description no longer names: gone,
+ * told (inside the caller's transaction). */
 static int
-take_description(struct poller *p, const struct rs_doc *doc, bool first)
+caps_gone(struct poller *p)
 {
-    bool listed[POLLER_MAX_CAPS] = { false };
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < doc->nentries; i++) {
-        const struct rs_entry *e = &doc->entries[i];
-        if (e->has_md && e->md.capability != RS_CAP_CAPABILITYLIST &&
-            e->md.capability != RS_CAP_NONE)
-            continue;
-        char *u = resolve(p->description, e->loc);
-        if (u == NULL)
-            continue;
-        size_t before = p->ncaps;
-        struct cap *c = cap_add(p, u);
-        rs_free(u);
-        if (c == NULL)
-            continue;
-        listed[c - p->caps] = true;
-        if (p->ncaps > before && !first) {
-            char loc[POLLER_URL_MAX];
-            if (outbox_caplist_url(p->bridged, c->k, loc, sizeof(loc)) == 0)
-                rc = add_framework(p, c->k, RS_CAP_CAPABILITYLIST,
-                                   RS_CHANGE_CREATED, loc);
-        }
-    }
     for (size_t i = 0; rc == 0 && i < p->ncaps; i++) {
-        if (listed[i] || p->caps[i].gone)
+        if (p->caps[i].listed || p->caps[i].gone || p->caps[i].k < 0)
             continue;
         p->caps[i].gone = true;
         char loc[POLLER_URL_MAX];
@@ -821,6 +849,102 @@ take_description(struct poller *p, const struct rs_doc *doc, bool first)
                                RS_CHANGE_DELETED, loc);
     }
     return rc;
+}
+
+/* The Source Description read: the Capability Lists it names now. One
+ * named by a URL no Capability List is known by waits, not numbered,
+ * for its read (cap_number); so does the judgement of the ones no longer
+ * named. */
+static int
+take_description(struct poller *p, const struct rs_doc *doc, bool first)
+{
+    for (size_t i = 0; i < p->ncaps; i++)
+        p->caps[i].listed = false;
+    p->sd_first = first;
+    bool unknown = false;
+    for (size_t i = 0; i < doc->nentries; i++) {
+        const struct rs_entry *e = &doc->entries[i];
+        if (e->has_md && e->md.capability != RS_CAP_CAPABILITYLIST &&
+            e->md.capability != RS_CAP_NONE)
+            continue;
+        char *u = resolve(p->description, e->loc);
+        if (u == NULL)
+            continue;
+        struct cap *c = cap_find(p, u);
+        if (c == NULL && p->ncaps < POLLER_MAX_CAPS) {
+            c = &p->caps[p->ncaps];
+            *c = (struct cap){ .k = -1, .url = u };
+            u = NULL;
+            p->ncaps++;
+        }
+        rs_free(u);
+        if (c == NULL)
+            continue;
+        c->listed = true;
+        if (c->k >= 0)
+            c->gone = false;
+        else
+            unknown = true;
+    }
+    p->gone_pending = unknown;
+    return unknown ? 0 : caps_gone(p);
+}
+
+/* Capability List i, not numbered, was read at effective (NULL: where it
+ * was asked for): the one known there, which takes the URL as its alias
+ * (i is dropped, *dropped set: i then names the one after it), or a new
+ * one, numbered and told. Inside the caller's transaction. The
+ * Capability List to record the read as, or NULL (*rc: out of memory,
+ * the state). */
+static struct cap *
+cap_number(struct poller *p, size_t i, const char *effective, bool *dropped,
+           int *rc)
+{
+    struct cap *c = &p->caps[i];
+    *dropped = false;
+    const char *at = effective != NULL ? effective : c->url;
+    struct cap *t = cap_find(p, at);
+    if (t != NULL && t != c && t->k >= 0) {
+        if (strcmp(t->url, c->url) != 0 &&
+            (t->alias == NULL || strcmp(t->alias, c->url) != 0)) {
+            rs_free(t->alias);
+            t->alias = c->url;
+            c->url = NULL;
+        }
+        t->listed = true;
+        t->gone = false;
+        size_t ti = (size_t)(t - p->caps);
+        cap_clear(c);
+        memmove(c, c + 1, (p->ncaps - i - 1) * sizeof(*c));
+        p->ncaps--;
+        memset(&p->caps[p->ncaps], 0, sizeof(*c));
+        if (ti > i)
+            ti--;
+        *dropped = true;
+        return &p->caps[ti];
+    }
+    if (effective != NULL) {
+        char *u = rs_strdup(effective);
+        if (u == NULL) {
+            *rc = RS_ENOMEM;
+            return NULL;
+        }
+        c->alias = c->url;
+        c->url = u;
+    }
+    struct store_feed f;
+    *rc = store_feed_get(p->o.st, p->src, STORE_FEED_CAPLIST, c->url, 0, &f);
+    if (*rc != 0)
+        return NULL;
+    c->k = f.k;
+    c->gone = false;
+    if (!p->sd_first) {
+        char loc[POLLER_URL_MAX];
+        if (outbox_caplist_url(p->bridged, c->k, loc, sizeof(loc)) == 0)
+            *rc = add_framework(p, c->k, RS_CAP_CAPABILITYLIST,
+                                RS_CHANGE_CREATED, loc);
+    }
+    return *rc == 0 ? c : NULL;
 }
 
 /* A Capability List read: what it names. */
@@ -889,17 +1013,26 @@ on_cap_read(void *ud, const struct reader_result *r)
     struct store_feed f;
     enum store_feed_kind kind = p->item < 0 ? STORE_FEED_DESCRIPTION
                                             : STORE_FEED_CAPLIST;
-    bool changed = false;
-    int rc = store_feed_get(p->o.st, p->src, kind, url, 0, &f);
-    if (rc == 0)
-        rc = store_begin(p->o.st);
+    struct cap *c = p->item < 0 ? NULL : &p->caps[p->item];
+    bool changed = false, dropped = false;
+    int rc = store_begin(p->o.st);
     if (rc == 0) {
-        rc = doc_record(p, &f, url, r, &changed);
-        if (rc == 0 && p->item < 0 && (changed || f.gen == 0))
+        if (c != NULL && c->k < 0) {
+            /* where it led says which Capability List it is */
+            if (r->effective_url != NULL)
+                requested(p, r->effective_url);
+            c = cap_number(p, (size_t)p->item, r->effective_url, &dropped,
+                           &rc);
+            url = c != NULL ? c->url : NULL;
+        }
+        if (rc == 0)
+            rc = store_feed_get(p->o.st, p->src, kind, url, 0, &f);
+        if (rc == 0)
+            rc = doc_record(p, &f, url, r, &changed);
+        if (rc == 0 && c == NULL && (changed || f.gen == 0))
             rc = take_description(p, doc, f.gen == 0);
-        if (rc == 0 && p->item >= 0 && changed && f.gen > 0) {
+        if (rc == 0 && c != NULL && changed && f.gen > 0) {
             char loc[POLLER_URL_MAX];
-            struct cap *c = &p->caps[p->item];
             rc = outbox_caplist_url(p->bridged, c->k, loc, sizeof(loc));
             if (rc == 0)
                 rc = add_framework(p, c->k, RS_CAP_CAPABILITYLIST,
@@ -919,15 +1052,38 @@ on_cap_read(void *ud, const struct reader_result *r)
         poll_fail(p, 0, -1, why);
         return;
     }
-    if (p->item < 0) {
+    if (c == NULL) {
         rs_doc_free(doc);
         p->sd_read = true;
     } else {
-        take_caplist(&p->caps[p->item], doc);
+        take_caplist(c, doc);
     }
     outbox_kick(p->ob);
-    p->item++;
+    if (!dropped)
+        p->item++;
     caps_step(p);
+}
+
+/* The Capability Lists not numbered when the Source Description was read
+ * are: the ones it no longer names are told now. */
+static int
+caps_settle(struct poller *p)
+{
+    if (!p->gone_pending)
+        return 0;
+    int rc = store_begin(p->o.st);
+    if (rc != 0)
+        return rc;
+    rc = caps_gone(p);
+    if (rc == 0)
+        rc = store_commit(p->o.st);
+    else
+        store_rollback(p->o.st);
+    if (rc == 0) {
+        p->gone_pending = false;
+        outbox_kick(p->ob);
+    }
+    return rc;
 }
 
 static void
@@ -937,6 +1093,12 @@ caps_step(struct poller *p)
            p->caps[p->item].gone)
         p->item++;
     if (p->item >= 0 && (size_t)p->item >= p->ncaps) {
+        if (caps_settle(p) != 0) {
+            char why[600];
+            snprintf(why, sizeof(why), "state: %s", store_errstr(p->o.st));
+            poll_fail(p, 0, -1, why);
+            return;
+        }
         p->caps_read_ms = rs_time_mono_ms();
         poll_done(p);
         return;
@@ -1022,6 +1184,14 @@ jobs_plan(struct poller *p)
     }
 }
 
+/*
+ * A feed's walk failed. A feed that is gone (404, 410) or keeps answering
+ * what is not a list may have moved: the Capability Lists are read in
+ * the next poll (discovery, after the backoff - the Source Description
+ * and Capability Lists are asked for no sooner than any document), which
+ * then walks what they name now. Read only after a successful poll, they
+ * would otherwise never be read again.
+ */
 static void
 walk_failed(struct poller *p, int rc, const char *err,
             const struct walk_result *wr)
@@ -1029,6 +1199,16 @@ walk_failed(struct poller *p, int rc, const char *err,
     if (wr->chain_moved && store_docs_forget(p->o.st, p->feed->id) != 0)
         rs_log_kv(RS_LOG_ERROR, "cannot forget the pages of a list",
                   "source", p->name, "error", store_errstr(p->o.st), NULL);
+    bool garbled = wr->status == 200 &&
+                   (rc == RS_EPARSE || rc == RS_EINVALID);
+    p->garbled = garbled ? p->garbled + 1 : 0;
+    if (rc == RS_ENOTFOUND || p->garbled >= POLLER_GARBLED_REDISCOVER) {
+        rs_log_kv(RS_LOG_INFO, "a feed is gone or garbled: its capability "
+                  "lists are looked for again", "source", p->name, "feed",
+                  p->feed->url, NULL);
+        p->discovered = false;
+        p->garbled = 0;
+    }
     char why[700];
     snprintf(why, sizeof(why), "%s", err[0] != '\0' ? err : rs_strerror(rc));
     poll_fail(p, wr->status, wr->retry_after_ms, why);
@@ -1567,12 +1747,8 @@ poller_free(struct poller *p)
         event_free(p->hub_wait);
     if (p->ask_timer != NULL)
         event_free(p->ask_timer);
-    for (size_t i = 0; i < p->ncaps; i++) {
-        rs_free(p->caps[i].url);
-        rs_doc_free(p->caps[i].doc);
-        rs_free(p->caps[i].changes);
-        rs_free(p->caps[i].resources);
-    }
+    for (size_t i = 0; i < p->ncaps; i++)
+        cap_clear(&p->caps[i]);
     jobs_clear(p);
     if (p->checks != NULL)
         checks_clear(p);
@@ -1646,6 +1822,26 @@ poller_reload(struct poller *p)
     rs_channels_refresh(p->ch);
 }
 
+int
+poller_set_token(struct poller *p, const char *token)
+{
+    char *t = NULL;
+    if (token != NULL && (t = rs_strdup(token)) == NULL)
+        return RS_ENOMEM;
+    int rc = outbox_set_token(p->ob, token);
+    if (rc == 0)
+        rc = rs_channels_set_token(p->ch, token);   /* its lookups too */
+    if (rc != 0) {
+        rs_free(t);
+        return rc;
+    }
+    if (p->token != NULL)
+        explicit_bzero(p->token, strlen(p->token));
+    rs_free(p->token);
+    p->token = t;
+    return 0;
+}
+
 /* ------------------------------------------------------------ queries */
 
 const char *poller_name(const struct poller *p) { return p->name; }
@@ -1682,7 +1878,7 @@ poller_ncaps(const struct poller *p)
 bool
 poller_cap(const struct poller *p, size_t i, struct poller_cap *out)
 {
-    if (i >= p->ncaps || p->caps[i].gone)
+    if (i >= p->ncaps || p->caps[i].gone || p->caps[i].k < 0)
         return false;
     *out = (struct poller_cap){ p->caps[i].k, p->caps[i].url,
                                 p->caps[i].doc };

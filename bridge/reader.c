@@ -287,6 +287,10 @@ on_http_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res
         }
     }
     out.entries = r->entries;
+    /* res is the client's until this callback returns */
+    if (res->effective_url != NULL && r->url != NULL &&
+        strcmp(res->effective_url, r->url) != 0)
+        out.effective_url = res->effective_url;
     /* Hand over what was read, and make the reader free for the next
      * request before on_done: the caller chains it from there. */
     struct reader_doc doc = r->doc;

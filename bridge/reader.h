@@ -50,6 +50,8 @@ struct reader_result {
     size_t body_len;
     size_t entries;
     const char *err;              /* why rc != 0, one line; "" otherwise */
+    const char *effective_url;    /* where redirects led, when elsewhere
+                                     than the request's url; else NULL */
 };
 
 struct reader_req {

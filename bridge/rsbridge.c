@@ -190,6 +190,14 @@ name_ok(const char *name)
            strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
+/* A Source URL with userinfo (user:password@host, rs_url_has_userinfo)
+ * would be published as the bridged Capability List's rel="via", shown in
+ * /sources and logged, and libcurl sends its Basic credentials only to the
+ * first host: the bridge refuses it. */
+#define USERINFO_REFUSED "credentials in a Source's URL (user:password@) " \
+    "are not supported: they would be published to every mirror, and " \
+    "the bridge has no option for a Source's credentials"
+
 /* A section's duration: NUMBER with ms, s, m, h or d (as the options). */
 static bool
 parse_duration(const char *s, int64_t *ms)
@@ -233,6 +241,8 @@ on_section(void *ud, const char *type, const char *name, const char *key,
     if (strcmp(key, "url") == 0) {
         if (!rs_url_is_http(value))
             return "expected an absolute http(s) URL";
+        if (rs_url_has_userinfo(value))
+            return USERINFO_REFUSED;
         if (c->url != NULL)
             return "url given twice";
         if ((c->url = rs_strdup(value)) == NULL)
@@ -307,6 +317,11 @@ sources_build(void)
                     "http(s) URL\n", url);
             return 2;
         }
+        if (rs_url_has_userinfo(url)) {
+            /* not echoed: the password stays out of logs */
+            fprintf(stderr, "rsbridge: --source: " USERINFO_REFUSED "\n");
+            return 2;
+        }
         struct src_conf *c = sconf_add();
         if (c == NULL) {
             fprintf(stderr, "rsbridge: more than %d Sources\n",
@@ -330,20 +345,19 @@ sources_build(void)
 
 /* ------------------------------------------------------------ start-up */
 
-/* The hub token: the first line of --token-file (rs_tokenfile.h). */
+/* The hub token: the first line of --token-file (rs_tokenfile.h), into
+ * buf (RS_TOKENFILE_MAX + 1 bytes). */
 static int
-read_token(struct bridge *b)
+read_token(char *buf, size_t len)
 {
     char err[512];
     int rc = rs_tokenfile_read(conf.token_file, conf.insecure_token_file,
-                               b->token, sizeof(b->token), err,
-                               sizeof(err));
+                               buf, len, err, sizeof(err));
 
     if (rc != 0) {
         rs_log(RS_LOG_ERROR, "token file %s", err);
         return rc;
     }
-    b->have_token = true;
     return 0;
 }
 
@@ -657,10 +671,36 @@ on_stopped(void *ud, bool timed_out)
     event_base_loopexit(b->base, NULL);
 }
 
+/* SIGHUP: --token-file is read again (a token fixed or rotated is used
+ * from now on; one that cannot be read leaves the old one), then the
+ * topics a 4xx stopped go again and the hub is asked for its channels. */
+static void
+reload_token(struct bridge *b)
+{
+    char t[RS_TOKENFILE_MAX + 1];
+    if (conf.token_file == NULL || read_token(t, sizeof(t)) != 0) {
+        if (conf.token_file != NULL)
+            rs_log(RS_LOG_WARN, "SIGHUP: the hub token stays as it was");
+        return;
+    }
+    if (strcmp(t, b->token) != 0) {
+        size_t ok = 0;
+        for (size_t i = 0; i < b->npollers; i++)
+            ok += poller_set_token(b->pollers[i], t) == 0;
+        memcpy(b->token, t, sizeof(b->token));
+        rs_log_kv(ok == b->npollers ? RS_LOG_INFO : RS_LOG_ERROR,
+                  "SIGHUP: a new hub token from the token file", "file",
+                  conf.token_file, "taken_by", ok == b->npollers ? "all"
+                  : "not all sources (out of memory)", NULL);
+    }
+    explicit_bzero(t, sizeof(t));
+}
+
 static void
 on_reload(void *ud)
 {
     struct bridge *b = ud;
+    reload_token(b);
     for (size_t i = 0; i < b->npollers; i++)
         poller_reload(b->pollers[i]);
 }
@@ -673,8 +713,11 @@ setup(struct bridge *b, const struct rs_config *cfg)
         rs_log(RS_LOG_ERROR, "--hub: expected an absolute http(s) URL");
         return 2;
     }
-    if (conf.token_file != NULL && read_token(b) != 0)
-        return 2;
+    if (conf.token_file != NULL) {
+        if (read_token(b->token, sizeof(b->token)) != 0)
+            return 2;
+        b->have_token = true;
+    }
     if ((rc = setup_state(b)) != 0)
         return rc;
     b->base = rs_daemon_base_new();

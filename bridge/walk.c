@@ -650,9 +650,17 @@ walk_step(struct walk *w)
         return;
     }
     if (rc == 1) {
-        /* A list read short must not look complete: the walk fails. */
+        /* A list read short must not look complete: the walk fails. From
+         * the tail, the known chain is the likely cause (a page gone that
+         * the server answers with another, whose rel="next" leads back
+         * into the chain): the next walk reads forwards, else every walk
+         * would fail the same way, across restarts too. */
+        if (w->read != NULL)
+            w->res.chain_moved = true;
         snprintf(w->err, sizeof(w->err), "%s: read twice in one walk (the "
-                 "documents loop or list a part twice)", w->cur.url);
+                 "documents loop or list a part twice)%s", w->cur.url,
+                 w->read != NULL ? ": read again from the first next time"
+                                 : "");
         walk_finish(w, RS_EINVALID);
         return;
     }

@@ -446,13 +446,8 @@ rs_channels_new(const struct rs_channels_opts *o, const char **err)
         *err = "--hub: not a URL";
         goto fail;
     }
-    if (o->token != NULL) {
-        size_t n = strlen(o->token) + 32;
-        ch->auth = rs_malloc(n);
-        if (ch->auth == NULL)
-            goto fail;
-        snprintf(ch->auth, n, "Authorization: Bearer %s", o->token);
-    }
+    if (rs_channels_set_token(ch, o->token) != 0)
+        goto fail;
     ch->timer = event_new(o->base, -1, 0, on_timer, ch);
     if (ch->timer == NULL)
         goto fail;
@@ -461,6 +456,23 @@ rs_channels_new(const struct rs_channels_opts *o, const char **err)
 fail:
     rs_channels_free(ch);
     return NULL;
+}
+
+int
+rs_channels_set_token(struct rs_channels *ch, const char *token)
+{
+    char *auth = NULL;
+    if (token != NULL) {
+        size_t n = strlen(token) + 32;
+        if ((auth = rs_malloc(n)) == NULL)
+            return RS_ENOMEM;
+        snprintf(auth, n, "Authorization: Bearer %s", token);
+    }
+    if (ch->auth != NULL)
+        explicit_bzero(ch->auth, strlen(ch->auth));
+    rs_free(ch->auth);
+    ch->auth = auth;
+    return 0;
 }
 
 void

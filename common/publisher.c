@@ -57,6 +57,8 @@ struct rs_publisher {
     size_t len, cap;
     char *link;                  /* "Link: <TOPIC>; rel=..." */
     char *auth;                  /* "Authorization: Bearer ..." or NULL */
+    unsigned auth_gen;           /* bumped by rs_publisher_set_token */
+    unsigned sending_gen;        /* auth_gen of the POST in flight */
     char *hub, *topic, *key, *name;
     char pubid_hdr[sizeof(RS_PUBID_HEADER) + 2 + RS_PUBID_BUFSZ];
     /* 100 ms doubling to retry_max_ms, +-20 % so that several publishers
@@ -235,6 +237,16 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         pub_send(p);
         return;
     }
+    /* Refused with a token replaced meanwhile (SIGHUP): the new one is
+     * tried at once, not a stop that would wait for another SIGHUP. */
+    if ((res->status == 401 || res->status == 403) &&
+        p->sending_gen != p->auth_gen) {
+        rs_log_kv(RS_LOG_INFO, "hub refused the old token: sending again "
+                  "with the new one", "topic", p->name, NULL);
+        pub_set(p, PUB_IDLE);
+        pub_send(p);
+        return;
+    }
     /* Anything else is a configuration problem (token, topic, URL):
      * retrying would only repeat it. */
     char body[200];
@@ -319,6 +331,7 @@ pub_send(struct rs_publisher *p)
     if (p->auth != NULL)
         headers[nh++] = p->auth;
     headers[nh] = NULL;
+    p->sending_gen = p->auth_gen;
     struct rs_http_req_opts ro = {
         .method = "POST",
         .url = p->hub,
@@ -496,6 +509,22 @@ rs_publisher_flush(struct rs_publisher *p)
         pub_set(p, PUB_IDLE);
         pub_send(p);
     }
+}
+
+int
+rs_publisher_set_token(struct rs_publisher *p, const char *token)
+{
+    char *auth = NULL;
+    if (token != NULL &&
+        (auth = header_alloc("Authorization: Bearer ", token, "", "", "")) ==
+            NULL)
+        return RS_ENOMEM;
+    if (p->auth != NULL)
+        explicit_bzero(p->auth, strlen(p->auth));
+    rs_free(p->auth);
+    p->auth = auth;
+    p->auth_gen++;
+    return 0;
 }
 
 void

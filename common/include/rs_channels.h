@@ -51,6 +51,11 @@ struct rs_channels *rs_channels_new(const struct rs_channels_opts *o,
                                     const char **err);
 /* Call after rs_http_free (which completes its requests). NULL ok. */
 void rs_channels_free(struct rs_channels *ch);
+/* A new bearer token (NULL: none) for the requests from now on (each
+ * copies its headers when it starts). 0 or RS_ENOMEM (the old one
+ * stays). */
+int rs_channels_set_token(struct rs_channels *ch,
+                          const char *token) RS_MUST_CHECK;
 
 /* Ask the hub now (unless a round is under way). */
 void rs_channels_refresh(struct rs_channels *ch);

@@ -115,6 +115,12 @@ void rs_publisher_kick(struct rs_publisher *p);
 void rs_publisher_flush(struct rs_publisher *p);
 /* Un-stop a topic stopped by a 4xx, end a backoff, and send (SIGHUP). */
 void rs_publisher_resume(struct rs_publisher *p);
+/* A new bearer token (NULL: none), for every POST from now on (a POST
+ * copies its headers when it starts). One in flight that the hub refuses
+ * (401, 403) with the old token is sent again at once with the new one,
+ * rather than stopping the topic. 0 or RS_ENOMEM (the old one stays). */
+int rs_publisher_set_token(struct rs_publisher *p,
+                           const char *token) RS_MUST_CHECK;
 /* No POST in flight. */
 bool rs_publisher_idle(const struct rs_publisher *p);
 /* The last seq the hub accepted. */

@@ -595,6 +595,108 @@ test_rewritten(void **state)
     assert_int_equal(f->nfw, 0);
 }
 
+/* The seconds after 2025-01-01 of 2088-05-18: a Source's clock that ran
+ * ahead by decades. */
+#define FUTURE_SEC 2000000000
+
+/* clscan/future_entry: an entry dated far beyond our clock (a Source's
+ * clock that ran ahead) is published, but does not move the position:
+ * the real changes after it are published, not refused as history
+ * rewritten, also once the Source dropped it. */
+static void
+test_future_entry(void **state)
+{
+    struct fx *f = *state;
+    f->page = 50;
+    for (int i = 0; i < 5; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "t%d", i);
+        win_add(f, n, "created", i * 10);
+    }
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);       /* baseline */
+    win_add(f, "ahead", "updated", FUTURE_SEC);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_int_equal(f->ngot, 1);
+    assert_true(got_has(f, "ahead", FUTURE_SEC));
+    assert_true(f->feed.pos <= rs_time_now() + 60 * 1000000LL);
+    /* a real change after it */
+    win_add(f, "real", "updated", 50);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_int_equal(f->ngot, 2);
+    assert_true(got_has(f, "real", 50));
+    assert_int_equal(f->stats.rewritten, 0);
+    /* the Source corrects its clock: the bogus entry goes */
+    f->e[5].hidden = true;
+    win_add(f, "real2", "updated", 60);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    win_add(f, "real3", "created", 70);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_true(got_has(f, "real2", 60) && got_has(f, "real3", 70));
+    assert_int_equal(f->ngot, 4);
+    assert_int_equal(f->stats.rewritten, 0);
+}
+
+/* clscan/future_position_recovers: a position already beyond the clock
+ * in the state (written before future entries were kept from moving it)
+ * is taken back to the newest entry published within the clock: the
+ * next change is published, and one refused against the bogus position
+ * that is still listed is published too, in order. */
+static void
+test_future_position(void **state)
+{
+    struct fx *f = *state;
+    f->page = 50;
+    for (int i = 0; i < 5; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "p%d", i);
+        win_add(f, n, "created", i * 10);
+    }
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);       /* baseline */
+    /* the state as an older bridge left it: the position in 2088, and
+     * p45 refused as history rewritten against it */
+    f->feed.pos = 1735689600LL * 1000000 + (rs_time_t)FUTURE_SEC * 1000000;
+    assert_int_equal(store_feed_put(f->st, &f->feed), 0);
+    win_add(f, "p45", "created", 45);
+    win_serve(f);
+    char loc[200];
+    snprintf(loc, sizeof(loc), "%s/data/p45", f->src->origin);
+    rs_time_t dt45 = 1735689600LL * 1000000 + 45LL * 1000000;
+    static const char sql[] =
+        "INSERT INTO seen(feed, key, loc, dt, gen, first_gen, state, doc) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?5, 2, ?6)";
+    sqlite3_stmt *q = store_stmt(f->st, sql);
+    assert_non_null(q);
+    sqlite3_bind_int64(q, 1, f->feed.id);
+    sqlite3_bind_int64(q, 2, (int64_t)clscan_key(loc, RS_CHANGE_CREATED,
+                                                 dt45));
+    sqlite3_bind_text(q, 3, loc, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(q, 4, dt45);
+    sqlite3_bind_int64(q, 5, f->feed.gen);
+    sqlite3_bind_text(q, 6, tbs_url(f->src, "/cl.xml"), -1, SQLITE_TRANSIENT);
+    assert_int_equal(store_exec(f->st, q, "a refused entry"), 0);
+    win_add(f, "p50", "updated", 50);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_int_equal(f->stats.rewritten, 0);
+    assert_int_equal(f->ngot, 2);
+    assert_true(got_has(f, "p45", 45) && got_has(f, "p50", 50));
+    assert_once_in_order(f);
+    assert_true(f->feed.pos == 1735689600LL * 1000000 + 50LL * 1000000);
+    /* and from there as ever */
+    win_add(f, "p60", "updated", 60);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_int_equal(f->ngot, 3);
+    assert_int_equal(f->stats.rewritten, 0);
+}
+
 /* clscan/window_shrunk: a trailing window that moves with the clock drops
  * its oldest entries quietly; one whose `from` jumps further than the
  * time that passed shrank, and what it dropped is lost. */
@@ -750,6 +852,9 @@ main(void)
         cmocka_unit_test_setup_teardown(test_late, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rewritten, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shrunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_future_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_future_position, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_walk, setup, teardown),
     };

@@ -3,7 +3,9 @@
  * topic, gathered into notifications whose rs:ln rel="up" is the bridged
  * Capability List and whose entries are the originals; X-Publish-Id
  * KEY:SEQ; a 503's Retry-After honoured; a 4xx stopping the topic until
- * resumed; against a small programmable hub on the test's loop. And the
+ * resumed, or until a new token is set (at once, or once the POST in
+ * flight was answered); against a small programmable hub on the test's
+ * loop. And the
  * resend after a crash between a real rshub's 202 and the record of it:
  * the hub stores it once (tu_hub). */
 #include "testutil.h"
@@ -389,6 +391,56 @@ test_retry(void **state)
     assert_int_equal(s.pending[OUTBOX_CHANGE], 0);
 }
 
+/* outbox/new_token: a new token (SIGHUP read the token file again) is on
+ * every POST from then on: a topic a 403 stopped goes again with it at
+ * outbox_resume (what SIGHUP calls next); a POST in flight when the token
+ * changed that the hub refuses (403, the old token) is sent again at once
+ * with the new one, not stopped until another SIGHUP. The same
+ * X-Publish-Id KEY, its seqs going on, nothing pending. */
+static void
+test_new_token(void **state)
+{
+    struct fx *f = *state;
+    ob_open(f, f->hub_url, "wrong");
+    f->script[0] = 403;
+    f->script[1] = 202;
+    f->script[2] = 403;           /* the POST in flight when rotated */
+    f->nscript = 3;
+    add(f, 1, 1, 0);
+    outbox_kick(f->ob);
+    TU_LOOP_UNTIL(&f->l, f->nposts == 1 && outbox_idle(f->ob), 5000);
+    tu_loop_run_for(&f->l, 100);
+    struct outbox_stats s;
+    outbox_stats(f->ob, &s);
+    assert_true(s.stopped[OUTBOX_CHANGE]);
+    assert_string_equal(f->posts[0].auth, "Bearer wrong");
+    assert_int_equal(outbox_set_token(f->ob, "right"), 0);
+    outbox_resume(f->ob);
+    TU_LOOP_UNTIL(&f->l, f->nposts == 2 && outbox_idle(f->ob), 5000);
+    assert_string_equal(f->posts[1].auth, "Bearer right");
+    assert_int_equal(pending(f), 0);
+    outbox_stats(f->ob, &s);
+    assert_false(s.stopped[OUTBOX_CHANGE]);
+    /* rotated while a POST is in flight, which the hub refuses */
+    f->hold_ms = 300;
+    add(f, 2, 1, 0);
+    outbox_kick(f->ob);
+    TU_LOOP_UNTIL(&f->l, f->nposts == 3, 5000);
+    assert_false(outbox_idle(f->ob));
+    assert_int_equal(outbox_set_token(f->ob, "rotated"), 0);
+    TU_LOOP_UNTIL(&f->l, pending(f) == 0 && outbox_idle(f->ob), 5000);
+    assert_int_equal(f->nposts, 4);
+    assert_string_equal(f->posts[2].auth, "Bearer right");
+    assert_string_equal(f->posts[3].auth, "Bearer rotated");
+    outbox_stats(f->ob, &s);
+    assert_false(s.stopped[OUTBOX_CHANGE]);
+    char key0[RS_PUBID_KEY_MAX + 1], key[RS_PUBID_KEY_MAX + 1];
+    assert_true(seq_of(&f->posts[1], key0) == 1);
+    assert_true(seq_of(&f->posts[3], key) == 2);
+    assert_string_equal(key, key0);
+    assert_int_equal(outbox_set_token(f->ob, NULL), 0);
+}
+
 /* outbox/framework: framework events go to the framework topic, with
  * their capability and change. */
 static void
@@ -525,6 +577,7 @@ main(void)
         cmocka_unit_test(test_free_null),
         cmocka_unit_test_setup_teardown(test_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_new_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_framework, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resend, setup, teardown),
     };

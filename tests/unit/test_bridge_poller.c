@@ -35,6 +35,7 @@ struct fx {
     struct rs_http *http, *hub_http;
     struct poller *p;
     int ready;
+    const char *start;           /* the Source's URL (key); NULL: caplist */
 };
 
 static void
@@ -89,7 +90,7 @@ poller_up(struct fx *f)
         .hub_http = f->hub_http,
         .st = f->st,
         .name = "src",
-        .url = tbs_url(f->src, "/caplist.xml"),
+        .url = tbs_url(f->src, f->start != NULL ? f->start : "/caplist.xml"),
         .bridged = "http://bridge.example/s/src/",
         .hub = "http://127.0.0.1:1/hub",
         .interval_ms = INTERVAL_MS,
@@ -150,6 +151,37 @@ static int
 setup(void **state)
 {
     return setup_with(state, CAPLIST);
+}
+
+/* A Source Description naming its Capability List by a URL that
+ * redirects (301) to where it is: the poller starts from the SD. */
+static const char SD_OLD[] =
+    "<urlset " TBS_NS "><rs:md capability=\"description\"/>"
+    "<url><loc>{B}/old/cap.xml</loc><rs:md capability=\"capabilitylist\"/>"
+    "</url></urlset>";
+
+static int
+setup_redirect(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    tu_loop_init(&f->l);
+    f->src = tbs_new(f->l.base);
+    tbs_put(f->src, "/sd.xml", SD_OLD);
+    tbs_put(f->src, "/new/cap.xml", CAPLIST);
+    char loc[128];            /* under tbs_doc's headers */
+    snprintf(loc, sizeof(loc), "Location: %s\n",
+             tbs_url(f->src, "/new/cap.xml"));
+    tbs_status(f->src, "/old/cap.xml", 301, loc);
+    serve(f, 2);
+    f->dir = tu_mkdtemp();
+    char db[600], err[256];
+    snprintf(db, sizeof(db), "%s/bridge.db", f->dir);
+    assert_int_equal(store_open(db, &f->st, err, sizeof(err)), 0);
+    f->start = "/sd.xml";
+    poller_up(f);
+    *state = f;
+    return 0;
 }
 
 static int
@@ -454,6 +486,158 @@ test_reconcile_no_rl(void **state)
     assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 0);
 }
 
+/* Page n of a Change List paged with ?page=N (/cl.xml the first), one
+ * entry r<S> for each S of secs, rel="next" to page next (0: none). */
+static void
+serve_page(struct fx *f, const char *key, int next, const int *secs,
+           size_t n)
+{
+    char body[8192], e[512], ln[128] = "";
+    size_t off = 0;
+    body[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char dt[RS_TIME_BUFSZ], loc[64];
+        assert_true(rs_time_format(T0 + (rs_time_t)secs[i] * 1000000, dt) > 0);
+        snprintf(loc, sizeof(loc), "{B}/data/r%d", secs[i]);
+        tbs_change(e, sizeof(e), loc, "created", dt);
+        off += (size_t)snprintf(body + off, sizeof(body) - off, "%s", e);
+    }
+    if (next > 0)
+        snprintf(ln, sizeof(ln), "<rs:ln rel=\"next\" href=\"{B}/cl.xml?"
+                 "page=%d\"/>", next);
+    tbs_putf(f->src, key, "<urlset " TBS_NS "><rs:md capability="
+             "\"changelist\" from=\"2025-01-01T00:00:00Z\"/>%s%s</urlset>",
+             ln, body);
+}
+
+static int64_t
+pending(struct fx *f)
+{
+    struct poller_stats ps;
+    poller_stats(f->p, &ps);
+    return ps.outbox.pending[OUTBOX_CHANGE];
+}
+
+/* poller/chain_gone_answered_with_the_first_page: a paged Change List
+ * known as four pages loses its fourth, and the server answers the
+ * unknown ?page=4 with the first page (as servers that ignore a bad
+ * query value do): the tail-first walk meets page 2 twice and fails, and
+ * forgets the chain, so the next walk reads forwards and finds the new
+ * entry on page 3 - not every poll failing the same way forever. */
+static void
+test_chain_gone(void **state)
+{
+    struct fx *f = *state;
+    static const int p1[] = { 1 }, p2[] = { 2 }, p3[] = { 3 }, p4[] = { 4 },
+                     p3b[] = { 3, 30 };
+    serve_page(f, "/cl.xml", 2, p1, 1);
+    serve_page(f, "/cl.xml?page=2", 3, p2, 1);
+    serve_page(f, "/cl.xml?page=3", 4, p3, 1);
+    serve_page(f, "/cl.xml?page=4", 0, p4, 1);
+    /* read forwards once, then from the tail */
+    TU_LOOP_UNTIL(&f->l, tbs_count(f->src, "GET /cl.xml?page=4") >= 2, 5000);
+    tu_loop_run_for(&f->l, INTERVAL_MS);
+    int64_t before = pending(f);
+    serve_page(f, "/cl.xml?page=3", 0, p3b, 2);
+    serve_page(f, "/cl.xml?page=4", 2, p1, 1);
+    TU_LOOP_UNTIL(&f->l, pending(f) == before + 1, 8000);
+}
+
+/* poller/changelist_moved: the Capability List names another Change
+ * List and the old one answers 404: the Capability List is read again
+ * (rediscovery), and the new Change List is followed (its first walk a
+ * baseline, then its changes published) - not the old URL retried
+ * forever. */
+static void
+test_changelist_moved(void **state)
+{
+    struct fx *f = *state;
+    static const int c2[] = { 0, 1 }, c2b[] = { 0, 1, 2 };
+    tu_loop_run_for(&f->l, INTERVAL_MS);
+    tbs_put(f->src, "/caplist.xml",
+            "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
+            "<url><loc>{B}/cl2.xml</loc><rs:md capability=\"changelist\"/>"
+            "</url></urlset>");
+    tbs_drop(f->src, "/cl.xml");
+    serve_page(f, "/cl2.xml", 0, c2, 2);
+    TU_LOOP_UNTIL(&f->l, tbs_count(f->src, "GET /cl2.xml") >= 1, 8000);
+    int64_t before = pending(f);
+    serve_page(f, "/cl2.xml", 0, c2b, 3);
+    TU_LOOP_UNTIL(&f->l, pending(f) == before + 1, 8000);
+}
+
+/* poller/changelist_moved_garbled: the same, the old URL answering an
+ * HTML page (200) instead of a 404: after three polls in a row failed on
+ * it, the Capability List is read again and the new one followed. */
+static void
+test_changelist_moved_garbled(void **state)
+{
+    struct fx *f = *state;
+    static const int c2[] = { 0, 1 };
+    tu_loop_run_for(&f->l, INTERVAL_MS);
+    tbs_put(f->src, "/caplist.xml",
+            "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
+            "<url><loc>{B}/cl2.xml</loc><rs:md capability=\"changelist\"/>"
+            "</url></urlset>");
+    tbs_put(f->src, "/cl.xml", "<html><body>moved</body></html>");
+    serve_page(f, "/cl2.xml", 0, c2, 2);
+    TU_LOOP_UNTIL(&f->l, tbs_count(f->src, "GET /cl2.xml") >= 1, 15000);
+    struct poller_stats ps;
+    poller_stats(f->p, &ps);
+    assert_true(ps.errors >= 3);
+}
+
+/* The numbers of the Capability Lists the poller serves, and how many the
+ * state has numbered. */
+static void
+caps_served(struct fx *f, int64_t *ks, size_t *nks, int *in_state)
+{
+    *nks = 0;
+    for (size_t i = 0; i < poller_ncaps(f->p); i++) {
+        struct poller_cap c;
+        if (poller_cap(f->p, i, &c) && c.doc != NULL)
+            ks[(*nks)++] = c.k;
+    }
+    sqlite3_stmt *q = store_stmt(f->st, "SELECT count(*) FROM feeds WHERE "
+                                 "kind = 1");
+    assert_non_null(q);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    *in_state = sqlite3_column_int(q, 0);
+    sqlite3_reset(q);
+}
+
+/* poller/caplist_behind_a_redirect: a Source Description naming its
+ * Capability List by a URL that redirects (discovery gives where it
+ * led, the SD the URL it names): one Capability List, one number (0),
+ * served all along, across a restart and a Source Description read
+ * again - not two numbers taking turns, nor one told deleted. */
+static void
+test_caplist_redirect(void **state)
+{
+    struct fx *f = *state;
+    int64_t ks[8];
+    size_t nks;
+    int n;
+    for (int round = 0; round < 2; round++) {
+        tu_loop_run_for(&f->l, 8 * INTERVAL_MS);
+        assert_true(tbs_count(f->src, "GET /sd.xml") >= 2);
+        caps_served(f, ks, &nks, &n);
+        assert_int_equal(nks, 1);
+        assert_int_equal(ks[0], 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(fw_count(f, RS_CAP_CAPABILITYLIST, NULL), 0);
+        struct poller_stats ps;
+        poller_stats(f->p, &ps);
+        assert_int_equal(ps.errors, 0);
+        /* a restart, and a Source Description read anew */
+        poller_down(f);
+        char sd[1024];
+        snprintf(sd, sizeof(sd), "%s<!-- %d -->", SD_OLD, round);
+        tbs_put(f->src, "/sd.xml", sd);
+        poller_up(f);
+    }
+}
+
 /* poller/empty_resource_list: the Resource List of a Capability List
  * with a Change List is watched head-only; one without entries (its head
  * comes with its end, at the parser's finish) is read well, not a failed
@@ -479,6 +663,13 @@ main(void)
         cmocka_unit_test_setup_teardown(test_polite, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chain_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_changelist_moved, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_changelist_moved_garbled, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_caplist_redirect,
+                                        setup_redirect, teardown),
         cmocka_unit_test_setup_teardown(test_empty_resource_list, setup_rl,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reconcile_gate, setup_rl,
