@@ -302,13 +302,13 @@ test_garbage(void **state)
 
 /* ---------------------------------------------- asks to reconcile */
 
-/* The Change List: one entry r<S> created at T0 + S seconds for each S of
- * secs (serve's r0, r1 are S 0, 1; a never-seen one older than the newest
- * is history rewritten). */
+/* Page n of a Change List paged with ?page=N (/cl.xml the first), one
+ * entry r<S> for each S of secs, rel="next" to page next (0: none). */
 static void
-serve_secs(struct fx *f, const int *secs, size_t n)
+serve_page(struct fx *f, const char *key, int next, const int *secs,
+           size_t n)
 {
-    char body[8192], e[512];
+    char body[8192], e[512], ln[128] = "";
     size_t off = 0;
     body[0] = '\0';
     for (size_t i = 0; i < n; i++) {
@@ -318,9 +318,21 @@ serve_secs(struct fx *f, const int *secs, size_t n)
         tbs_change(e, sizeof(e), loc, "created", dt);
         off += (size_t)snprintf(body + off, sizeof(body) - off, "%s", e);
     }
-    tbs_putf(f->src, "/cl.xml", "<urlset " TBS_NS "><rs:md capability="
-             "\"changelist\" from=\"2025-01-01T00:00:00Z\"/>%s</urlset>",
-             body);
+    if (next > 0)
+        snprintf(ln, sizeof(ln), "<rs:ln rel=\"next\" href=\"{B}/cl.xml?"
+                 "page=%d\"/>", next);
+    tbs_putf(f->src, key, "<urlset " TBS_NS "><rs:md capability="
+             "\"changelist\" from=\"2025-01-01T00:00:00Z\"/>%s%s</urlset>",
+             ln, body);
+}
+
+/* The Change List: one entry r<S> created at T0 + S seconds for each S of
+ * secs (serve's r0, r1 are S 0, 1; a never-seen one older than the newest
+ * is history rewritten). */
+static void
+serve_secs(struct fx *f, const int *secs, size_t n)
+{
+    serve_page(f, "/cl.xml", 0, secs, n);
 }
 
 /* Framework notifications waiting in the outbox (the hub is unreachable)
@@ -484,30 +496,6 @@ test_reconcile_no_rl(void **state)
     TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_CHANGELIST, NULL) == 1, 5000);
     tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
     assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), 0);
-}
-
-/* Page n of a Change List paged with ?page=N (/cl.xml the first), one
- * entry r<S> for each S of secs, rel="next" to page next (0: none). */
-static void
-serve_page(struct fx *f, const char *key, int next, const int *secs,
-           size_t n)
-{
-    char body[8192], e[512], ln[128] = "";
-    size_t off = 0;
-    body[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        char dt[RS_TIME_BUFSZ], loc[64];
-        assert_true(rs_time_format(T0 + (rs_time_t)secs[i] * 1000000, dt) > 0);
-        snprintf(loc, sizeof(loc), "{B}/data/r%d", secs[i]);
-        tbs_change(e, sizeof(e), loc, "created", dt);
-        off += (size_t)snprintf(body + off, sizeof(body) - off, "%s", e);
-    }
-    if (next > 0)
-        snprintf(ln, sizeof(ln), "<rs:ln rel=\"next\" href=\"{B}/cl.xml?"
-                 "page=%d\"/>", next);
-    tbs_putf(f->src, key, "<urlset " TBS_NS "><rs:md capability="
-             "\"changelist\" from=\"2025-01-01T00:00:00Z\"/>%s%s</urlset>",
-             ln, body);
 }
 
 static int64_t
