@@ -17,6 +17,8 @@
 struct rs_gunzip {
     z_stream z;
     bool at_member_end;        /* between members: the stream may end */
+    bool trailing;             /* after a member, bytes that start none:
+                                  ignored, as gunzip does (padding) */
     char err[160];
     unsigned char out[GUNZIP_OUT];
 };
@@ -64,12 +66,18 @@ rs_gunzip_feed(struct rs_gunzip *g, const char *buf, size_t len,
                rs_gunzip_sink sink, void *ud)
 {
     g->err[0] = '\0';
-    while (len > 0) {
+    while (len > 0 && !g->trailing) {
         /* avail_in is an unsigned int: feed a huge piece in parts */
         uInt take = len > (1u << 30) ? (1u << 30) : (uInt)len;
         if (g->at_member_end) {
             /* another member follows (gzip -c a b > ab): gunzip reads
-             * them as one stream */
+             * them as one stream; anything else after a whole member
+             * (zeros a tool padded the file with) it ignores */
+            if ((unsigned char)buf[0] != 0x1f ||
+                (len > 1 && (unsigned char)buf[1] != 0x8b)) {
+                g->trailing = true;
+                break;
+            }
             if (inflateReset(&g->z) != Z_OK)
                 return gz_fail(g, RS_ENOMEM, "gzip: cannot restart");
             g->at_member_end = false;

@@ -2,7 +2,8 @@
  * fuzz_parser.c - libFuzzer target for the document parser and writer
  * (rs_parse.h, rs_write.h). The whole input is the document. It is fed
  * once in chunks whose sizes come from the first input bytes and once
- * through rs_doc_parse: both must accept or both refuse, since the parser
+ * through rs_doc_parse (both inflating a gzipped input, as rssub does):
+ * both must accept or both refuse, since the parser
  * promises any chunking works (which error comes first in a document with
  * several may differ: libxml2 meets an encoding error earlier in smaller
  * chunks). A document that parses must serialize
@@ -18,6 +19,10 @@
 #include "rs_write.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* As a reader of Sources parses: a gzipped input is inflated (both ways
+ * of feeding must still agree); what is written back is plain XML. */
+static const struct rs_parse_opts fp_opts = { .gunzip = true };
 
 struct fp_count {
     size_t heads, entries, ends;
@@ -72,7 +77,7 @@ fp_stream(const uint8_t *data, size_t size, struct fp_count *c)
 {
     static const struct rs_parser_cbs cbs = { fp_on_head, fp_on_entry,
                                               fp_on_end };
-    struct rs_parser *p = rs_parser_new(NULL, &cbs, c);
+    struct rs_parser *p = rs_parser_new(&fp_opts, &cbs, c);
     if (p == NULL)
         abort();
     size_t nsizes = size < 8 ? size : 8;
@@ -132,7 +137,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct rs_doc *doc = NULL;
     struct rs_diag diag;
-    int rc = rs_doc_parse((const char *)data, size, NULL, &doc, &diag);
+    int rc = rs_doc_parse((const char *)data, size, &fp_opts, &doc, &diag);
     if ((rc == 0) != (rc_stream == 0))
         abort();
     if (rc != 0) {
