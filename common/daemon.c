@@ -28,7 +28,7 @@ enum daemon_state { DAEMON_RUNNING, DAEMON_DRAINING, DAEMON_STOPPED };
 struct rs_daemon {
     struct rs_daemon_opts o;
     enum daemon_state state;
-    struct event *ev_sig[3];
+    struct event *ev_sig[5];
     struct event *ev_tick;
     int64_t waited_ms;
 };
@@ -96,6 +96,12 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     struct rs_daemon *d = arg;
 
     (void)what;
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+        rs_log(RS_LOG_WARN, "%s ignored: SIGHUP reopens the log file and "
+               "reloads, SIGTERM drains and stops",
+               sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+        return;
+    }
     if (sig == SIGHUP) {
         if (rs_log_reopen() != 0)
             rs_log(RS_LOG_WARN, "cannot reopen the log file");
@@ -123,7 +129,10 @@ rs_daemon_base_new(void)
 struct rs_daemon *
 rs_daemon_new(const struct rs_daemon_opts *o)
 {
-    static const int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+    /* SIGUSR1 and SIGUSR2 only to be told: their default ends the
+     * process, and a logrotate recipe copied from another daemon sends
+     * SIGUSR1 */
+    static const int sigs[5] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 };
     struct rs_daemon *d = rs_calloc(1, sizeof(*d));
 
     if (d == NULL)
@@ -134,7 +143,7 @@ rs_daemon_new(const struct rs_daemon_opts *o)
         rs_daemon_free(d);
         return NULL;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         d->ev_sig[i] = evsignal_new(o->base, sigs[i], on_signal, d);
         if (d->ev_sig[i] == NULL || event_add(d->ev_sig[i], NULL) != 0) {
             rs_daemon_free(d);
@@ -149,7 +158,7 @@ rs_daemon_free(struct rs_daemon *d)
 {
     if (d == NULL)
         return;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         if (d->ev_sig[i] != NULL)
             event_free(d->ev_sig[i]);
     if (d->ev_tick != NULL)

@@ -361,6 +361,16 @@ else
 fi
 
 # ------------------------------------------------------------------ stop
+note "SIGUSR1, SIGUSR2: told, not fatal"
+# their default ends a process, and a logrotate recipe copied from another
+# daemon sends SIGUSR1
+kill -USR1 "${HUB_PID[A]}"
+kill -USR2 "${HUB_PID[A]}"
+sleep 0.5
+check "rshub lives on" kill -0 "${HUB_PID[A]}"
+check "...saying what the signals it acts on do" \
+    grep -q 'SIGUSR1 ignored: SIGHUP reopens the log file' "${HUB_LOG[A]}"
+
 note "SIGTERM"
 hub_stop A TERM 10
 expect_eq "sigterm/rshub exits 0" "$HUB_RC" 0
