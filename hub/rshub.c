@@ -1061,6 +1061,22 @@ main(int argc, char **argv)
     redis_shown = redis_url_shown(conf.redis);
     if (redis_shown == NULL)
         goto out;
+    /* URLs a client cannot use: said now, not found by the first
+     * subscriber */
+    const char *clash = NULL;
+    if (conf.public_url != NULL && !rs_url_is_http(conf.public_url))
+        clash = "--public-url: expected an absolute http(s) URL, what "
+                "publishers and subscribers reach the hub at";
+    else if (conf.ws_public_url != NULL &&
+             strncasecmp(conf.ws_public_url, "ws://", 5) != 0 &&
+             strncasecmp(conf.ws_public_url, "wss://", 6) != 0)
+        clash = "--ws-public-url: expected a ws:// or wss:// URL, what "
+                "WebSocket subscribers connect to";
+    if (clash != NULL) {
+        rs_log(RS_LOG_ERROR, "%s", clash);
+        exit_code = 2;
+        goto out;
+    }
     /* the WebSocket default port follows the HTTP one: none past 65535 */
     if (!rs_config_is_set(cfg, "ws-listen") &&
         conf.listen.port == UINT16_MAX) {

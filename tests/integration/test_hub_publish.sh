@@ -346,6 +346,19 @@ else
     bad "config/a --listen host that does not resolve" "$out"
 fi
 
+# advertised URLs a client cannot use
+for args in "--public-url not-a-url" "--ws-public-url http://x.test"; do
+    # shellcheck disable=SC2086 # two words each
+    out=$(timeout 5 "$RSHUB" --listen 127.0.0.1:0 --open $args \
+        --redis "unix://$REDIS_SOCK" 2>&1)
+    rc=$?
+    if [ "$rc" = 2 ] && grep -q -- "${args%% *}: expected" <<<"$out"; then
+        ok "config/$args: exit 2, saying what is expected"
+    else
+        bad "config/$args: exit $rc, want 2" "$out"
+    fi
+done
+
 note "configuration accepted: topic booleans as global ones"
 printf '%s\n' '[topic p1]' 'uri = http://x.test/p1' 'read-private = on' \
     '[topic p2]' 'uri = http://x.test/p2' 'read-private = 1' 'kind = any' \
