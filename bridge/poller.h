@@ -76,10 +76,9 @@ void poller_drain(struct poller *p);
 bool poller_idle(const struct poller *p);
 /* SIGHUP: topics stopped by a 4xx resume, the hub is asked again. */
 void poller_reload(struct poller *p);
-/* SIGHUP: the hub token changed (NULL: none). Publishes use it from now
- * on (outbox_set_token); the hub's channels are still asked for with the
- * token the poller started with (rs_channels cannot change its token).
- * 0 or RS_ENOMEM (the old token stays). */
+/* SIGHUP: the hub token changed (NULL: none). Publishes and the channel
+ * lookups use it from now on (outbox_set_token, rs_channels_set_token).
+ * 0 or RS_ENOMEM. */
 int poller_set_token(struct poller *p, const char *token) RS_MUST_CHECK;
 
 /* ------------------------------------------------ what site.c serves */
