@@ -105,7 +105,8 @@ const struct rs_diag *rs_parser_error(const struct rs_parser *p);
  * above 1, the parse stopped looking when this reached it). */
 unsigned rs_parser_errors(const struct rs_parser *p);
 
-/* Entries delivered so far, and bytes fed so far. */
+/* Entries delivered so far, and bytes of the document parsed so far (a
+ * gzipped one's inflated bytes, which max_bytes bounds). */
 size_t rs_parser_entries(const struct rs_parser *p);
 size_t rs_parser_bytes(const struct rs_parser *p);
 
