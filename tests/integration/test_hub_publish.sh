@@ -260,21 +260,28 @@ expect_eq "oom/with room again: 202" "$(status_of "$r")" 202
 
 # ------------------------------------------------- configuration errors
 note "configuration refused at start-up (exit 2, FILE:LINE)"
-# refused NAME WANT CONF-TEXT [RSHUB-ARGS...]: rshub -c with CONF-TEXT
-# (printf %b) exits 2 at once, saying WANT. An rshub that starts instead
-# is stopped after 5 s (status 124).
-refused() {
-    local name=$1 want=$2 text=$3 out rc
-    shift 3
-    printf '%b' "$text" >"$TMP/bad.conf"
-    out=$(timeout 5 "$RSHUB" -c "$TMP/bad.conf" --listen 127.0.0.1:0 \
-        --ws-listen 127.0.0.1:0 --redis "unix://$REDIS_SOCK" "$@" 2>&1)
+# refused_flags NAME WANT RSHUB-ARGS...: rshub with RSHUB-ARGS (and our
+# Redis) exits 2 at once, saying WANT. An rshub that starts instead is
+# stopped after 5 s (status 124).
+refused_flags() {
+    local name=$1 want=$2 out rc
+    shift 2
+    out=$(timeout 5 "$RSHUB" "$@" --redis "unix://$REDIS_SOCK" 2>&1)
     rc=$?
     if [ "$rc" = 2 ] && grep -qF -- "$want" <<<"$out"; then
         ok "$name"
     else
         bad "$name: exit $rc, want 2 saying '$want'" "$out"
     fi
+}
+# refused NAME WANT CONF-TEXT [RSHUB-ARGS...]: the same for rshub -c with
+# CONF-TEXT (printf %b).
+refused() {
+    local name=$1 want=$2 text=$3
+    shift 3
+    printf '%b' "$text" >"$TMP/bad.conf"
+    refused_flags "$name" "$want" -c "$TMP/bad.conf" --listen 127.0.0.1:0 \
+        --ws-listen 127.0.0.1:0 "$@"
 }
 BC=$TMP/bad.conf
 refused "config/a [topic] section given twice" \
@@ -307,14 +314,9 @@ refused "config/a uri that is not http(s)" \
 refused "config/kind: the message names every kind" \
     "$BC:3: [topic a] kind: expected change, framework or any" \
     '[topic a]\nuri = http://x.test/a\nkind = bogus\n'
-out=$(timeout 5 "$RSHUB" --listen 127.0.0.1:65535 --open \
-    --redis "unix://$REDIS_SOCK" 2>&1)
-rc=$?
-if [ "$rc" = 2 ] && grep -qF -- "the WebSocket port (--listen's port + 1) would be 65536: give --ws-listen" <<<"$out"; then
-    ok "config/--listen port 65535 without --ws-listen: exit 2"
-else
-    bad "config/--listen port 65535 without --ws-listen: exit $rc, want 2" "$out"
-fi
+refused_flags "config/--listen port 65535 without --ws-listen: exit 2" \
+    "the WebSocket port (--listen's port + 1) would be 65536: give --ws-listen" \
+    --listen 127.0.0.1:65535 --open
 
 # a configuration holding tokens that others may read: told (a token file
 # is refused for it; a configuration is not, not to stop a hub at upgrade)
@@ -347,17 +349,11 @@ else
 fi
 
 # advertised URLs a client cannot use
-for args in "--public-url not-a-url" "--ws-public-url http://x.test"; do
-    # shellcheck disable=SC2086 # two words each
-    out=$(timeout 5 "$RSHUB" --listen 127.0.0.1:0 --open $args \
-        --redis "unix://$REDIS_SOCK" 2>&1)
-    rc=$?
-    if [ "$rc" = 2 ] && grep -q -- "${args%% *}: expected" <<<"$out"; then
-        ok "config/$args: exit 2, saying what is expected"
-    else
-        bad "config/$args: exit $rc, want 2" "$out"
-    fi
-done
+refused_flags "config/--public-url not-a-url: exit 2" "--public-url: expected" \
+    --listen 127.0.0.1:0 --open --public-url not-a-url
+refused_flags "config/--ws-public-url http://x.test: exit 2" \
+    "--ws-public-url: expected" --listen 127.0.0.1:0 --open \
+    --ws-public-url http://x.test
 
 note "configuration accepted: topic booleans as global ones"
 printf '%s\n' '[topic p1]' 'uri = http://x.test/p1' 'read-private = on' \
