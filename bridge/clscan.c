@@ -21,11 +21,6 @@
 
 #define CLSCAN_SPANS 24           /* suspect spans kept (feeds.suspects) */
 #define CLSCAN_SHRINK_SLACK_US (2 * 1000000)
-/* A Source's datetimes are believed up to this far past our clock (as
- * rssub's APPLY_SKEW_US): an entry dated later is published but does not
- * move the feed's position, or one Source clock running ahead (2100)
- * would have every real change after it refused as history rewritten. */
-#define CLSCAN_SKEW_US (60 * 1000000LL)
 #define CLSCAN_FUTURE_LOGS 10     /* future entries logged one commit */
 
 enum seen_state { SEEN_PUBLISHED = 1, SEEN_REFUSED = 2 };
@@ -315,7 +310,7 @@ struct commit_ctx {
     struct span sp[CLSCAN_SPANS];
     size_t nsp;
     rs_time_t pos;
-    rs_time_t ceiling;            /* now + CLSCAN_SKEW_US: the newest
+    rs_time_t ceiling;            /* now + RS_TIME_SKEW_US: the newest
                                      datetime that may move pos */
 };
 
@@ -364,7 +359,9 @@ take_new(struct commit_ctx *x)
         }
         if (state == SEEN_PUBLISHED && c.datetime != RS_TIME_NONE &&
             c.datetime > x->ceiling) {
-            /* published (it is a change), but the position stays */
+            /* published (it is a change), but the position stays: moved
+             * to 2100, every real change after it would be refused as
+             * history rewritten */
             if (++x->out->future <= CLSCAN_FUTURE_LOGS) {
                 char dt[RS_TIME_BUFSZ];
                 rs_time_format(c.datetime, dt);
@@ -570,7 +567,7 @@ clscan_commit(struct clscan *cs, struct store_feed *f,
     struct store_feed nf = *f;
     struct commit_ctx x = { .cs = cs, .f = &nf, .h = hooks, .out = out,
                             .gen = f->gen + 1, .pos = f->pos,
-                            .ceiling = rs_time_now() + CLSCAN_SKEW_US };
+                            .ceiling = rs_time_now() + RS_TIME_SKEW_US };
     x.nsp = spans_parse(f->suspects, x.sp, CLSCAN_SPANS);
     struct store *st = cs->st;
     int rc = store_begin(st);

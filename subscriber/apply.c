@@ -888,7 +888,7 @@ on_job_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
 bool
 apply_future(rs_time_t *t, rs_time_t now)
 {
-    if (*t == RS_TIME_NONE || *t <= now + APPLY_SKEW_US)
+    if (*t == RS_TIME_NONE || *t <= now + RS_TIME_SKEW_US)
         return false;
     *t = now;
     return true;

@@ -111,14 +111,9 @@ struct ledger_todo;
 #define APPLY_ORIGIN_REPAIR "repair"
 int apply_offer(struct apply *a, const struct ledger_todo *t) RS_MUST_CHECK;
 
-/* A Source's times are believed up to APPLY_SKEW_US past our clock. A
- * time further on (a clock years wrong, a hostile publisher on an open
- * hub) would move the marks there, and every later change would look
- * older than it: rssub blind until then. */
-#define APPLY_SKEW_US (60 * 1000000LL)
-
-/* *t beyond now + APPLY_SKEW_US: taken as now, and true (the caller
- * tells it). RS_TIME_NONE is left alone. */
+/* *t beyond now + RS_TIME_SKEW_US: taken as now, and true (the caller
+ * tells it); moved to the marks, it would leave rssub blind until then.
+ * RS_TIME_NONE is left alone. */
 bool apply_future(rs_time_t *t, rs_time_t now);
 
 /* Fill *t from a Change List or notification entry (loc resolved):

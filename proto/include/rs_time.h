@@ -20,6 +20,12 @@ typedef int64_t rs_time_t;
 #define RS_TIME_NONE INT64_MIN  /* "absent" in every model field */
 #define RS_TIME_BUFSZ 32        /* enough for any rs_time_format() output */
 
+/* How far past our clock a Source's times are believed, by rssub and
+ * rsbridge alike. A time further on (a clock years wrong, a hostile
+ * publisher) would become a position every later change looks older
+ * than; each reader says what it does with one. */
+#define RS_TIME_SKEW_US (60 * 1000000LL)
+
 /*
  * Parse a W3C Datetime: YYYY, YYYY-MM, YYYY-MM-DD, YYYY-MM-DDThh:mmTZD,
  * YYYY-MM-DDThh:mm:ssTZD, YYYY-MM-DDThh:mm:ss.sTZD (any number of fraction

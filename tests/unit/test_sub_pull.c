@@ -689,7 +689,7 @@ test_future_times(void **state)
     struct fx *f = *state;
     char near[RS_TIME_BUFSZ];
 
-    rs_time_format(rs_time_now() + APPLY_SKEW_US / 2, near);
+    rs_time_format(rs_time_now() + RS_TIME_SKEW_US / 2, near);
     char cl[1024];
     snprintf(cl, sizeof(cl), "%s",
              CL(FROM(T0), CH("a", "updated", "2099-01-01T00:00:00Z")
