@@ -65,6 +65,10 @@ enum lg_stmt {
     LG_TODO_DUE_UPTO,
     LG_TODO_COUNT,
     LG_TODO_REQUEUE,
+    LG_FUTURE_RES,
+    LG_FUTURE_TODO,
+    LG_FUTURE_POS,
+    LG_FUTURE_SOURCES,
     LG_COUNT_,
 };
 
@@ -168,6 +172,12 @@ static const char *const lg_sql[LG_COUNT_] = {
                       "coalesce(sum(failed != 0), 0) FROM todo",
     [LG_TODO_REQUEUE] = "UPDATE todo SET failed = 0, attempts = 0, "
                         "not_before = ?1 WHERE failed = 1",
+    [LG_FUTURE_RES] = "UPDATE res SET change_dt = NULL WHERE change_dt > ?1",
+    [LG_FUTURE_TODO] = "UPDATE todo SET change_dt = NULL "
+                       "WHERE change_dt > ?1",
+    [LG_FUTURE_POS] = "UPDATE pos SET dt = NULL WHERE dt > ?1",
+    [LG_FUTURE_SOURCES] = "UPDATE pos SET dt = NULL WHERE dt IS NOT NULL "
+                          "AND substr(channel, -length(?1)) = ?1",
 };
 
 /* Version 2. Times are rs_time_t microseconds, NULL for RS_TIME_NONE.
@@ -1703,5 +1713,65 @@ ledger_todo_requeue_failed(struct ledger *l, rs_time_t not_before,
     rc = lg_run(l, s, "todo requeue");
     if (rc == 0 && n != NULL)
         *n = sqlite3_changes(l->db);
+    return rc;
+}
+
+/* -------------------------------------------------- marks from the future */
+
+/* Whether the one scan for them was made (ledger_clear_future). */
+#define LG_FUTURE_CHECKED "future_checked"
+
+static int
+lg_future_step(struct ledger *l, enum lg_stmt which, rs_time_t limit,
+               const char *suffix, int64_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = lg_prep(l, which, &s);
+
+    if (rc != 0)
+        return rc;
+    if (suffix != NULL)
+        bind_text(s, 1, suffix);
+    else
+        sqlite3_bind_int64(s, 1, limit);
+    rc = lg_run(l, s, "clear future marks");
+    if (rc == 0)
+        *n += sqlite3_changes(l->db);
+    return rc;
+}
+
+int
+ledger_clear_future(struct ledger *l, rs_time_t limit,
+                    const char *source_suffix, int64_t *cleared)
+{
+    char *done = NULL;
+    int64_t n = 0, ignored = 0;
+    int rc;
+
+    *cleared = 0;
+    rc = ledger_meta_get(l, LG_FUTURE_CHECKED, &done);
+    rs_free(done);
+    if (rc != RS_ENOTFOUND)
+        return rc;
+    if ((rc = ledger_begin(l)) != 0)
+        return rc;
+    rc = lg_future_step(l, LG_FUTURE_RES, limit, NULL, &n);
+    if (rc == 0)
+        rc = lg_future_step(l, LG_FUTURE_TODO, limit, NULL, &n);
+    if (rc == 0)
+        rc = lg_future_step(l, LG_FUTURE_POS, limit, NULL, &n);
+    /* A change skipped as older than a future mark is nowhere to be read
+     * again but in the Resource List: no source mark, no Change List
+     * pull, a reconcile. */
+    if (rc == 0 && n > 0)
+        rc = lg_future_step(l, LG_FUTURE_SOURCES, 0, source_suffix, &ignored);
+    if (rc == 0)
+        rc = ledger_meta_set(l, LG_FUTURE_CHECKED, "1");
+    if (rc == 0)
+        rc = ledger_commit(l);
+    else
+        (void)ledger_rollback(l);
+    if (rc == 0)
+        *cleared = n;
     return rc;
 }

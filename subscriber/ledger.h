@@ -331,6 +331,17 @@ int ledger_todo_count(struct ledger *l, rs_time_t now, int64_t *due,
 int ledger_todo_each_failed(struct ledger *l,
                             int (*cb)(void *ud, const struct ledger_todo *t),
                             void *ud) RS_MUST_CHECK;
+/* Once per state (a meta key says it was done): change times after limit
+ * (written before rssub took a Source's future times as of now) are made
+ * unknown in res, todo and pos, so that they no longer make real changes
+ * look older; if any was, the positions whose channel ends in
+ * source_suffix lose their time too, so that the next pull reconciles
+ * with the Resource List: the changes skipped meanwhile are found there.
+ * *cleared: how many times were made unknown. Writer only; opens its own
+ * transaction. */
+int ledger_clear_future(struct ledger *l, rs_time_t limit,
+                        const char *source_suffix, int64_t *cleared)
+    RS_MUST_CHECK;
 /* Make every failed row due again at not_before with attempts 0 (their
  * seq is kept). *n (may be NULL): how many. */
 int ledger_todo_requeue_failed(struct ledger *l, rs_time_t not_before,

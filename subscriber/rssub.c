@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #define RS_LOG_MODULE "rssub"
+#include "follow.h"
 #include "hubsub.h"
 #include "ledger.h"
 #include "mirror.h"
@@ -508,6 +509,32 @@ check_source(struct rssub *s, bool readonly)
     return 0;
 }
 
+/* A state written before rssub took a Source's times past our clock as of
+ * now may hold such times as marks: every real change after them looked
+ * older and was skipped. Once per state they are cleared, and the next
+ * pull reconciles with the Resource List. */
+static int
+clear_future(struct rssub *s)
+{
+    int64_t n = 0;
+    char c[24];
+
+    if (ledger_clear_future(s->ledger, rs_time_now() + RS_TIME_SKEW_US,
+                            FOLLOW_POS_SOURCE, &n) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot read the state", "error",
+                  ledger_errstr(s->ledger), NULL);
+        return 1;
+    }
+    if (n == 0)
+        return 0;
+    snprintf(c, sizeof(c), "%lld", (long long)n);
+    rs_log_kv(RS_LOG_WARN, "the state held change times in the future (a "
+              "Source's clock, taken as they were by an earlier rssub): "
+              "cleared; reconciling with the resource list", "count", c,
+              NULL);
+    return 0;
+}
+
 static enum session_transport
 transport_from(const char *t)
 {
@@ -888,6 +915,8 @@ setup(struct rssub *s)
             rs_log_kv(RS_LOG_INFO, "retrying resources that failed before",
                       "count", c, NULL);
         }
+        if ((rc = clear_future(s)) != 0)
+            return rc;
     }
     s->mirror = mirror_open(conf.mirror, &mo, err, sizeof(err));
     if (s->mirror == NULL) {

@@ -868,6 +868,36 @@ sub_exit fut2 0
 synced_is fut2 "fetched=1 deleted=0 failed=0"
 check "the change after it is taken: the mirror equals the Source" same_tree "$M"
 
+# A state an earlier rssub left blinded: the 2099 taken as it came, as
+# the mark the next pull reads from and as a.txt's change time; the real
+# changes after it, skipped. Such marks are cleared once per state, and
+# the next pull reconciles with the Resource List.
+python3 - "$ST" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+fut = 4070908800 * 1000000      # 2099-01-01, in microseconds
+n = db.execute("UPDATE pos SET dt = ? WHERE channel LIKE '%#source'", (fut,)).rowcount
+m = db.execute("UPDATE res SET change_dt = ? WHERE uri LIKE '%/data/a.txt'", (fut,)).rowcount
+db.execute("DELETE FROM meta WHERE key = 'future_checked'")
+db.commit()
+assert n == 1 and m == 1, (n, m)
+PY
+sleep 0.05
+printf 'alpha, after the blinded state\n' >>"$D/a.txt"
+printf 'charlie, after the blinded state\n' >>"$D/c.txt"
+write_cl 8 "$SNAP0" updated:data/a.txt updated:data/c.txt
+write_rl
+sub fut3 sync "$M" "$ST"
+sub_exit fut3 0
+check "a state with marks in the future: told" \
+    logged fut3 'msg="the state held change times in the future' 'count=2'
+check "...and the changes after them taken: the mirror equals the Source" \
+    same_tree "$M"
+sub fut4 sync "$M" "$ST"
+sub_exit fut4 0
+expect_eq "...once: the next sync does not clear or tell again" \
+    "$(grep -c 'change times in the future' "$TMP/fut4.log")" 0
+
 # ============================================== 9. gzipped documents
 
 note "9. gzipped documents: resourcelist.xml.gz, Content-Encoding: gzip"

@@ -580,6 +580,67 @@ test_positions(void **state)
     assert_string_equal(pl.ch[1], "ws://h/channel/a=1700000000001-3");
 }
 
+/* ledger/clear_future: times past the limit become unknown in res, todo
+ * and pos; then every "#source" position loses its time too (the next
+ * pull reconciles); times up to the limit stay; done once per state, and
+ * a state without any is marked done all the same. */
+static void
+test_clear_future(void **state)
+{
+    struct fx *f = *state;
+    struct ledger_res r = { .uri = "u1", .path = "u1", .lastmod = 1,
+                            .change_dt = 9000, .length = 1 };
+    struct ledger_res ok = { .uri = "u2", .path = "u2", .lastmod = 1,
+                             .change_dt = 5000, .length = 1 };
+    struct ledger_res o;
+    struct ledger_todo t;
+    char *buf = NULL;
+    rs_time_t dt = 0;
+    int64_t n = -1;
+
+    /* nothing in the future: marked done, nothing cleared */
+    assert_int_equal(ledger_clear_future(f->l, 5000, "#source", &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(raw_int(f->db, "SELECT count(*) FROM meta "
+                             "WHERE key = 'future_checked'"), 1);
+
+    assert_int_equal(ledger_res_put(f->l, &r), 0);
+    assert_int_equal(ledger_res_put(f->l, &ok), 0);
+    put_todo(f->l, "t1", LEDGER_UPDATE, 0, NULL);      /* change_dt 1000 */
+    raw_exec(f->db, "UPDATE todo SET change_dt = 7000 WHERE uri = 't1'");
+    assert_int_equal(ledger_pos_set(f->l, "http://s/cl.xml#source", NULL,
+                                    4000), 0);
+    assert_int_equal(ledger_pos_set(f->l, "ws://h/c", "1-0", 6000), 0);
+    assert_int_equal(ledger_pos_set(f->l, "other", NULL, 4000), 0);
+
+    /* done once: the mark stops a second scan */
+    assert_int_equal(ledger_clear_future(f->l, 5000, "#source", &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(ledger_res_get(f->l, "u1", &o, &buf), 0);
+    assert_int_equal(o.change_dt, 9000);
+    rs_free(buf);
+
+    raw_exec(f->db, "DELETE FROM meta WHERE key = 'future_checked'");
+    assert_int_equal(ledger_clear_future(f->l, 5000, "#source", &n), 0);
+    assert_int_equal(n, 3);               /* u1, t1, ws://h/c */
+    assert_int_equal(ledger_res_get(f->l, "u1", &o, &buf), 0);
+    assert_true(o.change_dt == RS_TIME_NONE);
+    rs_free(buf);
+    assert_int_equal(ledger_res_get(f->l, "u2", &o, &buf), 0);
+    assert_int_equal(o.change_dt, 5000);  /* at the limit: kept */
+    rs_free(buf);
+    assert_int_equal(ledger_todo_get(f->l, "t1", &t, &buf), 0);
+    assert_true(t.change_dt == RS_TIME_NONE);
+    rs_free(buf);
+    assert_int_equal(ledger_pos_get(f->l, "ws://h/c", NULL, &dt), 0);
+    assert_true(dt == RS_TIME_NONE);
+    assert_int_equal(ledger_pos_get(f->l, "http://s/cl.xml#source", NULL,
+                                    &dt), 0);
+    assert_true(dt == RS_TIME_NONE);      /* in the past, cleared: reconcile */
+    assert_int_equal(ledger_pos_get(f->l, "other", NULL, &dt), 0);
+    assert_int_equal(dt, 4000);
+}
+
 struct res_walk {
     int n, deleted;
 };
@@ -2136,6 +2197,7 @@ main(void)
         TS("ledger/transactions_nest", test_transactions),
         TS("ledger/meta_and_gen", test_meta_and_gen),
         TS("ledger/positions", test_positions),
+        TS("ledger/clear_future", test_clear_future),
         TS("ledger/resources_and_tombstones", test_resources),
         TS("ledger/res_put_many", test_res_put_many),
         TS("ledger/unseen_walk_writes", test_unseen_walk),
