@@ -194,6 +194,10 @@ struct backlog {
     struct timespec wait_sent;
     long long ack_count;          /* the last WAIT's replicas; -1 */
     char append_err[256];         /* backlog_append_error */
+    /* backlog_refusing: Redis's words when it last refused an append,
+     * and when (monotonic us); refused_at 0 once an append succeeded */
+    char refused_err[256];
+    int64_t refused_at;
     /* backlog_now_ms: Redis's TIME minus ours (us), measured at the
      * middle of the TIME's round trip */
     int64_t clock_offset_us;
@@ -324,15 +328,27 @@ static void
 append_refused(struct backlog *b, const redisReply *r)
 {
     reply_log_error("append", r);
-    if (r != NULL && r->type == REDIS_REPLY_ERROR)
+    if (r != NULL && r->type == REDIS_REPLY_ERROR) {
         snprintf(b->append_err, sizeof(b->append_err), "%.*s",
                  (int)r->len, r->str);
+        memcpy(b->refused_err, b->append_err, sizeof(b->refused_err));
+        b->refused_at = rs_time_mono_us();
+    }
 }
 
 const char *
 backlog_append_error(const struct backlog *b)
 {
     return b->append_err;
+}
+
+const char *
+backlog_refusing(const struct backlog *b)
+{
+    if (b->refused_at == 0 ||
+        rs_time_mono_us() - b->refused_at > BACKLOG_REFUSING_US)
+        return NULL;
+    return b->refused_err;
 }
 
 /* ----------------------------------------------------------- script calls */
@@ -715,6 +731,8 @@ on_append(void *ud, int rc, const redisReply *r)
     if (rc == 0 && !reply_id(r, &id)) {
         append_refused(q->b, r);
         rc = RS_EPROTO;
+    } else if (rc == 0) {
+        q->b->refused_at = 0;
     }
     append_answered(q->b, q, false, rc, id, false);
 }
@@ -757,6 +775,7 @@ on_append_once(void *ud, int rc, const redisReply *r)
             rc = RS_EPROTO;
         } else {
             dup = r->element[0]->integer == 0;
+            q->b->refused_at = 0;
         }
     }
     /* a duplicate waits too: the entry it names may be one a WAIT never

@@ -111,6 +111,15 @@ long long backlog_ack_count(const struct backlog *b);
  * RS_EPROTO was a reply of the wrong shape. */
 const char *backlog_append_error(const struct backlog *b);
 
+/* Redis's words if it refused the last append within BACKLOG_REFUSING_US
+ * (no append succeeded since), else NULL: /readyz's "not ready" while
+ * Redis is reachable but takes no writes (out of memory, a replica after
+ * a failover, writes stopped after a failed save). Bounded in time, so
+ * that a node a load balancer stopped sending publishes to is tried
+ * again. */
+#define BACKLOG_REFUSING_US (10 * 1000000LL)
+const char *backlog_refusing(const struct backlog *b);
+
 /*
  * The hub's clock: Redis's (the server the command link reaches), as
  * this node estimates it. A notification's id carries Redis's time, and

@@ -784,13 +784,19 @@ status_handle(struct hub *h, struct evhttp_request *req, const char *path)
     if (strcmp(path, "/healthz") == 0) {
         reply_text(req, 200, "OK", "ok");
     } else if (strcmp(path, "/readyz") == 0) {
-        const char *why = NULL;
-        if (h->draining)
+        const char *why = NULL, *words;
+        char refusing[320];
+        if (h->draining) {
             why = "draining";
-        else if (!backlog_ready(h->backlog))
+        } else if (!backlog_ready(h->backlog)) {
             why = "redis unavailable";
-        else if (h->ack != NULL)
+        } else if ((words = backlog_refusing(h->backlog)) != NULL) {
+            snprintf(refusing, sizeof(refusing), "redis refuses writes: %s",
+                     words);
+            why = refusing;
+        } else if (h->ack != NULL) {
             (void)ack_ok(h->ack, &why);   /* why, when not */
+        }
         if (why == NULL)
             reply_text(req, 200, "OK", "ready");
         else

@@ -248,15 +248,23 @@ used=$(rcli info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r'
 rcli config set maxmemory-policy noeviction >/dev/null
 rcli config set maxmemory $((used / 2)) >/dev/null
 r=$(hub_req A "${TOK[@]}" --gen change)
+# Redis reachable but taking no writes: a load balancer must stop sending
+# publishes here (it was 200 "ready")
+ready=$(hub_req A --method GET --path /readyz)
 rcli config set maxmemory 0 >/dev/null
 rcli config set maxmemory-policy "$policy" >/dev/null
 expect_eq "oom/a publish Redis refuses: 502" "$(status_of "$r")" 502
+expect_eq "oom/readyz 503 while Redis refuses writes" "$(status_of "$ready")" 503
+check "oom/... saying so, with Redis' words" \
+    grep -q "redis refuses writes: OOM" <<<"$(body_of "$ready")"
 check "oom/... with Redis' words" grep -q "error: Redis refused it: OOM" <<<"$(body_of "$r")"
 expect_eq "oom/... and Retry-After: 1" "$(header_of "$r" Retry-After)" 1
 expect_eq "oom/nothing stored (the script stopped at its XADD)" \
     "$(ht topic --http "$HP" --name news --get backlog.length)" "$len0"
 r=$(hub_req A "${TOK[@]}" --gen change)
 expect_eq "oom/with room again: 202" "$(status_of "$r")" 202
+expect_eq "oom/...and readyz 200 at once" \
+    "$(status_of "$(hub_req A --method GET --path /readyz)")" 200
 
 # ------------------------------------------------- configuration errors
 note "configuration refused at start-up (exit 2, FILE:LINE)"
