@@ -8,6 +8,7 @@
  * Exit status: 0 clean shutdown, 1 runtime failure, 2 bad configuration or
  * command line.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -986,6 +987,90 @@ mono_s(void)
     return (double)rs_time_mono_us() / 1e6;
 }
 
+/* Does the directory hold any entry at all? */
+static bool
+dir_has_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool any = false;
+
+    if (d == NULL)
+        return true;              /* cannot tell: the scan will say */
+    while (!any && (e = readdir(d)) != NULL)
+        any = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return any;
+}
+
+/* Is some of the first STATE_SAMPLE files the state lists in the tree? */
+#define STATE_SAMPLE 16
+static bool
+state_meets_tree(struct src *s)
+{
+    struct state_iter *it = NULL;
+    struct state_res r;
+    struct stat sb;
+    bool met = false;
+    int n = 0;
+
+    if (state_res_iter(s->st, "", &it) != 0)
+        return true;              /* cannot tell: the scan will say */
+    while (!met && n++ < STATE_SAMPLE && state_res_next(it, &r) == 1)
+        met = tree_stat(s->tree, r.path, &sb) == 0;
+    state_iter_free(it);
+    return met;
+}
+
+/*
+ * A restart compares the tree with the state and publishes the
+ * difference. Two mistakes would make that difference "every file
+ * deleted", pushed to every mirror: a directory whose filesystem is not
+ * mounted (an empty mount point), and a --state of another directory.
+ * Neither is served: 1 for the first (systemd tries again; the mount may
+ * come), 2 for the second. A directory that moved keeps its state.
+ */
+static int
+check_state_tree(struct src *s)
+{
+    const char *root = tree_root(s->tree);
+    char was[PATH_MAX + 1], n[24];
+    int64_t count = state_res_count(s->st);
+    int rc = state_meta_get_text(s->st, "root", was, sizeof(was));
+
+    snprintf(n, sizeof(n), "%lld", (long long)count);
+    if (count > 0 && !dir_has_entries(root)) {
+        rs_log_kv(RS_LOG_ERROR, "--dir is empty while the state lists "
+                  "files: not publishing their deletion (is its filesystem "
+                  "mounted? to serve it empty, remove the state)", "dir",
+                  root, "state", s->state_dir, "files", n, NULL);
+        return 1;
+    }
+    if (rc == 0 && strcmp(was, root) != 0) {
+        if (count > 0 && !state_meets_tree(s)) {
+            rs_log_kv(RS_LOG_ERROR, "this state is of another directory: "
+                      "none of the files it lists is in --dir (use another "
+                      "--state)", "dir", root, "its_dir", was, "state",
+                      s->state_dir, "files", n, NULL);
+            return 2;
+        }
+        rs_log_kv(RS_LOG_INFO, "the served directory moved", "dir", root,
+                  "was", was, NULL);
+    } else if (rc == 0) {
+        return 0;
+    } else if (rc != RS_ENOTFOUND && rc != RS_ETOOBIG) {
+        rs_log_kv(RS_LOG_ERROR, "state: cannot read it", "error",
+                  state_errstr(s->st), NULL);
+        return 1;
+    }
+    if (state_meta_set_text(s->st, "root", root) != 0) {
+        rs_log_kv(RS_LOG_ERROR, "state: cannot write it", "error",
+                  state_errstr(s->st), NULL);
+        return 1;
+    }
+    return 0;
+}
+
 /*
  * The catalog at start-up. A first start records the baseline (no
  * changes) before serving: there is nothing to serve until it is made.
@@ -1086,6 +1171,7 @@ setup(struct src *s)
 {
     char err[512];
     const char *e;
+    int rc;
     s->started = mono_s();
     struct tree_opts to = {
         .dir = conf.dir,
@@ -1111,6 +1197,8 @@ setup(struct src *s)
         rs_log(RS_LOG_ERROR, "state: %s", err);
         return 2;
     }
+    if ((rc = check_state_tree(s)) != 0)
+        return rc;
     if (state_checkpointer_start(s->st, 1000) != 0)
         rs_log(RS_LOG_WARN, "no checkpoint thread: commits will checkpoint");
     s->base = rs_daemon_base_new();

@@ -6,8 +6,9 @@
 # file was rewritten, an mtime past 2262 (lastmod saturated, no
 # overflow), files that can never be published (a control character in a
 # name, too deep, too long: problems, logged), a symlink into the tree
-# under --follow-symlinks (not followed), and the served directory deleted
-# (exit 1).
+# under --follow-symlinks (not followed), a restart over an empty mount
+# point (exit 1) or with another directory's state (exit 2), and the
+# served directory deleted (exit 1).
 set -u
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -189,6 +190,55 @@ if src_start f "$L" --follow-symlinks --settle 200ms --resourcelist-refresh 0; t
     src_stop f
 else
     bad "rssource --follow-symlinks starts"
+fi
+
+note "a restart over an empty mount point, or another directory's state"
+# A restart publishes the difference between the state and the tree: an
+# unmounted filesystem (its mount point empty) or a --state of another
+# directory made that "every file deleted", pushed to every mirror.
+M=$TMP/mnt
+mkdir -p "$M" "$TMP/away" "$TMP/other"
+for i in 1 2 3; do printf 'm%s\n' "$i" >"$M/m$i.txt"; done
+printf 'o\n' >"$TMP/other/o.txt"
+# start_once NAME DIR [ARGS]: rssource on DIR with the state of "m", until
+# ready or 10 s; its exit status (124: it served, and was stopped).
+start_once() {
+    local name=$1 dir=$2
+    shift 2
+    timeout 10 "$RSSOURCE" --dir "$dir" --state "$TMP/m.state" \
+        --listen 127.0.0.1:0 --log-format logfmt "$@" >"$TMP/$name.log" 2>&1
+}
+if src_start m "$M"; then
+    src_stop m
+    mv "$M"/* "$TMP/away/"
+    start_once empty "$M"
+    expect_eq "an empty --dir with a state listing files: exit 1" "$?" 1
+    check "...saying so" grep -q 'msg="--dir is empty while the state lists files' \
+        "$TMP/empty.log"
+    mv "$TMP/away"/* "$M/"
+    if src_start m "$M"; then
+        expect_eq "...mounted again: nothing deleted" \
+            "$(sed -n 's/.*msg="start-up scan".* deleted=\([0-9]*\).*/\1/p' "${SRC_LOG[m]}" | tail -n 1)" 0
+        src_stop m
+    else
+        bad "...mounted again: rssource starts"
+    fi
+    start_once other "$TMP/other"
+    expect_eq "another directory's state: exit 2" "$?" 2
+    check "...saying so" grep -q 'msg="this state is of another directory' \
+        "$TMP/other.log"
+    mv "$M" "$TMP/moved"
+    if src_start m "$TMP/moved"; then
+        check "a directory that moved keeps its state, told" \
+            grep -q 'msg="the served directory moved"' "${SRC_LOG[m]}"
+        expect_eq "...nothing deleted" \
+            "$(sed -n 's/.*msg="start-up scan".* deleted=\([0-9]*\).*/\1/p' "${SRC_LOG[m]}" | tail -n 1)" 0
+        src_stop m
+    else
+        bad "a directory that moved: rssource starts"
+    fi
+else
+    bad "rssource starts on $M"
 fi
 
 note "the served directory deleted: exit 1"
