@@ -187,7 +187,8 @@ static const struct rs_config_opt options[] = {
                   "and changes are served"),
     RS_CONFIG_LIST("exclude", 'x', &conf.excludes, "PATTERN", NULL,
                    "never list or serve paths matching this fnmatch pattern "
-                   "(with '/': the whole path, else any name)"),
+                   "(with '/': the whole path, else any name; a trailing "
+                   "'/' is dropped)"),
     RS_CONFIG_BOOL("follow-symlinks", 0, &conf.follow_symlinks, "false",
                    "list and serve what symlinks point to, wherever it is"),
     RS_CONFIG_DURATION("drain-time", 0, &conf.drain_ms, "5s", 0, 600000,

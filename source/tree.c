@@ -194,9 +194,23 @@ tree_open(const struct tree_opts *o, struct tree **out, char *err,
             rc = RS_EINVAL;
             goto out;
         }
-        /* A leading "/" anchors a pattern at the root, as in .gitignore. */
-        const char *pat = (*p)[0] == '/' ? *p + 1 : *p;
-        bool path = strchr(*p, '/') != NULL;
+        /* A leading "/" anchors a pattern at the root, as in .gitignore.
+         * A trailing one (".gitignore"'s "a directory") is dropped: no
+         * name ends with "/", so kept, it matched nothing; dropped, the
+         * pattern matches files of that name too. */
+        char pat[TREE_PATH_MAX];
+        size_t len = strlen(*p);
+        while (len > 0 && (*p)[len - 1] == '/')
+            len--;
+        size_t lead = (*p)[0] == '/' ? 1 : 0;
+        if (len <= lead) {
+            snprintf(err, errlen, "--exclude: \"%s\" matches no name", *p);
+            rc = RS_EINVAL;
+            goto out;
+        }
+        memcpy(pat, *p + lead, len - lead);
+        pat[len - lead] = '\0';
+        bool path = lead == 1 || strchr(pat, '/') != NULL;
         if ((path ? pats_add(&t->path_pats, &t->npath_pats, pat)
                   : pats_add(&t->seg_pats, &t->nseg_pats, pat)) != 0)
             goto nomem;

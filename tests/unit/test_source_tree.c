@@ -76,7 +76,8 @@ test_path_policy(void **state)
 }
 
 /* tree/excludes: a pattern without '/' matches any segment, one with '/'
- * the path (and so everything beneath a matched directory). */
+ * the path (and so everything beneath a matched directory); a trailing
+ * '/' is dropped. */
 static void
 test_excludes(void **state)
 {
@@ -98,6 +99,25 @@ test_excludes(void **state)
     assert_true(tree_path_ok(t, "docs/a.txt"));
     assert_true(tree_path_ok(t, "docs/sub/a.pdf"));
     tree_free(t);
+
+    /* a trailing '/' (.gitignore's "a directory") is dropped: kept, no
+     * name ends with it and the pattern matched nothing */
+    const char *const dirs[] = { "tmp/", "/out//", "a/logs/", NULL };
+    t = tt_open(dir, dirs, false);
+    assert_false(tree_path_ok(t, "tmp/x.txt"));
+    assert_false(tree_path_ok(t, "x/tmp/y.txt"));
+    assert_false(tree_path_ok(t, "out/x.o"));
+    assert_true(tree_path_ok(t, "x/out/y.o"));        /* anchored */
+    assert_false(tree_path_ok(t, "a/logs/today.log"));
+    assert_true(tree_path_ok(t, "b/logs/today.log"));
+    tree_free(t);
+
+    /* a pattern that is only slashes matches no name: refused */
+    const char *const bad[] = { "//", NULL };
+    struct tree_opts o = { .dir = dir, .excludes = bad };
+    char err[256];
+    assert_int_equal(tree_open(&o, &t, err, sizeof(err)), RS_EINVAL);
+    assert_non_null(strstr(err, "matches no name"));
     tu_rmtree(dir);
     free(dir);
 }
