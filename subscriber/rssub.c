@@ -248,6 +248,9 @@ struct rssub {
     struct hubsub *hubsub;
     struct session *session;
     char *state_path;
+    bool state_made;              /* open_state created it */
+    bool state_unmake;            /* refused before it held anything:
+                                     teardown removes it */
     struct rs_daemon *daemon;     /* signals and the drain */
     struct rs_metrics_server *mserver;  /* --metrics-listen */
     struct statusjson *sj;        /* its dashboard (/ui/, /status.json) */
@@ -467,6 +470,8 @@ open_state(struct rssub *s, bool readonly)
                   "state", s->state_path, "mirror", conf.mirror, NULL);
         return 2;
     }
+    s->state_made = !readonly && access(s->state_path, F_OK) != 0 &&
+                    errno == ENOENT;
     s->ledger = ledger_open(s->state_path,
                             readonly ? LEDGER_READONLY
                             : conf.sync_full ? LEDGER_SYNC_FULL : 0,
@@ -922,6 +927,7 @@ setup(struct rssub *s)
     if (s->mirror == NULL) {
         rs_log_kv(RS_LOG_ERROR, "cannot open the mirror", "mirror",
                   conf.mirror, "error", err, NULL);
+        s->state_unmake = s->state_made;
         return 1;
     }
     if (!readonly && mirror_sweep_temps(s->mirror, &swept) == 0 && swept > 0) {
@@ -963,6 +969,19 @@ setup(struct rssub *s)
     return 0;
 }
 
+/* A state this run created for a mirror it then refused holds nothing
+ * of it: left, it would sit beside the wrong directory. */
+static void
+unmake_state(const char *path)
+{
+    static const char *const ext[] = { "", "-wal", "-shm", ".lock" };
+    char p[PATH_MAX];
+
+    for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
+        if (snprintf(p, sizeof(p), "%s%s", path, ext[i]) < (int)sizeof(p))
+            (void)unlink(p);
+}
+
 static void
 teardown(struct rssub *s)
 {
@@ -975,6 +994,8 @@ teardown(struct rssub *s)
     pathmap_free(s->pathmap);
     mirror_close(s->mirror);
     ledger_close(s->ledger);
+    if (s->state_unmake)
+        unmake_state(s->state_path);
     rs_metrics_server_free(s->mserver);
     statusjson_free(s->sj);         /* the listener's routes used it */
     rs_metrics_free(s->metrics);

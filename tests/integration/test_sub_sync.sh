@@ -780,6 +780,14 @@ check "...and not created" test ! -e "$M/data/state.db" -a ! -e "$M/data/state.d
 sub sin2 sync "$M" "$TMP/mirror/data/../x.db"
 sub_exit sin2 2
 check "--state spelled through ..: still refused" test ! -e "$M/x.db"
+# A --mirror that is a symlink is refused; the state made for it (by
+# default beside it) would only sit beside the wrong directory.
+mkdir -p "$TMP/real-m" && ln -s "$TMP/real-m" "$TMP/link-m"
+sub symm sync "$TMP/link-m" "$TMP/symm.db"
+sub_exit symm 1
+check "a symlinked --mirror: said" logged symm 'is a symlink; give the directory'
+check "...and the state made for it removed" \
+    test ! -e "$TMP/symm.db" -a ! -e "$TMP/symm.db.lock" -a ! -e "$TMP/symm.db-wal"
 
 note "6c. two syncs on one state at once"
 ctl s rules '{"/data/a.txt": {"slow": 3}}'
