@@ -44,8 +44,19 @@ enum backlog_script {
 
 /* The append: XADD, then, past the bound plus the slack, trim down to the
  * bound and record the newest id trimmed (ARGV[1] body, ARGV[2] content
- * type, ARGV[3] bound, ARGV[4] slack). Leaves the new id in `id`. */
+ * type, ARGV[3] bound, ARGV[4] slack; the script's local `known`: the
+ * newest id this node knows the stream held, "" for none). Leaves the new
+ * id in `id`. A stream that Redis has not (nor its trim mark) while this
+ * node knows it held entries was lost by Redis (restarted without
+ * persistence, flushed): `known` becomes its trim mark, so that a client
+ * resuming with a since= of the lost backlog is told the gap (4001), not
+ * given the entries after it as if nothing were missing. A new topic has
+ * no known id: nothing to mark, and its late starters are not closed. */
 #define BACKLOG_LUA_XADD \
+    "if known ~= '' and redis.call('EXISTS', KEYS[1]) == 0 and\n" \
+    "   redis.call('EXISTS', KEYS[2]) == 0 then\n" \
+    "  redis.call('SET', KEYS[2], known)\n" \
+    "end\n" \
     "local id = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'c', ARGV[2])\n" \
     "local max = tonumber(ARGV[3])\n" \
     "if max > 0 then\n" \
@@ -63,18 +74,19 @@ enum backlog_script {
  * points, newest first: the live gap check needs more than the newest).
  * Hashed once in backlog_new. */
 static struct script scripts[SC_COUNT] = {
-    [SC_APPEND].src = BACKLOG_LUA_XADD "return id\n",
+    [SC_APPEND].src = "local known = ARGV[5]\n" BACKLOG_LUA_XADD "return id\n",
     /* SC_APPEND behind the publish-id check (docs/protocol.md 3). KEYS[4]
      * hash: KEY -> "SEQ ID", the highest SEQ stored for KEY and the id of
      * the entry that stored it; KEYS[5] sorted set: KEY -> its last use,
      * a counter per topic, so that the least recently used KEY is found
      * in O(log n) when the hash is over its cap (a hash has no order).
      * ARGV[5] KEY, ARGV[6] SEQ (decimal without leading zeros, compared as
-     * text: Lua's numbers are doubles, exact only to 2^53), ARGV[7] cap.
+     * text: Lua's numbers are doubles, exact only to 2^53), ARGV[7] cap,
+     * ARGV[8] the known id (BACKLOG_LUA_XADD).
      * Returns {1, id} when stored, {0, id of the earlier one} when a
      * duplicate; both touch KEY's use. */
     [SC_APPEND_ONCE].src =
-        "local key, seq = ARGV[5], ARGV[6]\n"
+        "local key, seq, known = ARGV[5], ARGV[6], ARGV[8]\n"
         "local top = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')\n"
         "local use = 1\n"
         "if #top > 0 then use = tonumber(top[2]) + 1 end\n"
@@ -722,6 +734,20 @@ append_answered(struct backlog *b, struct req *q, bool once, int rc,
 
 /* ----------------------------------------------------------------- append */
 
+/* The owner's newest id of chan, as the scripts' `known` ("" for none). */
+static void
+backlog_known(const struct backlog *b, const char *chan,
+              char buf[MSG_ID_BUFSZ])
+{
+    struct msg_id id = { 0, 0 };
+
+    buf[0] = '\0';
+    if (b->o.known != NULL)
+        id = b->o.known(b->o.ud, chan);
+    if (!msg_id_is_zero(id))
+        msg_id_format(id, buf);
+}
+
 static void
 on_append(void *ud, int rc, const redisReply *r)
 {
@@ -749,9 +775,12 @@ backlog_append(struct backlog *b, const char *chan, const char *body, size_t len
     struct req *q = req_new(b, (void *)cb, ud);
     if (q == NULL)
         return RS_ENOMEM;
-    const char *args[4] = { body, ctype, max, BACKLOG_SLACK };
-    size_t lens[4] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK) };
-    int rc = backlog_eval(b, b->pub, SC_APPEND, chan, 4, args, lens,
+    char known[MSG_ID_BUFSZ];
+    backlog_known(b, chan, known);
+    const char *args[5] = { body, ctype, max, BACKLOG_SLACK, known };
+    size_t lens[5] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK),
+                       strlen(known) };
+    int rc = backlog_eval(b, b->pub, SC_APPEND, chan, 5, args, lens,
                           on_append, q);
     if (rc != 0)
         rs_free(q);
@@ -807,11 +836,14 @@ backlog_append_once(struct backlog *b, const char *chan, const char *body,
     struct req *q = req_new(b, (void *)cb, ud);
     if (q == NULL)
         return RS_ENOMEM;
+    char known[MSG_ID_BUFSZ];
+    backlog_known(b, chan, known);
     const char *keys[5] = { ks, kt, kl, kh, ku };
-    const char *args[7] = { body, ctype, max, BACKLOG_SLACK, key, sq, cap };
-    size_t lens[7] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK),
-                       strlen(key), strlen(sq), strlen(cap) };
-    int rc = script_call(b->pub, &scripts[SC_APPEND_ONCE], 5, keys, 7, args,
+    const char *args[8] = { body, ctype, max, BACKLOG_SLACK, key, sq, cap,
+                            known };
+    size_t lens[8] = { len, strlen(ctype), strlen(max), strlen(BACKLOG_SLACK),
+                       strlen(key), strlen(sq), strlen(cap), strlen(known) };
+    int rc = script_call(b->pub, &scripts[SC_APPEND_ONCE], 5, keys, 8, args,
                          lens, on_append_once, q);
     if (rc != 0)
         rs_free(q);

@@ -46,6 +46,11 @@ struct backlog_opts {
     unsigned ack_timeout_ms;
     void (*on_wait)(void *ud, const char *which, int rc, long long got,
                     double secs);
+    /* The newest id the owner knows a channel's stream held (the appends
+     * and tail reads of this node), zero for none; NULL: none known. An
+     * append that finds neither the stream nor its trim mark in Redis
+     * makes it the trim mark: Redis lost the backlog (docs/protocol.md 7). */
+    struct msg_id (*known)(void *ud, const char *chan);
 };
 
 struct backlog_entry {

@@ -201,6 +201,8 @@ publish_done(struct publish *p, int rc, struct msg_id id, bool duplicate)
     struct hub *h = p->h;
     char idbuf[MSG_ID_BUFSZ], chan[512];
 
+    if (rc == 0)
+        topic_appended(p->topic, id);
     if (rc == 0 && duplicate) {
         h->duplicates++;
     } else if (rc == 0) {

@@ -627,6 +627,23 @@ note_primary(const char *addr)
     snprintf(primary_addr, sizeof(primary_addr), "%s", addr);
 }
 
+/* The newest id of a channel this node knows existed: its own appends and
+ * what its tail read (the channel's cursor, while it is active here). */
+static struct msg_id
+on_backlog_known(void *ud, const char *chan)
+{
+    struct hub *h = ud;
+    struct topic *t = topics_by_name(h->topics, chan);
+    struct msg_id known = { 0, 0 }, cur;
+
+    if (t != NULL)
+        known = t->appended;
+    if (h->fanout != NULL && fanout_confirmed(h->fanout, chan, &cur) &&
+        msg_id_cmp(cur, known) > 0)
+        known = cur;
+    return known;
+}
+
 static void
 on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
                  const char *errstr)
@@ -1126,6 +1143,7 @@ main(int argc, char **argv)
         .ack_replicas = (unsigned)conf.ack_replicas,
         .ack_timeout_ms = (unsigned)conf.ack_timeout_ms,
         .on_wait = on_ack_wait,
+        .known = on_backlog_known,
     };
     h.backlog = backlog_new(h.base, &bo, &err);
     if (h.backlog == NULL) {

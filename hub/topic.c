@@ -143,6 +143,13 @@ topics_add(struct topics *ts, const char *name, const char *uri,
     return 0;
 }
 
+void
+topic_appended(struct topic *t, struct msg_id id)
+{
+    if (msg_id_cmp(id, t->appended) > 0)
+        t->appended = id;
+}
+
 struct topic *
 topics_by_name(const struct topics *ts, const char *name)
 {

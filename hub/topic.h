@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "msg.h"
 #include "rs_doc.h"
 #include "rs_error.h"
 
@@ -31,7 +32,12 @@ struct topic {
     uint64_t max_age_ms;        /* 0 = unbounded */
     bool configured;
     bool registered;            /* open mode: its record is known from Redis */
+    struct msg_id appended;     /* the newest id this node appended (zero:
+                                   none): the backlog's `known` */
 };
+
+/* An append of this node to t's backlog was stored (or found stored) as id. */
+void topic_appended(struct topic *t, struct msg_id id);
 
 struct topics;
 

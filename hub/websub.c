@@ -502,6 +502,9 @@ on_ping_appended(void *ud, int rc, struct msg_id id)
     struct ping *p = ud;
     char idb[MSG_ID_BUFSZ];
     if (rc == 0) {
+        struct topic *t = topics_by_name(p->w->h->topics, p->name);
+        if (t != NULL)
+            topic_appended(t, id);
         p->w->st.pings++;
         msg_id_format(id, idb);
         rs_log_kv(RS_LOG_INFO, "publish ping distributed", "topic", p->name,

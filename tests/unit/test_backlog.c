@@ -47,6 +47,17 @@ struct res {
     bool dup;
 };
 
+/* What the backlog's owner knows of every channel (backlog_opts.known). */
+static struct msg_id g_known;
+
+static struct msg_id
+fx_known(void *ud, const char *chan)
+{
+    (void)ud;
+    (void)chan;
+    return g_known;
+}
+
 static int
 group_setup(void **state)
 {
@@ -76,7 +87,9 @@ setup(void **state)
     f->redis = *state;
     tu_loop_init(&f->loop);
     snprintf(prefix, sizeof(prefix), "b%u:", ++n);   /* a fresh key space */
-    struct backlog_opts bo = { .redis_url = f->redis->url, .prefix = prefix };
+    struct backlog_opts bo = { .redis_url = f->redis->url, .prefix = prefix,
+                               .known = fx_known };
+    g_known = (struct msg_id){ 0, 0 };
     f->b = backlog_new(f->loop.base, &bo, &err);
     assert_non_null(f->b);
     TU_LOOP_UNTIL(&f->loop, backlog_ready(f->b) && backlog_tail_ready(f->b), 5000);
@@ -324,6 +337,41 @@ test_append_page(void **state)
     assert_int_equal(r.n, 1);
     page(f, "none", ZERO, 10, 0, &r);
     assert_int_equal(r.n, 0);
+}
+
+/* backlog/lost: an append that finds neither the stream nor its trim mark
+ * while the owner knows an id of it (Redis lost the backlog) makes that id
+ * the trim mark, so a since= of the lost backlog reads as a gap; a new
+ * channel (nothing known) gets none, and an existing stream keeps its. */
+static void
+test_lost(void **state)
+{
+    struct fx *f = *state;
+    struct res r;
+    struct msg_id lost = { 1000, 7 };
+
+    g_known = lost;
+    struct msg_id a = append(f, "l", "<a/>", 0);
+    page(f, "l", ZERO, 10, 0, &r);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(msg_id_cmp(r.mark, lost), 0);
+    page(f, "l", (struct msg_id){ 1000, 6 }, 10, 0, &r);
+    assert_true(msg_id_cmp((struct msg_id){ 1000, 6 }, r.mark) < 0); /* gap */
+    g_known = a;                       /* the stream is there: kept */
+    (void)append(f, "l", "<b/>", 0);
+    page(f, "l", ZERO, 10, 0, &r);
+    assert_int_equal(msg_id_cmp(r.mark, lost), 0);
+    g_known = (struct msg_id){ 0, 0 };  /* a new channel: no mark */
+    (void)append(f, "n", "<c/>", 0);
+    page(f, "n", ZERO, 10, 0, &r);
+    assert_true(msg_id_is_zero(r.mark));
+    /* the same through the publish-id script */
+    g_known = lost;
+    bool dup = true;
+    (void)append_once(f, "lo", "<d/>", "k1", 1, 10, &dup);
+    assert_false(dup);
+    page(f, "lo", ZERO, 10, 0, &r);
+    assert_int_equal(msg_id_cmp(r.mark, lost), 0);
 }
 
 /* backlog/bounds: max_entries is kept in batches (trimmed back to the
@@ -616,6 +664,7 @@ main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test_setup_teardown(test_append_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_page_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trim_age, setup, teardown),
