@@ -25,6 +25,8 @@ struct rldiff {
     struct store *st;
     int64_t feed;
     uint64_t staged;
+    uint64_t dups;                /* entries of a loc staged already */
+    char *dup_loc;                /* the first such loc, for the log */
     struct check checks[RLDIFF_CHECKS];
     size_t nchecks;
 };
@@ -52,6 +54,7 @@ rldiff_free(struct rldiff *rd)
     if (rd == NULL)
         return;
     checks_clear(rd);
+    rs_free(rd->dup_loc);
     rs_free(rd);
 }
 
@@ -60,30 +63,53 @@ rldiff_begin(struct rldiff *rd, int64_t feed)
 {
     rd->feed = feed;
     rd->staged = 0;
+    rd->dups = 0;
+    rs_free(rd->dup_loc);
+    rd->dup_loc = NULL;
     checks_clear(rd);
 }
+
+/*
+ * A list that names one resource twice is malformed, but which of its
+ * entries stands for the resource must not depend on their order (or on
+ * which part of an index answered 304): the two swapped between two reads
+ * would be a spurious "updated". So a loc already staged keeps the entry
+ * that ranks higher by RANK_KEY - the newest lastmod (an absent one the
+ * oldest), then hash, length, type, the document and the place in it:
+ * the whole entry, whatever order it came in. The same rule carries a
+ * 304 part's rows.
+ */
+#define RANK_KEY(t) "(coalesce(" t "lastmod, -9223372036854775807 - 1), " \
+    "coalesce(" t "hash, ''), coalesce(" t "length, -1), " \
+    "coalesce(" t "type, ''), " t "doc, " t "ord)"
 
 static const char SQL_STAGE[] =
     "INSERT OR IGNORE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
     "length, type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+/* SQL_STAGE's loc was staged already: this entry, if it ranks higher */
+static const char SQL_STAGE_DUP[] =
+    "UPDATE rlwalk SET ord = ?3, doc = ?4, lastmod = ?5, hash = ?6, "
+    "length = ?7, type = ?8, miss = 0 WHERE feed = ?1 AND loc = ?2 AND "
+    "(coalesce(?5, -9223372036854775807 - 1), coalesce(?6, ''), "
+    "coalesce(?7, -1), coalesce(?8, ''), ?4, ?3) > " RANK_KEY("");
 /* a part that stood as it was still holds what it held: the rows its last
  * read met (not those kept though missed) */
 static const char SQL_CARRY_DOC[] =
-    "INSERT OR IGNORE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
-    "length, type, miss) SELECT feed, loc, ord, doc, lastmod, hash, length, "
-    "type, 0 FROM rl WHERE feed = ?1 AND doc = ?2 AND miss = 0";
+    "INSERT INTO rlwalk(feed, loc, ord, doc, lastmod, hash, length, type, "
+    "miss) SELECT feed, loc, ord, doc, lastmod, hash, length, type, 0 FROM "
+    "rl WHERE feed = ?1 AND doc = ?2 AND miss = 0 "
+    "ON CONFLICT(feed, loc) DO UPDATE SET ord = excluded.ord, "
+    "doc = excluded.doc, lastmod = excluded.lastmod, hash = excluded.hash, "
+    "length = excluded.length, type = excluded.type, miss = 0 WHERE "
+    RANK_KEY("excluded.") " > " RANK_KEY("rlwalk.");
 
-int
-rldiff_entry(struct rldiff *rd, const struct walk_doc *d, size_t idx,
-             const struct rs_entry *e, const char *loc)
+/* Bind an entry to SQL_STAGE's or SQL_STAGE_DUP's parameters. */
+static void
+stage_bind(int64_t feed, sqlite3_stmt *s, const struct walk_doc *d,
+           size_t idx, const struct rs_entry *e, const char *loc)
 {
-    if (rd->staged >= RLDIFF_MAX_ENTRIES)
-        return RS_ETOOBIG;
-    sqlite3_stmt *s = store_stmt(rd->st, SQL_STAGE);
-    if (s == NULL)
-        return RS_EIO;
     char hash[RS_HASHES_BUFSZ];
-    sqlite3_bind_int64(s, 1, rd->feed);
+    sqlite3_bind_int64(s, 1, feed);
     sqlite3_bind_text(s, 2, loc, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 3, (d->rank << 20) | (int64_t)(idx & 0xfffff));
     sqlite3_bind_text(s, 4, d->url, -1, SQLITE_TRANSIENT);
@@ -96,10 +122,32 @@ rldiff_entry(struct rldiff *rd, const struct walk_doc *d, size_t idx,
         sqlite3_bind_int64(s, 7, e->md.length);
     if (e->has_md && e->md.type != NULL)
         sqlite3_bind_text(s, 8, e->md.type, -1, SQLITE_TRANSIENT);
+}
+
+int
+rldiff_entry(struct rldiff *rd, const struct walk_doc *d, size_t idx,
+             const struct rs_entry *e, const char *loc)
+{
+    if (rd->staged >= RLDIFF_MAX_ENTRIES)
+        return RS_ETOOBIG;
+    sqlite3_stmt *s = store_stmt(rd->st, SQL_STAGE);
+    if (s == NULL)
+        return RS_EIO;
+    stage_bind(rd->feed, s, d, idx, e, loc);
     int rc = store_exec(rd->st, s, "stage an entry");
-    if (rc == 0)
-        rd->staged++;
-    return rc;
+    if (rc != 0)
+        return rc;
+    rd->staged++;
+    if (sqlite3_changes(sqlite3_db_handle(s)) > 0)
+        return 0;
+    /* the loc was staged already: the rule decides, not the order */
+    rd->dups++;
+    if (rd->dup_loc == NULL)
+        rd->dup_loc = rs_strdup(loc);     /* NULL: logged without it */
+    if ((s = store_stmt(rd->st, SQL_STAGE_DUP)) == NULL)
+        return RS_EIO;
+    stage_bind(rd->feed, s, d, idx, e, loc);
+    return store_exec(rd->st, s, "stage a duplicate entry");
 }
 
 int
@@ -311,6 +359,7 @@ rldiff_commit(struct rldiff *rd, struct store_feed *f,
     if (out == NULL)
         out = &local;
     *out = (struct rldiff_stats){ .staged = rd->staged,
+                                  .duplicates = rd->dups,
                                   .baseline = f->gen == 0,
                                   .unchanged = f->gen > 0 &&
                                                wr->changed == 0 };
@@ -338,6 +387,16 @@ rldiff_commit(struct rldiff *rd, struct store_feed *f,
         goto fail;
     *f = nf;
     checks_clear(rd);
+    if (rd->dups > 0) {
+        /* once a walk: the list stays malformed until its Source fixes it */
+        char n[24];
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)rd->dups);
+        rs_log_kv(RS_LOG_WARN, "a resource list names a resource more than "
+                  "once: the entry with the newest lastmod stands for it",
+                  "resourcelist", f->url, "loc",
+                  rd->dup_loc != NULL ? rd->dup_loc : "?", "duplicates", n,
+                  NULL);
+    }
     return 0;
 fail:
     store_rollback(st);

@@ -11,7 +11,10 @@
  * baseline. A walk that read several documents whole may have been
  * regenerated under the reader: a resource it did not meet is deleted only
  * when its URL answers 404 or 410 (rldiff_gone lists what to ask), or
- * when a second walk does not meet it either; else it is kept.
+ * when a second walk does not meet it either; else it is kept. A loc
+ * listed twice (malformed) is the entry with the newest lastmod (ties:
+ * the whole entry decides), never the one that came first: the order of
+ * duplicates is no change.
  */
 #ifndef BRIDGE_RLDIFF_H
 #define BRIDGE_RLDIFF_H
@@ -43,6 +46,9 @@ struct rldiff_hooks {
 
 struct rldiff_stats {
     uint64_t staged;
+    uint64_t duplicates;          /* entries of a loc met already (a list
+                                     naming a resource twice): the newest
+                                     lastmod stands, whatever the order */
     uint64_t created, updated, deleted;
     uint64_t kept;                /* not met, not known to be gone: kept */
     bool baseline;

@@ -5,7 +5,8 @@
  * 304 stands for its entries), rel="next" pages; created, updated and
  * deleted with the best datetime; a resource a several-document walk did
  * not meet, asked about (gone, there, no answer); exactly once across a
- * walk that never committed. */
+ * walk that never committed; a resource listed twice taken by one rule,
+ * whatever the order of its entries. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -445,6 +446,81 @@ test_restart(void **state)
     rldiff_free(NULL);
 }
 
+/* rldiff/duplicates: a list naming one resource twice (malformed) is
+ * read by one rule - the entry with the newest lastmod - so the two
+ * entries swapped between two reads publish nothing, and a real change
+ * of the winner is one "updated"; across an index, a part answering 304
+ * stands for the winner it held against a duplicate read in another. */
+static void
+test_duplicates(void **state)
+{
+    struct fx *f = *state;
+    struct res v1[] = { { "a", 1, '1' }, { "x", 5, '5' }, { "x", 3, '3' },
+                        { "b", 2, '2' } };
+    serve_list(f, "/rl.xml", 10, NULL, v1, 4);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_true(f->stats.baseline);
+    struct res v2[] = { { "a", 1, '1' }, { "x", 3, '3' }, { "x", 5, '5' },
+                        { "b", 2, '2' } };
+    serve_list(f, "/rl.xml", 20, NULL, v2, 4);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_false(f->stats.unchanged);         /* read whole: a new body */
+    if (f->ngot != 0)
+        fail_msg("%zu changes published for entries swapped, the first "
+                 "%s (%d)", f->ngot, f->got[0].loc, f->got[0].change);
+    assert_int_equal(f->stats.duplicates, 1);
+    /* the older entry gets newer than the winner: a real change, once */
+    struct res v3[] = { { "a", 1, '1' }, { "x", 7, '7' }, { "x", 5, '5' },
+                        { "b", 2, '2' } };
+    serve_list(f, "/rl.xml", 30, NULL, v3, 4);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "x")->change, RS_CHANGE_UPDATED);
+    assert_true(got_must(f, "x")->dt == t_of(7));
+    /* equal lastmods: the whole entry decides, not the order */
+    struct res v4[] = { { "a", 1, '1' }, { "x", 7, '7' }, { "x", 7, '8' },
+                        { "b", 2, '2' } };
+    serve_list(f, "/rl.xml", 40, NULL, v4, 4);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    size_t n4 = f->ngot;
+    struct res v5[] = { { "a", 1, '1' }, { "x", 7, '8' }, { "x", 7, '7' },
+                        { "b", 2, '2' } };
+    serve_list(f, "/rl.xml", 50, NULL, v5, 4);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_true(n4 <= 1);
+    assert_int_equal(f->ngot, 0);
+}
+
+/* rldiff/duplicates_index: a resource in two parts of an index; the part
+ * holding the winner answers 304 after the other was read again: it
+ * stands for the winner, nothing is published for the resource. */
+static void
+test_duplicates_index(void **state)
+{
+    struct fx *f = *state;
+    struct res p1[] = { { "x", 3, '3' }, { "a", 1, '1' } };
+    struct res p2[] = { { "x", 5, '5' }, { "b", 2, '2' } };
+    serve_list(f, "/rl-1.xml", 10, NULL, p1, 2);
+    serve_list(f, "/rl-2.xml", 10, NULL, p2, 2);
+    tbs_put(f->src, "/rl.xml", "<sitemapindex " TBS_NS "><rs:md capability="
+            "\"resourcelist\" at=\"2025-01-01T00:00:10Z\"/><sitemap><loc>"
+            "{B}/rl-1.xml</loc></sitemap><sitemap><loc>{B}/rl-2.xml</loc>"
+            "</sitemap></sitemapindex>");
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    struct res p1b[] = { { "x", 3, '3' }, { "a", 1, '1' }, { "c", 9, '9' } };
+    serve_list(f, "/rl-1.xml", 20, NULL, p1b, 3);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "c")->change, RS_CHANGE_CREATED);
+}
+
 int
 main(void)
 {
@@ -453,6 +529,9 @@ main(void)
         cmocka_unit_test_setup_teardown(test_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicates_index, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
