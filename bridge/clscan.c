@@ -37,6 +37,8 @@ struct clscan {
     struct store *st;
     int64_t feed;
     uint64_t staged;
+    struct store_feed *prev;      /* the feed this walk's feed replaces */
+    bool has_prev;
     struct cs_doc cur;            /* the document being read */
     bool cur_open;
     struct cs_doc *docs;
@@ -61,8 +63,13 @@ struct clscan *
 clscan_new(struct store *st)
 {
     struct clscan *cs = rs_calloc(1, sizeof(*cs));
-    if (cs != NULL)
-        cs->st = st;
+    if (cs == NULL)
+        return NULL;
+    cs->st = st;
+    if ((cs->prev = rs_malloc(sizeof(*cs->prev))) == NULL) {
+        rs_free(cs);
+        return NULL;
+    }
     return cs;
 }
 
@@ -72,6 +79,7 @@ clscan_free(struct clscan *cs)
     if (cs == NULL)
         return;
     rs_free(cs->docs);
+    rs_free(cs->prev);
     rs_free(cs);
 }
 
@@ -82,6 +90,14 @@ clscan_begin(struct clscan *cs, int64_t feed)
     cs->staged = 0;
     cs->ndocs = 0;
     cs->cur_open = false;
+    cs->has_prev = false;
+}
+
+void
+clscan_replaces(struct clscan *cs, const struct store_feed *prev)
+{
+    *cs->prev = *prev;
+    cs->has_prev = true;
 }
 
 static rs_time_t
@@ -253,11 +269,13 @@ static const char SQL_BUMP_NOTMOD[] =
 static const char SQL_BUMP_MET[] =
     "UPDATE seen SET gen = ?2, miss = 0, doc = w.doc FROM walk AS w WHERE "
     "seen.feed = ?1 AND w.feed = ?1 AND w.key = seen.key";
+/* the last column: how the feed replaced (?2; -1: none) took the entry */
 static const char SQL_NEW[] =
-    "SELECT key, loc, change, dt, lastmod, hash, length, type, doc FROM "
-    "walk AS w WHERE w.feed = ?1 AND NOT EXISTS (SELECT 1 FROM seen AS s "
-    "WHERE s.feed = ?1 AND s.key = w.key) ORDER BY (w.dt IS NULL), w.dt, "
-    "w.ord";
+    "SELECT key, loc, change, dt, lastmod, hash, length, type, doc, "
+    "(SELECT p.state FROM seen AS p WHERE p.feed = ?2 AND p.key = w.key) "
+    "FROM walk AS w WHERE w.feed = ?1 AND NOT EXISTS (SELECT 1 FROM seen "
+    "AS s WHERE s.feed = ?1 AND s.key = w.key) ORDER BY (w.dt IS NULL), "
+    "w.dt, w.ord";
 static const char SQL_SEEN_ADD[] =
     "INSERT OR REPLACE INTO seen(feed, key, loc, dt, gen, first_gen, state, "
     "doc) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)";
@@ -282,6 +300,9 @@ static const char SQL_POS_BACK[] =
 static const char SQL_UNREFUSE[] =
     "DELETE FROM seen WHERE feed = ?1 AND state = 2 AND dt > ?2 AND "
     "dt <= ?3";
+static const char SQL_SEEN_DROP[] = "DELETE FROM seen WHERE feed = ?1";
+static const char SQL_WALK_MIN_DT[] =
+    "SELECT min(dt) FROM walk WHERE feed = ?1";
 
 static int
 exec2(struct store *st, const char *sql, int64_t a, int64_t b,
@@ -312,6 +333,18 @@ struct commit_ctx {
     rs_time_t pos;
     rs_time_t ceiling;            /* now + RS_TIME_SKEW_US: the newest
                                      datetime that may move pos */
+    rs_time_t since;              /* older than this, an entry never seen
+                                     is not published: the position (of
+                                     the feed replaced, for a takeover) */
+    int64_t known;                /* the feed replaced: what its seen rows
+                                     hold was taken already; -1 none */
+    int64_t seen_of;              /* the feed whose seen rows hold the
+                                     position (this one, or the replaced) */
+    rs_time_t floor;              /* a takeover: the replaced feed's window;
+                                     an entry older than the position that
+                                     it did not have is history rewritten
+                                     at or above this, taken silently below
+                                     (RS_TIME_NONE: all silently) */
 };
 
 /* The new identities, in the Source's order: each published, or refused
@@ -324,6 +357,7 @@ take_new(struct commit_ctx *x)
     if (q == NULL)
         return RS_EIO;
     sqlite3_bind_int64(q, 1, x->f->id);
+    sqlite3_bind_int64(q, 2, x->known);
     int rc = 0, r;
     while (rc == 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
         struct clscan_change c = {
@@ -337,14 +371,23 @@ take_new(struct commit_ctx *x)
             .type = col_text(q, 7),
         };
         enum seen_state state = SEEN_PUBLISHED;
-        if (!x->out->baseline) {
+        bool known = sqlite3_column_type(q, 9) != SQLITE_NULL;
+        if (known) {
+            /* the feed replaced had it: taken as it took it */
+            state = sqlite3_column_int(q, 9) == SEEN_REFUSED
+                        ? SEEN_REFUSED : SEEN_PUBLISHED;
+        } else if (!x->out->baseline) {
             bool older = c.datetime != RS_TIME_NONE &&
-                         x->f->pos != RS_TIME_NONE && c.datetime < x->f->pos;
+                         x->since != RS_TIME_NONE && c.datetime < x->since;
             if (!older || spans_cover(x->sp, x->nsp, c.datetime)) {
                 if (older)
                     x->out->late++;
                 rc = x->h->on_change(x->h->ud, &c);
                 x->out->published++;
+            } else if (x->out->replaced &&
+                       (x->floor == RS_TIME_NONE || c.datetime < x->floor)) {
+                /* before the window the replaced feed had: history the
+                 * bridge never followed, as a baseline takes it */
             } else {
                 state = SEEN_REFUSED;
                 x->out->rewritten++;
@@ -357,8 +400,10 @@ take_new(struct commit_ctx *x)
                           rs_change_name(c.change), NULL);
             }
         }
-        if (state == SEEN_PUBLISHED && c.datetime != RS_TIME_NONE &&
-            c.datetime > x->ceiling) {
+        if (known) {
+            /* the position already covers it */
+        } else if (state == SEEN_PUBLISHED && c.datetime != RS_TIME_NONE &&
+                   c.datetime > x->ceiling) {
             /* published (it is a change), but the position stays: moved
              * to 2100, every real change after it would be refused as
              * history rewritten */
@@ -512,7 +557,7 @@ pos_recover(struct commit_ctx *x)
     sqlite3_stmt *s = store_stmt(st, SQL_POS_BACK);
     if (s == NULL)
         return RS_EIO;
-    sqlite3_bind_int64(s, 1, x->f->id);
+    sqlite3_bind_int64(s, 1, x->seen_of);
     sqlite3_bind_int64(s, 2, x->ceiling);
     int r = sqlite3_step(s);
     rs_time_t pos = RS_TIME_NONE;
@@ -525,7 +570,7 @@ pos_recover(struct commit_ctx *x)
     s = store_stmt(st, SQL_UNREFUSE);
     if (s == NULL)
         return RS_EIO;
-    sqlite3_bind_int64(s, 1, x->f->id);
+    sqlite3_bind_int64(s, 1, x->seen_of);
     sqlite3_bind_int64(s, 2, pos == RS_TIME_NONE ? INT64_MIN : pos);
     sqlite3_bind_int64(s, 3, x->ceiling);
     int rc = store_exec(st, s, "entries refused against the position");
@@ -548,10 +593,92 @@ on_new_doc(void *ud, const char *url, const char *parent)
     struct commit_ctx *x = ud;
     (void)parent;
     x->out->new_lists++;
-    if (x->out->baseline)
+    /* a feed taking over: its lists are new to the bridge, not to the
+     * Source */
+    if (x->out->baseline || x->out->replaced)
         return 0;
     rs_log_kv(RS_LOG_INFO, "a new change list", "changelist", url, NULL);
     return x->h->on_framework(x->h->ud, RS_CHANGE_CREATED, url);
+}
+
+/* One time of a query on one feed (min(dt)): RS_TIME_NONE when none. */
+static int
+time_of(struct store *st, const char *sql, int64_t feed, int64_t gen,
+        rs_time_t *out)
+{
+    sqlite3_stmt *s = store_stmt(st, sql);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, feed);
+    if (sqlite3_bind_parameter_count(s) > 1)
+        sqlite3_bind_int64(s, 2, gen);
+    int r = sqlite3_step(s);
+    *out = r == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL
+               ? sqlite3_column_int64(s, 0) : RS_TIME_NONE;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return r == SQLITE_ROW ? 0 : store_fail(st, "a time");
+}
+
+/*
+ * A takeover (clscan_replaces): the position, spans and window of the
+ * feed replaced, so that the commit hands over what is newer than what it
+ * took; this feed's own rows from an earlier time are gone (what it knew
+ * then is older than what the replaced one knows now).
+ */
+static int
+takeover_begin(struct commit_ctx *x, const struct store_feed *prev)
+{
+    struct store *st = x->cs->st;
+    x->out->baseline = false;
+    x->out->replaced = true;
+    x->known = x->seen_of = prev->id;
+    x->f->pos = x->pos = prev->pos;
+    x->f->win_from = x->f->walked = RS_TIME_NONE;
+    x->nsp = spans_parse(prev->suspects, x->sp, CLSCAN_SPANS);
+    x->floor = prev->win_from;
+    if (x->floor == RS_TIME_NONE) {
+        /* no declared window: the oldest entry it had */
+        int rc = time_of(st, SQL_MIN_DT, prev->id, prev->gen, &x->floor);
+        if (rc != 0)
+            return rc;
+    }
+    return exec2(st, SQL_SEEN_DROP, x->f->id, 0, "a feed followed before");
+}
+
+/*
+ * A takeover's end: can the new feed tell every change since the
+ * position? Its window must reach back to it: a declared `from` at or
+ * before it, else (none declared) an entry at or before it. If not, the
+ * changes between (made while the Source switched lists) are unknown.
+ * Then the replaced feed's rows go.
+ */
+static int
+takeover_end(struct commit_ctx *x, const struct walk_result *wr)
+{
+    struct store *st = x->cs->st;
+    rs_time_t reach = wr->from;
+    int rc = 0;
+    if (reach == RS_TIME_NONE &&
+        (rc = time_of(st, SQL_WALK_MIN_DT, x->f->id, 0, &reach)) != 0)
+        return rc;
+    x->out->unsure = x->since == RS_TIME_NONE || reach == RS_TIME_NONE ||
+                     reach > x->since;
+    if (x->out->unsure) {
+        char pos[RS_TIME_BUFSZ] = "none", from[RS_TIME_BUFSZ] = "none";
+        if (x->since != RS_TIME_NONE)
+            rs_time_format(x->since, pos);
+        if (reach != RS_TIME_NONE)
+            rs_time_format(reach, from);
+        rs_log_kv(RS_LOG_WARN, "a change list replaced by one that does not "
+                  "reach back to the old one's position: the changes "
+                  "between cannot be told", "changelist", x->f->url,
+                  "replaces", x->cs->prev->url, "position", pos,
+                  "reaches_back_to", from, NULL);
+    }
+    if ((rc = exec2(st, SQL_SEEN_DROP, x->known, 0, "the feed replaced")) != 0)
+        return rc;
+    return store_docs_forget(st, x->known);
 }
 
 int
@@ -567,25 +694,35 @@ clscan_commit(struct clscan *cs, struct store_feed *f,
     struct store_feed nf = *f;
     struct commit_ctx x = { .cs = cs, .f = &nf, .h = hooks, .out = out,
                             .gen = f->gen + 1, .pos = f->pos,
-                            .ceiling = rs_time_now() + RS_TIME_SKEW_US };
+                            .ceiling = rs_time_now() + RS_TIME_SKEW_US,
+                            .known = -1, .seen_of = f->id,
+                            .floor = RS_TIME_NONE };
     x.nsp = spans_parse(f->suspects, x.sp, CLSCAN_SPANS);
     struct store *st = cs->st;
     int rc = store_begin(st);
     if (rc != 0)
         return rc;
-    if ((rc = pos_recover(&x)) != 0 ||
-        (rc = exec2(st, SQL_BUMP_NOTMOD, f->id, x.gen, "304 documents")) != 0 ||
+    if (cs->has_prev && (rc = takeover_begin(&x, cs->prev)) != 0)
+        goto fail;
+    if ((rc = pos_recover(&x)) != 0)
+        goto fail;
+    x.since = nf.pos;
+    if (out->replaced && x.since == RS_TIME_NONE)
+        x.since = cs->prev->walked;    /* it had no dated entry then */
+    if ((rc = exec2(st, SQL_BUMP_NOTMOD, f->id, x.gen, "304 documents")) != 0 ||
         (rc = exec2(st, SQL_BUMP_MET, f->id, x.gen, "entries met")) != 0 ||
         (rc = take_new(&x)) != 0)
         goto fail;
-    rs_time_t cur_from = wr->from != RS_TIME_NONE ? wr->from : f->win_from;
+    rs_time_t cur_from = wr->from != RS_TIME_NONE ? wr->from : nf.win_from;
     if (!out->baseline &&
         (rc = judge_gone(&x, window_threshold(&x, cur_from, started))) != 0)
         goto fail;
     if (out->baseline &&
         (rc = exec2(st, SQL_DROP_ALL_GONE, f->id, x.gen, "drop")) != 0)
         goto fail;
-    if (!out->baseline && out->rewritten + out->lost > 0 &&
+    if (out->replaced && (rc = takeover_end(&x, wr)) != 0)
+        goto fail;
+    if (!out->baseline && (out->rewritten + out->lost > 0 || out->unsure) &&
         (rc = hooks->on_framework(hooks->ud, RS_CHANGE_UPDATED, f->url)) != 0)
         goto fail;
     if ((rc = store_docs_commit(st, f->id, on_new_doc, &x)) != 0 ||

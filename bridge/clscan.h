@@ -12,7 +12,9 @@
  * while their window still covers them, with no newer change of the same
  * resource) are counted and told (a framework notification about the
  * Change List). The first walk of a feed is its baseline: nothing is
- * handed over. docs/bridge.md has the algorithm.
+ * handed over - unless the feed replaces another (a Capability List that
+ * named another Change List before: clscan_replaces), whose position it
+ * takes over. docs/bridge.md has the algorithm.
  */
 #ifndef BRIDGE_CLSCAN_H
 #define BRIDGE_CLSCAN_H
@@ -60,6 +62,13 @@ struct clscan_stats {
     uint64_t future;          /* ... published dated beyond our clock (and
                                  its skew): the position did not move */
     bool baseline;            /* the feed's first walk */
+    bool replaced;            /* ... took over from the feed it replaces
+                                 (no baseline: what is newer than its
+                                 position was handed over) */
+    bool unsure;              /* ... whose position the new feed's window
+                                 does not reach back to: what changed
+                                 between cannot be told (on_framework
+                                 "updated" asks the mirrors to reconcile) */
 };
 
 struct clscan;
@@ -70,6 +79,19 @@ void clscan_free(struct clscan *cs);                /* NULL ok */
 /* A walk of feed begins (the staging of an earlier one is gone: walk.c
  * clears it). */
 void clscan_begin(struct clscan *cs, int64_t feed);
+/*
+ * The walk begun (clscan_begin) is of a feed that replaces prev: the
+ * Change List the same Capability List named before, which none names
+ * now (the caller decides; prev is copied). Its commit is no baseline:
+ * the entries prev had are taken as prev took them, the others newer
+ * than prev's position (or at it) are handed over, and when the new
+ * feed's window does not reach back to that position the commit says it
+ * cannot tell (stats.unsure, on_framework "updated"). prev's seen entries
+ * and documents are then dropped, in the same transaction; so are the
+ * feed's own from an earlier time it was followed (forget its documents
+ * before the walk: clscan_replaces does not). clscan_begin forgets prev.
+ */
+void clscan_replaces(struct clscan *cs, const struct store_feed *prev);
 /* An entry the walk read: staged (in the caller's open transaction, if
  * any). 0, RS_ETOOBIG past CLSCAN_MAX_ENTRIES, RS_EIO. */
 int clscan_entry(struct clscan *cs, const struct walk_doc *d, size_t idx,

@@ -145,6 +145,7 @@ struct poller {
     struct job jobs[POLLER_MAX_JOBS];
     size_t njobs, job;
     struct store_feed *feed;      /* the current job's feed */
+    struct store_feed *prevf;     /* scratch: the Change List it replaces */
     struct walk_result wres;
     char **checks;                /* resources to ask about */
     size_t nchecks;
@@ -1339,6 +1340,15 @@ on_walk_done(void *ud, int rc, const char *err, const struct walk_result *wr)
         count(METRIC(p, rewritten), cs.rewritten);
         count(METRIC(p, lost), cs.lost);
         count(METRIC(p, late), cs.late);
+        if (cs.replaced) {
+            char n[24];
+            snprintf(n, sizeof(n), "%llu", (unsigned long long)cs.published);
+            rs_log_kv(RS_LOG_INFO, "a change list replaces another: taken "
+                      "over from its position, no baseline", "source",
+                      p->name, "changelist", f->url, "replaces",
+                      p->prevf->url, "published", n, "unsure",
+                      cs.unsure ? "1" : "0", NULL);
+        }
         if (cs.baseline || cs.published > 0 || cs.rewritten || cs.lost) {
             char n[24], r[24], l[24], s[24];
             snprintf(n, sizeof(n), "%llu", (unsigned long long)cs.published);
@@ -1516,6 +1526,41 @@ rlhead_step(struct poller *p)
         poll_fail(p, 0, -1, rs_strerror(rc));
 }
 
+/*
+ * A Capability List that names another Change List than before (a Source
+ * that renamed or rotated its list) must not lose the changes made while
+ * it switched, as a baseline of the new list would: the new feed takes
+ * over from the old one's position (clscan_replaces). The old one is the
+ * feed of the same Capability List (k) walked last - after this one, if
+ * this one was walked before (a list named again) - that no Capability
+ * List names now: one still named is still followed, and its rows are
+ * its own. Decided from the state at each walk, so a restart between
+ * the switch and the new list's first walk changes nothing.
+ */
+static int
+cl_replaces(struct poller *p, const struct store_feed *f, bool *yes)
+{
+    *yes = false;
+    int rc = store_feed_last(p->o.st, p->src, STORE_FEED_CHANGES, f->k,
+                             f->id, p->prevf);
+    if (rc == RS_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (f->gen > 0 && p->prevf->walked <= f->walked)
+        return 0;
+    for (size_t i = 0; i < p->ncaps; i++)
+        if (!p->caps[i].gone && p->caps[i].changes != NULL &&
+            strcmp(p->caps[i].changes, p->prevf->url) == 0)
+            return 0;
+    /* a list named again: what it held then is older than what the one
+     * replaced holds now - read it whole (its rows go at the commit) */
+    if (f->gen > 0 && (rc = store_docs_forget(p->o.st, f->id)) != 0)
+        return rc;
+    *yes = true;
+    return 0;
+}
+
 static void
 job_step(struct poller *p)
 {
@@ -1542,7 +1587,12 @@ job_step(struct poller *p)
     if (j->kind == JOB_CHANGES) {
         poll_set(p, PS_CHANGES);
         clscan_begin(p->cs, p->feed->id);
-        rc = walk_start(p->clw, p->feed->id, j->url);
+        bool replaces = false;
+        rc = cl_replaces(p, p->feed, &replaces);
+        if (rc == 0 && replaces)
+            clscan_replaces(p->cs, p->prevf);
+        if (rc == 0)
+            rc = walk_start(p->clw, p->feed->id, j->url);
     } else {
         poll_set(p, PS_RESOURCES);
         rldiff_begin(p->rdf, p->feed->id);
@@ -1635,9 +1685,11 @@ poller_new(const struct poller_opts *o, const char **err)
                  k == OUTBOX_CHANGE ? "changes" : "framework");
     }
     p->feed = rs_malloc(sizeof(*p->feed));
+    p->prevf = rs_malloc(sizeof(*p->prevf));
     p->askf = rs_malloc(sizeof(*p->askf));
     p->checks = rs_calloc(RLDIFF_CHECKS, sizeof(*p->checks));
-    if (p->feed == NULL || p->askf == NULL || p->checks == NULL)
+    if (p->feed == NULL || p->prevf == NULL || p->askf == NULL ||
+        p->checks == NULL)
         goto fail;
     p->cur_interval_ms = o->interval_ms;
     p->backoff = (struct rs_backoff){
@@ -1754,6 +1806,7 @@ poller_free(struct poller *p)
         checks_clear(p);
     rs_free(p->checks);
     rs_free(p->feed);
+    rs_free(p->prevf);
     rs_free(p->askf);
     rs_free(p->reqlog);
     rs_free(p->description);

@@ -25,6 +25,7 @@
 #include "rs_alloc.h"
 #include "rs_config.h"
 #include "rs_daemon.h"
+#include "rs_fnv.h"
 #include "rs_http.h"
 #include "rs_httpguard.h"
 #include "rs_log.h"
@@ -287,17 +288,9 @@ auto_name(const char *url, char *out, size_t len)
     return name_ok(out) ? 0 : RS_EINVAL;
 }
 
-static bool
-name_taken(const char *name, size_t upto)
-{
-    for (size_t i = 0; i < upto; i++)
-        if (strcmp(sconfs[i].name, name) == 0)
-            return true;
-    return false;
-}
-
-/* The Sources: the sections' first (their names win), then --source in
- * order, named by host; a name taken gets -2, -3, ... */
+/* The Sources: the sections' first, then --source in order. A --source's
+ * name is given once the state is open (sources_name): here it holds the
+ * base, its host. */
 static int
 sources_build(void)
 {
@@ -329,9 +322,6 @@ sources_build(void)
             return 2;
         }
         snprintf(c->name, sizeof(c->name), "%s", base);
-        for (int k = 2; name_taken(c->name, nsconfs - 1); k++)
-            snprintf(c->name, sizeof(c->name), "%.*s-%d",
-                     BRIDGE_NAME_MAX - 12, base, k);
         if ((c->url = rs_strdup(url)) == NULL)
             return 1;
     }
@@ -341,6 +331,241 @@ sources_build(void)
         return 2;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------- naming */
+
+/*
+ * A name, once given to a URL, stays with it while the state remembers
+ * it: mirrors follow PUBLIC/s/NAME/, and a name handed to another URL
+ * feeds them another Source (and drops the old one's rows). So the state
+ * decides first, not the --source order: a --source whose URL the state
+ * knows keeps the name it has there; a new one gets the first of HOST,
+ * HOST-2, ... that neither the configuration nor the state gives another
+ * URL. [source NAME] sections name explicitly and win - but one that
+ * takes the name the state gives a URL still configured by --source is
+ * refused: that URL would move to another name and its mirrors be fed
+ * the section's Source, which no one asked for.
+ */
+
+/* Strings, each with an index (open addressing by FNV-1a; the strings
+ * are not owned). One string may be in it more than once, with another
+ * index: a URL the state gives several names. */
+struct strset_slot {
+    const char *key;              /* NULL: empty */
+    size_t idx;
+};
+
+struct strset {
+    struct strset_slot *slot;
+    size_t cap;                   /* a power of two, over twice the count */
+};
+
+static bool
+strset_init(struct strset *ss, size_t n)
+{
+    ss->cap = 16;
+    while (ss->cap < 2 * n + 16)
+        ss->cap *= 2;
+    ss->slot = rs_calloc(ss->cap, sizeof(*ss->slot));
+    return ss->slot != NULL;
+}
+
+static size_t
+strset_next(const struct strset *ss, size_t i)
+{
+    return (i + 1) & (ss->cap - 1);
+}
+
+/* The first slot to look at for key. */
+static size_t
+strset_start(const struct strset *ss, const char *key)
+{
+    return (size_t)rs_fnv1a64(key) & (ss->cap - 1);
+}
+
+/* At most the count strset_init was given; key outlives the set. */
+static void
+strset_add(struct strset *ss, const char *key, size_t idx)
+{
+    size_t i = strset_start(ss, key);
+    while (ss->slot[i].key != NULL)
+        i = strset_next(ss, i);
+    ss->slot[i] = (struct strset_slot){ key, idx };
+}
+
+static bool
+strset_has(const struct strset *ss, const char *key)
+{
+    for (size_t i = strset_start(ss, key); ss->slot[i].key != NULL;
+         i = strset_next(ss, i))
+        if (strcmp(ss->slot[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+/* What the state names: its Sources, in the order they were named. */
+struct known {
+    char *name, *url;
+    bool taken;                   /* given to a Source of this run */
+};
+
+struct known_list {
+    struct known *v;
+    size_t n, cap;
+};
+
+static int
+known_add(void *ud, const char *name, const char *url)
+{
+    struct known_list *kl = ud;
+    if (kl->n == kl->cap) {
+        size_t ncap = kl->cap ? kl->cap * 2 : 64;
+        struct known *t = rs_realloc(kl->v, ncap * sizeof(*t));
+        if (t == NULL)
+            return RS_ENOMEM;
+        kl->v = t;
+        kl->cap = ncap;
+    }
+    struct known *k = &kl->v[kl->n];
+    k->name = rs_strdup(name);
+    k->url = rs_strdup(url);
+    k->taken = false;
+    if (k->name == NULL || k->url == NULL) {
+        rs_free(k->name);
+        rs_free(k->url);
+        return RS_ENOMEM;
+    }
+    kl->n++;
+    return 0;
+}
+
+static void
+known_free(struct known_list *kl)
+{
+    for (size_t i = 0; i < kl->n; i++) {
+        rs_free(kl->v[i].name);
+        rs_free(kl->v[i].url);
+    }
+    rs_free(kl->v);
+}
+
+static bool
+url_is_a_source_option(const char *url)
+{
+    for (size_t i = 0; i < nsconfs; i++)
+        if (!sconfs[i].from_section && strcmp(sconfs[i].url, url) == 0)
+            return true;
+    return false;
+}
+
+/* The sections against the state: refused (2) when one takes the name
+ * of a URL still given by --source; else a name handed over is said. */
+static int
+names_check_sections(const struct known_list *kl, const struct strset *names)
+{
+    for (size_t i = 0; i < nsconfs; i++) {
+        const struct src_conf *c = &sconfs[i];
+        if (!c->from_section)
+            continue;
+        for (size_t j = strset_start(names, c->name);
+             names->slot[j].key != NULL; j = strset_next(names, j)) {
+            const struct known *k = &kl->v[names->slot[j].idx];
+            if (strcmp(k->name, c->name) != 0 || strcmp(k->url, c->url) == 0)
+                continue;
+            if (url_is_a_source_option(k->url)) {
+                rs_log_kv(RS_LOG_ERROR, "a [source NAME] section takes the "
+                          "name the state gives a --source: that Source "
+                          "would move to another name and its mirrors be "
+                          "fed this one. Name that URL with a section too "
+                          "(by a name of your choosing), or choose another "
+                          "name", "section", c->name, "url", c->url,
+                          "name_of", k->url, NULL);
+                return 2;
+            }
+            rs_log_kv(RS_LOG_WARN, "a [source NAME] section takes a name the "
+                      "state gave another URL: that Source is forgotten, and "
+                      "whoever follows the name now follows this one",
+                      "section", c->name, "url", c->url, "was", k->url,
+                      NULL);
+        }
+    }
+    return 0;
+}
+
+/* The URL's oldest name in the state that this run has not given yet
+ * (the same URL twice) and no section took (cfg: the names given); NULL:
+ * none. */
+static struct known *
+known_of(struct known_list *kl, const struct strset *urls,
+         const struct strset *cfg, const char *url)
+{
+    struct known *best = NULL;
+    for (size_t i = strset_start(urls, url); urls->slot[i].key != NULL;
+         i = strset_next(urls, i)) {
+        struct known *k = &kl->v[urls->slot[i].idx];
+        if (strcmp(k->url, url) == 0 && !k->taken &&
+            !strset_has(cfg, k->name) && (best == NULL || k < best))
+            best = k;
+    }
+    return best;
+}
+
+/* Name the --sources (their base is in name) with the state's help: 0,
+ * 2 a section refused, 1 a failure (logged). */
+static int
+sources_name(struct store *st)
+{
+    struct known_list kl = { 0 };
+    struct strset cfg = { 0 }, names = { 0 }, urls = { 0 };
+    int rc = store_sources(st, known_add, &kl);
+    if (rc != 0) {
+        rs_log(RS_LOG_ERROR, "state: %s", rc == RS_ENOMEM ? "out of memory"
+                                                          : store_errstr(st));
+        rc = 1;
+        goto out;
+    }
+    if (!strset_init(&cfg, nsconfs) || !strset_init(&names, kl.n) ||
+        !strset_init(&urls, kl.n)) {
+        rs_log(RS_LOG_ERROR, "naming the Sources: out of memory");
+        rc = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < kl.n; i++) {
+        strset_add(&names, kl.v[i].name, i);
+        strset_add(&urls, kl.v[i].url, i);
+    }
+    if ((rc = names_check_sections(&kl, &names)) != 0)
+        goto out;
+    for (size_t i = 0; i < nsconfs; i++)
+        if (sconfs[i].from_section)
+            strset_add(&cfg, sconfs[i].name, i);
+    for (size_t i = 0; i < nsconfs; i++) {
+        struct src_conf *c = &sconfs[i];
+        if (c->from_section)
+            continue;
+        struct known *k = known_of(&kl, &urls, &cfg, c->url);
+        if (k != NULL) {
+            k->taken = true;
+            snprintf(c->name, sizeof(c->name), "%s", k->name);
+        } else {
+            /* a new URL: no name of the state's, so that none moves */
+            char base[BRIDGE_NAME_MAX + 1];
+            snprintf(base, sizeof(base), "%s", c->name);
+            for (int n = 2; strset_has(&cfg, c->name) ||
+                            strset_has(&names, c->name); n++)
+                snprintf(c->name, sizeof(c->name), "%.*s-%d",
+                         BRIDGE_NAME_MAX - 12, base, n);
+        }
+        strset_add(&cfg, c->name, i);
+    }
+    rc = 0;
+out:
+    rs_free(cfg.slot);
+    rs_free(names.slot);
+    rs_free(urls.slot);
+    known_free(&kl);
+    return rc;
 }
 
 /* ------------------------------------------------------------ start-up */
@@ -718,7 +943,7 @@ setup(struct bridge *b, const struct rs_config *cfg)
             return 2;
         b->have_token = true;
     }
-    if ((rc = setup_state(b)) != 0)
+    if ((rc = setup_state(b)) != 0 || (rc = sources_name(b->st)) != 0)
         return rc;
     b->base = rs_daemon_base_new();
     if (b->base == NULL || setup_metrics(b) != 0)

@@ -429,6 +429,25 @@ fail:
     return RS_EIO;
 }
 
+int
+store_sources(struct store *st,
+              int (*cb)(void *ud, const char *name, const char *url),
+              void *ud)
+{
+    static const char sql[] = "SELECT name, url FROM sources ORDER BY id";
+    sqlite3_stmt *s = store_stmt(st, sql);
+    if (s == NULL)
+        return RS_EIO;
+    int rc = 0, r;
+    while (rc == 0 && (r = sqlite3_step(s)) == SQLITE_ROW)
+        rc = cb(ud, (const char *)sqlite3_column_text(s, 0),
+                (const char *)sqlite3_column_text(s, 1));
+    if (rc == 0 && r != SQLITE_DONE)
+        rc = store_fail(st, "sources");
+    sqlite3_reset(s);
+    return rc;
+}
+
 /* --------------------------------------------------------------- feeds */
 
 #define FEED_COLS "id, src, kind, k, url, gen, pos, win_from, walked, at, " \
@@ -469,6 +488,9 @@ static const char SQL_FEED_TOLD[] =
 static const char SQL_FEED_ASK_NEXT[] =
     "SELECT " FEED_COLS " FROM feeds WHERE src = ?1 AND ask_due IS NOT NULL "
     "ORDER BY ask_due, id LIMIT 1";
+static const char SQL_FEED_LAST[] =
+    "SELECT " FEED_COLS " FROM feeds WHERE src = ?1 AND kind = ?2 AND "
+    "k = ?3 AND id <> ?4 AND gen > 0 ORDER BY walked DESC, id DESC LIMIT 1";
 static const char SQL_FEED_CAPS[] =
     "SELECT " FEED_COLS " FROM feeds WHERE src = ?1 AND kind = 1 ORDER BY k";
 
@@ -538,6 +560,27 @@ store_feed_told(struct store *st, int64_t id, rs_time_t fw_at,
     rs_sql_bind_time(s, 2, fw_at);
     rs_sql_bind_time(s, 3, ask_due);
     return store_exec(st, s, "a feed's framework notification");
+}
+
+int
+store_feed_last(struct store *st, int64_t src, enum store_feed_kind kind,
+                int64_t k, int64_t not_id, struct store_feed *out)
+{
+    sqlite3_stmt *s = store_stmt(st, SQL_FEED_LAST);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, src);
+    sqlite3_bind_int(s, 2, (int)kind);
+    sqlite3_bind_int64(s, 3, k);
+    sqlite3_bind_int64(s, 4, not_id);
+    int r = sqlite3_step(s);
+    if (r == SQLITE_ROW)
+        feed_row(s, out);
+    int rc = r == SQLITE_ROW ? 0 : r == SQLITE_DONE ? RS_ENOTFOUND
+                                                    : store_fail(st, "feeds");
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc;
 }
 
 int

@@ -73,6 +73,12 @@ int store_meta_set(struct store *st, const char *key, int64_t v)
  */
 int store_source(struct store *st, const char *name, const char *url,
                  int64_t *id, bool *fresh) RS_MUST_CHECK;
+/* Every Source the state holds (configured now or not), in the order
+ * their names were first given, into cb: its name and URL (valid during
+ * the call). A non-zero return of cb stops and is returned. */
+int store_sources(struct store *st,
+                  int (*cb)(void *ud, const char *name, const char *url),
+                  void *ud) RS_MUST_CHECK;
 
 /* ------------------------------------------------------------- feeds */
 
@@ -116,6 +122,11 @@ int store_feed_put(struct store *st, const struct store_feed *f)
  * reconcile is due at ask_due (RS_TIME_NONE: none). */
 int store_feed_told(struct store *st, int64_t id, rs_time_t fw_at,
                     rs_time_t ask_due) RS_MUST_CHECK;
+/* The feed of src of that kind and k, other than not_id, whose last
+ * complete walk began last (gen > 0): 0, or RS_ENOTFOUND when none. */
+int store_feed_last(struct store *st, int64_t src, enum store_feed_kind kind,
+                    int64_t k, int64_t not_id, struct store_feed *out)
+    RS_MUST_CHECK;
 /* The Source's feed whose held ask to reconcile is due first: 0, or
  * RS_ENOTFOUND when none is held. */
 int store_ask_next(struct store *st, int64_t src, struct store_feed *out)

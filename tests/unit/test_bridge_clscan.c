@@ -5,8 +5,9 @@
  * and open lists, a trailing window paged with ?page=N and regenerated on
  * every request (read from its tail, entries moving under the reader),
  * lists rewritten in place; history rewritten, entries lost, a window
- * shrunk; exactly once across a restart of the state and a walk that
- * never committed. */
+ * shrunk; a feed replacing another (taken over from its position);
+ * exactly once across a restart of the state and a walk that never
+ * committed. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -147,14 +148,18 @@ hook_framework(void *ud, enum rs_change change, const char *loc)
     return 0;
 }
 
-/* Walk the feed at key; commit when asked. Returns the walk's rc. */
+/* Walk the feed at key, one that replaces prev (NULL: none); commit
+ * when asked. Returns the walk's rc. */
 static int
-walk_feed(struct fx *f, const char *key, bool commit)
+walk_feed_as(struct fx *f, const char *key, bool commit,
+             const struct store_feed *prev)
 {
     const char *url = tbs_url(f->src, key);
     assert_int_equal(store_feed_get(f->st, 1, STORE_FEED_CHANGES, url, 0,
                                     &f->feed), 0);
     clscan_begin(f->cs, f->feed.id);
+    if (prev != NULL)
+        clscan_replaces(f->cs, prev);
     f->done = false;
     assert_int_equal(walk_start(f->w, f->feed.id, url), 0);
     TU_LOOP_UNTIL(&f->l, f->done, 10000);
@@ -164,6 +169,13 @@ walk_feed(struct fx *f, const char *key, bool commit)
     assert_int_equal(clscan_commit(f->cs, &f->feed, &f->wr, rs_time_now(),
                                    &h, &f->stats), 0);
     return 0;
+}
+
+/* Walk the feed at key; commit when asked. Returns the walk's rc. */
+static int
+walk_feed(struct fx *f, const char *key, bool commit)
+{
+    return walk_feed_as(f, key, commit, NULL);
 }
 
 static void
@@ -839,6 +851,119 @@ test_store_checkpointer(void **state)
     assert_true(others >= 1);
 }
 
+/* A plain Change List at key declaring from T0 + from_sec: each of
+ * names (NULL-ended) created at the second of secs. */
+static void
+cl_serve(struct fx *f, const char *key, int from_sec,
+         const char *const *names, const int *secs)
+{
+    static char body[16384];
+    char from[RS_TIME_BUFSZ];
+    dt_of(from_sec, from);
+    size_t off = (size_t)snprintf(body, sizeof(body), "<urlset " TBS_NS
+                                  "><rs:md capability=\"changelist\" "
+                                  "from=\"%s\"/>", from);
+    for (size_t i = 0; names[i] != NULL; i++) {
+        char dt[RS_TIME_BUFSZ], loc[256], ent[1024];
+        dt_of(secs[i], dt);
+        snprintf(loc, sizeof(loc), "%s/data/%s", f->src->origin, names[i]);
+        tbs_change(ent, sizeof(ent), loc, "created", dt);
+        off += (size_t)snprintf(body + off, sizeof(body) - off, "%s", ent);
+    }
+    snprintf(body + off, sizeof(body) - off, "</urlset>");
+    tbs_put(f->src, key, body);
+}
+
+static int
+seen_rows(struct fx *f, int64_t feed)
+{
+    sqlite3_stmt *q = store_stmt(f->st, "SELECT (SELECT count(*) FROM seen "
+                                 "WHERE feed = ?1) + (SELECT count(*) FROM "
+                                 "docs WHERE feed = ?1)");
+    assert_non_null(q);
+    sqlite3_bind_int64(q, 1, feed);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return n;
+}
+
+/* clscan/replaced: a feed replacing another (a Capability List that names
+ * another Change List) is no baseline: what the old one had is taken as
+ * it took it (published, or refused as history rewritten: not told
+ * again), what it did not have is published from its position on (at
+ * exactly it too); older, within its window, history rewritten; below
+ * its window, taken silently. The old feed's rows go. A new list whose
+ * window begins after the position cannot tell what changed between:
+ * said (unsure, "updated"), what it has published. */
+static void
+test_replaced(void **state)
+{
+    struct fx *f = *state;
+    f->page = 50;
+    f->from_sec = 10;
+    win_add(f, "a", "created", 10);
+    win_add(f, "b", "created", 20);
+    win_add(f, "c", "created", 30);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_true(f->stats.baseline);
+    win_add(f, "d", "created", 40);
+    win_add(f, "bogus", "created", 25);
+    win_serve(f);
+    f->nfw = 0;
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(f->stats.rewritten, 1);     /* bogus: refused */
+    struct store_feed *old = malloc(sizeof(*old));
+    assert_non_null(old);
+    *old = f->feed;
+    assert_true(old->pos == 1735689600LL * 1000000 + 40LL * 1000000);
+
+    static const char *const n2[] = { "old", "a", "mid", "bogus", "d", "e",
+                                      "g", NULL };
+    static const int s2[] = { 5, 10, 15, 25, 40, 40, 50 };
+    cl_serve(f, "/cl2.xml", 5, n2, s2);
+    f->ngot = f->nfw = 0;
+    assert_int_equal(walk_feed_as(f, "/cl2.xml", true, old), 0);
+    assert_false(f->stats.baseline);
+    assert_true(f->stats.replaced);
+    assert_false(f->stats.unsure);
+    assert_int_equal(f->ngot, 2);
+    assert_true(got_has(f, "e", 40));
+    assert_true(got_has(f, "g", 50));
+    assert_int_equal(f->stats.rewritten, 1);     /* mid */
+    assert_int_equal(f->nfw, 1);
+    assert_int_equal(f->fw[0].change, RS_CHANGE_UPDATED);
+    assert_string_equal(f->fw[0].loc, tbs_url(f->src, "/cl2.xml"));
+    assert_int_equal(seen_rows(f, old->id), 0);
+    struct store_feed *cl2 = malloc(sizeof(*cl2));
+    assert_non_null(cl2);
+    *cl2 = f->feed;
+    assert_true(cl2->pos == 1735689600LL * 1000000 + 50LL * 1000000);
+
+    /* its next walk: an ordinary one */
+    f->ngot = f->nfw = 0;
+    assert_int_equal(walk_feed(f, "/cl2.xml", true), 0);
+    assert_false(f->stats.replaced);
+    assert_int_equal(f->ngot + f->nfw, 0);
+
+    /* replaced by a list whose window begins after the position */
+    static const char *const n3[] = { "h", NULL };
+    static const int s3[] = { 70 };
+    cl_serve(f, "/cl3.xml", 60, n3, s3);
+    assert_int_equal(walk_feed_as(f, "/cl3.xml", true, cl2), 0);
+    assert_true(f->stats.replaced);
+    assert_true(f->stats.unsure);
+    assert_int_equal(f->ngot, 1);
+    assert_true(got_has(f, "h", 70));
+    assert_int_equal(f->nfw, 1);
+    assert_string_equal(f->fw[0].loc, tbs_url(f->src, "/cl3.xml"));
+    free(old);
+    free(cl2);
+}
+
 int
 main(void)
 {
@@ -855,6 +980,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_future_entry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_future_position, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_walk, setup, teardown),
     };

@@ -6,8 +6,10 @@
  * again, garbage publishing nothing; history rewritten asking the mirrors
  * to reconcile (a Resource List "created"), at most once a minute per
  * list, a held ask kept in the state across restarts and sent once when
- * due. The hub is unreachable: what is published stays in the outbox,
- * where the tests read it. */
+ * due; a Capability List switched to another Change List losing none of
+ * the changes made meanwhile, across a restart in the middle. The hub is
+ * unreachable: what is published stays in the outbox, where the tests
+ * read it. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -370,6 +372,18 @@ rl_feed(struct fx *f, struct store_feed *out)
                                     tbs_url(f->src, "/rl.xml"), 0, out), 0);
 }
 
+/* An ask to reconcile held for the Resource List (its minute not up). */
+static bool
+rl_feed_held(struct fx *f)
+{
+    struct store_feed *fd = malloc(sizeof(*fd));
+    assert_non_null(fd);
+    rl_feed(f, fd);
+    bool held = fd->ask_due != RS_TIME_NONE;
+    free(fd);
+    return held;
+}
+
 /* poller/reconcile_gate: history rewritten asks the mirrors to reconcile
  * with the Capability List's Resource List ("created"), besides the
  * Change List's "updated"; a second rewrite within the list's minute
@@ -644,6 +658,166 @@ test_empty_resource_list(void **state)
     assert_true(ps.polls >= 2);
 }
 
+/* ------------------------------------------- a Change List replaced */
+
+/* A Change List entry: /data/NAME, change, at T0 + sec seconds. */
+struct clent {
+    const char *name;
+    const char *change;
+    int sec;
+};
+
+/* The Change List at key, declaring from T0 + from_sec. */
+static void
+serve_cl(struct fx *f, const char *key, int from_sec, const struct clent *es,
+         size_t n)
+{
+    char body[8192], e[512], from[RS_TIME_BUFSZ];
+    size_t off = 0;
+    body[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char dt[RS_TIME_BUFSZ], loc[64];
+        assert_true(rs_time_format(T0 + (rs_time_t)es[i].sec * 1000000,
+                                   dt) > 0);
+        snprintf(loc, sizeof(loc), "{B}/data/%s", es[i].name);
+        tbs_change(e, sizeof(e), loc, es[i].change, dt);
+        off += (size_t)snprintf(body + off, sizeof(body) - off, "%s", e);
+    }
+    assert_true(rs_time_format(T0 + (rs_time_t)from_sec * 1000000, from) > 0);
+    tbs_putf(f->src, key, "<urlset " TBS_NS "><rs:md capability="
+             "\"changelist\" from=\"%s\"/>%s</urlset>", from, body);
+}
+
+/* Changes waiting in the outbox about /data/NAME with change. */
+static int
+change_count(struct fx *f, const char *name, enum rs_change change)
+{
+    static const char sql[] =
+        "SELECT count(*) FROM outbox WHERE lane = ?1 AND loc = ?2 AND "
+        "change = ?3";
+    char loc[256];
+    snprintf(loc, sizeof(loc), "%s/data/%s", f->src->origin, name);
+    sqlite3_stmt *q = store_stmt(f->st, sql);
+    assert_non_null(q);
+    sqlite3_bind_int(q, 1, OUTBOX_CHANGE);
+    sqlite3_bind_text(q, 2, loc, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(q, 3, (int)change);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return n;
+}
+
+/* The Capability List names /cl2.xml (and the Resource List, with_rl)
+ * instead of /cl.xml, which is gone. */
+static void
+switch_to_cl2(struct fx *f, bool with_rl)
+{
+    tbs_putf(f->src, "/caplist.xml",
+             "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>%s"
+             "<url><loc>{B}/cl2.xml</loc><rs:md capability=\"changelist\"/>"
+             "</url></urlset>",
+             with_rl ? "<url><loc>{B}/rl.xml</loc><rs:md capability="
+                       "\"resourcelist\"/></url>" : "");
+    tbs_drop(f->src, "/cl.xml");
+}
+
+/* poller/changelist_switch: the Capability List names another Change
+ * List (the old one gone); the changes made meanwhile - after the old
+ * list's position, and one at exactly its time that the old list did not
+ * have - are published when the new list is first read, the ones the old
+ * list had are not; a restart between noticing the switch and the new
+ * list's first read (that read failed: nothing committed) loses nothing;
+ * the next change is published once, and a restart after publishes
+ * nothing again. */
+static void
+test_changelist_switch(void **state)
+{
+    struct fx *f = *state;
+    tu_loop_run_for(&f->l, INTERVAL_MS);
+    assert_int_equal(pending(f), 0);          /* r0, r1: the baseline */
+    static const struct clent c2[] = {
+        { "r0", "created", 0 }, { "r1", "created", 1 },
+        { "r1", "updated", 1 }, { "r2", "created", 2 },
+    };
+    serve_cl(f, "/cl2.xml", 0, c2, 4);
+    tbs_status(f->src, "/cl2.xml", 503, NULL);
+    switch_to_cl2(f, false);
+    TU_LOOP_UNTIL(&f->l, tbs_count(f->src, "GET /cl2.xml") >= 1, 8000);
+    struct poller_stats ps;
+    poller_stats(f->p, &ps);
+    uint64_t errors = ps.errors;          /* the old list's 404 */
+    tu_loop_arm(&f->l, 5000);
+    do {
+        event_base_loop(f->l.base, EVLOOP_ONCE);
+        poller_stats(f->p, &ps);
+    } while (ps.errors == errors && !f->l.expired);
+    tu_loop_disarm(&f->l);
+    assert_int_equal(pending(f), 0);
+    assert_non_null(strstr(ps.last_error, "503"));
+
+    /* "kill -9": the switch noticed, the new list never read whole */
+    poller_down(f);
+    tbs_status(f->src, "/cl2.xml", 0, NULL);
+    poller_up(f);
+    TU_LOOP_UNTIL(&f->l, pending(f) >= 2, 8000);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    assert_int_equal(pending(f), 2);
+    assert_int_equal(change_count(f, "r2", RS_CHANGE_CREATED), 1);
+    assert_int_equal(change_count(f, "r1", RS_CHANGE_UPDATED), 1);
+    assert_int_equal(change_count(f, "r0", RS_CHANGE_CREATED), 0);
+    assert_int_equal(change_count(f, "r1", RS_CHANGE_CREATED), 0);
+    /* the window covers the old position: nothing to reconcile */
+    assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 0);
+
+    /* the next walks: the new list's next change, once */
+    static const struct clent c3[] = {
+        { "r0", "created", 0 }, { "r1", "created", 1 },
+        { "r1", "updated", 1 }, { "r2", "created", 2 },
+        { "r3", "created", 3 },
+    };
+    serve_cl(f, "/cl2.xml", 0, c3, 5);
+    TU_LOOP_UNTIL(&f->l, pending(f) == 3, 8000);
+    poller_down(f);
+    poller_up(f);
+    tu_loop_run_for(&f->l, 4 * INTERVAL_MS);
+    assert_int_equal(pending(f), 3);
+    assert_int_equal(change_count(f, "r3", RS_CHANGE_CREATED), 1);
+    assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 0);
+}
+
+/* poller/changelist_switch_gap: the new Change List's window begins after
+ * the old list's position: what changed between the two cannot be told.
+ * Its entries newer than the position are published, and the mirrors are
+ * asked to reconcile (the Change List "updated", the Resource List
+ * "created"); once, not again at the next walks. */
+static void
+test_changelist_switch_gap(void **state)
+{
+    struct fx *f = *state;
+    tu_loop_run_for(&f->l, INTERVAL_MS);
+    assert_int_equal(pending(f), 0);
+    char rl[256];
+    snprintf(rl, sizeof(rl), "%s", tbs_url(f->src, "/rl.xml"));
+    int asks = fw_count(f, RS_CAP_RESOURCELIST, rl);
+    static const struct clent c2[] = {
+        { "r6", "created", 6 }, { "r7", "created", 7 },
+    };
+    serve_cl(f, "/cl2.xml", 5, c2, 2);
+    switch_to_cl2(f, true);
+    TU_LOOP_UNTIL(&f->l, pending(f) == 2, 8000);
+    TU_LOOP_UNTIL(&f->l, fw_count(f, RS_CAP_CHANGELIST,
+                                  tbs_url(f->src, "/cl2.xml")) == 1, 3000);
+    assert_int_equal(change_count(f, "r6", RS_CHANGE_CREATED), 1);
+    assert_int_equal(change_count(f, "r7", RS_CHANGE_CREATED), 1);
+    assert_true(fw_count(f, RS_CAP_RESOURCELIST, rl) +
+                (rl_feed_held(f) ? 1 : 0) == asks + 1);
+    tu_loop_run_for(&f->l, 4 * INTERVAL_MS);
+    assert_int_equal(pending(f), 2);
+    assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 1);
+}
+
 int
 main(void)
 {
@@ -653,6 +827,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chain_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changelist_moved, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_changelist_switch, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_changelist_switch_gap, setup_rl,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_changelist_moved_garbled, setup,
                                         teardown),
