@@ -30,6 +30,7 @@ rs_check_init(struct rs_check *c, enum rs_check_mode mode, size_t max_entries,
     c->report = report;
     c->ud = ud;
     c->last_time = RS_TIME_NONE;
+    c->from = c->until = RS_TIME_NONE;
     /* Until the head says what the document is, judge it as strictly as
      * the strictest kind: a notification. */
     c->notification = true;
@@ -340,6 +341,8 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
     c->head_done = true;
     c->root = h->root;
     c->cap = md->capability;
+    c->from = h->has_md ? md->from : RS_TIME_NONE;
+    c->until = h->has_md ? md->until : RS_TIME_NONE;
     c->cap_alpha = md->capability_alpha;
     c->notification = rs_capability_is_notification(md->capability);
     c->has_up = rs_links_find(h->links, h->nlinks, "up") != NULL;
@@ -598,9 +601,25 @@ check_change_entry(struct rs_check *c, const struct rs_entry *e)
                         "datetime attribute: when it changed cannot be known "
                         "(core 7, 12.1)", e->loc);
     }
-    return check_order(c, e, t, LV_MUST,
+    /* "from" and "until" say the document holds the changes of that
+     * interval (core 7): one dated outside it (a closed list changed
+     * after its until, a dump's package holding later changes) is not
+     * what the head says. */
+    int rc = 0;
+    if ((c->until != RS_TIME_NONE && t > c->until) ||
+        (c->from != RS_TIME_NONE && t < c->from)) {
+        char a[RS_TIME_BUFSZ], b[RS_TIME_BUFSZ];
+        bool late = c->until != RS_TIME_NONE && t > c->until;
+        rs_time_format(t, a);
+        rs_time_format(late ? c->until : c->from, b);
+        rc = check_at(c, LV_SHOULD, "entry %.100s is dated %s, %s the document's "
+                      "\"%s\" (%s): the document holds the changes of its "
+                      "interval (core 7)", e->loc, a, late ? "after" : "before",
+                      late ? "until" : "from", b);
+    }
+    return first_error(rc, check_order(c, e, t, LV_MUST,
                        c->cap == RS_CAP_CHANGELIST ? "core 12.1"
-                                                   : "core 13.2, as 12.1");
+                                                   : "core 13.2, as 12.1"));
 }
 
 /* A manifest path is where the bitstream sits in the ZIP, "relative to the

@@ -80,6 +80,7 @@ struct rs_check {
     bool notification;            /* judged as a notification (see above) */
     size_t nentries;
     rs_time_t last_time;          /* latest change entry so far */
+    rs_time_t from, until;        /* the head's interval (change documents) */
     bool order_warned;            /* the out-of-order problem was told */
     bool head_done;
     bool has_up;                  /* a root rel="up" link was seen */
