@@ -50,12 +50,16 @@ enum backlog_script {
  * node knows it held entries was lost by Redis (restarted without
  * persistence, flushed): `known` becomes its trim mark, so that a client
  * resuming with a since= of the lost backlog is told the gap (4001), not
- * given the entries after it as if nothing were missing. A new topic has
- * no known id: nothing to mark, and its late starters are not closed. */
+ * given the entries after it as if nothing were missing; and in the trim
+ * log, so that a live reader whose cursor is below it (on a node that
+ * attached it to the empty stream "as now") is closed 4001 at the next
+ * entry. A new topic has no known id: nothing to mark, and its late
+ * starters are not closed. */
 #define BACKLOG_LUA_XADD \
     "if known ~= '' and redis.call('EXISTS', KEYS[1]) == 0 and\n" \
     "   redis.call('EXISTS', KEYS[2]) == 0 then\n" \
     "  redis.call('SET', KEYS[2], known)\n" \
+    "  redis.call('LPUSH', KEYS[3], known)\n" \
     "end\n" \
     "local id = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'c', ARGV[2])\n" \
     "local max = tonumber(ARGV[3])\n" \

@@ -227,6 +227,13 @@ chan_close_all(struct fanout *f, struct chan *ch, uint16_t code,
             post_close(f, t, 0, ch->idx, code, reason);
 }
 
+void
+fanout_close_every(struct fanout *f, uint16_t code, const char *reason)
+{
+    for (size_t i = 0; i < f->nchans; i++)
+        chan_close_all(f, f->chans[i], code, reason);
+}
+
 /* --------------------------------------------------------------- replay */
 
 static size_t

@@ -100,6 +100,10 @@ void fanout_unpin(struct fanout *f, const char *name);
 bool fanout_confirmed(const struct fanout *f, const char *name,
                       struct msg_id *out);
 
+/* Close every subscriber of every channel on this node with code and
+ * reason (the hub cannot deliver: they are to pull meanwhile). */
+void fanout_close_every(struct fanout *f, uint16_t code, const char *reason);
+
 /* Live subscribers of a channel on this node. */
 size_t fanout_subscribers(const struct fanout *f, const char *name);
 void fanout_stats(const struct fanout *f, struct fanout_stats *out);

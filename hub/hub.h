@@ -140,6 +140,11 @@ struct hub {
     int ws_port;
     char *hub_url;            /* public_url + "/hub" */
     bool draining;
+    int64_t redis_down_since;  /* monotonic us a Redis link went down; 0:
+                                  every link ready */
+    int64_t link_down_told[3]; /* per link (command, publish, tail): when
+                                  "redis link down" was last logged; 0:
+                                  up since */
     unsigned inflight;        /* publishes waiting for Redis */
     uint64_t accepted;
     uint64_t rejected[REJ_COUNT];

@@ -589,12 +589,32 @@ on_trimmed(void *ud, int rc)
         rs_log(RS_LOG_WARN, "age trim failed: %s", rs_strerror(rc));
 }
 
+/* Redis away this long: this node's WebSocket subscribers are closed
+ * (on_janitor, which runs every 10 s: closed 10-20 s into an outage). */
+#define HUB_STALL_CLOSE_US (10 * 1000000LL)
+#define HUB_LINK_DOWN_LOG_US (60 * 1000000LL)
+
 static void
 on_janitor(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct hub *h = arg;
+    if (h->redis_down_since != 0 &&
+        rs_time_mono_us() - h->redis_down_since >= HUB_STALL_CLOSE_US &&
+        h->fanout != NULL) {
+        /* Nothing can be published or delivered while Redis is away (a
+         * publish is refused, and the Source retries): a subscriber kept
+         * attached would call itself live and wait. Closed "backlog
+         * unavailable", it pulls from the Source meanwhile and resumes
+         * with since= once Redis is back. */
+        rs_log(RS_LOG_WARN, "redis down for %lld s: closing this node's "
+               "WebSocket subscribers (4003), which pull meanwhile",
+               (long long)((rs_time_mono_us() - h->redis_down_since) /
+                           1000000));
+        fanout_close_every(h->fanout, 4003, "backlog unavailable (Redis "
+                           "down): pull meanwhile, resume later with since");
+    }
     if (!backlog_ready(h->backlog))
         return;
     backlog_clock_sync(h->backlog);
@@ -644,12 +664,24 @@ on_backlog_known(void *ud, const char *chan)
     return known;
 }
 
+static int
+link_index(const char *which)
+{
+    return strcmp(which, "command") == 0 ? 0
+         : strcmp(which, "publish") == 0 ? 1 : 2;
+}
+
 static void
 on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
                  const char *errstr)
 {
     struct hub *h = ud;
+    int64_t *told = &h->link_down_told[link_index(which)];
+    int64_t now = rs_time_mono_us();
     if (st == RS_REDIS_READY) {
+        if (backlog_ready(h->backlog) && backlog_tail_ready(h->backlog))
+            h->redis_down_since = 0;
+        *told = 0;
         rs_log_kv(RS_LOG_INFO, "redis link ready", "link", which, NULL);
         if (strcmp(which, "publish") == 0)
             note_primary(backlog_addr(h->backlog));
@@ -662,8 +694,15 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
         if (strcmp(which, "command") == 0 && topics_open(h->topics))
             hub_reload_topics(h, NULL, NULL);
     } else if (st == RS_REDIS_DOWN) {
-        rs_log_kv(RS_LOG_WARN, "redis link down", "link", which, "error",
-                  errstr != NULL ? errstr : "", NULL);
+        if (h->redis_down_since == 0)
+            h->redis_down_since = now;
+        /* each failed reconnect says it again: once, then once a minute */
+        if (*told == 0 || now - *told >= HUB_LINK_DOWN_LOG_US) {
+            rs_log_kv(RS_LOG_WARN, *told == 0 ? "redis link down"
+                      : "redis link still down", "link", which, "error",
+                      errstr != NULL ? errstr : "", NULL);
+            *told = now;
+        }
     }
 }
 

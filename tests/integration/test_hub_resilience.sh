@@ -150,6 +150,24 @@ code=$(ht closecode "$TMP/d6.sub")
 check "lost/since= an id of the new backlog ($ID3): no gap (close $code)" \
     test -n "$ID3" -a "$code" != 4001
 
+note "Redis down for longer than 10 s: live subscribers are closed 4003"
+# Nothing can be published or delivered meanwhile: a subscriber kept
+# attached called itself live and waited for the whole outage instead of
+# pulling from the Source.
+sub A d7 rd --timeout 60
+check "long/live client attached" ht wait-subs --http "${HUB_HTTP[A]}" --name rd
+n0=$(grep -c 'redis link .*down' "${HUB_LOG[A]}")
+redis_stop
+bg_wait d7 40
+expect_eq "long/the live client is closed 4003 within 20 s" \
+    "$(ht closecode "$TMP/d7.sub")" 4003
+n1=$(grep -c 'redis link .*down' "${HUB_LOG[A]}")
+check "long/'redis link down' once per link, not per reconnect ($((n1 - n0)) lines)" \
+    test $((n1 - n0)) -le 3
+redis_start persist || bad "long/redis-server restarts"
+check "long/readyz 200 again" \
+    ht wait-status --http "${HUB_HTTP[A]}" --path /readyz --status 200 --timeout 15
+
 note "504 after a Redis command timeout (--redis-timeout 300ms, Redis busy 1.5 s)"
 # The command was sent, so Redis may still run it: 504 says the outcome is
 # unknown and a retry may store it twice (docs/protocol.md 3).

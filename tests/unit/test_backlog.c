@@ -341,7 +341,8 @@ test_append_page(void **state)
 
 /* backlog/lost: an append that finds neither the stream nor its trim mark
  * while the owner knows an id of it (Redis lost the backlog) makes that id
- * the trim mark, so a since= of the lost backlog reads as a gap; a new
+ * the trim mark (and a trim point), so a since= of the lost backlog reads
+ * as a gap; a new
  * channel (nothing known) gets none, and an existing stream keeps its. */
 static void
 test_lost(void **state)
@@ -357,6 +358,13 @@ test_lost(void **state)
     assert_int_equal(msg_id_cmp(r.mark, lost), 0);
     page(f, "l", (struct msg_id){ 1000, 6 }, 10, 0, &r);
     assert_true(msg_id_cmp((struct msg_id){ 1000, 6 }, r.mark) < 0); /* gap */
+    /* and in the trim log: a live reader below it has a hole */
+    memset(&r, 0, sizeof(r));
+    const char *chans[] = { "l" };
+    assert_int_equal(backlog_trims(f->b, chans, 1, on_trims, &r), 0);
+    WAIT(f, &r);
+    assert_int_equal(r.logs[0].n, 1);
+    assert_int_equal(msg_id_cmp(r.logs[0].ids[0], lost), 0);
     g_known = a;                       /* the stream is there: kept */
     (void)append(f, "l", "<b/>", 0);
     page(f, "l", ZERO, 10, 0, &r);
