@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -581,6 +583,35 @@ open_err(char *err, size_t errsz, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The lock file of the state at path: beside the file the path leads
+ * to, so that every spelling of one state (a symlink, "dir/../x.db")
+ * takes one lock. The state may not exist yet: then its directory is
+ * resolved. rs_free it; NULL when out of memory. */
+static char *
+lg_lock_path(const char *path)
+{
+    char *real = realpath(path, NULL), *lp = NULL;
+    char dir[PATH_MAX], base[PATH_MAX];
+
+    if (real == NULL && errno == ENOENT) {
+        snprintf(dir, sizeof(dir), "%s", path);
+        snprintf(base, sizeof(base), "%s", path);
+        char *d = realpath(dirname(dir), NULL);
+        const char *b = basename(base);
+        if (d != NULL && (real = malloc(strlen(d) + strlen(b) + 2)) != NULL)
+            sprintf(real, "%s/%s", strcmp(d, "/") == 0 ? "" : d, b);
+        free(d);
+    }
+    const char *use = real != NULL ? real : path;
+    size_t n = strlen(use);
+    if ((lp = rs_malloc(n + sizeof(".lock"))) != NULL) {
+        memcpy(lp, use, n);
+        memcpy(lp + n, ".lock", sizeof(".lock"));
+    }
+    free(real);
+    return lp;
+}
+
 /*
  * One writer per state: SQLite's own locks last a transaction, and two
  * daemons taking turns would each apply changes the other one's
@@ -590,8 +621,7 @@ open_err(char *err, size_t errsz, const char *fmt, ...)
 static int
 lg_lock(struct ledger *l, const char *path, char *err, size_t errsz)
 {
-    size_t n = strlen(path);
-    char *lp = rs_malloc(n + sizeof(".lock"));
+    char *lp = lg_lock_path(path);
     char pid[32];
     int rc = 0;
 
@@ -599,8 +629,6 @@ lg_lock(struct ledger *l, const char *path, char *err, size_t errsz)
         open_err(err, errsz, "out of memory");
         return RS_ENOMEM;
     }
-    memcpy(lp, path, n);
-    memcpy(lp + n, ".lock", sizeof(".lock"));
     l->lockfd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (l->lockfd < 0) {
         open_err(err, errsz, "%s: %s", lp, strerror(errno));
@@ -799,8 +827,7 @@ lg_setup(struct ledger *l, const char *path, unsigned flags, char *err,
 long
 ledger_writer_pid(const char *path)
 {
-    size_t n = strlen(path);
-    char *lp = rs_malloc(n + sizeof(".lock"));
+    char *lp = lg_lock_path(path);
     char buf[32], *end = NULL;
     long pid = 0;
     ssize_t got = -1;
@@ -808,8 +835,6 @@ ledger_writer_pid(const char *path)
 
     if (lp == NULL)
         return 0;
-    memcpy(lp, path, n);
-    memcpy(lp + n, ".lock", sizeof(".lock"));
     if ((fd = open(lp, O_RDONLY | O_CLOEXEC)) >= 0) {
         got = pread(fd, buf, sizeof(buf) - 1, 0);
         close(fd);

@@ -272,7 +272,8 @@ test_refuses_foreign_and_newer(void **state)
 
 /* ledger/one_writer: a second writer is refused, in this process (flock
  * is per open file description) and from a forked child, naming the
- * holder's pid; a reader opens beside the writer and, inside a read
+ * holder's pid, whatever the path's spelling (a symlink, a dot-dot); a
+ * reader opens beside the writer and, inside a read
  * transaction, keeps its snapshot while the writer commits; readers
  * cannot write; after close the state opens again. */
 static void
@@ -286,6 +287,17 @@ test_one_writer(void **state)
     assert_null(ledger_open(f->db, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "in use by another rssub"));
     assert_non_null(strstr(err, want));
+    /* the same state by other spellings: a symlink, a dot-dot path */
+    char link[4200], dots[4200];
+    snprintf(link, sizeof(link), "%s/link.db", f->dir);
+    snprintf(dots, sizeof(dots), "%s/../%s/state.db", f->dir,
+             strrchr(f->dir, '/') + 1);
+    assert_int_equal(symlink(f->db, link), 0);
+    assert_null(ledger_open(link, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "in use by another rssub"));
+    assert_null(ledger_open(dots, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "in use by another rssub"));
+    assert_int_equal(ledger_writer_pid(link), 0);   /* our own pid */
 
     pid_t pid = fork();
     assert_true(pid >= 0);
