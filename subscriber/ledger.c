@@ -598,8 +598,9 @@ lg_lock_path(const char *path)
         snprintf(base, sizeof(base), "%s", path);
         char *d = realpath(dirname(dir), NULL);
         const char *b = basename(base);
-        if (d != NULL && (real = malloc(strlen(d) + strlen(b) + 2)) != NULL)
-            sprintf(real, "%s/%s", strcmp(d, "/") == 0 ? "" : d, b);
+        size_t n = d != NULL ? strlen(d) + strlen(b) + 2 : 0;
+        if (d != NULL && (real = malloc(n)) != NULL)
+            snprintf(real, n, "%s/%s", strcmp(d, "/") == 0 ? "" : d, b);
         free(d);
     }
     const char *use = real != NULL ? real : path;
