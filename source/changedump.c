@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_daemon.h"
 #include "rs_hash.h"
 #include "rs_write.h"
@@ -31,8 +32,12 @@
 #define CD_DEFAULT_FILES 20000u
 #define CD_MAX_FILES 50000u
 #define CD_PATH_MAX 4400
-#define CD_RETRY_US (INT64_C(60) * 1000000)   /* after a failed build */
 #define CD_NAME_MAX (3 * 4096 + 32)           /* a member's name */
+
+/* A failed build is tried again 1 s later, doubling with each failure in
+ * a row up to a minute: each try reads the list's whole spool again. */
+static const struct rs_backoff CD_RETRY = { .first_ms = 1000,
+                                            .max_ms = 60000 };
 
 enum cd_kind { CD_SPOOL, CD_ZIP, CD_MANIFEST };
 
@@ -91,7 +96,8 @@ struct changedump {
     atomic_bool done, stop;
     int brc;
     struct cd_build b;
-    rs_time_t retry_at;
+    rs_time_t retry_at;          /* no build starts before (failures) */
+    unsigned failures;           /* failed builds in a row */
     int64_t packages;            /* listed in the published document */
     char err[256];
 };
@@ -834,6 +840,15 @@ out:
     return 0;
 }
 
+static void
+cd_failed(struct changedump *d)
+{
+    if (d->failures < 64)
+        d->failures++;
+    d->retry_at = rs_time_now() +
+                  (rs_time_t)rs_backoff_base(&CD_RETRY, d->failures) * 1000;
+}
+
 /* After a build: record its packages (or that the list has none), free
  * its spool, publish the document. */
 static int
@@ -848,7 +863,7 @@ cd_finish(struct changedump *d, int rc)
                  (long long)list, b->err[0] != '\0' ? b->err
                                                     : rs_strerror(rc));
         cd_remove_packages(d->dir, list);
-        d->retry_at = rs_time_now() + CD_RETRY_US;
+        cd_failed(d);
         cd_build_clear(b);
         return rc;
     }
@@ -887,9 +902,10 @@ cd_finish(struct changedump *d, int rc)
         snprintf(d->err, sizeof(d->err), "state: %.240s",
                  state_errstr(d->o.st));
         cd_remove_packages(d->dir, list);
-        d->retry_at = rs_time_now() + CD_RETRY_US;
+        cd_failed(d);
         return rc;
     }
+    d->failures = 0;
     cd_spool_remove(d, list);
     if (skip) {
         d->stats.lists_skipped++;
@@ -1203,7 +1219,7 @@ changedump_tick(struct changedump *d)
     atomic_store(&d->stop, false);
     if (pthread_create(&d->thread, NULL, cd_thread, d) != 0) {
         snprintf(d->err, sizeof(d->err), "cannot start a thread");
-        d->retry_at = rs_time_now() + CD_RETRY_US;
+        cd_failed(d);
         return rc != 0 ? rc : RS_ENOMEM;
     }
     d->running = true;
@@ -1227,6 +1243,12 @@ changedump_build_all(struct changedump *d)
             return rc;
     }
     return 0;
+}
+
+rs_time_t
+changedump_retry_at(const struct changedump *d)
+{
+    return d->failures > 0 ? d->retry_at : RS_TIME_NONE;
 }
 
 bool

@@ -86,7 +86,8 @@ void changedump_capture_commit(struct changedump *d);
  * (CHANGEDUMP_PUBLISHED; CHANGEDUMP_SKIPPED when the list could have no
  * Change Dump: a change not captured, a capture that does not match its
  * digests; a negative RS_E* when the build failed otherwise:
- * changedump_errstr says why, it is tried again a minute later), drop
+ * changedump_errstr says why, it is tried again at changedump_retry_at:
+ * 1 s later, doubling with each failure in a row up to a minute), drop
  * the packages of lists the retention dropped, and start the build of
  * the oldest closed list that has none. 0 otherwise.
  */
@@ -94,6 +95,9 @@ int changedump_tick(struct changedump *d) RS_MUST_CHECK;
 /* Build every pending list now, blocking (tests). 0 or the first error. */
 int changedump_build_all(struct changedump *d) RS_MUST_CHECK;
 bool changedump_building(const struct changedump *d);
+/* After a failed build: when the next may start; RS_TIME_NONE when the
+ * last build did not fail. */
+rs_time_t changedump_retry_at(const struct changedump *d);
 const char *changedump_errstr(const struct changedump *d);
 const struct changedump_stats *changedump_stats(const struct changedump *d);
 /* Packages listed in changedump.xml (0: it is not published). */

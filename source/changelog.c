@@ -16,6 +16,8 @@ struct changelog {
     struct state_clist cur;  /* the open list, mirrored from the state */
     rs_time_t last_dt;       /* datetime of the newest change, or of the
                                 open list's from when it is newer */
+    bool held;               /* the last tick's retention stopped at
+                                keep_from (changelog_held) */
 };
 
 void
@@ -146,9 +148,13 @@ changelog_record(struct changelog *cl, struct state_change *c, rs_time_t now)
 }
 
 /* Drop the oldest closed lists while they are past the retention or too
- * many, but never one holding a change not yet pushed. */
+ * many, but never one holding a change not yet pushed, nor, for its age,
+ * one reaching keep_from: dropped, the Source's Change Lists would no
+ * longer reach back to the `at` of its Resource List or Dump, and the
+ * changes in between would be published nowhere. */
 static int
-retain(struct changelog *cl, rs_time_t now, int64_t pushed_upto)
+retain(struct changelog *cl, rs_time_t now, int64_t pushed_upto,
+       rs_time_t keep_from)
 {
     int64_t first_unpushed_list = INT64_MAX;
     struct state_iter *it;
@@ -173,7 +179,15 @@ retain(struct changelog *cl, rs_time_t now, int64_t pushed_upto)
             return r < 0 ? r : 0;
         bool expired = cl->o.retain_ms > 0 &&
                        old.until < now - cl->o.retain_ms * 1000;
-        if (!expired && nlists <= cl->o.max_lists)
+        bool too_many = nlists > cl->o.max_lists;
+        /* until == keep_from may hold a change dated `at` itself, which
+         * the snapshot may or may not have seen */
+        bool needed = keep_from != RS_TIME_NONE && old.until >= keep_from;
+        if (!expired && !too_many)
+            return 0;
+        if (needed)
+            cl->held = true;
+        if (needed && !too_many)
             return 0;
         rc = state_clist_drop(cl->st, old.num);
         if (rc != 0)
@@ -184,8 +198,10 @@ retain(struct changelog *cl, rs_time_t now, int64_t pushed_upto)
 }
 
 int
-changelog_tick(struct changelog *cl, rs_time_t now, int64_t pushed_upto)
+changelog_tick(struct changelog *cl, rs_time_t now, int64_t pushed_upto,
+               rs_time_t keep_from)
 {
+    cl->held = false;
     int rc = state_begin(cl->st);
     if (rc != 0)
         return rc;
@@ -195,7 +211,7 @@ changelog_tick(struct changelog *cl, rs_time_t now, int64_t pushed_upto)
         rc = rotate(cl, until);
     }
     if (rc == 0)
-        rc = retain(cl, now, pushed_upto);
+        rc = retain(cl, now, pushed_upto, keep_from);
     if (rc == 0)
         return state_commit(cl->st);
     state_rollback(cl->st);
@@ -212,6 +228,12 @@ changelog_reload(struct changelog *cl)
     rs_time_t last = state_change_last_dt(cl->st);
     cl->last_dt = last != RS_TIME_NONE && last > cl->cur.from ? last
                                                               : cl->cur.from;
+}
+
+bool
+changelog_held(const struct changelog *cl)
+{
+    return cl->held;
 }
 
 int64_t

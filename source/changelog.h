@@ -10,6 +10,7 @@
 #ifndef SOURCE_CHANGELOG_H
 #define SOURCE_CHANGELOG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "rs_error.h"
@@ -50,11 +51,23 @@ int changelog_record(struct changelog *cl, struct state_change *c,
  * its count, the newest datetime), reading them back from the state. */
 void changelog_reload(struct changelog *cl);
 
-/* Time-driven policy: age rotation and retention. pushed_upto is the
+/*
+ * Time-driven policy: age rotation and retention. pushed_upto is the
  * outbox watermark: a list holding a change not yet pushed is never
- * dropped. Returns 0 or the storage error. */
-int changelog_tick(struct changelog *cl, rs_time_t now, int64_t pushed_upto)
-    RS_MUST_CHECK;
+ * dropped. keep_from is the oldest `at` among the Resource List and the
+ * Resource Dump served (RS_TIME_NONE: none): a list whose until is not
+ * before it is never dropped for its age, since a Destination that made
+ * its baseline from them finds the changes since only in these lists
+ * (changelog_held then says so). The index's cap, max_lists, still
+ * drops. Returns 0 or the storage error.
+ */
+int changelog_tick(struct changelog *cl, rs_time_t now, int64_t pushed_upto,
+                   rs_time_t keep_from) RS_MUST_CHECK;
+
+/* Did the last tick keep a list past the retention only for keep_from
+ * (or drop one past keep_from for max_lists)? The caller then builds a
+ * newer Resource List, which lets the retention go on. */
+bool changelog_held(const struct changelog *cl);
 
 /* The open list (its number and from). */
 int64_t changelog_current(const struct changelog *cl);

@@ -21,6 +21,7 @@
 
 #include "dumpw.h"
 #include "rs_alloc.h"
+#include "rs_backoff.h"
 #include "rs_daemon.h"
 #include "rs_hash.h"
 #include "rs_write.h"
@@ -49,7 +50,8 @@ struct dw_member {
     rs_time_t lastmod;
     int64_t len;
     struct rs_hashes h;
-    bool missing;                /* gone when read: left out of manifest */
+    bool missing;                /* gone when read: left out of the
+                                    manifest and the package */
 };
 
 /* One package: members are read one at a time (libzip writes entries in
@@ -82,6 +84,8 @@ struct dumpw {
     struct dumpw_info next;
     char berr[256];
     char err[256];
+    unsigned failures;           /* failed builds in a row */
+    rs_time_t retry_at;          /* the next may start then (failures > 0) */
 };
 
 /* ------------------------------------------------------------- names */
@@ -165,11 +169,11 @@ dw_op_open(void *ud, size_t i, char *why)
     m->len = 0;
     p->fd = tree_open_file(p->o->tree, m->rel, &st);
     if (p->fd < 0) {
-        /* deleted since the catalog was read: an empty member the
-         * manifest does not list (the Change Lists say it is gone) */
+        /* deleted since the catalog was read: neither the manifest nor
+         * the package holds it (the Change Lists say it is gone) */
         m->missing = true;
         p->fd = -1;
-        return 0;
+        return ZIPPKG_GONE;
     }
     m->missing = false;
     m->lastmod = tree_mtime_ns(&st) / 1000;   /* as the catalog's */
@@ -555,6 +559,21 @@ dw_thread(void *arg)
     return NULL;
 }
 
+/* A failed build: the next waits 1 s, doubling up to the interval. */
+static void
+dw_failed(struct dumpw *w)
+{
+    struct rs_backoff b = {
+        .first_ms = 1000,
+        .max_ms = w->o.interval_ms > 0 ? (uint64_t)w->o.interval_ms
+                                       : DUMPW_RETRY_MAX_MS,
+    };
+    if (w->failures < 64)
+        w->failures++;
+    w->retry_at = rs_time_now() +
+                  (rs_time_t)rs_backoff_base(&b, w->failures) * 1000;
+}
+
 /* After a build: make it current (or clean up after a failure). */
 static int
 dw_finish(struct dumpw *w, int rc)
@@ -564,6 +583,7 @@ dw_finish(struct dumpw *w, int rc)
     if (rc != 0) {
         snprintf(w->err, sizeof(w->err), "%s", w->berr);
         dw_prune(w, w->cur.gen, w->cur.gen - 1);
+        dw_failed(w);
         return rc;
     }
     if ((rc = state_begin(w->o.st)) == 0) {
@@ -587,8 +607,10 @@ dw_finish(struct dumpw *w, int rc)
         snprintf(w->err, sizeof(w->err), "state: %.240s",
                  state_errstr(w->o.st));
         dw_prune(w, w->cur.gen, w->cur.gen - 1);
+        dw_failed(w);
         return rc;
     }
+    w->failures = 0;
     w->cur = *n;
     dw_prune(w, w->cur.gen, w->cur.gen - 1);
     return 1;
@@ -695,6 +717,22 @@ dumpw_stale(struct dumpw *w)
 }
 
 bool
+dumpw_due(struct dumpw *w, rs_time_t now)
+{
+    if (w->running || (w->failures > 0 && now < w->retry_at) ||
+        !dumpw_stale(w))
+        return false;
+    return w->cur.gen == 0 ||
+           now - w->cur.completed >= w->o.interval_ms * 1000;
+}
+
+rs_time_t
+dumpw_retry_at(const struct dumpw *w)
+{
+    return w->failures > 0 ? w->retry_at : RS_TIME_NONE;
+}
+
+bool
 dumpw_building(const struct dumpw *w)
 {
     return w->running;
@@ -716,6 +754,7 @@ dumpw_start(struct dumpw *w)
     atomic_store(&w->stop, false);
     if (pthread_create(&w->thread, NULL, dw_thread, w) != 0) {
         snprintf(w->err, sizeof(w->err), "cannot start a thread");
+        dw_failed(w);
         return RS_ENOMEM;
     }
     w->running = true;

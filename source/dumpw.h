@@ -5,7 +5,9 @@
  * a thread of its own into new files (resourcedump-G-K.zip,
  * resourcedump-G.xml) and published by one rename, so the dump served is
  * always complete; the last two generations stay on disk for Destinations
- * still downloading. When to build is the caller's business (rssource.c).
+ * still downloading. When to build is the caller's business (rssource.c);
+ * dumpw_due says when a build may start (the interval, the waits after a
+ * failed build).
  */
 #ifndef SOURCE_DUMPW_H
 #define SOURCE_DUMPW_H
@@ -34,7 +36,15 @@ struct dumpw_opts {
                                     file goes alone); 0: 64 MiB */
     size_t max_files;            /* members per package, 1..DUMPW_MAX_FILES;
                                     0: 20000 */
+    int64_t interval_ms;         /* --dump-interval: a dump missing changes
+                                    is rebuilt once this old (0: at once);
+                                    also the longest wait after a failed
+                                    build (0: DUMPW_RETRY_MAX_MS) */
 };
+
+/* A failed build is tried again after 1 s, doubling with each failure in
+ * a row up to interval_ms, or this when interval_ms is 0. */
+#define DUMPW_RETRY_MAX_MS 60000
 
 struct dumpw_info {
     int64_t gen;                 /* 0: none yet */
@@ -57,6 +67,17 @@ void dumpw_free(struct dumpw *w);
 const struct dumpw_info *dumpw_current(const struct dumpw *w);
 /* Does the current dump miss changes the change log holds? */
 bool dumpw_stale(struct dumpw *w);
+
+/*
+ * Should a build start now? When none runs, the dump misses changes (or
+ * there is none), the current one is interval_ms old, and the wait after
+ * a failed build is over: a build that fails (a full disk) reads the
+ * whole tree again, so it is not retried in a loop.
+ */
+bool dumpw_due(struct dumpw *w, rs_time_t now);
+/* When the last build failed: when the next may start (the time of the
+ * failure plus its wait). RS_TIME_NONE when the last one did not fail. */
+rs_time_t dumpw_retry_at(const struct dumpw *w);
 
 /* Start a build on its own thread. RS_ESTATE if one is under way. */
 int dumpw_start(struct dumpw *w) RS_MUST_CHECK;

@@ -151,7 +151,8 @@ static const struct rs_config_opt options[] = {
                    "each closed Change List"),
     RS_CONFIG_DURATION("dump-interval", 0, &conf.dump_interval_ms, "10m", 0,
                        0, "rebuild a Resource Dump missing changes at most "
-                       "this often"),
+                       "this often (a failed build: again after 1 s, "
+                       "doubling up to this, or 1m when 0)"),
     RS_CONFIG_SIZE("dump-max-bytes", 0, &conf.dump_max_bytes, "64M", 4096,
                    UINT64_C(1) << 40, "content bytes per dump package (a "
                    "larger file goes alone; the first three: 1/8, 1/4 and "
@@ -167,7 +168,8 @@ static const struct rs_config_opt options[] = {
                        0, "close a non-empty Change List this old (0: never)"),
     RS_CONFIG_DURATION("changelist-retain", 0, &conf.cl_retain_ms, "30d", 0, 0,
                        "drop closed Change Lists this long after they "
-                       "closed (0: keep)"),
+                       "closed, once the Resource List and Dump served are "
+                       "newer (0: keep)"),
     RS_CONFIG_DURATION("settle", 0, &conf.settle_ms, "1s", 0, 3600000,
                        "quiet time before a file changed without being "
                        "closed is announced"),
@@ -599,6 +601,23 @@ on_hubwait(evutil_socket_t fd, short what, void *arg)
     serve_start(arg, "wait_expired");
 }
 
+/* The oldest `at` of the Resource List and the Resource Dump served:
+ * the Change Lists must reach back to it (docs/source.md 5, Retention). */
+static rs_time_t
+served_at(const struct src *s)
+{
+    rs_time_t at = RS_TIME_NONE;
+    const struct snapshot_info *rl = snapshot_current(s->snap);
+    if (rl->gen > 0)
+        at = rl->at;
+    if (s->dump != NULL && dumpw_current(s->dump)->gen > 0) {
+        rs_time_t d = dumpw_current(s->dump)->at;
+        if (at == RS_TIME_NONE || d < at)
+            at = d;
+    }
+    return at;
+}
+
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -608,11 +627,62 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     int64_t pushed = 0;
     if (state_meta_get(s->st, "push.change", &pushed) != 0)
         pushed = 0;
-    int rc = changelog_tick(s->cl, rs_time_now(), pushed);
+    rs_time_t now = rs_time_now();
+    int rc = changelog_tick(s->cl, now, pushed, served_at(s));
     if (rc != 0)
         rs_log_kv(RS_LOG_ERROR, "Change List policy failed", "error",
                   state_errstr(s->st), NULL);
+    /* Lists past --changelist-retain wait for a newer Resource List. It is
+     * otherwise built only when asked for: without a reader the lists
+     * would be kept for ever. --resourcelist-refresh still bounds how often
+     * it is built; the dump has its own schedule (on_dump_tick). */
+    const struct snapshot_info *rl = snapshot_current(s->snap);
+    if (rc == 0 && changelog_held(s->cl) && !s->catching_up &&
+        !snapshot_building(s->snap) &&
+        now - rl->at >= conf.rl_refresh_ms * 1000 &&
+        snapshot_stale(s->snap)) {
+        rs_log(RS_LOG_INFO, "building a Resource List: Change Lists past "
+               "--changelist-retain are kept until it is newer");
+        if ((rc = snapshot_build_async(s->snap)) != 0)
+            rs_log_kv(RS_LOG_ERROR, "Resource List build failed", "error",
+                      rs_strerror(rc), NULL);
+    }
     kick(s);
+}
+
+/* Lists are never dropped while the Resource List or Dump served is
+ * older than they are (on_tick): with a retention shorter than the time
+ * between rebuilds, they are kept longer than --changelist-retain says.
+ * Said once, at start, so that the disk it takes is no surprise. */
+static void
+warn_retain(void)
+{
+    char r[32], i[32];
+    snprintf(r, sizeof(r), "%.3g", (double)conf.cl_retain_ms / 1e3);
+    if (conf.cl_retain_ms > 0 && conf.cl_retain_ms < conf.rl_refresh_ms) {
+        snprintf(i, sizeof(i), "%.3g", (double)conf.rl_refresh_ms / 1e3);
+        rs_log_kv(RS_LOG_WARN, "Change Lists are kept past "
+                  "--changelist-retain until a newer Resource List is built "
+                  "(at most --resourcelist-refresh apart)", "retain_seconds",
+                  r, "refresh_seconds", i, NULL);
+    }
+    if (conf.dump && conf.cl_retain_ms > 0 &&
+        conf.cl_retain_ms < conf.dump_interval_ms) {
+        snprintf(i, sizeof(i), "%.3g", (double)conf.dump_interval_ms / 1e3);
+        rs_log_kv(RS_LOG_WARN, "Change Lists are kept past "
+                  "--changelist-retain until a newer Resource Dump is built "
+                  "(--dump-interval apart)", "retain_seconds", r,
+                  "dump_interval_seconds", i, NULL);
+    }
+}
+
+/* Seconds from now to at, for a log line, into buf (24 bytes). */
+static const char *
+retry_in(rs_time_t at, char *buf)
+{
+    rs_time_t d = at == RS_TIME_NONE ? 0 : at - rs_time_now();
+    snprintf(buf, 24, "%.3g", d > 0 ? (double)d / 1e6 : 0.0);
+    return buf;
 }
 
 /* --dump: the Change Dump of each closed Change List (built on a thread
@@ -632,7 +702,8 @@ cdump_tick(struct src *s)
                   changedump_errstr(s->cdump), NULL);
     } else if (rc < 0) {
         rs_log_kv(RS_LOG_ERROR, "change dump failed", "error",
-                  changedump_errstr(s->cdump), NULL);
+                  changedump_errstr(s->cdump), "retry_in_seconds",
+                  retry_in(changedump_retry_at(s->cdump), n), NULL);
     }
 }
 
@@ -668,16 +739,16 @@ on_dump_tick(evutil_socket_t fd, short what, void *arg)
                   "files", n[1], "packages", n[2], NULL);
     } else if (rc < 0) {
         rs_log_kv(RS_LOG_ERROR, "resource dump failed", "error",
-                  dumpw_errstr(s->dump), NULL);
+                  dumpw_errstr(s->dump), "retry_in_seconds",
+                  retry_in(dumpw_retry_at(s->dump), n[0]), NULL);
     }
     /* Not from a tree the start-up rescan has not all looked at yet. */
-    if (s->catching_up || dumpw_building(s->dump) || !dumpw_stale(s->dump) ||
-        (cur->gen > 0 &&
-         rs_time_now() - cur->completed < conf.dump_interval_ms * 1000))
+    if (s->catching_up || !dumpw_due(s->dump, rs_time_now()))
         return;
     if ((rc = dumpw_start(s->dump)) != 0)
         rs_log_kv(RS_LOG_ERROR, "cannot start a resource dump", "error",
-                  dumpw_errstr(s->dump), NULL);
+                  dumpw_errstr(s->dump), "retry_in_seconds",
+                  retry_in(dumpw_retry_at(s->dump), n[0]), NULL);
 }
 
 /* The Capability List's entries besides the Resource List and the Change
@@ -1212,6 +1283,7 @@ setup(struct src *s)
     }
     if (setup_topics(s) != 0)
         return 2;
+    warn_retain();
     struct changelog_opts co = {
         .max_entries = conf.page_size,
         .max_age_ms = conf.cl_max_age_ms,
@@ -1316,6 +1388,7 @@ setup(struct src *s)
             .dir = s->dump_dir,
             .max_bytes = conf.dump_max_bytes,
             .max_files = (size_t)conf.dump_max_files,
+            .interval_ms = conf.dump_interval_ms,
         };
         if (docs_url(s->docs, DUMPW_DOC, s->dump_url,
                      sizeof(s->dump_url)) != 0) {

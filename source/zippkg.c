@@ -23,13 +23,14 @@ struct zp_member {
     struct zp_write *w;
     size_t i;
     bool done;                   /* read to its end and closed once */
+    bool gone;                   /* ops->open said ZIPPKG_GONE */
 };
 
 struct zp_write {
     const struct zippkg_ops *ops;
     void *ud;
     struct zp_member *m;         /* n slots */
-    size_t n, closed;
+    size_t n, closed, gone;
     const char *man;             /* the caller's, from ops->manifest */
     size_t man_len, man_pos;
     zip_error_t zerr;
@@ -86,7 +87,14 @@ zp_member_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
                 snprintf(w->why, sizeof(w->why), "stopped");
             return zp_fail(w, ZIP_ER_CANCELLED, RS_ECANCELED);
         }
-        if ((rc = w->ops->open(w->ud, m->i, w->why)) != 0)
+        rc = w->ops->open(w->ud, m->i, w->why);
+        if (rc == ZIPPKG_GONE) {
+            if (!m->gone)
+                w->gone++;
+            m->gone = true;
+            return 0;
+        }
+        if (rc != 0)
             return zp_fail(w, ZIP_ER_OPEN, rc);
         return 0;
     case ZIP_SOURCE_READ:
@@ -140,6 +148,39 @@ zp_man_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
     default:
         return zp_common(w, data, len, cmd);
     }
+}
+
+/* Take the members found gone out of the written package. libzip cannot
+ * leave out a member once it is being written (the file is opened when
+ * libzip pulls its source), so the archive is opened again and they are
+ * deleted: libzip then copies the other entries, stored and deflated
+ * alike, as they are. A file deleted in the middle of a build is rare;
+ * the copy it costs then is the price of a package that holds only what
+ * its manifest lists. */
+static int
+zp_drop_gone(const struct zp_write *w, const char *path, char *err,
+             size_t errsz)
+{
+    zip_error_t ze;
+    int zrc, rc = 0;
+    zip_t *za = zip_open(path, 0, &zrc);
+
+    if (za == NULL) {
+        zip_error_init_with_code(&ze, zrc);
+        snprintf(err, errsz, "%.100s: %.150s", path, zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return RS_EIO;
+    }
+    for (size_t i = 0; i < w->n && rc == 0; i++)
+        if (w->m[i].gone && zip_delete(za, (zip_uint64_t)i) != 0)
+            rc = RS_EIO;
+    if (rc == 0 && zip_close(za) != 0)
+        rc = RS_EIO;
+    if (rc != 0) {
+        snprintf(err, errsz, "%.100s: %.150s", path, zip_strerror(za));
+        zip_discard(za);
+    }
+    return rc;
 }
 
 int
@@ -208,6 +249,8 @@ zippkg_write(const char *path, const char *const *names, size_t n,
         rc = RS_EIO;
         goto out;
     }
+    if (w.gone > 0 && (rc = zp_drop_gone(&w, path, err, errsz)) != 0)
+        goto out;
     if (stat(path, &st) != 0) {
         snprintf(err, errsz, "%.100s: %.150s", path, strerror(errno));
         rc = RS_EIO;

@@ -18,12 +18,16 @@
 
 #define ZIPPKG_MANIFEST "manifest.xml"
 #define ZIPPKG_WHY 256                /* a callback's message buffer */
+#define ZIPPKG_GONE 1                 /* ops->open: the member is gone */
 
 /* Each callback returns 0 (read: bytes, 0 at the end) or a negative
  * RS_E*, and may then put a reason in why (ZIPPKG_WHY bytes). */
 struct zippkg_ops {
     /* Member i is about to be read (members are read one at a time, in
-     * order). */
+     * order). ZIPPKG_GONE: its file is gone (deleted since the caller
+     * listed it); its reads give nothing, and the member is taken out of
+     * the package before zippkg_write returns, so that the package holds
+     * exactly what the manifest, which the caller makes, lists. */
     int (*open)(void *ud, size_t i, char *why);
     ssize_t (*read)(void *ud, size_t i, void *buf, size_t len, char *why);
     /* After member i's last read. */
@@ -37,9 +41,10 @@ struct zippkg_ops {
 
 /*
  * Write the package at path (replaced if it exists): members names[0..n)
- * then manifest.xml. Files are read when libzip closes the archive, each
- * member streamed through ops. 0 and *size (the file's bytes), or a
- * negative RS_E* with a message in err; the file is then removed.
+ * but those found gone, then manifest.xml. Files are read when libzip
+ * closes the archive, each member streamed through ops. 0 and *size (the
+ * file's bytes), or a negative RS_E* with a message in err; the file is
+ * then removed.
  */
 int zippkg_write(const char *path, const char *const *names, size_t n,
                  const struct zippkg_ops *ops, void *ud, uint64_t *size,

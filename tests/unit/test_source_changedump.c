@@ -4,7 +4,7 @@
  * verifying reader (subscriber/dumpzip.c); the document; the open list
  * has none; a list with a change not captured, over the cap or whose
  * spool does not match its digests gets none; the split; a restart; the
- * retention's prune; the names served. */
+ * retention's prune; the names served; the waits after a failed build. */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -628,6 +628,51 @@ test_background(void **state)
     assert_true(served(f, "changedump-1-1.zip"));
 }
 
+/* One failed build of the Change Dump: the wait before the next, in
+ * whole seconds. */
+static int64_t
+fx_cd_fail_wait(struct fx *f)
+{
+    rs_time_t t0 = rs_time_now();
+    assert_true(changedump_build_all(f->cd) < 0);
+    rs_time_t t1 = rs_time_now(), at = changedump_retry_at(f->cd);
+    assert_true(at != RS_TIME_NONE);
+    assert_true(t1 - t0 < 500000);
+    return (at - t1 + 500000) / 1000000;
+}
+
+/* changedump/retry_backoff: a build that fails otherwise than by a list
+ * that can have no Change Dump (here its package cannot be written) is
+ * tried again after 1 s, then 2, 4, ... up to a minute, not at the next
+ * tick; one that succeeds ends the waits. */
+static void
+test_retry_backoff(void **state)
+{
+    struct fx *f = *state;
+    char p[4400];
+    static const int64_t waits[] = { 1, 2, 4, 8, 16, 32, 60, 60 };
+
+    fx_cd(f, 0, 0);
+    for (int i = 0; i < 5; i++) {
+        char rel[16];
+        snprintf(rel, sizeof(rel), "r%d", i);
+        fx_change(f, rel, rel);
+    }
+    /* a directory where the package goes: it cannot be written */
+    snprintf(p, sizeof(p), "%s/changedump-1-1.zip", f->ddir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_int_equal(changedump_retry_at(f->cd), RS_TIME_NONE);
+    for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+        assert_int_equal(fx_cd_fail_wait(f), waits[i]);
+    /* the tick waits too */
+    assert_int_equal(changedump_tick(f->cd), 0);
+    assert_false(changedump_building(f->cd));
+    assert_int_equal(rmdir(p), 0);
+    assert_int_equal(changedump_build_all(f->cd), 0);
+    assert_int_equal(changedump_retry_at(f->cd), RS_TIME_NONE);
+    assert_true(served(f, "changedump-1-1.zip"));
+}
+
 int
 main(void)
 {
@@ -645,6 +690,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_capture_api, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_background, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_retry_backoff, fx_setup,
                                         fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /* test_source_changelog.c - the change log's policy (source/changelog.c):
  * strictly increasing datetimes, Change List rotation at the page size
- * and by age, retention that never drops what was not pushed, and the
- * framework events rotations leave behind. */
+ * and by age, retention that never drops what was not pushed nor what
+ * the Resource List served needs, and the framework events rotations
+ * leave behind. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -210,16 +211,16 @@ test_rotation_age(void **state)
 {
     struct fx *f = *state;
     struct changelog *cl = fx_log(f, 1000, 3600 * 1000, 0, T0);
-    assert_int_equal(changelog_tick(cl, T0 + 7200 * SEC, 0), 0);
+    assert_int_equal(changelog_tick(cl, T0 + 7200 * SEC, 0, RS_TIME_NONE), 0);
     assert_int_equal(changelog_current(cl), 1);           /* empty */
     fx_record_n(cl, f->st, 2, T0 + 7200 * SEC);
-    assert_int_equal(changelog_tick(cl, T0 + 7201 * SEC, 2), 0);
+    assert_int_equal(changelog_tick(cl, T0 + 7201 * SEC, 2, RS_TIME_NONE), 0);
     assert_int_equal(changelog_current(cl), 2);
     assert_int_equal(fx_list(f, 1).until, T0 + 7201 * SEC);
     assert_int_equal(fx_list(f, 2).from, T0 + 7201 * SEC);
     /* list 2 is young: no rotation */
     fx_record_n(cl, f->st, 1, T0 + 7300 * SEC);
-    assert_int_equal(changelog_tick(cl, T0 + 7400 * SEC, 3), 0);
+    assert_int_equal(changelog_tick(cl, T0 + 7400 * SEC, 3, RS_TIME_NONE), 0);
     assert_int_equal(changelog_current(cl), 2);
     changelog_free(cl);
 }
@@ -238,12 +239,12 @@ test_retention(void **state)
     assert_int_equal(changelog_current(cl), 3);
     rs_time_t later = T0 + 3 * 24 * 3600 * SEC;
     /* the hub accepted only seq 2: list 2 must stay */
-    assert_int_equal(changelog_tick(cl, later, 2), 0);
+    assert_int_equal(changelog_tick(cl, later, 2, RS_TIME_NONE), 0);
     assert_int_equal(state_clist_count(f->st), 2);
     struct state_clist c;
     assert_int_equal(state_clist_get(f->st, 1, &c), RS_ENOTFOUND);
     /* everything accepted: list 2 goes too, the open list stays */
-    assert_int_equal(changelog_tick(cl, later, 5), 0);
+    assert_int_equal(changelog_tick(cl, later, 5, RS_TIME_NONE), 0);
     assert_int_equal(state_clist_count(f->st), 1);
     assert_int_equal(fx_list(f, 3).count, 1);
     struct state_iter *it;
@@ -256,6 +257,41 @@ test_retention(void **state)
     assert_int_equal(n, 1);
     /* seqs never go back, even with the old rows gone */
     assert_int_equal(state_change_last_seq(f->st), 5);
+    changelog_free(cl);
+}
+
+/* changelog/retention_keeps_from: a closed list reaching keep_from (the
+ * `at` of the Resource List or Dump served) is kept past the retention
+ * and the tick says it held; once keep_from passes it, it goes. */
+static void
+test_retention_keeps_from(void **state)
+{
+    struct fx *f = *state;
+    struct changelog *cl = fx_log(f, 2, 0, 3000, T0);
+    fx_record_n(cl, f->st, 2, T0 + SEC);        /* list 1: to T0+1s+1us */
+    fx_record_n(cl, f->st, 2, T0 + 5 * SEC);    /* list 2: to T0+5s+1us */
+    fx_record_n(cl, f->st, 1, T0 + 6 * SEC);    /* list 3 (open) */
+    rs_time_t later = T0 + 60 * SEC;            /* lists 1, 2 expired */
+    /* served at T0 + 1 s: list 1 ends after it: both lists stay */
+    assert_int_equal(changelog_tick(cl, later, 5, T0 + SEC), 0);
+    assert_true(changelog_held(cl));
+    assert_int_equal(state_clist_count(f->st), 3);
+    /* served at T0 + 2 s: list 1 ended before, list 2 reaches it */
+    assert_int_equal(changelog_tick(cl, later, 5, T0 + 2 * SEC), 0);
+    assert_true(changelog_held(cl));
+    assert_int_equal(state_clist_count(f->st), 2);
+    struct state_clist c;
+    assert_int_equal(state_clist_get(f->st, 1, &c), RS_ENOTFOUND);
+    assert_int_equal(fx_list(f, 2).count, 2);
+    /* a newer Resource List: list 2 goes, nothing is held */
+    assert_int_equal(changelog_tick(cl, later, 5, T0 + 50 * SEC), 0);
+    assert_false(changelog_held(cl));
+    assert_int_equal(state_clist_count(f->st), 1);
+    /* no list expired: nothing held whatever keep_from says */
+    fx_record_n(cl, f->st, 1, later);           /* closes list 3 */
+    assert_int_equal(changelog_tick(cl, later + SEC, 6, T0), 0);
+    assert_false(changelog_held(cl));
+    assert_int_equal(state_clist_count(f->st), 2);
     changelog_free(cl);
 }
 
@@ -290,6 +326,7 @@ main(void)
         TC("changelog/rotation_at_page_size", test_rotation_boundary),
         TC("changelog/rotation_by_age", test_rotation_age),
         TC("changelog/retention", test_retention),
+        TC("changelog/retention_keeps_from", test_retention_keeps_from),
         TC("changelog/rollback_reload", test_rollback),
     };
     return cmocka_run_group_tests_name("source_changelog", tests, NULL, NULL);

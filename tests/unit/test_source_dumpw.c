@@ -2,7 +2,8 @@
  * packages split by member count and bytes, each read back through rssub's
  * verifying reader (subscriber/dumpzip.c) against the files and the
  * catalog's digests; the dump document; generations kept and pruned; a
- * file gone before the build; the names served; the background build. */
+ * file gone before the build; the names served; the background build;
+ * the waits after a failed build. */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -55,16 +56,24 @@ fx_scan(struct fx *f, bool record)
 }
 
 static void
-fx_dumpw(struct fx *f, size_t max_files, uint64_t max_bytes)
+fx_dumpw_every(struct fx *f, size_t max_files, uint64_t max_bytes,
+               int64_t interval_ms)
 {
     const char *e = NULL;
     struct dumpw_opts o = { .docs = f->docs, .tree = f->tree, .st = f->st,
                             .state_path = f->db, .dir = f->ddir,
-                            .max_files = max_files, .max_bytes = max_bytes };
+                            .max_files = max_files, .max_bytes = max_bytes,
+                            .interval_ms = interval_ms };
     dumpw_free(f->w);
     f->w = dumpw_new(&o, &e);
     if (f->w == NULL)
         fail_msg("dumpw_new: %s", e);
+}
+
+static void
+fx_dumpw(struct fx *f, size_t max_files, uint64_t max_bytes)
+{
+    fx_dumpw_every(f, max_files, max_bytes, 0);
 }
 
 static int
@@ -404,7 +413,8 @@ test_generations(void **state)
 }
 
 /* dumpw/gone: a file deleted after the catalog was read is left out of
- * the manifest (the Change Lists report its deletion). */
+ * the manifest and out of the package, which holds exactly the members
+ * its manifest lists (the Change Lists report its deletion). */
 static void
 test_gone(void **state)
 {
@@ -423,6 +433,19 @@ test_gone(void **state)
     assert_int_equal(dumpw_current(f->w)->files, 2);
     /* check_dump looks each member up in the catalog, where b still is */
     assert_int_equal(check_dump(f, per, &npkg), 2);
+    char zp[4400];
+    snprintf(zp, sizeof(zp), "%s/resourcedump-1-1.zip", f->ddir);
+    int zrc;
+    zip_t *za = zip_open(zp, ZIP_RDONLY, &zrc);
+    assert_non_null(za);
+    assert_int_equal(zip_get_num_entries(za, 0), 3);
+    assert_string_equal(zip_get_name(za, 0, 0), "a");
+    assert_string_equal(zip_get_name(za, 1, 0), "c");
+    assert_string_equal(zip_get_name(za, 2, 0), "manifest.xml");
+    zip_discard(za);
+    struct stat st;
+    assert_int_equal(stat(zp, &st), 0);
+    assert_int_equal((uint64_t)st.st_size, dumpw_current(f->w)->bytes);
 }
 
 /* dumpw/names: only names the writer makes are served. */
@@ -560,6 +583,85 @@ test_failure(void **state)
                      0);
 }
 
+/* Replace the dump directory by a file (nothing can be created in it:
+ * every build fails), or put it back. */
+static void
+fx_break_dir(struct fx *f, bool broken)
+{
+    if (broken) {
+        tu_rmtree(f->ddir);
+        FILE *fp = fopen(f->ddir, "w");
+        assert_non_null(fp);
+        fclose(fp);
+    } else {
+        assert_int_equal(unlink(f->ddir), 0);
+        assert_int_equal(mkdir(f->ddir, 0755), 0);
+    }
+}
+
+/* One failed build: the wait before the next, in whole seconds, checked
+ * against dumpw_due just before and at the end of it. */
+static int64_t
+fx_fail_wait(struct fx *f)
+{
+    rs_time_t t0 = rs_time_now();
+    assert_true(dumpw_build(f->w) < 0);
+    rs_time_t t1 = rs_time_now(), at = dumpw_retry_at(f->w);
+    assert_true(at != RS_TIME_NONE);
+    assert_false(dumpw_due(f->w, t1));
+    assert_false(dumpw_due(f->w, at - 1));
+    assert_true(dumpw_due(f->w, at));
+    /* at = the failure's time (in [t0, t1], well under 0.5 s apart) +
+     * the wait */
+    assert_true(t1 - t0 < 500000);
+    return (at - t1 + 500000) / 1000000;
+}
+
+/* dumpw/retry_backoff: a build that fails (a full disk) is not tried
+ * again at once: dumpw_due waits 1 s, then 2, 4, ... up to the dump
+ * interval (60 s when it is 0); a build that succeeds ends the waits;
+ * a dump that misses nothing, or is younger than the interval, is not
+ * due. */
+static void
+test_retry_backoff(void **state)
+{
+    struct fx *f = *state;
+    rs_time_t now;
+    static const int64_t waits3[] = { 1, 2, 3, 3 };
+    static const int64_t waits0[] = { 1, 2, 4, 8, 16, 32, 60, 60 };
+
+    fx_write(f, "a", 10, 'a');
+    fx_scan(f, false);
+    fx_dumpw_every(f, 0, 0, 3000);
+    assert_true(dumpw_due(f->w, rs_time_now()));      /* none yet */
+    fx_break_dir(f, true);
+    for (size_t i = 0; i < sizeof(waits3) / sizeof(waits3[0]); i++) {
+        int64_t w = fx_fail_wait(f);
+        assert_int_equal(w, waits3[i]);
+    }
+    fx_break_dir(f, false);
+    assert_int_equal(dumpw_build(f->w), 0);
+    assert_int_equal(dumpw_retry_at(f->w), RS_TIME_NONE);
+    now = rs_time_now();
+    assert_false(dumpw_due(f->w, now + 10000000));   /* misses nothing */
+    fx_write(f, "b", 10, 'b');
+    fx_scan(f, true);
+    assert_false(dumpw_due(f->w, now));              /* younger than 3 s */
+    assert_true(dumpw_due(f->w, now + 3000000));
+
+    /* --dump-interval 0: at most a minute between the tries, and the
+     * dump served (generation 1) stays */
+    fx_dumpw_every(f, 0, 0, 0);
+    assert_true(dumpw_due(f->w, rs_time_now()));
+    fx_break_dir(f, true);
+    for (size_t i = 0; i < sizeof(waits0) / sizeof(waits0[0]); i++) {
+        int64_t w = fx_fail_wait(f);
+        assert_int_equal(w, waits0[i]);
+    }
+    assert_int_equal(dumpw_current(f->w)->gen, 1);
+    fx_break_dir(f, false);
+}
+
 /* dumpw/stop: freeing dumpw while its thread builds stops the build at
  * its next member and leaves no file of it behind. */
 static void
@@ -599,6 +701,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_names, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_async, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_failure, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_retry_backoff, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_stop, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
