@@ -170,6 +170,21 @@ pub_backoff(struct rs_publisher *p, int64_t retry_after_ms)
     timer_in(p, ms);
 }
 
+
+/* The start of the hub's reply on one line, into buf: its words (a 502's
+ * "error: Redis refused it: OOM ...") are what the operator needs. */
+static const char *
+reply_line(const struct rs_http_result *res, char *buf, size_t len)
+{
+    size_t n = res->body_len < len - 1 ? res->body_len : len - 1;
+    memcpy(buf, res->body != NULL ? res->body : "", n);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\n' || buf[i] == '\r')
+            buf[i] = ' ';
+    return buf;
+}
+
 static void
 on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
 {
@@ -223,9 +238,12 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
             rs_retry_after_parse(h, rs_time_now() / 1000000, &ra_ms) == 0 &&
             ra_ms < PUB_RETRY_AFTER_MAX_MS)
             ra = (int64_t)ra_ms;
+        char body[200];
         rs_log_kv(RS_LOG_WARN, "hub unavailable, will retry", "topic",
                   p->name, "status", st, "error",
-                  res->rc != 0 ? res->errstr : "", NULL);
+                  res->rc != 0 ? res->errstr : reply_line(res, body,
+                                                          sizeof(body)),
+                  NULL);
         pub_backoff(p, ra);
         return;
     }
@@ -250,16 +268,10 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     /* Anything else is a configuration problem (token, topic, URL):
      * retrying would only repeat it. */
     char body[200];
-    size_t bl = res->body_len < sizeof(body) - 1 ? res->body_len
-                                                 : sizeof(body) - 1;
-    memcpy(body, res->body != NULL ? res->body : "", bl);
-    body[bl] = '\0';
-    for (size_t i = 0; i < bl; i++)
-        if (body[i] == '\n' || body[i] == '\r')
-            body[i] = ' ';
     rs_log_kv(RS_LOG_ERROR, "hub refused a notification; this topic stops "
               "until SIGHUP or restart (the outbox keeps it)", "topic",
-              p->name, "status", st, "reply", body, NULL);
+              p->name, "status", st, "reply",
+              reply_line(res, body, sizeof(body)), NULL);
     pub_set(p, PUB_STOPPED);
     p->stats.stopped = true;
 }

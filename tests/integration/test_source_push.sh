@@ -180,6 +180,21 @@ check "offline changes are notified after the restart" \
     "deleted w05.txt" "updated w06.txt"
 expect_eq "...and match the Change Lists" \
     "$(notified "$TMP/subc2.log" "$B" dt)" "$(changes_of s dt)"
+
+note "the hub answers 5xx: its words are logged"
+# A 502 says why (Redis out of memory): rssource logged error="".
+used=$(rcli info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r')
+policy=$(rcli config get maxmemory-policy | tail -n 1)
+rcli config set maxmemory-policy noeviction >/dev/null
+rcli config set maxmemory $((used / 2)) >/dev/null
+printf 'oom\n' >"$D/oom.txt"
+check "a 502's reply is in the retry's log line" \
+    wait_until 10 grep -q 'hub unavailable, will retry.*status=502.*Redis refused it: OOM' \
+    "${SRC_LOG[s]}"
+rcli config set maxmemory 0 >/dev/null
+rcli config set maxmemory-policy "$policy" >/dev/null
+check "...and the change is notified once Redis has room" \
+    wait_until 15 notified_has "$TMP/subc2.log" "$B" "" "created oom.txt"
 unset SRC_PORT
 
 note "closed topics and tokens"
