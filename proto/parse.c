@@ -1178,6 +1178,14 @@ prologue_check_encoding(struct rs_parser *p)
                     "protocol); this one is UTF-16 or UCS-4");
         return p->err;
     }
+    /* A dump's package given where a document is expected (a
+     * <loc> of a Resource Dump, rsdoc on a .zip): say what it is. */
+    if (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) {
+        parser_fail(p, RS_EPARSE, 1, "a ZIP package, not an XML document "
+                    "(a dump's package: its manifest.xml inside is the "
+                    "document)");
+        return p->err;
+    }
     const char *nul = memchr(b, '\0', n);
     if (nul != NULL) {
         unsigned line = 1;

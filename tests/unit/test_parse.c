@@ -921,7 +921,8 @@ test_utf8_only(void **state)
     }
 }
 
-/* parse/nul_byte_told: a NUL byte is told as one, with its offset and
+/* parse/nul_byte_told: a ZIP package is told as one; a NUL byte is told
+ * as one, with its offset and
  * line, wherever it is (the first bytes, the declaration, past the first
  * 512 bytes) and whatever the chunking; a document that starts as UTF-16
  * or UCS-4 does is still told as such. */
@@ -974,6 +975,15 @@ test_nul_byte_told(void **state)
     assert_int_equal(feed_chunked(p, wide, sizeof(wide) - 1, 64), RS_EINVALID);
     assert_non_null(strstr(rs_parser_error(p)->msg, "UTF-16 or UCS-4"));
     rs_parser_free(p);
+    /* a ZIP package (a dump's) is named as one, in any chunking */
+    static const char zip[] = "PK\x03\x04\x14\0\0\0\x08\0manifest.xml";
+    for (size_t chunk = 1; chunk <= 64; chunk *= 4) {
+        p = rs_parser_new(NULL, NULL, NULL);
+        assert_int_equal(feed_chunked(p, zip, sizeof(zip) - 1, chunk),
+                         RS_EPARSE);
+        assert_non_null(strstr(rs_parser_error(p)->msg, "a ZIP package"));
+        rs_parser_free(p);
+    }
 }
 
 /* parse/big_in_one_call: a 12 MB document handed over in one call parses
