@@ -320,6 +320,24 @@ static int
 check_intervals(struct rs_check *c, const struct rs_md *md, const char *where)
 {
     int rc = 0;
+    /* A time past our clock (by more than a clock's usual skew) is a
+     * Source's clock gone wrong, or an error: readers take it as now
+     * (rssub, rsbridge), so say it, once a document. */
+    const rs_time_t times[] = { md->at, md->completed, md->from, md->until,
+                                md->datetime };
+    static const char *const names[] = { "at", "completed", "from", "until",
+                                         "datetime" };
+    rs_time_t limit = rs_time_now() + RS_TIME_SKEW_US;
+    for (size_t i = 0; !c->future_warned && i < 5; i++) {
+        if (times[i] == RS_TIME_NONE || times[i] <= limit)
+            continue;
+        char t[RS_TIME_BUFSZ];
+        rs_time_format(times[i], t);
+        c->future_warned = true;
+        rc = check_at(c, LV_SHOULD, "%.100s: \"%s\" is in the future (%s): "
+                      "is the Source's clock wrong? (readers take it as now)",
+                      where, names[i], t);
+    }
     if (md->at != RS_TIME_NONE && md->completed != RS_TIME_NONE &&
         md->completed < md->at)
         rc = first_error(rc, check_at(c, LV_SHOULD, "%s: \"completed\" is "

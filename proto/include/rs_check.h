@@ -81,6 +81,7 @@ struct rs_check {
     size_t nentries;
     rs_time_t last_time;          /* latest change entry so far */
     rs_time_t from, until;        /* the head's interval (change documents) */
+    bool future_warned;           /* a time past the clock was told */
     bool order_warned;            /* the out-of-order problem was told */
     bool head_done;
     bool has_up;                  /* a root rel="up" link was seen */
