@@ -53,6 +53,19 @@
                                        `since` rule skips most anyway) */
 #define PULL_VALIDATOR_MAX 512      /* longer validators are not kept */
 #define PULL_AFTER_REL "urn:rspush:changes-after"
+#define PULL_SPANS_MAX 1000000      /* Change Lists placed in one walk;
+                                       past it coverage is unknown (a
+                                       reconcile) */
+/* Two Change Lists are taken to meet when the next begins no later than
+ * a second after the last ends: W3C datetimes are often written to the
+ * second, and one list's until and the next's from, cut differently,
+ * may be a second apart. A longer hole is one no list covers. */
+#define PULL_SPAN_SLACK_US 1000000LL
+
+/* A Change List's interval; until RS_TIME_NONE: open. */
+struct pull_span {
+    rs_time_t from, until;
+};
 
 enum pull_phase { PHASE_IDLE, PHASE_PEEK, PHASE_CHANGES, PHASE_TAIL,
                   PHASE_LIST };
@@ -80,7 +93,17 @@ struct pull {
     rs_time_t started;
     rs_time_t index_at;          /* the index's at (children may lack it) */
     rs_time_t doc_at;            /* the current list's at */
-    rs_time_t min_from;          /* CHANGES: earliest from of any list */
+    /* CHANGES: the intervals of the Change Lists met (read, or skipped
+     * as read before), and what they cover (spans_cover): from cover_from
+     * on, every moment up to the newest list is in one of them. A list
+     * of an index that leaves a hole before the next is no more reach
+     * than one that begins late. */
+    struct pull_span *spans;
+    size_t nspans, capspans;
+    bool spans_lost;             /* one could not be kept: coverage
+                                    unknown */
+    rs_time_t index_from;        /* an index's from: when no list has one */
+    rs_time_t cover_from;
     rs_time_t newest_lastmod;    /* RECONCILE/AUDIT: the newest <lastmod>
                                     the list named: its age when it has no
                                     at */
@@ -352,6 +375,77 @@ on_change_entry(struct pull *p, const struct rs_entry *e, const char *loc)
     return 0;
 }
 
+/* ------------------------------------------------------------- spans */
+
+static void
+spans_reset(struct pull *p)
+{
+    p->nspans = 0;
+    p->spans_lost = false;
+    p->index_from = p->cover_from = RS_TIME_NONE;
+}
+
+/* A Change List's interval met (from RS_TIME_NONE: it cannot be placed). */
+static void
+span_add(struct pull *p, rs_time_t from, rs_time_t until)
+{
+    if (from == RS_TIME_NONE)
+        return;
+    if (p->nspans == p->capspans) {
+        size_t cap = p->capspans > 0 ? p->capspans * 2 : 16;
+        struct pull_span *n = cap <= PULL_SPANS_MAX
+                              ? rs_realloc(p->spans, cap * sizeof(*n)) : NULL;
+        if (n == NULL) {
+            p->spans_lost = true;
+            return;
+        }
+        p->spans = n;
+        p->capspans = cap;
+    }
+    if (until != RS_TIME_NONE && until < from)
+        until = from;
+    p->spans[p->nspans++] = (struct pull_span){ from, until };
+}
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    rs_time_t x = ((const struct pull_span *)a)->from;
+    rs_time_t y = ((const struct pull_span *)b)->from;
+    return (x > y) - (x < y);
+}
+
+/* The earliest time from which the lists met cover everything up to the
+ * newest of them, holes between lists (PULL_SPAN_SLACK_US) included: the
+ * start of the last unbroken run. RS_TIME_NONE: none can be placed, or
+ * one was lost. Lists that give no from at all: the index's. */
+static rs_time_t
+spans_cover(struct pull *p)
+{
+    rs_time_t start = RS_TIME_NONE, end = RS_TIME_NONE;
+    bool open = false;
+
+    if (p->spans_lost)
+        return RS_TIME_NONE;
+    if (p->nspans == 0)
+        return p->index_from;
+    qsort(p->spans, p->nspans, sizeof(*p->spans), cmp_span);
+    for (size_t i = 0; i < p->nspans; i++) {
+        const struct pull_span *sp = &p->spans[i];
+        if (start == RS_TIME_NONE ||
+            (!open && sp->from > end + PULL_SPAN_SLACK_US)) {
+            start = sp->from;         /* a hole before it: a new run */
+            end = sp->until;
+            open = sp->until == RS_TIME_NONE;
+        } else if (sp->until == RS_TIME_NONE) {
+            open = true;
+        } else if (sp->until > end) {
+            end = sp->until;
+        }
+    }
+    return start;
+}
+
 /* ---------------------------------------------------------- snapshots */
 
 /* The newest time the documents read speak for: the snapshot, brought
@@ -380,7 +474,7 @@ judgeable(const struct pull *p, rs_time_t t, rs_time_t at)
     if (p->cs == NULL || t > horizon(p))
         return false;
     return p->r.changes_reach_back ||
-           (p->min_from != RS_TIME_NONE && t >= p->min_from);
+           (p->cover_from != RS_TIME_NONE && t >= p->cover_from);
 }
 
 /* Does the change o (read from the Change Lists) come after a list made
@@ -766,9 +860,14 @@ on_head(void *ud, const char *url, const struct rs_head *h)
             docwalk_links(p->walk, on_link_value, p);
         if (p->kind == PULL_CHANGES)
             p->r.docs++;
-        if (h->md.from != RS_TIME_NONE &&
-            (p->min_from == RS_TIME_NONE || h->md.from < p->min_from))
-            p->min_from = h->md.from;
+        if (h->root == RS_ROOT_SITEMAPINDEX) {
+            /* Not a list: its from says nothing of holes between them. */
+            if (h->md.from != RS_TIME_NONE &&
+                (p->index_from == RS_TIME_NONE || h->md.from < p->index_from))
+                p->index_from = h->md.from;
+        } else {
+            span_add(p, h->md.from, h->md.until);
+        }
         return 0;
     }
     p->r.docs++;
@@ -802,22 +901,17 @@ on_child(void *ud, const char *index_url, const struct rs_entry *e,
             p->r.snapshot = at;
         return 0;                     /* the head is all the peek wants */
     }
+    /* Where the index places the list (its head, read, may say more). */
+    if (p->phase == PHASE_CHANGES && e->has_md)
+        span_add(p, e->md.from, e->md.until);
     /* A closed Change List that ended before `since` has nothing new. */
     if (p->phase == PHASE_CHANGES && p->since != RS_TIME_NONE && e->has_md &&
-        e->md.until != RS_TIME_NONE && e->md.until < p->since - PULL_OVERLAP_US) {
-        if (e->md.from != RS_TIME_NONE &&
-            (p->min_from == RS_TIME_NONE || e->md.from < p->min_from))
-            p->min_from = e->md.from;
+        e->md.until != RS_TIME_NONE && e->md.until < p->since - PULL_OVERLAP_US)
         return 0;
-    }
     /* A closed list read to its end already has nothing new. */
     if (p->phase == PHASE_CHANGES && p->tail != NULL && e->has_md &&
-        e->md.until != RS_TIME_NONE && uriset_has(&p->tail->closed, loc)) {
-        if (e->md.from != RS_TIME_NONE &&
-            (p->min_from == RS_TIME_NONE || e->md.from < p->min_from))
-            p->min_from = e->md.from;
+        e->md.until != RS_TIME_NONE && uriset_has(&p->tail->closed, loc))
         return 0;
-    }
     return 1;
 }
 
@@ -916,7 +1010,8 @@ after_peek(struct pull *p)
     }
     pull_set_phase(p, PHASE_CHANGES);
     p->since = p->r.snapshot;
-    p->min_from = p->changes_newest = RS_TIME_NONE;
+    p->changes_newest = RS_TIME_NONE;
+    spans_reset(p);
     phase_walk(p, p->changes_url);
 }
 
@@ -942,8 +1037,9 @@ after_changes(struct pull *p, int rc, const char *err)
         changes_unusable(p, why);
     } else {
         p->r.changes_read = true;
-        p->r.changes_reach_back = p->min_from != RS_TIME_NONE &&
-                                  p->min_from <= p->r.snapshot;
+        p->cover_from = spans_cover(p);
+        p->r.changes_reach_back = p->cover_from != RS_TIME_NONE &&
+                                  p->cover_from <= p->r.snapshot;
     }
     phase_list(p);
 }
@@ -1021,9 +1117,10 @@ on_walk_done(void *ud, int rc, const char *err)
             return;
         }
         p->r.newest = p->changes_newest;
+        p->cover_from = spans_cover(p);
         p->r.reached_back = p->since != RS_TIME_NONE &&
-                            p->min_from != RS_TIME_NONE &&
-                            p->min_from <= p->since;
+                            p->cover_from != RS_TIME_NONE &&
+                            p->cover_from <= p->since;
         pull_end(p, rc, err);
         return;
     case PHASE_LIST:
@@ -1097,6 +1194,7 @@ pull_free(struct pull *p)
     rs_free(p->url);
     rs_free(p->changes_url);
     rs_free(p->doc_after);
+    rs_free(p->spans);
     for (size_t i = 0; i < p->ntails; i++)
         tail_clear(&p->tails[i]);
     rs_free(p);
@@ -1128,7 +1226,8 @@ pull_start(struct pull *p, enum pull_kind k, const char *url,
     p->kind = k;
     p->since = k == PULL_CHANGES ? since : RS_TIME_NONE;
     p->started = rs_time_now();
-    p->index_at = p->doc_at = p->min_from = RS_TIME_NONE;
+    p->index_at = p->doc_at = RS_TIME_NONE;
+    spans_reset(p);
     p->newest_lastmod = RS_TIME_NONE;
     p->changes_newest = RS_TIME_NONE;
     p->cs_full = false;

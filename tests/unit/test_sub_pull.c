@@ -420,6 +420,56 @@ reroute(struct fx *f, const char *path, int status, const char *headers,
     (void)tu_httpd_add(f->srv, path, status, headers, body);
 }
 
+/* An index of a closed list [T0, 06:00] and an open one from `from2`. */
+#define HOLE_INDEX(from2)                                                   \
+    INDEX "<rs:md capability=\"changelist\"" FROM(T0) "/>"                  \
+    "<sitemap><loc>{B}/cl1.xml</loc><rs:md capability=\"changelist\" "     \
+    "from=\"" T0 "\" until=\"2020-01-01T06:00:00Z\"/></sitemap>"           \
+    "<sitemap><loc>{B}/cl2.xml</loc><rs:md capability=\"changelist\" "     \
+    "from=\"" from2 "\"/></sitemap></sitemapindex>"
+
+/* pull/hole_between_lists: an index whose lists leave a hole between one's
+ * until and the next one's from does not reach back over it: a change in
+ * the hole is in no list, so a pull from before it asks for a reconcile
+ * (reached_back false), and so does the reconcile's own reading (changes
+ * do not reach back to the snapshot). A pull from after the hole reaches
+ * back, and lists a second apart (datetimes cut to the second) meet. */
+static void
+test_hole_between_lists(void **state)
+{
+    struct fx *f = *state;
+
+    serve(f, "/cli.xml", HOLE_INDEX("2020-01-01T09:00:00Z"));
+    serve(f, "/cl1.xml", CL(FROM(T0) " until=\"2020-01-01T06:00:00Z\"",
+                            CH("old", "created", "2020-01-01T05:00:00Z")));
+    serve(f, "/cl2.xml", CL(FROM("2020-01-01T09:00:00Z"),
+                            CH("new", "created", "2020-01-01T13:00:00Z")));
+    /* since inside the first list: the hole 06:00-09:00 is after it */
+    fx_pull(f, PULL_CHANGES, "/cli.xml", NULL, T("2020-01-01T04:00:00Z"));
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.entries, 2);
+    assert_false(f->r.reached_back);
+    /* since after the hole: nothing missing */
+    fx_pull(f, PULL_CHANGES, "/cli.xml", NULL, T("2020-01-01T10:00:00Z"));
+    assert_int_equal(f->rc, 0);
+    assert_true(f->r.reached_back);
+    /* a reconcile of a list at 04:00: its changes do not reach back */
+    serve(f, "/rl.xml", RL(AT("2020-01-01T04:00:00Z"), RES("old", 3)));
+    fx_pull(f, PULL_RECONCILE, "/rl.xml", "/cli.xml", RS_TIME_NONE);
+    assert_int_equal(f->rc, 0);
+    assert_true(f->r.changes_read);
+    assert_false(f->r.changes_reach_back);
+
+    /* lists a second apart meet */
+    reroute(f, "/cli.xml", 0, CT_XML, HOLE_INDEX("2020-01-01T06:00:01Z"));
+    reroute(f, "/cl2.xml", 0, CT_XML,
+            CL(FROM("2020-01-01T06:00:01Z"),
+               CH("new", "created", "2020-01-01T13:00:00Z")));
+    fx_pull(f, PULL_CHANGES, "/cli.xml", NULL, T("2020-01-01T04:00:00Z"));
+    assert_int_equal(f->rc, 0);
+    assert_true(f->r.reached_back);
+}
+
 /* pull/tail_follows_the_open_list: an open Change List that names its
  * continuation (Link rel="urn:rspush:changes-after") and has an ETag is
  * read whole once; the next pulls ask its continuation with If-None-Match:
@@ -990,6 +1040,7 @@ main(void)
         T_("changes_since", test_changes_since),
         T_("changes_not_reached_back", test_changes_not_reached_back),
         T_("closed_lists_skipped", test_closed_lists_skipped),
+        T_("hole_between_lists", test_hole_between_lists),
         T_("tail_follows_the_open_list", test_tail_follows_the_open_list),
         T_("tail_closed_or_gone", test_tail_closed_or_gone),
         T_("baseline_then_applied", test_baseline_then_applied),
