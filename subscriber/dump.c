@@ -37,6 +37,7 @@
 
 #define DUMP_MAX_PACKAGE (UINT64_C(16) << 30)
 #define DUMP_TIMEOUT_MS (6 * 3600 * 1000)
+#define DUMP_STALL_MS (120 * 1000)  /* dump_opts.stall_ms's default */
 #define DUMP_MAX_THREADS 16
 #define DUMP_TMP_SUFFIX ".dump-"   /* TMPBASE.dump-XXXXXX */
 #define DUMP_MIN_PARALLEL 64      /* fewer members: the loop's thread alone */
@@ -77,6 +78,27 @@ struct dump {
     rs_time_t *pkg_until;        /* announced ends, RS_TIME_NONE unknown */
     size_t npkgs, next;
     struct rs_http_req *req;
+    /* The stall limit (dump_opts.stall_ms): while a package downloads,
+     * ev_stall ticks four times a limit; a tick that finds pieces where
+     * the last one did adds to stalled_ms, and stalled_ms reaching the
+     * limit fails the download. DUMP_TIMEOUT_MS bounds the whole of it,
+     * but a package may take long: what must not happen is waiting
+     * forever on a Source that stopped sending. */
+    struct event *ev_stall;
+    uint64_t pieces, pieces_seen;   /* on_pkg_data calls; at the last tick */
+    unsigned stalled_ms;
+    /* A package gone (404, 410: the Source made a newer dump and removed
+     * this generation, as rssource does with the one before the last):
+     * the document is read again, once, when the packages before it are
+     * recorded (reread_start). */
+    char *url;                   /* the dump document */
+    bool reread_wanted;          /* read it again once the pipeline is
+                                    empty */
+    bool rereading;              /* the second walk is under way */
+    char *gone;                  /* the package that was gone */
+    char gone_err[512];          /* its error, the dump's if the document
+                                    lists it still */
+    size_t pkgs_base;            /* packages recorded before pkgs listed */
     int fd;                      /* the package being downloaded */
     char tmp[4096];
     struct dumpzip_scan *scan;   /* ... its local headers, as they pass */
@@ -131,17 +153,18 @@ struct dump {
 
 static void advance(struct dump *d);
 static void remove_wait(struct dump *d);
+static bool reread_ask(struct dump *d, const char *url, long status);
 struct plan;
 static void plan_abort(struct plan *p);
 struct opener;
 static void opener_drop(struct opener **opp);
 
 static void
-problem(struct dump *d, const char *uri, const char *why)
+problem(struct dump *d, const char *uri, const char *why, bool refused)
 {
     d->r.failed++;
     if (d->o.on_problem != NULL)
-        d->o.on_problem(d->o.ud, uri, why);
+        d->o.on_problem(d->o.ud, uri, why, refused);
 }
 
 static void
@@ -163,6 +186,8 @@ tmp_drop(struct dump *d)
 static void
 download_drop(struct dump *d)
 {
+    if (d->ev_stall != NULL)
+        event_del(d->ev_stall);
     if (d->req != NULL) {
         struct rs_http_req *req = d->req;
         d->req = NULL;
@@ -600,7 +625,8 @@ plan_entry(struct plan *p, size_t i, rs_time_t change_dt, bool lookup)
     rc = pathmap_path(d->o.pathmap, e->loc, &path, &why);
     if (rc != 0) {
         problem(d, e->loc, rc == RS_EDENIED ? "refused: outside the Source's "
-                "prefixes" : why != NULL ? why : rs_strerror(rc));
+                "prefixes" : why != NULL ? why : rs_strerror(rc),
+                rc != RS_ENOMEM);
         return 0;
     }
     rc = lookup ? ledger_res_get(d->o.ledger, e->loc, &old, &oldbuf)
@@ -664,7 +690,7 @@ record_job(struct plan *p, const struct job *j)
     int rc;
 
     if (j->length < 0) {
-        problem(d, e->loc, j->why != NULL ? j->why : "out of memory");
+        problem(d, e->loc, j->why != NULL ? j->why : "out of memory", false);
         return 0;
     }
     if (d->nrows == LEDGER_RES_BATCH && (rc = rows_flush(d)) != 0)
@@ -987,8 +1013,11 @@ plan_changes(struct dump *d, struct dumpzip *z)
         if (t.change == LEDGER_DELETE) {
             char *path = NULL;
             const char *why = NULL;
-            if (pathmap_path(d->o.pathmap, e->loc, &path, &why) != 0) {
-                problem(d, e->loc, "refused: outside the Source's prefixes");
+            int prc = pathmap_path(d->o.pathmap, e->loc, &path, &why);
+            if (prc != 0) {
+                problem(d, e->loc, prc == RS_EDENIED ? "refused: outside the "
+                        "Source's prefixes" : why != NULL ? why
+                        : rs_strerror(prc), prc != RS_ENOMEM);
                 continue;
             }
             rs_free(path);
@@ -1006,8 +1035,92 @@ plan_changes(struct dump *d, struct dumpzip *z)
     return p;
 }
 
-/* The package opened (dumpzip's checks passed): is it of the dump's kind?
- * 0, or RS_EINVALID with d->err (z closed). */
+/*
+ * A Resource Dump's at, its document's or a manifest's: the dump is the
+ * Source as of the earliest (the Change Lists are read from there). One
+ * beyond our clock cannot be true, and taken as now (as a change time
+ * is) it would have the Change Lists read from now, skipping whatever
+ * changed between the dump's real time and now: the dump has no at then
+ * (at_future), and the reconcile that follows a dump without one decides.
+ */
+static void
+at_take(struct dump *d, rs_time_t at)
+{
+    rs_time_t t = at;
+
+    if (at == RS_TIME_NONE)
+        return;
+    if (apply_future(&t, rs_time_now())) {
+        d->r.at_future = true;
+        d->r.at = RS_TIME_NONE;
+        return;
+    }
+    if (!d->r.at_future && (d->r.at == RS_TIME_NONE || at < d->r.at))
+        d->r.at = at;
+}
+
+/*
+ * A Change Dump package's changes must lie within its manifest's own
+ * from and until, and neither they nor until beyond our clock: a package
+ * that says otherwise contradicts itself (a deletion dated after until
+ * that no Change List has would be applied on the package's word alone),
+ * and is refused as a malformed one is. The interval is checked against
+ * a change's datetime (a lastmod, all a 1.0 entry has, may well be older
+ * than the change); our clock against its change time as
+ * apply_todo_from_entry takes it. 0, or RS_EINVALID with d->err.
+ */
+static int
+pkg_check_changes(struct dump *d, struct dumpzip *z, const char *url)
+{
+    const struct rs_md *md = &dumpzip_head(z)->md;
+    rs_time_t now = rs_time_now(), t;
+    char a[RS_TIME_BUFSZ], b[RS_TIME_BUFSZ];
+
+    t = md->until;
+    if (md->until != RS_TIME_NONE && apply_future(&t, now)) {
+        rs_time_format(md->until, a);
+        snprintf(d->err, sizeof(d->err), "%.300s: its manifest's until %s "
+                 "is in the future", url, a);
+        return RS_EINVALID;
+    }
+    if (md->from != RS_TIME_NONE && md->until != RS_TIME_NONE &&
+        md->from > md->until) {
+        rs_time_format(md->from, a);
+        rs_time_format(md->until, b);
+        snprintf(d->err, sizeof(d->err), "%.300s: its manifest's from %s is "
+                 "after its until %s", url, a, b);
+        return RS_EINVALID;
+    }
+    for (size_t i = 0; i < dumpzip_count(z); i++) {
+        const struct rs_entry *e = dumpzip_entry(z, i);
+        rs_time_t dt = e->md.datetime;
+        const char *why = NULL;
+        if (dt == RS_TIME_NONE && e->md.change != RS_CHANGE_DELETED)
+            dt = e->lastmod;
+        t = dt;
+        if (dt == RS_TIME_NONE)
+            continue;                 /* left to the Change Lists */
+        if (apply_future(&t, now))
+            why = "is in the future";
+        else if (e->md.datetime == RS_TIME_NONE)
+            continue;
+        else if (md->from != RS_TIME_NONE && dt < md->from)
+            why = "is before its manifest's from";
+        else if (md->until != RS_TIME_NONE && dt > md->until)
+            why = "is after its manifest's until";
+        if (why != NULL) {
+            rs_time_format(dt, a);
+            snprintf(d->err, sizeof(d->err), "%.200s: the change of %.200s "
+                     "at %s %s", url, e->loc, a, why);
+            return RS_EINVALID;
+        }
+    }
+    return 0;
+}
+
+/* The package opened (dumpzip's checks passed): is it of the dump's kind
+ * (and a Change Dump's, true to its interval)? 0, or RS_EINVALID with
+ * d->err (z closed). */
 static int
 pkg_check(struct dump *d, struct dumpzip *z, const char *url)
 {
@@ -1019,6 +1132,10 @@ pkg_check(struct dump *d, struct dumpzip *z, const char *url)
                  "(its manifest is a %s)", url,
                  d->kind == DUMP_RESOURCES ? "Resource Dump" : "Change Dump",
                  rs_capability_name(dumpzip_head(z)->md.capability));
+        dumpzip_close(z);
+        return RS_EINVALID;
+    }
+    if (d->kind == DUMP_CHANGES && pkg_check_changes(d, z, url) != 0) {
         dumpzip_close(z);
         return RS_EINVALID;
     }
@@ -1222,14 +1339,8 @@ unpack_begin(struct dump *d)
     struct plan *p;
 
     d->ready = NULL;
-    if (d->kind == DUMP_RESOURCES) {
-        /* The dump is the Source as of its earliest at: the Change
-         * Lists are read from there (dump.h). */
-        rs_time_t at = dumpzip_head(z)->md.at;
-        (void)apply_future(&at, rs_time_now());
-        if (at != RS_TIME_NONE && (d->r.at == RS_TIME_NONE || at < d->r.at))
-            d->r.at = at;
-    }
+    if (d->kind == DUMP_RESOURCES)
+        at_take(d, dumpzip_head(z)->md.at);
     p = d->kind == DUMP_RESOURCES ? plan_resources(d, z)
                                   : plan_changes(d, z);
     if (p == NULL) {
@@ -1335,6 +1446,7 @@ on_pkg_data(void *ud, struct rs_http_req *req, const char *buf, size_t len)
     struct dump *d = ud;
     long status = rs_http_req_status(req);
 
+    d->pieces++;                      /* bytes came (on_stall_tick) */
     if (status < 200 || status > 299)
         return 0;
     if (atomic_load_explicit(&d->woken, memory_order_acquire))
@@ -1366,6 +1478,7 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     if (res->rc == RS_ECANCELED)
         return;                       /* dump_free, dump_end: d may be gone */
     d->req = NULL;
+    event_del(d->ev_stall);
     url = d->pkgs[d->next - 1];
     want = d->pkg_len[d->next - 1];
     if (res->rc == 0 && d->write_errno == 0 && pkg_flush(d) == 0 &&
@@ -1377,6 +1490,12 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         snprintf(d->err, sizeof(d->err), "%.200s: writing %.200s: %s", url, d->tmp,
                  strerror(d->write_errno));
         dump_fail(d, RS_EIO);
+        return;
+    }
+    if (res->rc == 0 && (res->status == 404 || res->status == 410) &&
+        reread_ask(d, url, res->status)) {
+        tmp_drop(d);
+        advance(d);
         return;
     }
     if (res->rc != 0 || res->status < 200 || res->status > 299) {
@@ -1404,6 +1523,60 @@ on_pkg_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
         return;
     }
     advance(d);
+}
+
+/* The stall limit's tick: a quarter of the limit (at least 10 ms). */
+static unsigned
+stall_tick_ms(const struct dump *d)
+{
+    unsigned lim = d->o.stall_ms > 0 ? d->o.stall_ms : DUMP_STALL_MS;
+    return lim / 4 > 10 ? lim / 4 : 10;
+}
+
+/* While a package downloads: no bytes since the last tick add to the
+ * time stalled, and a download stalled for the limit fails (dump_fail:
+ * what came before it is kept, and the caller falls back as for any
+ * package that cannot be had). */
+static void
+on_stall_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct dump *d = arg;
+    unsigned lim = d->o.stall_ms > 0 ? d->o.stall_ms : DUMP_STALL_MS;
+
+    (void)fd;
+    (void)what;
+    if (d->req == NULL)
+        return;
+    if (d->pieces != d->pieces_seen) {
+        d->pieces_seen = d->pieces;
+        d->stalled_ms = 0;
+        return;
+    }
+    d->stalled_ms += stall_tick_ms(d);
+    if (d->stalled_ms < lim)
+        return;
+    snprintf(d->err, sizeof(d->err), "GET %.300s: stalled: no bytes for "
+             "%.1f s (after %llu bytes)", d->pkgs[d->next - 1],
+             (double)d->stalled_ms / 1000.0,
+             (unsigned long long)(d->got + d->wlen));
+    dump_fail(d, RS_ETIMEDOUT);
+}
+
+/* The package at url is gone (status 404 or 410): the Source may have
+ * made a newer dump and removed the generation this one was read from.
+ * True when the document is to be read again (once a dump; advance does
+ * it once the packages before this one are recorded). */
+static bool
+reread_ask(struct dump *d, const char *url, long status)
+{
+    if (d->gone != NULL || d->fail_rc != 0)
+        return false;
+    if ((d->gone = rs_strdup(url)) == NULL)
+        return false;
+    snprintf(d->gone_err, sizeof(d->gone_err), "GET %.400s: HTTP %ld", url,
+             status);
+    d->reread_wanted = true;
+    return true;
 }
 
 /* The file the next package is downloaded into, named in d->tmp: the
@@ -1457,6 +1630,28 @@ download_next(struct dump *d)
                  rs_strerror(rc));
         return rc;
     }
+    d->pieces = d->pieces_seen = 0;
+    d->stalled_ms = 0;
+    struct timeval tv = { .tv_sec = stall_tick_ms(d) / 1000,
+                          .tv_usec = (stall_tick_ms(d) % 1000) * 1000 };
+    event_add(d->ev_stall, &tv);
+    return 0;
+}
+
+/* Read the dump document again (reread_ask), the pipeline empty: its
+ * packages replace the list (on_walk_done). 0, or the error that ends the
+ * dump: the gone package's. */
+static int
+reread_start(struct dump *d)
+{
+    d->reread_wanted = false;
+    d->pkgs_base = d->r.packages;
+    pkgs_clear(d);
+    if (docwalk_start(d->walk, d->url) != 0) {
+        snprintf(d->err, sizeof(d->err), "%s", d->gone_err);
+        return RS_EPROTO;
+    }
+    d->rereading = true;
     return 0;
 }
 
@@ -1479,23 +1674,30 @@ advance(struct dump *d)
         }
     on_disk = (d->cur != NULL) + (d->op != NULL) + (d->queued != NULL) +
               (d->ready != NULL) + (d->req != NULL);
-    if (d->fail_rc == 0 && d->req == NULL && on_disk < 2 &&
-        d->next < d->npkgs) {
-        if ((rc = download_next(d)) != 0)
+    if (d->fail_rc != 0) {
+        if (on_disk == 0)
+            dump_end(d, d->fail_rc);
+        return;
+    }
+    if (d->rereading)
+        return;                       /* on_walk_done goes on */
+    if (d->reread_wanted) {
+        if (on_disk == 0 && (rc = reread_start(d)) != 0)
             dump_end(d, rc);
         return;
     }
-    if (on_disk == 0 && d->fail_rc != 0) {
-        dump_end(d, d->fail_rc);
+    if (d->req == NULL && on_disk < 2 && d->next < d->npkgs) {
+        if ((rc = download_next(d)) != 0)
+            dump_end(d, rc);
         return;
     }
     if (on_disk == 0 && d->next == d->npkgs) {
         /* every package listed was fetched: each must have been recorded
          * (a package lost in the pipeline would be a silent gap) */
-        if (d->r.packages != d->npkgs) {
+        if (d->r.packages != d->pkgs_base + d->npkgs) {
             snprintf(d->err, sizeof(d->err), "internal error: %llu of %zu "
                      "packages unpacked", (unsigned long long)d->r.packages,
-                     d->npkgs);
+                     d->pkgs_base + d->npkgs);
             dump_end(d, RS_ESTATE);
             return;
         }
@@ -1519,10 +1721,8 @@ on_head(void *ud, const char *url, const struct rs_head *h)
                                            : "Change Dump");
         return RS_EINVALID;
     }
-    if (d->kind == DUMP_RESOURCES && h->md.at != RS_TIME_NONE) {
-        d->r.at = h->md.at;
-        (void)apply_future(&d->r.at, rs_time_now());
-    }
+    if (d->kind == DUMP_RESOURCES)
+        at_take(d, h->md.at);
     return 0;
 }
 
@@ -1563,11 +1763,37 @@ on_entry(void *ud, const char *url, const struct rs_entry *e, const char *loc)
     return 0;
 }
 
+/* The document read again (reread_start) lists the package that was
+ * gone, or nothing to read instead of it: no newer generation. */
+static bool
+reread_in_vain(const struct dump *d)
+{
+    if (d->npkgs == 0)
+        return d->kind == DUMP_RESOURCES;
+    for (size_t i = 0; i < d->npkgs; i++)
+        if (strcmp(d->pkgs[i], d->gone) == 0)
+            return true;
+    return false;
+}
+
 static void
 on_walk_done(void *ud, int rc, const char *err)
 {
     struct dump *d = ud;
 
+    if (d->rereading) {
+        d->rereading = false;
+        if (rc != 0 || reread_in_vain(d)) {
+            snprintf(d->err, sizeof(d->err), "%.400s (the dump document, "
+                     "read again, %s)", d->gone_err,
+                     rc != 0 ? "could not be read" : "names no newer one");
+            dump_end(d, RS_EPROTO);
+            return;
+        }
+        d->r.reread = true;
+        advance(d);
+        return;
+    }
     if (rc != 0) {
         if (d->err[0] == '\0')
             snprintf(d->err, sizeof(d->err), "%s", err);
@@ -1604,8 +1830,9 @@ dump_new(const struct dump_opts *o)
     if (d->efd >= 0)
         d->ev_wake = event_new(o->base, d->efd, EV_READ | EV_PERSIST,
                                on_wake, d);
+    d->ev_stall = event_new(o->base, -1, EV_PERSIST, on_stall_tick, d);
     if (d->tmpbase == NULL || d->walk == NULL || d->wbuf == NULL ||
-        d->ev_wake == NULL ||
+        d->ev_wake == NULL || d->ev_stall == NULL ||
         event_add(d->ev_wake, NULL) != 0) {
         dump_free(d);
         return NULL;
@@ -1626,6 +1853,10 @@ dump_free(struct dump *d)
     twins_free(d);
     if (d->ev_wake != NULL)
         event_free(d->ev_wake);
+    if (d->ev_stall != NULL)
+        event_free(d->ev_stall);
+    rs_free(d->url);
+    rs_free(d->gone);
     if (d->efd >= 0)
         close(d->efd);
     rs_free(d->wbuf);
@@ -1647,6 +1878,13 @@ start(struct dump *d, const char *url, enum dump_kind kind, rs_time_t since)
     d->r.until = RS_TIME_NONE;
     d->err[0] = '\0';
     d->fail_rc = 0;
+    rs_free(d->url);
+    rs_free(d->gone);
+    d->gone = NULL;
+    d->reread_wanted = d->rereading = false;
+    d->pkgs_base = 0;
+    if ((d->url = rs_strdup(url)) == NULL)
+        return RS_ENOMEM;
     d->r.fresh = kind == DUMP_RESOURCES && ledger_res_none(d->o.ledger);
     d->quiet = d->r.fresh;
     d->quiet_mark = ledger_total_changes(d->o.ledger);

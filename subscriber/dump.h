@@ -38,7 +38,13 @@ struct dump_report {
                                 one) */
     rs_time_t at;            /* the dump's snapshot time: the earliest at of
                                 its document and manifests, or
-                                RS_TIME_NONE */
+                                RS_TIME_NONE (also when one of them is
+                                beyond our clock: at_future) */
+    bool at_future;          /* an at beyond now + RS_TIME_SKEW_US: it
+                                cannot be true, so the dump has none */
+    bool reread;             /* a package was gone (404, 410): the
+                                document was read again and a newer
+                                generation's packages unpacked */
     /* Change Dumps only: */
     uint64_t deleted;        /* deletions handed to apply */
     uint64_t superseded;     /* changes with a later one in the package */
@@ -64,8 +70,15 @@ struct dump_opts {
                                 (each its own reader and mirror handle;
                                 the loop's is one); 0: one per CPU this
                                 process may use; at most 16 */
-    /* A member not mirrored (refused URI, verification failure). */
-    void (*on_problem)(void *ud, const char *uri, const char *why);
+    unsigned stall_ms;       /* a package download whose bytes stop
+                                coming this long fails (RS_ETIMEDOUT):
+                                a stall limit, not a total one (a
+                                package may take long); 0: 120 s */
+    /* A member not mirrored: refused (its URI is not for this mirror:
+     * outside the prefixes, an unsafe path; nothing will fetch it), or
+     * not taken (a verification failure: left to what follows). */
+    void (*on_problem)(void *ud, const char *uri, const char *why,
+                       bool refused);
     /* Exactly once per dump_start that returned 0, from the loop. */
     void (*on_done)(void *ud, int rc, const char *err,
                     const struct dump_report *r);
@@ -76,11 +89,19 @@ struct dump *dump_new(const struct dump_opts *o);
 /* Abandons a dump under way (no on_done); its temporary file goes. */
 void dump_free(struct dump *d);
 
-/* Start from the Resource Dump document at url. RS_ESTATE if busy. */
+/* Start from the Resource Dump document at url. RS_ESTATE if busy.
+ * A package that is gone (404, 410: the Source made a newer dump and
+ * removed the generation read) makes the document be read again, once,
+ * after the packages before it are recorded: when it lists other
+ * packages they are unpacked (a Resource Dump's all of them, a Change
+ * Dump's from since as before), else the dump fails. */
 int dump_start(struct dump *d, const char *url) RS_MUST_CHECK;
 
 /* Start from the Change Dump document at url: the packages that end after
- * since, and of their changes those after since. RS_ESTATE if busy. */
+ * since, and of their changes those after since. A package is refused
+ * (the dump fails, RS_EINVALID) whose manifest's until, or a change's
+ * time, is beyond now + RS_TIME_SKEW_US, or a change of which falls
+ * outside the manifest's own from and until. RS_ESTATE if busy. */
 int dump_start_changes(struct dump *d, const char *url, rs_time_t since)
     RS_MUST_CHECK;
 

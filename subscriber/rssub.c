@@ -151,7 +151,8 @@ static const struct rs_config_opt options[] = {
     RS_CONFIG_INT("retries", 0, &conf.retries, "5", 1, 1000,
                   "attempts at one resource before it is reported failed"),
     RS_CONFIG_DURATION("timeout", 0, &conf.timeout_ms, "2m", 1000, 86400000,
-                       "longest fetch of one resource or document"),
+                       "longest fetch of one resource or document, and "
+                       "longest silence of a dump package's download"),
     RS_CONFIG_SIZE("max-resource", 0, &conf.max_body, "1G", 1, INT64_MAX,
                    "largest resource mirrored"),
     RS_CONFIG_STRING("fsync", 0, &conf.fsync, "POLICY", "file",

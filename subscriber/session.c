@@ -929,11 +929,20 @@ run_queue(struct session *s)
 }
 
 static void
-on_dump_problem(void *ud, const char *uri, const char *why)
+on_dump_problem(void *ud, const char *uri, const char *why, bool refused)
 {
-    (void)ud;
-    rs_log_kv(RS_LOG_WARN, "not taken from the dump (fetched instead)", "uri",
-              uri, "why", why, NULL);
+    struct session *s = ud;
+
+    /* A refused URI is not for this mirror: nothing fetches it either. */
+    if (refused)
+        rs_log_kv(RS_LOG_WARN, "not taken from the dump, and not mirrored "
+                  "(refused)", "uri", uri, "why", why, NULL);
+    else
+        rs_log_kv(RS_LOG_WARN, s->dumping_changes
+                  ? "not taken from the dump (left to the change lists, "
+                    "which fetch it)"
+                  : "not taken from the dump (fetched instead)", "uri", uri,
+                  "why", why, NULL);
 }
 
 static void
@@ -985,6 +994,15 @@ on_dump_done(void *ud, int rc, const char *err, const struct dump_report *r)
     else
         rs_log_kv(RS_LOG_INFO, "resource dump unpacked", "packages", n[0],
                   "written", n[1], "failed", n[2], "bytes", n[3], NULL);
+    if (r->reread)
+        rs_log_kv(RS_LOG_INFO, "a package of the resource dump was gone: "
+                  "its newer generation was read", "caplist",
+                  st->d->caplist, NULL);
+    if (r->at_future)
+        rs_log_kv(RS_LOG_WARN, "the resource dump's at is in the future (is "
+                  "the Source's clock wrong?): it is taken to have none, and "
+                  "the resource list decides", "caplist", st->d->caplist,
+                  NULL);
     /* A complete dump into an empty ledger is the Source as of its at
      * (core 4: a baseline, then the changes since): the Change Lists from
      * there finish the baseline, and the Resource List, which says nothing
@@ -2135,6 +2153,21 @@ session_drain(struct session *s)
         }
     }
     if (s->pulling != NULL) {
+        /* Say what is left unfinished: a mirror stopped in its baseline
+         * lacks part of the Source, and nothing else would say so. */
+        if (s->pulling->phase == SET_DUMP && !s->dumping_changes)
+            rs_log_kv(RS_LOG_WARN, "stopped during the baseline from the "
+                      "resource dump: the mirror is incomplete (the next "
+                      "start finishes the baseline)", "caplist",
+                      s->pulling->d->caplist, NULL);
+        else if (s->pulling->phase == SET_DUMP)
+            rs_log_kv(RS_LOG_WARN, "stopped during the catch-up from the "
+                      "change dump: the mirror is behind (the next start "
+                      "catches up)", "caplist", s->pulling->d->caplist, NULL);
+        else if (!s->pulling->baselined)
+            rs_log_kv(RS_LOG_WARN, "stopped during the baseline: the mirror "
+                      "is incomplete (the next start finishes it)",
+                      "caplist", s->pulling->d->caplist, NULL);
         pull_free(s->pull);          /* abandoned: the next start redoes it */
         s->pull = NULL;
         /* likewise a dump under way: its on_done would find no set
@@ -2241,6 +2274,10 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
         .tmpbase = o->c.state_path != NULL ? o->c.state_path : "./.rssub",
         .max_package = 0,
         .threads = o->c.dump_threads,
+        /* --timeout bounds a package's silence, not its length: a
+         * package may take long, a Source that stopped sending must not
+         * hold the baseline forever */
+        .stall_ms = o->c.timeout_ms,
         .on_problem = on_dump_problem,
         .on_done = on_dump_done,
         .ud = s,

@@ -62,6 +62,10 @@ struct fx {
     /* on_problem */
     unsigned problems;
     char prob_uri[256], prob_why[512];
+    bool prob_refused;
+    /* generation_rotated: the dump document served once the first
+     * package's last byte is out (on_paced_end) */
+    char *next_doc;
     /* a pull after the dump */
     unsigned pulls;
     int pull_rc;
@@ -98,11 +102,12 @@ on_done(void *ud, int rc, const char *err, const struct dump_report *r)
 }
 
 static void
-on_problem(void *ud, const char *uri, const char *why)
+on_problem(void *ud, const char *uri, const char *why, bool refused)
 {
     struct fx *f = ud;
 
     f->problems++;
+    f->prob_refused = refused;
     snprintf(f->prob_uri, sizeof(f->prob_uri), "%s", uri);
     snprintf(f->prob_why, sizeof(f->prob_why), "%s", why);
 }
@@ -262,6 +267,7 @@ fx_teardown(void **state)
     tu_loop_cleanup(&f->l);
     tu_rmtree(f->dir);
     free(f->dir);
+    free(f->next_doc);
     free(f);
     return 0;
 }
@@ -326,11 +332,11 @@ serve_zip(struct fx *f, const char *path, const char *man,
     return len;
 }
 
-/* A Resource Dump package of members (manifest at TA), built with libzip
- * in the temp dir and served at path; its size. */
+/* A Resource Dump package of members (manifest at `at`), built with
+ * libzip in the temp dir and served at path; its size. */
 static size_t
-serve_package(struct fx *f, const char *path, const struct member *m,
-              size_t n)
+serve_package_at(struct fx *f, const char *path, const char *at,
+                 const struct member *m, size_t n)
 {
     char *man = malloc(DOCSZ), hash[64], uri[300];
     size_t o, len;
@@ -338,7 +344,7 @@ serve_package(struct fx *f, const char *path, const struct member *m,
     assert_non_null(man);
     o = (size_t)snprintf(man, DOCSZ, "<?xml version=\"1.0\" encoding=\"UTF-8\""
                          "?>\n<urlset " NS "><rs:md capability=\"resourcedump-"
-                         "manifest\" at=\"" TA "\"/>");
+                         "manifest\" at=\"%s\"/>", at);
     for (size_t i = 0; i < n; i++) {
         const char *c = m[i].claimed != NULL ? m[i].claimed : m[i].content;
         md5_of(c, hash, sizeof(hash));
@@ -362,27 +368,57 @@ serve_package(struct fx *f, const char *path, const struct member *m,
     return len;
 }
 
-/* The dump document at /rd.xml, listing packages with the lengths given
- * (< 0: none). */
+/* serve_package, the manifest at TA. */
+static size_t
+serve_package(struct fx *f, const char *path, const struct member *m,
+              size_t n)
+{
+    return serve_package_at(f, path, TA, m, n);
+}
+
+/* A dump document at `at` listing packages with the lengths given (< 0:
+ * none), into doc (DOCSZ). */
+static void
+dump_doc(char *doc, const char *at, const char *const *pkgs,
+         const long long *lens, size_t n)
+{
+    size_t o;
+
+    o = (size_t)snprintf(doc, DOCSZ, "<?xml version=\"1.0\"?>\n<urlset "
+                         NS "><rs:md capability=\"resourcedump\" at=\"%s\"/>",
+                         at);
+    for (size_t i = 0; i < n; i++) {
+        o += (size_t)snprintf(doc + o, DOCSZ - o, "<url><loc>{B}%s</loc>"
+                              "<rs:md type=\"application/zip\"", pkgs[i]);
+        if (lens[i] >= 0)
+            o += (size_t)snprintf(doc + o, DOCSZ - o, " length=\"%lld\"",
+                                  lens[i]);
+        o += (size_t)snprintf(doc + o, DOCSZ - o, "/></url>");
+    }
+    snprintf(doc + o, DOCSZ - o, "</urlset>\n");
+}
+
+/* The dump document at /rd.xml, at TA, listing packages with the lengths
+ * given (< 0: none). */
 static void
 serve_dump(struct fx *f, const char *const *pkgs, const long long *lens,
            size_t n)
 {
     char doc[DOCSZ];
-    size_t o;
 
-    o = (size_t)snprintf(doc, sizeof(doc), "<?xml version=\"1.0\"?>\n<urlset "
-                         NS "><rs:md capability=\"resourcedump\" at=\"" TA
-                         "\"/>");
-    for (size_t i = 0; i < n; i++) {
-        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "<url><loc>{B}%s</loc>"
-                              "<rs:md type=\"application/zip\"", pkgs[i]);
-        if (lens[i] >= 0)
-            o += (size_t)snprintf(doc + o, sizeof(doc) - o, " length=\"%lld\"",
-                                  lens[i]);
-        o += (size_t)snprintf(doc + o, sizeof(doc) - o, "/></url>");
-    }
-    snprintf(doc + o, sizeof(doc) - o, "</urlset>\n");
+    dump_doc(doc, TA, pkgs, lens, n);
+    (void)tu_httpd_add(f->srv, "/rd.xml", 0, "Content-Type: application/xml",
+                       doc);
+}
+
+/* The dump document at /rd.xml as serve_dump, at `at`. */
+static void
+serve_dump_at(struct fx *f, const char *at, const char *const *pkgs,
+              const long long *lens, size_t n)
+{
+    char doc[DOCSZ];
+
+    dump_doc(doc, at, pkgs, lens, n);
     (void)tu_httpd_add(f->srv, "/rd.xml", 0, "Content-Type: application/xml",
                        doc);
 }
@@ -440,6 +476,15 @@ tmp_files(struct fx *f)
             n++;
     closedir(dh);
     return n;
+}
+
+/* Take path's route away (a later tu_httpd_add of it answers instead). */
+static void
+unroute(struct fx *f, const char *path)
+{
+    for (size_t i = 0; i < f->srv->nroutes; i++)
+        if (strcmp(f->srv->routes[i].path, path) == 0)
+            f->srv->routes[i].path[0] = '\0';
 }
 
 /* -------------------------------------------------------------- tests */
@@ -522,6 +567,7 @@ test_bad_member_left_to_reconcile(void **state)
     assert_int_equal(f->problems, 1);
     assert_non_null(strstr(f->prob_uri, "/res/b"));
     assert_true(f->prob_why[0] != '\0');
+    assert_false(f->prob_refused); /* NEW-API */
     has_file(f, "res/a", "alpha");
     assert_int_equal(mirror_stat(f->mirror, "res/b", &sb), RS_ENOTFOUND);
     assert_false(has_row(f, "res/b", &r, &buf));
@@ -599,6 +645,7 @@ test_refused_and_newer(void **state)
     assert_int_equal(f->problems, 1);
     assert_string_equal(f->prob_uri, "http://elsewhere.example/x");
     assert_non_null(strstr(f->prob_why, "refused"));
+    assert_true(f->prob_refused); /* NEW-API */
     has_file(f, "res/n", "pushed");
     has_file(f, "res/a", "alpha");
 }
@@ -814,6 +861,141 @@ test_free_mid_body(void **state)
     tu_loop_drain(&f->l, f->http, WATCHDOG_MS);
     tu_loop_run_for(&f->l, 20);       /* the server sees the hang-up */
     assert_int_equal(f->done, 0);
+}
+
+/* dump/package_stalled: a package whose bytes stop coming (the server
+ * goes silent halfway, the connection open) fails the dump once the
+ * stall limit passes (RS_ETIMEDOUT, "stalled"), though the limit of the
+ * whole transfer is hours away; its file goes. */
+static void
+test_package_stalled(void **state)
+{
+    struct fx *f = *state;
+    const char *pkgs[] = { "/p1.zip" };
+    long long lens[1];
+    struct tu_route *r;
+    struct dump_opts o = fx_dump_opts(f, 0);
+
+    dump_free(f->d);
+    o.stall_ms = 300; /* NEW-API */
+    f->d = dump_new(&o);
+    assert_non_null(f->d);
+    lens[0] = (long long)serve_many(f, "/p1.zip", "p1", 3000, 3001);
+    r = &f->srv->routes[f->srv->nroutes - 1];
+    r->pace = 4096;
+    serve_dump(f, pkgs, lens, 1);
+    assert_int_equal(dump_start(f->d, tu_httpd_url(f->srv, "/rd.xml")), 0);
+    TU_LOOP_UNTIL(&f->l, r->hits == 1 && f->srv->pacer.active, WATCHDOG_MS);
+    tu_loop_run_for(&f->l, 10);       /* some of it, not all */
+    assert_true(f->srv->pacer.active);
+    evtimer_del(f->srv->pacer.ev);    /* then silence */
+    TU_LOOP_UNTIL(&f->l, f->done == 1, 5000);
+    assert_int_equal(f->rc, RS_ETIMEDOUT);
+    assert_non_null(strstr(f->err, "stalled"));
+    assert_non_null(strstr(f->err, "/p1.zip"));
+    assert_int_equal(f->r.packages, 0);
+    assert_int_equal(tmp_files(f), 0);
+    tu_loop_run_for(&f->l, 20);       /* the server sees the hang-up */
+}
+
+/* dump/future_at: a dump whose at (the document's, or a manifest's) is
+ * beyond our clock cannot be true: the dump has none (at_future), not an
+ * at of now, which would have the Change Lists read from now and skip
+ * what changed since its real time; its members are written all the
+ * same. */
+static void
+test_future_at(void **state)
+{
+    struct fx *f = *state;
+    const char *future = "2999-01-01T00:00:00Z";
+    const struct member p1[] = { { "res/a", "alpha", NULL, NULL } };
+    const struct member p2[] = { { "res/b", "bravo", NULL, NULL } };
+    const char *pk1[] = { "/p1.zip" }, *pk2[] = { "/p2.zip" };
+    long long lens[1], len1[1];
+
+    len1[0] = (long long)serve_package(f, "/p1.zip", p1, 1);
+    serve_dump_at(f, future, pk1, len1, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.written, 1);
+    assert_true(f->r.at == RS_TIME_NONE);
+    assert_true(f->r.at_future); /* NEW-API */
+    has_file(f, "res/a", "alpha");
+
+    /* the document's at true, a manifest's in the future */
+    unroute(f, "/rd.xml");
+    lens[0] = (long long)serve_package_at(f, "/p2.zip", future, p2, 1);
+    serve_dump(f, pk2, lens, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_int_equal(f->r.written, 1);
+    assert_true(f->r.at == RS_TIME_NONE);
+    assert_true(f->r.at_future); /* NEW-API */
+    has_file(f, "res/b", "bravo");
+
+    /* and a true at is kept */
+    unroute(f, "/rd.xml");
+    serve_dump(f, pk1, len1, 1);
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_true(f->r.at == T(TA)); /* NEW-API */
+}
+
+/* generation_rotated: once the first package's last byte is out, the
+ * Source has a newer dump and the first one's packages are gone. */
+static void
+on_paced_end_rotate(void *ud)
+{
+    struct fx *f = ud;
+    size_t len = 0;
+
+    for (size_t i = 0; i < f->srv->nroutes; i++)
+        if (strcmp(f->srv->routes[i].path, "/rd.xml") == 0) {
+            free(f->srv->routes[i].body);
+            f->srv->routes[i].body = tu_httpd_expand(f->srv, f->next_doc,
+                                                     &len);
+            f->srv->routes[i].body_len = len;
+        }
+}
+
+/* dump/generation_rotated: a package gone (404) because the Source made a
+ * newer dump while the older was read: after what the packages before it
+ * gave is recorded, the document is read again, once, and the newer
+ * generation's packages are unpacked (reread); the dump succeeds. (One
+ * gone with no newer generation still fails it: dump/package_404.) */
+static void
+test_generation_rotated(void **state)
+{
+    struct fx *f = *state;
+    const struct member g1[] = { { "res/a", "alpha-1", NULL, NULL } };
+    const struct member g2a[] = { { "res/a", "alpha-2", NULL, NULL } };
+    const struct member g2b[] = { { "res/b", "bravo-2", NULL, NULL } };
+    const char *pk1[] = { "/g1/p1.zip", "/g1/p2.zip" };
+    const char *pk2[] = { "/g2/p1.zip", "/g2/p2.zip" };
+    long long l1[2] = { -1, -1 }, l2[2];
+    char doc[DOCSZ];
+
+    (void)serve_package(f, "/g1/p1.zip", g1, 1);
+    f->srv->routes[f->srv->nroutes - 1].pace = 64;
+    l2[0] = (long long)serve_package(f, "/g2/p1.zip", g2a, 1);
+    l2[1] = (long long)serve_package(f, "/g2/p2.zip", g2b, 1);
+    serve_dump(f, pk1, l1, 2);
+    dump_doc(doc, TA, pk2, l2, 2);
+    f->next_doc = strdup(doc);
+    assert_non_null(f->next_doc);
+    f->srv->on_paced_end = on_paced_end_rotate;
+    f->srv->ud = f;
+    fx_dump(f);
+    assert_int_equal(f->rc, 0);
+    assert_string_equal(f->err, "");
+    assert_true(f->r.reread); /* NEW-API */
+    assert_int_equal(tu_httpd_hits(f->srv, "/rd.xml"), 2);
+    assert_int_equal(tu_httpd_hits(f->srv, "/g2/p1.zip"), 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/g2/p2.zip"), 1);
+    assert_int_equal(f->r.packages, 3);
+    has_file(f, "res/a", "alpha-2");
+    has_file(f, "res/b", "bravo-2");
+    assert_int_equal(tmp_files(f), 0);
 }
 
 /* dump/leftovers_swept: a package a crash left beside the state
@@ -1460,6 +1642,64 @@ test_changedump_from_the_mark(void **state)
     has_file(f, "new", "new!");
 }
 
+/* changedump/outside_interval: a package whose manifest holds a change
+ * dated after its own until (a deletion no Change List has), or before
+ * its from, or whose until is beyond our clock, is refused as a whole
+ * (RS_EINVALID, saying why), as a malformed package is: nothing of it is
+ * applied, and the Change Lists decide. */
+static void
+test_changedump_outside_interval(void **state)
+{
+    struct fx *f = *state;
+    const struct chg after[] = {
+        { "a", "created", T1, "a-one" },
+        { "gone", "deleted", "2020-01-02T04:00:00Z", NULL },
+    };
+    const struct chg before[] = {
+        { "b", "created", "2020-01-01T23:00:00Z", "bee" },
+    };
+    const struct chg fine[] = { { "c", "created", T1, "sea" } };
+    const char *future = "2999-01-01T00:00:00Z";
+    const char *pk1[] = { "/c1.zip" }, *pk2[] = { "/c2.zip" };
+    const char *pk3[] = { "/c3.zip" };
+    const char *from[] = { T0 }, *until[] = { T3 }, *ufut[] = { future };
+    struct ledger_todo t;
+    char *buf = NULL, uri[300];
+
+    put_row(f, "gone", "old", T0);
+    (void)serve_change_package(f, "/c1.zip", T0, T3, after, 2);
+    serve_change_dump(f, pk1, from, until, 1);
+    fx_change_dump(f, T0);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "after its manifest's until"));
+    assert_non_null(strstr(f->err, "/gone"));
+    assert_int_equal(f->r.deleted, 0);
+    assert_int_equal(f->r.written, 0);
+    snprintf(uri, sizeof(uri), "%s/gone", f->srv->origin);
+    assert_int_equal(ledger_todo_get(f->ledger, uri, &t, &buf),
+                     RS_ENOTFOUND);
+    rs_free(buf);
+    has_file(f, "gone", "old");
+
+    unroute(f, "/cd.xml");
+    (void)serve_change_package(f, "/c2.zip", "2020-01-02T00:30:00Z", T3,
+                               before, 1);
+    serve_change_dump(f, pk2, from, until, 1);
+    fx_change_dump(f, T0);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "before its manifest's from"));
+    assert_int_equal(f->r.written, 0);
+
+    unroute(f, "/cd.xml");
+    (void)serve_change_package(f, "/c3.zip", T0, future, fine, 1);
+    serve_change_dump(f, pk3, from, ufut, 1);
+    fx_change_dump(f, T0);
+    assert_int_equal(f->rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "in the future"));
+    assert_int_equal(f->r.written, 0);
+    assert_int_equal(tmp_files(f), 0);
+}
+
 /* changedump/wrong_kind: a Resource Dump document, or a Resource Dump
  * package listed in a Change Dump, ends the catch-up with an error that
  * says so; nothing is written. */
@@ -1499,6 +1739,9 @@ main(void)
         T_("bad_member_left_to_reconcile", test_bad_member_left_to_reconcile),
         T_("refused_and_newer", test_refused_and_newer),
         T_("package_404", test_package_404),
+        T_("package_stalled", test_package_stalled),
+        T_("future_at", test_future_at),
+        T_("generation_rotated", test_generation_rotated),
         T_("bad_packages", test_bad_packages),
         T_("bad_package_while_writing", test_bad_package_while_writing),
         T_("free_in_flight", test_free_in_flight),
@@ -1517,6 +1760,7 @@ main(void)
         T_("changedump/last_change_wins", test_changedump_last_change_wins),
         T_("changedump/from_the_mark", test_changedump_from_the_mark),
         T_("changedump/wrong_kind", test_changedump_wrong_kind),
+        T_("changedump/outside_interval", test_changedump_outside_interval),
     };
 #undef T_
     int rc;

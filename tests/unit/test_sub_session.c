@@ -329,7 +329,8 @@ test_run_ready_then_polls(void **state)
  * built with libzip; the Capability List lists the dump. The package's
  * route. */
 static struct tu_route *
-fx_serve_package(struct fx *f, const char *man, int members)
+fx_serve_package_at(struct fx *f, const char *at, const char *man,
+                    int members)
 {
     char zpath[4300];
     size_t len = 0;
@@ -353,14 +354,22 @@ fx_serve_package(struct fx *f, const char *man, int members)
     free(pkg->body);
     pkg->body = tu_read_file(zpath, &len);
     pkg->body_len = len;
-    (void)tu_httpd_add(f->srv, "/rd.xml", 0, CT_XML, URLSET "<rs:md "
-                       "capability=\"resourcedump\" at=\"" TA "\"/><url><loc>"
-                       "{B}/p.zip</loc></url></urlset>");
+    char rd[512];
+    snprintf(rd, sizeof(rd), URLSET "<rs:md capability=\"resourcedump\" "
+             "at=\"%s\"/><url><loc>{B}/p.zip</loc></url></urlset>", at);
+    (void)tu_httpd_add(f->srv, "/rd.xml", 0, CT_XML, rd);
     f->srv->routes[0].path[0] = '\0';
     (void)tu_httpd_add(f->srv, "/caplist.xml", 0, CT_XML, CAPLIST(
         "<url><loc>{B}/rd.xml</loc><rs:md capability=\"resourcedump\"/>"
         "</url>"));
     return pkg;
+}
+
+/* fx_serve_package_at, the dump at TA. */
+static struct tu_route *
+fx_serve_package(struct fx *f, const char *man, int members)
+{
+    return fx_serve_package_at(f, TA, man, members);
 }
 
 /* session/drain_during_the_dump: a drain (SIGTERM) while the first sync
@@ -419,22 +428,30 @@ test_drain_during_the_dump(void **state)
  * Capability List; the Change List from cl_from (with {B}), holding
  * cl_entries. */
 static void
-fx_serve_dump(struct fx *f, int r2_len, const char *cl_from,
-              const char *cl_entries)
+fx_serve_dump_at(struct fx *f, const char *at, int r2_len,
+                 const char *cl_from, const char *cl_entries)
 {
     char man[2048], cl[2048];
 
     snprintf(man, sizeof(man), URLSET "<rs:md capability=\"resourcedump-"
-             "manifest\" at=\"" TA "\"/><url><loc>%s/r1</loc><lastmod>" LM
+             "manifest\" at=\"%s\"/><url><loc>%s/r1</loc><lastmod>" LM
              "</lastmod><rs:md length=\"3\" path=\"/r1\"/></url><url><loc>"
              "%s/r2</loc><lastmod>" LM "</lastmod><rs:md length=\"%d\" "
-             "path=\"/r2\"/></url></urlset>", f->srv->origin, f->srv->origin,
-             r2_len);
-    (void)fx_serve_package(f, man, 2);
+             "path=\"/r2\"/></url></urlset>", at, f->srv->origin,
+             f->srv->origin, r2_len);
+    (void)fx_serve_package_at(f, at, man, 2);
     snprintf(cl, sizeof(cl), URLSET "<rs:md capability=\"changelist\" "
              "from=\"%s\"/>%s</urlset>", cl_from, cl_entries);
     free(f->cl->body);
     f->cl->body = tu_httpd_expand(f->srv, cl, &f->cl->body_len);
+}
+
+/* fx_serve_dump_at, the dump at TA. */
+static void
+fx_serve_dump(struct fx *f, int r2_len, const char *cl_from,
+              const char *cl_entries)
+{
+    fx_serve_dump_at(f, TA, r2_len, cl_from, cl_entries);
 }
 
 /* A first sync --dump to its end: its exit code. */
@@ -497,6 +514,69 @@ test_dump_change_lists_too_short(void **state)
     assert_int_equal(fx_sync_dump(f), 0);
     assert_true(has_file(f, "r1"));
     assert_true(has_file(f, "r2"));
+    assert_int_equal(tu_httpd_hits(f->srv, "/p.zip"), 1);
+    assert_true(tu_httpd_hits(f->srv, "/rl.xml") >= 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
+}
+
+/* session/dump_at_in_the_future: a dump whose at is beyond our clock
+ * cannot say when it was made: taken as now, the Change Lists would be
+ * read from now and r3's change (after the dump's real time) skipped.
+ * The dump has no at instead: the reconcile reads the Resource List and
+ * the Change Lists since its at, and r3 is fetched. */
+static void
+test_dump_at_in_the_future(void **state)
+{
+    struct fx *f = *state;
+
+    fx_serve_dump_at(f, "2999-01-01T00:00:00Z", 4, "2020-01-01T00:00:00Z",
+                     "<url><loc>{B}/r3</loc><rs:md change=\"created\" "
+                     "datetime=\"2020-01-01T13:00:00Z\"/></url>");
+    (void)tu_httpd_add(f->srv, "/r3", 0, NULL, "three");
+    assert_int_equal(fx_sync_dump(f), 0);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+    assert_true(has_file(f, "r3"));
+    assert_true(tu_httpd_hits(f->srv, "/rl.xml") >= 1);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
+    assert_int_equal(tu_httpd_hits(f->srv, "/r3"), 1);
+}
+
+/* session/dump_change_lists_with_a_hole: after a complete dump, Change
+ * Lists of an index that leave a hole (12:30 to 13:30) cannot say what
+ * changed in it (r3, created at 13:00, is in no list): as when they
+ * begin too late, the Resource List is reconciled, and r3 is fetched. */
+static void
+test_dump_change_lists_with_a_hole(void **state)
+{
+    struct fx *f = *state;
+
+    fx_serve_dump(f, 4, "2020-01-01T00:00:00Z", "");
+    free(f->cl->body);
+    f->cl->body = tu_httpd_expand(f->srv, "<?xml version=\"1.0\"?>\n"
+        "<sitemapindex " NS "><rs:md capability=\"changelist\" "
+        "from=\"2020-01-01T00:00:00Z\"/>"
+        "<sitemap><loc>{B}/cl1.xml</loc><rs:md from=\"2020-01-01T00:00:00Z\" "
+        "until=\"2020-01-01T12:30:00Z\"/></sitemap>"
+        "<sitemap><loc>{B}/cl2.xml</loc><rs:md from=\"2020-01-01T13:30:00Z\""
+        "/></sitemap></sitemapindex>", &f->cl->body_len);
+    (void)tu_httpd_add(f->srv, "/cl1.xml", 0, CT_XML, URLSET
+        "<rs:md capability=\"changelist\" from=\"2020-01-01T00:00:00Z\" "
+        "until=\"2020-01-01T12:30:00Z\"/></urlset>");
+    (void)tu_httpd_add(f->srv, "/cl2.xml", 0, CT_XML, URLSET
+        "<rs:md capability=\"changelist\" from=\"2020-01-01T13:30:00Z\"/>"
+        "</urlset>");
+    for (size_t i = 0; i < f->srv->nroutes; i++)
+        if (strcmp(f->srv->routes[i].path, "/rl.xml") == 0)
+            f->srv->routes[i].path[0] = '\0';
+    (void)tu_httpd_add(f->srv, "/rl.xml", 0, CT_XML, URLSET
+        "<rs:md capability=\"resourcelist\" at=\"2020-01-01T14:00:00Z\"/>"
+        RES("r1", 3) RES("r2", 4) RES("r3", 5) "</urlset>");
+    (void)tu_httpd_add(f->srv, "/r3", 0, NULL, "three");
+    assert_int_equal(fx_sync_dump(f), 0);
+    assert_true(has_file(f, "r1"));
+    assert_true(has_file(f, "r2"));
+    assert_true(has_file(f, "r3"));
     assert_int_equal(tu_httpd_hits(f->srv, "/p.zip"), 1);
     assert_true(tu_httpd_hits(f->srv, "/rl.xml") >= 1);
     assert_int_equal(tu_httpd_hits(f->srv, "/r1"), 0);
@@ -677,6 +757,9 @@ main(void)
         T_("dump_then_change_lists", test_dump_then_change_lists),
         T_("dump_change_lists_too_short", test_dump_change_lists_too_short),
         T_("dump_member_failed", test_dump_member_failed),
+        T_("dump_at_in_the_future", test_dump_at_in_the_future),
+        T_("dump_change_lists_with_a_hole",
+           test_dump_change_lists_with_a_hole),
         T_("dump_into_a_ledger_in_use", test_dump_into_a_ledger_in_use),
         T_("resourcelist_announced_twice",
            test_resourcelist_announced_twice),
