@@ -518,7 +518,7 @@ static void
 join_process(struct fanout *f, struct chan *ch, struct join *j)
 {
     struct replay *r = NULL;
-    bool replay = j->has_since;
+    bool replay = j->has_since, as_now = false;
     if (replay) {
         r = replay_find(f, j->client);
         if (r == NULL)
@@ -542,6 +542,7 @@ join_process(struct fanout *f, struct chan *ch, struct join *j)
         replay_end(f, r);
         r = NULL;
         replay = false;
+        as_now = true;
     }
     struct seam_ev *ev = seam_ev_new(SEAM_ATTACH);
     if (ev == NULL) {
@@ -556,6 +557,7 @@ join_process(struct fanout *f, struct chan *ch, struct join *j)
     ev->client = j->client;
     ev->chan = ch->idx;
     ev->flag = replay;
+    ev->code = as_now ? SEAM_AS_NOW : 0;
     ev->id = replay ? j->since : ch->cursor;
     ws_server_post(f->ws, j->thread, ev);
     if (r != NULL) {

@@ -56,7 +56,7 @@ struct seam_ev {
     unsigned chan;
     struct msg_id id;
     bool flag;
-    uint16_t code;
+    uint16_t code;            /* a close's; SEAM_ATTACH: SEAM_AS_NOW or 0 */
     struct seam_addr addr;    /* SEAM_ADOPT, SEAM_JOIN: the peer */
     int fd;                   /* SEAM_ADOPT: owned by the event until adopted */
     struct msg *m;            /* SEAM_MSG: one reference owned by the event */
@@ -65,6 +65,10 @@ struct seam_ev {
     size_t nmsgs;
     char text[SEAM_TEXT];
 };
+
+/* SEAM_ATTACH: the client's since was beyond the newest id, read as now:
+ * its 101 says so (X-Hub-Since: now). */
+#define SEAM_AS_NOW 1
 
 /* Where the service threads' events go on the main loop: every event taken
  * in one wake-up, oldest first (seam_ev_next); the callee frees each. */

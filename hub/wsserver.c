@@ -147,6 +147,7 @@ struct ws_client {
      * it is in the channel, so every notification accepted after that
      * reaches it. Sent first by on_writeable. */
     bool hs_due;
+    bool hs_as_now;                /* the 101 says X-Hub-Since: now */
     bool hs_proto;                 /* it names our subprotocol */
     char hs_accept[32];            /* Sec-WebSocket-Accept, base64 */
     bool alive;                    /* heard from since our last ping */
@@ -861,6 +862,7 @@ on_ev_attach(struct ws_thread *t, struct seam_ev *ev)
         client_close(c, 1011, "out of memory");
         return;
     }
+    c->hs_as_now = ev->code == SEAM_AS_NOW;
     if (ev->flag) {
         c->state = CL_REPLAY;
         c->last_queued = ev->id;
@@ -1884,9 +1886,10 @@ client_upgrade_reply(const struct ws_client *c, char *buf)
                      "Upgrade: websocket\r\n"
                      "Connection: Upgrade\r\n"
                      "Sec-WebSocket-Accept: %s\r\n"
-                     "%s\r\n",
+                     "%s%s\r\n",
                      c->hs_accept,
-                     c->hs_proto ? "Sec-WebSocket-Protocol: " WS_PROTOCOL "\r\n" : "");
+                     c->hs_proto ? "Sec-WebSocket-Protocol: " WS_PROTOCOL "\r\n" : "",
+                     c->hs_as_now ? "X-Hub-Since: now\r\n" : "");
     return n > 0 && n < 512 ? (size_t)n : 0;
 }
 

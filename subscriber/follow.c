@@ -304,7 +304,14 @@ on_ws_open(void *ud, struct wsclient_conn *conn)
     struct chan *c = ud;
     struct timeval tv = rs_time_tv_ms(FOLLOW_SETTLE_MS);
 
-    (void)conn;
+    /* Resumed from an id the hub gave us, which it no longer holds (its
+     * Redis lost the backlog; a node behind the others): it attached us
+     * live, and what came between cannot be told. A pull covers it, as
+     * after a resume from a mark too old (chan_open's seam). A time mark
+     * beyond the newest is a topic with nothing yet: no pull. */
+    if (c->replay == REPLAY_ID && c->last_id != NULL &&
+        wsclient_conn_since_now(conn))
+        c->replay = REPLAY_LIVE;
     chan_set(c, CH_JOINING, "upgraded");
     evtimer_add(c->ev_settle, &tv);
 }

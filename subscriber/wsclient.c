@@ -138,6 +138,7 @@ struct wsclient_conn {
                                  before the lws thread pushes any event */
     unsigned peer_idx, peer_n;  /* its place among the name's addresses */
     bool was_open;
+    bool since_now;                /* the 101 said X-Hub-Since: now */
 
     struct wsc_ev ev_open, ev_closed;
     char str[];               /* addr, host_hdr, origin, path */
@@ -819,6 +820,15 @@ wsc_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
         conn_set_state(c, L_CLOSING);
         return 0;
     }
+    case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH: {
+        /* read while the response's headers are still held */
+        char v[16];
+        c->since_now = lws_hdr_custom_length(wsi, "x-hub-since:", 12) > 0 &&
+                       lws_hdr_custom_copy(wsi, v, sizeof(v), "x-hub-since:",
+                                           12) > 0 &&
+                       strcmp(v, "now") == 0;
+        return 0;
+    }
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         on_established(w, c);
         return 0;
@@ -1185,6 +1195,12 @@ const char *
 wsclient_conn_peer(const struct wsclient_conn *c)
 {
     return c != NULL && c->peer[0] != '\0' ? c->peer : NULL;
+}
+
+bool
+wsclient_conn_since_now(const struct wsclient_conn *c)
+{
+    return c != NULL && c->since_now;
 }
 
 void

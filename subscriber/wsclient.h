@@ -130,6 +130,11 @@ void wsclient_conn_close(struct wsclient_conn *c);
  * on_close on; valid as long as c. */
 const char *wsclient_conn_peer(const struct wsclient_conn *c);
 
+/* Did the hub's 101 say it read our since= as "now" (X-Hub-Since: now,
+ * docs/protocol.md 6): it holds nothing up to it, so whether anything
+ * after it is missing cannot be told? From on_open on. */
+bool wsclient_conn_since_now(const struct wsclient_conn *c);
+
 /* A snapshot; any thread. */
 void wsclient_get_stats(struct wsclient *w, struct wsclient_stats *out);
 
