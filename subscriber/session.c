@@ -132,6 +132,9 @@ struct set {
     enum set_phase phase;
     enum transport tr;
     struct follow *follow;        /* run */
+    struct event *ev_push_to;     /* run: --push-timeout after a channel
+                                     went down, the transport is judged
+                                     again (not at the next poll tick) */
     struct capwatch *cw;          /* run: re-reads the Capability List */
     char *websub_topic[2];        /* subscribed by WebSub (copies), or NULL */
     bool websub_failing;          /* the change topic's subscription was
@@ -1191,6 +1194,46 @@ websub_update(struct set *st)
     }
 }
 
+/* Margin past --push-timeout: transport_now compares with <=. */
+#define SESSION_PUSH_TO_SLACK_MS 50
+
+static void on_push_timeout(evutil_socket_t fd, short what, void *arg);
+
+/* Judge the transport again when the change channel, down since
+ * follow_stats' down_since_us, reaches --push-timeout (each failed
+ * reconnect calls this again: the deadline is the outage's, not moved). */
+static void
+push_timeout_arm(struct set *st)
+{
+    struct follow_stats fs;
+    int64_t left;
+
+    follow_stats(st->follow, &fs);
+    if (fs.down_since_us == 0)
+        return;
+    left = fs.down_since_us + st->s->o.c.push_timeout_ms * 1000 -
+           rs_time_mono_us();
+    if (left < 0)
+        left = 0;
+    if (st->ev_push_to == NULL &&
+        (st->ev_push_to = evtimer_new(st->s->o.base, on_push_timeout,
+                                      st)) == NULL)
+        return;                       /* the poll tick judges it then */
+    struct timeval tv = rs_time_tv_ms((unsigned)(left / 1000) +
+                                      SESSION_PUSH_TO_SLACK_MS);
+    evtimer_add(st->ev_push_to, &tv);
+}
+
+static void
+on_push_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct set *st = arg;
+
+    (void)fd;
+    (void)what;
+    transport_update(st);
+}
+
 static void
 on_follow_gap(void *ud, const char *why)
 {
@@ -1312,6 +1355,11 @@ on_follow_channel(void *ud, const char *uri, const char *peer, bool up,
         rs_log_kv(RS_LOG_WARN, "channel closed", "uri", uri, "peer", peer,
                   "code", c, "reason", why, NULL);
     transport_update(st);
+    /* Polling stands in once the channel has been down --push-timeout:
+     * judged then, not at the next poll tick (up to --poll-interval more),
+     * nor at the next reconnect's event (a backoff of up to 30 s). */
+    if (!up && st->tr != TR_POLL)
+        push_timeout_arm(st);
 }
 
 int
@@ -2138,6 +2186,9 @@ session_drain(struct session *s)
 
         follow_free(st->follow);
         st->follow = NULL;
+        if (st->ev_push_to != NULL)
+            event_free(st->ev_push_to);
+        st->ev_push_to = NULL;
         capwatch_free(st->cw);
         st->cw = NULL;
         /* The next start subscribes afresh (and pulls what it missed):
@@ -2322,6 +2373,8 @@ session_free(struct session *s)
     for (size_t i = 0; i < s->nsets; i++) {
         follow_free(s->sets[i].follow);
         s->sets[i].follow = NULL;     /* apply_free may tell a failure */
+        if (s->sets[i].ev_push_to != NULL)
+            event_free(s->sets[i].ev_push_to);
         capwatch_free(s->sets[i].cw);
         rs_free(s->sets[i].websub_topic[0]);
         rs_free(s->sets[i].websub_topic[1]);

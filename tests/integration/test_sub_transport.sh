@@ -290,4 +290,27 @@ else
     bad "a first start with an unreachable --source: still running after 20 s"
     kill -KILL "$P7" 2>/dev/null
 fi
+
+# ============ 8. polling stands in at --push-timeout, not a poll tick later
+note "8. the hub killed: polling from --push-timeout on (--poll-interval 60s)"
+# Judged only at channel events and poll ticks, the switch came up to a
+# reconnect backoff (doubling to 30 s) or a poll interval late: 51 s with
+# the defaults (30 s each) in the run that found it.
+docs "$WS"
+HP=${HUB_HTTP[h]:-$HP}
+if [ -z "${HUB_PID[h]:-}" ]; then
+    hub_start h "${HUB_ARGS[@]}" --listen "127.0.0.1:$HP" --ws-listen "127.0.0.1:$HW" ||
+        bad "rshub starts"
+fi
+sub_ok "rssub run --poll-interval 60s --push-timeout 14s" t "$B/" "$M" "$ST" \
+    --poll-interval 60s --push-timeout 14s
+check "push" wait_until 10 logged t 'msg="?following"? .*to=websocket'
+pat='msg="?polling change lists"? .*from=websocket to=poll reason="?channel down longer than --push-timeout'
+n8=$(grep -Ec "$pat" "${SUB_LOG[t]}")
+switched8() { [ "$(grep -Ec "$pat" "${SUB_LOG[t]}")" -gt "$n8" ]; }
+hub_kill9 h
+T8=$SECONDS
+check "polling within --push-timeout + 3 s" wait_until 17 switched8
+note "switched after $((SECONDS - T8)) s"
+sub_stop t
 sub_finish
