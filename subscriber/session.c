@@ -1727,11 +1727,15 @@ on_result(void *ud, const char *uri, enum apply_outcome o, const char *what)
     case APPLY_UPDATED:
         s->refused_spell = 0;         /* the Source lets us read */
         break;
-    case APPLY_FAILED:
+    case APPLY_FAILED: {
+        char both[LEDGER_TEXT_MAX];
         rs_log_kv(RS_LOG_ERROR, "resource failed", "uri", uri, "error", what,
                   NULL);
-        set_last_error(s, what);
+        /* status shows it long after: which resource, not only why */
+        snprintf(both, sizeof(both), "%.1000s: %s", uri, what);
+        set_last_error(s, both);
         break;
+    }
     case APPLY_REFUSED:
         rs_log_kv(RS_LOG_ERROR, "resource refused", "uri", uri, "error", what,
                   NULL);

@@ -435,6 +435,8 @@ expect_eq "status: 6 failed" "$(st_field status_f2 failed)" 6
 for p in $FAILED; do
     check "status names $p" logged status_f2 "uri=$B$p( |\$)"
 done
+check "status: its last error names the resource, not only why" \
+    logged status_f2 "^last_error [^ ]+ $B/data/[^ ]+: "
 
 note "4c. the Source fixed: the failed resources are retried"
 ctl s rules '{}'
