@@ -7,10 +7,12 @@
  * rules in docs/protocol.md (section 1.1) follows this file.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "rs_alloc.h"
 #include "rs_check.h"
 
 /* How bad a broken rule is; rs_check.h says what each means per mode. */
@@ -34,6 +36,119 @@ rs_check_init(struct rs_check *c, enum rs_check_mode mode, size_t max_entries,
     /* Until the head says what the document is, judge it as strictly as
      * the strictest kind: a notification. */
     c->notification = true;
+}
+
+/* ---------------------------------------------------- things listed twice */
+
+/*
+ * A set of 128-bit hashes of the locs and manifest paths seen, with where
+ * each was first seen: open addressing, a power-of-two size, at most half
+ * full. Hashes rather than the strings, so that a validator's memory stays
+ * a few bytes an entry whatever the URLs' length; two 64-bit hashes of
+ * different construction, so that two different locs taken for one
+ * (about 2^-128 for a pair) is not a risk a verdict needs to carry.
+ */
+struct seen_slot {
+    uint64_t h1, h2;              /* h1 == 0: empty (h1 is never 0 else) */
+    uint32_t num;                 /* 1-based entry number */
+    uint32_t line;                /* the entry's line; 0 if unknown */
+};
+
+struct rs_check_seen {
+    struct seen_slot *slots;
+    size_t cap;                   /* a power of two, or 0 */
+    size_t used;
+};
+
+int
+rs_check_unique(struct rs_check *c)
+{
+    if (c->seen != NULL)
+        return 0;
+    c->seen = rs_calloc(1, sizeof(*c->seen));
+    return c->seen != NULL ? 0 : RS_ENOMEM;
+}
+
+void
+rs_check_cleanup(struct rs_check *c)
+{
+    if (c->seen == NULL)
+        return;
+    rs_free(c->seen->slots);
+    rs_free(c->seen);
+    c->seen = NULL;
+}
+
+/* splitmix64's finaliser: every input bit reaches every output bit. */
+static uint64_t
+seen_mix(uint64_t h)
+{
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+/* FNV-1a and a multiply-rotate hash of kind (a loc or a path) and s. */
+static void
+seen_hash(char kind, const char *s, uint64_t *h1, uint64_t *h2)
+{
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x9e3779b97f4a7c15ull;
+    a = (a ^ (unsigned char)kind) * 0x100000001b3ull;
+    b = ((b + (unsigned char)kind) * 0xff51afd7ed558ccdull);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        a = (a ^ *p) * 0x100000001b3ull;
+        b = (b + *p) * 0xc4ceb9fe1a85ec53ull;
+        b = (b << 23) | (b >> 41);
+    }
+    *h1 = seen_mix(a) | 1u;       /* never 0: 0 marks an empty slot */
+    *h2 = seen_mix(b);
+}
+
+static int
+seen_grow(struct rs_check_seen *st)
+{
+    size_t ncap = st->cap ? 2 * st->cap : 64;
+    struct seen_slot *ns = rs_calloc(ncap, sizeof(*ns));
+    if (ns == NULL)
+        return RS_ENOMEM;
+    for (size_t i = 0; i < st->cap; i++) {
+        const struct seen_slot *o = &st->slots[i];
+        if (o->h1 == 0)
+            continue;
+        size_t j = (size_t)o->h1 & (ncap - 1);
+        while (ns[j].h1 != 0)
+            j = (j + 1) & (ncap - 1);
+        ns[j] = *o;
+    }
+    rs_free(st->slots);
+    st->slots = ns;
+    st->cap = ncap;
+    return 0;
+}
+
+/* Remember s (of kind 'L' or 'P') as entry num's: *first is where it was
+ * seen before, or NULL when it is new. 0 or RS_ENOMEM. */
+static int
+seen_add(struct rs_check_seen *st, char kind, const char *s, uint32_t num,
+         uint32_t line, const struct seen_slot **first)
+{
+    uint64_t h1, h2;
+    *first = NULL;
+    if ((st->used + 1) * 2 > st->cap && seen_grow(st) != 0)
+        return RS_ENOMEM;
+    seen_hash(kind, s, &h1, &h2);
+    size_t j = (size_t)h1 & (st->cap - 1);
+    for (; st->slots[j].h1 != 0; j = (j + 1) & (st->cap - 1)) {
+        if (st->slots[j].h1 == h1 && st->slots[j].h2 == h2) {
+            *first = &st->slots[j];
+            return 0;
+        }
+    }
+    st->slots[j] = (struct seen_slot){ h1, h2, num, line };
+    st->used++;
+    return 0;
 }
 
 static enum rs_severity
@@ -367,6 +482,19 @@ rs_check_head(struct rs_check *c, const struct rs_head *h)
     if (h->root == RS_ROOT_NONE)
         return check_fatal(c, RS_EINVALID,
                            "root element must be <urlset> or <sitemapindex>");
+    /* With root <rs:ln> links the document is ResourceSync's, not a plain
+     * sitemap, but cannot say which of its kinds it is. The notification
+     * alpha draft prints its examples 4.1, 5.1 and 5.2 so: the text that
+     * said their structure was lost, and the kind came from the channel
+     * they were sent on, which a document read alone does not have
+     * (docs/protocol.md 1.1). */
+    if (!h->has_md && h->nlinks > 0)
+        return check_fatal(c, RS_EINVALID,
+                           "<%s> has no <rs:md> element before its entries, "
+                           "so what the document is cannot be known: a root "
+                           "<rs:md capability=\"...\"> is mandatory (core 7), "
+                           "in a notification too (alpha examples 4.1, 5.1, "
+                           "5.2 leave it out)", root);
     if (!h->has_md)
         return check_fatal(c, RS_EINVALID,
                            "<%s> has no <rs:md> element before its entries: "
@@ -689,6 +817,103 @@ check_index_entry(struct rs_check *c, const struct rs_entry *e)
     return rc;
 }
 
+/* "entry 3, line 9" (without the line when it is not known). */
+static const char *
+entry_pos(char *buf, size_t n, uint32_t num, uint32_t line)
+{
+    if (line > 0)
+        snprintf(buf, n, "entry %u, line %u", num, line);
+    else
+        snprintf(buf, n, "entry %u", num);
+    return buf;
+}
+
+/* What a document lists once per <loc>, for the message; NULL for the
+ * documents that list a resource once per change (core 5.1, 12.1, 13.1;
+ * a notification as a Change List; a framework notification may tell of
+ * one document created, then updated). */
+static const char *
+loc_once_rule(const struct rs_check *c)
+{
+    if (c->root == RS_ROOT_SITEMAPINDEX)
+        return "an index lists each part once";
+    switch (c->cap) {
+    case RS_CAP_RESOURCELIST:
+        return "a Resource List has one <url> for each resource (core 10.1)";
+    case RS_CAP_RESOURCEDUMP:
+        return "a Resource Dump has one <url> for each package (core 11.1)";
+    case RS_CAP_CHANGEDUMP:
+        return "a Change Dump has one <url> for each package (core 13.1)";
+    case RS_CAP_DESCRIPTION:
+        return "a Source Description lists each Capability List once "
+               "(core 8)";
+    case RS_CAP_CAPABILITYLIST:
+        return "a Capability List lists each document once (core 9)";
+    case RS_CAP_RESOURCEDUMP_MANIFEST:
+        return "a Resource Dump Manifest has one bitstream per resource "
+               "(core 11.2)";
+    default:
+        return NULL;
+    }
+}
+
+/*
+ * rs_check_unique's rules. A <loc> twice in a Resource Dump Manifest is
+ * an error: the package holds two bitstreams for one resource of a
+ * snapshot, and which is its state cannot be known (rssub refuses the
+ * package). Elsewhere the spec's words are "should" (one <url> for each
+ * resource, each package), and a reader that meets the loc again has
+ * nothing new to do: a warning. Two manifest entries with one path (a
+ * leading '/' or not: one member of the ZIP) would read one bitstream as
+ * two resources or two changes: an error in both manifests, as in rssub.
+ */
+static int
+check_unique(struct rs_check *c, const struct rs_entry *e)
+{
+    const struct seen_slot *first;
+    const char *rule = loc_once_rule(c);
+    uint32_t num = (uint32_t)c->nentries, line = e->line;
+    char a[48], b[48];
+    int rc = 0;
+
+    if (rule != NULL) {
+        if (seen_add(c->seen, 'L', e->loc, num, line, &first) != 0)
+            return check_fatal(c, RS_ENOMEM, "out of memory remembering "
+                               "the entries' locs");
+        if (first != NULL)
+            rc = check_fix(c, c->cap == RS_CAP_RESOURCEDUMP_MANIFEST
+                                  ? LV_ERROR : LV_SHOULD,
+                           "a reader takes it once",
+                           "<loc> %.100s is listed twice (%s, then %s): %s",
+                           e->loc, entry_pos(a, sizeof(a), first->num,
+                                             first->line),
+                           entry_pos(b, sizeof(b), num, line), rule);
+    }
+    bool manifest = c->cap == RS_CAP_RESOURCEDUMP_MANIFEST ||
+                    c->cap == RS_CAP_CHANGEDUMP_MANIFEST;
+    const char *path = e->has_md ? e->md.path : NULL;
+    if (!manifest || path == NULL)
+        return rc;
+    while (*path == '/')
+        path++;
+    if (*path == '\0')
+        return rc;
+    if (seen_add(c->seen, 'P', path, num, line, &first) != 0)
+        return check_fatal(c, RS_ENOMEM, "out of memory remembering the "
+                           "entries' paths");
+    if (first != NULL)
+        rc = first_error(rc, check_at(c, LV_ERROR, "manifest path "
+                                      "\"%.100s\" is given twice (%s, then "
+                                      "%s, <loc> %.100s): a package holds one "
+                                      "bitstream at a path (core 11.2, 13.2)",
+                                      e->md.path, entry_pos(a, sizeof(a),
+                                                            first->num,
+                                                            first->line),
+                                      entry_pos(b, sizeof(b), num, line),
+                                      e->loc));
+    return rc;
+}
+
 int
 rs_check_entry(struct rs_check *c, const struct rs_entry *e)
 {
@@ -719,6 +944,11 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
                        flaw);
 
     rc = first_error(rc, check_links(c, e->links, e->nlinks, elem));
+    if (c->seen != NULL) {
+        rc = first_error(rc, check_unique(c, e));
+        if (c->broken)
+            return rc;
+    }
 
     if (c->root == RS_ROOT_SITEMAPINDEX)
         return first_error(rc, check_index_entry(c, e));

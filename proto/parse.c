@@ -1091,6 +1091,10 @@ rs_parser_new(const struct rs_parse_opts *opts, const struct rs_parser_cbs *cbs,
     rs_check_init(&p->check,
                   p->opts.strict ? RS_CHECK_STRICT : p->opts.mode,
                   p->opts.max_entries, on_check_report, p);
+    if (p->opts.unique && rs_check_unique(&p->check) != 0) {
+        rs_parser_free(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -1107,6 +1111,7 @@ rs_parser_free(struct rs_parser *p)
     rs_free(p->head_links.v);
     rs_free(p->entry_links.v);
     rs_free(p->text);
+    rs_check_cleanup(&p->check);
     rs_free(p);
 }
 

@@ -243,6 +243,7 @@ parse_source(const struct cli *cli, const char *name,
         .on_error = on_error,
         .max_errors = on_error != NULL ? cli->max_errors : 1,
         .gunzip = true,
+        .unique = true,     /* a validator's rule: a loc listed twice */
     };
     memset(out, 0, sizeof(*out));
     struct rs_parser *p = rs_parser_new(&po, cbs, ud);
@@ -746,6 +747,7 @@ struct ex_child {
     char *loc;              /* resolved */
     char *cap;              /* as listed; NULL when the entry says none */
     bool channel;           /* a notification channel: never fetched */
+    bool contents;          /* a dump package's manifest (rel="contents") */
     char *hub;              /* rs:ln rel="hub" href, resolved, or NULL */
 };
 
@@ -768,7 +770,8 @@ struct ex_node {
     unsigned warn_line;
     char warn[256];         /* the first warning */
     char *up, *next;        /* root links, resolved */
-    struct ex_child *kids;  /* only of indexes, descriptions, cap lists */
+    struct ex_child *kids;  /* of indexes, descriptions, cap lists; a
+                             * dump's are its packages' manifests */
     size_t nkids, kids_cap;
     char **rslinks;         /* rel="resourcesync" targets, resolved */
     size_t nrslinks;
@@ -795,6 +798,7 @@ struct ex_load {
     char *buf;              /* HTML or text body */
     size_t len, cap, max;
     bool collect;           /* keep the entries as children */
+    bool dump;              /* keep the entries' manifests as children */
 };
 
 static void
@@ -896,22 +900,52 @@ ex_on_head(void *ud, const struct rs_head *h)
     ld->collect = h->root == RS_ROOT_SITEMAPINDEX ||
                   h->md.capability == RS_CAP_DESCRIPTION ||
                   h->md.capability == RS_CAP_CAPABILITYLIST;
+    /* A dump's entries are ZIP packages, which explore does not fetch;
+     * the manifest each may link with rel="contents" (core 7, 11.1,
+     * 13.1) is a document of the tree like any other. */
+    ld->dump = h->root == RS_ROOT_URLSET &&
+               (h->md.capability == RS_CAP_RESOURCEDUMP ||
+                h->md.capability == RS_CAP_CHANGEDUMP);
     return 0;
 }
 
-static int
-ex_on_entry(void *ud, const struct rs_entry *e)
+static struct ex_child *
+ex_add_kid(struct ex_node *n)
 {
-    struct ex_load *ld = ud;
-    struct ex_node *n = ld->node;
-    if (!ld->collect || e->loc == NULL)
-        return 0;
     if (n->nkids == n->kids_cap) {
         n->kids_cap = n->kids_cap ? 2 * n->kids_cap : 16;
         n->kids = xrealloc(n->kids, n->kids_cap * sizeof(*n->kids));
     }
     struct ex_child *k = &n->kids[n->nkids++];
     memset(k, 0, sizeof(*k));
+    return k;
+}
+
+/* A dump entry: its package's manifest, listed as the manifest of the
+ * dump's kind (a package without one has nothing to follow). */
+static void
+ex_dump_entry(struct ex_load *ld, const struct rs_entry *e)
+{
+    const struct rs_link *ln = rs_links_find(e->links, e->nlinks, "contents");
+    if (ln == NULL || ln->href == NULL)
+        return;
+    struct ex_child *k = ex_add_kid(ld->node);
+    k->loc = resolve(ex_base(ld), ln->href);
+    k->cap = xstrdup(rs_capability_name(
+        ld->node->capv == RS_CAP_CHANGEDUMP ? RS_CAP_CHANGEDUMP_MANIFEST
+                                            : RS_CAP_RESOURCEDUMP_MANIFEST));
+    k->contents = true;
+}
+
+static int
+ex_on_entry(void *ud, const struct rs_entry *e)
+{
+    struct ex_load *ld = ud;
+    if (ld->dump)
+        ex_dump_entry(ld, e);
+    if (!ld->collect || e->loc == NULL)
+        return 0;
+    struct ex_child *k = ex_add_kid(ld->node);
     k->loc = resolve(ex_base(ld), e->loc);
     if (e->has_md && e->md.capability != RS_CAP_NONE)
         k->cap = xstrdup(cap_text(&e->md));
@@ -999,6 +1033,7 @@ ex_load(struct explorer *ex, struct ex_node *n, bool as_text)
         .on_warning = ex_on_warning,
         .warning_ud = n,
         .gunzip = true,
+        .unique = true,
     };
     struct ex_load ld = {
         .node = n, .res = &res,
@@ -1173,7 +1208,7 @@ ex_walk_kids(struct explorer *ex, struct ex_node *n, int depth)
             skipped++;
             continue;
         }
-        ex_walk(ex, k->loc, cap, depth, "");
+        ex_walk(ex, k->loc, cap, depth, k->contents ? "contents: " : "");
     }
     if (skipped > 0) {
         printf("%*s... %zu more not fetched (--max-docs %zu reached)\n",
@@ -1370,7 +1405,7 @@ static const char usage_text[] =
 "\n"
 "Validate, show and explore ResourceSync documents (Z39.99-2014 and the\n"
 "2017 revision, notifications included) from files, standard input (-) or\n"
-"http(s) URLs. Documents are parsed as they stream in, in constant memory.\n"
+"http(s) URLs. Documents are parsed as they stream in, in bounded memory.\n"
 "\n"
 "Commands:\n"
 "  validate [--lenient|--strict] [--max-errors N] FILE|URL|- ...\n"
@@ -1392,10 +1427,11 @@ static const char usage_text[] =
 "      a Source Description or Capability List; any resource whose Link\n"
 "      header or HTML page names rel=\"resourcesync\"; or robots.txt Sitemap:\n"
 "      lines) and print its tree: Capability Lists, Resource Lists and their\n"
-"      indexes and parts, Change Lists and their next pages, dumps, and\n"
-"      notification channels with their hubs. Resource entries are counted,\n"
-"      not listed. No URL is fetched twice; errors are shown in the tree and\n"
-"      the walk goes on.\n"
+"      indexes and parts, Change Lists and their next pages, dumps and the\n"
+"      manifests their packages link (rel=\"contents\"; packages are not\n"
+"      fetched), and notification channels with their hubs. Resource entries\n"
+"      are counted, not listed. No URL is fetched twice; errors are shown in\n"
+"      the tree and the walk goes on.\n"
 "  help                 this text\n"
 "\n"
 "Options:\n"

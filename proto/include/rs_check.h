@@ -68,6 +68,10 @@ typedef void (*rs_check_report_cb)(void *ud, enum rs_severity sev,
  * capabilities beyond this many are not compared. */
 #define RS_CHECK_MAX_OTHER_CAPS 8
 
+/* What rs_check_unique() remembers of each <loc> and manifest path; private
+ * (check.c). */
+struct rs_check_seen;
+
 struct rs_check {
     enum rs_check_mode mode;
     size_t max_entries;           /* 0 = RS_MAX_ENTRIES */
@@ -91,10 +95,28 @@ struct rs_check {
     unsigned long long caps_seen; /* Capability List: known capabilities */
     char other_caps[RS_CHECK_MAX_OTHER_CAPS][48];
     unsigned nother_caps;
+    struct rs_check_seen *seen;   /* rs_check_unique; NULL: not looked for */
 };
 
 void rs_check_init(struct rs_check *c, enum rs_check_mode mode,
                    size_t max_entries, rs_check_report_cb report, void *ud);
+
+/*
+ * Also find a <loc> listed twice where a document lists each thing once
+ * (everything but a Change List, a Change Dump Manifest and the
+ * notifications, which list a resource once per change) and a manifest
+ * path given to two entries (docs/protocol.md 1.1 says at which level).
+ * It remembers each loc and path as a 24-byte slot (a 128-bit hash, the
+ * entry's number and line) in a table at most half full, so under 100
+ * bytes an entry, until rs_check_cleanup(): a validator's
+ * rule, which readers that need it apply their own way (rssub's dump
+ * reader). Call after rs_check_init, before the head. 0 or RS_ENOMEM.
+ */
+int rs_check_unique(struct rs_check *c) RS_MUST_CHECK;
+
+/* Frees what rs_check_unique() took; safe on a check that took nothing
+ * (and twice). */
+void rs_check_cleanup(struct rs_check *c);
 
 /*
  * Each returns 0 when no error was found (warnings are reported and return

@@ -46,6 +46,12 @@ struct rs_parse_opts {
      * the client did not undo. max_bytes bounds the inflated bytes. For
      * documents read from Sources; a notification is never gzipped. */
     bool gunzip;
+    /* Also find a <loc> listed twice where the document's kind lists each
+     * thing once, and a manifest path given twice (rs_check_unique): a
+     * validator's rule (rsdoc), costing under 100 bytes an entry while
+     * the parse lasts. Readers leave it off and meet such documents their own way
+     * (rssub's dump reader refuses the package). */
+    bool unique;
 };
 
 /* The first error of a parse (on_error hears of every one). */

@@ -282,6 +282,72 @@ cat >"$site2/rl.xml" <<EOF
 </urlset>
 EOF
 
+# Dumps: each package's manifest linked with rel="contents" (core 11.1,
+# 13.1), relative or absolute; manifest2 lists a resource twice; the third
+# package's contents link loops back to the dump itself, the fourth has
+# none.
+mkdir -p "$site/dumps"
+d=$base/dumps
+cat >"$site/dumps/capabilitylist.xml" <<EOF
+<urlset $ns>
+  <rs:ln rel="up" href="$base/.well-known/resourcesync"/>
+  <rs:md capability="capabilitylist"/>
+  <url><loc>$d/resourcedump.xml</loc><rs:md capability="resourcedump"/></url>
+  <url><loc>$d/changedump.xml</loc><rs:md capability="changedump"/></url>
+</urlset>
+EOF
+cat >"$site/dumps/resourcedump.xml" <<EOF
+<urlset $ns>
+  <rs:ln rel="up" href="$d/capabilitylist.xml"/>
+  <rs:md capability="resourcedump" at="2013-01-03T09:00:00Z"/>
+  <url><loc>$d/p1.zip</loc><rs:md type="application/zip"/><rs:ln rel="contents" href="manifest1.xml" type="application/xml"/></url>
+  <url><loc>$d/p2.zip</loc><rs:md type="application/zip"/><rs:ln rel="contents" href="$d/manifest2.xml"/></url>
+  <url><loc>$d/p3.zip</loc><rs:md type="application/zip"/><rs:ln rel="contents" href="$d/resourcedump.xml"/></url>
+  <url><loc>$d/p4.zip</loc><rs:md type="application/zip"/></url>
+</urlset>
+EOF
+cat >"$site/dumps/manifest1.xml" <<EOF
+<urlset $ns>
+  <rs:ln rel="up" href="$d/capabilitylist.xml"/>
+  <rs:md capability="resourcedump-manifest" at="2013-01-03T09:00:00Z"/>
+  <url><loc>$base/res1.txt</loc><rs:md path="/res1.txt"/></url>
+  <url><loc>$base/res2.txt</loc><rs:md path="/res2.txt"/></url>
+</urlset>
+EOF
+cat >"$site/dumps/manifest2.xml" <<EOF
+<urlset $ns>
+  <rs:ln rel="up" href="$d/capabilitylist.xml"/>
+  <rs:md capability="resourcedump-manifest" at="2013-01-03T09:00:00Z"/>
+  <url><loc>$base/res3.txt</loc><rs:md path="/res3.txt"/></url>
+  <url><loc>$base/res4.txt</loc><rs:md path="/res4.txt"/></url>
+  <url><loc>$base/res3.txt</loc><rs:md path="/res3-again.txt"/></url>
+</urlset>
+EOF
+cat >"$site/dumps/changedump.xml" <<EOF
+<urlset $ns>
+  <rs:ln rel="up" href="$d/capabilitylist.xml"/>
+  <rs:md capability="changedump" from="2013-01-02T00:00:00Z"/>
+  <url><loc>$d/c1.zip</loc><rs:md type="application/zip" from="2013-01-02T00:00:00Z" until="2013-01-03T00:00:00Z"/><rs:ln rel="contents" href="cd-manifest.xml"/></url>
+</urlset>
+EOF
+cat >"$site/dumps/cd-manifest.xml" <<EOF
+<urlset $ns>
+  <rs:ln rel="up" href="$d/capabilitylist.xml"/>
+  <rs:md capability="changedump-manifest" from="2013-01-02T00:00:00Z" until="2013-01-03T00:00:00Z"/>
+  <url><loc>$base/res1.txt</loc><rs:md change="created" datetime="2013-01-02T10:00:00Z" path="/1/res1.txt"/></url>
+  <url><loc>$base/res1.txt</loc><rs:md change="updated" datetime="2013-01-02T11:00:00Z" path="/2/res1.txt"/></url>
+</urlset>
+EOF
+# A Resource List that lists a resource twice: a should (core 10.1).
+cat >"$site/dumps/rl-twice.xml" <<EOF
+<urlset $ns>
+  <rs:ln rel="up" href="$d/capabilitylist.xml"/>
+  <rs:md capability="resourcelist" at="2013-01-03T09:00:00Z"/>
+  <url><loc>$base/res1.txt</loc></url>
+  <url><loc>$base/res1.txt</loc></url>
+</urlset>
+EOF
+
 # --------------------------------------------------------------- the CLI
 check_rc "help" 0 "$rsdoc" --help
 has "help lists every command" '^  explore '
@@ -408,6 +474,18 @@ out=$("$rsdoc" validate "$tmp/padded.xml" 2>&1 >/dev/null)
 [ "$(printf '%s\n' "$out" | grep -c ':[0-9]*: warning: ')" -eq 100 ] && ok "warnings: 100 told" || bad "warnings: not 100 told" "$(printf '%s\n' "$out" | tail -3)"
 has "warnings: the rest counted" "^$tmp/padded.xml: warning: 50 more warnings not shown\$"
 
+# A loc listed twice: an error in a Resource Dump Manifest (one bitstream
+# per resource; rssub refuses the package), naming the loc and both
+# entries; a warning in a Resource List (core 10.1: should); nothing in a
+# Change Dump Manifest (once per change).
+check_rc "manifest: a loc listed twice is invalid" 1 "$rsdoc" validate "$site/dumps/manifest2.xml"
+has "manifest: the loc and both entries named" "^$site/dumps/manifest2.xml:6: error: <loc> $base/res3.txt is listed twice \(entry 1, line 4, then entry 3, line 6\): a Resource Dump Manifest"
+check_rc "manifest: invalid with --lenient too" 1 "$rsdoc" validate --lenient "$site/dumps/manifest2.xml"
+check_rc "change dump manifest: a loc once per change" 0 "$rsdoc" validate --strict "$site/dumps/cd-manifest.xml"
+check_rc "resource list: a loc listed twice is a warning" 0 "$rsdoc" validate "$site/dumps/rl-twice.xml"
+has "resource list: the warning" "^$site/dumps/rl-twice.xml:5: warning: <loc> $base/res1.txt is listed twice \(entry 1, line 4, then entry 2, line 5\)"
+check_rc "resource list: an error under --strict" 1 "$rsdoc" validate --strict "$site/dumps/rl-twice.xml"
+
 # -------------------------------------------------------------------- show
 check_rc "show text" 0 "$rsdoc" show "$base/resourcelist-1.xml"
 has "show: capability" '^capability +resourcelist$'
@@ -489,6 +567,24 @@ has "robots: description" "^description $base2/sd.xml: urlset, 1 entry\$"
 has "robots: resource list" "^    resourcelist $base2/rl.xml: urlset, 3 entries, at 2013-01-03T09:00:00Z\$"
 dups=$(sort "$tmp/site2.requests" | uniq -d)
 [ -z "$dups" ] && ok "robots: climbing and walking fetch each URL once" || bad "robots fetched twice" "$dups"
+
+# Dumps: explore follows each package's rel="contents" link to its
+# manifest and validates it; a loop is shown once; --max-docs holds.
+: >"$tmp/site.requests"
+check_rc "explore dumps" 1 "$rsdoc" explore "$d/capabilitylist.xml"
+has "dumps: resource dump" "^  resourcedump $d/resourcedump.xml: urlset, 4 entries, at 2013-01-03T09:00:00Z\$"
+has "dumps: a relative contents link followed" "^    contents: resourcedump-manifest $d/manifest1.xml: urlset, 2 entries, at 2013-01-03T09:00:00Z\$"
+has "dumps: an invalid manifest shown with its error" "^    contents: resourcedump-manifest $d/manifest2.xml: error: line 6: <loc> $base/res3.txt is listed twice"
+has "dumps: a contents loop stops" "^    contents: resourcedump $d/resourcedump.xml: shown above\$"
+has "dumps: change dump" "^  changedump $d/changedump.xml: urlset, 1 entry, from 2013-01-02T00:00:00Z\$"
+has "dumps: change dump manifest" "^    contents: changedump-manifest $d/cd-manifest.xml: urlset, 2 entries, from 2013-01-02T00:00:00Z, until 2013-01-03T00:00:00Z\$"
+has "dumps: summary" '^6 documents fetched, 1 problem$'
+if grep -q 'zip$' "$tmp/site.requests"; then bad "explore fetched a package"; else ok "dumps: no package fetched"; fi
+dups=$(sort "$tmp/site.requests" | uniq -d)
+if [ -z "$dups" ]; then ok "dumps: no URL fetched twice"; else bad "dumps: fetched twice" "$dups"; fi
+check_rc "explore dumps --max-docs 3" 1 "$rsdoc" explore --max-docs 3 "$d/capabilitylist.xml"
+has "dumps: manifests count against --max-docs" '^    \.\.\. 1 more not fetched \(--max-docs 3 reached\)$'
+has "dumps: 3 fetched" '^3 documents fetched'
 
 check_rc "explore finds nothing" 1 "$rsdoc" explore "http://127.0.0.1:1/"
 has "nothing found is said" '^no ResourceSync document found from http://127.0.0.1:1/$'

@@ -302,6 +302,9 @@ opts_for(struct outcome *o, enum rs_check_mode mode)
     opts.mode = mode;
     opts.on_warning = on_warning;
     opts.warning_ud = o;
+    /* the corpus is judged as rsdoc judges it: with the validator's
+     * rules (a <loc> or a manifest path listed twice) */
+    opts.unique = true;
     return opts;
 }
 

@@ -1067,6 +1067,152 @@ test_alloc_failure(void **state)
     tu_alloc_fail_at(0);
 }
 
+/* Documents for parse/unique: the root on lines 1-3, an entry a line. */
+#define UQ_HEAD(cap, time) \
+    "<urlset " NS ">\n<rs:ln rel=\"up\" href=\"http://e.com/cl\"/>\n" \
+    "<rs:md capability=\"" cap "\" " time "=\"2013-01-01T00:00:00Z\"/>\n"
+#define UQ_URL(loc, md) \
+    "<url><loc>http://e.com/" loc "</loc><rs:md " md "/></url>\n"
+
+/* rs_doc_parse of doc in mode m with opts.unique (or without): its code,
+ * and the first error's line and message in *diag. */
+static int
+parse_unique(const char *doc, enum rs_check_mode m, bool unique,
+             struct rs_diag *diag, struct rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    memset(diag, 0, sizeof(*diag));
+    struct rs_parse_opts o = { .mode = m, .unique = unique,
+                               .on_warning = on_warning, .warning_ud = r };
+    struct rs_doc *d = NULL;
+    int rc = parse_str(doc, &o, &d, diag);
+    rs_doc_free(d);
+    return rc;
+}
+
+/* parse/unique: with opts.unique, a <loc> listed twice in a Resource Dump
+ * Manifest is an error in every mode, on the second entry's line, naming
+ * the loc and both entries; in a Resource List it is a should (a warning,
+ * an error under strict); a Change List and a Change Dump Manifest list
+ * a loc once per change; two manifest entries with one path ("/a" and
+ * "a": one ZIP member) are an error; without the option nothing is looked
+ * for, as readers read. */
+static void
+test_unique(void **state)
+{
+    (void)state;
+    static const char rdm[] =
+        UQ_HEAD("resourcedump-manifest", "at")
+        UQ_URL("a", "path=\"/a\"")
+        UQ_URL("b", "path=\"/b\"")
+        UQ_URL("a", "path=\"/c\"")
+        "</urlset>";
+    static const char rdm_path[] =
+        UQ_HEAD("resourcedump-manifest", "at")
+        UQ_URL("a", "path=\"/a\"")
+        UQ_URL("b", "path=\"a\"")
+        "</urlset>";
+    static const char rl[] =
+        UQ_HEAD("resourcelist", "at")
+        UQ_URL("a", "length=\"1\"")
+        UQ_URL("b", "length=\"1\"")
+        UQ_URL("a", "length=\"2\"")
+        "</urlset>";
+    static const char cl[] =
+        UQ_HEAD("changelist", "from")
+        UQ_URL("a", "change=\"created\" datetime=\"2013-01-02T00:00:00Z\"")
+        UQ_URL("a", "change=\"updated\" datetime=\"2013-01-03T00:00:00Z\"")
+        "</urlset>";
+    static const char cdm[] =
+        UQ_HEAD("changedump-manifest", "from")
+        UQ_URL("a", "change=\"created\" datetime=\"2013-01-02T00:00:00Z\" "
+               "path=\"/1/a\"")
+        UQ_URL("a", "change=\"updated\" datetime=\"2013-01-03T00:00:00Z\" "
+               "path=\"/2/a\"")
+        UQ_URL("a", "change=\"deleted\" datetime=\"2013-01-04T00:00:00Z\"")
+        "</urlset>";
+    static const char cdm_path[] =
+        UQ_HEAD("changedump-manifest", "from")
+        UQ_URL("a", "change=\"created\" datetime=\"2013-01-02T00:00:00Z\" "
+               "path=\"/1/a\"")
+        UQ_URL("b", "change=\"created\" datetime=\"2013-01-03T00:00:00Z\" "
+               "path=\"/1/a\"")
+        "</urlset>";
+    struct rs_diag diag;
+    struct rec r;
+
+    for (int m = RS_CHECK_READER; m <= RS_CHECK_STRICT; m++) {
+        enum rs_check_mode mode = (enum rs_check_mode)m;
+        assert_int_equal(parse_unique(rdm, mode, true, &diag, &r),
+                         RS_EINVALID);
+        assert_int_equal(diag.line, 6);
+        assert_non_null(strstr(diag.msg, "<loc> http://e.com/a is listed "
+                                         "twice (entry 1, line 4, then "
+                                         "entry 3, line 6)"));
+        assert_non_null(strstr(diag.msg, "Resource Dump Manifest"));
+        assert_int_equal(parse_unique(rdm_path, mode, true, &diag, &r),
+                         RS_EINVALID);
+        assert_int_equal(diag.line, 5);
+        assert_non_null(strstr(diag.msg, "path \"a\" is given twice "
+                                         "(entry 1, line 4, then entry 2, "
+                                         "line 5"));
+        assert_int_equal(parse_unique(cdm_path, mode, true, &diag, &r),
+                         RS_EINVALID);
+        assert_int_equal(diag.line, 5);
+        assert_int_equal(parse_unique(cl, mode, true, &diag, &r), 0);
+        assert_int_equal(r.warnings, 0);
+        assert_int_equal(parse_unique(cdm, mode, true, &diag, &r), 0);
+        assert_int_equal(r.warnings, 0);
+    }
+    assert_int_equal(parse_unique(rl, RS_CHECK_SPEC, true, &diag, &r), 0);
+    assert_int_equal(r.warnings, 1);
+    assert_int_equal(r.warn_line, 6);
+    assert_int_equal(parse_unique(rl, RS_CHECK_READER, true, &diag, &r), 0);
+    assert_int_equal(r.warnings, 1);
+    assert_int_equal(parse_unique(rl, RS_CHECK_STRICT, true, &diag, &r),
+                     RS_EINVALID);
+    assert_int_equal(diag.line, 6);
+    assert_non_null(strstr(diag.msg, "one <url> for each resource"));
+
+    /* the readers' view without the option: as before */
+    assert_int_equal(parse_unique(rdm, RS_CHECK_READER, false, &diag, &r), 0);
+    assert_int_equal(parse_unique(rdm_path, RS_CHECK_SPEC, false, &diag, &r),
+                     0);
+    assert_int_equal(parse_unique(rl, RS_CHECK_STRICT, false, &diag, &r), 0);
+}
+
+/* parse/unique_alloc_failure: failing each allocation of a parse with
+ * opts.unique (the set grows past its first size) gives RS_ENOMEM, never
+ * a verdict on a half-remembered document, and leaks nothing. */
+static void
+test_unique_alloc_failure(void **state)
+{
+    (void)state;
+    char doc[16384];
+    size_t n = (size_t)snprintf(doc, sizeof(doc), "%s",
+                                UQ_HEAD("resourcelist", "at"));
+    for (int i = 0; i < 80; i++)
+        n += (size_t)snprintf(doc + n, sizeof(doc) - n,
+                              "<url><loc>http://e.com/%d</loc></url>\n", i);
+    snprintf(doc + n, sizeof(doc) - n, "</urlset>");
+    const struct rs_parse_opts o = { .unique = true };
+    struct rs_doc *d = NULL;
+    tu_alloc_fail_at(ULONG_MAX);
+    assert_int_equal(parse_str(doc, &o, &d, NULL), 0);
+    unsigned long total = tu_alloc_count();
+    rs_doc_free(d);
+    for (unsigned long k = 1; k <= total; k++) {
+        tu_alloc_fail_at(k);
+        int rc = parse_str(doc, &o, &d, NULL);
+        tu_alloc_fail_at(0);
+        if (rc != RS_ENOMEM)
+            fail_msg("allocation %lu of %lu failed but rc = %d", k, total,
+                     rc);
+        assert_null(d);
+    }
+    tu_alloc_fail_at(0);
+}
+
 int
 main(void)
 {
@@ -1094,6 +1240,8 @@ main(void)
         cmocka_unit_test(test_big_in_one_call),
         cmocka_unit_test(test_large_buffer),
         cmocka_unit_test(test_alloc_failure),
+        cmocka_unit_test(test_unique),
+        cmocka_unit_test(test_unique_alloc_failure),
     };
     return cmocka_run_group_tests_name("parse", tests, NULL, NULL);
 }
