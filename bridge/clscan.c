@@ -39,6 +39,7 @@ struct clscan {
     uint64_t staged;
     struct store_feed *prev;      /* the feed this walk's feed replaces */
     bool has_prev;
+    bool keep_prev;               /* ... still followed: its rows stay */
     struct cs_doc cur;            /* the document being read */
     bool cur_open;
     struct cs_doc *docs;
@@ -91,13 +92,15 @@ clscan_begin(struct clscan *cs, int64_t feed)
     cs->ndocs = 0;
     cs->cur_open = false;
     cs->has_prev = false;
+    cs->keep_prev = false;
 }
 
 void
-clscan_replaces(struct clscan *cs, const struct store_feed *prev)
+clscan_replaces(struct clscan *cs, const struct store_feed *prev, bool keep)
 {
     *cs->prev = *prev;
     cs->has_prev = true;
+    cs->keep_prev = keep;
 }
 
 static rs_time_t
@@ -676,6 +679,10 @@ takeover_end(struct commit_ctx *x, const struct walk_result *wr)
                   "replaces", x->cs->prev->url, "position", pos,
                   "reaches_back_to", from, NULL);
     }
+    /* a feed still followed (another Capability List names it) goes on
+     * with its own rows */
+    if (x->cs->keep_prev)
+        return 0;
     if ((rc = exec2(st, SQL_SEEN_DROP, x->known, 0, "the feed replaced")) != 0)
         return rc;
     return store_docs_forget(st, x->known);

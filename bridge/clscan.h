@@ -81,17 +81,21 @@ void clscan_free(struct clscan *cs);                /* NULL ok */
 void clscan_begin(struct clscan *cs, int64_t feed);
 /*
  * The walk begun (clscan_begin) is of a feed that replaces prev: the
- * Change List the same Capability List named before, which none names
- * now (the caller decides; prev is copied). Its commit is no baseline:
- * the entries prev had are taken as prev took them, the others newer
- * than prev's position (or at it) are handed over, and when the new
- * feed's window does not reach back to that position the commit says it
- * cannot tell (stats.unsure, on_framework "updated"). prev's seen entries
- * and documents are then dropped, in the same transaction; so are the
- * feed's own from an earlier time it was followed (forget its documents
- * before the walk: clscan_replaces does not). clscan_begin forgets prev.
+ * Change List the same Capability List named before (the caller decides;
+ * prev is copied). Its commit is no baseline: the entries prev had are
+ * taken as prev took them, the others newer than prev's position (or at
+ * it) are handed over, those older and below prev's window (win_from,
+ * else its oldest entry) taken silently, and when the new feed's window
+ * does not reach back to that position the commit says it cannot tell
+ * (stats.unsure, on_framework "updated"). prev's seen entries and
+ * documents are then dropped, in the same transaction - unless keep (a
+ * feed another Capability List still follows, or one with no rows: id
+ * -1); so are the feed's own from an earlier time it was followed (forget
+ * its documents before the walk: clscan_replaces does not). clscan_begin
+ * forgets prev.
  */
-void clscan_replaces(struct clscan *cs, const struct store_feed *prev);
+void clscan_replaces(struct clscan *cs, const struct store_feed *prev,
+                     bool keep);
 /* An entry the walk read: staged (in the caller's open transaction, if
  * any). 0, RS_ETOOBIG past CLSCAN_MAX_ENTRIES, RS_EIO. */
 int clscan_entry(struct clscan *cs, const struct walk_doc *d, size_t idx,

@@ -146,6 +146,7 @@ struct poller {
     size_t njobs, job;
     struct store_feed *feed;      /* the current job's feed */
     struct store_feed *prevf;     /* scratch: the Change List it replaces */
+    struct store_feed *rlf;       /* scratch: its Resource List's feed */
     struct walk_result wres;
     char **checks;                /* resources to ask about */
     size_t nchecks;
@@ -1164,6 +1165,28 @@ jobs_clear(struct poller *p)
     p->job = 0;
 }
 
+/* The Change Lists never walked first, in order: one that takes over from
+ * a list another Capability List still follows (cl_replaces) takes the
+ * position that list had when the switch was noticed, at the end of the
+ * last poll - not one its walk in this poll moved past the entries the
+ * new list holds. The state failing here only leaves the order as it is
+ * (the walk then fails on it). */
+static void
+jobs_new_first(struct poller *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->njobs; i++) {
+        if (p->jobs[i].kind != JOB_CHANGES ||
+            store_feed_get(p->o.st, p->src, STORE_FEED_CHANGES,
+                           p->jobs[i].url, p->jobs[i].k, p->feed) != 0 ||
+            p->feed->gen > 0)
+            continue;
+        struct job j = p->jobs[i];
+        memmove(&p->jobs[n + 1], &p->jobs[n], (i - n) * sizeof(j));
+        p->jobs[n++] = j;
+    }
+}
+
 static void
 jobs_plan(struct poller *p)
 {
@@ -1177,6 +1200,7 @@ jobs_plan(struct poller *p)
         else if (c->resources != NULL)
             job_add(p, JOB_RESOURCES, c->k, c->resources);
     }
+    jobs_new_first(p);
     /* a Change List's Source: its Resource List watched (head only) */
     for (size_t i = 0; i < p->ncaps; i++) {
         struct cap *c = &p->caps[i];
@@ -1466,7 +1490,6 @@ on_rlhead(void *ud, const struct reader_result *r)
                       : (r->etag != NULL &&
                          (old.etag == NULL || strcmp(old.etag, r->etag) != 0)));
     one_doc_clear(&old);
-    rs_time_t now = rs_time_now();
     if (rc == 0)
         rc = store_begin(p->o.st);
     if (rc == 0) {
@@ -1482,7 +1505,9 @@ on_rlhead(void *ud, const struct reader_result *r)
             rc = rl_tell(p, p->jobs[p->job].k, f->url, false);
         f->gen++;
         f->at = at;
-        f->walked = now;
+        /* the poll's start, as its Change List's walk: a watched list is
+         * never "read after" it (rl_handover) */
+        f->walked = p->poll_started;
         if (rc == 0)
             rc = store_feed_put(p->o.st, f);
         if (rc == 0)
@@ -1526,33 +1551,126 @@ rlhead_step(struct poller *p)
         poll_fail(p, 0, -1, rs_strerror(rc));
 }
 
+/* Does a Capability List name the Change List url (is it followed)? */
+static bool
+cl_named(const struct poller *p, const char *url)
+{
+    for (size_t i = 0; i < p->ncaps; i++)
+        if (!p->caps[i].gone && p->caps[i].changes != NULL &&
+            strcmp(p->caps[i].changes, url) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Capability List k's Resource List feed, when it was diffed (followed
+ * for changes: it holds rows) after `after` (RS_TIME_NONE: ever): the
+ * time its changes were published up to (*upto: the list's `at`, else
+ * the start of its last walk); RS_TIME_NONE otherwise. A Resource List
+ * only watched (a Capability List with a Change List) is read in the
+ * same poll as the Change List, after it, with the poll's start as its
+ * walk's (on_rlhead), so it is never read after it.
+ */
+static int
+rl_handover(struct poller *p, int64_t k, rs_time_t after, rs_time_t *upto)
+{
+    *upto = RS_TIME_NONE;
+    const char *url = NULL;
+    for (size_t i = 0; i < p->ncaps && url == NULL; i++)
+        if (p->caps[i].k == k && !p->caps[i].gone)
+            url = p->caps[i].resources;
+    if (url == NULL)
+        return 0;
+    struct store_feed *r = p->rlf;
+    int rc = store_feed_get(p->o.st, p->src, STORE_FEED_RESOURCES, url, k, r);
+    if (rc != 0 || r->gen == 0 || r->walked == RS_TIME_NONE ||
+        (after != RS_TIME_NONE && r->walked <= after))
+        return rc;
+    bool rows = false;
+    if ((rc = rldiff_has_rows(p->rdf, r->id, &rows)) != 0 || !rows)
+        return rc;
+    *upto = r->at != RS_TIME_NONE ? r->at : r->walked;
+    return 0;
+}
+
 /*
  * A Capability List that names another Change List than before (a Source
  * that renamed or rotated its list) must not lose the changes made while
  * it switched, as a baseline of the new list would: the new feed takes
  * over from the old one's position (clscan_replaces). The old one is the
  * feed of the same Capability List (k) walked last - after this one, if
- * this one was walked before (a list named again) - that no Capability
- * List names now: one still named is still followed, and its rows are
- * its own. Decided from the state at each walk, so a restart between
- * the switch and the new list's first walk changes nothing.
+ * this one was walked before (a list named again). One another
+ * Capability List still names is still followed: the new feed takes over
+ * from it at its own first walk only (the old one walks on, and would
+ * otherwise be "walked after" it at every poll), and its rows stay its
+ * own. Jobs of feeds never walked go first in a poll (jobs_plan), so the
+ * position taken over is the one the old feed had when the switch was
+ * noticed, not one its walk in this poll moved on.
+ *
+ * A Capability List followed through its Resource List for a while (it
+ * named no Change List) published its changes from the diffs of that
+ * list: a Change List named again (or for the first time) takes over
+ * from the later of the old feed's position and the time the Resource
+ * List's last diff published up to, and takes what is older silently -
+ * else what the diffs published would be published again.
+ *
+ * Decided from the state at each walk, so a restart between the switch
+ * and the new list's first walk changes nothing. *keep: the feed replaced
+ * keeps its rows.
  */
 static int
-cl_replaces(struct poller *p, const struct store_feed *f, bool *yes)
+cl_replaces(struct poller *p, const struct store_feed *f, bool *yes,
+            bool *keep)
 {
-    *yes = false;
+    *yes = *keep = false;
+    struct store_feed *prev = p->prevf;
+    bool have = false;
     int rc = store_feed_last(p->o.st, p->src, STORE_FEED_CHANGES, f->k,
-                             f->id, p->prevf);
-    if (rc == RS_ENOTFOUND)
-        return 0;
-    if (rc != 0)
+                             f->id, prev);
+    if (rc != 0 && rc != RS_ENOTFOUND)
         return rc;
-    if (f->gen > 0 && p->prevf->walked <= f->walked)
+    if (rc == 0 && (f->gen == 0 || prev->walked > f->walked)) {
+        have = true;
+        if (cl_named(p, prev->url)) {
+            have = f->gen == 0;
+            *keep = true;
+        }
+    }
+    rs_time_t after = have ? prev->walked
+                           : f->gen > 0 ? f->walked : RS_TIME_NONE;
+    rs_time_t upto;
+    if ((rc = rl_handover(p, f->k, after, &upto)) != 0)
+        return rc;
+    if (upto != RS_TIME_NONE && !have) {
+        /* no other Change List to take over from: the Resource List's
+         * diffs stand for one without rows (id -1), from this feed's own
+         * position if it had one (a list named again: its rows go, what
+         * is older than the position is taken silently) */
+        struct store_feed *r = p->rlf;
+        *prev = (struct store_feed){ .id = -1, .src = p->src,
+                                     .kind = STORE_FEED_CHANGES, .k = f->k,
+                                     .pos = f->gen > 0 ? f->pos : RS_TIME_NONE,
+                                     .walked = r->walked,
+                                     .at = RS_TIME_NONE,
+                                     .fw_at = RS_TIME_NONE,
+                                     .ask_due = RS_TIME_NONE };
+        snprintf(prev->url, sizeof(prev->url), "%s", r->url);
+        if (prev->pos == RS_TIME_NONE || prev->pos < upto)
+            prev->pos = upto;
+        prev->win_from = prev->pos;
+        *keep = true;
+        have = true;
+    } else if (upto != RS_TIME_NONE) {
+        /* the diffs published up to upto: newer entries are new, older
+         * ones the old feed lacked were the diffs' (taken silently, as
+         * below the window taken over) */
+        if (prev->pos == RS_TIME_NONE || prev->pos < upto)
+            prev->pos = upto;
+        if (prev->win_from == RS_TIME_NONE || prev->win_from < upto)
+            prev->win_from = upto;
+    }
+    if (!have)
         return 0;
-    for (size_t i = 0; i < p->ncaps; i++)
-        if (!p->caps[i].gone && p->caps[i].changes != NULL &&
-            strcmp(p->caps[i].changes, p->prevf->url) == 0)
-            return 0;
     /* a list named again: what it held then is older than what the one
      * replaced holds now - read it whole (its rows go at the commit) */
     if (f->gen > 0 && (rc = store_docs_forget(p->o.st, f->id)) != 0)
@@ -1587,10 +1705,10 @@ job_step(struct poller *p)
     if (j->kind == JOB_CHANGES) {
         poll_set(p, PS_CHANGES);
         clscan_begin(p->cs, p->feed->id);
-        bool replaces = false;
-        rc = cl_replaces(p, p->feed, &replaces);
+        bool replaces = false, keep = false;
+        rc = cl_replaces(p, p->feed, &replaces, &keep);
         if (rc == 0 && replaces)
-            clscan_replaces(p->cs, p->prevf);
+            clscan_replaces(p->cs, p->prevf, keep);
         if (rc == 0)
             rc = walk_start(p->clw, p->feed->id, j->url);
     } else {
@@ -1686,10 +1804,11 @@ poller_new(const struct poller_opts *o, const char **err)
     }
     p->feed = rs_malloc(sizeof(*p->feed));
     p->prevf = rs_malloc(sizeof(*p->prevf));
+    p->rlf = rs_malloc(sizeof(*p->rlf));
     p->askf = rs_malloc(sizeof(*p->askf));
     p->checks = rs_calloc(RLDIFF_CHECKS, sizeof(*p->checks));
-    if (p->feed == NULL || p->prevf == NULL || p->askf == NULL ||
-        p->checks == NULL)
+    if (p->feed == NULL || p->prevf == NULL || p->rlf == NULL ||
+        p->askf == NULL || p->checks == NULL)
         goto fail;
     p->cur_interval_ms = o->interval_ms;
     p->backoff = (struct rs_backoff){
@@ -1807,6 +1926,7 @@ poller_free(struct poller *p)
     rs_free(p->checks);
     rs_free(p->feed);
     rs_free(p->prevf);
+    rs_free(p->rlf);
     rs_free(p->askf);
     rs_free(p->reqlog);
     rs_free(p->description);

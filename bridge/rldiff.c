@@ -163,6 +163,23 @@ rldiff_doc(struct rldiff *rd, const struct walk_doc *d, bool not_modified)
     return store_exec(rd->st, s, "a part that stood");
 }
 
+static const char SQL_HAS_ROWS[] = "SELECT 1 FROM rl WHERE feed = ?1 LIMIT 1";
+
+int
+rldiff_has_rows(struct rldiff *rd, int64_t feed, bool *yes)
+{
+    sqlite3_stmt *q = store_stmt(rd->st, SQL_HAS_ROWS);
+    if (q == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(q, 1, feed);
+    int r = sqlite3_step(q);
+    *yes = r == SQLITE_ROW;
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return r == SQLITE_ROW || r == SQLITE_DONE ? 0
+                                                : store_fail(rd->st, "rl");
+}
+
 /* ----------------------------------------------------------- the gone */
 
 static const char SQL_GONE[] =

@@ -67,6 +67,11 @@ int rldiff_entry(struct rldiff *rd, const struct walk_doc *d, size_t idx,
 int rldiff_doc(struct rldiff *rd, const struct walk_doc *d,
                bool not_modified) RS_MUST_CHECK;
 
+/* Does feed hold the rows of a committed walk (was it ever diffed with
+ * entries, not only watched)? 0 or RS_EIO. */
+int rldiff_has_rows(struct rldiff *rd, int64_t feed, bool *yes)
+    RS_MUST_CHECK;
+
 /* Should the resources the walk did not meet be asked about (wr: the
  * walk's result; f: the feed before the commit)? */
 bool rldiff_needs_checks(const struct store_feed *f,

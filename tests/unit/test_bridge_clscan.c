@@ -159,7 +159,7 @@ walk_feed_as(struct fx *f, const char *key, bool commit,
                                     &f->feed), 0);
     clscan_begin(f->cs, f->feed.id);
     if (prev != NULL)
-        clscan_replaces(f->cs, prev);
+        clscan_replaces(f->cs, prev, false);
     f->done = false;
     assert_int_equal(walk_start(f->w, f->feed.id, url), 0);
     TU_LOOP_UNTIL(&f->l, f->done, 10000);

@@ -818,6 +818,128 @@ test_changelist_switch_gap(void **state)
     assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 1);
 }
 
+/* A Source Description naming two Capability Lists, /cap0.xml and
+ * /cap1.xml, both naming /cl.xml at first. */
+static const char SD_TWO[] =
+    "<urlset " TBS_NS "><rs:md capability=\"description\"/>"
+    "<url><loc>{B}/cap0.xml</loc><rs:md capability=\"capabilitylist\"/>"
+    "</url><url><loc>{B}/cap1.xml</loc><rs:md capability="
+    "\"capabilitylist\"/></url></urlset>";
+
+static int
+setup_two(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    tu_loop_init(&f->l);
+    f->src = tbs_new(f->l.base);
+    tbs_put(f->src, "/sd.xml", SD_TWO);
+    tbs_put(f->src, "/cap0.xml", CAPLIST);
+    tbs_put(f->src, "/cap1.xml", CAPLIST);
+    serve(f, 2);
+    f->dir = tu_mkdtemp();
+    char db[600], err[256];
+    snprintf(db, sizeof(db), "%s/bridge.db", f->dir);
+    assert_int_equal(store_open(db, &f->st, err, sizeof(err)), 0);
+    f->start = "/sd.xml";
+    poller_up(f);
+    *state = f;
+    return 0;
+}
+
+/* poller/changelist_switch_still_followed: /cap0.xml switches to /cl2.xml
+ * while /cap1.xml still names /cl.xml: cl2 takes over from cl's position
+ * (its changes made meanwhile published, the ones cl had not), not a
+ * baseline; cl walks on with its rows (its own new change published once,
+ * nothing of it again), across restarts. */
+static void
+test_changelist_switch_followed(void **state)
+{
+    struct fx *f = *state;
+    tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
+    assert_int_equal(pending(f), 0);          /* r0, r1: the baseline */
+    poller_down(f);
+    static const struct clent c2[] = {
+        { "r0", "created", 0 }, { "r1", "created", 1 },
+        { "r2", "created", 2 }, { "r3", "created", 3 },
+    };
+    static const struct clent c1[] = {
+        { "r0", "created", 0 }, { "r1", "created", 1 },
+        { "r9", "created", 9 },
+    };
+    serve_cl(f, "/cl2.xml", 0, c2, 4);
+    serve_cl(f, "/cl.xml", 0, c1, 3);
+    tbs_put(f->src, "/cap0.xml",
+            "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
+            "<url><loc>{B}/cl2.xml</loc><rs:md capability=\"changelist\"/>"
+            "</url></urlset>");
+    poller_up(f);
+    TU_LOOP_UNTIL(&f->l, pending(f) >= 3, 8000);
+    tu_loop_run_for(&f->l, 4 * INTERVAL_MS);
+    assert_int_equal(change_count(f, "r2", RS_CHANGE_CREATED), 1);
+    assert_int_equal(change_count(f, "r3", RS_CHANGE_CREATED), 1);
+    assert_int_equal(change_count(f, "r9", RS_CHANGE_CREATED), 1);
+    assert_int_equal(pending(f), 3);
+    assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 0);
+    poller_down(f);
+    poller_up(f);
+    tu_loop_run_for(&f->l, 4 * INTERVAL_MS);
+    assert_int_equal(pending(f), 3);
+}
+
+/* The Capability List names the Resource List alone (with_cl: and the
+ * Change List /cl.xml too). */
+static void
+caplist_rl(struct fx *f, bool with_cl)
+{
+    tbs_putf(f->src, "/caplist.xml",
+             "<urlset " TBS_NS "><rs:md capability=\"capabilitylist\"/>"
+             "<url><loc>{B}/rl.xml</loc><rs:md capability=\"resourcelist\"/>"
+             "</url>%s</urlset>",
+             with_cl ? "<url><loc>{B}/cl.xml</loc><rs:md capability="
+                       "\"changelist\"/></url>" : "");
+}
+
+/* poller/changelist_after_resourcelist: a Capability List followed
+ * through its Resource List for a while (it named no Change List; the
+ * diffs published r2) names its Change List again: the changes the diffs
+ * published are not published again (r2, older than the list's `at`),
+ * the ones after are, once (r3). */
+static void
+test_changelist_after_rl(void **state)
+{
+    struct fx *f = *state;
+    tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
+    assert_int_equal(pending(f), 0);
+    poller_down(f);
+    caplist_rl(f, false);
+    tbs_put(f->src, "/rl.xml",
+            "<urlset " TBS_NS "><rs:md capability=\"resourcelist\" "
+            "at=\"2025-01-01T00:00:05Z\"/>"
+            "<url><loc>{B}/data/r0</loc><lastmod>2025-01-01T00:00:00Z"
+            "</lastmod></url><url><loc>{B}/data/r1</loc><lastmod>"
+            "2025-01-01T00:00:01Z</lastmod></url><url><loc>{B}/data/r2"
+            "</loc><lastmod>2025-01-01T00:00:02Z</lastmod></url></urlset>");
+    poller_up(f);
+    TU_LOOP_UNTIL(&f->l, change_count(f, "r2", RS_CHANGE_CREATED) == 1,
+                  8000);
+    tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
+    poller_down(f);
+    static const struct clent c1[] = {
+        { "r0", "created", 0 }, { "r1", "created", 1 },
+        { "r2", "created", 2 }, { "r3", "created", 7 },
+    };
+    serve_cl(f, "/cl.xml", 0, c1, 4);
+    caplist_rl(f, true);
+    poller_up(f);
+    TU_LOOP_UNTIL(&f->l, change_count(f, "r3", RS_CHANGE_CREATED) == 1,
+                  8000);
+    tu_loop_run_for(&f->l, 4 * INTERVAL_MS);
+    assert_int_equal(change_count(f, "r2", RS_CHANGE_CREATED), 1);
+    assert_int_equal(change_count(f, "r3", RS_CHANGE_CREATED), 1);
+    assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 0);
+}
+
 int
 main(void)
 {
@@ -831,6 +953,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_changelist_switch, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_changelist_switch_gap, setup_rl,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_changelist_switch_followed,
+                                        setup_two, teardown),
+        cmocka_unit_test_setup_teardown(test_changelist_after_rl, setup_rl,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_changelist_moved_garbled, setup,
                                         teardown),
