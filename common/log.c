@@ -370,10 +370,15 @@ line_field(struct line *l, const char *key, const char *val)
         l->len = mark;
         return;
     }
-    if (l->fmt == RS_LOG_JSON || line_needs_quotes(val, n))
+    if (l->fmt == RS_LOG_JSON || line_needs_quotes(val, n)) {
         line_quoted(l, val, n);
-    else
-        line_put(l, val, n);
+    } else if (!line_put(l, val, n)) {
+        /* as much as fits, as a quoted one gets: a long URL cut is still
+         * told by its start (printable ASCII: any byte may end it) */
+        size_t room = l->limit - l->len;
+        memcpy(l->buf + l->len, val, room);
+        l->len += room;
+    }
 }
 
 static void

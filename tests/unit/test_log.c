@@ -195,7 +195,8 @@ test_level_filter(void **state)
 }
 
 /* log/truncation: an event longer than RS_LOG_LINE_MAX is cut, closed
- * properly (quote, brace) and marked, in logfmt and JSON. */
+ * properly (quote, brace) and marked, in logfmt and JSON; the value cut
+ * keeps what fits of it. */
 static void
 test_truncation(void **state)
 {
@@ -237,6 +238,21 @@ test_truncation(void **state)
     n = strlen(s);
     assert_true(n <= RS_LOG_LINE_MAX);
     assert_true(ends_with(s, "\\n\",\"truncated\":true}\n"));
+    free(s);
+
+    /* A bare logfmt value (a long callback URL, no space in it) keeps
+     * its start: it was dropped whole, "callback= truncated=true". */
+    memcpy(v, "http://cb.example/", 18);
+    memset(v + 18, 'u', big - 18);
+    unlink(fx->path);
+    log_to(fx, RS_LOG_LOGFMT, true);
+    rs_log_kv(RS_LOG_INFO, "m", "callback", v, "after", "x", NULL);
+    s = logged(fx);
+    n = strlen(s);
+    assert_true(n <= RS_LOG_LINE_MAX);
+    assert_non_null(strstr(s, " callback=http://cb.example/uuu"));
+    assert_true(ends_with(s, "u truncated=true\n"));
+    assert_null(strstr(s, "after"));
     free(s);
     free(v);
 }
