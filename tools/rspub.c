@@ -131,9 +131,10 @@ static const char usage_text[] =
     "                      resourcedump, changedump, capabilitylist or\n"
     "                      description\n"
     "\n"
-    "With --publish-id, a resend of a KEY:SEQ the hub has already is\n"
-    "answered as a duplicate and not stored again; rspub exits 0 and says\n"
-    "so on stderr.\n"
+    "With --publish-id, a SEQ not above the highest the hub holds for KEY\n"
+    "is answered as a duplicate and not stored: right for a resend, a loss\n"
+    "for a different notification (a KEY's SEQs must increase); rspub exits\n"
+    "0 and says so on stderr.\n"
     "\n"
     "Exit status: 0 accepted; 1 rejected by the hub (4xx) or invalid input\n"
     "(document, token); 2 usage error; 3 hub unavailable (5xx, connection\n"
@@ -1061,11 +1062,19 @@ publish(const struct buf *doc, const char *token)
             copy_line(id, sizeof(id), r->body + 9, r->body_len - 9);
         if (id[0] == '\0' && strncmp(r->body, "duplicate ", 10) == 0)
             copy_line(id, sizeof(id), r->body + 10, r->body_len - 10);
-        if (r->duplicate)
-            fprintf(stderr, "rspub: duplicate: the hub has X-Publish-Id %s "
-                    "already (stored as %s); not stored again\n",
-                    publish_id[0] != '\0' ? publish_id : "(none sent)",
-                    id[0] != '\0' ? id : "an unknown id");
+        if (r->duplicate) {
+            /* The hub says only that SEQ is not above the highest it holds
+             * for KEY (equal: a resend; below: a different notification,
+             * dropped), and ID is the highest's: say both cases. */
+            const char *colon = strrchr(publish_id, ':');
+            int klen = colon != NULL ? (int)(colon - publish_id) : 0;
+            fprintf(stderr, "rspub: duplicate, not stored: the hub holds SEQ "
+                    "%s or a higher one of KEY %.*s (its highest stored as "
+                    "%s). Right for a resend; a different notification sent "
+                    "with a SEQ not above one stored is lost: a KEY's SEQs "
+                    "must increase\n", colon != NULL ? colon + 1 : "?",
+                    klen, publish_id, id[0] != '\0' ? id : "an unknown id");
+        }
         if (id[0] == '\0')
             fprintf(stderr, "rspub: accepted (HTTP %ld), but the hub gave no "
                     "id\n", r->status);

@@ -173,23 +173,31 @@ out=$("$RSPUB" --hub "http://127.0.0.1:$HB/hub" --topic "$T" \
       --publish-id ' r:01 ' "$TMP/r.xml" 2>"$TMP/rspub.err")
 rc=$?
 expect_eq "the resend: exit 0, the stored id on stdout" "$rc $out" "0 $R1"
-check "  a note on stderr" grep -q "duplicate: the hub has X-Publish-Id r:1 already (stored as $R1)" \
+check "  a note on stderr" grep -q "duplicate, not stored: the hub holds SEQ 1 or a higher one of KEY r (its highest stored as $R1)" \
+    "$TMP/rspub.err"
+out=$("$RSPUB" --hub "http://127.0.0.1:$HA/hub" --topic "$T" \
+      --publish-id r:5 "$TMP/r.xml" 2>/dev/null)
+R5=$out
+"$RSPUB" --hub "http://127.0.0.1:$HA/hub" --topic "$T" \
+    --publish-id r:3 "$TMP/r.xml" >/dev/null 2>"$TMP/rspub.err"
+check "a lower SEQ is not said to be held: the highest's id, and that SEQs must increase" \
+    grep -q "holds SEQ 3 or a higher one of KEY r (its highest stored as $R5).*must increase" \
     "$TMP/rspub.err"
 "$RSPUB" --hub "http://127.0.0.1:$HA/hub" --topic "$T" --publish-id r:x \
     "$TMP/r.xml" >/dev/null 2>"$TMP/rspub.err"
 rc=$?
 expect_eq "a malformed --publish-id: exit 2" "$rc" 2
 check "  saying why" grep -q "SEQ must be decimal digits only" "$TMP/rspub.err"
-expect_eq "rspub stored once" "$(xlen "$CHAN")" 11
+expect_eq "rspub stored once, then r:5 once" "$(xlen "$CHAN")" 12
 
 note "metrics"
 dupA=$(ht metrics --http "$HA" --get rshub_publish_duplicates_total)
 dupB=$(ht metrics --http "$HB" --get rshub_publish_duplicates_total)
-expect_eq "rshub_publish_duplicates_total: A 7, B 4 (rspub's resend)" "${dupA%.*} ${dupB%.*}" "7 4"
+expect_eq "rshub_publish_duplicates_total: A 8, B 4 (rspub's resends)" "${dupA%.*} ${dupB%.*}" "8 4"
 expect_eq "rshub_publish_rejected_total{reason=bad_publish_id} on A" \
     "$(ht metrics --http "$HA" --get 'rshub_publish_rejected_total{reason="bad_publish_id"}' | cut -d. -f1)" 14
 acc=$(ht metrics --http "$HA" --get rshub_publish_accepted_total)
-expect_eq "duplicates are not counted as accepted (A stored 14)" "${acc%.*}" 14
+expect_eq "duplicates are not counted as accepted (A stored 15)" "${acc%.*}" 15
 
 # --------------------------------------------------------------- rssource
 # killed: a proxy in front of hub A forwards rssource's change POSTs but
