@@ -20,6 +20,7 @@
 
 #include "rs_alloc.h"
 #include "rs_config.h"
+#include "rs_strmap.h"
 
 #ifndef RS_VERSION
 #define RS_VERSION "unknown"
@@ -619,6 +620,7 @@ cfg_find(const struct rs_config *cfg, const char *name)
 /* A section header seen, as "type name" (trimmed, as the callback gets
  * it), and its line: a second one is an error, not a silent merge. */
 struct cfg_seen_section {
+    struct cfg_seen_section *next;
     char name[2 * CFG_INI_SECTION_MAX + 2];   /* "type name" */
     int line;
 };
@@ -632,8 +634,8 @@ struct cfg_load {
     int rc;
     bool in_key;      /* a key since the last header: an indented line
                          continues its value (inih), whatever it holds */
-    struct cfg_seen_section *seen;
-    size_t nseen, capseen;
+    struct cfg_seen_section *seen;     /* a list, for freeing */
+    struct rs_strmap seen_by_name;     /* a file may hold 100,000 topics */
 };
 
 /* "[ topic  news ]" -> type "topic", name "news": the first word, then the
@@ -674,21 +676,22 @@ cfg_section_seen(struct cfg_load *ld, const char *section, size_t len)
     cfg_section_split(section, len, type, name);
     snprintf(key, sizeof(key), "%s%s%s", type, name[0] != '\0' ? " " : "",
              name);
-    for (size_t i = 0; i < ld->nseen; i++)
-        if (strcmp(ld->seen[i].name, key) == 0)
-            return cfg_fail(ld->cfg, RS_EINVAL,
-                            "%s:%d: [%s] already defined at line %d",
-                            ld->path, ld->line, key, ld->seen[i].line);
-    if (ld->nseen == ld->capseen) {
-        size_t cap = ld->capseen != 0 ? 2 * ld->capseen : 16;
-        struct cfg_seen_section *s = rs_realloc(ld->seen, cap * sizeof(*s));
-        if (s == NULL)
-            return cfg_nomem(ld->cfg);
-        ld->seen = s;
-        ld->capseen = cap;
+    const struct cfg_seen_section *old = rs_strmap_get(&ld->seen_by_name, key);
+    if (old != NULL)
+        return cfg_fail(ld->cfg, RS_EINVAL,
+                        "%s:%d: [%s] already defined at line %d",
+                        ld->path, ld->line, key, old->line);
+    struct cfg_seen_section *s = rs_malloc(sizeof(*s));
+    if (s == NULL)
+        return cfg_nomem(ld->cfg);
+    memcpy(s->name, key, sizeof(key));
+    s->line = ld->line;
+    if (rs_strmap_put(&ld->seen_by_name, s->name, s) != 0) {
+        rs_free(s);
+        return cfg_nomem(ld->cfg);
     }
-    memcpy(ld->seen[ld->nseen].name, key, sizeof(key));
-    ld->seen[ld->nseen++].line = ld->line;
+    s->next = ld->seen;
+    ld->seen = s;
     return 0;
 }
 
@@ -793,7 +796,12 @@ cfg_load_file(struct rs_config *cfg, const char *path)
     int bad = ini_parse_stream(cfg_ini_read, &ld, cfg_ini_entry, &ld);
     bool read_error = ferror(ld.f) != 0;
     fclose(ld.f);
-    rs_free(ld.seen);
+    while (ld.seen != NULL) {
+        struct cfg_seen_section *next = ld.seen->next;
+        rs_free(ld.seen);
+        ld.seen = next;
+    }
+    rs_strmap_clear(&ld.seen_by_name);
     /* inih reports the first bad line, which may be a syntax error before
      * the line our handler or reader refused. */
     if (bad > 0 && (ld.rc == 0 || bad < ld.err_line))

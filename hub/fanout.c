@@ -44,6 +44,7 @@
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_strmap.h"
 #include "rs_time.h"
 
 enum chan_state {
@@ -119,6 +120,7 @@ struct fanout {
     struct event *ev_timer;
     struct chan **chans;
     size_t nchans, cap;
+    struct rs_strmap by_name;      /* chans by name (their own strings) */
     bool tail_inflight;
     bool marks_inflight;
     struct batch_item *batch;
@@ -167,10 +169,7 @@ mono_secs(void)
 static struct chan *
 chan_find(const struct fanout *f, const char *name)
 {
-    for (size_t i = 0; i < f->nchans; i++)
-        if (strcmp(f->chans[i]->name, name) == 0)
-            return f->chans[i];
-    return NULL;
+    return rs_strmap_get(&f->by_name, name);
 }
 
 static struct chan *
@@ -189,16 +188,19 @@ chan_get(struct fanout *f, const char *name)
         f->chans = nv;
         f->cap = ncap;
     }
+    if (strlen(name) >= sizeof(ch->name))
+        return NULL;   /* longer than a backlog name may be */
     ch = rs_calloc(1, sizeof(*ch));
     if (ch == NULL)
         return NULL;
     ch->subs = rs_calloc(f->nthreads ? f->nthreads : 1, sizeof(*ch->subs));
-    if (ch->subs == NULL) {
+    snprintf(ch->name, sizeof(ch->name), "%s", name);
+    if (ch->subs == NULL || rs_strmap_put(&f->by_name, ch->name, ch) != 0) {
+        rs_free(ch->subs);
         rs_free(ch);
         return NULL;
     }
     ch->idx = (unsigned)f->nchans;
-    snprintf(ch->name, sizeof(ch->name), "%s", name);
     f->chans[f->nchans++] = ch;
     return ch;
 }
@@ -1317,6 +1319,7 @@ fanout_free(struct fanout *f)
         rs_free(f->chans[i]);
     }
     rs_free(f->chans);
+    rs_strmap_clear(&f->by_name);
     /* Reads in flight were cancelled by backlog_free (called first),
      * whose callbacks freed their records; what is left is indexed. */
     for (size_t i = 0; i < f->rmap_cap; i++) {

@@ -31,6 +31,7 @@
 #include <strings.h>
 
 #include "rs_alloc.h"
+#include "rs_strmap.h"
 #include "rs_tokenfile.h"
 #include "topic.h"
 
@@ -88,9 +89,10 @@ struct readauth {
     atomic_uint refs;
     struct jcache *jwt_cache;     /* mutable: a const snapshot fills it */
     bool open;
-    struct ra_topic *topics;      /* sorted by name once frozen */
-    size_t ntopics;
-    bool sorted;
+    struct ra_topic **topics;     /* in the order added */
+    size_t ntopics, captopics;
+    struct rs_strmap by_name;     /* topics by name: read by any thread
+                                     once frozen, so never written then */
     struct digests hub;           /* open-mode topics */
     struct digests admin;
     size_t ntokens;               /* all kinds, for the cap */
@@ -271,7 +273,6 @@ readauth_new(bool open)
     }
     atomic_init(&ra->refs, 1);
     ra->open = open;
-    ra->sorted = true;
     return ra;
 }
 
@@ -305,40 +306,18 @@ digests_has(const struct digests *d, const unsigned char *digest)
 static struct ra_topic *
 topic_find(const struct readauth *ra, const char *name)
 {
-    if (ra->sorted) {
-        size_t lo = 0, hi = ra->ntopics;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            int c = strcmp(name, ra->topics[mid].name);
-            if (c == 0)
-                return &ra->topics[mid];
-            if (c < 0)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        return NULL;
-    }
-    for (size_t i = 0; i < ra->ntopics; i++)
-        if (strcmp(ra->topics[i].name, name) == 0)
-            return &ra->topics[i];
-    return NULL;
+    return rs_strmap_get(&ra->by_name, name);
 }
 
-static int
-topic_cmp(const void *a, const void *b)
+static void
+topic_free(struct ra_topic *t)
 {
-    return strcmp(((const struct ra_topic *)a)->name,
-                  ((const struct ra_topic *)b)->name);
-}
-
-void
-readauth_freeze(struct readauth *ra)
-{
-    if (!ra->sorted) {
-        qsort(ra->topics, ra->ntopics, sizeof(*ra->topics), topic_cmp);
-        ra->sorted = true;
-    }
+    if (t == NULL)
+        return;
+    rs_free(t->name);
+    rs_free(t->uri);
+    rs_free(t->tokens.v);
+    rs_free(t);
 }
 
 int
@@ -347,24 +326,27 @@ readauth_topic(struct readauth *ra, const char *name, const char *uri,
 {
     if (topic_find(ra, name) != NULL)
         return RS_EINVAL;
-    struct ra_topic *nt = rs_realloc(ra->topics,
-                                     (ra->ntopics + 1) * sizeof(*nt));
-    if (nt == NULL)
+    if (ra->ntopics == ra->captopics) {
+        size_t cap = ra->captopics != 0 ? 2 * ra->captopics : 16;
+        struct ra_topic **nv = rs_realloc(ra->topics, cap * sizeof(*nv));
+        if (nv == NULL)
+            return RS_ENOMEM;
+        ra->topics = nv;
+        ra->captopics = cap;
+    }
+    struct ra_topic *t = rs_calloc(1, sizeof(*t));
+    if (t == NULL)
         return RS_ENOMEM;
-    ra->topics = nt;
-    struct ra_topic *t = &nt[ra->ntopics];
-    memset(t, 0, sizeof(*t));
     t->name = rs_strdup(name);
     t->uri = uri != NULL ? rs_strdup(uri) : NULL;
-    if (t->name == NULL || (uri != NULL && t->uri == NULL)) {
-        rs_free(t->name);
-        rs_free(t->uri);
+    if (t->name == NULL || (uri != NULL && t->uri == NULL) ||
+        rs_strmap_put(&ra->by_name, t->name, t) != 0) {
+        topic_free(t);
         return RS_ENOMEM;
     }
     t->private_ = private_;
     ra->any_private = ra->any_private || private_;
-    ra->ntopics++;
-    ra->sorted = false;
+    ra->topics[ra->ntopics++] = t;
     return 0;
 }
 
@@ -525,12 +507,10 @@ readauth_unref(struct readauth *ra)
 {
     if (ra == NULL || atomic_fetch_sub(&ra->refs, 1) != 1)
         return;
-    for (size_t i = 0; i < ra->ntopics; i++) {
-        rs_free(ra->topics[i].name);
-        rs_free(ra->topics[i].uri);
-        rs_free(ra->topics[i].tokens.v);
-    }
+    for (size_t i = 0; i < ra->ntopics; i++)
+        topic_free(ra->topics[i]);
     rs_free(ra->topics);
+    rs_strmap_clear(&ra->by_name);
     rs_free(ra->hub.v);
     rs_free(ra->admin.v);
     if (ra->secret != NULL)
@@ -738,7 +718,7 @@ readauth_cred_new(const struct readauth *ra, const char *bearer,
         c->admin = digests_has(&ra->admin, c->digest);
         known = c->admin | digests_has(&ra->hub, c->digest);
         for (size_t i = 0; i < ra->ntopics; i++)
-            known |= digests_has(&ra->topics[i].tokens, c->digest);
+            known |= digests_has(&ra->topics[i]->tokens, c->digest);
         v = known ? READ_OK : READ_BAD_CRED;
     }
     if (v != READ_OK) {

@@ -91,10 +91,6 @@ int readauth_read_tokens(const char *path, bool insecure,
                          struct readauth *ra, char *err,
                          size_t errsz) RS_MUST_CHECK;
 
-/* Building is over: sort for lookups. Call before sharing the snapshot
- * (checks work before it too, only slower). */
-void readauth_freeze(struct readauth *ra);
-
 /* -------------------------------------------------------------- sharing */
 
 /* References are atomic: any thread may take or drop one. */

@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_sock.h"
+#include "rs_strmap.h"
 #include "rs_tokenfile.h"
 #include "rs_url.h"
 #include "status.h"
@@ -202,17 +204,24 @@ struct topic_conf {
     struct topic_conf *next;
 };
 
+/* A file's sections, indexed: a bridge's Sources are a topic each, and a
+ * file may hold as many as --max-topics allows. */
+struct topic_confs {
+    struct topic_conf *head;
+    struct rs_strmap by_name, by_uri;   /* keys: the sections' own */
+};
+
 /* The sections as read at start-up; a reload reads them again into a list
  * of its own (on_section's ud says which) and keeps only the read keys. */
-static struct topic_conf *topic_confs;
+static struct topic_confs topic_confs;
 
 static struct topic_conf *
-topic_conf_get(struct topic_conf **list, const char *name, int line)
+topic_conf_get(struct topic_confs *list, const char *name, int line)
 {
-    for (struct topic_conf *t = *list; t != NULL; t = t->next)
-        if (strcmp(t->name, name) == 0)
-            return t;
-    struct topic_conf *t = rs_calloc(1, sizeof(*t));
+    struct topic_conf *t = rs_strmap_get(&list->by_name, name);
+    if (t != NULL)
+        return t;
+    t = rs_calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
     snprintf(t->name, sizeof(t->name), "%s", name);
@@ -220,8 +229,12 @@ topic_conf_get(struct topic_conf **list, const char *name, int line)
     t->kind = TOPIC_CHANGE;
     t->max_entries = -1;
     t->max_age_ms = -1;
-    t->next = *list;
-    *list = t;
+    if (rs_strmap_put(&list->by_name, t->name, t) != 0) {
+        rs_free(t);
+        return NULL;
+    }
+    t->next = list->head;
+    list->head = t;
     return t;
 }
 
@@ -272,7 +285,7 @@ static const struct rs_config_opt read_private_row = {
 };
 
 static const char *
-on_section_uri(struct topic_conf **list, struct topic_conf *t,
+on_section_uri(struct topic_confs *list, struct topic_conf *t,
                const char *value)
 {
     const char *why = NULL;
@@ -280,15 +293,20 @@ on_section_uri(struct topic_conf **list, struct topic_conf *t,
         return why;
     if (!rs_url_is_http(value))
         return "expected an absolute http(s) URI";
-    for (const struct topic_conf *o = *list; o != NULL; o = o->next)
-        if (o != t && o->uri != NULL && strcmp(o->uri, value) == 0) {
-            snprintf(section_why, sizeof(section_why),
-                     "already the uri of [topic %s] (line %d)", o->name,
-                     o->uri_line);
-            return section_why;
-        }
+    const struct topic_conf *o = rs_strmap_get(&list->by_uri, value);
+    if (o != NULL) {        /* t has none yet: section_once saw to it */
+        snprintf(section_why, sizeof(section_why),
+                 "already the uri of [topic %s] (line %d)", o->name,
+                 o->uri_line);
+        return section_why;
+    }
     t->uri = rs_strdup(value);
-    return t->uri != NULL ? NULL : "out of memory";
+    if (t->uri == NULL || rs_strmap_put(&list->by_uri, t->uri, t) != 0) {
+        rs_free(t->uri);
+        t->uri = NULL;
+        return "out of memory";
+    }
+    return NULL;
 }
 
 /* value parsed as option row o takes it: NULL, or what it expected. */
@@ -305,7 +323,7 @@ static const char *
 on_section(void *ud, const char *type, const char *name, const char *key,
            const char *value, int line)
 {
-    struct topic_conf **list = ud;
+    struct topic_confs *list = ud;
     const char *why = NULL;
     if (strcmp(type, "topic") != 0)
         return "unknown section (expected [topic NAME])";
@@ -355,10 +373,12 @@ on_section(void *ud, const char *type, const char *name, const char *key,
 }
 
 static void
-topic_confs_free_list(struct topic_conf **list)
+topic_confs_free_list(struct topic_confs *list)
 {
-    while (*list != NULL) {
-        struct topic_conf *t = *list, *next = t->next;
+    rs_strmap_clear(&list->by_name);
+    rs_strmap_clear(&list->by_uri);
+    while (list->head != NULL) {
+        struct topic_conf *t = list->head, *next = t->next;
         for (size_t i = 0; i < t->ntokens; i++)
             rs_free(t->tokens[i]);
         rs_free(t->tokens);
@@ -369,7 +389,7 @@ topic_confs_free_list(struct topic_conf **list)
         rs_free(t->read_tokens);
         rs_free(t->uri);
         rs_free(t);
-        *list = next;
+        list->head = next;
     }
 }
 
@@ -407,7 +427,7 @@ note_config_path(int argc, char **argv)
 /* The snapshot of read credentials: the configured topics' read keys from
  * list, then the files. NULL with err set. */
 static struct readauth *
-readauth_build(const struct hub *h, struct topic_conf **list, char *err,
+readauth_build(const struct hub *h, struct topic_confs *list, char *err,
                size_t errsz)
 {
     struct readauth *ra = readauth_new(conf.open);
@@ -419,14 +439,13 @@ readauth_build(const struct hub *h, struct topic_conf **list, char *err,
         const struct topic *t = topics_at(h->topics, i);
         if (!t->configured)
             continue;
-        struct topic_conf *tc = *list;
-        while (tc != NULL && strcmp(tc->name, t->name) != 0)
-            tc = tc->next;
+        const struct topic_conf *tc = rs_strmap_get(&list->by_name, t->name);
         rc = readauth_topic(ra, t->name, t->uri, tc != NULL && tc->read_private);
         for (size_t k = 0; rc == 0 && tc != NULL && k < tc->nread_tokens; k++)
             rc = readauth_topic_token(ra, t->name, tc->read_tokens[k]);
     }
-    for (struct topic_conf *tc = *list; rc == 0 && tc != NULL; tc = tc->next)
+    for (struct topic_conf *tc = list->head; rc == 0 && tc != NULL;
+         tc = tc->next)
         if (topics_by_name(h->topics, tc->name) == NULL)
             rs_log(RS_LOG_WARN, "[topic %s] is new: topics are read at "
                    "start-up only (its read keys wait for a restart)", tc->name);
@@ -466,7 +485,6 @@ readauth_build(const struct hub *h, struct topic_conf **list, char *err,
         readauth_unref(ra);
         return NULL;
     }
-    readauth_freeze(ra);
     return ra;
 }
 
@@ -483,7 +501,7 @@ union opt_scratch {
 };
 
 static int
-reread_sections(struct topic_conf **list, char *err, size_t errsz)
+reread_sections(struct topic_confs *list, char *err, size_t errsz)
 {
     size_t n = 0;
     while (options[n].name != NULL)
@@ -528,7 +546,7 @@ static void
 on_reload(void *ud)
 {
     struct hub *h = ud;
-    struct topic_conf *fresh = NULL;
+    struct topic_confs fresh = { 0 };
     char err[512];
     int rc = 0;
     if (config_path != NULL)
@@ -780,7 +798,7 @@ setup_topics(struct hub *h)
     /* sections come only from the file: config_path is set */
     const char *file = config_path != NULL ? config_path : "config";
     bool told = conf.insecure_token_file || config_path == NULL;
-    for (struct topic_conf *t = topic_confs; t != NULL; t = t->next) {
+    for (struct topic_conf *t = topic_confs.head; t != NULL; t = t->next) {
         const char *why;
         /* A file of tokens others can read: told (a token file is refused
          * for it; a configuration is not, so that an upgrade does not stop
@@ -1142,6 +1160,11 @@ main(int argc, char **argv)
         goto out;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (conf.ws_soft_limit >= conf.ws_hard_limit)
+        rs_log(RS_LOG_WARN, "--ws-soft-limit (%" PRIu64 " bytes) is not below "
+               "--ws-hard-limit (%" PRIu64 "): a slow client is cut at the "
+               "hard limit at once, never given --ws-soft-time",
+               conf.ws_soft_limit, conf.ws_hard_limit);
     if (setup_topics(&h) != 0) {
         exit_code = 2;
         goto out;

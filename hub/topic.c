@@ -1,7 +1,9 @@
 /*
- * topic.c - the hub's topic registry (topic.h). A small array: topics are
- * configured by hand or created by publishing (or POST /topics), at most
- * max_topics of them, so lookups stay cheap.
+ * topic.c - the hub's topic registry (topic.h): an array in the order
+ * topics came, indexed by name and by URI. Topics are configured by hand
+ * or created by publishing (or POST /topics), up to max_topics (100,000 by
+ * default: a bridge's Sources are a topic each), and looked up at every
+ * publish and WebSocket upgrade.
  */
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -12,6 +14,7 @@
 
 #include "backlog.h"
 #include "rs_alloc.h"
+#include "rs_strmap.h"
 #include "rs_url.h"
 #include "topic.h"
 
@@ -23,6 +26,7 @@ struct topics {
     size_t max;                 /* topics_learn stops at this many */
     struct topic **v;
     size_t n, cap;
+    struct rs_strmap by_name, by_uri;   /* keys: the topics' own strings */
 };
 
 struct topics *
@@ -60,6 +64,8 @@ topics_free(struct topics *ts)
     for (size_t i = 0; i < ts->n; i++)
         topic_free(ts->v[i]);
     rs_free(ts->v);
+    rs_strmap_clear(&ts->by_name);
+    rs_strmap_clear(&ts->by_uri);
     rs_free(ts);
 }
 
@@ -89,10 +95,18 @@ topics_push(struct topics *ts, const char *name, const char *uri,
     t->kind = kind;
     t->max_entries = ts->def_max_entries;
     t->max_age_ms = ts->def_max_age_ms;
-    if (t->name == NULL || t->uri == NULL) {
+    /* in both maps or in neither: taken names and URIs are the callers'
+     * to refuse first */
+    if (t->name == NULL || t->uri == NULL ||
+        topics_by_name(ts, name) != NULL || topics_by_uri(ts, uri) != NULL ||
+        rs_strmap_reserve(&ts->by_name, 1) != 0 ||
+        rs_strmap_reserve(&ts->by_uri, 1) != 0) {
         topic_free(t);
         return NULL;
     }
+    int rc = rs_strmap_put(&ts->by_name, t->name, t);
+    rc |= rs_strmap_put(&ts->by_uri, t->uri, t);
+    (void)rc;                            /* reserved: neither can fail */
     ts->v[ts->n++] = t;
     return t;
 }
@@ -153,19 +167,13 @@ topic_appended(struct topic *t, struct msg_id id)
 struct topic *
 topics_by_name(const struct topics *ts, const char *name)
 {
-    for (size_t i = 0; i < ts->n; i++)
-        if (strcmp(ts->v[i]->name, name) == 0)
-            return ts->v[i];
-    return NULL;
+    return rs_strmap_get(&ts->by_name, name);
 }
 
 struct topic *
 topics_by_uri(const struct topics *ts, const char *uri)
 {
-    for (size_t i = 0; i < ts->n; i++)
-        if (strcmp(ts->v[i]->uri, uri) == 0)
-            return ts->v[i];
-    return NULL;
+    return rs_strmap_get(&ts->by_uri, uri);
 }
 
 size_t

@@ -36,7 +36,6 @@ closed_hub(void)
     assert_int_equal(readauth_topic_token(ra, "other", "tok-O"), 0);
     assert_int_equal(readauth_admin_token(ra, "admin-1"), 0);
     assert_int_equal(readauth_jwt_secret(ra, SECRET, strlen(SECRET)), 0);
-    readauth_freeze(ra);
     return ra;
 }
 
@@ -442,7 +441,6 @@ es256_hub(const char *pub)
     assert_non_null(ra);
     assert_int_equal(readauth_topic(ra, "t", "http://ex.org/t", true), 0);
     assert_int_equal(readauth_jwt_public_key(ra, pub, strlen(pub), &why), 0);
-    readauth_freeze(ra);
     return ra;
 }
 
@@ -505,7 +503,6 @@ test_jwt_cache_bound(void **state)
     struct readauth *ra = readauth_new(true);
     assert_int_equal(readauth_hub_token(ra, "hub-1"), 0);
     assert_int_equal(readauth_jwt_secret(ra, SECRET, strlen(SECRET)), 0);
-    readauth_freeze(ra);
     char **tok = calloc(N, sizeof(*tok));
     assert_non_null(tok);
     char topics[64], name[32], other[32];
@@ -598,7 +595,6 @@ test_jwt_cache_threads(void **state)
     struct readauth *ra = readauth_new(true);
     assert_int_equal(readauth_hub_token(ra, "hub-1"), 0);
     assert_int_equal(readauth_jwt_secret(ra, SECRET, strlen(SECRET)), 0);
-    readauth_freeze(ra);
     char *tok[NTOK];
     char topics[64];
     for (int i = 0; i < NTOK; i++) {
