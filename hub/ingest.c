@@ -63,19 +63,23 @@ on_self_link(void *ud, const struct rs_weblink *l)
     return 0;
 }
 
-/* The topic URI from every Link header of the request (NULL if none). */
+/* The topic URI from every Link header of the request (NULL if none);
+ * *bad: the first Link header that could not be read, if any. */
 static char *
-find_self_link(struct evhttp_request *req)
+find_self_link(struct evhttp_request *req, const char **bad)
 {
     char *self = NULL;
     struct evkeyvalq *hdrs = evhttp_request_get_input_headers(req);
+    *bad = NULL;
     for (struct evkeyval *kv = hdrs->tqh_first; kv != NULL;
          kv = kv->next.tqe_next) {
         if (strcasecmp(kv->key, "Link") != 0)
             continue;
         if (rs_link_header_parse(kv->value, strlen(kv->value), on_self_link,
-                                 &self) != 0 && self == NULL)
+                                 &self) != 0 && self == NULL) {
+            *bad = kv->value;
             break;
+        }
     }
     return self;
 }
@@ -475,10 +479,19 @@ ingest_handle(struct hub *h, struct evhttp_request *req)
         return;
     }
 
-    char *self = find_self_link(req);
+    const char *bad_link;
+    char *self = find_self_link(req, &bad_link);
     if (self == NULL) {
-        reject(h, req, REJ_NO_TOPIC_LINK, 400, "Bad Request",
-               "missing Link: <TOPIC-URI>; rel=\"self\"");
+        char linkmsg[300];
+        if (bad_link != NULL)   /* said apart from a missing one */
+            snprintf(linkmsg, sizeof(linkmsg), "a Link header that cannot "
+                     "be read (\"%.120s%s\"): expected Link: <TOPIC-URI>; "
+                     "rel=\"self\"", bad_link,
+                     strlen(bad_link) > 120 ? "..." : "");
+        else
+            snprintf(linkmsg, sizeof(linkmsg),
+                     "missing Link: <TOPIC-URI>; rel=\"self\"");
+        reject(h, req, REJ_NO_TOPIC_LINK, 400, "Bad Request", linkmsg);
         return;
     }
     bool created = false;

@@ -156,6 +156,10 @@ reject "a resourcelist is not a notification -> 400" 400 -- "${TOK[@]}" \
 reject "a capabilitylist is not a notification -> 400" 400 -- "${TOK[@]}" \
     --file "$DATA/valid/notif-2017-capabilitylist-websub.xml"
 reject "missing Link -> 400" 400 -- --no-link --token "$TOKEN" --gen change
+r=$(hub_req A --token "$TOKEN" --gen change --link "<$NEWS_URI; rel=self")
+expect_eq "a Link header that cannot be read -> 400, said so (not 'missing')" \
+    "$(status_of "$r") $(body_of "$r")" \
+    "400 error: a Link header that cannot be read (\"<$NEWS_URI; rel=self\"): expected Link: <TOPIC-URI>; rel=\"self\""
 reject "Link without rel=self -> 400" 400 -- --token "$TOKEN" --gen change \
     --link "<$NEWS_URI>; rel=\"alternate\", <http://127.0.0.1:$HP/hub>; rel=\"hub\""
 reject "body over --max-body 2K -> 413" 413 -- "${TOK[@]}" --gen change --pad 3000
