@@ -76,10 +76,12 @@ check "status/topics: configured topics with empty backlogs" \
 
 # ------------------------------------------------- publish -> WebSocket
 note "publish -> WebSocket"
-bg_ht subnews sub --ws "$WP" --chan news --idle 2 --timeout 30 --save-data \
-    --out "$TMP/news.sub" --ready "$TMP/news.ready"
-bg_ht subfw sub --ws "$WP" --chan fw --idle 2 --timeout 30 --save-data \
-    --out "$TMP/fw.sub" --ready "$TMP/fw.ready"
+# each ends once it has its topic's documents (--idle only bounds a
+# silence: on a loaded machine the first publish may come seconds later)
+bg_ht subnews sub --ws "$WP" --chan news --count "${#NEWS_DOCS[@]}" --idle 15 \
+    --timeout 30 --save-data --out "$TMP/news.sub" --ready "$TMP/news.ready"
+bg_ht subfw sub --ws "$WP" --chan fw --count "${#FW_DOCS[@]}" --idle 15 \
+    --timeout 30 --save-data --out "$TMP/fw.sub" --ready "$TMP/fw.ready"
 check "publish/subscribers attached to news and fw" \
     bash -c "ht() { '$PY' '$HUBTOOL' \"\$@\"; }
              ht wait-subs --http $HP --name news --n 1 &&
