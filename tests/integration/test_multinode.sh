@@ -80,17 +80,31 @@ node_start() {
 }
 # publish_rr FIRST COUNT OUT NODE...: COUNT notifications numbered from
 # FIRST, one at a time, to the NODEs in turn; "ID FILE" per acknowledged
-# one appended to OUT.
+# one appended to OUT. Each is `callback_server.py publish --count 1` (a
+# connection of its own), all run in one Python process: a process each
+# cost a Python start a publish.
 publish_rr() {
-    local first=$1 count=$2 out=$3 i k
+    local first=$1 count=$2 out=$3 k ports=()
     shift 3
-    local nodes=("$@")
-    for ((i = 0; i < count; i++)); do
-        k=${nodes[$((i % ${#nodes[@]}))]}
-        cbs publish --http "${NODE_HTTP[$k]}" --topic "$T" --token "$TOK" \
-            --count 1 --start $((first + i)) --dir "$TMP/docs" \
-            --out "$out.raw" || return 1
-    done
+    for k in "$@"; do ports+=("${NODE_HTTP[$k]}"); done
+    "$PY" -c '
+import importlib.util, sys
+path, first, count, topic, tok, docs, out = sys.argv[1:8]
+ports = sys.argv[8:]
+spec = importlib.util.spec_from_file_location("callback_server", path)
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+for i in range(int(count)):
+    sys.argv = [path, "publish", "--http", ports[i % len(ports)],
+                "--topic", topic, "--token", tok, "--count", "1",
+                "--start", str(int(first) + i), "--dir", docs, "--out", out]
+    try:
+        m.main()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            sys.exit(e.code)
+' "$CBS" "$first" "$count" "$T" "$TOK" "$TMP/docs" "$out.raw" "${ports[@]}" ||
+        return 1
     cut -d' ' -f1,2 "$out.raw" >"$out"
 }
 # deliverer: the node whose GET /topics lists topic multi's WebSub

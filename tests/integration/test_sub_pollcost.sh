@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_sub_pollcost.sh - a polling mirror pays for what changed, not for the
 # list (issue 18, goal 4). rssource holds a 5,000-entry open Change List;
-# rssub --no-push --poll-interval 1s follows it. Counted in rssource's
+# rssub --no-push --poll-interval 500ms follows it. Counted in rssource's
 # --access-log: over 10 idle polls every request is a 304 and a poll makes
 # at most 2 (the open list's continuation and the Capability List); one new
 # change, then 100, are read at a cost that scales with them, not with the
@@ -64,7 +64,7 @@ note "the whole open list: $FULL bytes"
 note "rssub polls it"
 # not through check: its command substitution is a subshell, and the
 # PID sub_start records would be lost with it (the rssub left running)
-if sub_start p "$(src_url s)" "$M" "$TMP/sub.db" --no-push --poll-interval 1s; then
+if sub_start p "$(src_url s)" "$M" "$TMP/sub.db" --no-push --poll-interval 500ms; then
     ok "rssub syncs"
 else
     bad "rssub syncs"
@@ -75,7 +75,9 @@ sleep 2.5
 
 note "10 idle polls"
 L0=$(lines)
-sleep 10.5
+# polls_since FROM-LINE N: N polls (a Change List request each) since it
+polls_since() { [ "$(window "$1" | grep -c 'changelist')" -ge "$2" ]; }
+wait_until 40 polls_since "$L0" 10 >/dev/null
 W=$(window "$L0")
 NCL=$(printf '%s\n' "$W" | grep -c 'changelist')
 NALL=$(printf '%s\n' "$W" | grep -c ' GET ')
@@ -138,7 +140,7 @@ mkdir -p "$D2" "$M2"
 src_start r "$D2" --settle 100ms --page-size 40 --access-log "$LOG" ||
     { bad "rssource r starts"; src_finish; }
 rounds "$D2" 30 1
-if sub_start q "$(src_url r)" "$M2" "$TMP/sub2.db" --no-push --poll-interval 1s; then
+if sub_start q "$(src_url r)" "$M2" "$TMP/sub2.db" --no-push --poll-interval 500ms; then
     ok "rssub syncs"
 else
     bad "rssub syncs"
@@ -151,7 +153,7 @@ NL=$(get r resourcesync/changelist-index.xml | grep -c '<sitemap>')
 check "the Source rotated (lists: $NL)" test "$NL" -ge 3
 sleep 2.5
 L3=$(lines)
-sleep 5.5
+wait_until 30 polls_since "$L3" 10 >/dev/null
 W=$(window "$L3")
 NALL=$(printf '%s\n' "$W" | grep -c ' GET ')
 N304=$(printf '%s\n' "$W" | awk '$4 == 304' | grep -c .)

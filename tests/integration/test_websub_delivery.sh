@@ -89,6 +89,64 @@ attempts_all_of() {
     fi
 }
 
+# cbs_each N ARGS...: `callback_server.py ARGS` for each I in 1..N with
+# {i} in ARGS replaced by I, in one Python process (one process each, for
+# 40 subscriptions, costs a Python start and a parse of the whole,
+# by then large, callback log each); several commands for each I
+# separated by ::, run in turn; stops at the first that fails (its status).
+# shellcheck disable=SC2317 # called through check
+cbs_each() {
+    "$PY" -c '
+import importlib.util, sys
+path, n = sys.argv[1], int(sys.argv[2])
+spec = importlib.util.spec_from_file_location("callback_server", path)
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+cmds, cur = [], []
+for x in sys.argv[3:]:
+    if x == "::":
+        cmds.append(cur)
+        cur = []
+    else:
+        cur.append(x)
+cmds.append(cur)
+for i in range(1, n + 1):
+    for c in cmds:
+        sys.argv = [path] + [x.replace("{i}", str(i)) for x in c]
+        try:
+            m.main()
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                sys.exit(e.code)
+        sys.stdout.flush()
+' "$CBS" "$@"
+}
+# ws_sub_each N HUB TOPIC CBNAME PATH: subscribe PATH ({i} = 1..N) of
+# CBNAME to TOPIC at HUB, one after the other, each as ws_sub does (the
+# form POST of `callback_server.py form`), in one Python process; prints
+# "PATH STATUS" of each answer that is not 202.
+ws_sub_each() {
+    "$PY" -c '
+import importlib.util, sys, urllib.parse
+path, n, port, topic, cb = sys.argv[1:6]
+spec = importlib.util.spec_from_file_location("callback_server", path)
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+for i in range(1, int(n) + 1):
+    c = cb.replace("{i}", str(i))
+    body = urllib.parse.urlencode([("hub.mode", "subscribe"),
+                                   ("hub.topic", topic),
+                                   ("hub.callback", c)]).encode()
+    try:
+        st = m.request(int(port), "POST", "/hub", body, {"Content-Type":
+                       "application/x-www-form-urlencoded"}, 10.0)[0]
+    except Exception as e:
+        st = "000 (%s)" % e
+    if st != 202:
+        print(c, st)
+' "$CBS" "$1" "${HUB_HTTP[$2]}" "$3" "$(cb_url "$4" "$5")"
+}
+
 # ------------------------------------------------------------- subscribe
 note "subscriptions"
 # the lease runs from the verification: publish right after it
@@ -230,24 +288,18 @@ check "failing/gone from GET /topics" \
 
 # --------------------------------------------------------------- fan-out
 note "40 subscriptions on one topic"
-for i in $(seq 1 40); do
-    r=$(ws_sub A "$U/many" "$(cb_url C "/m/$i")")
-    [ "$(status_of "$r")" = 202 ] || bad "fanout/subscribe /m/$i: $(status_of "$r")" "$r"
-done
+r=$(ws_sub_each 40 A "$U/many" C "/m/{i}")
+[ -z "$r" ] || bad "fanout/subscribe: answers not 202" "$r"
 check "fanout/40 verifications answered" \
-    bash -c "for i in \$(seq 1 40); do
-                 '$PY' '$CBS' wait --log '${CB_LOG[C]}' --path /m/\$i --method GET --answered 200 --timeout 10 >/dev/null || exit 1
-             done"
+    cbs_each 40 wait --log "${CB_LOG[C]}" --path "/m/{i}" --method GET --answered 200 --timeout 10
 check "fanout/the last one active" \
     cbs sub-state --http "$HA" --name many --callback "$(cb_url C /m/40)" --want active
 sleep 0.3
 check "fanout/20 published" pub A "$TMP/many.pairs" "$U/many" --start 600 --count 20
 check "fanout/each of the 40 got the 20 once, in order, byte-identical" \
-    bash -c "for i in \$(seq 1 40); do
-                 '$PY' '$CBS' wait --log '${CB_LOG[C]}' --path /m/\$i --method POST --n 20 --timeout 15 >/dev/null
-                 '$PY' '$CBS' check --log '${CB_LOG[C]}' --path /m/\$i --pairs '$TMP/many.pairs' \
-                     --hub '$HUB' --topic '$U/many' --ctype application/xml || exit 1
-             done"
+    cbs_each 40 wait --log "${CB_LOG[C]}" --path "/m/{i}" --method POST --n 20 --timeout 15 :: \
+        check --log "${CB_LOG[C]}" --path "/m/{i}" --pairs "$TMP/many.pairs" \
+        --hub "$HUB" --topic "$U/many" --ctype application/xml
 
 # ------------------------------------------------- a crowd on one host
 # More stalling subscriptions on the healthy one's callback host than the
@@ -255,16 +307,12 @@ check "fanout/each of the 40 got the 20 once, in order, byte-identical" \
 # "one subscription's retries never delay another's" still holds. Last,
 # as the stalls go on until the hub stops.
 note "12 stalling subscriptions on the healthy one's host"
-for i in $(seq 1 12); do
-    cb_ctl C "/crowd/$i" post=stall:30
-    r=$(ws_sub A "$U/crowd" "$(cb_url C "/crowd/$i")")
-    [ "$(status_of "$r")" = 202 ] || bad "crowd/subscribe /crowd/$i: $(status_of "$r")" "$r"
-done
+for i in $(seq 1 12); do cb_ctl C "/crowd/$i" post=stall:30; done
+r=$(ws_sub_each 12 A "$U/crowd" C "/crowd/{i}")
+[ -z "$r" ] || bad "crowd/subscribe: answers not 202" "$r"
 ws_subscribe_ok "crowd/subscribe the healthy one" A "$U/crowd" crowd C /cb/ch
 check "crowd/the 12 stalling ones verified" \
-    bash -c "for i in \$(seq 1 12); do
-                 '$PY' '$CBS' wait --log '${CB_LOG[C]}' --path /crowd/\$i --method GET --answered 200 --timeout 10 >/dev/null || exit 1
-             done"
+    cbs_each 12 wait --log "${CB_LOG[C]}" --path "/crowd/{i}" --method GET --answered 200 --timeout 10
 sleep 0.5
 # The crowd's first attempt cannot be known to stall: it may hold the
 # host's slots for one --delivery-timeout. After it, the crowd is failing,

@@ -1409,9 +1409,12 @@ test_todo_failed(void **state)
 }
 
 /* The engine, simulated: at most CAP rows in flight, a quarter finished
- * (done) after each call; rows in flight skipped by the callback. */
-#define PAGING_N 100000
+ * (done) after each call; rows in flight skipped by the callback. N is
+ * a hundred pages of CAP (the ledger's memory is one page whatever N);
+ * one row in LATER_EVERY is a delayed one (more than the 64 looked at). */
+#define PAGING_N 25000
 #define PAGING_CAP 256
+#define PAGING_LATER_EVERY 250
 
 struct engine {
     struct ledger *l;
@@ -1449,11 +1452,12 @@ on_engine_row(void *ud, const struct ledger_todo *t)
     return 0;
 }
 
-/* ledger/todo_paging_100k: 100,000 due rows (plus delayed ones that must
- * not show) are handed out by an engine that keeps 256 in flight: each
- * row exactly once, in seq order, each done with its seq; the ledger's
- * own memory stays at one page however many rows there are. The delayed
- * rows, once due, are a queue of their own, not behind the 100,000. */
+/* ledger/todo_paging: 25,000 due rows (plus delayed ones that must not
+ * show) are handed out by an engine that keeps 256 in flight: each row
+ * exactly once, in seq order, each done with its seq; the ledger's own
+ * memory stays at one page however many rows there are (a hundred pages
+ * of them here). The delayed rows, once due, are a queue of their own,
+ * not behind the 25,000. */
 static void
 test_todo_paging(void **state)
 {
@@ -1472,7 +1476,7 @@ test_todo_paging(void **state)
             char uri[64];
             snprintf(uri, sizeof(uri), "http://s.example/r/%06d", i);
             put_todo(f->l, uri, LEDGER_CREATE, 0, NULL);
-            if (i % 1000 == 0) {
+            if (i % PAGING_LATER_EVERY == 0) {
                 snprintf(uri, sizeof(uri), "http://s.example/later/%d", i);
                 put_todo(f->l, uri, LEDGER_UPDATE, now + 1, NULL);
             }
@@ -1488,7 +1492,10 @@ test_todo_paging(void **state)
                                       64, on_seen, &s), 0);
     assert_int_equal(s.n, 64);
     assert_string_equal(s.uri[0], "http://s.example/later/0");
-    assert_string_equal(s.uri[63], "http://s.example/later/63000");
+    char last[64];
+    snprintf(last, sizeof(last), "http://s.example/later/%d",
+             63 * PAGING_LATER_EVERY);
+    assert_string_equal(s.uri[63], last);
 
     long ran_dry = 0;
     sqlite3_memory_highwater(1);
@@ -1536,7 +1543,7 @@ test_todo_paging(void **state)
     int64_t due, waiting;
     assert_int_equal(ledger_todo_count(f->l, now, &due, &waiting, NULL), 0);
     assert_int_equal(due, 0);
-    assert_int_equal(waiting, PAGING_N / 1000);
+    assert_int_equal(waiting, PAGING_N / PAGING_LATER_EVERY);
     free(e->state);
     free(e->seq);
     free(e);
@@ -2003,13 +2010,14 @@ test_alloc_failures(void **state)
 }
 
 /* ledger/throughput: rows/s of the engine's hot paths in batches of 500
- * (50,000 todo puts; 50,000 resource put + todo done; again with
+ * (10,000 todo puts; 10,000 resource put + todo done; again with
  * LEDGER_SYNC_FULL). Prints, asserts no timing; the target is ~30,000/s. */
+#define THROUGHPUT_N 10000
 static void
 test_throughput(void **state)
 {
     struct fx *f = *state;
-    static int64_t seqs[50000];
+    static int64_t seqs[THROUGHPUT_N];
     char uri[96];
 
     for (int pass = 0; pass < 2; pass++) {
@@ -2020,7 +2028,7 @@ test_throughput(void **state)
             l = must_open(path, LEDGER_SYNC_FULL);
         }
         double t0 = now_s();
-        for (int b = 0; b < 50000; b += 500) {
+        for (int b = 0; b < THROUGHPUT_N; b += 500) {
             assert_int_equal(ledger_begin(l), 0);
             for (int i = b; i < b + 500; i++) {
                 snprintf(uri, sizeof(uri),
@@ -2038,7 +2046,7 @@ test_throughput(void **state)
             assert_int_equal(ledger_commit(l), 0);
         }
         double t1 = now_s();
-        for (int b = 0; b < 50000; b += 500) {
+        for (int b = 0; b < THROUGHPUT_N; b += 500) {
             assert_int_equal(ledger_begin(l), 0);
             for (int i = b; i < b + 500; i++) {
                 snprintf(uri, sizeof(uri),
@@ -2057,7 +2065,7 @@ test_throughput(void **state)
         print_message("throughput (%s): %.0f todo puts/s, %.0f "
                       "(resource put + todo done)/s\n",
                       pass == 0 ? "synchronous=NORMAL" : "synchronous=FULL",
-                      50000 / (t1 - t0), 50000 / (t2 - t1));
+                      THROUGHPUT_N / (t1 - t0), THROUGHPUT_N / (t2 - t1));
         if (pass == 1)
             ledger_close(l);
     }
@@ -2219,7 +2227,7 @@ main(void)
         TS("ledger/upgrade_from_1", test_upgrade_from_1),
         TS("ledger/todo_first_round", test_todo_first_round),
         TS("ledger/todo_failed", test_todo_failed),
-        TS("ledger/todo_paging_100k", test_todo_paging),
+        TS("ledger/todo_paging", test_todo_paging),
         TS("ledger/crash_mid_transaction", test_crash_mid_txn),
         TS("ledger/kill_while_running", test_kill_while_running),
         TS("ledger/disk_full", test_disk_full),
