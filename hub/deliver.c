@@ -752,6 +752,14 @@ on_loaded(void *ud, int rc, size_t n, const char *const *callbacks,
             s->secret = rec.secret;
             rec.secret = NULL;
             s->expires_ms = rec.expires_ms;
+            if (s->state == DS_RETRY_WAIT) {
+                /* the subscriber asked again (a restarted rssub answers
+                 * a delivery signed with its old secret 503): what failed
+                 * may work now, not after a backoff of up to minutes */
+                event_del(s->timer);
+                s->attempts = 0;
+                sub_set(s, DS_IDLE, "re-subscribed");
+            }
         }
         rs_free(rec.secret);
         if (s != NULL) {

@@ -553,6 +553,32 @@ test_retry(void **state)
     assert_int_equal(in.v[0].attempts, 0);
 }
 
+/* deliver/resubscribe_retries_at_once: a subscription waiting out its
+ * backoff (1 s here) is retried as soon as its subscriber subscribes
+ * again (a restart with a new secret), not when the backoff ends. */
+static void
+test_resubscribe_retry(void **state)
+{
+    struct fx *f = *state;
+    struct deliver_opts o = { .retry_max_delay_ms = 60000 };
+    fx_start(f, &o);
+    struct cbpath *p = cb_path(&f->srv, "/r");
+    p->fail_n = 1;
+    p->fail_status = 503;
+    append(f, "<1/>", 0);
+    subscribe(f, "/r", "old-secret", far_future(), (struct msg_id){ 0, 0 });
+    deliver_refresh(f->d, "t");
+    TU_LOOP_UNTIL(&f->loop, stats(f).attempts_failed == 1, 5000);
+    assert_string_equal(infos(f).v[0].step, "retry-wait");
+    subscribe(f, "/r", "new-secret", far_future(), (struct msg_id){ 0, 0 });
+    deliver_refresh(f->d, "t");
+    TU_LOOP_UNTIL(&f->loop, stats(f).delivered == 1, 5000);
+    const struct cbreq *r[4];
+    assert_int_equal(cb_reqs(&f->srv, "/r", r, 4), 2);
+    assert_true(r[1]->at - r[0]->at < 0.5);     /* the backoff: 0.8-1.2 s */
+    assert_int_equal(infos(f).v[0].attempts, 0);
+}
+
 /* deliver/gone_removes: 410 removes the subscription, from Redis too; it
  * gets nothing more. */
 static void
@@ -844,6 +870,7 @@ main(void)
         TD("deliver/in_order", test_in_order),
         TD("deliver/signed", test_signed),
         TD("deliver/retry_backoff", test_retry),
+        TD("deliver/resubscribe_retries_at_once", test_resubscribe_retry),
         TD("deliver/gone_removes", test_gone),
         TD("deliver/host_slots_healthy_first", test_host_slots),
         TD("deliver/gap_told", test_gap),
