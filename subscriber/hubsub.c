@@ -1,7 +1,9 @@
 /*
  * hubsub.c - rssub as a WebSub subscriber (hubsub.h). Layers: helpers
- * (randomness, form encoding, signatures), the subscription state machine
- * (requests to hubs, retry/renewal/lease timers), and the callback server
+ * (randomness, ids derived from the caller's key, form encoding,
+ * signatures), the subscription state machine (requests to hubs,
+ * retry/renewal/lease timers), the probe of the hub while a lease runs
+ * (a machine of its own per subscription), and the callback server
  * (verification of intent, content distribution). Persisting what arrives
  * is the caller's; the HTTP client is rs_http's.
  */
@@ -51,6 +53,10 @@
 #define HUBSUB_CHALLENGE_MAX 1024
 #define HUBSUB_TOPIC_MAX 8192
 #define HUBSUB_WHY_MAX 512
+#define HUBSUB_PROBE_TIMEOUT_MIN_MS 1000u
+#define HUBSUB_PROBE_TIMEOUT_MAX_MS 10000u
+#define HUBSUB_PROBE_MIN_GAP_MS 100u     /* between two probes, at least */
+#define HUBSUB_PROBE_MAX_BODY 4096       /* a readiness page is a word */
 
 /* Where a subscription is. Subscribing: NEW -> REQUESTING -> VERIFYING ->
  * IDLE (active; the timer renews: -> REQUESTING), with -> BACKOFF on any
@@ -75,6 +81,18 @@ static const char *const phase_names[] = {
     [SUB_IDLE] = "active",          [SUB_UNSUB_REQUESTING] = "unsubscribing",
     [SUB_UNSUB_VERIFYING] = "unsubscribing",
     [SUB_UNSUB_BACKOFF] = "unsubscribing", [SUB_GONE] = "gone",
+};
+
+/* Whether the hub can deliver, as its probe says (hubsub_opts.probe_ms):
+ * OFF while no lease runs; OK -> DOUBT at a failed probe -> DOWN once the
+ * hub has not answered well for probe_grace_ms (UNREACHABLE reported);
+ * any good answer -> OK (ACTIVE reported when it was DOWN). Apart from
+ * enum sub_phase: a renewal and a probe fail or succeed independently. */
+enum probe_state { PROBE_OFF, PROBE_OK, PROBE_DOUBT, PROBE_DOWN };
+
+static const char *const probe_names[] = {
+    [PROBE_OFF] = "off", [PROBE_OK] = "ok", [PROBE_DOUBT] = "doubt",
+    [PROBE_DOWN] = "down",
 };
 
 struct sub;
@@ -104,6 +122,18 @@ struct sub {
     unsigned lease_s;            /* granted at the last verification */
     rs_time_t lease_end;         /* wall clock; RS_TIME_NONE if !active */
     unsigned fails;              /* consecutive; 0 after a verification */
+    bool verified;               /* a subscribe was verified in this
+                                    process (its secret is the hub's) */
+    bool told_bad;               /* the last on_state report was not
+                                    ACTIVE: the next good news is told */
+    /* the probe (enum probe_state); its timer runs while a lease does */
+    enum probe_state probe;
+    char *probe_url;             /* "readyz" relative to hub_url */
+    struct call *probe_call;     /* the GET out, or NULL */
+    struct event *probe_timer;
+    int64_t hub_ok_us;           /* monotonic: the hub's last good word (a
+                                    probe answered, a verification) */
+    char hub_why[HUBSUB_WHY_MAX];   /* why not OK; "" when OK */
 };
 
 struct hubsub {
@@ -125,6 +155,9 @@ struct hubsub {
      * second */
     struct rs_backoff backoff;
     struct hubsub_stats st;      /* subscriptions/active computed on read */
+    unsigned char key[HUBSUB_KEY_HEX / 2];   /* id_key's bytes */
+    bool keyed;                  /* id_key given: ids are derived */
+    bool settled;                /* unknown paths: 410 (else 503) */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -142,6 +175,69 @@ random_hex(char *out, size_t nbytes)
     }
     out[2 * nbytes] = '\0';
     OPENSSL_cleanse(rnd, sizeof(rnd));
+    return 0;
+}
+
+int
+hubsub_key_new(char *out, size_t outsz)
+{
+    if (out == NULL || outsz < HUBSUB_KEY_HEX + 1)
+        return RS_EINVAL;
+    return random_hex(out, HUBSUB_KEY_HEX / 2);
+}
+
+/* hex (exactly 2 * n digits) into n bytes; false if it is not that */
+static bool
+key_parse(const char *hex, unsigned char *out, size_t n)
+{
+    if (strlen(hex) != 2 * n)
+        return false;
+    for (size_t i = 0; i < 2 * n; i++) {
+        char c = hex[i];
+        int v = c >= '0' && c <= '9' ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (v < 0)
+            return false;
+        if (i % 2 == 0)
+            out[i / 2] = (unsigned char)(v << 4);
+        else
+            out[i / 2] |= (unsigned char)v;
+    }
+    return true;
+}
+
+/* HMAC-SHA256(key, label NUL hub_url NUL topic) as hex, nbytes of it:
+ * the same (key, hub, topic) give the same callback id in every process,
+ * and one id tells nothing of another, or of the key. */
+static int
+derive_hex(const struct hubsub *h, const char *label, const char *hub_url,
+           const char *topic, char *out, size_t nbytes)
+{
+    size_t ll = strlen(label) + 1, hl = strlen(hub_url) + 1,
+           tl = strlen(topic);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdl = 0;
+    char *msg = rs_malloc(ll + hl + tl);
+
+    if (msg == NULL)
+        return RS_ENOMEM;
+    memcpy(msg, label, ll);
+    memcpy(msg + ll, hub_url, hl);
+    memcpy(msg + ll + hl, topic, tl);
+    unsigned char *r = HMAC(EVP_sha256(), h->key, (int)sizeof(h->key),
+                            (const unsigned char *)msg, ll + hl + tl, md,
+                            &mdl);
+    rs_free(msg);
+    if (r == NULL || mdl < nbytes)
+        return RS_EIO;
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+    OPENSSL_cleanse(md, sizeof(md));
     return 0;
 }
 
@@ -290,10 +386,13 @@ __attribute__((format(printf, 3, 4))) static void
 sub_report(struct sub *s, enum hubsub_state st, const char *fmt, ...)
 {
     struct hubsub *h = s->h;
-    if (h->o.on_state == NULL)
+    if (h->o.on_state == NULL) {
+        s->told_bad = st != HUBSUB_ACTIVE;
         return;
+    }
     char why[HUBSUB_WHY_MAX];
     va_list ap;
+    s->told_bad = st != HUBSUB_ACTIVE;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
@@ -315,12 +414,15 @@ sub_disarm(struct sub *s)
     s->next_attempt = RS_TIME_NONE;
 }
 
+static void probe_stop(struct sub *s);
+
 static void
 sub_lease_stop(struct sub *s)
 {
     evtimer_del(s->lease_timer);
     s->active = false;
     s->lease_end = RS_TIME_NONE;
+    probe_stop(s);   /* no lease: the hub owes us nothing */
 }
 
 /* Let go of the request out, if any: its on_done will only free the call. */
@@ -336,6 +438,190 @@ sub_detach(struct sub *s)
 
 static void on_hub_answer(void *ud, struct rs_http_req *req,
                           const struct rs_http_result *res);
+
+/* ------------------------------------------------------ the hub's probe */
+
+/* A lease says the hub will deliver; nothing says when it cannot (down,
+ * or up without its store). Without the probe a WebSub mirror learnt
+ * that only at the next renewal or safety pull, showing itself live all
+ * along. */
+
+static void
+probe_set(struct sub *s, enum probe_state to, const char *why)
+{
+    if (s->probe == to)
+        return;
+    rs_log_kv(to == PROBE_DOWN || s->probe == PROBE_DOWN ? RS_LOG_INFO
+              : RS_LOG_DEBUG, "websub hub probe", "topic", s->topic, "hub",
+              s->hub_url, "from", probe_names[s->probe], "to",
+              probe_names[to], "why", why, NULL);
+    s->probe = to;
+}
+
+static void
+probe_detach(struct sub *s)
+{
+    if (s->probe_call == NULL)
+        return;
+    s->probe_call->s = NULL;
+    rs_http_cancel(s->probe_call->req);
+    s->probe_call = NULL;
+}
+
+static void
+probe_arm(struct sub *s, uint64_t ms)
+{
+    struct timeval tv = rs_time_tv_ms(ms);
+    evtimer_add(s->probe_timer, &tv);
+}
+
+/* A verified lease: the hub answered just now; probe from here on. */
+static void
+probe_start(struct sub *s)
+{
+    if (s->h->o.probe_ms == 0 || s->probe_timer == NULL)
+        return;
+    s->hub_ok_us = rs_time_mono_us();
+    s->hub_why[0] = '\0';
+    probe_set(s, PROBE_OK, "the hub verified the subscription");
+    if (s->probe_call == NULL)
+        probe_arm(s, s->h->o.probe_ms);
+}
+
+static void
+probe_stop(struct sub *s)
+{
+    probe_detach(s);
+    if (s->probe_timer != NULL)
+        evtimer_del(s->probe_timer);
+    s->hub_why[0] = '\0';
+    probe_set(s, PROBE_OFF, "no lease");
+}
+
+/* The hub answered well: it can deliver again if it could not. */
+static void
+probe_good(struct sub *s)
+{
+    bool was_down = s->probe == PROBE_DOWN;
+    s->hub_ok_us = rs_time_mono_us();
+    s->hub_why[0] = '\0';
+    probe_set(s, PROBE_OK, "the hub answers");
+    probe_arm(s, s->h->o.probe_ms);
+    /* A renewal that failed while the hub was down waits for its backoff
+     * (up to minutes): try it now, the hub is back. Its verification
+     * tells the good news; until then the subscription is not fine. */
+    if (was_down && s->phase == SUB_BACKOFF) {
+        sub_attempt(s);
+        return;
+    }
+    if (was_down && s->fails == 0 && s->told_bad)
+        sub_report(s, HUBSUB_ACTIVE, "the hub answers again");
+}
+
+static void
+probe_bad(struct sub *s, const char *why)
+{
+    struct hubsub *h = s->h;
+    int64_t now = rs_time_mono_us();
+    int64_t left = s->hub_ok_us + (int64_t)h->o.probe_grace_ms * 1000 - now;
+
+    h->st.probe_failures++;
+    snprintf(s->hub_why, sizeof(s->hub_why), "%s", why);
+    if (left > 0) {
+        probe_set(s, PROBE_DOUBT, why);
+        /* the deciding probe at the end of the grace, not a period late */
+        uint64_t next = (uint64_t)(left / 1000);
+        if (next > h->o.probe_ms)
+            next = h->o.probe_ms;
+        probe_arm(s, next < HUBSUB_PROBE_MIN_GAP_MS ? HUBSUB_PROBE_MIN_GAP_MS
+                                                    : next);
+        return;
+    }
+    probe_arm(s, h->o.probe_ms);
+    if (s->probe == PROBE_DOWN)
+        return;
+    probe_set(s, PROBE_DOWN, why);
+    sub_report(s, HUBSUB_UNREACHABLE, "%.400s (for %.1f s)", why,
+               (double)(now - s->hub_ok_us) / 1e6);
+}
+
+static void
+on_probe_done(void *ud, struct rs_http_req *req,
+              const struct rs_http_result *res)
+{
+    (void)req;
+    struct call *c = ud;
+    struct sub *s = c->s;
+    rs_free(c);
+    if (s == NULL)
+        return;
+    s->probe_call = NULL;
+    if (res->rc == RS_ECANCELED)
+        return;                    /* rs_http is being freed */
+    /* Any answer but a 5xx says the hub serves: a hub with no readiness
+     * page answers 404, one that wants a method 405, and so on. A 5xx is
+     * the hub (or the proxy in front of it) saying it cannot. */
+    if ((res->rc == 0 && res->status < 500) || res->rc == RS_ETOOBIG) {
+        probe_good(s);
+        return;
+    }
+    char why[HUBSUB_WHY_MAX];
+    if (res->rc != 0) {
+        snprintf(why, sizeof(why), "hub unreachable: %.300s", res->errstr);
+    } else {
+        /* the hub's one-line reason, printable bytes only */
+        char line[200];
+        size_t n = 0;
+        for (size_t i = 0; i < res->body_len && n + 1 < sizeof(line); i++) {
+            unsigned char ch = (unsigned char)res->body[i];
+            if (ch == '\n' || ch == '\r')
+                break;
+            line[n++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+        }
+        line[n] = '\0';
+        snprintf(why, sizeof(why), "the hub is not ready: %ld%s%s",
+                 res->status, n > 0 ? " " : "", line);
+    }
+    probe_bad(s, why);
+}
+
+static void
+on_probe_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sub *s = arg;
+    struct hubsub *h = s->h;
+    if (s->probe == PROBE_OFF || s->probe_call != NULL)
+        return;
+    unsigned tmo = h->o.probe_ms;
+    if (tmo < HUBSUB_PROBE_TIMEOUT_MIN_MS)
+        tmo = HUBSUB_PROBE_TIMEOUT_MIN_MS;
+    if (tmo > HUBSUB_PROBE_TIMEOUT_MAX_MS)
+        tmo = HUBSUB_PROBE_TIMEOUT_MAX_MS;
+    struct call *c = rs_calloc(1, sizeof(*c));
+    struct rs_http_req_opts ro = {
+        .url = s->probe_url,
+        .timeout_ms = tmo,
+        .max_body = HUBSUB_PROBE_MAX_BODY,
+        .own_refusal = true,   /* a 401 here is no word on the Source */
+        .on_done = on_probe_done,
+        .ud = c,
+    };
+    int rc = c != NULL ? rs_http_request(h->o.http, &ro, &c->req)
+                       : RS_ENOMEM;
+    if (rc != 0) {
+        char why[128];
+        rs_free(c);
+        snprintf(why, sizeof(why), "cannot probe the hub: %s",
+                 rs_strerror(rc));
+        probe_bad(s, why);
+        return;
+    }
+    c->s = s;
+    s->probe_call = c;
+    h->st.probes++;
+}
 
 /* POST the subscribe (or unsubscribe) request to the hub. */
 static int
@@ -595,12 +881,17 @@ sub_verified(struct sub *s, unsigned lease_s)
     struct timeval tv = { (time_t)lease_s, 0 };
     evtimer_add(s->lease_timer, &tv);
     s->fails = 0;
+    s->verified = true;
     h->st.verified++;
     if (was)
         h->st.renewed++;
     sub_set_phase(s, SUB_IDLE);
     sub_arm(s, renew_ms(lease_s));
-    if (!was)
+    probe_start(s);
+    /* A renewal verified after failures (or after the probe found the
+     * hub down) is good news to tell: the caller took those for a
+     * subscription that cannot deliver. */
+    if (!was || s->told_bad)
         sub_report(s, HUBSUB_ACTIVE, "lease %u s", lease_s);
 }
 
@@ -624,10 +915,14 @@ sub_free(struct sub *s)
     if (s == NULL)
         return;
     sub_detach(s);
+    probe_detach(s);
     if (s->timer != NULL)
         event_free(s->timer);
     if (s->lease_timer != NULL)
         event_free(s->lease_timer);
+    if (s->probe_timer != NULL)
+        event_free(s->probe_timer);
+    rs_free(s->probe_url);
     rs_free(s->hub_url);
     rs_free(s->topic);
     rs_free(s->callback);
@@ -678,20 +973,37 @@ sub_by_topic(const struct hubsub *h, const char *topic, bool live_only)
     return found;
 }
 
-/* The subscription whose path ends in /cb/<id>; the prefix is whatever a
- * proxy in front of us leaves of callback_base's path. */
+/* Does path end in /cb/<32 hex>? The prefix is whatever a proxy in
+ * front of us leaves of callback_base's path. */
+static bool
+path_is_callback(const char *path)
+{
+    size_t pl = strlen(path), want = strlen(HUBSUB_CB_PREFIX) + HUBSUB_ID_HEX;
+    return pl >= want &&
+           memcmp(path + pl - want, HUBSUB_CB_PREFIX,
+                  strlen(HUBSUB_CB_PREFIX)) == 0 &&
+           strspn(path + pl - HUBSUB_ID_HEX, "0123456789abcdef") ==
+               HUBSUB_ID_HEX;
+}
+
+/* The subscription of a callback path (path_is_callback): the live one
+ * when there is one, since with id_key a topic subscribed again after an
+ * unsubscribe has the path of the one that left. */
 static struct sub *
 sub_by_path(const struct hubsub *h, const char *path)
 {
-    size_t pl = strlen(path), want = strlen(HUBSUB_CB_PREFIX) + HUBSUB_ID_HEX;
-    if (pl < want || memcmp(path + pl - want, HUBSUB_CB_PREFIX,
-                            strlen(HUBSUB_CB_PREFIX)) != 0)
+    if (!path_is_callback(path))
         return NULL;
-    const char *id = path + pl - HUBSUB_ID_HEX;
-    for (struct sub *s = h->subs; s != NULL; s = s->next)
-        if (CRYPTO_memcmp(s->id, id, HUBSUB_ID_HEX) == 0)
+    const char *id = path + strlen(path) - HUBSUB_ID_HEX;
+    struct sub *found = NULL;
+    for (struct sub *s = h->subs; s != NULL; s = s->next) {
+        if (CRYPTO_memcmp(s->id, id, HUBSUB_ID_HEX) != 0)
+            continue;
+        if (sub_live(s))
             return s;
-    return NULL;
+        found = s;
+    }
+    return found;
 }
 
 /* ----------------------------------------------------- the callback server */
@@ -794,6 +1106,18 @@ on_content(struct hubsub *h, struct sub *s, struct evhttp_request *req)
     }
     struct evkeyvalq *hd = evhttp_request_get_input_headers(req);
     if (!sig_ok(s->secret, evhttp_find_header(hd, "X-Hub-Signature"), body,
+                len) && h->keyed && !s->verified) {
+        /* The path is the one a process before us had (id_key), and the
+         * hub signs with the secret that one gave until it has verified
+         * ours: taken later, not dropped. */
+        h->st.refused++;
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", "1");
+        reply_text(req, 503, "Service Unavailable",
+                   "not verified yet, retry\n");
+        return;
+    }
+    if (!sig_ok(s->secret, evhttp_find_header(hd, "X-Hub-Signature"), body,
                 len)) {
         /* WebSub: drop it, but answer 2xx, so a forger learns nothing */
         h->st.bad_signature++;
@@ -829,6 +1153,25 @@ on_request(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
     const char *path = u != NULL ? evhttp_uri_get_path(u) : NULL;
     struct sub *s = path != NULL ? sub_by_path(h, path) : NULL;
+    if (s == NULL && path != NULL && path_is_callback(path) &&
+        evhttp_request_get_command(req) == EVHTTP_REQ_POST) {
+        /* A delivery to a subscription we do not have: one a process
+         * before us left (crashed, or its state is gone). 410 makes the
+         * hub drop it now, not retry it until its lease ends. Until the
+         * caller has asked for what it wants, it may be one of ours from
+         * before a restart (id_key), to be taken once subscribed. */
+        if (h->settled) {
+            h->st.gone++;
+            reply_text(req, 410, "Gone", "no such subscription\n");
+        } else {
+            h->st.refused++;
+            evhttp_add_header(evhttp_request_get_output_headers(req),
+                              "Retry-After", "5");
+            reply_text(req, 503, "Service Unavailable",
+                       "starting, retry\n");
+        }
+        return;
+    }
     if (s == NULL) {
         not_found(h, req);
         return;
@@ -899,10 +1242,22 @@ hubsub_new(const struct hubsub_opts *o, char *err, size_t errsz)
                 "absolute http(s) URL", o->callback_base);
         return NULL;
     }
+    unsigned char key[HUBSUB_KEY_HEX / 2];
+    if (o->id_key != NULL && !key_parse(o->id_key, key, sizeof(key))) {
+        set_err(err, errsz, "hubsub: the id key is not %d hex digits",
+                HUBSUB_KEY_HEX);
+        return NULL;
+    }
     struct hubsub *h = rs_calloc(1, sizeof(*h));
     if (h == NULL)
         goto nomem;
     h->o = *o;
+    h->o.id_key = NULL;          /* copied into h->key */
+    h->keyed = o->id_key != NULL;
+    h->settled = !h->keyed;      /* random ids: no path is ours from before */
+    if (h->keyed)
+        memcpy(h->key, key, sizeof(key));
+    OPENSSL_cleanse(key, sizeof(key));
     h->o.callback_base = NULL;
     h->o.http_limits = NULL;     /* copied into the guard below */
     h->o.hub_token = h->o.client_cert = h->o.client_key = NULL;
@@ -1001,7 +1356,15 @@ hubsub_free(struct hubsub *h)
     }
     rs_free(h->client_cert);
     rs_free(h->client_key);
+    OPENSSL_cleanse(h->key, sizeof(h->key));
     rs_free(h);
+}
+
+void
+hubsub_settle(struct hubsub *h)
+{
+    if (h != NULL)
+        h->settled = true;
 }
 
 int
@@ -1020,19 +1383,33 @@ hubsub_subscribe(struct hubsub *h, const char *hub_url, const char *topic)
     s->phase = SUB_NEW;
     s->next_attempt = RS_TIME_NONE;
     s->lease_end = RS_TIME_NONE;
-    if (random_hex(s->id, HUBSUB_ID_BYTES) != 0 ||
-        random_hex(s->secret, HUBSUB_SECRET_BYTES) != 0) {
+    /* The secret is new in every process: it is not kept anywhere (a
+     * state file others may read would let them sign deliveries). */
+    if (h->keyed) {
+        rc = derive_hex(h, "callback", hub_url, topic, s->id,
+                        HUBSUB_ID_BYTES);
+        if (rc != 0)
+            goto fail;
+        rc = RS_ENOMEM;
+    } else if (random_hex(s->id, HUBSUB_ID_BYTES) != 0) {
         rc = RS_EIO;
         goto fail;
     }
+    if (random_hex(s->secret, HUBSUB_SECRET_BYTES) != 0) {
+        rc = RS_EIO;
+        goto fail;
+    }
+    if (rs_url_resolve(hub_url, "readyz", &s->probe_url) != 0)
+        goto fail;
     size_t cl = strlen(h->cb_base) + strlen(HUBSUB_CB_PREFIX) + HUBSUB_ID_HEX;
     s->hub_url = rs_strdup(hub_url);
     s->topic = rs_strdup(topic);
     s->callback = rs_malloc(cl);
     s->timer = evtimer_new(h->o.base, on_sub_timer, s);
     s->lease_timer = evtimer_new(h->o.base, on_lease_end, s);
+    s->probe_timer = evtimer_new(h->o.base, on_probe_timer, s);
     if (s->hub_url == NULL || s->topic == NULL || s->callback == NULL ||
-        s->timer == NULL || s->lease_timer == NULL)
+        s->timer == NULL || s->lease_timer == NULL || s->probe_timer == NULL)
         goto fail;
     /* cb_base ends with '/': skip the prefix's own */
     snprintf(s->callback, cl, "%s%s%s", h->cb_base, HUBSUB_CB_PREFIX + 1,
@@ -1079,6 +1456,8 @@ hubsub_info(const struct hubsub *h, const char *topic, struct hubsub_info *out)
         .failures = s->fails,
         .callback = s->callback,
         .hub_url = s->hub_url,
+        .hub_state = probe_names[s->probe],
+        .hub_why = s->hub_why,
     };
     return 0;
 }

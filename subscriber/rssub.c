@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #define RS_LOG_MODULE "rssub"
+/* meta: the WebSub id key of this state (websub_key) */
+#define RSSUB_META_WEBSUB_KEY "websub_key"
 #include "follow.h"
 #include "hubsub.h"
 #include "ledger.h"
@@ -192,8 +194,9 @@ static const struct rs_config_opt options[] = {
                        "without, read the Capability List again this often "
                        "(channels come and go)"),
     RS_CONFIG_DURATION("push-timeout", 0, &conf.push_timeout_ms, "30s", 0,
-                       86400000, "a WebSocket channel down this long: poll "
-                       "Change Lists (every --poll-interval) until it is back"),
+                       86400000, "a WebSocket channel down, or a WebSub hub "
+                       "not answering or not ready, this long: poll Change "
+                       "Lists (every --poll-interval) until it is back"),
     RS_CONFIG_DURATION("pull-interval", 0, &conf.pull_ms, "10m", 0, 0,
                        "with push, also pull Change Lists this often, as a "
                        "safety net (0: never)"),
@@ -569,6 +572,45 @@ check_transport(const struct rssub *s)
     return 0;
 }
 
+/* The WebSub id key (hubsub_opts.id_key) of this state, made and kept
+ * at its first use: a restart subscribes with the callback and secret it
+ * had, so the hub's subscription is the same one (no stale one left
+ * behind, none counted twice against the hub's caps). */
+static int
+websub_key(struct rssub *s, char *key, size_t keysz)
+{
+    char *val = NULL;
+    int rc = ledger_meta_get(s->ledger, RSSUB_META_WEBSUB_KEY, &val);
+
+    if (rc == 0 && strlen(val) == HUBSUB_KEY_HEX) {
+        snprintf(key, keysz, "%s", val);
+        explicit_bzero(val, strlen(val));
+        rs_free(val);
+        return 0;
+    }
+    if (val != NULL)
+        explicit_bzero(val, strlen(val));
+    rs_free(val);
+    if (rc != 0 && rc != RS_ENOTFOUND)
+        return rc;
+    /* none yet, or not one of ours: a new one (the hub's subscriptions
+     * of the old callbacks, if any, are answered 410 and dropped) */
+    if ((rc = hubsub_key_new(key, keysz)) != 0)
+        return rc;
+    return ledger_meta_set(s->ledger, RSSUB_META_WEBSUB_KEY, key);
+}
+
+/* How often the hub is probed while following by WebSub: three times a
+ * --push-timeout, so a hub that stops answering is told within about
+ * that (1 s to a minute apart). */
+static unsigned
+websub_probe_ms(void)
+{
+    int64_t ms = conf.push_timeout_ms / 3;
+
+    return (unsigned)(ms < 1000 ? 1000 : ms > 60000 ? 60000 : ms);
+}
+
 /* run with push: the WebSocket client and, with --callback-listen, the
  * WebSub callback server. */
 static int
@@ -591,6 +633,14 @@ setup_push(struct rssub *s)
     }
     if (!rs_config_is_set(s->cfg, "callback-listen"))
         return 0;
+    char key[HUBSUB_KEY_HEX + 1];
+    int rc = websub_key(s, key, sizeof(key));
+    if (rc != 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot keep the websub callback id in the "
+                  "state", "error", rs_strerror(rc), "state_error",
+                  ledger_errstr(s->ledger), NULL);
+        return 1;
+    }
     struct hubsub_opts hso = {
         .base = s->base,
         .http = s->http,
@@ -607,8 +657,12 @@ setup_push(struct rssub *s)
         .hub_token = s->hub_token[0] != '\0' ? s->hub_token : NULL,
         .client_cert = conf.client_cert,
         .client_key = conf.client_key,
+        .id_key = key,
+        .probe_ms = websub_probe_ms(),
+        .probe_grace_ms = (unsigned)conf.push_timeout_ms,
     };
     s->hubsub = hubsub_new(&hso, err, sizeof(err));
+    explicit_bzero(key, sizeof(key));
     if (s->hubsub == NULL) {
         rs_log_kv(RS_LOG_ERROR, "cannot receive websub callbacks", "error",
                   err, NULL);
@@ -1061,6 +1115,25 @@ cmd_status(struct rssub *s)
            (long long)waiting, (long long)failed);
     if (ledger_pos_each(s->ledger, print_pos, s) != 0)
         return 3;
+    /* How each list is followed, as the daemon last recorded it: the
+     * positions alone said nothing of a WebSub mirror (its deliveries do
+     * not move #source) nor of a push that stopped working. */
+    long pid = ledger_writer_pid(s->state_path);
+    if (pid > 0)
+        printf("daemon running pid=%ld\n", pid);
+    else
+        printf("daemon stopped\n");
+    if (ledger_meta_get(s->ledger, SESSION_META_FOLLOW, &val) == 0) {
+        const char *line = val;
+        while (*line != '\0') {
+            size_t n = strcspn(line, "\n");
+            printf("follow %.*s%s\n", (int)n, line,
+                   pid > 0 ? "" : " (when it stopped)");
+            line += n + (line[n] == '\n');
+        }
+    }
+    rs_free(val);
+    val = NULL;
     if (ledger_meta_get(s->ledger, "last_error", &val) == 0) {
         char *at = NULL;
         if (ledger_meta_get(s->ledger, "last_error_at", &at) != 0)

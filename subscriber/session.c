@@ -138,7 +138,11 @@ struct set {
     struct capwatch *cw;          /* run: re-reads the Capability List */
     char *websub_topic[2];        /* subscribed by WebSub (copies), or NULL */
     bool websub_failing;          /* the change topic's subscription was
-                                     refused, failed or expired */
+                                     refused, failed or expired, or its
+                                     hub does not answer its probe */
+    char websub_why[320];         /* hubsub's last word on it */
+    rs_time_t tr_since;           /* when tr was taken up (wall clock) */
+    char tr_why[320];             /* why tr (set_transport's why) */
     rs_time_t covered;            /* when the last pull that read the
                                      Source to the end began: a channel
                                      taken up later replays from before it */
@@ -227,6 +231,7 @@ struct session {
 };
 
 static void run_queue(struct session *s);
+static void follow_record(struct session *s);
 static void mark_first_round(struct session *s);
 static void after_pulls(struct session *s);
 
@@ -1052,7 +1057,7 @@ want_websub(const struct session *s)
  * --channel overrides the first set's change channel; NULL-ended, in
  * buf (2 slots) or the configuration. */
 static const char *const *
-set_ws_uris(struct set *st, int k, const char **buf)
+set_ws_uris(const struct set *st, int k, const char **buf)
 {
     struct session *s = st->s;
 
@@ -1077,6 +1082,68 @@ set_mark(struct set *st)
     return t - SESSION_MARK_MARGIN_US;
 }
 
+/* Whether push works for a set: "ok" (it follows by push), "failing"
+ * (push is offered and wanted, but polling stands in), "none" (nothing
+ * to push with: not offered, not wanted, no callback listener). */
+static const char *
+set_push_word(const struct set *st)
+{
+    const char *buf[2];
+
+    if (st->tr == TR_WEBSOCKET || st->tr == TR_WEBSUB)
+        return "ok";
+    if (set_ws_uris(st, DISCOVERY_CHANGE, buf)[0] != NULL ||
+        st->websub_topic[DISCOVERY_CHANGE] != NULL)
+        return "failing";
+    return "none";
+}
+
+/* How each set follows, for `rssub status` (a process of its own that
+ * can only read the state): meta SESSION_META_FOLLOW, one line a set,
+ * "CAPLIST transport=T push=P since=TIME reason=\"WHY\"", rewritten at
+ * each change of transport or of a WebSub subscription's state. Not
+ * worth failing anything for: a write that fails is logged. */
+static void
+follow_record(struct session *s)
+{
+    char *val;
+    size_t cap = 1, n = 0;
+    int rc;
+
+    if (s->o.cmd != SESSION_RUN || s->o.c.readonly)
+        return;
+    for (size_t i = 0; i < s->nsets; i++)
+        cap += strlen(s->sets[i].d->caplist) + sizeof(s->sets[i].tr_why) +
+               RS_TIME_BUFSZ + 64;
+    if ((val = rs_malloc(cap)) == NULL)
+        return;
+    val[0] = '\0';
+    for (size_t i = 0; i < s->nsets; i++) {
+        const struct set *st = &s->sets[i];
+        char since[RS_TIME_BUFSZ], why[sizeof(st->tr_why)];
+        size_t k = 0;
+
+        if (rs_time_format(st->tr_since, since) == 0)
+            snprintf(since, sizeof(since), "-");
+        /* quoted: no quote or line break inside */
+        for (const char *p = st->tr_why; *p != '\0' && k + 1 < sizeof(why);
+             p++)
+            why[k++] = *p == '"' ? '\'' : *p == '\n' ? ' ' : *p;
+        why[k] = '\0';
+        n += (size_t)snprintf(val + n, cap - n,
+                              "%s transport=%s push=%s since=%s "
+                              "reason=\"%s\"\n", st->d->caplist,
+                              transport_names[st->tr], set_push_word(st),
+                              since, why);
+    }
+    rc = ledger_meta_set(s->o.ledger, SESSION_META_FOLLOW, val);
+    if (rc != 0)
+        rs_log_kv(RS_LOG_WARN, "cannot record how the mirror follows (for "
+                  "rssub status)", "error", ledger_errstr(s->o.ledger),
+                  NULL);
+    rs_free(val);
+}
+
 /* The one place a set's transport changes: logged once, with why, and
  * counted. Polling takes over at once (it does not wait a poll interval). */
 static void
@@ -1089,6 +1156,8 @@ set_transport(struct set *st, enum transport to, const char *why)
     if (from == to)
         return;
     st->tr = to;
+    st->tr_since = rs_time_now();
+    snprintf(st->tr_why, sizeof(st->tr_why), "%s", why);
     rs_metrics_counter_inc(s->m_transport[to]);
     if (to == TR_WEBSOCKET) {
         ck = "websocket";
@@ -1103,6 +1172,7 @@ set_transport(struct set *st, enum transport to, const char *why)
               why, cv != NULL ? ck : NULL, cv, NULL);
     if (to == TR_POLL && from != TR_NONE && s->state == SESSION_READY)
         queue_pull(st, PULL_CHANGES, WHY_POLL);
+    follow_record(s);
 }
 
 /* Which transport the set can use now, from what its Capability List
@@ -1132,8 +1202,9 @@ transport_now(struct set *st, const char **why)
         return TR_POLL;
     }
     if (st->websub_topic[DISCOVERY_CHANGE] != NULL) {
-        *why = st->websub_failing ? "websub subscription not active"
-                                  : "websub subscription";
+        *why = !st->websub_failing ? "websub subscription"
+             : st->websub_why[0] != '\0' ? st->websub_why
+             : "websub subscription not active";
         return st->websub_failing ? TR_POLL : TR_WEBSUB;
     }
     *why = !s->o.c.push ? "--no-push"
@@ -1187,8 +1258,10 @@ websub_update(struct set *st)
                       want, "hub", st->d->hub[k], NULL);
             continue;
         }
-        if (k == DISCOVERY_CHANGE)
+        if (k == DISCOVERY_CHANGE) {
             st->websub_failing = false;
+            st->websub_why[0] = '\0';
+        }
         rs_log_kv(RS_LOG_INFO, "subscribing by websub", "caplist",
                   st->d->caplist, "topic", want, "hub", st->d->hub[k], NULL);
     }
@@ -1401,7 +1474,8 @@ session_websub_state(struct session *s, const char *topic,
                      enum hubsub_state hs, const char *why)
 {
     static const char *const names[] = { "active", "denied", "failed",
-                                         "expired", "unsubscribed" };
+                                         "expired", "unreachable",
+                                         "unsubscribed" };
     struct set *st = set_of_topic(s, topic);
 
     rs_log_kv(hs == HUBSUB_ACTIVE || hs == HUBSUB_UNSUBSCRIBED
@@ -1416,11 +1490,20 @@ session_websub_state(struct session *s, const char *topic,
     if (change != NULL && strcmp(change, topic) == 0 &&
         hs != HUBSUB_UNSUBSCRIBED) {
         st->websub_failing = hs != HUBSUB_ACTIVE;
+        if (st->websub_failing)
+            snprintf(st->websub_why, sizeof(st->websub_why),
+                     "websub %s: %.280s", names[hs], why);
+        else
+            st->websub_why[0] = '\0';
         transport_update(st);
+        follow_record(s);
     }
     /* Until the hub verified us, nothing was delivered: what changed
-     * before (since the pull at start, or while the lease had run out)
-     * comes from the Change Lists. */
+     * before (since the pull at start, while the lease had run out, or
+     * while the hub could not deliver) comes from the Change Lists. The
+     * hub delivers what it holds for us from its cursor as well: a change
+     * that comes both ways is applied once (the per-resource rules skip
+     * what the mirror holds, and an older change). */
     if (hs == HUBSUB_ACTIVE)
         queue_pull(st, PULL_CHANGES, WHY_GAP);
 }
@@ -1999,6 +2082,9 @@ start_following(struct session *s)
 
     if (setup_follow(s) != 0)
         return -1;
+    /* Every WebSub subscription wanted is asked for: a delivery to any
+     * other callback path is a leftover, answered 410 from now on. */
+    hubsub_settle(s->o.hubsub);
     for (size_t i = 0; i < s->nsets; i++)
         follow_start(s->sets[i].follow,
                      s->pull_mark - SESSION_MARK_MARGIN_US);
@@ -2126,6 +2212,7 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         st->d = d;
         st->covered = RS_TIME_NONE;
         st->dump_at = RS_TIME_NONE;
+        st->tr_since = RS_TIME_NONE;
         snprintf(key, sizeof(key), "%s%s", d->caplist, FOLLOW_POS_SOURCE);
         st->key = rs_strdup(d->caplist);
         st->source_key = rs_strdup(key);
@@ -2527,5 +2614,8 @@ session_list_info(const struct session *s, size_t i,
     }
     out->websub_failing = st->websub_failing;
     out->baselined = st->baselined;
+    out->push = set_push_word(st);
+    out->why = st->tr_why;
+    out->since = st->tr_since;
     return 0;
 }

@@ -110,6 +110,14 @@ void session_drain(struct session *s);
 bool session_drained(struct session *s);
 void session_stop(struct session *s, bool timed_out);
 
+/* run records in the state's meta, under this key, how each Capability
+ * List is followed, for `rssub status`: one line a list, "CAPLIST
+ * transport=websocket|websub|poll push=ok|failing|none since=TIME
+ * reason=\"WHY\"", rewritten whenever a transport or a WebSub
+ * subscription's state changes. As the daemon last was: whether one
+ * runs is ledger_writer_pid's to say. */
+#define SESSION_META_FOLLOW "follow"
+
 /* hubsub's callbacks (hubsub_opts), to be forwarded here. */
 int session_websub_delivery(struct session *s, const struct hubsub_msg *m);
 void session_websub_state(struct session *s, const char *topic,
@@ -156,6 +164,9 @@ struct session_list_info {
     bool channel_up;               /* its WebSocket change channel is up */
     bool websub_failing;
     bool baselined;
+    const char *push;              /* "ok", "failing", "none" */
+    const char *why;               /* why this transport ("" before one) */
+    rs_time_t since;               /* taken up then (wall clock) */
 };
 void session_info(struct session *s, struct session_info *out);
 /* The i-th Capability List; RS_ENOTFOUND past the last. */

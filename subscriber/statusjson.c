@@ -175,10 +175,12 @@ statusjson_render(struct statusjson *sj, char **out)
     }
     for (size_t i = 0; session_list_info(sj->s, i, &li) == 0; i++)
         json_array_append_new(lists, json_pack(
-            "{s:s, s:s, s:s, s:s, s:b, s:b, s:b}", "caplist", li.caplist,
-            "mode", sj_mode(&li), "phase", li.phase,
+            "{s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:s, s:s, s:o}", "caplist",
+            li.caplist, "mode", sj_mode(&li), "phase", li.phase,
             "transport", li.transport, "channel_up", li.channel_up,
-            "websub_failing", li.websub_failing, "baselined", li.baselined));
+            "websub_failing", li.websub_failing, "baselined", li.baselined,
+            "push", li.push, "reason", li.why,
+            "since_ms", sj_time(li.since)));
     /* A state that cannot be read leaves its list short and says why,
      * rather than leave the page empty (1: a list at its cap). */
     int rc = ledger_pos_each(sj->l, on_pos, pos);

@@ -3,9 +3,12 @@
  * build tree on loopback in a temp dir and stopped by PID (tu_hub.h):
  * subscribe -> verified -> publish -> the exact bytes; forged and missing
  * signatures; 503 and redelivery; unsubscribe and 410; renewal under short
- * leases; a hub that is down at subscribe time. A scripted hub on the test's own
+ * leases; a hub that is down at subscribe time; the probe of a hub that goes
+ * down and comes back. A scripted hub on the test's own
  * loop covers what rshub will not do on demand: 4xx/429/5xx answers, no
- * verification, a lease that runs out, a known secret (signature variants).
+ * verification, a lease that runs out, a known secret (signature variants),
+ * a readiness page that says 503 or is missing; callback ids derived from
+ * a key (the same across a restart) and 410 for unknown callback paths.
  * Every test runs the loop under a watchdog and ends with nothing left
  * registered on it, clean under ASan. */
 #include "testutil.h"
@@ -127,6 +130,8 @@ struct fx {
     struct fh_req fh[FH_MAX];
     int nfh;
     int fh_verified, fh_verify_failed;
+    int readyz;               /* GET /readyz: this status (0: 404) */
+    int nreadyz;              /* ...asked so far (not in nfh) */
     pid_t extra_hub;          /* a hub of the test's own, or 0 */
     /* raw socket exchange */
     char raw[8192];
@@ -485,6 +490,19 @@ static void
 on_fake(struct evhttp_request *req, void *arg)
 {
     struct fx *f = arg;
+    const char *uri = evhttp_request_get_uri(req);
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_GET &&
+        strcmp(uri, "/readyz") == 0) {
+        /* the probe: rshub's words for a Redis that is down */
+        struct evbuffer *b = evbuffer_new();
+        int st = f->readyz != 0 ? f->readyz : 404;
+        evbuffer_add_printf(b, "%s", st == 200 ? "ready"
+                            : st == 503 ? "redis unavailable" : "not found");
+        f->nreadyz++;
+        evhttp_send_reply(req, st, "Scripted", b);
+        evbuffer_free(b);
+        return;
+    }
     struct fh_req *r = &f->fh[f->nfh < FH_MAX ? f->nfh : FH_MAX - 1];
     struct fh_act a = f->nfh < f->nscript ? f->script[f->nfh] : f->fh_default;
     f->nfh++;
@@ -1377,8 +1395,9 @@ test_unsub_from_on_state(void **state)
     assert_int_equal(f->fh_verified, 2);
 }
 
-/* hubsub/gone_cap: unsubscribed paths answer 410 up to HUBSUB_GONE_MAX of
- * them; older ones are forgotten (404), so churn cannot grow memory. */
+/* hubsub/gone_cap: unsubscribed paths are kept up to HUBSUB_GONE_MAX of
+ * them; older ones are forgotten, so churn cannot grow memory (and are
+ * answered 410 as any unknown callback path). */
 static void
 test_gone_cap(void **state)
 {
@@ -1398,7 +1417,8 @@ test_gone_cap(void **state)
     }
     assert_int_equal(count_state(f, HUBSUB_UNSUBSCRIBED), HUBSUB_GONE_MAX + 2);
     fx_run(f, NULL, 1);   /* the reap */
-    assert_int_equal(fx_post(f, first, NULL, "x", 1), 404);
+    /* forgotten, and unknown: 410 all the same (the hub drops it) */
+    assert_int_equal(fx_post(f, first, NULL, "x", 1), 410);
     assert_int_equal(fx_post(f, last, NULL, "x", 1), 410);
     struct hubsub_stats st;
     hubsub_stats(f->hs, &st);
@@ -1436,6 +1456,322 @@ test_free_in_flight(void **state)
     assert_int_equal(f->nstates, 0);
 }
 
+
+/* The callback id of a URL (its last 32 characters). */
+static const char *
+cb_id(const char *callback)
+{
+    size_t n = strlen(callback);
+    assert_true(n > 32);
+    return callback + n - 32;
+}
+
+/* hubsub/unknown_path_410: a POST to a callback path no subscription has
+ * (a crashed process's leftover) is answered 410, so the hub drops it at
+ * its next delivery; with an id key only once hubsub_settle said every
+ * wanted subscription is asked for (503 before: it may be ours from
+ * before a restart); other paths stay 404. */
+static void
+test_unknown_path_410(void **state)
+{
+    struct fx *f = *state;
+    char url[200];
+    fx_hubsub(f);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/cb/%s",
+             hubsub_port(f->hs), "0123456789abcdef0123456789abcdef");
+    assert_int_equal(fx_post(f, url, "sha256=00", "x", 1), 410);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/other",
+             hubsub_port(f->hs));
+    assert_int_equal(fx_post(f, url, NULL, "x", 1), 404);
+    hubsub_free(f->hs);
+
+    struct hubsub_opts o;
+    fx_hubsub_opts(f, &o);
+    o.id_key = "00112233445566778899aabbccddeeff"
+               "00112233445566778899aabbccddeeff";
+    fx_hubsub_with(f, &o);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/x/cb/%s",
+             hubsub_port(f->hs), "0123456789abcdef0123456789abcdef");
+    assert_int_equal(fx_post(f, url, "sha256=00", "x", 1), 503);
+    hubsub_settle(f->hs);
+    assert_int_equal(fx_post(f, url, "sha256=00", "x", 1), 410);
+    struct hubsub_stats st;
+    hubsub_stats(f->hs, &st);
+    assert_int_equal(st.gone, 1);
+    assert_int_equal(f->nnotes, 0);
+}
+
+/* hubsub/key_same_subscription: with an id key, the callback id follows
+ * from the key, the hub and the topic: a second hubsub (a restart) with
+ * the same key subscribes with the same callback (and a secret of its
+ * own); a delivery signed with the secret the first one gave is answered
+ * 503 until its subscription is verified (the hub delivers it again, with
+ * the new secret), one signed with the new secret is taken; once
+ * verified, a bad signature is dropped (204) as ever. Another topic, hub
+ * or key gives another path. A key that is not 64 hex digits is
+ * refused. */
+static void
+test_key_same_subscription(void **state)
+{
+    struct fx *f = *state;
+    const char *T = T_BASE "keyed";
+    static const char K1[] = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+                             "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    char k2[HUBSUB_KEY_HEX + 1], err[256] = "";
+    struct hubsub_opts o;
+    assert_int_equal(hubsub_key_new(k2, sizeof(k2)), 0);
+    assert_int_equal(strlen(k2), HUBSUB_KEY_HEX);
+    assert_int_equal(strspn(k2, "0123456789abcdef"), HUBSUB_KEY_HEX);
+    assert_int_equal(hubsub_key_new(k2, HUBSUB_KEY_HEX), RS_EINVAL);
+    fx_hubsub_opts(f, &o);
+    o.id_key = "0f1e2d";
+    assert_null(hubsub_new(&o, err, sizeof(err)));
+    assert_non_null(strstr(err, "id key"));
+
+    fx_hubsub_opts(f, &o);
+    o.id_key = K1;
+    f->fh_default = (struct fh_act){ .status = 202, .verify_lease = 60 };
+    fx_hubsub_with(f, &o);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T_BASE "other"), 0);
+    wait_active(f, 2, 5000);
+    struct hubsub_info in;
+    fx_info(f, T, &in);
+    char id1[33];
+    snprintf(id1, sizeof(id1), "%s", cb_id(in.callback));
+    assert_int_equal(f->nfh, 2);
+    int first = strcmp(f->fh[0].topic, T) == 0 ? 0 : 1;
+    char secret[256];
+    snprintf(secret, sizeof(secret), "%s", f->fh[first].secret);
+    assert_string_not_equal(cb_id(f->fh[0].callback), cb_id(f->fh[1].callback));
+    assert_string_not_equal(f->fh[0].secret, f->fh[1].secret);
+    hubsub_free(f->hs);      /* the process is gone; the hub keeps it */
+    f->hs = NULL;
+
+    /* the next process: same key, the hub still delivering to the path */
+    f->fh_default = (struct fh_act){ .hold = true };
+    fx_hubsub_with(f, &o);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
+    fx_info(f, T, &in);
+    assert_string_equal(cb_id(in.callback), id1);
+    wait_fh(f, 3, 5000);
+    assert_string_equal(cb_id(f->fh[2].callback), id1);
+    assert_string_not_equal(f->fh[2].secret, secret);
+    size_t len;
+    char *body = tu_read_data(NOTIF, &len);
+    char sig[200], sig2[200];
+    hmac_sig("sha256", EVP_sha256(), secret, body, len, sig, sizeof(sig));
+    hmac_sig("sha256", EVP_sha256(), f->fh[2].secret, body, len, sig2,
+             sizeof(sig2));
+    assert_int_equal(fx_post(f, in.callback, sig, body, len), 503);
+    assert_int_equal(f->nnotes, 0);
+    assert_int_equal(fx_post(f, in.callback, sig2, body, len), 204);
+    assert_int_equal(f->nnotes, 1);
+    assert_memory_equal(f->notes[0].body, body, len);
+    char q[400], url[900];
+    snprintf(q, sizeof(q), "hub.mode=subscribe&hub.topic=%s"
+             "&hub.challenge=c&hub.lease_seconds=60",
+             "http%3A%2F%2Fexample.com%2Fhubsub%2Fkeyed");
+    cb_query(url, sizeof(url), in.callback, q);
+    assert_int_equal(fx_get(f, url, NULL), 200);
+    assert_int_equal(fx_post(f, in.callback, sig, body, len), 204);
+    assert_int_equal(f->nnotes, 1);       /* dropped: not the hub's */
+    free(body);
+    hubsub_free(f->hs);
+    f->hs = NULL;
+
+    /* another hub URL, another key: other paths */
+    o.id_key = k2;
+    f->fh_default = (struct fh_act){ .hold = true };
+    fx_hubsub_with(f, &o);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
+    fx_info(f, T, &in);
+    assert_string_not_equal(cb_id(in.callback), id1);
+    hubsub_free(f->hs);
+    f->hs = NULL;
+    o.id_key = K1;
+    fx_hubsub_with(f, &o);
+    char hub2[128];
+    snprintf(hub2, sizeof(hub2), "%s2", f->fake_url);
+    assert_int_equal(hubsub_subscribe(f->hs, hub2, T), 0);
+    fx_info(f, T, &in);
+    assert_string_not_equal(cb_id(in.callback), id1);
+}
+
+/* hubsub/key_resubscribe_same_path: with an id key a topic subscribed
+ * again after an unsubscribe has the path of the one that left; the live
+ * subscription answers on it, not the 410 of the one that left. */
+static void
+test_key_resubscribe_same_path(void **state)
+{
+    struct fx *f = *state;
+    const char *T = T_BASE "again";
+    struct hubsub_opts o;
+    fx_hubsub_opts(f, &o);
+    o.id_key = "00112233445566778899aabbccddeeff"
+               "00112233445566778899aabbccddeeff";
+    f->fh_default = (struct fh_act){ .status = 202, .verify_lease = 60 };
+    fx_hubsub_with(f, &o);
+    hubsub_settle(f->hs);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
+    wait_active(f, 1, 5000);
+    assert_int_equal(hubsub_unsubscribe(f->hs, T), 0);
+    wait_count(f, &f->nstate[HUBSUB_UNSUBSCRIBED], 1, 5000, "unsubscribed",
+               true);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
+    wait_active(f, 2, 5000);
+    struct hubsub_info in;
+    fx_info(f, T, &in);
+    assert_string_equal(in.phase, "active");
+    assert_string_equal(f->fh[0].callback, f->fh[2].callback);
+    size_t len;
+    char *body = tu_read_data(NOTIF, &len);
+    char sig[200];
+    hmac_sig("sha256", EVP_sha256(), f->fh[2].secret, body, len, sig,
+             sizeof(sig));
+    assert_int_equal(fx_post(f, in.callback, sig, body, len), 204);
+    assert_int_equal(f->nnotes, 1);
+    free(body);
+}
+
+/* hubsub/probe_not_ready: while a lease runs the hub's readiness page is
+ * probed; a 503 ("redis unavailable") for probe_grace_ms is UNREACHABLE
+ * with the hub's words, reported once; a 404 after that (a hub without
+ * such a page: it answers, which is all it can tell) is ACTIVE again.
+ * No probe while no lease runs. */
+static void
+test_probe_not_ready(void **state)
+{
+    struct fx *f = *state;
+    const char *T = T_BASE "probe";
+    struct hubsub_opts o;
+    fx_hubsub_opts(f, &o);
+    o.probe_ms = 100;
+    o.probe_grace_ms = 400;
+    f->fh_default = (struct fh_act){ .status = 202, .verify_lease = 60 };
+    f->readyz = 200;
+    fx_hubsub_with(f, &o);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
+    fx_run(f, NULL, 50);
+    assert_int_equal(f->nreadyz, 0);
+    wait_active(f, 1, 5000);
+    wait_count(f, &f->nreadyz, 3, 3000, "probes", false);
+    struct hubsub_info in;
+    fx_info(f, T, &in);
+    assert_string_equal(in.hub_state, "ok");
+    assert_int_equal(f->nstates, 1);
+
+    f->readyz = 503;
+    rs_time_t t0 = rs_time_now();
+    wait_count(f, &f->nstate[HUBSUB_UNREACHABLE], 1, 3000, "unreachable",
+               true);
+    double took = (double)(rs_time_now() - t0) / 1e6;
+    assert_true(took >= 0.3 && took < 1.5);
+    assert_non_null(strstr(f->last_why,
+                           "the hub is not ready: 503 redis unavailable"));
+    fx_info(f, T, &in);
+    assert_string_equal(in.hub_state, "down");
+    assert_non_null(strstr(in.hub_why, "503"));
+    assert_true(in.active);               /* the lease still runs */
+    fx_run(f, NULL, 400);
+    assert_int_equal(count_state(f, HUBSUB_UNREACHABLE), 1);
+
+    f->readyz = 404;
+    wait_active(f, 2, 3000);
+    assert_string_equal(f->last_why, "the hub answers again");
+    fx_info(f, T, &in);
+    assert_string_equal(in.hub_state, "ok");
+    assert_string_equal(in.hub_why, "");
+    struct hubsub_stats st;
+    hubsub_stats(f->hs, &st);
+    assert_true(st.probes >= 6);
+    assert_true(st.probe_failures >= 1);
+    assert_int_equal(f->nfh, 1);          /* no subscribe meanwhile */
+
+    assert_int_equal(hubsub_unsubscribe(f->hs, T), 0);
+    int n = f->nreadyz;
+    fx_run(f, NULL, 300);
+    assert_int_equal(f->nreadyz, n);      /* no lease, no probe */
+}
+
+/* hubsub/renewal_recovers: a renewal that fails is reported FAILED; the
+ * renewal verified after it (the lease never ran out) is reported ACTIVE
+ * again, or the caller would take the subscription for failing for
+ * good. */
+static void
+test_renewal_recovers(void **state)
+{
+    struct fx *f = *state;
+    const char *T = T_BASE "renewfail";
+    f->script[0] = (struct fh_act){ .status = 202, .verify_lease = 2 };
+    f->nscript = 1;
+    f->fh_default = (struct fh_act){ .status = 500 };
+    fx_hubsub(f);
+    assert_int_equal(hubsub_subscribe(f->hs, f->fake_url, T), 0);
+    wait_active(f, 1, 5000);
+    wait_count(f, &f->nstate[HUBSUB_FAILED], 1, 5000, "failed renewals",
+               false);
+    struct hubsub_info in;
+    fx_info(f, T, &in);
+    assert_true(in.active);
+    assert_string_equal(in.phase, "backoff");
+    /* the hub verifies the renewal after all (one it took late) */
+    char q[400], url[900];
+    snprintf(q, sizeof(q), "hub.mode=subscribe&hub.topic=%s"
+             "&hub.challenge=late&hub.lease_seconds=60",
+             "http%3A%2F%2Fexample.com%2Fhubsub%2Frenewfail");
+    cb_query(url, sizeof(url), in.callback, q);
+    assert_int_equal(fx_get(f, url, NULL), 200);
+    assert_int_equal(f->nactive, 2);
+    assert_int_equal(count_state(f, HUBSUB_EXPIRED), 0);
+}
+
+/* hubsub/probe_hub_down: against rshub: stopped, the hub is UNREACHABLE
+ * within probe_grace_ms and a probe; restarted on the same port (and
+ * store), ACTIVE again, and it delivers. */
+static void
+test_probe_hub_down(void **state)
+{
+    struct fx *f = *state;
+    const char *T = T_BASE "probedown";
+    /* a restarted hub (a new node) waits out the old one's delivery lock */
+    static const char *const args[] = { "--delivery-lock-ttl", "2s", NULL };
+    int port = tu_hub_spawn(f->g, 0, "rshub3:", args, &f->extra_hub, NULL);
+    char hub[64];
+    snprintf(hub, sizeof(hub), "http://127.0.0.1:%d/hub", port);
+    struct hubsub_opts o;
+    fx_hubsub_opts(f, &o);
+    o.probe_ms = 200;
+    o.probe_grace_ms = 600;
+    fx_hubsub_with(f, &o);
+    assert_int_equal(hubsub_subscribe(f->hs, hub, T), 0);
+    wait_active(f, 1, 15000);
+    struct hubsub_info in;
+    fx_info(f, T, &in);
+    fx_hub_lists(f, port, in.callback, true);
+    fx_run(f, NULL, 500);
+    assert_int_equal(f->nstates, 1);      /* a ready hub: nothing to say */
+
+    tu_proc_stop(f->extra_hub);
+    f->extra_hub = 0;
+    int held = hold_port(port);
+    wait_count(f, &f->nstate[HUBSUB_UNREACHABLE], 1, 5000, "unreachable",
+               true);
+    assert_true(strstr(f->last_why, "hub unreachable") != NULL ||
+                strstr(f->last_why, "not ready") != NULL);
+    close(held);
+    assert_int_equal(tu_hub_spawn(f->g, port, "rshub3:", args,
+                                  &f->extra_hub, NULL), port);
+    wait_active(f, 2, 10000);
+    size_t len;
+    char *body = tu_read_data(NOTIF, &len);
+    char id[64];
+    fx_publish(f, hub, T, body, len, id, sizeof(id));
+    wait_notes(f, 1, 10000);
+    assert_string_equal(f->notes[0].id, id);
+    free(body);
+}
+
 #define TEST(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int
@@ -1460,6 +1796,12 @@ main(void)
         TEST(test_unsub_from_on_state),
         TEST(test_gone_cap),
         TEST(test_free_in_flight),
+        TEST(test_unknown_path_410),
+        TEST(test_key_same_subscription),
+        TEST(test_key_resubscribe_same_path),
+        TEST(test_probe_not_ready),
+        TEST(test_renewal_recovers),
+        TEST(test_probe_hub_down),
     };
     return cmocka_run_group_tests(tests, grp_setup, grp_teardown);
 }

@@ -296,7 +296,9 @@ test_audit(void **state)
 
 /* session/run_ready_then_polls: run becomes ready once the first sync is
  * applied (the ready file is written), picks up a change by polling the
- * Change Lists, and drains to exit 0. */
+ * Change Lists, and drains to exit 0. How it follows (polling, no push)
+ * is in session_list_info and recorded in the state's meta for `rssub
+ * status`, a process of its own. */
 static void
 test_run_ready_then_polls(void **state)
 {
@@ -311,6 +313,19 @@ test_run_ready_then_polls(void **state)
     TU_LOOP_UNTIL(&f->l, stat(f->ready, &sb) == 0, WATCHDOG_MS);
     assert_true(has_file(f, "r1"));
     assert_true(has_file(f, "r2"));
+    struct session_list_info li;
+    char *rec = NULL, want[1200];
+    assert_int_equal(session_list_info(f->s, 0, &li), 0);
+    assert_string_equal(li.transport, "poll");
+    assert_string_equal(li.push, "none");
+    assert_string_equal(li.why, "--no-push");
+    assert_true(li.since != RS_TIME_NONE);
+    assert_int_equal(ledger_meta_get(f->ledger, SESSION_META_FOLLOW, &rec), 0);
+    snprintf(want, sizeof(want), "%s transport=poll push=none since=",
+             tu_httpd_url(f->srv, "/caplist.xml"));
+    assert_int_equal(strncmp(rec, want, strlen(want)), 0);
+    assert_non_null(strstr(rec, " reason=\"--no-push\"\n"));
+    rs_free(rec);
 
     assert_true(rs_time_format(rs_time_now(), when) > 0);
     snprintf(cl, sizeof(cl), CL("<url><loc>{B}/r3</loc><rs:md change=\""
