@@ -926,8 +926,11 @@ rs_check_entry(struct rs_check *c, const struct rs_entry *e)
     if (++c->nentries > c->max_entries)
         return check_fatal(c, RS_ETOOBIG,
                            "more than %zu entries in one document (the "
-                           "ResourceSync limit; publish an index)",
-                           c->max_entries);
+                           "ResourceSync limit; %s)", c->max_entries,
+                           c->notification
+                               ? "a notification has no index: send "
+                                 "several"
+                               : "publish an index");
     if (e->loc == NULL || e->loc[0] == '\0')
         return check_at(c, LV_ERROR, "%s without <loc>", elem);
 

@@ -136,9 +136,9 @@ static const char usage_text[] =
     "for a different notification (a KEY's SEQs must increase); rspub exits\n"
     "0 and says so on stderr.\n"
     "\n"
-    "Exit status: 0 accepted; 1 rejected by the hub (4xx) or invalid input\n"
-    "(document, token); 2 usage error; 3 hub unavailable (5xx, connection\n"
-    "failure or timeout, after the retries).";
+    "Exit status: 0 accepted; 1 rejected by the hub (4xx, or a redirect,\n"
+    "not followed) or invalid input (document, token); 2 usage error; 3 hub\n"
+    "unavailable (5xx, connection failure or timeout, after the retries).";
 
 /* ================================================================ helpers */
 
@@ -1085,10 +1085,24 @@ publish(const struct buf *doc, const char *token)
         rc = RSPUB_OK;
         break;
     }
-    case OUT_REJECTED:
+    case OUT_REJECTED: {
         fprintf(stderr, "rspub: the hub refused the notification: %s\n", what);
+        char *to = NULL;
+        if (r->status >= 300 && r->status < 400 &&
+            curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &to) == CURLE_OK &&
+            to != NULL)
+            /* a proxy's http -> https, say: sending the publish on to a
+             * URL the answer names is the user's decision, not ours */
+            fprintf(stderr, "rspub: the hub redirects to %s: a publish is "
+                    "not sent on to another URL; give that URL as --hub\n",
+                    to);
+        else if (r->status == 413)
+            fprintf(stderr, "rspub: the document is %zu bytes, more than the "
+                    "hub takes (its --max-body): send its entries in several "
+                    "notifications\n", doc->len);
         rc = RSPUB_REJECTED;
         break;
+    }
     case OUT_RETRY:
     case OUT_UNAVAILABLE:
         fprintf(stderr, "rspub: hub unavailable: %s (%u attempt%s)\n", what,

@@ -187,6 +187,10 @@ class H(http.server.BaseHTTPRequestHandler):
                        [("Retry-After", "3600")])
         elif self.path == "/oops":
             self.reply(500, "error: oops")
+        elif self.path == "/moved":
+            self.reply(307, "moved", [("Location", "/accept")])
+        elif self.path == "/toobig":
+            self.reply(413, "error: too big")
         else:
             self.reply(400, "error: bad request")
 
@@ -443,6 +447,17 @@ same "500: not retried" "$(requests oops)" 1
 run "$rspub" --hub "$fake/bad" --topic "$t1" --retries 3 "$notif"
 want_rc "400 from the fake" 1
 same "400: not retried" "$(requests bad)" 1
+
+acc0=$(requests accept)
+run "$rspub" --hub "$fake/moved" --topic "$t1" --retries 3 "$notif"
+want_rc "a redirect: not stored" 1
+err_has "...says where to, and what to do" "redirects to $fake/accept: .*give that URL as --hub"
+same "...not followed" "$(requests moved) $(requests accept)" "1 $acc0"
+
+run "$rspub" --hub "$fake/toobig" --topic "$t1" "$notif"
+want_rc "413" 1
+err_has "...says the document's size and to split it" \
+    "the document is $(stat -c %s "$notif") bytes, more than the hub takes.*several notifications"
 
 t0=$(now_ms)
 run "$rspub" --hub "$fake/stall" --topic "$t1" --timeout 300ms --retries 1 "$notif"

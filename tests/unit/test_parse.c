@@ -359,6 +359,20 @@ test_entry_limit(void **state)
     assert_int_equal(r.entries, 2);
     assert_int_equal(rs_parser_error(p)->line, 13);
     assert_non_null(strstr(rs_parser_error(p)->msg, "more than 2 entries"));
+    assert_non_null(strstr(rs_parser_error(p)->msg, "publish an index"));
+    rs_parser_free(p);
+
+    /* a notification has no index: the advice is to send several */
+    static const char notif[] =
+        "<urlset " NS "><rs:md capability=\"changelist-notification\"/>"
+        "<url><loc>http://e.com/a</loc><rs:md change=\"deleted\"/></url>"
+        "<url><loc>http://e.com/b</loc><rs:md change=\"deleted\"/></url>"
+        "<url><loc>http://e.com/c</loc><rs:md change=\"deleted\"/></url>"
+        "</urlset>";
+    p = rs_parser_new(&o, &CBS, &r);
+    assert_int_equal(feed_chunked(p, notif, strlen(notif), 10), RS_ETOOBIG);
+    assert_null(strstr(rs_parser_error(p)->msg, "publish an index"));
+    assert_non_null(strstr(rs_parser_error(p)->msg, "send several"));
     rs_parser_free(p);
 }
 
