@@ -29,6 +29,7 @@
 #include "rs_httpguard.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_mix.h"
 #include "rs_sock.h"
 #include "rs_time.h"
 
@@ -146,22 +147,12 @@ arm(struct event *ev, uint64_t ms)
 /* -------------------------------------------------------------- addresses */
 
 static uint64_t
-mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static uint64_t
 addr_hash(const struct rs_httpguard *g, const struct addr_key *k)
 {
     uint64_t a, b;
     memcpy(&a, k->b, 8);
     memcpy(&b, k->b + 8, 8);
-    return mix64(mix64(g->hash_key ^ a) ^ b);
+    return rs_mix64(rs_mix64(g->hash_key ^ a) ^ b);
 }
 
 static void
@@ -857,7 +848,7 @@ rs_httpguard_new(const struct rs_httpguard_opts *o, const char **err)
         goto fail;
     if (getrandom(&g->hash_key, sizeof(g->hash_key), GRND_NONBLOCK) !=
         (ssize_t)sizeof(g->hash_key))
-        g->hash_key = mix64((uint64_t)rs_time_mono_ms() ^ (uint64_t)(uintptr_t)g);
+        g->hash_key = rs_mix64((uint64_t)rs_time_mono_ms() ^ (uint64_t)(uintptr_t)g);
     if (o->metrics != NULL &&
         register_metrics(g, o->metrics, o->metrics_prefix != NULL
                                             ? o->metrics_prefix

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "rs_alloc.h"
+#include "rs_mix.h"
 #include "rs_strmap.h"
 
 #define STRMAP_MIN 16
@@ -27,11 +28,7 @@ strmap_hash(uint64_t seed, const char *s)
 
     for (; *s != '\0'; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    /* FNV's low bits, which pick the slot, depend on few input bits */
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
+    return rs_mix64(h);   /* FNV's low bits depend on few input bits */
 }
 
 /* The slot holding key, or the empty one where it would go. */

@@ -44,6 +44,7 @@
 #include "rs_alloc.h"
 #include "rs_log.h"
 #include "rs_metrics.h"
+#include "rs_mix.h"
 #include "rs_strmap.h"
 #include "rs_time.h"
 
@@ -241,11 +242,7 @@ fanout_close_every(struct fanout *f, uint16_t code, const char *reason)
 static size_t
 rmap_slot(const struct fanout *f, uint64_t client)
 {
-    uint64_t k = client;
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (size_t)k & (f->rmap_cap - 1);
+    return (size_t)rs_mix64(client) & (f->rmap_cap - 1);
 }
 
 static struct replay *

@@ -56,6 +56,7 @@
 #include "rs_alloc.h"
 #include "rs_hex.h"
 #include "rs_log.h"
+#include "rs_mix.h"
 #include "readauth.h"
 #include "readnote.h"
 #include "rs_metrics.h"
@@ -266,15 +267,6 @@ struct ws_server {
 
 /* ------------------------------------------------------------ client map */
 
-static uint64_t
-cmap_hash(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return k;
-}
-
 /* Rehash: double when mostly live, else same size (drops tombstones, so
  * connection churn never grows the map past twice the open clients). */
 static int
@@ -293,7 +285,7 @@ cmap_grow(struct client_map *m, size_t live)
         uint64_t k = m->keys[i];
         if (k == 0 || k == UINT64_MAX)
             continue;
-        size_t j = cmap_hash(k) & (ncap - 1);
+        size_t j = rs_mix64(k) & (ncap - 1);
         while (nk[j] != 0)
             j = (j + 1) & (ncap - 1);
         nk[j] = k;
@@ -314,7 +306,7 @@ cmap_put(struct client_map *m, uint64_t k, struct ws_client *v)
 {
     if ((m->used + 1) * 4 >= m->cap * 3 && cmap_grow(m, m->live + 1) != 0)
         return RS_ENOMEM;
-    size_t j = cmap_hash(k) & (m->cap - 1);
+    size_t j = rs_mix64(k) & (m->cap - 1);
     while (m->keys[j] != 0 && m->keys[j] != UINT64_MAX)
         j = (j + 1) & (m->cap - 1);
     if (m->keys[j] == 0)
@@ -330,7 +322,7 @@ cmap_get(const struct client_map *m, uint64_t k)
 {
     if (m->cap == 0)
         return NULL;
-    size_t j = cmap_hash(k) & (m->cap - 1);
+    size_t j = rs_mix64(k) & (m->cap - 1);
     while (m->keys[j] != 0) {
         if (m->keys[j] == k)
             return m->vals[j];
@@ -344,7 +336,7 @@ cmap_del(struct client_map *m, uint64_t k)
 {
     if (m->cap == 0)
         return;
-    size_t j = cmap_hash(k) & (m->cap - 1);
+    size_t j = rs_mix64(k) & (m->cap - 1);
     while (m->keys[j] != 0) {
         if (m->keys[j] == k) {
             m->keys[j] = UINT64_MAX;

@@ -14,6 +14,7 @@
 
 #include "rs_alloc.h"
 #include "rs_check.h"
+#include "rs_mix.h"
 
 /* How bad a broken rule is; rs_check.h says what each means per mode. */
 enum level {
@@ -79,17 +80,6 @@ rs_check_cleanup(struct rs_check *c)
     c->seen = NULL;
 }
 
-/* splitmix64's finaliser: every input bit reaches every output bit. */
-static uint64_t
-seen_mix(uint64_t h)
-{
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    return h ^ (h >> 31);
-}
-
 /* FNV-1a and a multiply-rotate hash of kind (a loc or a path) and s. */
 static void
 seen_hash(char kind, const char *s, uint64_t *h1, uint64_t *h2)
@@ -102,8 +92,8 @@ seen_hash(char kind, const char *s, uint64_t *h1, uint64_t *h2)
         b = (b + *p) * 0xc4ceb9fe1a85ec53ull;
         b = (b << 23) | (b >> 41);
     }
-    *h1 = seen_mix(a) | 1u;       /* never 0: 0 marks an empty slot */
-    *h2 = seen_mix(b);
+    *h1 = rs_mix64(a) | 1u;       /* never 0: 0 marks an empty slot */
+    *h2 = rs_mix64(b);
 }
 
 static int
