@@ -17,6 +17,7 @@
 #include "rs_pubid.h"
 #include "rs_publisher.h"
 #include "rs_sqlite.h"
+#include "rs_time.h"
 #include "rs_write.h"
 
 #define OUTBOX_URL_MAX 8192
@@ -512,6 +513,7 @@ void
 outbox_stats(const struct outbox *ob, struct outbox_stats *out)
 {
     memset(out, 0, sizeof(*out));
+    out->hub_failing_since = RS_TIME_NONE;
     for (int k = 0; k < OUTBOX_LANES; k++) {
         const struct lane *l = &ob->lanes[k];
         struct rs_publisher_stats ps;
@@ -523,5 +525,22 @@ outbox_stats(const struct outbox *ob, struct outbox_stats *out)
         out->retries += ps.retries;
         out->failures += ps.failures;
         out->duplicates += ps.duplicates;
+        out->hub_failing[k] = ps.failing > 0 || ps.stopped;
+        if (!out->hub_failing[k])
+            continue;
+        out->hub_failures += ps.failing;
+        if (out->hub_failing_since == RS_TIME_NONE ||
+            ps.failing_since < out->hub_failing_since)
+            out->hub_failing_since = ps.failing_since;
+        /* a refusal (it stopped a topic) says more than a retry */
+        if (out->hub_error[0] == '\0' || ps.stopped) {
+            char what[32] = "no answer";
+            if (ps.last_status != 0)
+                snprintf(what, sizeof(what), "HTTP %ld", ps.last_status);
+            snprintf(out->hub_error, sizeof(out->hub_error), "%s: %s%s",
+                     what, ps.last_error,
+                     ps.stopped ? " (refused: the topic waits for SIGHUP "
+                                  "or a restart)" : " (retrying)");
+        }
     }
 }

@@ -20,6 +20,7 @@
 
 #include "rs_doc.h"
 #include "rs_error.h"
+#include "rs_time.h"
 #include "store.h"
 
 struct event_base;
@@ -88,7 +89,16 @@ struct outbox_stats {
     int64_t pending[OUTBOX_LANES];     /* added, not yet accepted */
     int64_t accepted[OUTBOX_LANES];    /* entries the hub accepted, ever */
     bool stopped[OUTBOX_LANES];        /* a 4xx stopped the topic */
-    uint64_t posts, retries, failures, duplicates;
+    uint64_t posts, retries, failures, duplicates;   /* since start */
+    /* A topic's POSTs fail: one failed (or a 4xx stopped it) since the
+     * hub last accepted one. Cleared by the next acceptance. */
+    bool hub_failing[OUTBOX_LANES];
+    rs_time_t hub_failing_since;       /* when the first of those failed;
+                                          RS_TIME_NONE: none failing */
+    uint64_t hub_failures;             /* failed POSTs since then */
+    char hub_error[300];               /* "HTTP 503: the hub's words
+                                          (retrying)", "no answer: why"...;
+                                          "": none failing */
 };
 void outbox_stats(const struct outbox *ob, struct outbox_stats *out);
 

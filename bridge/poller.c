@@ -1273,14 +1273,50 @@ on_walk_chunk(void *ud)
     staging_close(ud);
 }
 
+/*
+ * The first diff of a Resource List (a baseline) after its Capability
+ * List's Change List was followed (it names none now): the Change List
+ * published what it held up to its position; the list, read now, may
+ * hold changes made after that, which no diff can tell from what was
+ * there before (a list has no history). Publishing its entries as
+ * created would flood every mirror with what they have; publishing none
+ * loses those changes. So, as for a Change List replaced by one that
+ * does not reach back (docs/bridge.md 4), the mirrors are asked to
+ * reconcile with the list - unless the list is no newer than the
+ * position (its `at`), when the Change List gave all it holds.
+ */
+static int
+rl_baseline(void *ud, const struct store_feed *f, const struct walk_result *wr)
+{
+    struct poller *p = ud;
+    int64_t k = p->jobs[p->job].k;
+    struct store_feed *cl = p->prevf;        /* free in a Resource List job */
+    int rc = store_feed_last(p->o.st, p->src, STORE_FEED_CHANGES, k, -1, cl);
+    if (rc == RS_ENOTFOUND)
+        return 0;                            /* a first baseline */
+    if (rc != 0)
+        return rc;
+    if (wr->at != RS_TIME_NONE && cl->pos != RS_TIME_NONE && wr->at <= cl->pos)
+        return 0;
+    rs_log_kv(RS_LOG_INFO, "a resource list followed after its change "
+              "list: its baseline may hold changes the change list did not "
+              "give, the mirrors are asked to reconcile", "source", p->name,
+              "resourcelist", f->url, "changelist", cl->url, NULL);
+    return rl_tell(p, k, f->url, true);
+}
+
 static void
 rl_commit(struct poller *p, bool checked)
 {
-    struct rldiff_hooks h = { .on_change = add_change, .ud = p };
+    struct rldiff_hooks h = { .on_change = add_change,
+                              .on_baseline = rl_baseline, .ud = p };
     struct rldiff_stats rs;
     struct store_feed *f = p->feed;
+    p->asks_held = false;
     int rc = rldiff_commit(p->rdf, f, &p->wres, p->poll_started, checked,
                            &h, &rs);
+    if (p->asks_held)
+        asks_arm(p);
     if (rc != 0) {
         char why[700];
         snprintf(why, sizeof(why), "%.300s: cannot record the Resource List: %.300s",
@@ -1508,6 +1544,9 @@ on_rlhead(void *ud, const struct reader_result *r)
         /* the poll's start, as its Change List's walk: a watched list is
          * never "read after" it (rl_handover) */
         f->walked = p->poll_started;
+        /* its rows (if a diff left any) are not the list's any more: the
+         * next diff of it, if its Change List goes, is a baseline */
+        f->diffed = RS_TIME_NONE;
         if (rc == 0)
             rc = store_feed_put(p->o.st, f);
         if (rc == 0)
@@ -1584,6 +1623,7 @@ rl_handover(struct poller *p, int64_t k, rs_time_t after, rs_time_t *upto)
     struct store_feed *r = p->rlf;
     int rc = store_feed_get(p->o.st, p->src, STORE_FEED_RESOURCES, url, k, r);
     if (rc != 0 || r->gen == 0 || r->walked == RS_TIME_NONE ||
+        r->diffed == RS_TIME_NONE ||
         (after != RS_TIME_NONE && r->walked <= after))
         return rc;
     bool rows = false;
@@ -1653,7 +1693,8 @@ cl_replaces(struct poller *p, const struct store_feed *f, bool *yes,
                                      .walked = r->walked,
                                      .at = RS_TIME_NONE,
                                      .fw_at = RS_TIME_NONE,
-                                     .ask_due = RS_TIME_NONE };
+                                     .ask_due = RS_TIME_NONE,
+                                     .diffed = RS_TIME_NONE };
         snprintf(prev->url, sizeof(prev->url), "%s", r->url);
         if (prev->pos == RS_TIME_NONE || prev->pos < upto)
             prev->pos = upto;
@@ -1714,7 +1755,13 @@ job_step(struct poller *p)
     } else {
         poll_set(p, PS_RESOURCES);
         rldiff_begin(p->rdf, p->feed->id);
-        rc = walk_start(p->rlw, p->feed->id, j->url);
+        /* a list only watched so far (its Capability List had a Change
+         * List): its documents are its head's, its rows none or an old
+         * diff's - read it whole, its first diff a baseline (rldiff.h) */
+        if (p->feed->gen > 0 && p->feed->diffed == RS_TIME_NONE)
+            rc = store_docs_forget(p->o.st, p->feed->id);
+        if (rc == 0)
+            rc = walk_start(p->rlw, p->feed->id, j->url);
     }
     if (rc != 0) {
         char why[600];

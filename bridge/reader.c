@@ -76,7 +76,15 @@ rd_destroy(struct reader *r)
 
 /* ---------------------------------------------------- parser callbacks */
 
-static void
+/*
+ * The root's rel="next" is where the list goes on: a walk that cannot
+ * follow it would end short, and a Resource List read short makes every
+ * resource of the pages not read look deleted. So an href that does not
+ * resolve to an http(s) URL fails the read (RS_EINVALID, the document and
+ * the href in err) - unless only the head was asked for, which follows no
+ * page.
+ */
+static int
 doc_take_head(struct reader *r, const struct rs_head *h)
 {
     r->doc.root = h->root;
@@ -86,13 +94,26 @@ doc_take_head(struct reader *r, const struct rs_head *h)
     r->doc.from = h->md.from;
     r->doc.until = h->md.until;
     const struct rs_link *next = rs_links_find(h->links, h->nlinks, "next");
-    if (next != NULL && r->doc.next == NULL) {
-        char *u = NULL;
-        if (rs_url_resolve(r->url, next->href, &u) == 0 && rs_url_is_http(u))
-            r->doc.next = u;
-        else
-            rs_free(u);
+    if (next == NULL || r->doc.next != NULL || r->q.head_only)
+        return 0;
+    char *u = NULL;
+    int rc = next->href != NULL ? rs_url_resolve(r->url, next->href, &u)
+                                : RS_EINVAL;
+    if (rc == RS_ENOMEM) {
+        r->cb_rc = rc;
+        snprintf(r->err, sizeof(r->err), "out of memory");
+        return rc;
     }
+    if (rc != 0 || !rs_url_is_http(u)) {
+        rs_free(u);
+        r->cb_rc = RS_EINVALID;
+        snprintf(r->err, sizeof(r->err), "%.300s: its rel=\"next\" href is "
+                 "not an http(s) URL, the pages after it cannot be read: "
+                 "%.200s", r->url, next->href != NULL ? next->href : "");
+        return r->cb_rc;
+    }
+    r->doc.next = u;
+    return 0;
 }
 
 static int
@@ -100,7 +121,8 @@ on_head(void *ud, const struct rs_head *h)
 {
     struct reader *r = ud;
     r->head_seen = true;
-    doc_take_head(r, h);
+    if (doc_take_head(r, h) != 0)
+        return 1;
     if (r->q.on_head != NULL) {
         int rc = r->q.on_head(r->q.ud, h);
         if (rc != 0) {
@@ -148,8 +170,7 @@ static int
 on_end(void *ud, const struct rs_head *h)
 {
     struct reader *r = ud;
-    doc_take_head(r, h);
-    return 0;
+    return doc_take_head(r, h) != 0 ? 1 : 0;
 }
 
 /* ------------------------------------------------------------ transfer */

@@ -1,9 +1,10 @@
 /*
  * rldiff.c - Resource List diffs (see rldiff.h). Tables: rlwalk (this
- * walk's entries, by loc, the first place each was read), rl (the last
- * walk's). The diff is two queries: rlwalk LEFT JOIN rl (created,
+ * walk's entries, by loc: for a loc met more than once the entry that
+ * ranks highest), rldupwalk (the others), rl and rldup (the same of the
+ * last walk). The diff is two queries: rlwalk LEFT JOIN rl (created,
  * updated), and rl rows rlwalk lacks (deleted, or kept: copied into
- * rlwalk with a miss count). Then rlwalk becomes rl.
+ * rlwalk with a miss count). Then rlwalk becomes rl, rldupwalk rldup.
  */
 #include "rldiff.h"
 
@@ -86,14 +87,44 @@ rldiff_begin(struct rldiff *rd, int64_t feed)
 static const char SQL_STAGE[] =
     "INSERT OR IGNORE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
     "length, type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-/* SQL_STAGE's loc was staged already: this entry, if it ranks higher */
+#define RANK_NEW "(coalesce(?5, -9223372036854775807 - 1), coalesce(?6, ''), " \
+    "coalesce(?7, -1), coalesce(?8, ''), ?4, ?3)"
+/* SQL_STAGE's loc was staged already, and this entry ranks higher: the
+ * one staged loses (kept in rldupwalk), this one stands */
+static const char SQL_STAGE_DISPLACE[] =
+    "INSERT OR IGNORE INTO rldupwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type) SELECT feed, loc, ord, doc, lastmod, hash, length, type "
+    "FROM rlwalk WHERE feed = ?1 AND loc = ?2 AND " RANK_NEW " > "
+    RANK_KEY("");
 static const char SQL_STAGE_DUP[] =
     "UPDATE rlwalk SET ord = ?3, doc = ?4, lastmod = ?5, hash = ?6, "
     "length = ?7, type = ?8, miss = 0 WHERE feed = ?1 AND loc = ?2 AND "
-    "(coalesce(?5, -9223372036854775807 - 1), coalesce(?6, ''), "
-    "coalesce(?7, -1), coalesce(?8, ''), ?4, ?3) > " RANK_KEY("");
-/* a part that stood as it was still holds what it held: the rows its last
- * read met (not those kept though missed) */
+    RANK_NEW " > " RANK_KEY("");
+/* ... or it ranks lower: it loses */
+static const char SQL_STAGE_LOSE[] =
+    "INSERT OR IGNORE INTO rldupwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+/*
+ * A part that stood as it was still holds what it held: the rows its
+ * last read met (not those kept though missed) - those that stood for
+ * their loc (rl) and those that lost to another entry of it (rldup) - and
+ * they compete again with what the walk staged, by the same rule. First
+ * what the carried winners displace or lose to (before the carry changes
+ * rlwalk), then the carry, then the losers one by one (rare: they exist
+ * only for a list naming a resource twice).
+ */
+static const char SQL_CARRY_DISPLACED[] =
+    "INSERT OR IGNORE INTO rldupwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type) SELECT w.feed, w.loc, w.ord, w.doc, w.lastmod, w.hash, "
+    "w.length, w.type FROM rl AS r JOIN rlwalk AS w ON w.feed = r.feed AND "
+    "w.loc = r.loc WHERE r.feed = ?1 AND r.doc = ?2 AND r.miss = 0 AND "
+    RANK_KEY("r.") " > " RANK_KEY("w.");
+static const char SQL_CARRY_LOSING[] =
+    "INSERT OR IGNORE INTO rldupwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type) SELECT r.feed, r.loc, r.ord, r.doc, r.lastmod, r.hash, "
+    "r.length, r.type FROM rl AS r JOIN rlwalk AS w ON w.feed = r.feed AND "
+    "w.loc = r.loc WHERE r.feed = ?1 AND r.doc = ?2 AND r.miss = 0 AND "
+    RANK_KEY("r.") " < " RANK_KEY("w.");
 static const char SQL_CARRY_DOC[] =
     "INSERT INTO rlwalk(feed, loc, ord, doc, lastmod, hash, length, type, "
     "miss) SELECT feed, loc, ord, doc, lastmod, hash, length, type, 0 FROM "
@@ -102,26 +133,69 @@ static const char SQL_CARRY_DOC[] =
     "doc = excluded.doc, lastmod = excluded.lastmod, hash = excluded.hash, "
     "length = excluded.length, type = excluded.type, miss = 0 WHERE "
     RANK_KEY("excluded.") " > " RANK_KEY("rlwalk.");
+static const char SQL_CARRY_DUPS[] =
+    "SELECT loc, ord, lastmod, hash, length, type FROM rldup WHERE "
+    "feed = ?1 AND doc = ?2 ORDER BY ord";
 
-/* Bind an entry to SQL_STAGE's or SQL_STAGE_DUP's parameters. */
+/* An entry as staged: from a document, or carried from the state. */
+struct row {
+    const char *loc;
+    int64_t ord;                  /* rank << 20 | place in the document */
+    const char *doc;
+    rs_time_t lastmod;
+    const char *hash;             /* NULL: none */
+    int64_t length;               /* -1: none */
+    const char *type;             /* NULL: none */
+};
+
+/* Bind a row to SQL_STAGE's parameters (those of SQL_STAGE_* too). */
 static void
-stage_bind(int64_t feed, sqlite3_stmt *s, const struct walk_doc *d,
-           size_t idx, const struct rs_entry *e, const char *loc)
+row_bind(int64_t feed, sqlite3_stmt *s, const struct row *r)
 {
-    char hash[RS_HASHES_BUFSZ];
     sqlite3_bind_int64(s, 1, feed);
-    sqlite3_bind_text(s, 2, loc, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, (d->rank << 20) | (int64_t)(idx & 0xfffff));
-    sqlite3_bind_text(s, 4, d->url, -1, SQLITE_TRANSIENT);
-    rs_sql_bind_time(s, 5, e->lastmod);
-    if (e->has_md && e->md.hash.n > 0) {
-        rs_hashes_format(&e->md.hash, hash);
-        sqlite3_bind_text(s, 6, hash, -1, SQLITE_TRANSIENT);
-    }
-    if (e->has_md && e->md.length >= 0)
-        sqlite3_bind_int64(s, 7, e->md.length);
-    if (e->has_md && e->md.type != NULL)
-        sqlite3_bind_text(s, 8, e->md.type, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, r->loc, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, r->ord);
+    sqlite3_bind_text(s, 4, r->doc, -1, SQLITE_TRANSIENT);
+    rs_sql_bind_time(s, 5, r->lastmod);
+    if (r->hash != NULL)
+        sqlite3_bind_text(s, 6, r->hash, -1, SQLITE_TRANSIENT);
+    if (r->length >= 0)
+        sqlite3_bind_int64(s, 7, r->length);
+    if (r->type != NULL)
+        sqlite3_bind_text(s, 8, r->type, -1, SQLITE_TRANSIENT);
+}
+
+static int
+row_exec(struct rldiff *rd, const char *sql, const struct row *r,
+         const char *what, int *changes)
+{
+    sqlite3_stmt *s = store_stmt(rd->st, sql);
+    if (s == NULL)
+        return RS_EIO;
+    row_bind(rd->feed, s, r);
+    int rc = store_exec(rd->st, s, what);
+    if (changes != NULL)
+        *changes = rc == 0 ? sqlite3_changes(sqlite3_db_handle(s)) : 0;
+    return rc;
+}
+
+/* Stage a row; a loc staged already keeps the entry that ranks higher,
+ * the other goes to rldupwalk. *dup: the loc was staged already. */
+static int
+row_stage(struct rldiff *rd, const struct row *r, bool *dup)
+{
+    int n = 0;
+    int rc = row_exec(rd, SQL_STAGE, r, "stage an entry", &n);
+    *dup = rc == 0 && n == 0;
+    if (rc != 0 || n > 0)
+        return rc;
+    if ((rc = row_exec(rd, SQL_STAGE_DISPLACE, r, "stage a duplicate entry",
+                       &n)) != 0)
+        return rc;
+    return n > 0 ? row_exec(rd, SQL_STAGE_DUP, r, "stage a duplicate entry",
+                            NULL)
+                 : row_exec(rd, SQL_STAGE_LOSE, r, "stage a duplicate entry",
+                            NULL);
 }
 
 int
@@ -130,24 +204,43 @@ rldiff_entry(struct rldiff *rd, const struct walk_doc *d, size_t idx,
 {
     if (rd->staged >= RLDIFF_MAX_ENTRIES)
         return RS_ETOOBIG;
-    sqlite3_stmt *s = store_stmt(rd->st, SQL_STAGE);
-    if (s == NULL)
-        return RS_EIO;
-    stage_bind(rd->feed, s, d, idx, e, loc);
-    int rc = store_exec(rd->st, s, "stage an entry");
+    char hash[RS_HASHES_BUFSZ];
+    bool has_hash = e->has_md && e->md.hash.n > 0;
+    if (has_hash)
+        rs_hashes_format(&e->md.hash, hash);
+    struct row r = {
+        .loc = loc,
+        .ord = (d->rank << 20) | (int64_t)(idx & 0xfffff),
+        .doc = d->url,
+        .lastmod = e->lastmod,
+        .hash = has_hash ? hash : NULL,
+        .length = e->has_md && e->md.length >= 0 ? e->md.length : -1,
+        .type = e->has_md ? e->md.type : NULL,
+    };
+    bool dup = false;
+    int rc = row_stage(rd, &r, &dup);
     if (rc != 0)
         return rc;
     rd->staged++;
-    if (sqlite3_changes(sqlite3_db_handle(s)) > 0)
+    if (!dup)
         return 0;
-    /* the loc was staged already: the rule decides, not the order */
+    /* the loc was staged already: the rule decided, not the order */
     rd->dups++;
     if (rd->dup_loc == NULL)
         rd->dup_loc = rs_strdup(loc);     /* NULL: logged without it */
-    if ((s = store_stmt(rd->st, SQL_STAGE_DUP)) == NULL)
+    return 0;
+}
+
+static int
+exec2(struct store *st, const char *sql, int64_t feed, const char *doc,
+      const char *what)
+{
+    sqlite3_stmt *s = store_stmt(st, sql);
+    if (s == NULL)
         return RS_EIO;
-    stage_bind(rd->feed, s, d, idx, e, loc);
-    return store_exec(rd->st, s, "stage a duplicate entry");
+    sqlite3_bind_int64(s, 1, feed);
+    sqlite3_bind_text(s, 2, doc, -1, SQLITE_TRANSIENT);
+    return store_exec(st, s, what);
 }
 
 int
@@ -155,12 +248,39 @@ rldiff_doc(struct rldiff *rd, const struct walk_doc *d, bool not_modified)
 {
     if (!not_modified)
         return 0;
-    sqlite3_stmt *s = store_stmt(rd->st, SQL_CARRY_DOC);
-    if (s == NULL)
+    int rc;
+    if ((rc = exec2(rd->st, SQL_CARRY_DISPLACED, rd->feed, d->url,
+                    "a part that stood")) != 0 ||
+        (rc = exec2(rd->st, SQL_CARRY_LOSING, rd->feed, d->url,
+                    "a part that stood")) != 0 ||
+        (rc = exec2(rd->st, SQL_CARRY_DOC, rd->feed, d->url,
+                    "a part that stood")) != 0)
+        return rc;
+    sqlite3_stmt *q = store_stmt(rd->st, SQL_CARRY_DUPS);
+    if (q == NULL)
         return RS_EIO;
-    sqlite3_bind_int64(s, 1, rd->feed);
-    sqlite3_bind_text(s, 2, d->url, -1, SQLITE_TRANSIENT);
-    return store_exec(rd->st, s, "a part that stood");
+    sqlite3_bind_int64(q, 1, rd->feed);
+    sqlite3_bind_text(q, 2, d->url, -1, SQLITE_TRANSIENT);
+    int r;
+    while (rc == 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
+        struct row row = {
+            .loc = (const char *)sqlite3_column_text(q, 0),
+            .ord = sqlite3_column_int64(q, 1),
+            .doc = d->url,
+            .lastmod = rs_sql_col_time(q, 2),
+            .hash = (const char *)sqlite3_column_text(q, 3),
+            .length = sqlite3_column_type(q, 4) == SQLITE_NULL
+                          ? -1 : sqlite3_column_int64(q, 4),
+            .type = (const char *)sqlite3_column_text(q, 5),
+        };
+        bool dup;
+        rc = row_stage(rd, &row, &dup);
+    }
+    if (rc == 0 && r != SQLITE_DONE)
+        rc = store_fail(rd->st, "a part's duplicates");
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return rc;
 }
 
 static const char SQL_HAS_ROWS[] = "SELECT 1 FROM rl WHERE feed = ?1 LIMIT 1";
@@ -192,7 +312,7 @@ rldiff_needs_checks(const struct store_feed *f, const struct walk_result *wr)
 {
     /* only a walk that read two documents or more whole can have met a
      * list moving under it */
-    return f->gen > 0 && wr->changed > 0 && wr->docs > 1;
+    return f->diffed != RS_TIME_NONE && wr->changed > 0 && wr->docs > 1;
 }
 
 int
@@ -257,6 +377,13 @@ static const char SQL_RL_MOVE[] =
     "SELECT feed, loc, ord, doc, lastmod, hash, length, type, miss FROM "
     "rlwalk WHERE feed = ?1";
 static const char SQL_RLWALK_DONE[] = "DELETE FROM rlwalk WHERE feed = ?1";
+static const char SQL_RLDUP_DROP[] = "DELETE FROM rldup WHERE feed = ?1";
+static const char SQL_RLDUP_MOVE[] =
+    "INSERT INTO rldup(feed, doc, ord, loc, lastmod, hash, length, type) "
+    "SELECT feed, doc, ord, loc, lastmod, hash, length, type FROM "
+    "rldupwalk WHERE feed = ?1";
+static const char SQL_RLDUPWALK_DONE[] =
+    "DELETE FROM rldupwalk WHERE feed = ?1";
 
 static int
 exec1(struct store *st, const char *sql, int64_t a, const char *what)
@@ -377,8 +504,8 @@ rldiff_commit(struct rldiff *rd, struct store_feed *f,
         out = &local;
     *out = (struct rldiff_stats){ .staged = rd->staged,
                                   .duplicates = rd->dups,
-                                  .baseline = f->gen == 0,
-                                  .unchanged = f->gen > 0 &&
+                                  .baseline = f->diffed == RS_TIME_NONE,
+                                  .unchanged = f->diffed != RS_TIME_NONE &&
                                                wr->changed == 0 };
     struct store *st = rd->st;
     struct store_feed nf = *f;
@@ -390,16 +517,23 @@ rldiff_commit(struct rldiff *rd, struct store_feed *f,
             ((rc = take_new(rd, hooks, wr->at, started, out)) != 0 ||
              (rc = take_gone(rd, hooks, checked, wr->at, started, out)) != 0))
             goto fail;
+        if (out->baseline && hooks->on_baseline != NULL &&
+            (rc = hooks->on_baseline(hooks->ud, f, wr)) != 0)
+            goto fail;
         if ((rc = exec1(st, SQL_RL_DROP, rd->feed, "rl")) != 0 ||
-            (rc = exec1(st, SQL_RL_MOVE, rd->feed, "rl")) != 0)
+            (rc = exec1(st, SQL_RL_MOVE, rd->feed, "rl")) != 0 ||
+            (rc = exec1(st, SQL_RLDUP_DROP, rd->feed, "rldup")) != 0 ||
+            (rc = exec1(st, SQL_RLDUP_MOVE, rd->feed, "rldup")) != 0)
             goto fail;
         nf.at = wr->at;
     }
     if ((rc = exec1(st, SQL_RLWALK_DONE, rd->feed, "rlwalk")) != 0 ||
+        (rc = exec1(st, SQL_RLDUPWALK_DONE, rd->feed, "rldupwalk")) != 0 ||
         (rc = store_docs_commit(st, rd->feed, NULL, NULL)) != 0)
         goto fail;
     nf.gen = f->gen + 1;
     nf.walked = started;
+    nf.diffed = started;
     if ((rc = store_feed_put(st, &nf)) != 0 || (rc = store_commit(st)) != 0)
         goto fail;
     *f = nf;

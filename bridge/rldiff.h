@@ -7,14 +7,20 @@
  * without hashes another lastmod or length) and deleted resources are
  * handed over with the best datetime available - the entry's lastmod when
  * it is newer than the last one's, else the list's `at`, else the time of
- * the read - and the walk becomes the feed's state. The first walk is the
- * baseline. A walk that read several documents whole may have been
+ * the read - and the walk becomes the feed's state. The first walk that
+ * diffs a list is the baseline (f->diffed: none yet, or the list was only
+ * watched since - its rows are not the list's; the caller reads it whole,
+ * store_docs_forget, so that no part answering 304 stands for them). A
+ * walk that read several documents whole may have been
  * regenerated under the reader: a resource it did not meet is deleted only
  * when its URL answers 404 or 410 (rldiff_gone lists what to ask), or
  * when a second walk does not meet it either; else it is kept. A loc
  * listed twice (malformed) is the entry with the newest lastmod (ties:
  * the whole entry decides), never the one that came first: the order of
- * duplicates is no change.
+ * duplicates is no change. The entries that lost are kept too (rldup):
+ * a part answering 304 stands for them as for its winners, so that the
+ * winner's part dropping the loc leaves the loser standing, not a
+ * deletion.
  */
 #ifndef BRIDGE_RLDIFF_H
 #define BRIDGE_RLDIFF_H
@@ -41,6 +47,11 @@ enum rldiff_check {
 struct rldiff_hooks {
     /* A difference to publish, inside the commit's transaction. */
     int (*on_change)(void *ud, const struct clscan_change *c);
+    /* The walk is a baseline (f: the feed before the commit), inside the
+     * commit's transaction: what came before it cannot be told from it.
+     * 0 goes on, else the commit fails with it. May be NULL. */
+    int (*on_baseline)(void *ud, const struct store_feed *f,
+                       const struct walk_result *wr);
     void *ud;
 };
 

@@ -691,6 +691,60 @@ gauge_published(void *ud)
     return (double)n;
 }
 
+/* The hub's health across the Sources' topics (outbox_stats). */
+static void
+hub_health(struct bridge *b, int64_t *failing, int64_t *stopped,
+           uint64_t *failures)
+{
+    *failing = *stopped = 0;
+    *failures = 0;
+    for (size_t i = 0; i < b->npollers; i++) {
+        struct poller_stats ps;
+        poller_stats(b->pollers[i], &ps);
+        for (int k = 0; k < OUTBOX_LANES; k++) {
+            *failing += ps.outbox.hub_failing[k] && !ps.outbox.stopped[k];
+            *stopped += ps.outbox.stopped[k];
+        }
+        *failures += ps.outbox.failures;
+    }
+}
+
+static double
+gauge_hub_up(void *ud)
+{
+    int64_t failing, stopped;
+    uint64_t failures;
+    hub_health(ud, &failing, &stopped, &failures);
+    return failing + stopped > 0 ? 0.0 : 1.0;
+}
+
+static double
+gauge_hub_unavailable(void *ud)
+{
+    int64_t failing, stopped;
+    uint64_t failures;
+    hub_health(ud, &failing, &stopped, &failures);
+    return (double)failing;
+}
+
+static double
+gauge_hub_refused(void *ud)
+{
+    int64_t failing, stopped;
+    uint64_t failures;
+    hub_health(ud, &failing, &stopped, &failures);
+    return (double)stopped;
+}
+
+static double
+gauge_hub_failures(void *ud)
+{
+    int64_t failing, stopped;
+    uint64_t failures;
+    hub_health(ud, &failing, &stopped, &failures);
+    return (double)failures;
+}
+
 static int
 setup_metrics(struct bridge *b)
 {
@@ -745,6 +799,27 @@ setup_metrics(struct bridge *b)
                                        "Changes the hub accepted (kept in "
                                        "the state across restarts).",
                                        gauge_published, b, NULL);
+    rc |= rs_metrics_register_gauge_fn(m, "rsbridge_hub_up",
+                                       "1 while the hub accepts every "
+                                       "topic's notifications, 0 while a "
+                                       "POST has failed since the last one "
+                                       "it accepted (or a 4xx stopped a "
+                                       "topic).", gauge_hub_up, b, NULL);
+    rc |= rs_metrics_register_gauge_fn(m, "rsbridge_hub_failing_topics",
+                                       "Topics whose notifications the hub "
+                                       "is failing now, by reason: "
+                                       "unavailable (no answer, 5xx, 429, "
+                                       "408: retried), refused (a 4xx: "
+                                       "stopped until SIGHUP).",
+                                       gauge_hub_unavailable, b, "reason",
+                                       "unavailable", NULL);
+    rc |= rs_metrics_register_gauge_fn(m, "rsbridge_hub_failing_topics", "",
+                                       gauge_hub_refused, b, "reason",
+                                       "refused", NULL);
+    rc |= rs_metrics_register_gauge_fn(m, "rsbridge_hub_post_failures",
+                                       "POSTs to the hub that failed since "
+                                       "start (grows only).",
+                                       gauge_hub_failures, b, NULL);
     return rc != 0 ? 1 : 0;
 }
 

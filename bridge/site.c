@@ -378,6 +378,20 @@ serve_sources(struct site *s, struct evhttp_request *req)
         json_object_set_new(o, "hub_stopped",
                             json_boolean(ps.outbox.stopped[0] ||
                                          ps.outbox.stopped[1]));
+        /* the hub failing this Source's publishes (not its polls: those
+         * are errors above); cleared when the hub accepts one again */
+        json_object_set_new(o, "hub_failing",
+                            json_boolean(ps.outbox.hub_failing[0] ||
+                                         ps.outbox.hub_failing[1]));
+        json_object_set_new(o, "hub_failing_since",
+                            json_time(ps.outbox.hub_failing_since));
+        json_object_set_new(o, "hub_failures",
+                            json_integer(
+                                (json_int_t)ps.outbox.hub_failures));
+        json_object_set_new(o, "hub_last_error",
+                            ps.outbox.hub_error[0] != '\0'
+                                ? json_string(ps.outbox.hub_error)
+                                : json_null());
         json_array_append_new(arr, o);
     }
     char *text = arr != NULL ? json_dumps(arr, JSON_COMPACT) : NULL;

@@ -33,7 +33,8 @@
  *              began (walked), the spans a forward walk may have missed
  *              (suspects); for Resource Lists the list's `at`, when
  *              the last framework notification about it went (fw_at),
- *              and when a held ask to reconcile is due (ask_due)
+ *              when a held ask to reconcile is due (ask_due) and when
+ *              its last diff began (diffed: NULL never, or watched since)
  *   docs     - each document of a feed as its last complete walk read it:
  *              validators, digest, rel="next", the index that listed it
  *   seen     - clscan.c: every Change List entry of a feed's last walks
@@ -41,11 +42,15 @@
  *              that last and first saw it, whether it was published, and
  *              whether the last walk missed it (miss: 1, 2 a loss if the
  *              next one misses it too)
- *   rl       - rldiff.c: every Resource List entry of the last walk
+ *   rl       - rldiff.c: every Resource List entry of the last walk (for
+ *              a loc listed more than once, the entry that stands)
+ *   rldup    - rldiff.c: the other entries of such a loc (the losers),
+ *              so that a part answering 304 still stands for them
  *   lanes    - outbox.c: per Source and topic the X-Publish-Id KEY, the
  *              watermark (pushed), the head, the marks (sent), counts
  *   outbox   - outbox.c: the notifications' entries not yet accepted
- *   walk, rlwalk, walkdocs - a walk's staging: scratch, emptied at start
+ *   walk, rlwalk, rldupwalk, walkdocs - a walk's staging: scratch,
+ *              emptied at start
  */
 static const char store_schema[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, ival INTEGER, "
@@ -57,7 +62,7 @@ static const char store_schema[] =
     "  url TEXT NOT NULL, gen INTEGER NOT NULL DEFAULT 0, pos INTEGER, "
     "  win_from INTEGER, walked INTEGER, at INTEGER, "
     "  suspects TEXT NOT NULL DEFAULT '', fw_at INTEGER, ask_due INTEGER, "
-    "  UNIQUE(src, kind, url));"
+    "  diffed INTEGER, UNIQUE(src, kind, url));"
     "CREATE TABLE IF NOT EXISTS docs(feed INTEGER NOT NULL, url TEXT NOT NULL, "
     "  etag TEXT, lastmod TEXT, digest BLOB, next TEXT, parent TEXT, "
     "  rank INTEGER NOT NULL, PRIMARY KEY(feed, url)) WITHOUT ROWID;"
@@ -82,6 +87,14 @@ static const char store_schema[] =
     "  length INTEGER, type TEXT, miss INTEGER NOT NULL DEFAULT 0, "
     "  PRIMARY KEY(feed, loc)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS rl_doc ON rl(feed, doc);"
+    "CREATE TABLE IF NOT EXISTS rldup(feed INTEGER NOT NULL, "
+    "  doc TEXT NOT NULL, ord INTEGER NOT NULL, loc TEXT NOT NULL, "
+    "  lastmod INTEGER, hash TEXT, length INTEGER, type TEXT, "
+    "  PRIMARY KEY(feed, doc, ord)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS rldupwalk(feed INTEGER NOT NULL, "
+    "  doc TEXT NOT NULL, ord INTEGER NOT NULL, loc TEXT NOT NULL, "
+    "  lastmod INTEGER, hash TEXT, length INTEGER, type TEXT, "
+    "  PRIMARY KEY(feed, doc, ord)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS rlwalk(feed INTEGER NOT NULL, "
     "  loc TEXT NOT NULL, ord INTEGER NOT NULL, doc TEXT NOT NULL, "
     "  lastmod INTEGER, hash TEXT, length INTEGER, type TEXT, "
@@ -96,7 +109,32 @@ static const char store_schema[] =
     "  loc TEXT NOT NULL, change INTEGER, cap INTEGER, dt INTEGER, "
     "  lastmod INTEGER, hash TEXT, length INTEGER, type TEXT, "
     "  PRIMARY KEY(src, lane, seq)) WITHOUT ROWID;"
-    "DELETE FROM walk; DELETE FROM rlwalk; DELETE FROM walkdocs;";
+    "DELETE FROM walk; DELETE FROM rlwalk; DELETE FROM rldupwalk; "
+    "DELETE FROM walkdocs;";
+
+/*
+ * Migrations, each in one transaction with the version it reaches (a
+ * crash midway leaves the older schema whole, migrated again at the next
+ * open). Run after store_schema, which creates the tables an older
+ * schema lacked (rldup, rldupwalk: empty).
+ *
+ * 3: feeds.diffed. A Resource List diffed before is one whose top
+ * document was read whole (a digest): a list only watched has none
+ * (poller.c stages its head without one). Its parts are read whole once
+ * (their documents forgotten), so that rldup learns the entries that lost
+ * to another of their loc - an older state kept none, and a part that
+ * answered 304 could not stand for them.
+ */
+static const char store_migrate_2[] =
+    "BEGIN IMMEDIATE;"
+    "ALTER TABLE feeds ADD COLUMN diffed INTEGER;"
+    "UPDATE feeds SET diffed = coalesce(walked, 0) WHERE kind = 3 AND "
+    "  gen > 0 AND EXISTS (SELECT 1 FROM docs AS d WHERE d.feed = feeds.id "
+    "  AND d.url = feeds.url AND d.digest IS NOT NULL);"
+    "DELETE FROM docs WHERE feed IN (SELECT id FROM feeds WHERE kind = 3 AND "
+    "  diffed IS NOT NULL);"
+    "PRAGMA user_version=3;"
+    "COMMIT;";
 
 struct stmt_slot {
     const char *sql;
@@ -308,9 +346,20 @@ store_open(const char *path, struct store **out, char *err, size_t errlen)
     if (store_exec_sql(st, pragmas) != 0 ||
         store_exec_sql(st, store_schema) != 0 ||
         (ver == 1 &&
-         store_exec_sql(st, "ALTER TABLE feeds ADD COLUMN ask_due INTEGER")
-             != 0) ||
-        store_exec_sql(st, version) != 0) {
+         store_exec_sql(st, "BEGIN IMMEDIATE; ALTER TABLE feeds ADD COLUMN "
+                        "ask_due INTEGER; PRAGMA user_version=2; COMMIT;")
+             != 0)) {
+        (void)sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        snprintf(err, errlen, "%s: %s", path, st->errstr);
+        goto out;
+    }
+    if (ver >= 1 && ver <= 2 && store_exec_sql(st, store_migrate_2) != 0) {
+        (void)sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        snprintf(err, errlen, "%s: migrating the state to schema 3: %s",
+                 path, st->errstr);
+        goto out;
+    }
+    if (store_exec_sql(st, version) != 0) {
         snprintf(err, errlen, "%s: %s", path, st->errstr);
         goto out;
     }
@@ -363,6 +412,8 @@ source_wipe(struct store *st, int64_t id)
     static const char *const sqls[] = {
         "DELETE FROM seen WHERE feed IN (SELECT id FROM feeds WHERE src = ?1)",
         "DELETE FROM rl WHERE feed IN (SELECT id FROM feeds WHERE src = ?1)",
+        "DELETE FROM rldup WHERE feed IN "
+        "(SELECT id FROM feeds WHERE src = ?1)",
         "DELETE FROM docs WHERE feed IN (SELECT id FROM feeds WHERE src = ?1)",
         "DELETE FROM feeds WHERE src = ?1",
         "DELETE FROM outbox WHERE src = ?1",
@@ -451,7 +502,7 @@ store_sources(struct store *st,
 /* --------------------------------------------------------------- feeds */
 
 #define FEED_COLS "id, src, kind, k, url, gen, pos, win_from, walked, at, " \
-                  "suspects, fw_at, ask_due"
+                  "suspects, fw_at, ask_due, diffed"
 
 static void
 feed_row(sqlite3_stmt *s, struct store_feed *f)
@@ -472,6 +523,7 @@ feed_row(sqlite3_stmt *s, struct store_feed *f)
              t != NULL ? (const char *)t : "");
     f->fw_at = rs_sql_col_time(s, 11);
     f->ask_due = rs_sql_col_time(s, 12);
+    f->diffed = rs_sql_col_time(s, 13);
 }
 
 static const char SQL_FEED_GET[] =
@@ -482,7 +534,7 @@ static const char SQL_FEED_ADD[] =
     "   WHERE src = ?1 AND kind = 1) ELSE ?4 END, ?3)";
 static const char SQL_FEED_PUT[] =
     "UPDATE feeds SET gen = ?2, pos = ?3, win_from = ?4, walked = ?5, "
-    "at = ?6, suspects = ?7 WHERE id = ?1";
+    "at = ?6, suspects = ?7, diffed = ?8 WHERE id = ?1";
 static const char SQL_FEED_TOLD[] =
     "UPDATE feeds SET fw_at = ?2, ask_due = ?3 WHERE id = ?1";
 static const char SQL_FEED_ASK_NEXT[] =
@@ -546,6 +598,7 @@ store_feed_put(struct store *st, const struct store_feed *f)
     rs_sql_bind_time(s, 5, f->walked);
     rs_sql_bind_time(s, 6, f->at);
     sqlite3_bind_text(s, 7, f->suspects, -1, SQLITE_TRANSIENT);
+    rs_sql_bind_time(s, 8, f->diffed);
     return store_exec(st, s, "a feed");
 }
 
@@ -645,6 +698,8 @@ static const char SQL_DOCS_MOVE[] =
 static const char SQL_WALKDOCS_CLEAR[] = "DELETE FROM walkdocs WHERE feed = ?1";
 static const char SQL_WALK_CLEAR[] = "DELETE FROM walk WHERE feed = ?1";
 static const char SQL_RLWALK_CLEAR[] = "DELETE FROM rlwalk WHERE feed = ?1";
+static const char SQL_RLDUPWALK_CLEAR[] =
+    "DELETE FROM rldupwalk WHERE feed = ?1";
 
 static const char *
 col_text(sqlite3_stmt *s, int i)
@@ -761,7 +816,8 @@ store_walk_clear(struct store *st, int64_t feed)
 {
     int rc;
     if ((rc = exec_feed(st, SQL_WALKDOCS_CLEAR, feed, "walk")) != 0 ||
-        (rc = exec_feed(st, SQL_WALK_CLEAR, feed, "walk")) != 0)
+        (rc = exec_feed(st, SQL_WALK_CLEAR, feed, "walk")) != 0 ||
+        (rc = exec_feed(st, SQL_RLDUPWALK_CLEAR, feed, "walk")) != 0)
         return rc;
     return exec_feed(st, SQL_RLWALK_CLEAR, feed, "walk");
 }

@@ -19,7 +19,8 @@
 #include "rs_error.h"
 #include "rs_time.h"
 
-#define STORE_SCHEMA 2            /* 2: feeds.ask_due */
+#define STORE_SCHEMA 3            /* 2: feeds.ask_due; 3: feeds.diffed,
+                                      rldup */
 #define STORE_DIGEST 32            /* SHA-256 of a document's bytes */
 
 struct store;
@@ -105,6 +106,11 @@ struct store_feed {
     rs_time_t ask_due;             /* a held ask to reconcile (a "created"
                                       notification of this Resource List):
                                       when it is due; RS_TIME_NONE: none */
+    rs_time_t diffed;              /* Resource Lists: when the walk of its
+                                      last diff began; RS_TIME_NONE: never
+                                      diffed, or only watched since (its
+                                      rows are not the list's: the next
+                                      diff is a baseline) */
 };
 
 /* The feed (src, kind, url), created when new (gen 0, k as given; for a
@@ -112,7 +118,7 @@ struct store_feed {
 int store_feed_get(struct store *st, int64_t src, enum store_feed_kind kind,
                    const char *url, int64_t k, struct store_feed *out)
     RS_MUST_CHECK;
-/* Write back gen, pos, win_from, walked, at, suspects - not fw_at and
+/* Write back gen, pos, win_from, walked, at, suspects, diffed - not fw_at and
  * ask_due: those are written by store_feed_told alone, so that a feed
  * read before a loop turn and written back after it cannot undo what was
  * told meanwhile. */

@@ -222,12 +222,24 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
                   "duplicate", dup != NULL ? dup : "0", NULL);
         p->fails = 0;
         p->max_entries = RS_MAX_ENTRIES;
+        p->stats.failing = 0;
+        p->stats.failing_since = RS_TIME_NONE;
+        p->stats.last_status = 0;
+        p->stats.last_error[0] = '\0';
         pub_set(p, PUB_IDLE);
         if (p->o.head(p->o.ud) > p->pushed)
             pub_send(p);         /* the rest at once: no new window */
         return;
     }
     p->stats.failures++;
+    if (p->stats.failing++ == 0)
+        p->stats.failing_since = rs_time_now();
+    p->stats.last_status = res->rc == 0 ? res->status : 0;
+    if (res->rc != 0)
+        snprintf(p->stats.last_error, sizeof(p->stats.last_error), "%s",
+                 res->errstr);
+    else
+        reply_line(res, p->stats.last_error, sizeof(p->stats.last_error));
     if (res->rc != 0 || res->status >= 500 || res->status == 429 ||
         res->status == 408) {
         int64_t ra = 0;
@@ -238,12 +250,8 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
             rs_retry_after_parse(h, rs_time_now() / 1000000, &ra_ms) == 0 &&
             ra_ms < PUB_RETRY_AFTER_MAX_MS)
             ra = (int64_t)ra_ms;
-        char body[200];
         rs_log_kv(RS_LOG_WARN, "hub unavailable, will retry", "topic",
-                  p->name, "status", st, "error",
-                  res->rc != 0 ? res->errstr : reply_line(res, body,
-                                                          sizeof(body)),
-                  NULL);
+                  p->name, "status", st, "error", p->stats.last_error, NULL);
         pub_backoff(p, ra);
         return;
     }
@@ -267,11 +275,9 @@ on_posted(void *ud, struct rs_http_req *req, const struct rs_http_result *res)
     }
     /* Anything else is a configuration problem (token, topic, URL):
      * retrying would only repeat it. */
-    char body[200];
     rs_log_kv(RS_LOG_ERROR, "hub refused a notification; this topic stops "
               "until SIGHUP or restart (the outbox keeps it)", "topic",
-              p->name, "status", st, "reply",
-              reply_line(res, body, sizeof(body)), NULL);
+              p->name, "status", st, "reply", p->stats.last_error, NULL);
     pub_set(p, PUB_STOPPED);
     p->stats.stopped = true;
 }
@@ -424,6 +430,7 @@ rs_publisher_new(const struct rs_publisher_opts *o, const char **err)
     if (p == NULL)
         return NULL;
     p->o = *o;
+    p->stats.failing_since = RS_TIME_NONE;
     bool fail = false;
     p->hub = dup_or_null(o->hub, &fail);
     p->topic = dup_or_null(o->topic, &fail);

@@ -100,6 +100,14 @@ struct rs_publisher_stats {
     uint64_t failures;          /* non-2xx answers and transport errors */
     int64_t pushed;             /* the watermark */
     bool stopped;               /* a 4xx stopped the topic */
+    /* Since the hub last answered 2xx (cleared then): how many POSTs
+     * failed, when the first of them did (RS_TIME_NONE: none failing),
+     * and the last one's status (0: no answer) and words (the transport
+     * error, or the first line of the hub's reply): for status pages. */
+    uint64_t failing;
+    int64_t failing_since;      /* rs_time_t */
+    long last_status;
+    char last_error[200];
 };
 
 /* o is copied (its strings too). NULL with *err when out of memory. */

@@ -48,6 +48,7 @@ struct fx {
     struct store_feed feed;
     bool done, staging;
     int rc;
+    char err[700];
     struct walk_result wr;
     struct got got[MAXGOT];
     size_t ngot;
@@ -118,8 +119,8 @@ static void
 on_done(void *ud, int rc, const char *err, const struct walk_result *wr)
 {
     struct fx *f = ud;
-    (void)err;
     close_staging(f);
+    snprintf(f->err, sizeof(f->err), "%s", err);
     f->rc = rc;
     f->wr = *wr;
     f->done = true;
@@ -809,6 +810,44 @@ test_failed_walk(void **state)
     assert_true(got_has(f, "z4", 4) && got_has(f, "z5", 5));
 }
 
+/* clscan/next_unresolved: a Change List page whose rel="next" href is not
+ * an http(s) URL fails the walk (the page and the href named), first walk
+ * or a known chain's: a walk read short must not look complete. */
+static void
+test_next_unresolved(void **state)
+{
+    struct fx *f = *state;
+    f->page = 2;
+    for (int i = 0; i < 5; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "n%d", i);
+        win_add(f, n, "created", i);
+    }
+    win_serve(f);
+    /* page 2 links to a next page no client can ask for */
+    struct tbs_doc *d = tbs_find(f->src, "/cl.xml?page=2");
+    assert_non_null(d);
+    char *p = strstr(d->body, "/cl.xml?page=3");
+    assert_non_null(p);
+    char *q = strstr(d->body, "href=\"");
+    assert_non_null(q);
+    char body[8192];
+    snprintf(body, sizeof(body), "%.*shref=\"http://bad host/cl.xml?page=3%s",
+             (int)(q - d->body), d->body, p + strlen("/cl.xml?page=3"));
+    tbs_put(f->src, "/cl.xml?page=2", body);
+    int rc = walk_feed(f, "/cl.xml", false);
+    assert_int_equal(rc, RS_EINVALID);
+    assert_non_null(strstr(f->err, "/cl.xml?page=2"));
+    assert_non_null(strstr(f->err, "bad host"));
+    /* served whole again: the baseline, then a chain known (tail first) */
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_true(f->stats.baseline);
+    tbs_put(f->src, "/cl.xml?page=2", body);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), RS_EINVALID);
+    assert_non_null(strstr(f->err, "bad host"));
+}
+
 /* clscan/key: an entry's identity is its loc, change and datetime. */
 static void
 test_key(void **state)
@@ -983,6 +1022,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_walk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_next_unresolved, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

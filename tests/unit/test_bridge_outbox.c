@@ -570,6 +570,65 @@ test_free_null(void **state)
                      RS_ETOOBIG);
 }
 
+/* outbox/hub_health: a failed POST makes the topic's hub failing (since
+ * the POST that failed, the reason's class, the failures counted) until
+ * the hub accepts one again, which clears it; a 4xx that stops the topic
+ * is failing too, as refused, until a POST after the resume is
+ * accepted. */
+static void
+test_hub_health(void **state)
+{
+    struct fx *f = *state;
+    ob_open(f, f->hub_url, NULL);
+    struct outbox_stats s;
+    outbox_stats(f->ob, &s);
+    assert_false(s.hub_failing[OUTBOX_CHANGE]);
+    assert_string_equal(s.hub_error, "");
+    assert_true(s.hub_failing_since == RS_TIME_NONE);
+    f->script[0] = 503;
+    snprintf(f->script_hdr[0], sizeof(f->script_hdr[0]), "Retry-After: 1");
+    f->script[1] = 202;
+    f->script[2] = 403;
+    f->script[3] = 202;
+    f->nscript = 4;
+    rs_time_t t0 = rs_time_now();
+    add(f, 1, 1, 0);
+    outbox_kick(f->ob);
+    TU_LOOP_UNTIL(&f->l, f->nposts == 1 && outbox_idle(f->ob), 5000);
+    tu_loop_run_for(&f->l, 200);          /* within the Retry-After */
+    outbox_stats(f->ob, &s);
+    assert_true(s.hub_failing[OUTBOX_CHANGE]);
+    assert_false(s.hub_failing[OUTBOX_FRAMEWORK]);
+    assert_int_equal(s.hub_failures, 1);
+    assert_non_null(strstr(s.hub_error, "HTTP 503: "));
+    assert_non_null(strstr(s.hub_error, "(retrying)"));
+    assert_true(s.hub_failing_since >= t0 &&
+                s.hub_failing_since <= rs_time_now());
+    TU_LOOP_UNTIL(&f->l, f->nposts == 2 && outbox_idle(f->ob), 5000);
+    outbox_stats(f->ob, &s);
+    assert_int_equal(pending(f), 0);
+    assert_false(s.hub_failing[OUTBOX_CHANGE]);
+    assert_string_equal(s.hub_error, "");
+    assert_true(s.hub_failing_since == RS_TIME_NONE);
+    assert_int_equal(s.failures, 1);
+    /* refused: stopped, failing as refused until accepted again */
+    add(f, 2, 1, 0);
+    outbox_kick(f->ob);
+    TU_LOOP_UNTIL(&f->l, f->nposts == 3 && outbox_idle(f->ob), 5000);
+    tu_loop_run_for(&f->l, 100);
+    outbox_stats(f->ob, &s);
+    assert_true(s.stopped[OUTBOX_CHANGE]);
+    assert_true(s.hub_failing[OUTBOX_CHANGE]);
+    assert_non_null(strstr(s.hub_error, "HTTP 403: "));
+    assert_non_null(strstr(s.hub_error, "(refused"));
+    assert_true(s.hub_failing_since != RS_TIME_NONE);
+    outbox_resume(f->ob);
+    TU_LOOP_UNTIL(&f->l, f->nposts == 4 && outbox_idle(f->ob), 5000);
+    outbox_stats(f->ob, &s);
+    assert_false(s.hub_failing[OUTBOX_CHANGE]);
+    assert_string_equal(s.hub_error, "");
+}
+
 int
 main(void)
 {
@@ -577,6 +636,7 @@ main(void)
         cmocka_unit_test(test_free_null),
         cmocka_unit_test_setup_teardown(test_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hub_health, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_framework, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resend, setup, teardown),

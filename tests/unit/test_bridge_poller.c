@@ -900,11 +900,32 @@ caplist_rl(struct fx *f, bool with_cl)
                        "\"changelist\"/></url>" : "");
 }
 
+/* The Resource List: r0 .. r(n-1), lastmod second i, at `at`. */
+static void
+serve_rl(struct fx *f, int n, int at)
+{
+    char body[8192], dt[RS_TIME_BUFSZ];
+    size_t off = 0;
+    assert_true(rs_time_format(1735689600LL * 1000000 +
+                               (rs_time_t)at * 1000000, dt) > 0);
+    off += (size_t)snprintf(body, sizeof(body), "<urlset " TBS_NS "><rs:md "
+                            "capability=\"resourcelist\" at=\"%s\"/>", dt);
+    for (int i = 0; i < n; i++) {
+        assert_true(rs_time_format(1735689600LL * 1000000 +
+                                   (rs_time_t)i * 1000000, dt) > 0);
+        off += (size_t)snprintf(body + off, sizeof(body) - off,
+                                "<url><loc>{B}/data/r%d</loc><lastmod>%s"
+                                "</lastmod></url>", i, dt);
+    }
+    snprintf(body + off, sizeof(body) - off, "</urlset>");
+    tbs_put(f->src, "/rl.xml", body);
+}
+
 /* poller/changelist_after_resourcelist: a Capability List followed
- * through its Resource List for a while (it named no Change List; the
- * diffs published r2) names its Change List again: the changes the diffs
- * published are not published again (r2, older than the list's `at`),
- * the ones after are, once (r3). */
+ * through its Resource List for a while (it named no Change List; its
+ * first diff the baseline, a later one published r2) names its Change
+ * List again: the changes the diffs published are not published again
+ * (r2, older than the list's `at`), the ones after are, once (r3). */
 static void
 test_changelist_after_rl(void **state)
 {
@@ -913,14 +934,10 @@ test_changelist_after_rl(void **state)
     assert_int_equal(pending(f), 0);
     poller_down(f);
     caplist_rl(f, false);
-    tbs_put(f->src, "/rl.xml",
-            "<urlset " TBS_NS "><rs:md capability=\"resourcelist\" "
-            "at=\"2025-01-01T00:00:05Z\"/>"
-            "<url><loc>{B}/data/r0</loc><lastmod>2025-01-01T00:00:00Z"
-            "</lastmod></url><url><loc>{B}/data/r1</loc><lastmod>"
-            "2025-01-01T00:00:01Z</lastmod></url><url><loc>{B}/data/r2"
-            "</loc><lastmod>2025-01-01T00:00:02Z</lastmod></url></urlset>");
+    serve_rl(f, 2, 4);
     poller_up(f);
+    tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
+    serve_rl(f, 3, 5);
     TU_LOOP_UNTIL(&f->l, change_count(f, "r2", RS_CHANGE_CREATED) == 1,
                   8000);
     tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
@@ -940,6 +957,55 @@ test_changelist_after_rl(void **state)
     assert_int_equal(fw_count(f, RS_CAP_CHANGELIST, NULL), 0);
 }
 
+/* poller/rl_after_changelist: a Resource List only watched while its
+ * Capability List named a Change List (its head read, never diffed) is
+ * followed when the Change List goes: its first diff is a baseline - not
+ * every resource it lists published as created - and, the list being
+ * newer than the Change List's position, the mirrors are asked to
+ * reconcile with it (a "created" of the list); its next diffs publish
+ * what changes, once. */
+static void
+test_rl_after_changelist(void **state)
+{
+    struct fx *f = *state;
+    serve_rl(f, 0, 0);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);     /* the head watched */
+    struct store_feed rl;
+    rl_feed(f, &rl);
+    assert_true(rl.gen > 0);
+    assert_int_equal(pending(f), 0);
+    int asks = fw_count(f, RS_CAP_RESOURCELIST, NULL);
+    poller_down(f);
+    caplist_rl(f, false);
+    serve_rl(f, 3, 5);          /* r0, r1 the Change List had; r2 new */
+    poller_up(f);
+    tu_loop_run_for(&f->l, 3 * INTERVAL_MS);
+    for (int i = 0; i < 3; i++) {
+        char n[8];
+        snprintf(n, sizeof(n), "r%d", i);
+        if (change_count(f, n, RS_CHANGE_CREATED) != 0)
+            fail_msg("%s published as created by the first diff of a list "
+                     "only watched before (%lld changes pending)", n,
+                     (long long)pending(f));
+    }
+    assert_int_equal(pending(f), 0);
+    assert_int_equal(fw_count(f, RS_CAP_RESOURCELIST, NULL), asks + 1);
+    /* diffed from now on: a change is published once */
+    serve_rl(f, 4, 6);
+    TU_LOOP_UNTIL(&f->l, change_count(f, "r3", RS_CHANGE_CREATED) == 1,
+                  8000);
+    tu_loop_run_for(&f->l, 2 * INTERVAL_MS);
+    assert_int_equal(change_count(f, "r3", RS_CHANGE_CREATED), 1);
+    assert_int_equal(pending(f), 1);
+    /* the hub (nothing listens on port 1) fails the publish: said */
+    struct poller_stats ps;
+    poller_stats(f->p, &ps);
+    assert_true(ps.outbox.hub_failing[OUTBOX_CHANGE]);
+    assert_true(ps.outbox.hub_failing_since != RS_TIME_NONE);
+    assert_true(ps.outbox.hub_failures >= 1);
+    assert_non_null(strstr(ps.outbox.hub_error, "no answer: "));
+}
+
 int
 main(void)
 {
@@ -957,6 +1023,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_changelist_switch_followed,
                                         setup_two, teardown),
         cmocka_unit_test_setup_teardown(test_changelist_after_rl, setup_rl,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rl_after_changelist, setup_rl,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_changelist_moved_garbled, setup,
                                         teardown),

@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include <event2/event.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ struct fx {
     struct store_feed feed;
     bool done, staging;
     int rc;
+    char err[700];
     struct walk_result wr;
     struct got got[256];
     size_t ngot;
@@ -100,8 +102,8 @@ static void
 on_done(void *ud, int rc, const char *err, const struct walk_result *wr)
 {
     struct fx *f = ud;
-    (void)err;
     close_staging(f);
+    snprintf(f->err, sizeof(f->err), "%s", err);
     f->rc = rc;
     f->wr = *wr;
     f->done = true;
@@ -119,9 +121,9 @@ hook_change(void *ud, const struct clscan_change *c)
     return 0;
 }
 
-/* Walk the Resource List at key (staged only). */
-static void
-walk_rl(struct fx *f, const char *key)
+/* Walk the Resource List at key (staged only): the walk's rc. */
+static int
+walk_rl_rc(struct fx *f, const char *key)
 {
     const char *url = tbs_url(f->src, key);
     assert_int_equal(store_feed_get(f->st, 1, STORE_FEED_RESOURCES, url, 0,
@@ -131,13 +133,22 @@ walk_rl(struct fx *f, const char *key)
     f->started = rs_time_now();
     assert_int_equal(walk_start(f->w, f->feed.id, url), 0);
     TU_LOOP_UNTIL(&f->l, f->done, 10000);
-    assert_int_equal(f->rc, 0);
+    return f->rc;
+}
+
+/* Walk the Resource List at key (staged only): it must succeed. */
+static void
+walk_rl(struct fx *f, const char *key)
+{
+    int rc = walk_rl_rc(f, key);
+    if (rc != 0)
+        fail_msg("walk of %s failed: %s", key, f->err);
 }
 
 static void
 commit(struct fx *f, bool checked)
 {
-    struct rldiff_hooks h = { hook_change, f };
+    struct rldiff_hooks h = { .on_change = hook_change, .ud = f };
     f->ngot = 0;
     assert_int_equal(rldiff_commit(f->rdf, &f->feed, &f->wr, f->started,
                                    checked, &h, &f->stats), 0);
@@ -521,6 +532,194 @@ test_duplicates_index(void **state)
     assert_int_equal(got_must(f, "c")->change, RS_CHANGE_CREATED);
 }
 
+/* rldiff/next_unresolved: a page whose rel="next" href is not an http(s)
+ * URL (a raw space in it, another scheme) cannot be followed: the walk
+ * fails, naming the page and the href, instead of ending short - read
+ * short, the resources of the pages not read would be published as
+ * deleted. An index child that is not an http(s) URL fails it too. */
+static void
+test_next_unresolved(void **state)
+{
+    struct fx *f = *state;
+    struct res a[] = { { "a", 1, '1' }, { "b", 2, '2' } };
+    struct res b[] = { { "c", 3, '3' }, { "d", 4, '4' } };
+    struct res c[] = { { "e", 5, '5' } };
+    serve_list(f, "/rl.xml", 10, "/rl.xml?page=2", a, 2);
+    serve_list(f, "/rl.xml?page=2", 10, "/rl.xml?page=3", b, 2);
+    serve_list(f, "/rl.xml?page=3", 10, NULL, c, 1);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_true(f->stats.baseline);
+    static const char *const bad[] = { "http://bad host/rl.xml?page=3",
+                                       "ftp://127.0.0.1/rl.xml?page=3" };
+    for (size_t i = 0; i < 2; i++) {
+        char e[4096], nx[256];
+        entries(e, sizeof(e), b, 2);
+        snprintf(nx, sizeof(nx), "%s", bad[i]);
+        tbs_putf(f->src, "/rl.xml?page=2", "<urlset " TBS_NS "><rs:md "
+                 "capability=\"resourcelist\" at=\"2025-01-01T00:00:20Z\"/>"
+                 "<rs:ln rel=\"next\" href=\"%s\"/>%s</urlset>", nx, e);
+        int rc = walk_rl_rc(f, "/rl.xml");
+        if (rc == 0) {
+            /* what the bug did: pages 1-2 only, e looks deleted */
+            commit(f, false);
+            fail_msg("a walk whose next page cannot be followed ended "
+                     "short (%zu changes published, the first %s %d)",
+                     f->ngot, f->ngot > 0 ? f->got[0].loc : "-",
+                     f->ngot > 0 ? f->got[0].change : 0);
+        }
+        assert_int_equal(rc, RS_EINVALID);
+        assert_non_null(strstr(f->err, "/rl.xml?page=2"));
+        assert_non_null(strstr(f->err, "rel=\"next\""));
+        assert_non_null(strstr(f->err, i == 0 ? "bad host" : "ftp://"));
+    }
+    /* fixed: the walk goes on, nothing was lost meanwhile */
+    serve_list(f, "/rl.xml?page=2", 10, "/rl.xml?page=3", b, 2);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 0);
+    /* an index whose child is not an http(s) URL fails the walk too */
+    serve_list(f, "/p1.xml", 10, NULL, a, 2);
+    tbs_put(f->src, "/ix.xml", "<sitemapindex " TBS_NS "><rs:md capability="
+            "\"resourcelist\" at=\"2025-01-01T00:00:10Z\"/><sitemap><loc>"
+            "{B}/p1.xml</loc></sitemap><sitemap><loc>ftp://127.0.0.1/p2.xml"
+            "</loc></sitemap></sitemapindex>");
+    assert_int_equal(walk_rl_rc(f, "/ix.xml"), RS_EINVALID);
+    assert_non_null(strstr(f->err, "/ix.xml"));
+    assert_non_null(strstr(f->err, "p2.xml"));
+}
+
+static void
+serve_index(struct fx *f)
+{
+    tbs_put(f->src, "/rl.xml", "<sitemapindex " TBS_NS "><rs:md capability="
+            "\"resourcelist\" at=\"2025-01-01T00:00:10Z\"/><sitemap><loc>"
+            "{B}/rl-1.xml</loc></sitemap><sitemap><loc>{B}/rl-2.xml</loc>"
+            "</sitemap></sitemapindex>");
+}
+
+/* rldiff/duplicates_loser_304: a resource in two parts of an index; the
+ * winner's part drops it while the loser's part answers 304: the
+ * resource is still listed (in the loser's part), so it is not deleted -
+ * the loser's entry stands now (an update: another hash). Then the
+ * winner's part lists it again: it wins again (one update), and never a
+ * deletion. */
+static void
+test_duplicates_loser_304(void **state)
+{
+    struct fx *f = *state;
+    struct res p1[] = { { "x", 3, '3' }, { "a", 1, '1' } };
+    struct res p2[] = { { "x", 5, '5' }, { "b", 2, '2' } };
+    serve_list(f, "/rl-1.xml", 10, NULL, p1, 2);
+    serve_list(f, "/rl-2.xml", 10, NULL, p2, 2);
+    serve_index(f);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_true(f->stats.baseline);
+    /* the winner's part drops x; the loser's part stands (304) */
+    struct res p2b[] = { { "b", 2, '2' } };
+    serve_list(f, "/rl-2.xml", 20, NULL, p2b, 1);
+    unsigned nm = f->src->not_modified;
+    walk_rl(f, "/rl.xml");
+    assert_int_equal(f->src->not_modified, nm + 2);   /* index, part 1 */
+    commit(f, false);
+    const struct got *g = got_of(f, "x");
+    if (g != NULL && g->change == RS_CHANGE_DELETED)
+        fail_msg("x deleted while the Source still lists it (part 1)");
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "x")->change, RS_CHANGE_UPDATED);
+    /* read again as it is: nothing */
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 0);
+    /* x back in part 2 (the newer entry): it stands again, once */
+    serve_list(f, "/rl-2.xml", 30, NULL, p2, 2);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "x")->change, RS_CHANGE_UPDATED);
+    assert_true(got_must(f, "x")->dt == t_of(5));
+    /* and part 2 drops it again: part 1 still stands for its entry */
+    serve_list(f, "/rl-2.xml", 40, NULL, p2b, 1);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "x")->change, RS_CHANGE_UPDATED);
+    /* across a restart of the state too: the loser is kept in it */
+    close_state(f);
+    open_state(f);
+    serve_list(f, "/rl-2.xml", 50, NULL, p2, 2);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    serve_list(f, "/rl-2.xml", 60, NULL, p2b, 1);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "x")->change, RS_CHANGE_UPDATED);
+}
+
+static void
+sql_exec(const char *db, const char *sql)
+{
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg != NULL ? msg : "?");
+    sqlite3_close(h);
+}
+
+static int64_t
+sql_int(const char *db, const char *sql)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    return v;
+}
+
+/* rldiff/schema_2: a state of schema 2 (no feeds.diffed, no rldup) opens
+ * and is migrated: a list diffed before is diffed on (no new baseline:
+ * its changes are published), its parts read whole once (their
+ * documents forgotten, so that the entries losing to another of their
+ * loc are learned); the state is schema 3. */
+static void
+test_schema_2(void **state)
+{
+    struct fx *f = *state;
+    struct res p1[] = { { "x", 3, '3' }, { "a", 1, '1' } };
+    struct res p2[] = { { "x", 5, '5' }, { "b", 2, '2' } };
+    serve_list(f, "/rl-1.xml", 10, NULL, p1, 2);
+    serve_list(f, "/rl-2.xml", 10, NULL, p2, 2);
+    serve_index(f);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    close_state(f);
+    /* what a schema-2 bridge left */
+    sql_exec(f->db, "DROP TABLE rldup; DROP TABLE rldupwalk; "
+             "ALTER TABLE feeds DROP COLUMN diffed; PRAGMA user_version=2;");
+    open_state(f);
+    assert_int_equal(sql_int(f->db, "PRAGMA user_version"), 3);
+    assert_int_equal(sql_int(f->db, "SELECT count(*) FROM docs"), 0);
+    /* part 2 drops x: read whole, part 1's x stands; c created */
+    struct res p2b[] = { { "b", 2, '2' }, { "c", 7, '7' } };
+    serve_list(f, "/rl-2.xml", 20, NULL, p2b, 2);
+    unsigned nm = f->src->not_modified;
+    walk_rl(f, "/rl.xml");
+    assert_int_equal(f->src->not_modified, nm);
+    commit(f, false);
+    assert_false(f->stats.baseline);
+    assert_int_equal(f->ngot, 2);
+    assert_int_equal(got_must(f, "c")->change, RS_CHANGE_CREATED);
+    assert_int_equal(got_must(f, "x")->change, RS_CHANGE_UPDATED);
+}
+
 int
 main(void)
 {
@@ -532,6 +731,11 @@ main(void)
         cmocka_unit_test_setup_teardown(test_duplicates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicates_index, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_next_unresolved, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_duplicates_loser_304, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_schema_2, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -330,7 +330,9 @@ test_sources(void **state)
     static const char *const keys[] = {
         "name", "source", "url", "topic", "framework_topic", "state",
         "last_poll", "last_change", "changes_published",
-        "framework_published", "pending", "errors", "last_error", NULL };
+        "framework_published", "pending", "errors", "last_error",
+        "hub_stopped", "hub_failing", "hub_failing_since", "hub_failures",
+        "hub_last_error", NULL };
     for (int i = 0; keys[i] != NULL; i++)
         assert_non_null(json_object_get(s, keys[i]));
     char want[256];
@@ -343,6 +345,9 @@ test_sources(void **state)
     assert_true(json_is_null(json_object_get(s, "last_change")));
     assert_int_equal(json_integer_value(json_object_get(s, "errors")), 0);
     assert_true(json_is_null(json_object_get(s, "last_error")));
+    assert_true(json_is_false(json_object_get(s, "hub_failing")));
+    assert_true(json_is_null(json_object_get(s, "hub_failing_since")));
+    assert_true(json_is_null(json_object_get(s, "hub_last_error")));
     assert_true(json_integer_value(json_object_get(d, "errors")) >= 1);
     assert_true(json_is_string(json_object_get(d, "last_error")));
     json_decref(arr);
