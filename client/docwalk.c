@@ -240,6 +240,26 @@ dw_on_entry(void *ud, const struct rs_entry *e)
     return 0;
 }
 
+/* skip_bad_entries: an entry the parser skipped. */
+static int
+dw_on_bad_entry(void *ud, const struct rs_entry *e, unsigned line,
+                const char *msg)
+{
+    struct docwalk *w = ud;
+    int rc;
+
+    if (w->o.on_bad_entry == NULL)
+        return 0;
+    rc = w->o.on_bad_entry(w->o.ud, w->url, e, line, msg);
+    if (w->freed)
+        return 1;
+    if (rc < 0) {
+        w->cb_rc = dw_fail(w, rc, "stopped by the reader:", rs_strerror(rc));
+        return 1;
+    }
+    return 0;
+}
+
 static int
 dw_on_end(void *ud, const struct rs_head *h)
 {
@@ -454,7 +474,13 @@ dw_on_http_done(void *ud, struct rs_http_req *req,
 static void
 dw_step(struct docwalk *w)
 {
-    struct rs_parse_opts po = { .strict = w->o.strict, .gunzip = true };
+    struct rs_parse_opts po = {
+        .strict = w->o.strict,
+        .gunzip = true,
+        .skip_bad_entries = w->o.skip_bad_entries,
+        .on_bad_entry = dw_on_bad_entry,
+        .warning_ud = w,
+    };
     struct rs_parser_cbs cbs = { dw_on_head, dw_on_entry, dw_on_end };
     struct rs_http_req_opts ro = {
         .url = NULL,

@@ -53,6 +53,15 @@ struct docwalk_opts {
     /* Runs exactly once per docwalk_start that returned 0, from the loop:
      * 0 when every document was read, else the error and what failed. */
     void (*on_done)(void *ud, int rc, const char *err);
+    /* Skip an entry whose own values break a rule (a <loc> that is not
+     * an http(s) URI, a bad datetime) instead of failing its document
+     * (rs_parse_opts.skip_bad_entries); on_bad_entry hears of each,
+     * once per read of its document, with the line and why (set it: a
+     * skip nobody hears of is a silent hole). The caller decides what a list with a hole means: a Resource
+     * List read short must not delete. 0 goes on, negative aborts. */
+    bool skip_bad_entries;
+    int (*on_bad_entry)(void *ud, const char *url, const struct rs_entry *e,
+                        unsigned line, const char *msg);
     void *ud;
 };
 

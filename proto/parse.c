@@ -74,6 +74,7 @@ struct rs_parser {
     bool gz_held;
     char gz_first;
     size_t nentries;               /* delivered so far */
+    size_t nskipped;               /* opts.skip_bad_entries: skipped */
     unsigned depth;                /* current element depth; root = 1 */
     unsigned skip_depth;           /* > 0: inside an ignored subtree */
     bool seen_root, root_closed;
@@ -103,6 +104,13 @@ struct rs_parser {
     unsigned entry_rank;           /* sitemap.xsd rank of the last child */
     const char *entry_rank_name;   /* ... and its name (static string) */
     bool entry_order_told;
+    /* opts.skip_bad_entries: the first error of the entry being read
+     * (entry_bad is then set too), told to on_bad_entry at its end */
+    unsigned entry_fault_line;
+    char entry_fault_msg[256];
+    /* the latest error message rs_check reported, which a check that
+     * went broken inside an entry makes the document's verdict */
+    char check_msg[256];
 
     /* text capture for <loc>, <lastmod>, <changefreq> */
     enum capture capture;
@@ -127,6 +135,29 @@ parser_line(const struct rs_parser *p)
     if (p->ctx == NULL || p->ctx->input == NULL)
         return 0;
     return (unsigned)p->ctx->input->line;
+}
+
+/* opts.skip_bad_entries: is an error found now the entry's alone? Only
+ * inside an entry, and only while the document itself is sound (after a
+ * document error - a validator's max_errors - nothing is delivered
+ * anyway, and errors are counted as before). */
+static bool
+parser_entry_scope(const struct rs_parser *p)
+{
+    return p->opts.skip_bad_entries && p->in_entry && p->err == 0 &&
+           !p->stopped;
+}
+
+/* The entry's error: remember the first (the others would mostly repeat
+ * it) and mark the entry, which is then neither checked nor delivered. */
+static void
+entry_fault(struct rs_parser *p, unsigned line, const char *msg)
+{
+    if (!p->entry_bad || p->entry_fault_msg[0] == '\0') {
+        p->entry_fault_line = line;
+        snprintf(p->entry_fault_msg, sizeof(p->entry_fault_msg), "%s", msg);
+    }
+    p->entry_bad = true;
 }
 
 /* Count an error; the first becomes the verdict. Every one goes to
@@ -173,6 +204,10 @@ parser_error(struct rs_parser *p, unsigned line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (parser_entry_scope(p)) {
+        entry_fault(p, line, msg);
+        return;
+    }
     parser_record(p, RS_EINVALID, line, msg);
     if (p->in_entry)
         p->entry_bad = true;
@@ -193,10 +228,20 @@ on_check_report(void *ud, enum rs_severity sev, const char *msg)
     struct rs_parser *p = ud;
     if (p->stopped)
         return;
-    if (sev == RS_SEV_WARNING)
+    if (sev == RS_SEV_WARNING) {
         parser_warn(p, p->check_line, msg);
-    else
-        parser_record(p, RS_EINVALID, p->check_line, msg);
+        return;
+    }
+    if (parser_entry_scope(p)) {
+        /* held: parser_checked decides, once the check says whether it
+         * can go on, whether this was the entry's error or the
+         * document's (the entry limit) */
+        snprintf(p->check_msg, sizeof(p->check_msg), "%s", msg);
+        if (!p->check.broken)
+            entry_fault(p, p->check_line, msg);
+        return;
+    }
+    parser_record(p, RS_EINVALID, p->check_line, msg);
 }
 
 /* After a check call that started with `before` errors counted: keep the
@@ -208,6 +253,20 @@ parser_checked(struct rs_parser *p, int rc, unsigned before)
 {
     if (rc == 0)
         return !p->stopped;
+    if (parser_entry_scope(p)) {
+        /* opts.skip_bad_entries: an error of the entry alone was kept
+         * for on_bad_entry; a check that cannot go on (the entry limit)
+         * fails the document with its own message */
+        if (!p->check.broken) {
+            if (!p->entry_bad)
+                entry_fault(p, p->check_line, rs_strerror(rc));
+            return true;
+        }
+        parser_record(p, rc, p->check_line, p->check_msg[0] != '\0'
+                                            ? p->check_msg : rs_strerror(rc));
+        parser_halt(p);
+        return false;
+    }
     if (p->err == 0)
         parser_record(p, rc, p->check_line, rs_strerror(rc));
     else if (before == 0 && rc != RS_EINVALID)
@@ -615,21 +674,48 @@ entry_begin(struct rs_parser *p)
     p->entry_rank = 0;
     p->entry_rank_name = NULL;
     p->entry_order_told = false;
+    p->entry_fault_line = 0;
+    p->entry_fault_msg[0] = '\0';
+    p->check_msg[0] = '\0';
     p->in_entry = true;
+}
+
+/* opts.skip_bad_entries: the entry just read is skipped; say so. */
+static void
+entry_skip(struct rs_parser *p)
+{
+    p->nskipped++;
+    if (p->opts.on_bad_entry == NULL)
+        return;
+    int rc = p->opts.on_bad_entry(p->opts.warning_ud, &p->entry,
+                                  p->entry_fault_line, p->entry_fault_msg);
+    if (rc != 0)
+        parser_cb_stop(p, rc);
 }
 
 static void
 entry_end(struct rs_parser *p)
 {
-    p->in_entry = false;
-    if (p->entry_bad)
-        return;
     p->entry.links = p->entry_links.v;
     p->entry.nlinks = p->entry_links.n;
-    p->check_line = p->entry.line;
-    unsigned before = p->nerrors;
-    if (!parser_checked(p, rs_check_entry(&p->check, &p->entry), before) ||
-        p->err != 0)
+    if (!p->entry_bad) {
+        /* still in the entry: rs_check_entry's errors are the entry's
+         * (parser_entry_scope) */
+        p->check_line = p->entry.line;
+        unsigned before = p->nerrors;
+        if (!parser_checked(p, rs_check_entry(&p->check, &p->entry),
+                            before)) {
+            p->in_entry = false;
+            return;
+        }
+    }
+    bool skip = p->entry_bad && parser_entry_scope(p);
+    p->in_entry = false;
+    if (skip) {
+        entry_skip(p);
+        return;
+    }
+    if (p->entry_bad || p->err != 0)
         return;
     p->nentries++;
     if (p->cbs.on_entry != NULL) {
@@ -1478,6 +1564,12 @@ rs_parser_entries(const struct rs_parser *p)
 }
 
 size_t
+rs_parser_skipped(const struct rs_parser *p)
+{
+    return p->nskipped;
+}
+
+size_t
 rs_parser_bytes(const struct rs_parser *p)
 {
     return p->bytes;
@@ -1602,6 +1694,16 @@ doc_parse(int (*feed)(struct rs_parser *, void *), void *src,
         .on_entry = on_doc_entry,
         .on_end = on_doc_end,
     };
+
+    /* A whole document has no one to hear of a skipped entry, and a
+     * list read short silently is what skip_bad_entries must never
+     * cause: here, a bad entry fails the document. */
+    struct rs_parse_opts o;
+    if (opts != NULL && opts->skip_bad_entries) {
+        o = *opts;
+        o.skip_bad_entries = false;
+        opts = &o;
+    }
 
     *out = NULL;
     b.doc = rs_calloc(1, sizeof(*b.doc));

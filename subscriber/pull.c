@@ -20,7 +20,8 @@
  * A Resource List walk marks every ledger row it sees with a fresh
  * generation; rows left unmarked at the end are what the Source no longer
  * has, unless a later change or a change too recent to judge says
- * otherwise.
+ * otherwise - or an entry was skipped as malformed (on_bad_entry): then
+ * the list has a hole that may be any of them, and none is deleted.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -751,6 +752,12 @@ on_unseen(void *ud, const struct ledger_res *r)
 
     if (unseen_class(p, r, unseen_at(p), true) != UNSEEN_DELETE)
         return 0;
+    if (p->r.skipped > 0) {
+        /* A skipped entry may be this very resource: not named is not
+         * gone (pull_report.skipped). */
+        p->r.deletions_unjudged++;
+        return 0;
+    }
     p->r.deleted++;
     p->unseen++;
     if (p->kind == PULL_AUDIT)
@@ -767,7 +774,7 @@ on_unseen_delete(void *ud, const struct ledger_res *r)
     rs_time_t at = unseen_at(p);
     int rc;
 
-    if (unseen_class(p, r, at, false) != UNSEEN_DELETE)
+    if (p->r.skipped > 0 || unseen_class(p, r, at, false) != UNSEEN_DELETE)
         return 0;
     t.uri = r->uri;
     t.change = LEDGER_DELETE;
@@ -954,6 +961,40 @@ on_entry(void *ud, const char *url, const struct rs_entry *e, const char *loc)
     return rc;
 }
 
+/* An entry the parser skipped as malformed (docwalk skip_bad_entries):
+ * told, counted - which in a reconcile or an audit holds every deletion
+ * (on_unseen) - and, in a Change List, a time it still carries moves the
+ * position on, as its good neighbours do: it is never applied, and need
+ * not be read again. */
+static int
+on_bad_entry(void *ud, const char *url, const struct rs_entry *e,
+             unsigned line, const char *msg)
+{
+    struct pull *p = ud;
+
+    /* The peek reads the documents the list phase reads again; told
+     * then, once. */
+    if (p->phase == PHASE_PEEK)
+        return 0;
+    p->r.skipped++;
+    if (p->o.on_bad_entry != NULL)
+        p->o.on_bad_entry(p->o.ud, url, line, e->loc, msg);
+    if (p->kind == PULL_CHANGES &&
+        (p->phase == PHASE_CHANGES || p->phase == PHASE_TAIL)) {
+        rs_time_t t = e->has_md && e->md.datetime != RS_TIME_NONE
+                      ? e->md.datetime : e->lastmod;
+        if (t == RS_TIME_NONE)
+            return 0;
+        t = source_time(p, t);
+        if (t > p->doc_newest)
+            p->doc_newest = t;
+        if ((p->since == RS_TIME_NONE || t >= p->since - PULL_OVERLAP_US) &&
+            t > p->changes_newest)
+            p->changes_newest = t;
+    }
+    return 0;
+}
+
 /* --------------------------------------------------------------- phases */
 
 static void
@@ -1052,7 +1093,7 @@ after_list(struct pull *p)
     if (rc == 0)
         rc = ledger_res_each(p->o.ledger, false, p->o.readonly ? -1 : p->gen,
                              on_unseen, p);
-    if (rc == 0 && p->kind == PULL_RECONCILE) {
+    if (rc == 0 && p->kind == PULL_RECONCILE && p->r.skipped == 0) {
         bool allowed;
         if ((rc = deletions_allowed(p, &allowed)) == 0 && allowed)
             rc = ledger_res_each(p->o.ledger, false, p->gen,
@@ -1166,6 +1207,11 @@ pull_new(const struct pull_opts *o)
         .on_doc_end = on_doc_end,
         .on_not_modified = on_not_modified,
         .on_done = on_walk_done,
+        /* One malformed entry must not stop the mirror: the rest is
+         * read, the entry told (on_bad_entry); what a list with a hole
+         * may not do is in on_unseen. */
+        .skip_bad_entries = true,
+        .on_bad_entry = on_bad_entry,
     };
 
     if (p == NULL)

@@ -70,6 +70,16 @@ struct pull_report {
      * back: all of them, or none (deletions_allowed). */
     uint64_t deletions_held;
     int64_t mirror_live;     /* ...of this many live resources */
+    /* Entries skipped as malformed (docwalk skip_bad_entries: a <loc>
+     * that is not an http(s) URI, a bad datetime...), each told through
+     * on_bad_entry, in every document read but a reconcile's peek. In a
+     * reconcile or an audit, one is enough for the walk to say nothing
+     * of what the list leaves out: the skipped entry may stand for any
+     * resource (or, in an index, a whole part), so no resource is
+     * deleted (or reported deleted) on its basis; deletions_unjudged
+     * counts those the list would otherwise have deleted. */
+    uint64_t skipped;
+    uint64_t deletions_unjudged;
     /* Times of the Source's beyond our clock's skew (a change's datetime,
      * a list's at, a lastmod), each taken as now (apply_future). */
     uint64_t future;
@@ -104,6 +114,11 @@ struct pull_opts {
     /* Progress: entries read so far (every 10,000 and at the end). May be
      * NULL. */
     void (*on_progress)(void *ud, uint64_t entries);
+    /* An entry skipped as malformed: the document, the line of its
+     * fault, its <loc> as written (NULL when it had none) and why. The
+     * rest of the document is read. May be NULL. */
+    void (*on_bad_entry)(void *ud, const char *url, unsigned line,
+                         const char *loc, const char *why);
     /* Exactly once per pull_start that returned 0, from the loop. */
     void (*on_done)(void *ud, int rc, const char *err,
                     const struct pull_report *r);

@@ -194,6 +194,10 @@ struct session {
     bool audit_dirty;             /* audit found differences */
     bool deletions_held;          /* a reconcile hit the --max-delete valve */
     bool strays_due;              /* run: the periodic audit's last step */
+    uint64_t skipped;             /* malformed entries skipped (pull.h) */
+    bool list_holed;              /* the last reconcile or audit skipped
+                                     entries: its list has a hole, so no
+                                     stray file is removed on its word */
     unsigned unsubscribing;       /* WebSub unsubscriptions not confirmed */
     uint64_t refused;             /* URIs refused by this session */
     uint64_t refused_res[SESSION_REFUSED_SPELL];   /* FNV-1a of the URIs */
@@ -220,6 +224,7 @@ struct session {
     struct rs_metrics_counter *m_fallback[4];
     struct rs_metrics_counter *m_strays;
     struct rs_metrics_counter *m_held;
+    struct rs_metrics_counter *m_skipped;
     struct rs_metrics_counter *m_transport[TR_COUNT];
     struct rs_metrics_counter *m_refused;
     struct rs_metrics_counter *m_state_errors;
@@ -583,7 +588,13 @@ check_strays(struct session *s, bool fix)
     rc = stray_scan(s->o.ledger, s->o.mirror, not_before, on_stray, &sr, &st);
     rs_metrics_counter_add(s->m_strays, st.strays);
     if (rc == 0 && fix && !readonly && st.strays > 0) {
-        if (strays_allowed(s, &st)) {
+        if (s->list_holed) {
+            /* A file a skipped entry stands for has no row: it looks
+             * stray, and is not (log_skipped). */
+            rs_log_kv(RS_LOG_ERROR, "the resource list had malformed "
+                      "entries skipped: removing no stray file this run",
+                      NULL);
+        } else if (strays_allowed(s, &st)) {
             struct stray_stats again;
             sr.report = false;
             sr.fix = true;
@@ -681,6 +692,54 @@ log_snapshot_read(struct set *st, const struct pull_report *r,
                   "judge", "caplist", st->d->caplist, NULL);
 }
 
+/* One malformed entry of a Source's document, skipped (pull.h): told
+ * once per read of the document, where and why. */
+static void
+on_pull_bad_entry(void *ud, const char *url, unsigned line, const char *loc,
+                  const char *why)
+{
+    struct session *s = ud;
+    char l[16];
+
+    snprintf(l, sizeof(l), "%u", line);
+    rs_log_kv(RS_LOG_WARN, "skipped a malformed entry", "url", url, "line", l,
+              "loc", loc != NULL ? loc : "-", "why", why, NULL);
+    s->skipped++;
+    rs_metrics_counter_inc(s->m_skipped);
+}
+
+/* A pull that skipped malformed entries: say what that cost, and, for a
+ * Resource List, that nothing was deleted on its word. */
+static void
+log_skipped(struct session *s, struct set *st, const struct pull_report *r)
+{
+    char n[24], d[24], msg[160];
+
+    if (r->kind != PULL_CHANGES)
+        s->list_holed = r->skipped > 0;
+    if (r->skipped == 0)
+        return;
+    snprintf(n, sizeof(n), "%llu", (unsigned long long)r->skipped);
+    snprintf(d, sizeof(d), "%llu", (unsigned long long)r->deletions_unjudged);
+    if (r->kind == PULL_CHANGES) {
+        rs_log_kv(RS_LOG_WARN, "malformed entries of the change lists "
+                  "skipped: the rest was applied", "caplist", st->d->caplist,
+                  "skipped", n, NULL);
+    } else {
+        rs_log_kv(RS_LOG_ERROR, "malformed entries skipped: the resource "
+                  "list (or the change lists read with it) has a hole that "
+                  "may be any resource, so nothing is deleted on its word "
+                  "this run", "caplist", st->d->caplist, "skipped", n,
+                  "not_deleted", d, NULL);
+        if (r->kind == PULL_AUDIT)
+            s->audit_dirty = true;
+    }
+    snprintf(msg, sizeof(msg), "%s malformed entries skipped in the "
+             "Source's documents%s", n, r->kind == PULL_CHANGES ? ""
+             : " (no deletions from that resource list)");
+    set_last_error(s, msg);
+}
+
 static void
 on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
 {
@@ -731,6 +790,7 @@ on_pull_done(void *ud, int rc, const char *err, const struct pull_report *r)
                   n[2], "deleted", n[3], "unchanged", n[4], NULL);
     else
         log_snapshot_read(st, r, n);
+    log_skipped(s, st, r);
     if (r->future > 0) {
         char f[24];
         snprintf(f, sizeof(f), "%llu", (unsigned long long)r->future);
@@ -1765,7 +1825,7 @@ on_apply_idle(void *ud, bool retrying)
      * says so in its exit status: the Source lists what cannot be
      * mirrored here (or --prefix is missing). */
     finish(s, s->pull_failed || failed > 0 || s->refused > 0 ||
-              s->deletions_held ? 1 : 0);
+              s->skipped > 0 || s->deletions_held ? 1 : 0);
 }
 
 static void
@@ -2012,6 +2072,12 @@ register_metrics(struct session *s, struct rs_metrics *m)
         rc = rs_metrics_register_counter(m, &s->m_held,
             "rssub_deletions_held_total", "Deletions a Resource List asked "
             "for that --max-delete or --max-delete-share held back.", NULL);
+    if (rc == 0)
+        rc = rs_metrics_register_counter(m, &s->m_skipped,
+            "rssub_entries_skipped_total", "Entries of the Source's lists "
+            "skipped as malformed (a <loc> that is not an http(s) URI, a bad "
+            "datetime): the rest was read; a Resource List with one deletes "
+            "nothing.", NULL);
     if (rc == 0)
         rc = rs_metrics_register_counter(m, &s->m_refused,
             "rssub_source_auth_failures_total", "Responses 401 or 403 from "
@@ -2403,6 +2469,7 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
         .force_delete = o->c.force_delete,
         .on_diff = on_diff,
         .on_progress = on_pull_progress,
+        .on_bad_entry = on_pull_bad_entry,
         .on_done = on_pull_done,
         .ud = s,
     };

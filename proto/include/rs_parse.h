@@ -52,6 +52,29 @@ struct rs_parse_opts {
      * the parse lasts. Readers leave it off and meet such documents their own way
      * (rssub's dump reader refuses the package). */
     bool unique;
+    /* A reader that would rather mirror the rest than nothing (rssub):
+     * an error that concerns one entry only - a value or rule broken
+     * inside it (a <loc> that is not an absolute http(s) URI, a bad
+     * datetime, a missing change), found while it is parsed or by
+     * rs_check_entry - does not fail the document. The entry is not
+     * delivered to on_entry; on_bad_entry hears of it with its first
+     * error, on_error does not, it is not counted by rs_parser_errors,
+     * and the parse goes on (rs_parser_skipped counts them). Everything
+     * else still fails the document: XML errors, limits (RS_ETOOBIG,
+     * the entry limit included), the head's rules, out of memory, a
+     * callback's stop. The caller must hear of every skipped entry (a
+     * list read short looks like deletions): rs_doc_parse, which has no
+     * such callback, ignores this option. */
+    bool skip_bad_entries;
+    /* skip_bad_entries: an entry skipped, with the line and message of
+     * its first error, and warning_ud. e is the entry as far as it was
+     * read (valid during the call): e->loc may be NULL or the very value
+     * at fault; a field whose value was bad is unset. 0 goes on; anything
+     * else stops the parse as a callback's value does (rs_parser_cbs).
+     * May be NULL. (Here rather than in rs_parser_cbs, which callers
+     * fill by position.) */
+    int (*on_bad_entry)(void *ud, const struct rs_entry *e, unsigned line,
+                        const char *msg);
 };
 
 /* The first error of a parse (on_error hears of every one). */
@@ -115,6 +138,9 @@ unsigned rs_parser_errors(const struct rs_parser *p);
  * gzipped one's inflated bytes, which max_bytes bounds). */
 size_t rs_parser_entries(const struct rs_parser *p);
 size_t rs_parser_bytes(const struct rs_parser *p);
+
+/* Entries skipped so far (opts.skip_bad_entries; else 0). */
+size_t rs_parser_skipped(const struct rs_parser *p);
 
 void rs_parser_free(struct rs_parser *p);
 

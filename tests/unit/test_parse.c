@@ -1227,6 +1227,195 @@ test_unique_alloc_failure(void **state)
     tu_alloc_fail_at(0);
 }
 
+/* ------------------------------------------------- skip_bad_entries */
+
+/* A Change List with three good entries and three bad ones: a raw space
+ * in a <loc> (line 10, rs_check_entry's error), a bad datetime (line 15,
+ * a value error), no <loc> at all (line 17, rs_check_entry's). */
+static const char SKIPDOC[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"                 /* 1 */
+    "<urlset " NS ">\n"                                              /* 2 */
+    "  <rs:ln rel=\"up\" href=\"http://example.com/cap.xml\"/>\n"    /* 3 */
+    "  <rs:md capability=\"changelist\" from=\"2013-01-02T00:00:00Z\"/>\n"
+    "  <url>\n"                                                      /* 5 */
+    "    <loc>http://example.com/a</loc>\n"
+    "    <rs:md change=\"created\" datetime=\"2013-01-02T13:00:00Z\"/>\n"
+    "  </url>\n"
+    "  <url>\n"                                                      /* 9 */
+    "    <loc>http://example.com/b c</loc>\n"                        /* 10 */
+    "    <rs:md change=\"created\" datetime=\"2013-01-02T13:30:00Z\"/>\n"
+    "  </url>\n"
+    "  <url>\n"                                                      /* 13 */
+    "    <loc>http://example.com/d</loc>\n"
+    "    <rs:md change=\"updated\" datetime=\"yesterday\"/>\n"       /* 15 */
+    "  </url>\n"
+    "  <url>\n"                                                      /* 17 */
+    "    <rs:md change=\"updated\" datetime=\"2013-01-02T13:45:00Z\"/>\n"
+    "  </url>\n"
+    "  <url>\n"
+    "    <loc>http://example.com/e</loc>\n"
+    "    <rs:md change=\"updated\" datetime=\"2013-01-02T14:00:00Z\"/>\n"
+    "  </url>\n"
+    "  <url>\n"
+    "    <loc>http://example.com/f</loc>\n"
+    "    <rs:md change=\"deleted\" datetime=\"2013-01-02T15:00:00Z\"/>\n"
+    "  </url>\n"
+    "</urlset>\n";
+
+struct bad_rec {
+    struct rec r;
+    int bad;
+    unsigned lines[4];
+    char msgs[4][256];
+    char locs[4][64];          /* "(null)" when the entry had none */
+    int stop_at;               /* on_bad_entry returns -5 at this one */
+};
+
+static int
+on_bad(void *ud, const struct rs_entry *e, unsigned line, const char *msg)
+{
+    struct bad_rec *b = ud;
+    if (b->bad < 4) {
+        b->lines[b->bad] = line;
+        snprintf(b->msgs[b->bad], sizeof(b->msgs[0]), "%s", msg);
+        snprintf(b->locs[b->bad], sizeof(b->locs[0]), "%s",
+                 e->loc != NULL ? e->loc : "(null)");
+    }
+    b->bad++;
+    rec_note(&b->r, 'b');
+    return b->stop_at != 0 && b->bad == b->stop_at ? -5 : 0;
+}
+
+
+/* parse/skip_bad_entries: each bad entry is skipped and told once, with
+ * its line and why; the good ones are delivered, whatever the chunking. */
+static void
+test_skip_bad_entries(void **state)
+{
+    (void)state;
+    size_t len = strlen(SKIPDOC);
+    for (size_t chunk = 1; chunk <= len; chunk = chunk < 8 ? chunk + 1
+                                                           : chunk * 3) {
+        struct bad_rec b = { 0 };
+        struct rs_parse_opts o = { .skip_bad_entries = true,
+                                   .on_bad_entry = on_bad,
+                                   .on_error = on_error,
+                                   .warning_ud = &b };
+        struct rs_parser *p = rs_parser_new(&o, &CBS, &b);
+        assert_non_null(p);
+        assert_int_equal(feed_chunked(p, SKIPDOC, len, chunk), 0);
+        assert_string_equal(b.r.order, "hebbbeeE");
+        assert_int_equal(b.r.entries, 3);
+        assert_string_equal(b.r.locs[0], "http://example.com/a");
+        assert_string_equal(b.r.locs[1], "http://example.com/e");
+        assert_string_equal(b.r.locs[2], "http://example.com/f");
+        assert_int_equal(b.bad, 3);
+        assert_int_equal(b.lines[0], 9);   /* the entry's <url> */
+        assert_non_null(strstr(b.msgs[0], "\"http://example.com/b c\" is "
+                               "not an absolute http(s) URI"));
+        assert_string_equal(b.locs[0], "http://example.com/b c");
+        assert_int_equal(b.lines[1], 15);  /* the <rs:md> at fault */
+        assert_non_null(strstr(b.msgs[1], "datetime=\"yesterday\""));
+        assert_string_equal(b.locs[1], "http://example.com/d");
+        assert_int_equal(b.lines[2], 17);
+        assert_non_null(strstr(b.msgs[2], "without <loc>"));
+        assert_string_equal(b.locs[2], "(null)");
+        /* not errors of the document */
+        assert_int_equal(b.r.errors, 0);
+        assert_null(rs_parser_error(p));
+        assert_int_equal(rs_parser_errors(p), 0);
+        assert_int_equal(rs_parser_skipped(p), 3);
+        assert_int_equal(rs_parser_entries(p), 3);
+        rs_parser_free(p);
+    }
+}
+
+/* parse/skip_off_by_default: without the option the first bad entry
+ * fails the document, as before, and nothing is skipped. */
+static void
+test_skip_off_by_default(void **state)
+{
+    (void)state;
+    struct bad_rec b = { 0 };
+    struct rs_parse_opts off = { .on_bad_entry = on_bad, .warning_ud = &b };
+    struct rs_parser *p = rs_parser_new(&off, &CBS, &b);
+    assert_non_null(p);
+    assert_int_equal(feed_chunked(p, SKIPDOC, strlen(SKIPDOC), 7),
+                     RS_EINVALID);
+    assert_int_equal(b.r.entries, 1);
+    assert_int_equal(b.bad, 0);
+    assert_int_equal(rs_parser_skipped(p), 0);
+    assert_int_equal(rs_parser_error(p)->line, 9);
+    rs_parser_free(p);
+
+    /* rs_doc_parse has no one to tell: the option is ignored there */
+    struct rs_parse_opts o = { .skip_bad_entries = true };
+    struct rs_doc *d = NULL;
+    struct rs_diag diag;
+    assert_int_equal(parse_str(SKIPDOC, &o, &d, &diag), RS_EINVALID);
+    assert_null(d);
+    assert_int_equal(diag.line, 9);
+}
+
+/* parse/skip_fatal_still_fails: with the option, what is not one
+ * entry's still fails the document: XML, the head, the entry limit, a
+ * callback's stop. */
+static void
+test_skip_fatal_still_fails(void **state)
+{
+    (void)state;
+    struct bad_rec b = { 0 };
+    struct rs_parse_opts o = { .skip_bad_entries = true,
+                               .on_bad_entry = on_bad, .warning_ud = &b };
+    /* malformed XML after a bad entry */
+    static const char broken[] =
+        "<urlset " NS "><rs:md capability=\"resourcelist\" "
+        "at=\"2013-01-02T00:00:00Z\"/>"
+        "<url><loc>http://x.org/a b</loc></url>"
+        "<url><loc>http://x.org/c</loc></urlx></urlset>";
+    struct rs_parser *p = rs_parser_new(&o, &CBS, &b);
+    assert_int_equal(feed_chunked(p, broken, strlen(broken), 5), RS_EPARSE);
+    assert_int_equal(b.bad, 1);
+    assert_int_equal(b.r.ends, 0);
+    rs_parser_free(p);
+
+    /* a head error: no capability */
+    static const char nocap[] =
+        "<urlset " NS "><rs:md at=\"2013-01-02T00:00:00Z\"/>"
+        "<url><loc>http://x.org/a</loc></url></urlset>";
+    memset(&b, 0, sizeof(b));
+    p = rs_parser_new(&o, &CBS, &b);
+    assert_int_equal(feed_chunked(p, nocap, strlen(nocap), 3), RS_EINVALID);
+    assert_int_equal(b.r.entries + b.bad, 0);
+    rs_parser_free(p);
+
+    /* the entry limit is the document's */
+    static const char three[] =
+        "<urlset " NS "><rs:md capability=\"resourcelist\" "
+        "at=\"2013-01-02T00:00:00Z\"/>"
+        "<url><loc>http://x.org/a</loc></url>"
+        "<url><loc>http://x.org/b</loc></url>"
+        "<url><loc>http://x.org/c</loc></url></urlset>";
+    struct rs_parse_opts lim = o;
+    lim.max_entries = 2;
+    memset(&b, 0, sizeof(b));
+    p = rs_parser_new(&lim, &CBS, &b);
+    assert_int_equal(feed_chunked(p, three, strlen(three), 4), RS_ETOOBIG);
+    assert_int_equal(b.r.entries, 2);
+    assert_int_equal(b.bad, 0);
+    assert_non_null(strstr(rs_parser_error(p)->msg, "more than 2 entries"));
+    rs_parser_free(p);
+
+    /* on_bad_entry may stop the parse, as any callback */
+    memset(&b, 0, sizeof(b));
+    b.stop_at = 2;
+    p = rs_parser_new(&o, &CBS, &b);
+    assert_int_equal(feed_chunked(p, SKIPDOC, strlen(SKIPDOC), 11), -5);
+    assert_int_equal(b.bad, 2);
+    assert_int_equal(b.r.entries, 1);
+    rs_parser_free(p);
+}
+
 int
 main(void)
 {
@@ -1256,6 +1445,9 @@ main(void)
         cmocka_unit_test(test_alloc_failure),
         cmocka_unit_test(test_unique),
         cmocka_unit_test(test_unique_alloc_failure),
+        cmocka_unit_test(test_skip_bad_entries),
+        cmocka_unit_test(test_skip_off_by_default),
+        cmocka_unit_test(test_skip_fatal_still_fails),
     };
     return cmocka_run_group_tests_name("parse", tests, NULL, NULL);
 }
