@@ -122,6 +122,8 @@ struct fanout {
     struct chan **chans;
     size_t nchans, cap;
     struct rs_strmap by_name;      /* chans by name (their own strings) */
+    uint16_t refuse_code;          /* fanout_refuse_joins; 0: none */
+    const char *refuse_why;
     bool tail_inflight;
     bool marks_inflight;
     struct batch_item *batch;
@@ -235,6 +237,13 @@ fanout_close_every(struct fanout *f, uint16_t code, const char *reason)
 {
     for (size_t i = 0; i < f->nchans; i++)
         chan_close_all(f, f->chans[i], code, reason);
+}
+
+void
+fanout_refuse_joins(struct fanout *f, uint16_t code, const char *reason)
+{
+    f->refuse_code = code;
+    f->refuse_why = reason;
 }
 
 /* --------------------------------------------------------------- replay */
@@ -682,6 +691,11 @@ on_join(struct fanout *f, struct seam_ev *ev)
     if (!known) {
         post_close(f, ev->thread, ev->client, SEAM_NO_CHAN, 4004,
                    "unknown channel");
+        return;
+    }
+    if (f->refuse_code != 0) {
+        post_close(f, ev->thread, ev->client, SEAM_NO_CHAN, f->refuse_code,
+                   f->refuse_why);
         return;
     }
     struct chan *ch = chan_get(f, name);

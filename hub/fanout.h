@@ -103,6 +103,11 @@ bool fanout_confirmed(const struct fanout *f, const char *name,
 /* Close every subscriber of every channel on this node with code and
  * reason (the hub cannot deliver: they are to pull meanwhile). */
 void fanout_close_every(struct fanout *f, uint16_t code, const char *reason);
+/* From now on close every new subscriber with code and reason (a string
+ * that outlives the setting, e.g. a literal) once its channel is known;
+ * code 0: take them again. For a backlog that cannot be read: a client
+ * the hub took as live would call itself so and wait. */
+void fanout_refuse_joins(struct fanout *f, uint16_t code, const char *reason);
 
 /* Live subscribers of a channel on this node. */
 size_t fanout_subscribers(const struct fanout *f, const char *name);

@@ -610,6 +610,8 @@ on_trimmed(void *ud, int rc)
 /* Redis away this long: this node's WebSocket subscribers are closed
  * (on_janitor, which runs every 10 s: closed 10-20 s into an outage). */
 #define HUB_STALL_CLOSE_US (10 * 1000000LL)
+#define HUB_REDIS_DOWN_CLOSE "backlog unavailable (Redis down): pull " \
+    "meanwhile, resume later with since"
 #define HUB_LINK_DOWN_LOG_US (60 * 1000000LL)
 
 static void
@@ -630,8 +632,11 @@ on_janitor(evutil_socket_t fd, short what, void *arg)
                "WebSocket subscribers (4003), which pull meanwhile",
                (long long)((rs_time_mono_us() - h->redis_down_since) /
                            1000000));
-        fanout_close_every(h->fanout, 4003, "backlog unavailable (Redis "
-                           "down): pull meanwhile, resume later with since");
+        fanout_close_every(h->fanout, 4003, HUB_REDIS_DOWN_CLOSE);
+        /* and those that come back meanwhile: accepted as live (a since
+         * the node holds nothing up to is "now"), each would call itself
+         * so for 10 s and never reach its --push-timeout */
+        fanout_refuse_joins(h->fanout, 4003, HUB_REDIS_DOWN_CLOSE);
     }
     if (!backlog_ready(h->backlog))
         return;
@@ -697,8 +702,11 @@ on_backlog_state(void *ud, const char *which, enum rs_redis_state st,
     int64_t *told = &h->link_down_told[link_index(which)];
     int64_t now = rs_time_mono_us();
     if (st == RS_REDIS_READY) {
-        if (backlog_ready(h->backlog) && backlog_tail_ready(h->backlog))
+        if (backlog_ready(h->backlog) && backlog_tail_ready(h->backlog)) {
             h->redis_down_since = 0;
+            if (h->fanout != NULL)
+                fanout_refuse_joins(h->fanout, 0, NULL);
+        }
         *told = 0;
         rs_log_kv(RS_LOG_INFO, "redis link ready", "link", which, NULL);
         if (strcmp(which, "publish") == 0)

@@ -164,9 +164,19 @@ expect_eq "long/the live client is closed 4003 within 20 s" \
 n1=$(grep -c 'redis link .*down' "${HUB_LOG[A]}")
 check "long/'redis link down' once per link, not per reconnect ($((n1 - n0)) lines)" \
     test $((n1 - n0)) -le 3
+# one that comes back meanwhile was taken as live until the next close,
+# 10 s later, and back again in 100 ms: it never reached --push-timeout
+sub A d8 rd --timeout 3
+bg_wait d8 10
+expect_eq "long/a subscriber that comes meanwhile is closed 4003 at once" \
+    "$(ht closecode "$TMP/d8.sub")" 4003
 redis_start persist || bad "long/redis-server restarts"
 check "long/readyz 200 again" \
     ht wait-status --http "${HUB_HTTP[A]}" --path /readyz --status 200 --timeout 15
+sub A d9 rd --timeout 4
+check "long/...and taken again once Redis is back" \
+    ht wait-subs --http "${HUB_HTTP[A]}" --name rd --timeout 3
+bg_wait d9 10
 
 note "504 after a Redis command timeout (--redis-timeout 300ms, Redis busy 1.5 s)"
 # The command was sent, so Redis may still run it: 504 says the outcome is
