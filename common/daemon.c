@@ -103,8 +103,17 @@ on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     if (sig == SIGHUP) {
+        /* said, so that an operator (logrotate's postrotate) can see it
+         * was taken; on the new file when it opened */
         if (rs_log_reopen() != 0)
-            rs_log(RS_LOG_WARN, "cannot reopen the log file");
+            rs_log(RS_LOG_WARN, "SIGHUP: cannot reopen the log file %s: %s; "
+                   "still writing to the one open", rs_log_path(),
+                   strerror(errno));
+        else if (rs_log_path() != NULL)
+            rs_log(RS_LOG_INFO, "SIGHUP: log file %s reopened, reloading",
+                   rs_log_path());
+        else
+            rs_log(RS_LOG_INFO, "SIGHUP: reloading");
         if (d->o.on_reload != NULL)
             d->o.on_reload(d->o.ud);
         return;

@@ -129,6 +129,12 @@ rs_log_setup(const char *app, const char *level, const char *format,
     return rc;
 }
 
+const char *
+rs_log_path(void)
+{
+    return log_path;
+}
+
 int
 rs_log_reopen(void)
 {

@@ -947,8 +947,8 @@ setup_state_dir(struct src *s)
         return RS_ENOMEM;
     bool made = mkdir(s->state_dir, 0700) == 0;
     if (!made && errno != EEXIST) {
-        rs_log(RS_LOG_ERROR, "state directory %s: %s (use --state DIR)",
-               s->state_dir, strerror(errno));
+        rs_log(RS_LOG_ERROR, "state directory %s: %s%s", s->state_dir,
+               strerror(errno), conf.state == NULL ? " (use --state DIR)" : "");
         return RS_EIO;
     }
     char *real = realpath(s->state_dir, NULL);

@@ -328,7 +328,17 @@ state_open(const char *path, bool readonly, struct state **out, char *err,
                 goto out;
             }
         } else if (mrc != 0 || v != STATE_SCHEMA) {
-            snprintf(err, errlen, "%s: unknown schema version", path);
+            if (mrc == 0 && v > STATE_SCHEMA)
+                snprintf(err, errlen, "%s: schema version %lld, newer than "
+                         "this rssource's %d (a later rssource's state)",
+                         path, (long long)v, (int)STATE_SCHEMA);
+            else if (mrc == 0)
+                snprintf(err, errlen, "%s: schema version %lld, this "
+                         "rssource reads %d", path, (long long)v,
+                         (int)STATE_SCHEMA);
+            else
+                snprintf(err, errlen, "%s: its schema version cannot be read: "
+                         "%s", path, st->errstr);
             rc = RS_EINVAL;
             goto out;
         }

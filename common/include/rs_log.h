@@ -59,6 +59,8 @@ int rs_log_setup(const char *app, const char *level, const char *format,
  * meanwhile never write to a closed descriptor. Not async-signal-safe:
  * call it from the loop, not the handler. */
 int rs_log_reopen(void) RS_MUST_CHECK;
+/* The log file's path, NULL when logging to stderr. */
+const char *rs_log_path(void);
 
 /* Change the threshold at any time, from any thread. */
 void rs_log_set_level(enum rs_log_level level);

@@ -393,6 +393,22 @@ sleep 0.5
 check "rshub lives on" kill -0 "${HUB_PID[A]}"
 check "...saying what the signals it acts on do" \
     grep -q 'SIGUSR1 ignored: SIGHUP reopens the log file' "${HUB_LOG[A]}"
+kill -HUP "${HUB_PID[A]}"
+check "SIGHUP is said (logging to stderr: nothing to reopen)" \
+    wait_until 5 grep -q 'SIGHUP: reloading' "${HUB_LOG[A]}"
+mkdir -p "$TMP/logs"
+hub_start L --open --redis-prefix logs: --log-file "$TMP/logs/hub.log" ||
+    bad "sighup/rshub starts with --log-file"
+mv "$TMP/logs" "$TMP/logs.rotated"
+kill -HUP "${HUB_PID[L]}"
+check "sighup/a log file that cannot be reopened: its path and why, on the old one" \
+    wait_until 5 grep -q "cannot reopen the log file $TMP/logs/hub.log: No such file or directory" \
+    "$TMP/logs.rotated/hub.log"
+mkdir -p "$TMP/logs"
+kill -HUP "${HUB_PID[L]}"
+check "sighup/...and once it can, the new file says so" \
+    wait_until 5 grep -q "SIGHUP: log file $TMP/logs/hub.log reopened" "$TMP/logs/hub.log"
+hub_stop L
 
 note "SIGTERM"
 hub_stop A TERM 10

@@ -65,6 +65,22 @@ test_one_writer(void **state)
     state_iter_free(NULL);
 }
 
+/* state/newer_schema: a state of a later rssource is refused, saying its
+ * version and the one this rssource reads (it said "unknown"). */
+static void
+test_newer_schema(void **state)
+{
+    struct fx *f = *state;
+    char err[256] = "";
+    assert_int_equal(state_meta_set(f->st, "schema", 7), 0);
+    state_free(f->st);
+    f->st = NULL;
+    assert_int_equal(state_open(f->db, false, &f->st, err, sizeof(err)),
+                     RS_EINVAL);
+    assert_non_null(strstr(err, "schema version 7, newer than this "
+                                "rssource's 1"));
+}
+
 /* state/transactions_nest: only the outermost commit writes; a rollback
  * drops everything since the outermost begin. */
 static void
@@ -260,6 +276,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         TS("state/one_writer", test_one_writer),
+        TS("state/newer_schema", test_newer_schema),
         TS("state/transactions_nest", test_transactions),
         TS("state/meta_text", test_meta_text),
         TS("state/resource_ranges", test_ranges),
