@@ -44,6 +44,8 @@ struct clscan {
     bool cur_open;
     struct cs_doc *docs;
     size_t ndocs, capdocs;
+    char **holes;                 /* documents read with skipped entries */
+    size_t nholes, capholes;
 };
 
 uint64_t
@@ -74,11 +76,21 @@ clscan_new(struct store *st)
     return cs;
 }
 
+static void
+holes_clear(struct clscan *cs)
+{
+    for (size_t i = 0; i < cs->nholes; i++)
+        rs_free(cs->holes[i]);
+    cs->nholes = 0;
+}
+
 void
 clscan_free(struct clscan *cs)
 {
     if (cs == NULL)
         return;
+    holes_clear(cs);
+    rs_free(cs->holes);
     rs_free(cs->docs);
     rs_free(cs->prev);
     rs_free(cs);
@@ -90,6 +102,7 @@ clscan_begin(struct clscan *cs, int64_t feed)
     cs->feed = feed;
     cs->staged = 0;
     cs->ndocs = 0;
+    holes_clear(cs);
     cs->cur_open = false;
     cs->has_prev = false;
     cs->keep_prev = false;
@@ -179,6 +192,19 @@ clscan_doc(struct clscan *cs, const struct walk_doc *d)
         cs->capdocs = ncap;
     }
     cs->docs[cs->ndocs++] = doc;
+    if (d->skipped == 0)
+        return 0;
+    if (cs->nholes == cs->capholes) {
+        size_t ncap = cs->capholes ? cs->capholes * 2 : 8;
+        char **t = rs_realloc(cs->holes, ncap * sizeof(*t));
+        if (t == NULL)
+            return RS_ENOMEM;
+        cs->holes = t;
+        cs->capholes = ncap;
+    }
+    if ((cs->holes[cs->nholes] = rs_strdup(d->url)) == NULL)
+        return RS_ENOMEM;
+    cs->nholes++;
     return 0;
 }
 
@@ -269,6 +295,12 @@ spans_write(struct clscan *cs, char *out, size_t len)
 static const char SQL_BUMP_NOTMOD[] =
     "UPDATE seen SET gen = ?2 WHERE feed = ?1 AND miss = 0 AND doc IN "
     "(SELECT url FROM walkdocs WHERE feed = ?1 AND notmod = 1)";
+/* a document read with a hole (a skipped entry) may hold, in the entry
+ * it could not read, any of the rows its last read met: they stand as
+ * met, neither missed nor lost (miss as for a 304) */
+static const char SQL_BUMP_HOLE[] =
+    "UPDATE seen SET gen = ?2 WHERE feed = ?1 AND miss = 0 AND gen < ?2 "
+    "AND doc = ?3";
 static const char SQL_BUMP_MET[] =
     "UPDATE seen SET gen = ?2, miss = 0, doc = w.doc FROM walk AS w WHERE "
     "seen.feed = ?1 AND w.feed = ?1 AND w.key = seen.key";
@@ -442,6 +474,23 @@ take_new(struct commit_ctx *x)
         rc = store_fail(st, "new entries");
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
+    return rc;
+}
+
+static int
+bump_holes(struct commit_ctx *x)
+{
+    struct clscan *cs = x->cs;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < cs->nholes; i++) {
+        sqlite3_stmt *s = store_stmt(cs->st, SQL_BUMP_HOLE);
+        if (s == NULL)
+            return RS_EIO;
+        sqlite3_bind_int64(s, 1, x->f->id);
+        sqlite3_bind_int64(s, 2, x->gen);
+        sqlite3_bind_text(s, 3, cs->holes[i], -1, SQLITE_TRANSIENT);
+        rc = store_exec(cs->st, s, "a document with skipped entries");
+    }
     return rc;
 }
 
@@ -718,7 +767,7 @@ clscan_commit(struct clscan *cs, struct store_feed *f,
         x.since = cs->prev->walked;    /* it had no dated entry then */
     if ((rc = exec2(st, SQL_BUMP_NOTMOD, f->id, x.gen, "304 documents")) != 0 ||
         (rc = exec2(st, SQL_BUMP_MET, f->id, x.gen, "entries met")) != 0 ||
-        (rc = take_new(&x)) != 0)
+        (rc = bump_holes(&x)) != 0 || (rc = take_new(&x)) != 0)
         goto fail;
     rs_time_t cur_from = wr->from != RS_TIME_NONE ? wr->from : nf.win_from;
     if (!out->baseline &&

@@ -100,7 +100,13 @@ void clscan_replaces(struct clscan *cs, const struct store_feed *prev,
  * any). 0, RS_ETOOBIG past CLSCAN_MAX_ENTRIES, RS_EIO. */
 int clscan_entry(struct clscan *cs, const struct walk_doc *d, size_t idx,
                  const struct rs_entry *e, const char *loc) RS_MUST_CHECK;
-/* A document of the walk ended (for the spans a forward read may miss). */
+/* A document of the walk ended (for the spans a forward read may miss).
+ * One with skipped entries (d->skipped: a hole) is remembered: at the
+ * commit, what the feed saw in it before and the walk did not meet stands
+ * as met (as for a 304), for the entry skipped may be one of them - a
+ * malformed entry is not a vanished one. The entry skipped itself is not
+ * handed over (it was never staged); the position moves past it as past
+ * its neighbours. RS_ENOMEM. */
 int clscan_doc(struct clscan *cs, const struct walk_doc *d) RS_MUST_CHECK;
 
 /*

@@ -55,6 +55,8 @@
 #define POLLER_HUB_WAIT_MS 2000       /* ready without the hub's channels */
 #define POLLER_REQLOG_MAX (1u << 20)  /* documents remembered (politeness) */
 #define POLLER_URL_MAX 8192
+#define POLLER_SKIP_LOGS 10           /* malformed entries told one by one,
+                                         each read of a document */
 /* Polls in a row that failed on a feed's garbled document before the
  * Capability Lists are looked for again (a Source that moved its lists
  * may answer the old URL with an HTML page rather than a 404). */
@@ -165,6 +167,7 @@ struct poller {
     /* stats */
     rs_time_t last_poll, last_change;
     uint64_t polls, errors;
+    uint64_t skipped;             /* entries skipped as malformed */
     char *last_error;
 };
 
@@ -1255,11 +1258,44 @@ on_walk_entry(void *ud, const struct walk_doc *d, size_t idx,
                : rldiff_entry(p->rdf, d, idx, e, loc);
 }
 
+/*
+ * A malformed entry of a Resource List or Change List, skipped: the rest
+ * of the list is read and published (one bad entry no longer stops the
+ * Source), this one is not; a Resource List walk with one deletes nothing
+ * (rldiff.h), a Change List's rows in its document stand (clscan.h).
+ * Told each time its document is read - at most POLLER_SKIP_LOGS a
+ * document, the rest summed up at its end - and counted.
+ */
+static int
+on_walk_bad_entry(void *ud, const struct walk_doc *d, const char *loc,
+                  unsigned line, const char *why)
+{
+    struct poller *p = ud;
+    p->skipped++;
+    count(METRIC(p, skipped), 1);
+    if (d->skipped > POLLER_SKIP_LOGS)
+        return 0;
+    char ln[16];
+    snprintf(ln, sizeof(ln), "%u", line);
+    rs_log_kv(RS_LOG_WARN, "a malformed entry skipped: not published, the "
+              "rest of the list is read", "source", p->name, "document",
+              d->url, "line", ln, "loc", loc != NULL ? loc : "-", "error",
+              why, NULL);
+    return 0;
+}
+
 static int
 on_walk_doc(void *ud, const struct walk_doc *d, bool not_modified)
 {
     struct poller *p = ud;
     staging_close(p);
+    if (d->skipped > POLLER_SKIP_LOGS) {
+        char n[24];
+        snprintf(n, sizeof(n), "%zu", d->skipped - POLLER_SKIP_LOGS);
+        rs_log_kv(RS_LOG_WARN, "more malformed entries skipped, not told "
+                  "one by one", "source", p->name, "document", d->url,
+                  "more", n, NULL);
+    }
     if (not_modified)
         count(METRIC(p, not_modified), 1);
     return p->jobs[p->job].kind == JOB_CHANGES
@@ -1323,6 +1359,16 @@ rl_commit(struct poller *p, bool checked)
                  f->url, store_errstr(p->o.st));
         poll_fail(p, 0, -1, why);
         return;
+    }
+    if (p->wres.skipped > 0 && !rs.baseline && !rs.unchanged) {
+        char sk[24], held[24];
+        snprintf(sk, sizeof(sk), "%zu", p->wres.skipped);
+        snprintf(held, sizeof(held), "%llu", (unsigned long long)rs.held);
+        rs_log_kv(RS_LOG_WARN, "a resource list read with malformed entries "
+                  "skipped: no deletion published, the resources it did not "
+                  "list are held until a read without any", "source",
+                  p->name, "resourcelist", f->url, "skipped", sk, "held", held,
+                  NULL);
     }
     uint64_t n = rs.created + rs.updated + rs.deleted;
     if (n > 0 || rs.baseline) {
@@ -1896,6 +1942,7 @@ poller_new(const struct poller_opts *o, const char **err)
         .wait_ms = walk_wait_ms,
         .requested = walk_requested,
         .on_entry = on_walk_entry,
+        .on_bad_entry = on_walk_bad_entry,
         .on_doc = on_walk_doc,
         .on_chunk = on_walk_chunk,
         .on_done = on_walk_done,
@@ -2134,6 +2181,7 @@ poller_stats(const struct poller *p, struct poller_stats *out)
         .last_change = p->last_change,
         .polls = p->polls,
         .errors = p->errors,
+        .entries_skipped = p->skipped,
         .last_error = p->last_error,
     };
     outbox_stats(p->ob, &out->outbox);

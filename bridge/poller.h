@@ -36,6 +36,7 @@ struct poller_metrics {
     struct rs_metrics_counter *requests, *not_modified;
     struct rs_metrics_counter *changes, *framework;
     struct rs_metrics_counter *rewritten, *lost, *late;
+    struct rs_metrics_counter *skipped;     /* malformed entries skipped */
 };
 
 struct poller_opts {
@@ -111,6 +112,8 @@ struct poller_stats {
     rs_time_t last_poll;           /* the last poll's end, RS_TIME_NONE */
     rs_time_t last_change;         /* the last change found, RS_TIME_NONE */
     uint64_t polls, errors;        /* since start */
+    uint64_t entries_skipped;      /* malformed list entries skipped, each
+                                      read of its document (since start) */
     const char *last_error;        /* NULL: none since start */
     struct outbox_stats outbox;
 };

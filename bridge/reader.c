@@ -35,6 +35,7 @@ struct reader {
     bool head_seen;
     int cb_rc;                    /* a user callback's error */
     size_t entries;
+    size_t skipped;               /* entries skipped (q.skip_bad_entries) */
     struct reader_doc doc;
     char *body;                   /* keep_body */
     size_t len, cap;
@@ -61,6 +62,7 @@ rd_reset(struct reader *r)
     doc_reset(&r->doc);
     r->len = 0;
     r->entries = 0;
+    r->skipped = 0;
     r->head_seen = false;
     r->cb_rc = 0;
     r->busy = false;
@@ -135,6 +137,28 @@ on_head(void *ud, const struct rs_head *h)
     return r->q.head_only ? 1 : 0;
 }
 
+/* An entry skipped (q.skip_bad_entries): told to the caller, who may
+ * still stop the read (an index's child). 0 goes on, 1 stops. */
+static int
+skip_entry(struct reader *r, const char *loc, unsigned line, const char *why)
+{
+    r->skipped++;
+    int rc = r->q.on_bad_entry != NULL
+                 ? r->q.on_bad_entry(r->q.ud, loc, line, why) : 0;
+    if (rc == 0)
+        return 0;
+    r->cb_rc = rc < 0 ? rc : RS_ESTOPPED;
+    snprintf(r->err, sizeof(r->err), "%s:%u: %.300s", r->url, line, why);
+    return 1;
+}
+
+static int
+on_bad_entry(void *ud, const struct rs_entry *e, unsigned line,
+             const char *msg)
+{
+    return skip_entry(ud, e->loc, line, msg);
+}
+
 static int
 on_entry(void *ud, const struct rs_entry *e)
 {
@@ -148,6 +172,9 @@ on_entry(void *ud, const struct rs_entry *e)
     }
     if (rc != 0 || !rs_url_is_http(loc)) {
         rs_free(loc);
+        if (r->q.skip_bad_entries)
+            return skip_entry(r, e->loc, e->line, "<loc> is not an "
+                              "http(s) URL");
         r->cb_rc = RS_EINVALID;
         snprintf(r->err, sizeof(r->err), "%s:%u: <loc> is not an http(s) "
                  "URL: %.200s", r->url, e->line, e->loc);
@@ -308,6 +335,7 @@ on_http_done(void *ud, struct rs_http_req *req, const struct rs_http_result *res
         }
     }
     out.entries = r->entries;
+    out.skipped = r->skipped;
     /* res is the client's until this callback returns */
     if (res->effective_url != NULL && r->url != NULL &&
         strcmp(res->effective_url, r->url) != 0)
@@ -399,6 +427,9 @@ reader_get(struct reader *r, const struct reader_req *q)
             .max_bytes = r->o.max_bytes,
             .max_entries = r->o.max_entries,
             .gunzip = true,
+            .skip_bad_entries = q->skip_bad_entries,
+            .on_bad_entry = on_bad_entry,
+            .warning_ud = r,
         };
         struct rs_parser_cbs cbs = { on_head, on_entry, on_end };
         r->p = rs_parser_new(&po, &cbs, r);

@@ -49,6 +49,7 @@ struct reader_result {
     const char *body;             /* keep_body: the bytes of a 200 */
     size_t body_len;
     size_t entries;
+    size_t skipped;               /* entries skipped (skip_bad_entries) */
     const char *err;              /* why rc != 0, one line; "" otherwise */
     const char *effective_url;    /* where redirects led, when elsewhere
                                      than the request's url; else NULL */
@@ -68,6 +69,18 @@ struct reader_req {
      * counts from 0. 0 goes on, negative stops the read with it. */
     int (*on_entry)(void *ud, size_t idx, const struct rs_entry *e,
                     const char *loc);
+    /* Resource Lists and Change Lists: an entry with an error of its
+     * own (a raw space in its <loc>, a bad datetime; docs/protocol.md
+     * 1.2), or whose <loc> does not resolve to an http(s) URL, is skipped
+     * rather than failing the document: not handed to on_entry, told to
+     * on_bad_entry (loc: the entry's <loc> as written, or NULL; line and
+     * why), counted in reader_result.skipped. 0 goes on; negative stops
+     * the read with that error, err saying where and why (an index's
+     * entry that cannot be read must still fail it). Off: any error
+     * fails the document. */
+    bool skip_bad_entries;
+    int (*on_bad_entry)(void *ud, const char *loc, unsigned line,
+                        const char *why);
     /* After each piece of the body was fed (a batch of entries ended):
      * the caller's transaction may close. May be NULL. */
     void (*on_chunk)(void *ud);

@@ -311,8 +311,10 @@ bool
 rldiff_needs_checks(const struct store_feed *f, const struct walk_result *wr)
 {
     /* only a walk that read two documents or more whole can have met a
-     * list moving under it */
-    return f->diffed != RS_TIME_NONE && wr->changed > 0 && wr->docs > 1;
+     * list moving under it; one with skipped entries deletes nothing,
+     * whatever the answers */
+    return f->diffed != RS_TIME_NONE && wr->changed > 0 && wr->docs > 1 &&
+           wr->skipped == 0;
 }
 
 int
@@ -371,6 +373,13 @@ static const char SQL_KEEP[] =
     "INSERT OR REPLACE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
     "length, type, miss) SELECT feed, loc, ord, doc, lastmod, hash, length, "
     "type, ?3 FROM rl WHERE feed = ?1 AND loc = ?2";
+/* A resource held by a walk with a hole: as the last walk had it, but
+ * under no document (''), so that no part answering 304 later carries it
+ * as listed - the next complete walk meets it or not. */
+static const char SQL_HOLD[] =
+    "INSERT OR REPLACE INTO rlwalk(feed, loc, ord, doc, lastmod, hash, "
+    "length, type, miss) SELECT feed, loc, ord, '', lastmod, hash, length, "
+    "type, miss FROM rl WHERE feed = ?1 AND loc = ?2";
 static const char SQL_RL_DROP[] = "DELETE FROM rl WHERE feed = ?1";
 static const char SQL_RL_MOVE[] =
     "INSERT INTO rl(feed, loc, ord, doc, lastmod, hash, length, type, miss) "
@@ -455,8 +464,23 @@ keep_row(struct rldiff *rd, const char *loc, int64_t miss)
 }
 
 static int
+hold_row(struct rldiff *rd, const char *loc)
+{
+    sqlite3_stmt *s = store_stmt(rd->st, SQL_HOLD);
+    if (s == NULL)
+        return RS_EIO;
+    sqlite3_bind_int64(s, 1, rd->feed);
+    sqlite3_bind_text(s, 2, loc, -1, SQLITE_TRANSIENT);
+    return store_exec(rd->st, s, "hold a resource");
+}
+
+/* The resources the walk did not meet: deleted, kept (asked about, or
+ * missed once), or - hole: the walk skipped a malformed entry - all held,
+ * their miss count as it was (a walk that could not read the list whole
+ * is no miss). */
+static int
 take_gone(struct rldiff *rd, const struct rldiff_hooks *h, bool checked,
-          rs_time_t at, rs_time_t now, struct rldiff_stats *out)
+          bool hole, rs_time_t at, rs_time_t now, struct rldiff_stats *out)
 {
     sqlite3_stmt *q = store_stmt(rd->st, SQL_GONE);
     if (q == NULL)
@@ -466,6 +490,11 @@ take_gone(struct rldiff *rd, const struct rldiff_hooks *h, bool checked,
     while (rc == 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
         const char *loc = (const char *)sqlite3_column_text(q, 0);
         int64_t miss = sqlite3_column_int64(q, 1);
+        if (hole) {
+            out->held++;
+            rc = hold_row(rd, loc);
+            continue;
+        }
         bool gone = true;
         if (checked) {
             enum rldiff_check what = check_of(rd, loc);
@@ -515,7 +544,8 @@ rldiff_commit(struct rldiff *rd, struct store_feed *f,
     if (!out->unchanged) {
         if (!out->baseline &&
             ((rc = take_new(rd, hooks, wr->at, started, out)) != 0 ||
-             (rc = take_gone(rd, hooks, checked, wr->at, started, out)) != 0))
+             (rc = take_gone(rd, hooks, checked, wr->skipped > 0, wr->at,
+                             started, out)) != 0))
             goto fail;
         if (out->baseline && hooks->on_baseline != NULL &&
             (rc = hooks->on_baseline(hooks->ud, f, wr)) != 0)

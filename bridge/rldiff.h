@@ -20,7 +20,12 @@
  * duplicates is no change. The entries that lost are kept too (rldup):
  * a part answering 304 stands for them as for its winners, so that the
  * winner's part dropping the loc leaves the loser standing, not a
- * deletion.
+ * deletion. A walk that skipped a malformed entry (walk_result.skipped:
+ * a list with a hole) publishes no deletion: what it did not meet may be
+ * the very entry it could not read, so every resource it did not meet is
+ * held - kept in the state, as the last walk had it, for the next
+ * complete walk to decide - and nothing is asked about it; its created
+ * and updated resources go out as usual.
  */
 #ifndef BRIDGE_RLDIFF_H
 #define BRIDGE_RLDIFF_H
@@ -62,6 +67,8 @@ struct rldiff_stats {
                                      lastmod stands, whatever the order */
     uint64_t created, updated, deleted;
     uint64_t kept;                /* not met, not known to be gone: kept */
+    uint64_t held;                /* not met by a walk with skipped
+                                     entries: kept, not deleted */
     bool baseline;
     bool unchanged;               /* every document stood as before */
 };

@@ -788,6 +788,12 @@ setup_metrics(struct bridge *b)
                                       "Change List entries published after "
                                       "newer ones (a list that moved under "
                                       "a forward walk).", NULL);
+    rc |= rs_metrics_register_counter(m, &pm->skipped,
+                                      "rsbridge_entries_skipped_total",
+                                      "Malformed Resource List and Change "
+                                      "List entries skipped (each read of "
+                                      "their document): not published.",
+                                      NULL);
     rc |= rs_metrics_register_gauge_fn(m, "rsbridge_sources",
                                        "Sources bridged.", gauge_sources, b,
                                        NULL);

@@ -371,6 +371,8 @@ serve_sources(struct site *s, struct evhttp_request *req)
                             json_integer(ps.outbox.pending[OUTBOX_CHANGE] +
                                          ps.outbox.pending[OUTBOX_FRAMEWORK]));
         json_object_set_new(o, "errors", json_integer((json_int_t)ps.errors));
+        json_object_set_new(o, "entries_skipped",
+                            json_integer((json_int_t)ps.entries_skipped));
         json_object_set_new(o, "last_error",
                             ps.last_error != NULL
                                 ? json_string(ps.last_error) : json_null());

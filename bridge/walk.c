@@ -76,6 +76,7 @@ struct walk {
     int64_t next_rank;
     struct pend cur;              /* the document being read */
     bool cur_index;
+    size_t cur_skipped;           /* entries of cur skipped as malformed */
     struct kid *kids;
     size_t nkids, capkids;
     struct walk_result res;
@@ -347,8 +348,27 @@ on_entry(void *ud, size_t idx, const struct rs_entry *e, const char *loc)
                                       : "out of memory");
         return rc;
     }
-    struct walk_doc d = { w->cur.url, w->cur.rank, w->cur.forward, NULL };
+    struct walk_doc d = { w->cur.url, w->cur.rank, w->cur.forward, NULL, 0 };
     return w->o.on_entry(w->o.ud, &d, idx, e, loc);
+}
+
+/*
+ * An entry skipped by the parser. An index's child that cannot be read
+ * fails the walk, as before: skipping it would leave a whole part
+ * unread, and every resource in it would look deleted.
+ */
+static int
+on_bad_entry(void *ud, const char *loc, unsigned line, const char *why)
+{
+    struct walk *w = ud;
+    if (w->cur_index)
+        return RS_EINVALID;       /* the reader's err says where and why */
+    w->cur_skipped++;
+    w->res.skipped++;
+    struct walk_doc d = { w->cur.url, w->cur.rank, w->cur.forward, NULL,
+                          w->cur_skipped };
+    return w->o.on_bad_entry != NULL
+               ? w->o.on_bad_entry(w->o.ud, &d, loc, line, why) : 0;
 }
 
 static void
@@ -533,7 +553,8 @@ on_read(void *ud, const struct reader_result *r)
     };
     const char *next;
     bool is_index;
-    struct walk_doc wd = { c->url, c->rank, c->forward, r->doc };
+    struct walk_doc wd = { c->url, c->rank, c->forward, r->doc,
+                           w->cur_skipped };
     if (r->not_modified) {
         w->res.not_modified++;
         sd.etag = p->etag;
@@ -565,6 +586,13 @@ on_read(void *ud, const struct reader_result *r)
             w->res.from = r->doc->from;
         if (c->parent == NULL && strcmp(c->url, w->top) == 0)
             w->res.at = r->doc->at;
+        if (w->cur_skipped > 0) {
+            /* a list with a hole: no validator, no digest - the next
+             * walk reads it whole and meets the hole again, where a 304
+             * would stand for its entries as a complete read of them */
+            sd.etag = sd.last_modified = NULL;
+            sd.has_digest = false;
+        }
     }
     rc = store_doc_stage(w->o.st, w->feed, &sd);
     if (rc != 0) {
@@ -619,11 +647,14 @@ walk_request(struct walk *w)
         .last_modified = p != NULL ? p->lastmod : NULL,
         .on_head = on_head,
         .on_entry = on_entry,
+        .skip_bad_entries = true,
+        .on_bad_entry = on_bad_entry,
         .on_chunk = on_chunk,
         .on_done = on_read,
         .ud = w,
     };
     w->cur_index = false;
+    w->cur_skipped = 0;
     int rc = reader_get(w->o.rd, &q);
     if (rc != 0) {
         snprintf(w->err, sizeof(w->err), "GET %s: %s", c->url,

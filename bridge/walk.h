@@ -9,7 +9,11 @@
  * last page backwards (pages new since then forwards first): a list
  * regenerated on every request moves its entries towards the first page
  * as older ones leave or move to the end, and read backwards no entry
- * can slip past the reader. What the entries mean is the caller's; when
+ * can slip past the reader. A list's entry with an error of its own is
+ * skipped and told, not the list (docs/bridge.md 2.1); a document read
+ * with such a hole is stored without validators, so that the next walk
+ * reads it whole again and sees the hole again rather than a 304 that
+ * would stand for it as complete. What the entries mean is the caller's; when
  * each request may go (politeness) is asked of the caller.
  */
 #ifndef BRIDGE_WALK_H
@@ -35,6 +39,8 @@ struct walk_doc {
                                  its chain (rank - 1): an entry moving
                                  between the two meanwhile is missed */
     const struct reader_doc *head;   /* its root (NULL for a 304) */
+    size_t skipped;           /* on_doc: entries of it skipped as
+                                 malformed (a list with a hole) */
 };
 
 struct walk_result {
@@ -44,6 +50,10 @@ struct walk_result {
     size_t not_modified;      /* answered 304 */
     size_t changed;           /* read with a digest not seen before */
     size_t entries;
+    size_t skipped;           /* entries of the lists skipped as malformed
+                                 (on_bad_entry): the walk read lists with
+                                 holes, and must not be taken to say
+                                 that what it did not meet is gone */
     rs_time_t from;           /* the smallest `from` a list declared */
     rs_time_t at;             /* the top document's `at` */
     bool chain_moved;         /* the pages did not link as the last walk's
@@ -65,6 +75,12 @@ struct walk_opts {
      * negative stops the walk with that error. */
     int (*on_entry)(void *ud, const struct walk_doc *d, size_t idx,
                     const struct rs_entry *e, const char *loc);
+    /* An entry of a list (not of an index: that fails the walk, as an
+     * index child that cannot be read must) skipped as malformed: the
+     * document, the entry's <loc> as written (or NULL), its line, why.
+     * 0 goes on, negative stops the walk. May be NULL. */
+    int (*on_bad_entry)(void *ud, const struct walk_doc *d, const char *loc,
+                        unsigned line, const char *why);
     /* A document ended: 200 (after its entries) or 304 (d->head NULL:
      * its entries stand as they were). 0 or a negative error. */
     int (*on_doc)(void *ud, const struct walk_doc *d, bool not_modified);

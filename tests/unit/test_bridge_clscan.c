@@ -7,7 +7,7 @@
  * lists rewritten in place; history rewritten, entries lost, a window
  * shrunk; a feed replacing another (taken over from its position);
  * exactly once across a restart of the state and a walk that never
- * committed. */
+ * committed; a malformed entry skipped, not the list. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -1003,6 +1003,74 @@ test_replaced(void **state)
     free(cl2);
 }
 
+/* clscan/bad_entry: a Change List with a malformed entry (a raw space in
+ * its <loc>) among good ones is read, not failed: the good ones are
+ * published, the bad one is not, the position moves past it. An entry
+ * seen before that turns malformed is no vanished entry: not lost, not
+ * told, and its neighbours are not published again; fixed, it is the
+ * entry it was (nothing published). An index whose child cannot be read
+ * still fails the walk. */
+static void
+test_bad_entry(void **state)
+{
+    struct fx *f = *state;
+    f->page = 50;
+    win_add(f, "g0", "created", 0);
+    win_add(f, "g1", "created", 10);
+    win_add(f, "g2", "created", 20);
+    win_serve(f);
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_true(f->stats.baseline);
+    f->ngot = f->nfw = 0;
+    win_add(f, "n1", "created", 30);
+    win_add(f, "ba d", "updated", 40);
+    win_add(f, "n2", "created", 50);
+    win_serve(f);
+    if (walk_feed(f, "/cl.xml", true) != 0)
+        fail_msg("a bad entry failed the walk: %s", f->err);
+    assert_int_equal(f->wr.skipped, 1);
+    assert_int_equal(f->ngot, 2);
+    assert_true(got_has(f, "n1", 30));
+    assert_true(got_has(f, "n2", 50));
+    assert_int_equal(f->nfw, 0);
+    assert_true(f->feed.pos ==
+                1735689600LL * 1000000 + (rs_time_t)50 * 1000000);
+    /* g1, seen and published, turns malformed: two walks (what judges an
+     * entry lost) say nothing, publish nothing */
+    char good[200];
+    snprintf(good, sizeof(good), "%s", f->e[1].loc);
+    snprintf(f->e[1].loc, sizeof(f->e[1].loc), "%s/data/g 1",
+             f->src->origin);
+    win_serve(f);
+    for (int i = 0; i < 2; i++) {
+        f->ngot = f->nfw = 0;
+        assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+        assert_int_equal(f->wr.skipped, 2);
+        assert_int_equal(f->ngot, 0);
+        assert_int_equal(f->nfw, 0);
+        assert_int_equal(f->stats.lost, 0);
+        assert_int_equal(f->stats.rewritten, 0);
+    }
+    /* fixed: the entry it was, nothing new */
+    snprintf(f->e[1].loc, sizeof(f->e[1].loc), "%s", good);
+    win_serve(f);
+    f->ngot = f->nfw = 0;
+    assert_int_equal(walk_feed(f, "/cl.xml", true), 0);
+    assert_int_equal(f->wr.skipped, 1);
+    assert_int_equal(f->ngot, 0);
+    assert_int_equal(f->nfw, 0);
+    assert_int_equal(f->stats.lost, 0);
+    /* an index's child that cannot be read fails the walk, as before */
+    char dt[RS_TIME_BUFSZ];
+    dt_of(0, dt);
+    tbs_putf(f->src, "/cli.xml", "<sitemapindex " TBS_NS "><rs:md "
+             "capability=\"changelist\" from=\"%s\"/><sitemap><loc>"
+             "{B}/cl.xml</loc></sitemap><sitemap><loc>{B}/c l2.xml</loc>"
+             "</sitemap></sitemapindex>", dt);
+    assert_int_not_equal(walk_feed(f, "/cli.xml", false), 0);
+    assert_non_null(strstr(f->err, "cli.xml"));
+}
+
 int
 main(void)
 {
@@ -1024,6 +1092,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_failed_walk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_unresolved, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_bad_entry, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

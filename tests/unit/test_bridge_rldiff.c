@@ -6,7 +6,8 @@
  * deleted with the best datetime; a resource a several-document walk did
  * not meet, asked about (gone, there, no answer); exactly once across a
  * walk that never committed; a resource listed twice taken by one rule,
- * whatever the order of its entries. */
+ * whatever the order of its entries; a list with a malformed entry
+ * skipped deletes nothing. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -720,6 +721,99 @@ test_schema_2(void **state)
     assert_int_equal(got_must(f, "x")->change, RS_CHANGE_UPDATED);
 }
 
+/* rldiff/bad_entry_holds: a Resource List with a malformed entry (a raw
+ * space in B's <loc>) is read, not failed, but it is a list with a hole:
+ * the resources it does not list (B, whose entry was skipped, and C)
+ * are not deleted - held in the state - while its other changes go out;
+ * a read with the hole still there (the list re-read whole, not a 304)
+ * holds them again; a complete read without B and C deletes both. */
+static void
+test_bad_entry_holds(void **state)
+{
+    struct fx *f = *state;
+    struct res v1[] = { { "a", 1, '1' }, { "b", 2, '2' }, { "c", 3, '3' } };
+    serve_list(f, "/rl.xml", 10, NULL, v1, 3);
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    assert_true(f->stats.baseline);
+    struct res v2[] = { { "a", 5, '9' }, { "b d", 2, '2' } };
+    serve_list(f, "/rl.xml", 20, NULL, v2, 2);
+    if (walk_rl_rc(f, "/rl.xml") != 0)
+        fail_msg("a bad entry failed the walk: %s", f->err);
+    assert_int_equal(f->wr.skipped, 1);
+    assert_false(rldiff_needs_checks(&f->feed, &f->wr));
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "a")->change, RS_CHANGE_UPDATED);
+    assert_null(got_of(f, "b"));
+    assert_null(got_of(f, "c"));
+    assert_int_equal(f->stats.deleted, 0);
+    assert_int_equal(f->stats.held, 2);
+    /* the same list again: read whole (no 304 standing for a hole), held */
+    unsigned nm = f->src->not_modified;
+    walk_rl(f, "/rl.xml");
+    assert_int_equal(f->src->not_modified, nm);
+    assert_int_equal(f->wr.skipped, 1);
+    commit(f, false);
+    assert_int_equal(f->ngot, 0);
+    assert_int_equal(f->stats.held, 2);
+    /* complete, without B and C: both deleted */
+    struct res v3[] = { { "a", 5, '9' } };
+    serve_list(f, "/rl.xml", 30, NULL, v3, 1);
+    walk_rl(f, "/rl.xml");
+    assert_int_equal(f->wr.skipped, 0);
+    commit(f, false);
+    assert_int_equal(f->ngot, 2);
+    assert_int_equal(got_must(f, "b")->change, RS_CHANGE_DELETED);
+    assert_int_equal(got_must(f, "c")->change, RS_CHANGE_DELETED);
+    assert_null(got_of(f, "a"));
+}
+
+/* rldiff/bad_entry_index: a hole in one part of an index holds what a
+ * part read whole without it no longer lists (no part answering 304 then
+ * carries it as listed: the next complete walk deletes it); an index
+ * whose own child entry cannot be read fails the walk, as before. */
+static void
+test_bad_entry_index(void **state)
+{
+    struct fx *f = *state;
+    struct res p1[] = { { "a", 1, '1' }, { "b", 2, '2' } };
+    struct res p2[] = { { "c", 3, '3' }, { "d", 4, '4' } };
+    serve_list(f, "/rl-1.xml", 10, NULL, p1, 2);
+    serve_list(f, "/rl-2.xml", 10, NULL, p2, 2);
+    tbs_put(f->src, "/rl.xml", "<sitemapindex " TBS_NS "><rs:md capability="
+            "\"resourcelist\" at=\"2025-01-01T00:00:10Z\"/><sitemap><loc>"
+            "{B}/rl-1.xml</loc></sitemap><sitemap><loc>{B}/rl-2.xml</loc>"
+            "</sitemap></sitemapindex>");
+    walk_rl(f, "/rl.xml");
+    commit(f, false);
+    /* part 1: b malformed; part 2: d gone */
+    struct res p1b[] = { { "a", 1, '1' }, { "b b", 2, '2' } };
+    struct res p2b[] = { { "c", 3, '3' } };
+    serve_list(f, "/rl-1.xml", 20, NULL, p1b, 2);
+    serve_list(f, "/rl-2.xml", 20, NULL, p2b, 1);
+    walk_rl(f, "/rl.xml");
+    assert_int_equal(f->wr.skipped, 1);
+    assert_false(rldiff_needs_checks(&f->feed, &f->wr));
+    commit(f, false);
+    assert_int_equal(f->ngot, 0);
+    assert_int_equal(f->stats.held, 2);
+    /* part 1 fixed, part 2 answers 304: d is not carried, it is gone */
+    serve_list(f, "/rl-1.xml", 30, NULL, p1, 2);
+    walk_rl(f, "/rl.xml");
+    assert_int_equal(f->wr.skipped, 0);
+    commit(f, false);
+    assert_int_equal(f->ngot, 1);
+    assert_int_equal(got_must(f, "d")->change, RS_CHANGE_DELETED);
+    /* an index child that cannot be read: the walk fails */
+    tbs_put(f->src, "/rl.xml", "<sitemapindex " TBS_NS "><rs:md capability="
+            "\"resourcelist\" at=\"2025-01-01T00:00:40Z\"/><sitemap><loc>"
+            "{B}/rl-1.xml</loc></sitemap><sitemap><loc>{B}/rl 2.xml</loc>"
+            "</sitemap></sitemapindex>");
+    assert_int_not_equal(walk_rl_rc(f, "/rl.xml"), 0);
+    assert_non_null(strstr(f->err, "rl.xml"));
+}
+
 int
 main(void)
 {
@@ -736,6 +830,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_duplicates_loser_304, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_schema_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_entry_holds, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bad_entry_index, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
