@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/random.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +54,9 @@ struct mirror {
     int rootfd;           /* O_DIRECTORY, owned */
     int atticfd;          /* -1: no attic (delete) */
     char *root;           /* realpath of the root */
+    char *given;          /* the path it was opened with (trailing '/'
+                             dropped), for mirror_check_root; NULL for a
+                             twin or a stage */
     enum mirror_fsync fsync;
     uint64_t rng;         /* xorshift64 state for temp names, never 0 */
     uint64_t clock;       /* LRU clock */
@@ -491,11 +496,12 @@ mirror_mkdir_p(char *path, bool full)
     }
 }
 
-/* Open (creating when missing) a top directory: the mirror or the attic.
- * *rp gets its realpath. 0 or -1 with a message in err. */
+/* Open (creating when missing, unless no_create) a top directory: the
+ * mirror or the attic. *rp gets its realpath. 0 or -1 with a message in
+ * err. */
 static int
-mirror_open_top(const char *path, const char *label, bool full, int *fd,
-                char **rp, char *err, size_t errsz)
+mirror_open_top(const char *path, const char *label, bool full,
+                bool no_create, int *fd, char **rp, char *err, size_t errsz)
 {
     int rc = -1;
     size_t len = strlen(path);
@@ -512,6 +518,10 @@ mirror_open_top(const char *path, const char *label, bool full, int *fd,
         goto out;
     }
     *fd = open(p, MIRROR_DIR_FLAGS);
+    if (*fd < 0 && errno == ENOENT && no_create) {
+        snprintf(err, errsz, "%s directory %s does not exist", label, p);
+        goto out;
+    }
     if (*fd < 0 && errno == ENOENT) {
         int e = mirror_mkdir_p(p, full);
         if (e != 0) {
@@ -620,17 +630,24 @@ mirror_open(const char *dir, const struct mirror_opts *o, char *err,
         goto fail;
     }
     bool full = m->fsync == MIRROR_FSYNC_FULL;
-    if (mirror_open_top(dir, "mirror", full, &m->rootfd, &m->root, err,
-                        errsz) != 0)
+    if (mirror_open_top(dir, "mirror", full, o != NULL && o->no_create,
+                        &m->rootfd, &m->root, err, errsz) != 0)
         goto fail;
+    size_t glen = strlen(dir);
+    while (glen > 1 && dir[glen - 1] == '/')
+        glen--;
+    if ((m->given = rs_strndup(dir, glen)) == NULL) {
+        snprintf(err, errsz, "out of memory");
+        goto fail;
+    }
     if (o != NULL && o->attic != NULL) {
         if (o->attic[0] != '/') {
             snprintf(err, errsz, "attic %s: must be an absolute path",
                      o->attic);
             goto fail;
         }
-        if (mirror_open_top(o->attic, "attic", full, &m->atticfd, &attic,
-                            err, errsz) != 0 ||
+        if (mirror_open_top(o->attic, "attic", full, false, &m->atticfd,
+                            &attic, err, errsz) != 0 ||
             mirror_check_attic(m, attic, err, errsz) != 0)
             goto fail;
     }
@@ -690,7 +707,85 @@ mirror_close(struct mirror *m)
         close(m->stage_parent);
     }
     rs_free(m->root);
+    rs_free(m->given);
     rs_free(m);
+}
+
+/* The pid /proc/locks gives for the flock on (dev, ino), else 0. Only to
+ * name the holder in a refusal: any failure reads as "cannot tell". */
+static long
+mirror_lock_holder(dev_t dev, ino_t ino)
+{
+    char line[512], want[64];
+    long pid = 0;
+    FILE *f = fopen("/proc/locks", "re");
+
+    if (f == NULL)
+        return 0;
+    /* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF", the device as
+     * the kernel prints it (fs/locks.c: %02x:%02x:%lu) */
+    snprintf(want, sizeof(want), " %02x:%02x:%lu ", major(dev), minor(dev),
+             (unsigned long)ino);
+    while (pid == 0 && fgets(line, sizeof(line), f) != NULL) {
+        char *at = strstr(line, want), *p, *end = NULL;
+        if (at == NULL || strstr(line, "FLOCK") == NULL ||
+            strstr(line, "->") != NULL)
+            continue;          /* another file, or a waiter, not a holder */
+        for (p = at; p > line && p[-1] == ' '; p--)
+            ;
+        while (p > line && p[-1] >= '0' && p[-1] <= '9')
+            p--;
+        long v = strtol(p, &end, 10);
+        if (end != p && v > 0 && (long)getpid() != v)
+            pid = v;
+    }
+    fclose(f);
+    return pid;
+}
+
+int
+mirror_lock(struct mirror *m, long *holder)
+{
+    struct stat st;
+
+    if (holder != NULL)
+        *holder = 0;
+    if (flock(m->rootfd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    int e = errno;
+    if (e != EWOULDBLOCK)
+        return mirror_fail(m, RS_EIO, e, "%s: flock: %s", m->root,
+                           strerror(e));
+    if (holder != NULL && fstat(m->rootfd, &st) == 0)
+        *holder = mirror_lock_holder(st.st_dev, st.st_ino);
+    return mirror_fail(m, RS_ESTATE, 0, "%s: in use by another writer",
+                       m->root);
+}
+
+int
+mirror_check_root(struct mirror *m)
+{
+    struct stat held, now;
+
+    if (m->given == NULL)
+        return 0;
+    if (fstat(m->rootfd, &held) != 0)
+        return mirror_fail(m, RS_EIO, errno, "%s: fstat: %s", m->root,
+                           strerror(errno));
+    if (stat(m->given, &now) != 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            return mirror_fail(m, RS_ENOTFOUND, e, "%s no longer exists "
+                               "(moved or removed while rssub held it)",
+                               m->given);
+        return mirror_fail(m, RS_EIO, e, "%s: stat: %s", m->given,
+                           strerror(e));
+    }
+    if (now.st_dev != held.st_dev || now.st_ino != held.st_ino)
+        return mirror_fail(m, RS_ESTATE, 0, "%s now names another "
+                           "directory than the one rssub holds (moved or "
+                           "replaced while rssub held it)", m->given);
+    return 0;
 }
 
 int

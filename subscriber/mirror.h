@@ -76,19 +76,49 @@ struct mirror_opts {
      * directory (e.g. DIR/.rssub-attic), so mirror_walk never sees it; a
      * mirror inside the attic is refused. */
     const char *attic;
+    /* A missing mirror directory is an error (RS_ENOTFOUND), not made:
+     * when the state lists files, a missing directory is more likely a
+     * file system that did not mount than a first run, and filling the
+     * file system below it would be the wrong repair. */
+    bool no_create;
 };
 
 struct mirror;
 struct mirror_file;        /* a new version of one file, being written */
 
 /*
- * Open (creating it and its parents, mode 0755, if missing) the mirror
- * directory dir. dir itself must not be a symlink (parents of it may be).
- * o may be NULL (no fsync, no attic); o->attic is copied. Returns the
- * mirror (free with mirror_close), or NULL with a message in err.
+ * Open (creating it and its parents, mode 0755, if missing, unless
+ * o->no_create) the mirror directory dir. dir itself must not be a
+ * symlink (parents of it may be). o may be NULL (no fsync, no attic);
+ * o->attic is copied. Returns the mirror (free with mirror_close), or
+ * NULL with a message in err.
  */
 struct mirror *mirror_open(const char *dir, const struct mirror_opts *o,
                            char *err, size_t errsz);
+
+/*
+ * One writer per mirror directory: an exclusive, non-blocking flock on
+ * the mirror's own directory fd, held until mirror_close (twins and
+ * stages share it). Every spelling of the directory (symlinked parents,
+ * "a/../b") is one inode, so one lock; nothing is written into the
+ * mirror for it. 0; RS_ESTATE when another open file (another process,
+ * or another mirror_open in this one) holds it, *holder (may be NULL)
+ * then the holder's pid as /proc/locks tells it, or 0 when it cannot be
+ * told; RS_EIO for any other failure (mirror_errstr says). A report-only
+ * reader does not lock: it must run beside the writer.
+ */
+int mirror_lock(struct mirror *m, long *holder) RS_MUST_CHECK;
+
+/*
+ * Does the path m was opened with still name the directory m holds?
+ * A mirror moved or removed behind our back keeps working through its
+ * fd, so without this every write would go on into a directory nobody
+ * serves. 0 yes; RS_ENOTFOUND the path names nothing; RS_ESTATE it names
+ * something else; RS_EIO stat failed otherwise (mirror_errstr says
+ * which). Two system calls. 0 for a twin or a stage (no path of their
+ * own).
+ */
+int mirror_check_root(struct mirror *m) RS_MUST_CHECK;
 void mirror_close(struct mirror *m);       /* NULL ok; open files must be
                                               committed or aborted first */
 

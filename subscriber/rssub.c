@@ -18,11 +18,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define RS_LOG_MODULE "rssub"
 /* meta: the WebSub id key of this state (websub_key) */
 #define RSSUB_META_WEBSUB_KEY "websub_key"
+/* Files of the state looked for in the mirror at start (mirror_sample):
+ * cheap, and enough to tell a mirror that is not the one the state
+ * describes (missing, emptied, another directory) from one that lost a
+ * file or two (the reconciles and audits find those). */
+#define RSSUB_SAMPLE 16
 #include "follow.h"
 #include "hubsub.h"
 #include "ledger.h"
@@ -262,6 +268,8 @@ struct rssub {
     struct rs_metrics *metrics;
     bool tty;
     int exit_code;
+    bool refill;                  /* the mirror holds none of the state's
+                                     files: the session fetches all */
     /* Credentials (setup_creds); wiped at teardown */
     char *source_hdrs[RS_HTTP_MAX_CRED_HEADERS + 1];  /* NULL-terminated */
     size_t nsource_hdrs;
@@ -544,6 +552,134 @@ clear_future(struct rssub *s)
     return 0;
 }
 
+/* Say it in the state too, for `rssub status` (last_error): a refusal at
+ * start leaves no daemon to ask. Best effort: the log has it anyway. */
+static void
+note_last_error(struct rssub *s, const char *what)
+{
+    char now[RS_TIME_BUFSZ];
+
+    rs_time_format(rs_time_now(), now);
+    if (ledger_meta_set(s->ledger, "last_error", what) != 0 ||
+        ledger_meta_set(s->ledger, "last_error_at", now) != 0)
+        rs_log_kv(RS_LOG_WARN, "cannot record the error in the state",
+                  "error", ledger_errstr(s->ledger), NULL);
+}
+
+/* The first RSSUB_SAMPLE live files the state lists (uri order), and how
+ * many of them the mirror has (when s->mirror is open). */
+struct sample {
+    struct rssub *s;
+    size_t listed, present;
+};
+
+static int
+on_sample_row(void *ud, const struct ledger_res *r)
+{
+    struct sample *sa = ud;
+    struct stat st;
+
+    if (r->path == NULL || r->path[0] == '\0')
+        return 0;
+    sa->listed++;
+    if (sa->s->mirror != NULL &&
+        mirror_stat(sa->s->mirror, r->path, &st) == 0)
+        sa->present++;
+    return sa->listed >= RSSUB_SAMPLE ? 1 : 0;
+}
+
+static int
+mirror_sample(struct rssub *s, struct sample *sa)
+{
+    *sa = (struct sample){ .s = s };
+    if (ledger_res_each(s->ledger, false, -1, on_sample_row, sa) < 0) {
+        rs_log_kv(RS_LOG_ERROR, "cannot read the state", "error",
+                  ledger_errstr(s->ledger), NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The mirror directory, opened for the command, and judged against the
+ * state (docs/subscriber.md, "The mirror and its state"):
+ *  - missing while the state lists files: refused (1, audit 3), never made
+ *    afresh: the likely cause is a file system that did not mount, or a
+ *    directory moved, and filling the one below would hide it (rssource
+ *    refuses an empty --dir whose state lists files, likewise);
+ *  - present but holding none of a sample of them: an error, and the
+ *    session fetches everything again (s->refill) instead of calling an
+ *    empty mirror synced;
+ *  - a writer (run, sync, audit --fix) locks it: one writer per mirror, as
+ *    per state; two rssubs sharing a mirror would each take the other's
+ *    files for strays and delete them.
+ */
+static int
+open_mirror(struct rssub *s, struct mirror_opts *mo, bool readonly)
+{
+    int fail = s->cmd == CMD_AUDIT ? 3 : 1;
+    char err[512], msg[PATH_MAX + 200];
+    struct sample sa;
+    struct stat st;
+
+    if (mirror_sample(s, &sa) != 0)
+        return fail;
+    mo->no_create = sa.listed > 0;
+    if (sa.listed > 0 && lstat(conf.mirror, &st) != 0 && errno == ENOENT) {
+        rs_log_kv(RS_LOG_ERROR, "the mirror directory is missing, and the "
+                  "state lists files in it: refusing to start with an empty "
+                  "one (a file system not mounted? the directory moved?); "
+                  "mount it or move it back, or create it empty to have "
+                  "everything fetched again", "mirror", conf.mirror,
+                  "state", s->state_path, NULL);
+        snprintf(msg, sizeof(msg), "the mirror directory %s is missing "
+                 "(refused to start)", conf.mirror);
+        if (!readonly)
+            note_last_error(s, msg);
+        return fail;
+    }
+    s->mirror = mirror_open(conf.mirror, mo, err, sizeof(err));
+    if (s->mirror == NULL) {
+        rs_log_kv(RS_LOG_ERROR, "cannot open the mirror", "mirror",
+                  conf.mirror, "error", err, NULL);
+        s->state_unmake = s->state_made;
+        return fail;
+    }
+    long holder = 0;
+    int rc = readonly ? 0 : mirror_lock(s->mirror, &holder);
+    if (rc != 0) {
+        char pid[24] = "-";
+        if (holder > 0)
+            snprintf(pid, sizeof(pid), "%ld", holder);
+        rs_log_kv(RS_LOG_ERROR, rc == RS_ESTATE
+                  ? "the mirror is in use by another rssub (one writer per "
+                    "mirror: give each instance a mirror of its own)"
+                  : "cannot lock the mirror", "mirror",
+                  mirror_root(s->mirror), "pid", pid, "error",
+                  mirror_errstr(s->mirror), NULL);
+        s->state_unmake = s->state_made;
+        return fail;
+    }
+    if (sa.listed == 0 || mirror_sample(s, &sa) != 0 || sa.present > 0)
+        return 0;
+    char n[24];
+    snprintf(n, sizeof(n), "%zu", sa.listed);
+    rs_log_kv(RS_LOG_ERROR, readonly
+              ? "the mirror holds none of the files the state lists "
+                "(emptied, or another directory)"
+              : "the mirror holds none of the files the state lists "
+                "(emptied, or another directory): fetching everything again",
+              "mirror", mirror_root(s->mirror), "sampled", n, NULL);
+    if (!readonly) {
+        snprintf(msg, sizeof(msg), "the mirror %s held none of the files "
+                 "the state lists: fetched everything again",
+                 mirror_root(s->mirror));
+        note_last_error(s, msg);
+    }
+    s->refill = true;
+    return 0;
+}
+
 static enum session_transport
 transport_from(const char *t)
 {
@@ -706,6 +842,7 @@ setup_session(struct rssub *s, bool readonly)
             .ready_file = conf.ready_file,
             .state_path = s->state_path,
             .progress = s->tty && conf.progress,
+            .refill = s->refill,
         },
         .base = s->base,
         .http = s->http,
@@ -938,7 +1075,6 @@ setup(struct rssub *s)
         .on_refused = on_http_refused,
         .refused_ud = s,
     };
-    char err[512];
     size_t swept = 0;
     int rc;
 
@@ -978,13 +1114,8 @@ setup(struct rssub *s)
         if ((rc = clear_future(s)) != 0)
             return rc;
     }
-    s->mirror = mirror_open(conf.mirror, &mo, err, sizeof(err));
-    if (s->mirror == NULL) {
-        rs_log_kv(RS_LOG_ERROR, "cannot open the mirror", "mirror",
-                  conf.mirror, "error", err, NULL);
-        s->state_unmake = s->state_made;
-        return 1;
-    }
+    if ((rc = open_mirror(s, &mo, readonly)) != 0)
+        return rc;
     if (!readonly && mirror_sweep_temps(s->mirror, &swept) == 0 && swept > 0) {
         char n[24];
         snprintf(n, sizeof(n), "%zu", swept);
@@ -1003,7 +1134,11 @@ setup(struct rssub *s)
         return rc;
     if ((rc = setup_session(s, readonly)) != 0)
         return rc;
-    if (setup_metrics(s) != 0)
+    /* An audit serves no metrics: it runs beside the daemon (report-only)
+     * and would find the daemon's --metrics-listen port taken, the two
+     * sharing one config file; and a one-shot's numbers are its output
+     * and exit status. */
+    if (s->cmd != CMD_AUDIT && setup_metrics(s) != 0)
         return 1;
     session_set_metrics_port(s->session, s->metrics_port);
     struct rs_daemon_opts dmo = {
@@ -1231,6 +1366,10 @@ main(int argc, char **argv)
         s.exit_code = cmd_status(&s);
     } else if ((s.exit_code = setup(&s)) == 0) {
         event_base_dispatch(s.base);
+    } else if (s.cmd == CMD_AUDIT && s.exit_code == 1) {
+        /* audit's 1 means differences: a setup that failed is "could not
+         * complete" */
+        s.exit_code = 3;
     }
     teardown(&s);
     rs_config_free(cfg);

@@ -216,6 +216,7 @@ struct session {
     enum pull_kind retry_kind;
     rs_time_t last_reconcile;
     int exit_code;
+    struct event *ev_root;        /* SESSION_ROOT_CHECK_MS, writers */
     struct event *ev_poll, *ev_pull, *ev_audit, *ev_progress,
         *ev_retry_pull, *ev_ready, *ev_end, *ev_reconcile, *ev_retry_disc,
         *ev_state;    /* commits failed: pull what the lost batches took in */
@@ -1652,6 +1653,41 @@ setup_follow(struct session *s)
 
 /* ----------------------------------------------------------- timers */
 
+/* Is the mirror's path still the directory we hold (session.h,
+ * SESSION_ROOT_CHECK_MS)? If not, the session ends with an error: the
+ * service manager restarts rssub, and the start looks at what the path
+ * names then (missing: refused; empty: refilled). false once ended. */
+static bool
+root_ok(struct session *s)
+{
+    char why[MIRROR_PATH_MAX + 300];
+
+    if (s->state == SESSION_DONE)
+        return false;
+    if (s->o.c.readonly || mirror_check_root(s->o.mirror) == 0)
+        return true;
+    snprintf(why, sizeof(why), "the mirror directory moved or was removed "
+             "while rssub ran: %s", mirror_errstr(s->o.mirror));
+    rs_log_kv(RS_LOG_ERROR, "the mirror directory is no longer where it "
+              "was configured: stopping, writing nothing more into it (a "
+              "restart checks what the path names then)", "mirror",
+              mirror_root(s->o.mirror), "error",
+              mirror_errstr(s->o.mirror), NULL);
+    set_last_error(s, why);
+    apply_pause(s->apply, true);
+    apply_commit(s->apply);          /* the batch, and last_error, kept */
+    finish(s, s->o.cmd == SESSION_AUDIT ? 3 : 1);
+    return false;
+}
+
+static void
+on_root_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)root_ok(arg);
+}
+
 static void
 on_poll(evutil_socket_t fd, short what, void *arg)
 {
@@ -1659,6 +1695,8 @@ on_poll(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    if (!root_ok(s))
+        return;
     for (size_t i = 0; i < s->nsets; i++) {
         struct set *st = &s->sets[i];
 
@@ -1693,6 +1731,10 @@ on_audit_timer(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    /* An audit of a directory that is no longer the mirror would find
+     * it in sync, and its --audit-fix would write into it. */
+    if (!root_ok(s))
+        return;
     s->strays_due = true;
     for (size_t i = 0; i < s->nsets; i++)
         queue_pull(&s->sets[i], s->o.c.audit_fix ? PULL_RECONCILE : PULL_AUDIT,
@@ -2321,7 +2363,7 @@ on_discovered(void *ud, int rc, const char *err, struct discovery_result *res)
         return;
     }
     for (size_t i = 0; i < s->nsets; i++) {
-        enum pull_kind k = PULL_CHANGES;
+        enum pull_kind k = s->o.c.refill ? PULL_RECONCILE : PULL_CHANGES;
         if (s->o.cmd == SESSION_AUDIT)
             k = s->o.c.fix ? PULL_RECONCILE : PULL_AUDIT;
         queue_pull(&s->sets[i], k, WHY_START);
@@ -2501,6 +2543,7 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
     s->ev_poll = event_new(o->base, -1, EV_PERSIST, on_poll, s);
     s->ev_pull = event_new(o->base, -1, EV_PERSIST, on_safety_pull, s);
     s->ev_audit = event_new(o->base, -1, EV_PERSIST, on_audit_timer, s);
+    s->ev_root = event_new(o->base, -1, EV_PERSIST, on_root_check, s);
     s->ev_retry_pull = evtimer_new(o->base, on_retry_pull, s);
     s->ev_ready = event_new(o->base, -1, EV_PERSIST, on_ready_tick, s);
     s->ev_end = evtimer_new(o->base, on_end_event, s);
@@ -2508,7 +2551,7 @@ session_new(const struct session_opts *o, char *err, size_t errsz)
     s->ev_retry_disc = evtimer_new(o->base, on_retry_discovery, s);
     s->ev_state = evtimer_new(o->base, on_state_retry, s);
     if (s->ev_state == NULL || s->ev_retry_disc == NULL || s->ev_poll == NULL || s->ev_pull == NULL || s->ev_audit == NULL ||
-        s->ev_retry_pull == NULL || s->ev_reconcile == NULL ||
+        s->ev_root == NULL || s->ev_retry_pull == NULL || s->ev_reconcile == NULL ||
         s->ev_ready == NULL || s->ev_end == NULL) {
         snprintf(err, errsz, "out of memory");
         goto fail;
@@ -2545,7 +2588,7 @@ session_free(struct session *s)
     apply_free(s->apply);
     discovery_result_free(s->disc);
     struct event *evs[] = { s->ev_poll, s->ev_pull, s->ev_audit,
-                            s->ev_progress, s->ev_retry_pull,
+                            s->ev_root, s->ev_progress, s->ev_retry_pull,
                             s->ev_ready, s->ev_end, s->ev_reconcile,
                             s->ev_retry_disc, s->ev_state };
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
@@ -2563,6 +2606,10 @@ session_start(struct session *s)
         return RS_ESTATE;
     if ((rc = discovery_start(s->discovery, s->o.c.source)) != 0)
         return rc;
+    if (!s->o.c.readonly) {
+        struct timeval tv = rs_time_tv_ms(SESSION_ROOT_CHECK_MS);
+        event_add(s->ev_root, &tv);
+    }
     session_set(s, SESSION_DISCOVERING, s->o.c.source);
     return 0;
 }

@@ -61,7 +61,21 @@ struct session_conf {
     const char *ready_file;        /* run: written once ready, or NULL */
     const char *state_path;        /* for the stray scan's writer check */
     bool progress;                 /* a progress line (sync, audit) */
+    /* The mirror holds none of the files the ledger lists (rssub.c's
+     * sample at start: emptied, or another directory): the first pull of
+     * every list is a reconcile, whose file check finds each file missing
+     * and fetches it, instead of Change Lists that would find nothing
+     * new and call an empty mirror synced. */
+    bool refill;
 };
+
+/* While a session that writes runs (run, sync, audit --fix), it checks
+ * every SESSION_ROOT_CHECK_MS, and before each periodic audit and poll,
+ * that the mirror's path still names the directory it holds
+ * (mirror_check_root): a mirror moved or removed behind its back ends
+ * the session with an error (exit 1, audit 3; last_error says why)
+ * rather than have it write on into a directory nobody serves. */
+#define SESSION_ROOT_CHECK_MS 2000
 
 struct session_opts {
     enum session_cmd cmd;

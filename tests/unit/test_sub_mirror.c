@@ -1311,6 +1311,109 @@ test_stage_swept(void **state)
     assert_int_equal(tu_count_entries(f->mdir, ".rssub-stage."), 1);
 }
 
+/* mirror/lock: one writer per mirror directory: a second open of it (here
+ * through a symlinked parent and a trailing '/') cannot lock it, and is
+ * told this process holds it; twins share the lock; it goes at close;
+ * nothing is written into the mirror for it. */
+static void
+test_lock(void **state)
+{
+    struct fx *f = *state;
+    char link[4300], spelled[4400];
+    long holder = -1;
+
+    assert_int_equal(mirror_lock(f->m, &holder), 0);
+    assert_int_equal(holder, 0);
+    snprintf(link, sizeof(link), "%s/link", f->base);
+    assert_int_equal(symlink(f->base, link), 0);
+    snprintf(spelled, sizeof(spelled), "%s/m/", link);
+    struct mirror *o = fx_open(spelled, NULL);
+    assert_int_equal(mirror_lock(o, &holder), RS_ESTATE);
+    assert_non_null(strstr(mirror_errstr(o), "in use"));
+    /* /proc/locks names the holder; our own pid is not taken for one */
+    assert_int_equal(holder, 0);
+    char err[512];
+    struct mirror *t = mirror_twin(f->m, err, sizeof(err));
+    assert_non_null(t);
+    mirror_close(t);                  /* a twin's close keeps the lock */
+    assert_int_equal(mirror_lock(o, NULL), RS_ESTATE);
+    assert_int_equal(tu_count_entries(f->mdir, NULL), 0);
+    mirror_close(f->m);
+    f->m = NULL;
+    assert_int_equal(mirror_lock(o, NULL), 0);
+    mirror_close(o);
+}
+
+/* mirror/lock_other_process: a child's lock is refused here, naming the
+ * child's pid. */
+static void
+test_lock_other_process(void **state)
+{
+    struct fx *f = *state;
+    int p[2];
+    char c;
+    long holder = 0;
+
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char err[512];
+        struct mirror *m = mirror_open(f->mdir, NULL, err, sizeof(err));
+        c = m != NULL && mirror_lock(m, NULL) == 0 ? 'y' : 'n';
+        (void)!write(p[1], &c, 1);
+        for (;;)
+            pause();                  /* holding it, until killed */
+    }
+    close(p[1]);
+    assert_int_equal(read(p[0], &c, 1), 1);
+    assert_int_equal(c, 'y');
+    assert_int_equal(mirror_lock(f->m, &holder), RS_ESTATE);
+    assert_int_equal(holder, (long)pid);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(p[0]);
+    assert_int_equal(mirror_lock(f->m, &holder), 0);
+}
+
+/* mirror/check_root: the path still names the directory held; moved
+ * away (RS_ENOTFOUND), replaced by another directory (RS_ESTATE), moved
+ * back (0). */
+static void
+test_check_root(void **state)
+{
+    struct fx *f = *state;
+    char moved[4300];
+
+    assert_int_equal(mirror_check_root(f->m), 0);
+    snprintf(moved, sizeof(moved), "%s/moved", f->base);
+    assert_int_equal(rename(f->mdir, moved), 0);
+    assert_int_equal(mirror_check_root(f->m), RS_ENOTFOUND);
+    assert_non_null(strstr(mirror_errstr(f->m), "no longer exists"));
+    assert_int_equal(mkdir(f->mdir, 0755), 0);
+    assert_int_equal(mirror_check_root(f->m), RS_ESTATE);
+    assert_int_equal(rmdir(f->mdir), 0);
+    assert_int_equal(rename(moved, f->mdir), 0);
+    assert_int_equal(mirror_check_root(f->m), 0);
+}
+
+/* mirror/no_create: a missing directory is refused, not made. */
+static void
+test_no_create(void **state)
+{
+    struct fx *f = *state;
+    struct mirror_opts o = { .no_create = true };
+    char err[512];
+
+    assert_null(mirror_open(fx_path(f, f->base, "gone/m"), &o, err,
+                            sizeof(err)));
+    assert_non_null(strstr(err, "does not exist"));
+    assert_false(fx_exists(fx_path(f, f->base, "gone")));
+    struct mirror *m = mirror_open(f->mdir, &o, err, sizeof(err));
+    assert_non_null(m);
+    mirror_close(m);
+}
+
 #define TS(name, fn) { name, fn, fx_setup, fx_teardown, NULL }
 
 int
@@ -1341,6 +1444,10 @@ main(void)
         TS("mirror/stage_syncfs", test_stage_syncfs),
         TS("mirror/prepare", test_prepare),
         TS("mirror/stage_swept", test_stage_swept),
+        TS("mirror/lock", test_lock),
+        TS("mirror/lock_other_process", test_lock_other_process),
+        TS("mirror/check_root", test_check_root),
+        TS("mirror/no_create", test_no_create),
     };
     return cmocka_run_group_tests_name("sub_mirror", tests, NULL, NULL);
 }
