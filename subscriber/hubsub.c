@@ -1106,15 +1106,23 @@ on_content(struct hubsub *h, struct sub *s, struct evhttp_request *req)
     }
     struct evkeyvalq *hd = evhttp_request_get_input_headers(req);
     if (!sig_ok(s->secret, evhttp_find_header(hd, "X-Hub-Signature"), body,
-                len) && h->keyed && !s->verified) {
-        /* The path is the one a process before us had (id_key), and the
-         * hub signs with the secret that one gave until it has verified
-         * ours: taken later, not dropped. */
+                len) && h->keyed) {
+        /* A path outlives its secrets (id_key): a process before us, or
+         * this one's subscription before an unsubscribe and a subscribe
+         * again, gave the hub another secret, and a delivery signed with
+         * it may come after ours is verified (it was in flight). Dropped
+         * with a 2xx, as WebSub allows, it would be lost: the hub's own
+         * changes are in it. Answered 503, the hub sends it again, signed
+         * with the secret it holds then; a forger learns only that his
+         * signature is wrong, which he knew. */
+        h->st.bad_signature++;
         h->st.refused++;
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "Retry-After", "1");
         reply_text(req, 503, "Service Unavailable",
-                   "not verified yet, retry\n");
+                   s->verified ? "signature does not match: send it again, "
+                                 "signed with the secret verified last\n"
+                               : "not verified yet, retry\n");
         return;
     }
     if (!sig_ok(s->secret, evhttp_find_header(hd, "X-Hub-Signature"), body,
