@@ -747,15 +747,24 @@ on_loaded(void *ud, int rc, size_t n, const char *const *callbacks,
         if (s == NULL) {
             s = sub_new(d, t, callbacks[i], &rec, cursors[i]);
         } else {
-            /* re-subscribed: new lease, new secret; position kept */
+            /* Loaded again: at each subscribe to the topic and every lock
+             * tick (subscriptions made on other nodes). A new lease or
+             * secret is a re-subscription; position kept. */
+            bool resub = rec.expires_ms != s->expires_ms ||
+                         (rec.secret == NULL) != (s->secret == NULL) ||
+                         (rec.secret != NULL &&
+                          strcmp(rec.secret, s->secret) != 0);
             rs_free(s->secret);
             s->secret = rec.secret;
             rec.secret = NULL;
             s->expires_ms = rec.expires_ms;
-            if (s->state == DS_RETRY_WAIT) {
+            if (resub && s->state == DS_RETRY_WAIT) {
                 /* the subscriber asked again (a restarted rssub answers
                  * a delivery signed with its old secret 503): what failed
-                 * may work now, not after a backoff of up to minutes */
+                 * may work now, not after a backoff of up to minutes. Only
+                 * then: a failing one reloaded at every tick would be
+                 * retried at every tick, its stalls holding the host's
+                 * slots from healthy ones. */
                 event_del(s->timer);
                 s->attempts = 0;
                 sub_set(s, DS_IDLE, "re-subscribed");

@@ -555,7 +555,9 @@ test_retry(void **state)
 
 /* deliver/resubscribe_retries_at_once: a subscription waiting out its
  * backoff (1 s here) is retried as soon as its subscriber subscribes
- * again (a restart with a new secret), not when the backoff ends. */
+ * again (a restart with a new secret), not when the backoff ends; the
+ * topic loaded again without a new subscribe (every lock tick) leaves
+ * the backoff as it is. */
 static void
 test_resubscribe_retry(void **state)
 {
@@ -570,10 +572,16 @@ test_resubscribe_retry(void **state)
     deliver_refresh(f->d, "t");
     TU_LOOP_UNTIL(&f->loop, stats(f).attempts_failed == 1, 5000);
     assert_string_equal(infos(f).v[0].step, "retry-wait");
+    /* loaded again without a new subscribe (every lock tick does): the
+     * backoff stands */
+    deliver_refresh(f->d, "t");
+    tu_loop_run_for(&f->loop, 300);
+    assert_string_equal(infos(f).v[0].step, "retry-wait");
+    const struct cbreq *r[4];
+    assert_int_equal(cb_reqs(&f->srv, "/r", r, 4), 1);
     subscribe(f, "/r", "new-secret", far_future(), (struct msg_id){ 0, 0 });
     deliver_refresh(f->d, "t");
     TU_LOOP_UNTIL(&f->loop, stats(f).delivered == 1, 5000);
-    const struct cbreq *r[4];
     assert_int_equal(cb_reqs(&f->srv, "/r", r, 4), 2);
     assert_true(r[1]->at - r[0]->at < 0.5);     /* the backoff: 0.8-1.2 s */
     assert_int_equal(infos(f).v[0].attempts, 0);
