@@ -691,58 +691,52 @@ gauge_published(void *ud)
     return (double)n;
 }
 
-/* The hub's health across the Sources' topics (outbox_stats). */
-static void
-hub_health(struct bridge *b, int64_t *failing, int64_t *stopped,
-           uint64_t *failures)
+/* The hub's health across the Sources' topics (outbox_stats): topics it
+ * fails and retries, topics a 4xx stopped, POSTs failed since start. */
+struct hub_health {
+    int64_t failing, stopped;
+    uint64_t failures;
+};
+
+static struct hub_health
+hub_health(const struct bridge *b)
 {
-    *failing = *stopped = 0;
-    *failures = 0;
+    struct hub_health h = { 0, 0, 0 };
     for (size_t i = 0; i < b->npollers; i++) {
         struct poller_stats ps;
         poller_stats(b->pollers[i], &ps);
         for (int k = 0; k < OUTBOX_LANES; k++) {
-            *failing += ps.outbox.hub_failing[k] && !ps.outbox.stopped[k];
-            *stopped += ps.outbox.stopped[k];
+            h.failing += ps.outbox.hub_failing[k] && !ps.outbox.stopped[k];
+            h.stopped += ps.outbox.stopped[k];
         }
-        *failures += ps.outbox.failures;
+        h.failures += ps.outbox.failures;
     }
+    return h;
 }
 
 static double
 gauge_hub_up(void *ud)
 {
-    int64_t failing, stopped;
-    uint64_t failures;
-    hub_health(ud, &failing, &stopped, &failures);
-    return failing + stopped > 0 ? 0.0 : 1.0;
+    struct hub_health h = hub_health(ud);
+    return h.failing + h.stopped > 0 ? 0.0 : 1.0;
 }
 
 static double
 gauge_hub_unavailable(void *ud)
 {
-    int64_t failing, stopped;
-    uint64_t failures;
-    hub_health(ud, &failing, &stopped, &failures);
-    return (double)failing;
+    return (double)hub_health(ud).failing;
 }
 
 static double
 gauge_hub_refused(void *ud)
 {
-    int64_t failing, stopped;
-    uint64_t failures;
-    hub_health(ud, &failing, &stopped, &failures);
-    return (double)stopped;
+    return (double)hub_health(ud).stopped;
 }
 
 static double
 gauge_hub_failures(void *ud)
 {
-    int64_t failing, stopped;
-    uint64_t failures;
-    hub_health(ud, &failing, &stopped, &failures);
-    return (double)failures;
+    return (double)hub_health(ud).failures;
 }
 
 static int
